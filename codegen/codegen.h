@@ -1,0 +1,39 @@
+// Lowering of tile IR to LLVM IR, one file per target.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "ir/ir.h"
+
+namespace llvm {
+class LLVMContext;
+class Module;
+}  // namespace llvm
+
+namespace tiledist::codegen {
+
+struct HostOptions {
+  bool check_bounds = false;  // call tiledist_check_access before every load and store
+};
+
+/// The host lowering of a kernel: an LLVM module holding one function named after the kernel,
+/// with the calling convention of runtime/host_abi.h, and the scratch memory it needs.
+struct HostModule {
+  std::unique_ptr<llvm::Module> module;
+  std::string entry;
+  int64_t scratch_bytes = 0;
+};
+
+/// Lowers a verified function for the host CPU: a program instance is one call; block tensors
+/// live in scratch memory and each op on them is a loop that LLVM vectorizes.
+HostModule lower_host(const ir::Function& f, llvm::LLVMContext& ctx, const HostOptions& opts);
+
+/// Names of the helper functions host kernels call (narrow-float conversions, bounds checks).
+extern const char* const kHostHelperF32ToF8E4M3;
+extern const char* const kHostHelperF8E4M3ToF32;
+extern const char* const kHostHelperF32ToF8E5M2;
+extern const char* const kHostHelperF8E5M2ToF32;
+extern const char* const kHostHelperCheckAccess;
+
+}  // namespace tiledist::codegen

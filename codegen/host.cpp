@@ -1,0 +1,792 @@
+// Host CPU lowering: one call of the generated function runs one program instance.
+// Scalars are LLVM values; each block tensor gets a slot in the scratch buffer and each op on
+// tensors becomes a loop (nest) over its elements. Narrow floats (f16, bf16, f8) are held as
+// f32 in registers and scratch, rounded to their format after every op, and converted at
+// loads and stores, so results match a device that computes in the narrow format.
+#include <functional>
+#include <map>
+
+#include "codegen/codegen.h"
+#include "ir/numeric.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/Intrinsics.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace tiledist::codegen {
+
+const char* const kHostHelperF32ToF8E4M3 = "tiledist_f32_to_f8e4m3";
+const char* const kHostHelperF8E4M3ToF32 = "tiledist_f8e4m3_to_f32";
+const char* const kHostHelperF32ToF8E5M2 = "tiledist_f32_to_f8e5m2";
+const char* const kHostHelperF8E5M2ToF32 = "tiledist_f8e5m2_to_f32";
+const char* const kHostHelperCheckAccess = "tiledist_check_access";
+
+namespace {
+
+using ir::DType;
+using ir::OpCode;
+using llvm::IRBuilder;
+
+/// How an IR value lives in generated code: a scalar is an LLVM value; a tensor is the
+/// address of its elements in scratch.
+struct CVal {
+  llvm::Value* scalar = nullptr;
+  llvm::Value* buf = nullptr;
+};
+
+class HostLowering {
+ public:
+  HostLowering(const ir::Function& f, llvm::LLVMContext& ctx, const HostOptions& opts)
+      : f_(f), ctx_(ctx), opts_(opts), module_(std::make_unique<llvm::Module>(f.name, ctx)), b_(ctx) {}
+
+  HostModule run() {
+    auto* ptr = b_.getPtrTy();
+    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr, ptr}, false);
+    fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, f_.name, module_.get());
+    fn_->addParamAttr(3, llvm::Attribute::NoAlias);
+    for (int i = 0; i < 5; ++i) fn_->addParamAttr(i, llvm::Attribute::NoUndef);
+    fn_->addFnAttr(llvm::Attribute::NoUnwind);
+    args_ = fn_->getArg(0);
+    pid_ = fn_->getArg(1);
+    nprog_ = fn_->getArg(2);
+    scratch_ = fn_->getArg(3);
+    rt_ = fn_->getArg(4);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
+    for (auto& a : f_.body.args) {
+      llvm::Value* slot = b_.CreateLoad(ptr, b_.CreateConstGEP1_64(ptr, args_, a->index), "arg.slot");
+      vals_[a.get()] = CVal{b_.CreateLoad(reg_type(a->type), slot, a->name), nullptr};
+    }
+    emit_block(f_.body);
+    std::string err;
+    llvm::raw_string_ostream os(err);
+    if (llvm::verifyModule(*module_, &os)) TD_ASSERT(false, "host lowering produced invalid LLVM IR: ", os.str());
+    return HostModule{std::move(module_), f_.name, scratch_size_};
+  }
+
+ private:
+  // ---- types
+  llvm::Type* reg_type(const ir::Type& t) {
+    if (t.is_ptr) return b_.getPtrTy();
+    switch (t.dtype) {
+      case DType::i1: return b_.getInt1Ty();
+      case DType::i8: return b_.getInt8Ty();
+      case DType::i16: return b_.getInt16Ty();
+      case DType::i32: return b_.getInt32Ty();
+      case DType::i64: return b_.getInt64Ty();
+      case DType::f64: return b_.getDoubleTy();
+      default: return b_.getFloatTy();  // f32 and the narrow floats
+    }
+  }
+  /// Element type of a tensor in scratch (booleans take a byte).
+  llvm::Type* buf_type(const ir::Type& t) { return !t.is_ptr && t.dtype == DType::i1 ? b_.getInt8Ty() : reg_type(t); }
+  /// Element type in global memory.
+  llvm::Type* mem_type(DType d) {
+    switch (d) {
+      case DType::i1: case DType::i8: case DType::f8e4m3: case DType::f8e5m2: return b_.getInt8Ty();
+      case DType::i16: case DType::bf16: return b_.getInt16Ty();
+      case DType::f16: return b_.getHalfTy();
+      default: return reg_type(ir::Type::scalar(d));
+    }
+  }
+  bool narrow(DType d) { return d == DType::f16 || d == DType::bf16 || d == DType::f8e4m3 || d == DType::f8e5m2; }
+
+  llvm::FunctionCallee helper(const char* name, llvm::Type* ret, std::vector<llvm::Type*> params) {
+    return module_->getOrInsertFunction(name, llvm::FunctionType::get(ret, params, false));
+  }
+
+  // ---- conversions between registers and memory
+  llvm::Value* to_mem(llvm::Value* v, DType d) {
+    switch (d) {
+      case DType::i1: return b_.CreateZExt(v, b_.getInt8Ty());
+      case DType::f16: return b_.CreateFPTrunc(v, b_.getHalfTy());
+      case DType::bf16: {
+        // Round to nearest even on the bits (NaN stays NaN by forcing a quiet bit).
+        llvm::Value* u = b_.CreateBitCast(v, b_.getInt32Ty());
+        llvm::Value* lsb = b_.CreateAnd(b_.CreateLShr(u, 16), 1);
+        llvm::Value* rounded = b_.CreateLShr(b_.CreateAdd(u, b_.CreateAdd(lsb, b_.getInt32(0x7FFF))), 16);
+        llvm::Value* nan = b_.CreateOr(b_.CreateLShr(u, 16), b_.getInt32(0x40));
+        llvm::Value* is_nan = b_.CreateFCmpUNO(v, v);
+        return b_.CreateTrunc(b_.CreateSelect(is_nan, nan, rounded), b_.getInt16Ty());
+      }
+      case DType::f8e4m3: return b_.CreateCall(helper(kHostHelperF32ToF8E4M3, b_.getInt8Ty(), {b_.getFloatTy()}), {v});
+      case DType::f8e5m2: return b_.CreateCall(helper(kHostHelperF32ToF8E5M2, b_.getInt8Ty(), {b_.getFloatTy()}), {v});
+      default: return v;
+    }
+  }
+  llvm::Value* from_mem(llvm::Value* v, DType d) {
+    switch (d) {
+      case DType::i1: return b_.CreateICmpNE(v, b_.getInt8(0));
+      case DType::f16: return b_.CreateFPExt(v, b_.getFloatTy());
+      case DType::bf16: return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, b_.getInt32Ty()), 16), b_.getFloatTy());
+      case DType::f8e4m3: return b_.CreateCall(helper(kHostHelperF8E4M3ToF32, b_.getFloatTy(), {b_.getInt8Ty()}), {v});
+      case DType::f8e5m2: return b_.CreateCall(helper(kHostHelperF8E5M2ToF32, b_.getFloatTy(), {b_.getInt8Ty()}), {v});
+      default: return v;
+    }
+  }
+  /// Rounds an f32 register to a narrow format's precision.
+  llvm::Value* round(llvm::Value* v, DType d) { return narrow(d) ? from_mem(to_mem(v, d), d) : v; }
+
+  llvm::Value* to_buf(llvm::Value* v, const ir::Type& t) {
+    return !t.is_ptr && t.dtype == DType::i1 ? b_.CreateZExt(v, b_.getInt8Ty()) : v;
+  }
+  llvm::Value* from_buf(llvm::Value* v, const ir::Type& t) {
+    return !t.is_ptr && t.dtype == DType::i1 ? b_.CreateTrunc(v, b_.getInt1Ty()) : v;
+  }
+
+  // ---- scratch buffers and loops
+  llvm::Value* alloc_buf(const ir::Type& t) {
+    int64_t bytes = t.numel() * static_cast<int64_t>(module_->getDataLayout().getTypeAllocSize(buf_type(t)));
+    if (bytes == 0) bytes = t.numel() * 8;
+    int64_t off = scratch_size_;
+    scratch_size_ += (bytes + 63) / 64 * 64;
+    return b_.CreateConstGEP1_64(b_.getInt8Ty(), scratch_, off);
+  }
+  llvm::Value* buf_load(llvm::Value* buf, const ir::Type& t, llvm::Value* i) {
+    llvm::Type* et = buf_type(t);
+    return from_buf(b_.CreateLoad(et, b_.CreateGEP(et, buf, i)), t);
+  }
+  void buf_store(llvm::Value* buf, const ir::Type& t, llvm::Value* i, llvm::Value* v) {
+    llvm::Type* et = buf_type(t);
+    b_.CreateStore(to_buf(v, t), b_.CreateGEP(et, buf, i));
+  }
+  void copy_buf(llvm::Value* dst, llvm::Value* src, const ir::Type& t) {
+    if (dst == src) return;
+    int64_t bytes = t.numel() * static_cast<int64_t>(module_->getDataLayout().getTypeAllocSize(buf_type(t)));
+    b_.CreateMemCpy(dst, llvm::MaybeAlign(16), src, llvm::MaybeAlign(16), bytes);
+  }
+
+  /// for (i = 0; i < n; ++i) body(i), with i an i64.
+  void loop(int64_t n, const std::function<void(llvm::Value*)>& body) {
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "loop.end", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, "i");
+    i->addIncoming(b_.getInt64(0), pre);
+    body(i);
+    llvm::Value* next = b_.CreateAdd(i, b_.getInt64(1), "", true, true);
+    i->addIncoming(next, b_.GetInsertBlock());
+    b_.CreateCondBr(b_.CreateICmpSLT(next, b_.getInt64(n)), header, exit);
+    b_.SetInsertPoint(exit);
+  }
+  /// A loop nest over `shape`; body gets one index per dimension.
+  void nest(const std::vector<int64_t>& shape, const std::function<void(const std::vector<llvm::Value*>&)>& body,
+            std::vector<llvm::Value*> idx = {}) {
+    if (idx.size() == shape.size()) return body(idx);
+    loop(shape[idx.size()], [&](llvm::Value* i) {
+      auto next = idx;
+      next.push_back(i);
+      nest(shape, body, next);
+    });
+  }
+  llvm::Value* linear(const std::vector<llvm::Value*>& idx, const std::vector<int64_t>& strides) {
+    llvm::Value* off = b_.getInt64(0);
+    for (size_t d = 0; d < idx.size(); ++d)
+      if (strides[d] != 0) off = b_.CreateAdd(off, b_.CreateMul(idx[d], b_.getInt64(strides[d])));
+    return off;
+  }
+  static std::vector<int64_t> strides_of(const std::vector<int64_t>& shape) {
+    std::vector<int64_t> s(shape.size(), 1);
+    for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) s[d] = s[d + 1] * shape[d + 1];
+    return s;
+  }
+
+  // ---- elementwise semantics (shared by scalars and tensors)
+  llvm::Value* elementwise(const ir::Op& op, const std::vector<llvm::Value*>& in) {
+    const ir::Type& rt = op.results[0]->type;
+    const ir::Type& at = op.operands[0]->type;
+    bool fl = at.is_float();
+    DType d = rt.dtype;
+    auto unary_intrinsic = [&](llvm::Intrinsic::ID id) {
+      return round(b_.CreateUnaryIntrinsic(id, in[0]), d);
+    };
+    switch (op.code) {
+      case OpCode::Add: return fl ? round(b_.CreateFAdd(in[0], in[1]), d) : b_.CreateAdd(in[0], in[1]);
+      case OpCode::Sub: return fl ? round(b_.CreateFSub(in[0], in[1]), d) : b_.CreateSub(in[0], in[1]);
+      case OpCode::Mul: return fl ? round(b_.CreateFMul(in[0], in[1]), d) : b_.CreateMul(in[0], in[1]);
+      case OpCode::Div: return fl ? round(b_.CreateFDiv(in[0], in[1]), d) : b_.CreateSDiv(in[0], in[1]);
+      case OpCode::Rem: return fl ? round(b_.CreateFRem(in[0], in[1]), d) : b_.CreateSRem(in[0], in[1]);
+      case OpCode::Min:
+        return fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, in[0], in[1])
+                  : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, in[0], in[1]);
+      case OpCode::Max:
+        return fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, in[0], in[1])
+                  : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, in[0], in[1]);
+      case OpCode::And: return b_.CreateAnd(in[0], in[1]);
+      case OpCode::Or: return b_.CreateOr(in[0], in[1]);
+      case OpCode::Xor: return b_.CreateXor(in[0], in[1]);
+      case OpCode::Shl: return b_.CreateShl(in[0], in[1]);
+      case OpCode::Shr: return b_.CreateAShr(in[0], in[1]);
+      case OpCode::Cmp: return compare(op.str_attr("pred"), in[0], in[1], at);
+      case OpCode::Neg: return fl ? b_.CreateFNeg(in[0]) : b_.CreateNeg(in[0]);
+      case OpCode::Not: return b_.CreateNot(in[0]);
+      case OpCode::Exp: return unary_intrinsic(llvm::Intrinsic::exp);
+      case OpCode::Exp2: return unary_intrinsic(llvm::Intrinsic::exp2);
+      case OpCode::Log: return unary_intrinsic(llvm::Intrinsic::log);
+      case OpCode::Log2: return unary_intrinsic(llvm::Intrinsic::log2);
+      case OpCode::Sqrt: return unary_intrinsic(llvm::Intrinsic::sqrt);
+      case OpCode::Sin: return unary_intrinsic(llvm::Intrinsic::sin);
+      case OpCode::Cos: return unary_intrinsic(llvm::Intrinsic::cos);
+      case OpCode::Floor: return unary_intrinsic(llvm::Intrinsic::floor);
+      case OpCode::Ceil: return unary_intrinsic(llvm::Intrinsic::ceil);
+      case OpCode::Rsqrt: {
+        llvm::Value* s = b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, in[0]);
+        return round(b_.CreateFDiv(llvm::ConstantFP::get(s->getType(), 1.0), s), d);
+      }
+      case OpCode::Erf: {
+        bool dbl = in[0]->getType()->isDoubleTy();
+        llvm::Type* t = in[0]->getType();
+        return round(b_.CreateCall(helper(dbl ? "erf" : "erff", t, {t}), {in[0]}), d);
+      }
+      case OpCode::Abs:
+        return fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, in[0])
+                  : b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, in[0], b_.getFalse());
+      case OpCode::Cast: return cast(in[0], at.dtype, d);
+      case OpCode::Bitcast:
+        if (at.is_ptr) return in[0];
+        return from_mem(b_.CreateBitCast(to_mem(in[0], at.dtype), mem_type(d)), d);
+      case OpCode::Select: return b_.CreateSelect(in[0], in[1], in[2]);
+      case OpCode::Hint: return in[0];
+      case OpCode::AddPtr:
+        return b_.CreateGEP(mem_type(at.dtype), in[0], b_.CreateSExt(in[1], b_.getInt64Ty()));
+      default: TD_ASSERT(false, "not an elementwise op: ", op.name());
+    }
+  }
+
+  llvm::Value* compare(const std::string& p, llvm::Value* a, llvm::Value* b, const ir::Type& t) {
+    using P = llvm::CmpInst::Predicate;
+    if (t.is_float()) {
+      P pred = p == "eq" ? P::FCMP_OEQ : p == "ne" ? P::FCMP_UNE : p == "lt" ? P::FCMP_OLT
+             : p == "le" ? P::FCMP_OLE : p == "gt" ? P::FCMP_OGT : P::FCMP_OGE;
+      return b_.CreateFCmp(pred, a, b);
+    }
+    bool u = t.is_ptr || t.dtype == DType::i1;
+    P pred = p == "eq" ? P::ICMP_EQ : p == "ne" ? P::ICMP_NE
+           : p == "lt" ? (u ? P::ICMP_ULT : P::ICMP_SLT) : p == "le" ? (u ? P::ICMP_ULE : P::ICMP_SLE)
+           : p == "gt" ? (u ? P::ICMP_UGT : P::ICMP_SGT) : (u ? P::ICMP_UGE : P::ICMP_SGE);
+    return b_.CreateICmp(pred, a, b);
+  }
+
+  llvm::Value* cast(llvm::Value* v, DType from, DType to) {
+    if (from == to) return v;
+    llvm::Type* rt = reg_type(ir::Type::scalar(to));
+    bool ff = ir::is_float(from), tf = ir::is_float(to);
+    if (!ff && !tf) {
+      if (to == DType::i1) return b_.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
+      return from == DType::i1 ? b_.CreateZExt(v, rt) : b_.CreateSExtOrTrunc(v, rt);
+    }
+    if (!ff) return round(from == DType::i1 ? b_.CreateUIToFP(v, rt) : b_.CreateSIToFP(v, rt), to);
+    if (!tf) {
+      if (to == DType::i1) return b_.CreateFCmpUNE(v, llvm::ConstantFP::get(v->getType(), 0.0));
+      return b_.CreateFPToSI(v, rt);
+    }
+    return round(b_.CreateFPCast(v, rt), to);
+  }
+
+  // ---- ops
+  CVal& val(const ir::Value* v) {
+    auto it = vals_.find(v);
+    TD_ASSERT(it != vals_.end(), "value used before lowering");
+    return it->second;
+  }
+  llvm::Value* element(const ir::Value* v, llvm::Value* i) {
+    const CVal& c = val(v);
+    return c.buf ? buf_load(c.buf, v->type, i) : c.scalar;
+  }
+
+  void emit_block(const ir::Block& block) {
+    for (auto& op : block.ops) emit(*op);
+  }
+
+  void emit(const ir::Op& op) {
+    const ir::Type* rt = op.results.empty() ? nullptr : &op.results[0]->type;
+    auto define_tensor = [&](const std::function<void(llvm::Value* buf)>& fill) {
+      llvm::Value* buf = alloc_buf(*rt);
+      fill(buf);
+      vals_[op.results[0].get()] = CVal{nullptr, buf};
+    };
+    switch (op.code) {
+      case OpCode::Constant: {
+        llvm::Type* t = reg_type(*rt);
+        const ir::Attr& a = op.attrs.at("value");
+        llvm::Value* c;
+        if (rt->is_float()) {
+          double d = std::holds_alternative<double>(a) ? std::get<double>(a) : double(std::get<int64_t>(a));
+          if (narrow(rt->dtype)) d = round_to_dtype(static_cast<float>(d), rt->dtype);
+          c = llvm::ConstantFP::get(t, d);
+        } else {
+          c = llvm::ConstantInt::get(t, static_cast<uint64_t>(std::get<int64_t>(a)), true);
+        }
+        vals_[op.results[0].get()] = CVal{c, nullptr};
+        return;
+      }
+      case OpCode::ProgramId:
+      case OpCode::NumPrograms: {
+        llvm::Value* base = op.code == OpCode::ProgramId ? pid_ : nprog_;
+        llvm::Value* v = b_.CreateLoad(b_.getInt32Ty(), b_.CreateConstGEP1_64(b_.getInt32Ty(), base, op.int_attr("axis")));
+        vals_[op.results[0].get()] = CVal{v, nullptr};
+        return;
+      }
+      case OpCode::Arange:
+        return define_tensor([&](llvm::Value* buf) {
+          int64_t start = op.int_attr("start");
+          loop(rt->numel(), [&](llvm::Value* i) {
+            buf_store(buf, *rt, i, b_.CreateTrunc(b_.CreateAdd(i, b_.getInt64(start)), b_.getInt32Ty()));
+          });
+        });
+      case OpCode::Splat:
+        return define_tensor([&](llvm::Value* buf) {
+          llvm::Value* s = val(op.operands[0]).scalar;
+          loop(rt->numel(), [&](llvm::Value* i) { buf_store(buf, *rt, i, s); });
+        });
+      case OpCode::Reshape:
+      case OpCode::ExpandDims:
+        return define_tensor([&](llvm::Value* buf) { copy_buf(buf, val(op.operands[0]).buf, *rt); });
+      case OpCode::Broadcast:
+      case OpCode::Trans: {
+        const ir::Type& in = op.operands[0]->type;
+        auto in_strides = strides_of(in.shape);
+        std::vector<int64_t> s(rt->shape.size());
+        for (size_t d = 0; d < s.size(); ++d) {
+          if (op.code == OpCode::Trans) s[d] = in_strides[op.ints_attr("perm")[d]];
+          else s[d] = in.shape[d] == 1 && rt->shape[d] != 1 ? 0 : in_strides[d];
+        }
+        auto out_strides = strides_of(rt->shape);
+        return define_tensor([&](llvm::Value* buf) {
+          llvm::Value* src = val(op.operands[0]).buf;
+          nest(rt->shape, [&](const std::vector<llvm::Value*>& idx) {
+            buf_store(buf, *rt, linear(idx, out_strides), buf_load(src, in, linear(idx, s)));
+          });
+        });
+      }
+      case OpCode::Load: return emit_load(op);
+      case OpCode::Store: return emit_store(op);
+      case OpCode::AtomicRMW:
+      case OpCode::AtomicCAS: return emit_atomic(op);
+      case OpCode::Reduce: return emit_reduce(op);
+      case OpCode::Dot: return emit_dot(op);
+      case OpCode::For: return emit_for(op);
+      case OpCode::If: return emit_if(op);
+      case OpCode::While: return emit_while(op);
+      case OpCode::Yield:
+      case OpCode::Condition: return;  // handled by the parent op
+      case OpCode::Return:
+        b_.CreateRetVoid();
+        return;
+      default:
+        break;
+    }
+    // Elementwise ops.
+    if (!rt->is_tensor()) {
+      std::vector<llvm::Value*> in;
+      for (auto* v : op.operands) in.push_back(val(v).scalar);
+      vals_[op.results[0].get()] = CVal{elementwise(op, in), nullptr};
+      return;
+    }
+    if (op.code == OpCode::Hint) {
+      vals_[op.results[0].get()] = val(op.operands[0]);
+      return;
+    }
+    define_tensor([&](llvm::Value* buf) {
+      loop(rt->numel(), [&](llvm::Value* i) {
+        std::vector<llvm::Value*> in;
+        for (auto* v : op.operands) in.push_back(element(v, i));
+        buf_store(buf, *rt, i, elementwise(op, in));
+      });
+    });
+  }
+
+  /// Runs `access` when the mask (if any) holds and, in checked builds, the address is in
+  /// bounds; returns the loaded value or `fallback`.
+  llvm::Value* guarded(llvm::Value* mask, llvm::Value* addr, int64_t bytes, bool is_store, llvm::Type* result,
+                       llvm::Value* fallback, const std::function<llvm::Value*()>& access) {
+    llvm::Value* ok = mask;
+    if (opts_.check_bounds) {
+      auto check = helper(kHostHelperCheckAccess, b_.getInt32Ty(),
+                          {b_.getPtrTy(), b_.getPtrTy(), b_.getInt64Ty(), b_.getInt32Ty()});
+      auto call_check = [&] {
+        return b_.CreateICmpNE(b_.CreateCall(check, {rt_, addr, b_.getInt64(bytes), b_.getInt32(is_store)}),
+                               b_.getInt32(0));
+      };
+      if (!ok) {
+        ok = call_check();
+      } else {
+        // Only accesses the mask enables are checked.
+        llvm::BasicBlock* pre = b_.GetInsertBlock();
+        auto* chk = llvm::BasicBlock::Create(ctx_, "check", fn_);
+        auto* join = llvm::BasicBlock::Create(ctx_, "check.end", fn_);
+        b_.CreateCondBr(mask, chk, join);
+        b_.SetInsertPoint(chk);
+        llvm::Value* r = call_check();
+        llvm::BasicBlock* chk_end = b_.GetInsertBlock();
+        b_.CreateBr(join);
+        b_.SetInsertPoint(join);
+        llvm::PHINode* phi = b_.CreatePHI(b_.getInt1Ty(), 2);
+        phi->addIncoming(b_.getFalse(), pre);
+        phi->addIncoming(r, chk_end);
+        ok = phi;
+      }
+    }
+    if (!ok) return access();
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* then = llvm::BasicBlock::Create(ctx_, "access", fn_);
+    auto* join = llvm::BasicBlock::Create(ctx_, "access.end", fn_);
+    b_.CreateCondBr(ok, then, join);
+    b_.SetInsertPoint(then);
+    llvm::Value* v = access();
+    llvm::BasicBlock* then_end = b_.GetInsertBlock();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(join);
+    if (!result) return nullptr;
+    llvm::PHINode* phi = b_.CreatePHI(result, 2);
+    phi->addIncoming(fallback, pre);
+    phi->addIncoming(v, then_end);
+    return phi;
+  }
+
+  void emit_load(const ir::Op& op) {
+    const ir::Type& rt = op.results[0]->type;
+    DType d = rt.dtype;
+    llvm::Type* mt = mem_type(d);
+    int64_t bytes = ir::dtype_bytes(d);
+    auto one = [&](llvm::Value* i) -> llvm::Value* {
+      llvm::Value* p = element(op.operands[0], i);
+      llvm::Value* mask = op.operands.size() > 1 ? element(op.operands[1], i) : nullptr;
+      llvm::Value* other = op.operands.size() > 2 ? element(op.operands[2], i) : llvm::Constant::getNullValue(reg_type(rt.element()));
+      return guarded(mask, p, bytes, false, reg_type(rt.element()), other,
+                     [&] { return from_mem(b_.CreateLoad(mt, p), d); });
+    };
+    if (!rt.is_tensor()) {
+      vals_[op.results[0].get()] = CVal{one(nullptr), nullptr};
+      return;
+    }
+    llvm::Value* buf = alloc_buf(rt);
+    loop(rt.numel(), [&](llvm::Value* i) { buf_store(buf, rt, i, one(i)); });
+    vals_[op.results[0].get()] = CVal{nullptr, buf};
+  }
+
+  void emit_store(const ir::Op& op) {
+    const ir::Type& pt = op.operands[0]->type;
+    DType d = pt.dtype;
+    auto one = [&](llvm::Value* i) {
+      llvm::Value* p = element(op.operands[0], i);
+      llvm::Value* v = element(op.operands[1], i);
+      llvm::Value* mask = op.operands.size() > 2 ? element(op.operands[2], i) : nullptr;
+      guarded(mask, p, ir::dtype_bytes(d), true, nullptr, nullptr, [&]() -> llvm::Value* {
+        b_.CreateStore(to_mem(v, d), p);
+        return nullptr;
+      });
+    };
+    if (!pt.is_tensor()) return one(nullptr);
+    loop(pt.numel(), one);
+  }
+
+  llvm::AtomicOrdering ordering(const std::string& sem) {
+    if (sem == "relaxed") return llvm::AtomicOrdering::Monotonic;
+    if (sem == "acquire") return llvm::AtomicOrdering::Acquire;
+    if (sem == "release") return llvm::AtomicOrdering::Release;
+    return llvm::AtomicOrdering::AcquireRelease;
+  }
+
+  void emit_atomic(const ir::Op& op) {
+    const ir::Type& rt = op.results[0]->type;
+    DType d = rt.dtype;
+    bool cas = op.code == OpCode::AtomicCAS;
+    llvm::AtomicOrdering ord = ordering(op.str_attr("sem"));
+    auto one = [&](llvm::Value* i) -> llvm::Value* {
+      llvm::Value* p = element(op.operands[0], i);
+      llvm::Value* v = element(op.operands[1], i);
+      llvm::Value* mask = !cas && op.operands.size() > 2 ? element(op.operands[2], i) : nullptr;
+      llvm::Value* zero = llvm::Constant::getNullValue(reg_type(rt.element()));
+      return guarded(mask, p, ir::dtype_bytes(d), true, reg_type(rt.element()), zero, [&]() -> llvm::Value* {
+        if (cas) {
+          llvm::Value* nv = element(op.operands[2], i);
+          auto* x = b_.CreateAtomicCmpXchg(p, v, nv, llvm::MaybeAlign(ir::dtype_bytes(d)), ord,
+                                           ord == llvm::AtomicOrdering::Release ? llvm::AtomicOrdering::Monotonic
+                                           : ord == llvm::AtomicOrdering::AcquireRelease ? llvm::AtomicOrdering::Acquire
+                                                                                          : ord);
+          return b_.CreateExtractValue(x, 0);
+        }
+        const std::string& k = op.str_attr("kind");
+        bool fl = ir::is_float(d);
+        using B = llvm::AtomicRMWInst::BinOp;
+        B bop = k == "add" ? (fl ? B::FAdd : B::Add) : k == "max" ? (fl ? B::FMax : B::Max)
+              : k == "min" ? (fl ? B::FMin : B::Min) : k == "xchg" ? B::Xchg : k == "and" ? B::And
+              : k == "or" ? B::Or : B::Xor;
+        return b_.CreateAtomicRMW(bop, p, v, llvm::MaybeAlign(ir::dtype_bytes(d)), ord);
+      });
+    };
+    if (!rt.is_tensor()) {
+      vals_[op.results[0].get()] = CVal{one(nullptr), nullptr};
+      return;
+    }
+    llvm::Value* buf = alloc_buf(rt);
+    loop(rt.numel(), [&](llvm::Value* i) { buf_store(buf, rt, i, one(i)); });
+    vals_[op.results[0].get()] = CVal{nullptr, buf};
+  }
+
+  void emit_reduce(const ir::Op& op) {
+    const ir::Type& in = op.operands[0]->type;
+    const ir::Type& rt = op.results[0]->type;
+    const std::string& kind = op.str_attr("kind");
+    int axis = static_cast<int>(op.int_attr("axis"));
+    bool arg = kind == "argmax" || kind == "argmin";
+    bool fl = in.is_float();
+    llvm::Type* acc_t = reg_type(in.element());
+    auto in_strides = strides_of(in.shape);
+    std::vector<int64_t> out_shape = rt.shape;
+    std::vector<int64_t> outer_strides;  // input strides of the kept dimensions
+    for (size_t d = 0; d < in.shape.size(); ++d)
+      if (static_cast<int>(d) != axis) outer_strides.push_back(in_strides[d]);
+    llvm::Value* src = val(op.operands[0]).buf;
+    llvm::Value* out_buf = rt.is_tensor() ? alloc_buf(rt) : nullptr;
+    llvm::Value* scalar_slot = nullptr;
+    if (!out_buf) {
+      // A rank-0 result: accumulate through a stack slot so the value leaves the loop nest.
+      llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+      scalar_slot = entry.CreateAlloca(reg_type(rt));
+    }
+    auto out_strides = strides_of(out_shape);
+    auto body = [&](const std::vector<llvm::Value*>& idx) {
+      llvm::Value* base = linear(idx, outer_strides);
+      llvm::Value* init;
+      if (kind == "sum") init = llvm::Constant::getNullValue(acc_t);
+      else if (fl) init = llvm::ConstantFP::getInfinity(acc_t, kind == "max" || kind == "argmax");
+      else init = kind == "max" || kind == "argmax"
+                      ? llvm::ConstantInt::get(acc_t, llvm::APInt::getSignedMinValue(acc_t->getIntegerBitWidth()))
+                      : llvm::ConstantInt::get(acc_t, llvm::APInt::getSignedMaxValue(acc_t->getIntegerBitWidth()));
+      llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+      llvm::Value* acc_slot = entry.CreateAlloca(acc_t);
+      llvm::Value* idx_slot = entry.CreateAlloca(b_.getInt32Ty());
+      b_.CreateStore(init, acc_slot);
+      b_.CreateStore(b_.getInt32(0), idx_slot);
+      loop(in.shape[axis], [&](llvm::Value* k) {
+        llvm::Value* x = buf_load(src, in, b_.CreateAdd(base, b_.CreateMul(k, b_.getInt64(in_strides[axis]))));
+        llvm::Value* acc = b_.CreateLoad(acc_t, acc_slot);
+        llvm::Value* next;
+        if (kind == "sum") {
+          next = fl ? b_.CreateFAdd(acc, x) : b_.CreateAdd(acc, x);
+        } else {
+          bool greater = kind == "max" || kind == "argmax";
+          llvm::Value* better = fl ? (greater ? b_.CreateFCmpOGT(x, acc) : b_.CreateFCmpOLT(x, acc))
+                                   : (greater ? b_.CreateICmpSGT(x, acc) : b_.CreateICmpSLT(x, acc));
+          next = b_.CreateSelect(better, x, acc);
+          if (arg) {
+            llvm::Value* cur = b_.CreateLoad(b_.getInt32Ty(), idx_slot);
+            b_.CreateStore(b_.CreateSelect(better, b_.CreateTrunc(k, b_.getInt32Ty()), cur), idx_slot);
+          }
+        }
+        b_.CreateStore(next, acc_slot);
+      });
+      llvm::Value* result = arg ? b_.CreateLoad(b_.getInt32Ty(), idx_slot) : round(b_.CreateLoad(acc_t, acc_slot), rt.dtype);
+      if (out_buf) buf_store(out_buf, rt, linear(idx, out_strides), result);
+      else b_.CreateStore(result, scalar_slot);
+    };
+    nest(out_shape, body);
+    if (out_buf) vals_[op.results[0].get()] = CVal{nullptr, out_buf};
+    else vals_[op.results[0].get()] = CVal{b_.CreateLoad(reg_type(rt), scalar_slot), nullptr};
+  }
+
+  void emit_dot(const ir::Op& op) {
+    const ir::Type& at = op.operands[0]->type;
+    const ir::Type& rt = op.results[0]->type;
+    int64_t M = at.shape[0], K = at.shape[1], N = rt.shape[1];
+    llvm::Value* a = val(op.operands[0]).buf;
+    llvm::Value* bb = val(op.operands[1]).buf;
+    llvm::Value* out = alloc_buf(rt);
+    copy_buf(out, val(op.operands[2]).buf, rt);
+    llvm::Type* f32 = b_.getFloatTy();
+    bool f64_in = at.dtype == DType::f64;
+    loop(M, [&](llvm::Value* m) {
+      loop(K, [&](llvm::Value* k) {
+        llvm::Value* av = buf_load(a, at, b_.CreateAdd(b_.CreateMul(m, b_.getInt64(K)), k));
+        if (f64_in) av = b_.CreateFPTrunc(av, f32);
+        loop(N, [&](llvm::Value* n) {
+          llvm::Value* bv = buf_load(bb, at, b_.CreateAdd(b_.CreateMul(k, b_.getInt64(N)), n));
+          if (f64_in) bv = b_.CreateFPTrunc(bv, f32);
+          llvm::Value* ci = b_.CreateAdd(b_.CreateMul(m, b_.getInt64(N)), n);
+          llvm::Value* c = buf_load(out, rt, ci);
+          llvm::Value* r = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {f32}, {av, bv, c});
+          buf_store(out, rt, ci, r);
+        });
+      });
+    });
+    vals_[op.results[0].get()] = CVal{nullptr, out};
+  }
+
+  /// Copies the values a region yields into the loop's carried slots: scalars become phi
+  /// inputs (returned), tensors are copied into their buffers (through temporaries when one
+  /// carried buffer feeds another, e.g. a swap).
+  std::vector<llvm::Value*> carry(const ir::Op& term, size_t skip, const std::vector<CVal>& slots) {
+    std::vector<llvm::Value*> scalars(slots.size(), nullptr);
+    std::vector<llvm::Value*> srcs(slots.size(), nullptr);
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const ir::Value* v = term.operands[i + skip];
+      if (slots[i].buf) {
+        llvm::Value* src = val(v).buf;
+        for (size_t j = 0; j < slots.size(); ++j)
+          if (j != i && slots[j].buf == src) {
+            llvm::Value* tmp = alloc_buf(v->type);
+            copy_buf(tmp, src, v->type);
+            src = tmp;
+            break;
+          }
+        srcs[i] = src;
+      } else {
+        scalars[i] = val(v).scalar;
+      }
+    }
+    for (size_t i = 0; i < slots.size(); ++i)
+      if (slots[i].buf) copy_buf(slots[i].buf, srcs[i], term.operands[i + skip]->type);
+    return scalars;
+  }
+
+  /// Slots for carried values: a phi for each scalar (created in `header`), a buffer for each
+  /// tensor (initialized from `init`).
+  std::vector<CVal> carried_slots(const std::vector<const ir::Value*>& init, const std::vector<ir::Type>& types,
+                                  llvm::BasicBlock* header, llvm::BasicBlock* pre,
+                                  std::vector<llvm::PHINode*>& phis) {
+    std::vector<CVal> slots;
+    for (size_t i = 0; i < types.size(); ++i) {
+      if (types[i].is_tensor()) {
+        llvm::Value* buf = alloc_buf(types[i]);
+        copy_buf(buf, val(init[i]).buf, types[i]);
+        slots.push_back(CVal{nullptr, buf});
+        phis.push_back(nullptr);
+      } else {
+        llvm::IRBuilder<> hb(header);
+        llvm::PHINode* phi = hb.CreatePHI(reg_type(types[i]), 2);
+        phi->addIncoming(val(init[i]).scalar, pre);
+        slots.push_back(CVal{phi, nullptr});
+        phis.push_back(phi);
+      }
+    }
+    return slots;
+  }
+
+  void emit_for(const ir::Op& op) {
+    const ir::Block& body = *op.regions[0];
+    std::vector<const ir::Value*> init(op.operands.begin() + 3, op.operands.end());
+    std::vector<ir::Type> types;
+    for (auto* v : init) types.push_back(v->type);
+    llvm::Value* lo = val(op.operands[0]).scalar;
+    llvm::Value* hi = val(op.operands[1]).scalar;
+    llvm::Value* step = val(op.operands[2]).scalar;
+    auto* header = llvm::BasicBlock::Create(ctx_, "for.header", fn_);
+    auto* body_bb = llvm::BasicBlock::Create(ctx_, "for.body", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "for.end", fn_);
+    std::vector<llvm::PHINode*> phis;
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto slots = carried_slots(init, types, header, pre, phis);
+    pre = b_.GetInsertBlock();
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* iv = b_.CreatePHI(lo->getType(), 2, "iv");
+    iv->addIncoming(lo, pre);
+    // Scalar phis were created first in the header; the preheader edge is their first input.
+    for (auto* phi : phis)
+      if (phi) phi->setIncomingBlock(0, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(iv, hi), body_bb, exit);
+    b_.SetInsertPoint(body_bb);
+    vals_[body.args[0].get()] = CVal{iv, nullptr};
+    for (size_t i = 0; i < slots.size(); ++i) vals_[body.args[i + 1].get()] = slots[i];
+    emit_block(body);
+    auto scalars = carry(*body.terminator(), 0, slots);
+    llvm::Value* next = b_.CreateAdd(iv, step);
+    llvm::BasicBlock* latch = b_.GetInsertBlock();
+    iv->addIncoming(next, latch);
+    for (size_t i = 0; i < phis.size(); ++i)
+      if (phis[i]) phis[i]->addIncoming(scalars[i], latch);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
+    for (size_t i = 0; i < slots.size(); ++i) vals_[op.results[i].get()] = slots[i];
+  }
+
+  void emit_if(const ir::Op& op) {
+    auto* then_bb = llvm::BasicBlock::Create(ctx_, "if.then", fn_);
+    auto* else_bb = llvm::BasicBlock::Create(ctx_, "if.else", fn_);
+    auto* join = llvm::BasicBlock::Create(ctx_, "if.end", fn_);
+    std::vector<CVal> out;
+    for (auto& r : op.results) out.push_back(CVal{nullptr, r->type.is_tensor() ? alloc_buf(r->type) : nullptr});
+    b_.CreateCondBr(val(op.operands[0]).scalar, then_bb, else_bb);
+    std::vector<std::pair<std::vector<llvm::Value*>, llvm::BasicBlock*>> incoming;
+    for (int r = 0; r < 2; ++r) {
+      b_.SetInsertPoint(r == 0 ? then_bb : else_bb);
+      emit_block(*op.regions[r]);
+      const ir::Op& term = *op.regions[r]->terminator();
+      std::vector<llvm::Value*> scalars;
+      for (size_t i = 0; i < out.size(); ++i) {
+        if (out[i].buf) copy_buf(out[i].buf, val(term.operands[i]).buf, term.operands[i]->type);
+        scalars.push_back(out[i].buf ? nullptr : val(term.operands[i]).scalar);
+      }
+      incoming.emplace_back(scalars, b_.GetInsertBlock());
+      b_.CreateBr(join);
+    }
+    b_.SetInsertPoint(join);
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!out[i].buf) {
+        llvm::PHINode* phi = b_.CreatePHI(reg_type(op.results[i]->type), 2);
+        for (auto& [vals, bb] : incoming) phi->addIncoming(vals[i], bb);
+        out[i].scalar = phi;
+      }
+      vals_[op.results[i].get()] = out[i];
+    }
+  }
+
+  void emit_while(const ir::Op& op) {
+    const ir::Block& before = *op.regions[0];
+    const ir::Block& after = *op.regions[1];
+    std::vector<const ir::Value*> init(op.operands.begin(), op.operands.end());
+    std::vector<ir::Type> types;
+    for (auto* v : init) types.push_back(v->type);
+    auto* header = llvm::BasicBlock::Create(ctx_, "while.cond", fn_);
+    auto* body_bb = llvm::BasicBlock::Create(ctx_, "while.body", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "while.end", fn_);
+    std::vector<llvm::PHINode*> phis;
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto slots = carried_slots(init, types, header, pre, phis);
+    pre = b_.GetInsertBlock();
+    for (auto* phi : phis)
+      if (phi) phi->setIncomingBlock(0, pre);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    for (size_t i = 0; i < slots.size(); ++i) vals_[before.args[i].get()] = slots[i];
+    emit_block(before);
+    const ir::Op& cond = *before.terminator();
+    // The values the condition forwards: to the body's arguments and to the results.
+    std::vector<CVal> forwarded;
+    for (size_t i = 1; i < cond.operands.size(); ++i) forwarded.push_back(val(cond.operands[i]));
+    b_.CreateCondBr(val(cond.operands[0]).scalar, body_bb, exit);
+    b_.SetInsertPoint(body_bb);
+    for (size_t i = 0; i < forwarded.size(); ++i) vals_[after.args[i].get()] = forwarded[i];
+    emit_block(after);
+    auto scalars = carry(*after.terminator(), 0, slots);
+    llvm::BasicBlock* latch = b_.GetInsertBlock();
+    for (size_t i = 0; i < phis.size(); ++i)
+      if (phis[i]) phis[i]->addIncoming(scalars[i], latch);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
+    for (size_t i = 0; i < forwarded.size(); ++i) vals_[op.results[i].get()] = forwarded[i];
+  }
+
+  const ir::Function& f_;
+  llvm::LLVMContext& ctx_;
+  HostOptions opts_;
+  std::unique_ptr<llvm::Module> module_;
+  IRBuilder<> b_;
+  llvm::Function* fn_ = nullptr;
+  llvm::Value *args_ = nullptr, *pid_ = nullptr, *nprog_ = nullptr, *scratch_ = nullptr, *rt_ = nullptr;
+  int64_t scratch_size_ = 0;
+  std::map<const ir::Value*, CVal> vals_;
+};
+
+}  // namespace
+
+HostModule lower_host(const ir::Function& f, llvm::LLVMContext& ctx, const HostOptions& opts) {
+  return HostLowering(f, ctx, opts).run();
+}
+
+}  // namespace tiledist::codegen

@@ -1,0 +1,87 @@
+#include "dsl/kernel_def.h"
+
+#include <atomic>
+#include <set>
+
+namespace tiledist {
+
+std::string ConstValue::str() const {
+  if (auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  return ir::attr_str(std::get<double>(v));
+}
+
+std::string constants_str(const Constants& c) {
+  std::string s;
+  for (auto& [k, v] : c) s += (s.empty() ? "" : ",") + k + "=" + v.str();
+  return s;
+}
+
+uint64_t KernelDef::next_id() {
+  static std::atomic<uint64_t> counter{1};
+  return counter++;
+}
+
+std::vector<ParamInfo> KernelDef::runtime_params() const {
+  std::vector<ParamInfo> out;
+  for (auto& p : params_)
+    if (p.kind != ParamKind::constant) out.push_back(p);
+  return out;
+}
+
+std::unique_ptr<ir::Function> KernelDef::trace(const Constants& constants) const {
+  std::set<std::string> const_names;
+  for (auto& p : params_)
+    if (p.kind == ParamKind::constant) const_names.insert(p.name);
+  for (auto& [k, v] : constants)
+    if (!const_names.count(k)) {
+      std::string known;
+      for (auto& n : const_names) known += (known.empty() ? "" : ", ") + n;
+      throw Error(str_cat("tiledist: kernel '", name_, "' has no constant '", k, "' (its constants: ",
+                          known.empty() ? "none" : known, ")"));
+    }
+  auto f = std::make_unique<ir::Function>();
+  f->name = name_;
+  std::vector<ir::Value*> vals(params_.size(), nullptr);
+  std::vector<const ConstValue*> consts(params_.size(), nullptr);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const ParamInfo& p = params_[i];
+    if (p.kind != ParamKind::constant) {
+      vals[i] = f->body.add_arg(p.type, p.name);
+      continue;
+    }
+    auto given = constants.find(p.name);
+    auto fallback = defaults_.find(p.name);
+    if (given != constants.end()) consts[i] = &given->second;
+    else if (fallback != defaults_.end()) consts[i] = &fallback->second;
+    else throw Error(str_cat("tiledist: kernel '", name_, "' needs a value for constant '", p.name, "'"));
+  }
+  {
+    dsl::Trace trace(f.get());
+    invoke_(vals, consts);
+    trace.builder().set_block(&f->body);
+    trace.builder().set_loc({});
+    trace.builder().create(ir::OpCode::Return, {}, {});
+  }
+  ir::verify(*f);
+  return f;
+}
+
+Registry& Registry::global() {
+  static Registry r;
+  return r;
+}
+void Registry::add(const KernelDef& def) {
+  if (!kernels_.emplace(def.name(), def).second)
+    throw Error(str_cat("tiledist: kernel '", def.name(), "' is registered twice"));
+}
+const KernelDef* Registry::find(const std::string& name) const {
+  auto it = kernels_.find(name);
+  return it == kernels_.end() ? nullptr : &it->second;
+}
+std::vector<std::string> Registry::names() const {
+  std::vector<std::string> n;
+  for (auto& [k, v] : kernels_) n.push_back(k);
+  return n;
+}
+
+}  // namespace tiledist

@@ -1,0 +1,136 @@
+// A kernel definition: a C++ function over tl:: parameters, its parameter names, and how to
+// trace it for given compile-time constants.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "dsl/tl.h"
+
+namespace tiledist {
+
+/// The value of a compile-time constant: an integer or a float.
+struct ConstValue {
+  std::variant<int64_t, double> v;
+  ConstValue(int x) : v(int64_t(x)) {}
+  ConstValue(long x) : v(int64_t(x)) {}
+  ConstValue(long long x) : v(int64_t(x)) {}
+  ConstValue(bool x) : v(int64_t(x)) {}
+  ConstValue(double x) : v(x) {}
+  ConstValue(float x) : v(double(x)) {}
+  std::string str() const;
+  bool operator==(const ConstValue&) const = default;
+};
+using Constants = std::map<std::string, ConstValue>;
+std::string constants_str(const Constants& c);
+
+enum class ParamKind { pointer, scalar, constant };
+
+struct ParamInfo {
+  std::string name;
+  ParamKind kind;
+  ir::Type type;           // pointers and scalars: the IR type of the argument
+  bool const_is_float = false;
+};
+
+namespace dsl {
+/// How a parameter type of a kernel function is traced.
+template <class P>
+struct ParamTraits;
+template <class T>
+struct ParamTraits<tl::Ptr<T>> {
+  static ParamInfo info() { return {"", ParamKind::pointer, ir::Type::ptr(dtype_of<T>()), false}; }
+  static tl::Ptr<T> make(ir::Value* v, const ConstValue*) { return tl::Ptr<T>(v); }
+};
+#define TILEDIST_SCALAR_PARAM(Cls, DT)                                                   \
+  template <>                                                                            \
+  struct ParamTraits<tl::Cls> {                                                          \
+    static ParamInfo info() { return {"", ParamKind::scalar, ir::Type::scalar(DT), false}; } \
+    static tl::Cls make(ir::Value* v, const ConstValue*) { return tl::Cls(v); }          \
+  };
+TILEDIST_SCALAR_PARAM(Int, ir::DType::i32)
+TILEDIST_SCALAR_PARAM(Int64, ir::DType::i64)
+TILEDIST_SCALAR_PARAM(Float, ir::DType::f32)
+#undef TILEDIST_SCALAR_PARAM
+template <class T>
+struct ParamTraits<tl::Const<T>> {
+  static ParamInfo info() { return {"", ParamKind::constant, ir::Type::scalar(ir::DType::i64), std::is_floating_point_v<T>}; }
+  static tl::Const<T> make(ir::Value*, const ConstValue* c) {
+    return tl::Const<T>(std::visit([](auto x) { return static_cast<T>(x); }, c->v));
+  }
+};
+template <class P>
+struct ParamTraits<const P&> : ParamTraits<P> {};
+template <class P>
+struct ParamTraits<const P> : ParamTraits<P> {};
+}  // namespace dsl
+
+/// A traceable kernel: `KernelDef("add", add, {"x", "y", "out", "n", "BLOCK"})`.
+class KernelDef {
+ public:
+  template <class... P>
+  KernelDef(std::string name, void (*fn)(P...), std::vector<std::string> param_names, Constants defaults = {})
+      : name_(std::move(name)), defaults_(std::move(defaults)), id_(next_id()) {
+    params_ = {dsl::ParamTraits<P>::info()...};
+    if (param_names.size() != params_.size())
+      throw Error(str_cat("tiledist: kernel '", name_, "' has ", params_.size(), " parameters but ", param_names.size(),
+                          " names were given"));
+    for (size_t i = 0; i < params_.size(); ++i) params_[i].name = param_names[i];
+    invoke_ = [fn](const std::vector<ir::Value*>& vals, const std::vector<const ConstValue*>& consts) {
+      call(fn, vals, consts, std::index_sequence_for<P...>{});
+    };
+  }
+
+  const std::string& name() const { return name_; }
+  /// Identifies the traced function: copies share it, distinct definitions never do.
+  uint64_t id() const { return id_; }
+  const std::vector<ParamInfo>& params() const { return params_; }
+  /// The runtime parameters (pointers and scalars), in order: what `launch` takes.
+  std::vector<ParamInfo> runtime_params() const;
+  /// Default values of constants (used by tools and warmup when none are given).
+  const Constants& defaults() const { return defaults_; }
+
+  /// Traces the kernel for `constants` (defaults fill the gaps). Throws Error for a missing or
+  /// unknown constant, or for any error the kernel's ops raise.
+  std::unique_ptr<ir::Function> trace(const Constants& constants) const;
+
+ private:
+  template <class... P, size_t... I>
+  static void call(void (*fn)(P...), const std::vector<ir::Value*>& vals, const std::vector<const ConstValue*>& consts,
+                   std::index_sequence<I...>) {
+    fn(dsl::ParamTraits<std::decay_t<P>>::make(vals[I], consts[I])...);
+  }
+
+  static uint64_t next_id();
+
+  std::string name_;
+  std::vector<ParamInfo> params_;
+  Constants defaults_;
+  uint64_t id_;
+  std::function<void(const std::vector<ir::Value*>&, const std::vector<const ConstValue*>&)> invoke_;
+};
+
+/// The kernels known to tools (tiledist-compile, warmup), by name.
+class Registry {
+ public:
+  static Registry& global();
+  void add(const KernelDef& def);
+  const KernelDef* find(const std::string& name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::map<std::string, KernelDef> kernels_;
+};
+
+/// Registers a kernel at static-initialization time: TILEDIST_REGISTER(add_def);
+#define TILEDIST_REGISTER_CAT2(a, b) a##b
+#define TILEDIST_REGISTER_CAT(a, b) TILEDIST_REGISTER_CAT2(a, b)
+#define TILEDIST_REGISTER(def) \
+  static const bool TILEDIST_REGISTER_CAT(td_registered_, __LINE__) = (::tiledist::Registry::global().add(def), true)
+
+}  // namespace tiledist

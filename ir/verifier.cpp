@@ -1,0 +1,324 @@
+// The verifier: one rule per op (check_op), used by the builder on every new op and by
+// `verify` on whole functions (parsed text, the output of each pass).
+#include <set>
+
+#include "ir/builder.h"
+
+namespace tiledist::ir {
+
+namespace {
+
+bool is_pow2(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
+
+bool one_of(const std::string& s, std::initializer_list<const char*> options) {
+  for (const char* o : options)
+    if (s == o) return true;
+  return false;
+}
+
+std::string expect_attr_in(const Op& op, const std::string& key, std::initializer_list<const char*> options) {
+  auto it = op.attrs.find(key);
+  if (it == op.attrs.end() || !std::holds_alternative<std::string>(it->second))
+    return str_cat("missing string attribute '", key, "'");
+  if (!one_of(std::get<std::string>(it->second), options))
+    return str_cat("attribute ", key, " = \"", std::get<std::string>(it->second), "\" is not one of the allowed values");
+  return "";
+}
+
+std::string check_terminator(const Block& b, OpCode want, const std::vector<Type>& types, size_t skip = 0) {
+  const Op* t = b.terminator();
+  if (!t || t->code != want) return str_cat("region must end with '", op_name(want), "'");
+  if (t->operands.size() != types.size() + skip)
+    return str_cat("'", op_name(want), "' yields ", t->operands.size() - skip, " values, expected ", types.size());
+  for (size_t i = 0; i < types.size(); ++i)
+    if (t->operands[i + skip]->type != types[i])
+      return str_cat("'", op_name(want), "' value ", i, " has type ", t->operands[i + skip]->type.str(), ", expected ",
+                     types[i].str());
+  return "";
+}
+
+std::string check_args(const Block& b, const std::vector<Type>& types) {
+  if (b.args.size() != types.size()) return str_cat("region takes ", b.args.size(), " arguments, expected ", types.size());
+  for (size_t i = 0; i < types.size(); ++i)
+    if (b.args[i]->type != types[i])
+      return str_cat("region argument ", i, " has type ", b.args[i]->type.str(), ", expected ", types[i].str());
+  return "";
+}
+
+std::vector<Type> result_types(const Op& op) {
+  std::vector<Type> t;
+  for (auto& r : op.results) t.push_back(r->type);
+  return t;
+}
+
+std::string check_rule(const Op& op) {
+  const auto& in = op.operands;
+  auto operand = [&](size_t i) -> const Type& { return in[i]->type; };
+  const Type* out = op.results.empty() ? nullptr : &op.results[0]->type;
+  auto same_as_result = [&](size_t i) -> std::string {
+    return operand(i) == *out ? "" : str_cat("operand ", i, " has type ", operand(i).str(), ", result ", out->str());
+  };
+  switch (op.code) {
+    case OpCode::Constant: {
+      if (out->is_tensor() || out->is_ptr) return "constants are scalars (use splat for tensors)";
+      auto it = op.attrs.find("value");
+      if (it == op.attrs.end()) return "missing 'value'";
+      if (out->is_int() && !std::holds_alternative<int64_t>(it->second)) return "integer constant needs an integer value";
+      if (out->is_float() && !std::holds_alternative<double>(it->second) && !std::holds_alternative<int64_t>(it->second))
+        return "float constant needs a number";
+      return "";
+    }
+    case OpCode::ProgramId:
+    case OpCode::NumPrograms: {
+      int64_t axis = op.has_attr("axis") ? op.int_attr("axis") : -1;
+      if (axis < 0 || axis > 2) return "axis must be 0, 1 or 2";
+      return *out == Type::scalar(DType::i32) ? "" : "result must be i32";
+    }
+    case OpCode::Arange: {
+      if (!op.has_attr("start") || !op.has_attr("end")) return "needs start and end";
+      int64_t n = op.int_attr("end") - op.int_attr("start");
+      if (!is_pow2(n)) return str_cat("range [", op.int_attr("start"), ", ", op.int_attr("end"), ") must have a power-of-2 length");
+      return *out == Type::tensor(DType::i32, {n}) ? "" : "result must be tensor<Nxi32>";
+    }
+    case OpCode::Splat:
+      if (operand(0).is_tensor()) return "splat takes a scalar";
+      if (!out->is_tensor() || out->element() != operand(0)) return "result must be a tensor of the operand's type";
+      return "";
+    case OpCode::Broadcast: {
+      const auto& a = operand(0);
+      if (!a.is_tensor() || out->element() != a.element() || out->shape.size() != a.shape.size())
+        return str_cat("cannot broadcast ", a.str(), " to ", out->str());
+      for (size_t i = 0; i < a.shape.size(); ++i)
+        if (a.shape[i] != out->shape[i] && a.shape[i] != 1)
+          return str_cat("cannot broadcast shape ", shape_str(a.shape), " to ", shape_str(out->shape));
+      return "";
+    }
+    case OpCode::ExpandDims: {
+      auto shape = operand(0).shape;
+      int64_t axis = op.int_attr("axis");
+      if (axis < 0 || axis > static_cast<int64_t>(shape.size())) return "axis out of range";
+      shape.insert(shape.begin() + axis, 1);
+      return *out == operand(0).with_shape(shape) ? "" : "result shape does not match";
+    }
+    case OpCode::Reshape:
+      if (!out->is_tensor() || out->element() != operand(0).element() || out->numel() != operand(0).numel())
+        return str_cat("cannot reshape ", operand(0).str(), " to ", out->str(), " (element count differs)");
+      return "";
+    case OpCode::Trans: {
+      const auto& perm = op.ints_attr("perm");
+      const auto& shape = operand(0).shape;
+      if (perm.size() != shape.size()) return "permutation rank differs from operand rank";
+      std::set<int64_t> seen(perm.begin(), perm.end());
+      if (seen.size() != perm.size() || *seen.begin() != 0 || *seen.rbegin() != static_cast<int64_t>(perm.size()) - 1)
+        return str_cat(shape_str(perm), " is not a permutation");
+      std::vector<int64_t> s;
+      for (int64_t p : perm) s.push_back(shape[p]);
+      return *out == operand(0).with_shape(s) ? "" : "result shape does not match";
+    }
+    case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div: case OpCode::Rem:
+    case OpCode::Min: case OpCode::Max:
+      if (operand(0) != operand(1)) return str_cat("operand types differ: ", operand(0).str(), " and ", operand(1).str());
+      if (operand(0).is_ptr || operand(0).is_bool()) return str_cat("needs numbers, got ", operand(0).str());
+      return same_as_result(0);
+    case OpCode::And: case OpCode::Or: case OpCode::Xor:
+      if (operand(0) != operand(1)) return str_cat("operand types differ: ", operand(0).str(), " and ", operand(1).str());
+      if (!operand(0).is_int()) return str_cat("needs integers or booleans, got ", operand(0).str());
+      return same_as_result(0);
+    case OpCode::Shl: case OpCode::Shr:
+      if (operand(0) != operand(1)) return str_cat("operand types differ: ", operand(0).str(), " and ", operand(1).str());
+      if (!operand(0).is_int() || operand(0).is_bool()) return str_cat("needs integers, got ", operand(0).str());
+      return same_as_result(0);
+    case OpCode::Cmp:
+      if (operand(0) != operand(1)) return str_cat("operand types differ: ", operand(0).str(), " and ", operand(1).str());
+      if (*out != Type::tensor(DType::i1, operand(0).shape)) return "result must be i1 of the operands' shape";
+      return expect_attr_in(op, "pred", {"eq", "ne", "lt", "le", "gt", "ge"});
+    case OpCode::Neg:
+      if (operand(0).is_ptr || operand(0).is_bool()) return str_cat("needs a number, got ", operand(0).str());
+      return same_as_result(0);
+    case OpCode::Not:
+      if (!operand(0).is_int()) return str_cat("needs an integer or boolean, got ", operand(0).str());
+      return same_as_result(0);
+    case OpCode::Abs:
+      if (operand(0).is_ptr || operand(0).is_bool()) return str_cat("needs a number, got ", operand(0).str());
+      return same_as_result(0);
+    case OpCode::Exp: case OpCode::Exp2: case OpCode::Log: case OpCode::Log2: case OpCode::Sqrt:
+    case OpCode::Rsqrt: case OpCode::Erf: case OpCode::Sin: case OpCode::Cos: case OpCode::Floor: case OpCode::Ceil:
+      if (!operand(0).is_float()) return str_cat("needs a floating-point operand, got ", operand(0).str());
+      return same_as_result(0);
+    case OpCode::Cast:
+      if (operand(0).is_ptr || out->is_ptr) return "cast converts numbers; use bitcast for pointers";
+      return out->shape == operand(0).shape ? "" : "cast keeps the shape";
+    case OpCode::Bitcast:
+      if (out->shape != operand(0).shape) return "bitcast keeps the shape";
+      if (out->is_ptr != operand(0).is_ptr) return "bitcast cannot turn a pointer into a number";
+      if (!out->is_ptr && dtype_bits(out->dtype) != dtype_bits(operand(0).dtype)) return "bitcast keeps the bit width";
+      return "";
+    case OpCode::Select:
+      if (operand(0) != Type::tensor(DType::i1, operand(1).shape))
+        return str_cat("condition must be i1 of the values' shape, got ", operand(0).str());
+      if (operand(1) != operand(2)) return str_cat("value types differ: ", operand(1).str(), " and ", operand(2).str());
+      return same_as_result(1);
+    case OpCode::Hint:
+      return same_as_result(0);
+    case OpCode::AddPtr:
+      if (!operand(0).is_ptr) return str_cat("needs a pointer, got ", operand(0).str());
+      if (!operand(1).is_int() || operand(1).is_bool() || operand(1).shape != operand(0).shape)
+        return str_cat("offset must be an integer of the pointer's shape, got ", operand(1).str());
+      return same_as_result(0);
+    case OpCode::Load: {
+      if (in.empty() || in.size() > 3) return "takes (ptr[, mask[, other]])";
+      if (!operand(0).is_ptr) return str_cat("needs a pointer, got ", operand(0).str());
+      if (*out != Type::tensor(operand(0).dtype, operand(0).shape)) return "result must be the pointee type";
+      if (in.size() > 1 && operand(1) != Type::tensor(DType::i1, operand(0).shape))
+        return str_cat("mask must be i1 of the pointer's shape, got ", operand(1).str());
+      if (in.size() > 2 && operand(2) != *out) return str_cat("other must have type ", out->str(), ", got ", operand(2).str());
+      return "";
+    }
+    case OpCode::Store: {
+      if (in.size() < 2 || in.size() > 3) return "takes (ptr, value[, mask])";
+      if (!operand(0).is_ptr) return str_cat("needs a pointer, got ", operand(0).str());
+      if (operand(1) != Type::tensor(operand(0).dtype, operand(0).shape))
+        return str_cat("value has type ", operand(1).str(), ", the pointer stores ",
+                       Type::tensor(operand(0).dtype, operand(0).shape).str());
+      if (in.size() > 2 && operand(2) != Type::tensor(DType::i1, operand(0).shape))
+        return str_cat("mask must be i1 of the pointer's shape, got ", operand(2).str());
+      return "";
+    }
+    case OpCode::AtomicRMW: case OpCode::AtomicCAS: {
+      bool cas = op.code == OpCode::AtomicCAS;
+      if (cas ? in.size() != 3 : (in.size() < 2 || in.size() > 3))
+        return cas ? "takes (ptr, cmp, value)" : "takes (ptr, value[, mask])";
+      if (!operand(0).is_ptr) return str_cat("needs a pointer, got ", operand(0).str());
+      Type elem = Type::tensor(operand(0).dtype, operand(0).shape);
+      if (operand(1) != elem) return str_cat("value has type ", operand(1).str(), ", expected ", elem.str());
+      if (cas && operand(2) != elem) return str_cat("value has type ", operand(2).str(), ", expected ", elem.str());
+      if (!cas && in.size() == 3 && operand(2) != Type::tensor(DType::i1, operand(0).shape))
+        return "mask must be i1 of the pointer's shape";
+      DType d = operand(0).dtype;
+      bool ok = d == DType::i32 || d == DType::i64 || (!cas && (d == DType::f32 || d == DType::f64));
+      if (!ok) return str_cat("atomics on ", dtype_name(d), " are not supported (i32, i64", cas ? "" : ", f32, f64", ")");
+      if (*out != elem) return "result must be the pointee type";
+      if (!cas) {
+        auto e = expect_attr_in(op, "kind", {"add", "max", "min", "xchg", "and", "or", "xor"});
+        if (!e.empty()) return e;
+        if (is_float(d) && !one_of(op.str_attr("kind"), {"add", "xchg", "max", "min"}))
+          return "bitwise atomics need integers";
+      }
+      auto e = expect_attr_in(op, "sem", {"relaxed", "acquire", "release", "acq_rel"});
+      if (!e.empty()) return e;
+      return expect_attr_in(op, "scope", {"cta", "gpu", "sys"});
+    }
+    case OpCode::Reduce: {
+      auto e = expect_attr_in(op, "kind", {"sum", "max", "min", "argmax", "argmin"});
+      if (!e.empty()) return e;
+      if (!operand(0).is_tensor() || operand(0).is_ptr) return "reduce needs a tensor of numbers";
+      int64_t axis = op.int_attr("axis");
+      if (axis < 0 || axis >= static_cast<int64_t>(operand(0).shape.size())) return "axis out of range";
+      bool arg = one_of(op.str_attr("kind"), {"argmax", "argmin"});
+      Type want = reduced_type(operand(0), static_cast<int>(axis), arg ? DType::i32 : operand(0).dtype);
+      return *out == want ? "" : str_cat("result must be ", want.str());
+    }
+    case OpCode::Dot: {
+      const Type &a = operand(0), &b = operand(1), &c = operand(2);
+      if (a.shape.size() != 2 || b.shape.size() != 2 || c.shape.size() != 2) return "dot takes 2-D tensors";
+      if (a.shape[1] != b.shape[0] || c.shape[0] != a.shape[0] || c.shape[1] != b.shape[1])
+        return str_cat("shapes do not chain: ", shape_str(a.shape), " x ", shape_str(b.shape), " + ", shape_str(c.shape));
+      if (a.dtype != b.dtype) return str_cat("operand dtypes differ: ", dtype_name(a.dtype), " and ", dtype_name(b.dtype));
+      if (!a.is_float()) return str_cat("dot inputs must be f32, f16, bf16 or f8, got ", dtype_name(a.dtype));
+      if (c.dtype != DType::f32) return str_cat("the accumulator must be f32, got ", dtype_name(c.dtype));
+      return same_as_result(2);
+    }
+    case OpCode::For: {
+      if (in.size() < 3) return "takes (lower, upper, step, inits...)";
+      if (!operand(0).is_int() || operand(0).is_tensor() || operand(1) != operand(0) || operand(2) != operand(0))
+        return "bounds and step must be integer scalars of one type";
+      std::vector<Type> carried;
+      for (size_t i = 3; i < in.size(); ++i) carried.push_back(operand(i));
+      if (result_types(op) != carried) return "results must have the types of the initial values";
+      std::vector<Type> args{operand(0)};
+      args.insert(args.end(), carried.begin(), carried.end());
+      auto e = check_args(*op.regions[0], args);
+      return e.empty() ? check_terminator(*op.regions[0], OpCode::Yield, carried) : e;
+    }
+    case OpCode::If: {
+      if (in.size() != 1 || operand(0) != Type::scalar(DType::i1)) return "takes one i1 condition";
+      for (auto& r : op.regions) {
+        auto e = check_args(*r, {});
+        if (e.empty()) e = check_terminator(*r, OpCode::Yield, result_types(op));
+        if (!e.empty()) return e;
+      }
+      return "";
+    }
+    case OpCode::While: {
+      std::vector<Type> carried;
+      for (auto* v : in) carried.push_back(v->type);
+      if (result_types(op) != carried) return "results must have the types of the initial values";
+      auto e = check_args(*op.regions[0], carried);
+      if (e.empty()) e = check_terminator(*op.regions[0], OpCode::Condition, carried, 1);
+      if (e.empty() && op.regions[0]->terminator()->operands[0]->type != Type::scalar(DType::i1))
+        e = "condition must be an i1 scalar";
+      if (e.empty()) e = check_args(*op.regions[1], carried);
+      if (e.empty()) e = check_terminator(*op.regions[1], OpCode::Yield, carried);
+      return e;
+    }
+    case OpCode::Yield:
+    case OpCode::Condition:
+      if (!op.parent || !op.parent->parent) return "must end a region of for, if or while";
+      return "";
+    case OpCode::Return:
+      if (op.parent && op.parent->parent) return "must end the function body";
+      return "";
+  }
+  return "unknown op";
+}
+
+}  // namespace
+
+std::string check_op(const Op& op) {
+  const OpInfo& info = op.info();
+  if (info.num_operands >= 0 && static_cast<int>(op.operands.size()) != info.num_operands)
+    return str_cat("takes ", info.num_operands, " operands, got ", op.operands.size());
+  if (info.num_results >= 0 && static_cast<int>(op.results.size()) != info.num_results)
+    return str_cat("has ", info.num_results, " results, got ", op.results.size());
+  if (static_cast<int>(op.regions.size()) != info.num_regions)
+    return str_cat("has ", info.num_regions, " regions, got ", op.regions.size());
+  return check_rule(op);
+}
+
+namespace {
+void verify_block(const Block& b, std::set<const Value*>& visible, bool is_body) {
+  std::vector<const Value*> added;
+  for (auto& a : b.args) {
+    visible.insert(a.get());
+    added.push_back(a.get());
+  }
+  for (auto it = b.ops.begin(); it != b.ops.end(); ++it) {
+    const Op& op = **it;
+    for (size_t i = 0; i < op.operands.size(); ++i)
+      if (!visible.count(op.operands[i]))
+        throw Error::at(op.name(), op.loc, str_cat("operand ", i, " is used before its definition or outside its region"));
+    bool last = std::next(it) == b.ops.end();
+    if ((op.info().flags & TERM) && !last) throw Error::at(op.name(), op.loc, "terminator in the middle of a region");
+    if (last && !(op.info().flags & TERM))
+      throw Error::at(op.name(), op.loc, is_body ? "function body must end with 'return'" : "region must end with a terminator");
+    std::string err = check_op(op);
+    if (!err.empty()) throw Error::at(op.name(), op.loc, err);
+    for (auto& r : op.regions) verify_block(*r, visible, false);
+    for (auto& r : op.results) {
+      visible.insert(r.get());
+      added.push_back(r.get());
+    }
+  }
+  if (b.ops.empty()) throw Error(is_body ? "tiledist: function body is empty" : "tiledist: empty region");
+  for (auto* v : added) visible.erase(v);
+}
+}  // namespace
+
+void verify(const Function& f) {
+  std::set<const Value*> visible;
+  verify_block(f.body, visible, true);
+  if (f.body.terminator()->code != OpCode::Return)
+    throw Error::at(f.body.terminator()->name(), f.body.terminator()->loc, "function body must end with 'return'");
+}
+
+}  // namespace tiledist::ir

@@ -1,0 +1,262 @@
+// The compile driver: trace -> optimize -> (memory cache) -> (disk cache) -> LLVM codegen ->
+// object file -> ORC LLJIT. Every step that can fail reports an Error naming the kernel.
+#include "jit/context.h"
+
+#include <cstdlib>
+#include <mutex>
+
+#include "codegen/codegen.h"
+#include "ir/builder.h"
+#include "ir/numeric.h"
+#include "ir/passes/passes.h"
+#include "ir/printer.h"
+#include "jit/cache.h"
+#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+
+#ifndef TILEDIST_VERSION
+#define TILEDIST_VERSION "0.1.0"
+#endif
+
+extern "C" {
+static uint8_t tiledist_f32_to_f8e4m3(float f) { return tiledist::float_to_f8e4m3_bits(f); }
+static float tiledist_f8e4m3_to_f32(uint8_t b) { return tiledist::f8e4m3_bits_to_float(b); }
+static uint8_t tiledist_f32_to_f8e5m2(float f) { return tiledist::float_to_f8e5m2_bits(f); }
+static float tiledist_f8e5m2_to_f32(uint8_t b) { return tiledist::f8e5m2_bits_to_float(b); }
+}
+
+namespace tiledist::jit {
+
+const char* compiler_version() { return "tiledist " TILEDIST_VERSION " llvm " LLVM_VERSION_STRING; }
+
+namespace {
+
+std::string to_string(llvm::Error e) { return llvm::toString(std::move(e)); }
+
+template <class T>
+T unwrap(llvm::Expected<T> v, const std::string& what) {
+  if (!v) throw Error(str_cat("tiledist: ", what, ": ", to_string(v.takeError())));
+  return std::move(*v);
+}
+void check(llvm::Error e, const std::string& what) {
+  if (e) throw Error(str_cat("tiledist: ", what, ": ", to_string(std::move(e))));
+}
+
+void init_llvm() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+}
+
+std::string sha256_hex(const std::string& s) {
+  llvm::SHA256 h;
+  h.update(s);
+  auto digest = h.final();
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : digest) {
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
+}
+
+std::string default_cache_dir() {
+  if (const char* d = std::getenv("TILEDIST_CACHE_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/tiledist";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/tiledist";
+  return "/tmp/tiledist-cache";
+}
+
+void require_host(const Target& target, const std::string& kernel) {
+  if (target.kind != Target::Kind::host)
+    throw Error(str_cat("tiledist: kernel '", kernel, "': code generation for target ", target.name(),
+                        " is not implemented yet (only 'host' runs today); tile-ir and opt-ir can be emitted "
+                        "for any target"));
+}
+
+}  // namespace
+
+struct Context::Impl {
+  std::mutex mu;
+  std::unique_ptr<llvm::orc::LLJIT> lljit;
+  std::unique_ptr<llvm::TargetMachine> host_tm;
+  std::map<std::string, std::shared_ptr<Loaded>> by_key;
+  std::map<std::string, std::shared_ptr<Loaded>> by_spec;
+  Stats stats;
+  int dylibs = 0;
+
+  llvm::TargetMachine& tm() {
+    if (!host_tm) {
+      init_llvm();
+      auto jtmb = unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
+      jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+      jtmb.setRelocationModel(llvm::Reloc::PIC_);
+      jtmb.setCodeModel(llvm::CodeModel::Small);
+      host_tm = unwrap(jtmb.createTargetMachine(), "creating the host target machine");
+    }
+    return *host_tm;
+  }
+
+  llvm::orc::LLJIT& jit() {
+    if (!lljit) {
+      init_llvm();
+      lljit = unwrap(llvm::orc::LLJITBuilder().create(), "starting the host JIT");
+    }
+    return *lljit;
+  }
+
+  /// Lowers and optimizes the host module; `os` receives LLVM IR text when given.
+  codegen::HostModule lower(const ir::Function& f, llvm::LLVMContext& ctx, const CompileOptions& options) {
+    codegen::HostModule hm = codegen::lower_host(f, ctx, {options.check_bounds});
+    llvm::TargetMachine& machine = tm();
+    hm.module->setDataLayout(machine.createDataLayout());
+    hm.module->setTargetTriple(machine.getTargetTriple().str());
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PassBuilder pb(&machine);
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(*hm.module, mam);
+    return hm;
+  }
+
+  std::string emit_file(llvm::Module& m, llvm::CodeGenFileType type) {
+    llvm::SmallVector<char, 0> buf;
+    llvm::raw_svector_ostream os(buf);
+    llvm::legacy::PassManager pm;
+    if (tm().addPassesToEmitFile(pm, os, nullptr, type))
+      throw Error("tiledist: the host target cannot emit this file type");
+    pm.run(m);
+    return std::string(buf.begin(), buf.end());
+  }
+
+  Artifact codegen(const ir::Function& f, const std::string& key, const Target& target, const CompileOptions& options) {
+    llvm::LLVMContext ctx;
+    codegen::HostModule hm = lower(f, ctx, options);
+    Artifact a;
+    a.key = key;
+    a.kernel = f.name;
+    a.target = target.name();
+    a.entry = hm.entry;
+    a.scratch_bytes = hm.scratch_bytes;
+    a.binary = emit_file(*hm.module, llvm::CodeGenFileType::ObjectFile);
+    stats.compiles++;
+    return a;
+  }
+
+  runtime::HostKernelFn load(const Artifact& a) {
+    llvm::orc::LLJIT& j = jit();
+    auto created = j.createJITDylib(str_cat("tiledist.", a.kernel, ".", dylibs++));
+    if (!created) throw Error(str_cat("tiledist: creating a JIT dylib: ", to_string(created.takeError())));
+    llvm::orc::JITDylib& jd = *created;
+    jd.addGenerator(unwrap(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(j.getDataLayout().getGlobalPrefix()),
+                           "searching the process for symbols"));
+    llvm::orc::SymbolMap helpers;
+    auto add = [&](const char* name, auto* fn) {
+      helpers[j.mangleAndIntern(name)] = {llvm::orc::ExecutorAddr::fromPtr(fn), llvm::JITSymbolFlags::Exported};
+    };
+    add(codegen::kHostHelperF32ToF8E4M3, &tiledist_f32_to_f8e4m3);
+    add(codegen::kHostHelperF8E4M3ToF32, &tiledist_f8e4m3_to_f32);
+    add(codegen::kHostHelperF32ToF8E5M2, &tiledist_f32_to_f8e5m2);
+    add(codegen::kHostHelperF8E5M2ToF32, &tiledist_f8e5m2_to_f32);
+    add(codegen::kHostHelperCheckAccess, &tiledist_check_access);
+    check(jd.define(llvm::orc::absoluteSymbols(std::move(helpers))), "defining helper symbols");
+    check(j.addObjectFile(jd, llvm::MemoryBuffer::getMemBufferCopy(a.binary, a.kernel)),
+          str_cat("loading the object code of kernel '", a.kernel, "'"));
+    auto addr = unwrap(j.lookup(jd, a.entry), str_cat("linking kernel '", a.kernel, "'"));
+    return addr.toPtr<runtime::HostKernelFn>();
+  }
+};
+
+Context::Context(std::string cache_dir)
+    : impl_(std::make_unique<Impl>()), cache_dir_(cache_dir.empty() ? default_cache_dir() : std::move(cache_dir)) {}
+Context::~Context() = default;
+
+Context& Context::global() {
+  static Context ctx;
+  return ctx;
+}
+
+Stats Context::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->stats;
+}
+
+std::shared_ptr<const Loaded> Context::compile(const KernelDef& def, const Constants& constants, const Target& target,
+                                               const CompileOptions& options) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::string spec = str_cat(def.id(), "|", def.name(), "|", constants_str(constants), "|",
+                             target.key(), "|", options.key());
+  if (auto it = impl_->by_spec.find(spec); it != impl_->by_spec.end()) {
+    impl_->stats.memory_hits++;
+    return it->second;
+  }
+  require_host(target, def.name());
+  std::unique_ptr<ir::Function> fn = def.trace(constants);
+  impl_->stats.traces++;
+  ir::optimize(*fn);
+  std::string key = sha256_hex(str_cat(ir::print(*fn), "\n", target.key(), "\n", options.key(), "\n", compiler_version()));
+  std::shared_ptr<Loaded> loaded;
+  if (auto it = impl_->by_key.find(key); it != impl_->by_key.end()) {
+    impl_->stats.memory_hits++;
+    loaded = it->second;
+  } else {
+    Artifact a;
+    CacheRead r = read_cache_entry(cache_dir_, key, a);
+    if (r == CacheRead::hit) {
+      impl_->stats.disk_hits++;
+    } else {
+      if (r == CacheRead::corrupt) impl_->stats.disk_rejects++;
+      a = impl_->codegen(*fn, key, target, options);
+      write_cache_entry(cache_dir_, a);
+    }
+    loaded = std::make_shared<Loaded>();
+    loaded->host_fn = impl_->load(a);
+    loaded->artifact = std::move(a);
+    loaded->ir = std::move(fn);
+    loaded->runtime_params = def.runtime_params();
+    loaded->options = options;
+    impl_->by_key[key] = loaded;
+  }
+  impl_->by_spec[spec] = loaded;
+  return loaded;
+}
+
+std::string Context::emit(const KernelDef& def, const Constants& constants, const Target& target,
+                          const CompileOptions& options, Stage stage) {
+  std::unique_ptr<ir::Function> fn = def.trace(constants);
+  if (stage == Stage::tile_ir) return ir::print(*fn);
+  ir::optimize(*fn);
+  if (stage == Stage::opt_ir) return ir::print(*fn);
+  require_host(target, def.name());
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  llvm::LLVMContext ctx;
+  codegen::HostModule hm = impl_->lower(*fn, ctx, options);
+  if (stage == Stage::llvm) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    hm.module->print(os, nullptr);
+    return os.str();
+  }
+  return impl_->emit_file(*hm.module, llvm::CodeGenFileType::AssemblyFile);
+}
+
+}  // namespace tiledist::jit

@@ -1,0 +1,77 @@
+// The compiler driver and its caches. A Context owns the in-memory cache, the on-disk cache
+// directory and the host JIT; tests make their own, programs use Context::global().
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "dsl/kernel_def.h"
+#include "ir/ir.h"
+#include "jit/target.h"
+#include "runtime/host_abi.h"
+
+namespace tiledist::jit {
+
+/// What a compile produces and the disk cache stores.
+struct Artifact {
+  std::string key;
+  std::string kernel;
+  std::string target;
+  std::string entry;
+  int64_t scratch_bytes = 0;
+  std::string binary;  // host: an ELF relocatable object
+};
+
+/// A compiled kernel, ready to launch.
+struct Loaded {
+  Artifact artifact;
+  std::unique_ptr<ir::Function> ir;  // the optimized IR it was compiled from
+  std::vector<ParamInfo> runtime_params;
+  runtime::HostKernelFn host_fn = nullptr;
+  CompileOptions options;
+};
+
+struct Stats {
+  int64_t traces = 0;        // kernel functions traced
+  int64_t compiles = 0;      // LLVM code generations (the expensive step)
+  int64_t memory_hits = 0;   // served from memory
+  int64_t disk_hits = 0;     // served from the disk cache
+  int64_t disk_rejects = 0;  // disk entries found corrupt or stale and recompiled
+};
+
+/// Which stage `emit` prints.
+enum class Stage { tile_ir, opt_ir, llvm, asm_ };
+
+class Context {
+ public:
+  /// `cache_dir` empty: $TILEDIST_CACHE_DIR, else ~/.cache/tiledist.
+  explicit Context(std::string cache_dir = "");
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  static Context& global();
+
+  /// Traces, optimizes and compiles a specialization, through the caches.
+  std::shared_ptr<const Loaded> compile(const KernelDef& def, const Constants& constants, const Target& target,
+                                        const CompileOptions& options);
+  /// Prints one stage of a specialization (tiledist-compile --emit).
+  std::string emit(const KernelDef& def, const Constants& constants, const Target& target,
+                   const CompileOptions& options, Stage stage);
+
+  Stats stats() const;
+  const std::string& cache_dir() const { return cache_dir_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string cache_dir_;
+};
+
+/// The version string that every cache key includes.
+const char* compiler_version();
+
+}  // namespace tiledist::jit

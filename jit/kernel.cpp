@@ -1,0 +1,76 @@
+#include "jit/kernel.h"
+
+#include <cstring>
+#include <limits>
+
+namespace tiledist {
+
+Kernel compile(const KernelDef& def, const Constants& constants, const Target& target, const CompileOptions& options,
+               jit::Context& ctx) {
+  return Kernel(ctx.compile(def, constants, target, options));
+}
+
+void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args) const {
+  if (!loaded_) throw Error("tiledist: launch of an empty Kernel (compile it first)");
+  const auto& params = loaded_->runtime_params;
+  const std::string& kname = loaded_->artifact.kernel;
+  if (args.size() != params.size()) {
+    std::string names;
+    for (auto& p : params) names += (names.empty() ? "" : ", ") + p.name;
+    throw Error(str_cat("tiledist: kernel '", kname, "' takes ", params.size(), " arguments (", names, "), got ",
+                        args.size()));
+  }
+  std::vector<uint64_t> slots(args.size());
+  std::vector<void*> ptrs(args.size());
+  runtime::HostRuntime rt;
+  rt.kernel = kname;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const ParamInfo& p = params[i];
+    const LaunchArg& a = args[i];
+    auto bad = [&](const std::string& what) {
+      return Error(str_cat("tiledist: argument ", i, " ('", p.name, "') of kernel '", kname, "': ", what));
+    };
+    void* slot = &slots[i];
+    ptrs[i] = slot;
+    if (p.kind == ParamKind::pointer) {
+      if (a.kind != LaunchArg::Kind::pointer) throw bad(str_cat("expected a pointer to ", ir::dtype_name(p.type.dtype), ", got a number"));
+      if (a.elem != p.type.dtype)
+        throw bad(str_cat("expected a pointer to ", ir::dtype_name(p.type.dtype), ", got a pointer to ", ir::dtype_name(a.elem)));
+      std::memcpy(slot, &a.ptr, sizeof(void*));
+      if (loaded_->options.check_bounds) {
+        if (a.extent_bytes < 0)
+          throw bad("TILEDIST_CHECK_BOUNDS=1 needs the buffer's extent: pass a std::span or std::vector, not a raw pointer");
+        const char* lo = static_cast<const char*>(a.ptr);
+        rt.ranges.push_back({lo, lo + a.extent_bytes, p.name, ir::dtype_bytes(p.type.dtype)});
+      }
+      continue;
+    }
+    if (a.kind == LaunchArg::Kind::pointer) throw bad(str_cat("expected a number (", p.type.str(), "), got a pointer"));
+    switch (p.type.dtype) {
+      case ir::DType::i32: {
+        if (a.kind != LaunchArg::Kind::integer) throw bad("expected an integer (i32), got a floating-point number");
+        if (a.i < std::numeric_limits<int32_t>::min() || a.i > std::numeric_limits<int32_t>::max())
+          throw bad(str_cat("value ", a.i, " does not fit in i32 (declare the parameter tl::Int64)"));
+        int32_t v = static_cast<int32_t>(a.i);
+        std::memcpy(slot, &v, 4);
+        break;
+      }
+      case ir::DType::i64: {
+        if (a.kind != LaunchArg::Kind::integer) throw bad("expected an integer (i64), got a floating-point number");
+        std::memcpy(slot, &a.i, 8);
+        break;
+      }
+      case ir::DType::f32: {
+        float v = a.kind == LaunchArg::Kind::floating ? static_cast<float>(a.f) : static_cast<float>(a.i);
+        std::memcpy(slot, &v, 4);
+        break;
+      }
+      default:
+        throw bad(str_cat("unsupported parameter type ", p.type.str()));
+    }
+  }
+  runtime::launch_host(loaded_->host_fn, grid, ptrs.data(), loaded_->artifact.scratch_bytes,
+                       loaded_->options.check_bounds ? &rt : nullptr);
+}
+
+}  // namespace tiledist

@@ -1,0 +1,92 @@
+// Compiling and launching kernels: the user's entry points.
+//
+//   static const tiledist::KernelDef add_def("add", add, {"x", "y", "out", "n", "BLOCK"});
+//   auto k = tiledist::compile(add_def, {{"BLOCK", 1024}});
+//   k.launch({tl::cdiv(n, 1024)}, x, y, out, n);
+#pragma once
+
+#include <memory>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "dsl/kernel_def.h"
+#include "jit/context.h"
+#include "runtime/host.h"
+
+namespace tiledist {
+
+using runtime::Grid;
+
+/// One argument of a launch, as the caller passed it.
+struct LaunchArg {
+  enum class Kind { pointer, integer, floating } kind;
+  void* ptr = nullptr;
+  int64_t i = 0;
+  double f = 0;
+  ir::DType elem = ir::DType::i8;  // pointers: the element type
+  int64_t extent_bytes = -1;       // pointers: the buffer's size when known (span, vector)
+};
+
+namespace detail {
+template <class T>
+LaunchArg make_arg(T* p, int64_t count = -1) {
+  LaunchArg a{LaunchArg::Kind::pointer};
+  a.ptr = const_cast<std::remove_const_t<T>*>(p);
+  a.elem = dtype_of<std::remove_const_t<T>>();
+  a.extent_bytes = count < 0 ? -1 : count * static_cast<int64_t>(sizeof(T));
+  return a;
+}
+template <class T>
+LaunchArg to_arg(T* p) { return make_arg(p); }
+template <class T>
+LaunchArg to_arg(std::vector<T>& v) { return make_arg(v.data(), static_cast<int64_t>(v.size())); }
+template <class T>
+LaunchArg to_arg(const std::vector<T>& v) { return make_arg(v.data(), static_cast<int64_t>(v.size())); }
+template <class T, size_t N>
+LaunchArg to_arg(std::span<T, N> s) { return make_arg(s.data(), static_cast<int64_t>(s.size())); }
+template <class T>
+  requires std::is_integral_v<T>
+LaunchArg to_arg(T v) {
+  LaunchArg a{LaunchArg::Kind::integer};
+  a.i = static_cast<int64_t>(v);
+  return a;
+}
+template <class T>
+  requires std::is_floating_point_v<T>
+LaunchArg to_arg(T v) {
+  LaunchArg a{LaunchArg::Kind::floating};
+  a.f = static_cast<double>(v);
+  return a;
+}
+}  // namespace detail
+
+/// A compiled specialization of a kernel.
+class Kernel {
+ public:
+  Kernel() = default;
+  explicit Kernel(std::shared_ptr<const jit::Loaded> loaded) : loaded_(std::move(loaded)) {}
+
+  /// Runs the kernel over `grid`. Arguments follow the kernel's runtime parameters: pointers
+  /// (T*, std::vector<T>&, std::span<T>) and numbers; a mismatch throws Error naming it.
+  template <class... A>
+  void launch(Grid grid, A&&... args) const {
+    launch_args(grid, {detail::to_arg(std::forward<A>(args))...});
+  }
+  void launch_args(Grid grid, const std::vector<LaunchArg>& args) const;
+
+  const std::string& name() const { return loaded_->artifact.kernel; }
+  /// The optimized tile IR this kernel was compiled from.
+  const ir::Function& ir() const { return *loaded_->ir; }
+  int64_t scratch_bytes() const { return loaded_->artifact.scratch_bytes; }
+
+ private:
+  std::shared_ptr<const jit::Loaded> loaded_;
+};
+
+/// Traces, optimizes and compiles `def` for `constants` and `target`, through the caches of
+/// `ctx`. Throws Error for bad constants, errors in the kernel, or an unsupported target.
+Kernel compile(const KernelDef& def, const Constants& constants = {}, const Target& target = Target::host(),
+               const CompileOptions& options = CompileOptions::from_env(), jit::Context& ctx = jit::Context::global());
+
+}  // namespace tiledist

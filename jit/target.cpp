@@ -1,0 +1,57 @@
+#include "jit/target.h"
+
+#include <cstdlib>
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "ir/support.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/TargetParser/Host.h"
+
+namespace tiledist {
+
+Target Target::host() { return Target{Kind::host, llvm::sys::getHostCPUName().str()}; }
+Target Target::cuda(const std::string& arch) {
+  if (arch != "sm_80" && arch != "sm_90a" && arch != "sm_90")
+    throw Error(str_cat("tiledist: unknown CUDA architecture '", arch, "' (known: sm_80, sm_90, sm_90a)"));
+  return Target{Kind::nvptx, arch};
+}
+Target Target::amdgcn(const std::string& arch) {
+  if (arch != "gfx942" && arch != "gfx90a")
+    throw Error(str_cat("tiledist: unknown AMD GPU architecture '", arch, "' (known: gfx942, gfx90a)"));
+  return Target{Kind::amdgcn, arch};
+}
+Target Target::parse(const std::string& name) {
+  if (name == "host") return host();
+  if (name.rfind("sm_", 0) == 0) return cuda(name);
+  if (name.rfind("gfx", 0) == 0) return amdgcn(name);
+  throw Error(str_cat("tiledist: unknown target '", name, "' (known: host, sm_80, sm_90a, gfx942, gfx90a)"));
+}
+
+std::string Target::name() const { return kind == Kind::host ? "host" : arch; }
+
+std::string Target::key() const {
+  if (kind != Kind::host) return name();
+  std::string k = "host-" + arch;
+  llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
+  std::vector<std::string> on;
+  for (auto& f : features)
+    if (f.second) on.push_back(f.first().str());
+  std::sort(on.begin(), on.end());
+  for (auto& f : on) k += "+" + f;
+  return k;
+}
+
+CompileOptions CompileOptions::from_env() {
+  CompileOptions o;
+  const char* cb = std::getenv("TILEDIST_CHECK_BOUNDS");
+  o.check_bounds = cb && std::strcmp(cb, "0") != 0 && *cb;
+  return o;
+}
+
+std::string CompileOptions::key() const {
+  return str_cat("check_bounds=", check_bounds, ",num_warps=", num_warps, ",num_stages=", num_stages);
+}
+
+}  // namespace tiledist

@@ -1,0 +1,34 @@
+// Compilation targets and options: both are part of every cache key.
+#pragma once
+
+#include <string>
+
+namespace tiledist {
+
+struct Target {
+  enum class Kind { host, nvptx, amdgcn };
+  Kind kind = Kind::host;
+  std::string arch;  // "sm_80", "sm_90a", "gfx942"; the host CPU's name for host
+
+  static Target host();
+  static Target cuda(const std::string& arch);
+  static Target amdgcn(const std::string& arch);
+  /// "host", "sm_80", "sm_90a", "gfx942", "gfx90a"; throws Error naming the known targets.
+  static Target parse(const std::string& name);
+  /// The short name users type ("host", "sm_90a").
+  std::string name() const;
+  /// Everything that changes the generated code (host: CPU name and features).
+  std::string key() const;
+};
+
+struct CompileOptions {
+  bool check_bounds = false;  // CPU backend: report out-of-bounds accesses ($TILEDIST_CHECK_BOUNDS=1)
+  int num_warps = 4;
+  int num_stages = 2;
+
+  /// Defaults, with the environment's overrides applied.
+  static CompileOptions from_env();
+  std::string key() const;
+};
+
+}  // namespace tiledist

@@ -1,0 +1,46 @@
+// Tiled GEMM through tl::dot: C[M,N] = A[M,K] @ B[K,N], f32 accumulation, masked edges.
+#include "kernels/kernels.h"
+
+namespace tiledist::kernels {
+
+namespace {
+using tl::Tensor;
+
+template <class T>
+void gemm(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K, tl::Const<int> BM,
+          tl::Const<int> BN, tl::Const<int> BK) {
+  auto rm = tl::program_id(0) * BM + tl::arange(0, BM);
+  auto rn = tl::program_id(1) * BN + tl::arange(0, BN);
+  auto rk = tl::arange(0, BK);
+  auto row = tl::expand_dims(rm, 1);  // [BM, 1]
+  auto col = tl::expand_dims(rn, 0);  // [1, BN]
+  Tensor acc = tl::for_range(0, K, BK, tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
+    auto ka = tl::expand_dims(k + rk, 0);  // [1, BK]
+    auto kb = tl::expand_dims(k + rk, 1);  // [BK, 1]
+    auto at = tl::load(a + row * K + ka, (row < M) & (ka < K), 0.0f);
+    auto bt = tl::load(b + kb * N + col, (kb < K) & (col < N), 0.0f);
+    return tl::dot(at, bt, acc);
+  });
+  tl::store(c + row * N + col, acc, (row < M) & (col < N));
+}
+
+const std::vector<std::string> kParams = {"a", "b", "c", "M", "N", "K", "BM", "BN", "BK"};
+const Constants kDefaults = {{"BM", 64}, {"BN", 64}, {"BK", 32}};
+}  // namespace
+
+const KernelDef& gemm_kernel(ir::DType dtype) {
+  static const KernelDef bf16_def("gemm", gemm<bf16>, kParams, kDefaults);
+  static const KernelDef f16_def("gemm_f16", gemm<f16>, kParams, kDefaults);
+  static const KernelDef f32_def("gemm_f32", gemm<float>, kParams, kDefaults);
+  switch (dtype) {
+    case ir::DType::bf16: return bf16_def;
+    case ir::DType::f16: return f16_def;
+    case ir::DType::f32: return f32_def;
+    default: throw Error(str_cat("tiledist: no gemm kernel for ", ir::dtype_name(dtype), " (bf16, f16, f32)"));
+  }
+}
+TILEDIST_REGISTER(gemm_kernel(ir::DType::bf16));
+TILEDIST_REGISTER(gemm_kernel(ir::DType::f16));
+TILEDIST_REGISTER(gemm_kernel(ir::DType::f32));
+
+}  // namespace tiledist::kernels

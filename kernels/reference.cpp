@@ -1,0 +1,78 @@
+#include "kernels/reference.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace tiledist::reference {
+
+namespace {
+uint64_t g_seed = 0;
+}
+
+double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double d = double(got[i]) - double(want[i]);
+    if (std::isnan(got[i]) != std::isnan(want[i])) return INFINITY;
+    if (!std::isnan(d)) num += d * d;
+    den += double(want[i]) * want[i];
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+}
+
+std::vector<float> random_floats(size_t n, float lo, float hi) {
+  g_seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^ (n * 0x9E3779B97F4A7C15ull);
+  std::mt19937_64 rng(g_seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+uint64_t last_seed() { return g_seed; }
+
+void add(const std::vector<float>& x, const std::vector<float>& y, std::vector<float>& out) {
+  out.resize(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = x[i] + y[i];
+}
+
+void softmax(const std::vector<float>& in, std::vector<float>& out, int rows, int cols) {
+  out.assign(in.size(), 0);
+  for (int r = 0; r < rows; ++r) {
+    double m = -INFINITY, s = 0;
+    for (int c = 0; c < cols; ++c) m = std::max(m, double(in[size_t(r) * cols + c]));
+    for (int c = 0; c < cols; ++c) s += std::exp(double(in[size_t(r) * cols + c]) - m);
+    for (int c = 0; c < cols; ++c) out[size_t(r) * cols + c] = float(std::exp(double(in[size_t(r) * cols + c]) - m) / s);
+  }
+}
+
+void layernorm(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
+               std::vector<float>& y, int rows, int cols, float eps) {
+  y.assign(x.size(), 0);
+  for (int r = 0; r < rows; ++r) {
+    const float* row = &x[size_t(r) * cols];
+    double mean = 0, var = 0;
+    for (int c = 0; c < cols; ++c) mean += row[c];
+    mean /= cols;
+    for (int c = 0; c < cols; ++c) var += (row[c] - mean) * (row[c] - mean);
+    var /= cols;
+    double rstd = 1.0 / std::sqrt(var + eps);
+    for (int c = 0; c < cols; ++c) y[size_t(r) * cols + c] = float((row[c] - mean) * rstd * w[c] + b[c]);
+  }
+}
+
+void gemm(const std::vector<float>& a, const std::vector<float>& b, std::vector<float>& c, int M, int N, int K) {
+  c.assign(size_t(M) * N, 0);
+  std::vector<double> acc(N);
+  for (int m = 0; m < M; ++m) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int k = 0; k < K; ++k) {
+      double av = a[size_t(m) * K + k];
+      for (int n = 0; n < N; ++n) acc[n] += av * b[size_t(k) * N + n];
+    }
+    for (int n = 0; n < N; ++n) c[size_t(m) * N + n] = float(acc[n]);
+  }
+}
+
+}  // namespace tiledist::reference

@@ -1,0 +1,25 @@
+// Host reference implementations (plain loops in double precision) and the error measure
+// that tests, the demo and benchmarks check kernels against.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace tiledist::reference {
+
+/// ||got - want||_2 / max(||want||_2, tiny): the relative error in norm.
+double rel_error(const std::vector<float>& got, const std::vector<float>& want);
+
+/// Uniform random floats in [lo, hi) from a fresh seed (reported by `last_seed` for reruns).
+std::vector<float> random_floats(size_t n, float lo = -1.0f, float hi = 1.0f);
+uint64_t last_seed();
+
+void add(const std::vector<float>& x, const std::vector<float>& y, std::vector<float>& out);
+void softmax(const std::vector<float>& in, std::vector<float>& out, int rows, int cols);
+void layernorm(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b,
+               std::vector<float>& y, int rows, int cols, float eps);
+/// C = A @ B with A, B given as floats (already rounded to the input dtype).
+void gemm(const std::vector<float>& a, const std::vector<float>& b, std::vector<float>& c, int M, int N, int K);
+
+}  // namespace tiledist::reference

@@ -1,0 +1,66 @@
+#include "runtime/host.h"
+
+#include <cstdlib>
+#include <limits>
+#include <memory>
+
+#include "ir/support.h"
+
+namespace tiledist::runtime {
+
+Grid::Grid(int64_t gx, int64_t gy, int64_t gz) {
+  for (int64_t v : {gx, gy, gz})
+    if (v < 1 || v > std::numeric_limits<int32_t>::max())
+      throw Error(str_cat("tiledist: grid dimension ", v, " is out of range (1 to 2^31-1)"));
+  x = static_cast<int32_t>(gx);
+  y = static_cast<int32_t>(gy);
+  z = static_cast<int32_t>(gz);
+}
+
+void launch_host(HostKernelFn fn, const Grid& grid, void** args, int64_t scratch_bytes, HostRuntime* rt) {
+  size_t bytes = static_cast<size_t>((scratch_bytes + 63) / 64 * 64 + 64);
+  std::unique_ptr<char, decltype(&std::free)> scratch(static_cast<char*>(std::aligned_alloc(64, bytes)), &std::free);
+  if (!scratch) throw Error(str_cat("tiledist: cannot allocate ", bytes, " bytes of scratch memory"));
+  const int32_t nprog[3] = {grid.x, grid.y, grid.z};
+  int32_t pid[3];
+  for (pid[2] = 0; pid[2] < grid.z; ++pid[2])
+    for (pid[1] = 0; pid[1] < grid.y; ++pid[1])
+      for (pid[0] = 0; pid[0] < grid.x; ++pid[0]) {
+        if (rt) {
+          for (int i = 0; i < 3; ++i) rt->pid[i] = pid[i];
+        }
+        fn(args, pid, nprog, scratch.get(), rt);
+        if (rt && rt->violated) throw Error(rt->message);
+      }
+}
+
+}  // namespace tiledist::runtime
+
+extern "C" int32_t tiledist_check_access(void* rt_ptr, const void* addr, int64_t bytes, int32_t is_store) {
+  using tiledist::runtime::HostRuntime;
+  auto* rt = static_cast<HostRuntime*>(rt_ptr);
+  const char* a = static_cast<const char*>(addr);
+  for (auto& r : rt->ranges)
+    if (a >= r.lo && a + bytes <= r.hi) return 1;
+  if (rt->violated) return 0;
+  // Name the argument the address is nearest to, and the element offset from its start.
+  const tiledist::runtime::CheckedRange* near = nullptr;
+  long long best = 0;
+  for (auto& r : rt->ranges) {
+    long long d = a >= r.lo ? (a - r.hi) : (r.lo - a);
+    if (!near || d < best) {
+      near = &r;
+      best = d;
+    }
+  }
+  rt->violated = true;
+  std::string where = "no pointer argument";
+  if (near) {
+    long long off = (a - near->lo) / near->elem_bytes;
+    where = tiledist::str_cat("element offset ", off, " of argument '", near->name, "' (",
+                              (near->hi - near->lo) / near->elem_bytes, " elements)");
+  }
+  rt->message = tiledist::str_cat("tiledist: out-of-bounds ", is_store ? "store" : "load", " in kernel '", rt->kernel,
+                                  "', program (", rt->pid[0], ", ", rt->pid[1], ", ", rt->pid[2], "): ", where);
+  return 0;
+}

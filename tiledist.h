@@ -1,0 +1,6 @@
+// tiledist: one header for kernel authors and their host programs.
+#pragma once
+
+#include "dsl/kernel_def.h"
+#include "dsl/tl.h"
+#include "jit/kernel.h"

@@ -1,0 +1,104 @@
+// tiledist-compile: prints any stage of a registered kernel.
+//   tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942] [--emit tile-ir|opt-ir|llvm|asm]
+//                    [--const NAME=VALUE ...]
+//   tiledist-compile --list
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "kernels/kernels.h"
+
+namespace {
+
+int usage(const char* msg) {
+  std::fprintf(stderr,
+               "tiledist-compile: %s\n"
+               "usage: tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942] "
+               "[--emit tile-ir|opt-ir|llvm|asm] [--const NAME=VALUE ...]\n"
+               "       tiledist-compile --list\n",
+               msg);
+  return 2;
+}
+
+tiledist::ConstValue parse_value(const std::string& name, const std::string& s) {
+  char* end = nullptr;
+  long long i = std::strtoll(s.c_str(), &end, 0);
+  if (!s.empty() && *end == 0) return tiledist::ConstValue(i);
+  double d = std::strtod(s.c_str(), &end);
+  if (!s.empty() && *end == 0) return tiledist::ConstValue(d);
+  throw tiledist::Error("tiledist-compile: constant " + name + " = '" + s + "' is not a number");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tiledist;
+  std::string kernel, target = "host", emit = "opt-ir";
+  Constants constants;
+  bool list = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char* flag) -> std::string {
+      if (i + 1 >= argc) throw Error(std::string("tiledist-compile: ") + flag + " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (a == "--list") list = true;
+      else if (a == "--target") target = value("--target");
+      else if (a == "--emit") emit = value("--emit");
+      else if (a == "--const") {
+        std::string kv = value("--const");
+        size_t eq = kv.find('=');
+        if (eq == std::string::npos || eq == 0) return usage(("--const takes NAME=VALUE, got '" + kv + "'").c_str());
+        constants.insert_or_assign(kv.substr(0, eq), parse_value(kv.substr(0, eq), kv.substr(eq + 1)));
+      } else if (a == "-h" || a == "--help") {
+        usage("prints a stage of a registered kernel");
+        return 0;
+      } else if (!a.empty() && a[0] == '-') return usage(("unknown option '" + a + "'").c_str());
+      else if (kernel.empty()) kernel = a;
+      else return usage(("unexpected argument '" + a + "'").c_str());
+    } catch (const Error& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      return 2;
+    }
+  }
+  auto& registry = Registry::global();
+  if (list) {
+    for (auto& name : registry.names()) {
+      const KernelDef* def = registry.find(name);
+      std::string params, consts;
+      for (auto& p : def->params()) {
+        if (p.kind == ParamKind::constant) {
+          auto d = def->defaults().find(p.name);
+          consts += (consts.empty() ? "" : ", ") + p.name + (d != def->defaults().end() ? "=" + d->second.str() : "");
+        } else {
+          params += (params.empty() ? "" : ", ") + p.name + ": " + p.type.str();
+        }
+      }
+      std::printf("%-12s (%s) [%s]\n", name.c_str(), params.c_str(), consts.c_str());
+    }
+    return 0;
+  }
+  if (kernel.empty()) return usage("no kernel given");
+  const KernelDef* def = registry.find(kernel);
+  if (!def) {
+    std::string known;
+    for (auto& n : registry.names()) known += (known.empty() ? "" : ", ") + n;
+    std::fprintf(stderr, "tiledist-compile: unknown kernel '%s' (known: %s)\n", kernel.c_str(), known.c_str());
+    return 2;
+  }
+  jit::Stage stage;
+  if (emit == "tile-ir") stage = jit::Stage::tile_ir;
+  else if (emit == "opt-ir") stage = jit::Stage::opt_ir;
+  else if (emit == "llvm") stage = jit::Stage::llvm;
+  else if (emit == "asm") stage = jit::Stage::asm_;
+  else return usage(("unknown --emit '" + emit + "' (tile-ir, opt-ir, llvm, asm)").c_str());
+  try {
+    Target t = Target::parse(target);
+    std::fputs(jit::Context::global().emit(*def, constants, t, CompileOptions::from_env(), stage).c_str(), stdout);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,64 @@
+// tiledist-opt: parses tile IR, runs passes, prints the result (the driver of the FileCheck
+// tests in tests/ir/).
+//   tiledist-opt [--pass NAME ...] [--pipeline] [--locs] FILE|-
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "ir/builder.h"
+#include "ir/passes/passes.h"
+#include "ir/printer.h"
+
+int main(int argc, char** argv) {
+  using namespace tiledist;
+  std::vector<std::string> passes;
+  std::string file;
+  bool locs = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--pass" && i + 1 < argc) passes.push_back(argv[++i]);
+    else if (a.rfind("--pass=", 0) == 0) passes.push_back(a.substr(7));
+    else if (a == "--pipeline") passes.push_back("pipeline");
+    else if (a == "--locs") locs = true;
+    else if (file.empty()) file = a;
+    else {
+      std::fprintf(stderr, "usage: tiledist-opt [--pass NAME ...] [--pipeline] [--locs] FILE|-\n");
+      return 2;
+    }
+  }
+  std::stringstream ss;
+  if (file.empty() || file == "-") {
+    ss << std::cin.rdbuf();
+  } else {
+    std::ifstream in(file);
+    if (!in) {
+      std::fprintf(stderr, "tiledist-opt: cannot open %s\n", file.c_str());
+      return 2;
+    }
+    ss << in.rdbuf();
+  }
+  try {
+    auto fns = ir::parse(ss.str(), file.empty() ? "<stdin>" : file);
+    for (auto& f : fns) {
+      for (auto& p : passes) {
+        if (p == "pipeline") {
+          ir::optimize(*f);
+          continue;
+        }
+        const ir::Pass* pass = ir::find_pass(p);
+        if (!pass) {
+          std::fprintf(stderr, "tiledist-opt: unknown pass '%s'\n", p.c_str());
+          return 2;
+        }
+        pass->run(*f);
+        ir::verify(*f);
+      }
+      std::fputs(ir::print(*f, {locs}).c_str(), stdout);
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
