@@ -1,1 +1,120 @@
+// The compile cache: a second process finds an entry without compiling; a truncated,
+// corrupted or foreign entry is recompiled, never trusted; concurrent writers never leave a
+// half-written entry. Compiles are counted, not timed.
 #include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <future>
+
+#include "jit/cache.h"
+#include "kernels/kernels.h"
+
+namespace tiledist {
+namespace {
+namespace fs = std::filesystem;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/tiledist-cache-test-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::string probe(const fs::path& dir) {
+  std::string cmd = std::string(CACHE_PROBE) + " " + dir.string();
+  FILE* p = popen(cmd.c_str(), "r");
+  EXPECT_NE(p, nullptr);
+  char buf[256] = {0};
+  std::string out;
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  EXPECT_EQ(pclose(p), 0) << out;
+  return out;
+}
+
+std::vector<fs::path> entries(const fs::path& dir) {
+  std::vector<fs::path> v;
+  for (auto& e : fs::directory_iterator(dir)) v.push_back(e.path());
+  return v;
+}
+
+TEST(Cache, SecondProcessFindsTheEntryWithoutCompiling) {
+  TempDir dir;
+  EXPECT_EQ(probe(dir.path), "compiles=1 disk_hits=0 disk_rejects=0 ok=1\n");
+  EXPECT_EQ(probe(dir.path), "compiles=0 disk_hits=1 disk_rejects=0 ok=1\n");
+  ASSERT_EQ(entries(dir.path).size(), 1u);  // one entry, no temporary files left behind
+  EXPECT_EQ(entries(dir.path)[0].extension(), ".tdk");
+}
+
+void damage_and_expect_recompile(const std::function<void(const fs::path&)>& damage) {
+  TempDir dir;
+  probe(dir.path);
+  fs::path entry = entries(dir.path).at(0);
+  damage(entry);
+  EXPECT_EQ(probe(dir.path), "compiles=1 disk_hits=0 disk_rejects=1 ok=1\n");
+  EXPECT_EQ(probe(dir.path), "compiles=0 disk_hits=1 disk_rejects=0 ok=1\n");  // rewritten whole
+}
+
+TEST(Cache, TruncatedEntryIsRecompiled) {
+  damage_and_expect_recompile([](const fs::path& p) { fs::resize_file(p, fs::file_size(p) / 2); });
+  damage_and_expect_recompile([](const fs::path& p) { fs::resize_file(p, 10); });
+  damage_and_expect_recompile([](const fs::path& p) { fs::resize_file(p, 0); });
+}
+
+TEST(Cache, CorruptPayloadIsRecompiled) {
+  damage_and_expect_recompile([](const fs::path& p) {
+    std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-100, std::ios::end);
+    char c;
+    f.get(c);
+    f.seekp(-100, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x5A));
+  });
+}
+
+TEST(Cache, ForeignFileUnderTheKeyIsRecompiled) {
+  damage_and_expect_recompile([](const fs::path& p) {
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << "TILEDIST-CACHE 1\nkey not-this-one\nsize 3\n\nabc";
+  });
+}
+
+TEST(Cache, ConcurrentProcessesShareOneEntry) {
+  TempDir dir;
+  std::vector<std::future<std::string>> runs;
+  for (int i = 0; i < 4; ++i) runs.push_back(std::async(std::launch::async, [&] { return probe(dir.path); }));
+  for (auto& r : runs) EXPECT_NE(r.get().find("ok=1"), std::string::npos);
+  ASSERT_EQ(entries(dir.path).size(), 1u);
+  EXPECT_EQ(probe(dir.path), "compiles=0 disk_hits=1 disk_rejects=0 ok=1\n");
+}
+
+TEST(Cache, MemoryHitsSkipTracingAndDistinctConstantsGetDistinctEntries) {
+  TempDir dir;
+  jit::Context ctx(dir.path.string());
+  const KernelDef& add = kernels::add_kernel();
+  compile(add, {{"BLOCK", 64}}, Target::host(), {}, ctx);
+  compile(add, {{"BLOCK", 64}}, Target::host(), {}, ctx);
+  compile(add, {{"BLOCK", 128}}, Target::host(), {}, ctx);
+  auto s = ctx.stats();
+  EXPECT_EQ(s.traces, 2);
+  EXPECT_EQ(s.compiles, 2);
+  EXPECT_EQ(s.memory_hits, 1);
+  EXPECT_EQ(entries(dir.path).size(), 2u);
+  // Options are part of the key too.
+  CompileOptions checked;
+  checked.check_bounds = true;
+  compile(add, {{"BLOCK", 64}}, Target::host(), checked, ctx);
+  EXPECT_EQ(ctx.stats().compiles, 3);
+}
+
+TEST(Cache, UnwritableDirectoryStillRuns) {
+  jit::Context ctx("/proc/tiledist-cannot-write-here");
+  std::vector<float> x(10, 1), y(10, 2), out(10);
+  compile(kernels::add_kernel(), {{"BLOCK", 16}}, Target::host(), {}, ctx).launch({1}, x, y, out, 10);
+  for (float v : out) EXPECT_EQ(v, 3.0f);
+}
+
+}  // namespace
+}  // namespace tiledist

@@ -1,1 +1,359 @@
+// The eDSL's ops, one feature per test, each kernel's output checked element by element
+// against the same computation done on the host.
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "kernels/reference.h"
+#include "ir/printer.h"
+#include "tiledist.h"
+
+namespace tiledist {
+namespace {
+namespace ref = tiledist::reference;
+using tl::Tensor;
+
+std::vector<int32_t> random_ints(size_t n, int lo, int hi) {
+  std::mt19937 rng(static_cast<uint32_t>(ref::random_floats(1)[0] * 1e6f) + 17);
+  std::uniform_int_distribution<int> d(lo, hi);
+  std::vector<int32_t> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// ---- reductions along each axis of an 8 x 16 block
+void reductions(tl::Ptr<float> x, tl::Ptr<float> sums, tl::Ptr<float> maxs, tl::Ptr<float> mins, tl::Ptr<int32_t> args,
+                tl::Const<int> AXIS) {
+  auto r = tl::expand_dims(tl::arange(0, 8), 1), c = tl::expand_dims(tl::arange(0, 16), 0);
+  auto v = tl::load(x + r * 16 + c);
+  int n = AXIS == 0 ? 16 : 8;
+  auto o = tl::arange(0, n);
+  tl::store(sums + o, tl::sum(v, AXIS));
+  tl::store(maxs + o, tl::max(v, AXIS));
+  tl::store(mins + o, tl::min(v, AXIS));
+  tl::store(args + o, tl::argmax(v, AXIS));
+  tl::store(args + n + o, tl::argmin(v, AXIS));
+}
+TEST(Ops, ReductionsAlongEachAxis) {
+  KernelDef def("reductions", reductions, {"x", "sums", "maxs", "mins", "args", "AXIS"});
+  for (int axis : {0, 1}) {
+    auto x = ref::random_floats(128);
+    int n = axis == 0 ? 16 : 8, len = axis == 0 ? 8 : 16;
+    std::vector<float> sums(n), maxs(n), mins(n), want_sum(n);
+    std::vector<int32_t> args(2 * n);
+    compile(def, {{"AXIS", axis}}).launch({1}, x, sums, maxs, mins, args);
+    for (int o = 0; o < n; ++o) {
+      double s = 0;
+      int amax = 0, amin = 0;
+      auto at = [&](int k) { return axis == 0 ? x[k * 16 + o] : x[o * 16 + k]; };
+      for (int k = 0; k < len; ++k) {
+        s += at(k);
+        if (at(k) > at(amax)) amax = k;
+        if (at(k) < at(amin)) amin = k;
+      }
+      want_sum[o] = float(s);
+      EXPECT_EQ(maxs[o], at(amax));
+      EXPECT_EQ(mins[o], at(amin));
+      EXPECT_EQ(args[o], amax);
+      EXPECT_EQ(args[n + o], amin);
+    }
+    EXPECT_LT(ref::rel_error(sums, want_sum), 1e-6);
+  }
+}
+
+// ---- atomics from many programs
+void histogram(tl::Ptr<int32_t> vals, tl::Ptr<int32_t> hist, tl::Ptr<float> xs, tl::Ptr<float> total,
+               tl::Ptr<float> biggest, tl::Int n) {
+  auto offs = tl::program_id(0) * 128 + tl::arange(0, 128);
+  auto m = offs < n;
+  auto v = tl::load(vals + offs, m, 0);
+  tl::atomic_add(hist + v, 1, m);
+  auto x = tl::load(xs + offs, m, 0.0f);
+  tl::atomic_add(total, tl::sum(x, 0), {}, {"relaxed", "gpu"});
+  tl::atomic_max(biggest + tl::zeros({128}, tl::int32), x, m);
+}
+TEST(Ops, AtomicsFromManyPrograms) {
+  int n = 10007;
+  auto vals = random_ints(n, 0, 63);
+  auto xs = ref::random_floats(n, 0, 1);
+  std::vector<int32_t> hist(64, 0), want(64, 0);
+  std::vector<float> total(1, 0), biggest(1, -1);
+  compile(KernelDef("histogram", histogram, {"vals", "hist", "xs", "total", "biggest", "n"}))
+      .launch({tl::cdiv(n, 128)}, vals, hist, xs, total, biggest, n);
+  double sum = 0;
+  float mx = -1;
+  for (int i = 0; i < n; ++i) {
+    want[vals[i]]++;
+    sum += xs[i];
+    mx = std::max(mx, xs[i]);
+  }
+  EXPECT_EQ(hist, want);
+  EXPECT_NEAR(total[0], sum, 1e-5 * sum);
+  EXPECT_EQ(biggest[0], mx);
+}
+
+void cas_counter(tl::Ptr<int32_t> counter, tl::Ptr<int32_t> seen, tl::Ptr<int32_t> swapped) {
+  // Increment through a compare-and-swap loop; record the value each program saw.
+  auto first = tl::load(counter);
+  auto out = tl::while_({first, tl::scalar(1, tl::int32)},
+                        [&](tl::Values v) { return v[1] != 0; },
+                        [&](tl::Values v) {
+                          auto old = tl::atomic_cas(counter, v[0], v[0] + 1);
+                          auto failed = old != v[0];
+                          return tl::Values{tl::where(failed, old, v[0]), failed.to(tl::int32)};
+                        });
+  auto pid = tl::program_id(0);
+  tl::store(seen + pid, out[0]);
+  tl::store(swapped + pid, tl::atomic_xchg(swapped + pid, pid + 100));
+}
+TEST(Ops, CompareAndSwapLoop) {
+  int n = 300;
+  std::vector<int32_t> counter(1, 5), seen(n, -1), swapped(n, 7);
+  compile(KernelDef("cas_counter", cas_counter, {"counter", "seen", "swapped"})).launch({n}, counter, seen, swapped);
+  EXPECT_EQ(counter[0], 5 + n);
+  std::vector<int32_t> sorted = seen;
+  std::sort(sorted.begin(), sorted.end());
+  for (int i = 0; i < n; ++i) EXPECT_EQ(sorted[i], 5 + i);  // every value seen exactly once
+  for (int i = 0; i < n; ++i) EXPECT_EQ(swapped[i], 7);     // xchg returned the old value
+}
+
+// ---- loops and branches
+void loops(tl::Ptr<int32_t> in, tl::Ptr<int32_t> out, tl::Ptr<float> vec) {
+  auto pid = tl::program_id(0);
+  auto n = tl::load(in + pid);
+  // Collatz steps with a while loop carrying two scalars.
+  auto r = tl::while_({n, tl::scalar(0, tl::int32)}, [](tl::Values v) { return v[0] != 1; },
+                      [](tl::Values v) {
+                        auto odd = (v[0] % 2) == 1;
+                        return tl::Values{tl::where(odd, v[0] * 3 + 1, v[0] / 2), v[1] + 1};
+                      });
+  tl::store(out + pid, r[1]);
+  // A for loop carrying a scalar and a tensor: partial sums of 0..pid.
+  auto res = tl::for_range(0, pid + 1, 1, {tl::scalar(0, tl::int32), tl::zeros({4}, tl::float32)},
+                           [](Tensor i, tl::Values c) { return tl::Values{c[0] + i, c[1] + i.to(tl::float32)}; });
+  tl::store(vec + pid * 4 + tl::arange(0, 4), res[1] + res[0].to(tl::float32));
+  // A branch producing values.
+  auto v = tl::if_then_else((pid % 2) == 0, [&] { return res[0] * 2; }, [&] { return -res[0]; });
+  tl::store(out + 64 + pid, v);
+}
+TEST(Ops, LoopsAndBranches) {
+  std::vector<int32_t> in(64), out(128, 0);
+  std::vector<float> vec(256);
+  for (int i = 0; i < 64; ++i) in[i] = i + 1;
+  compile(KernelDef("loops", loops, {"in", "out", "vec"})).launch({64}, in, out, vec);
+  for (int p = 0; p < 64; ++p) {
+    int64_t x = p + 1, steps = 0;
+    while (x != 1) {
+      x = x % 2 ? 3 * x + 1 : x / 2;
+      steps++;
+    }
+    EXPECT_EQ(out[p], steps) << p;
+    int tri = p * (p + 1) / 2;
+    for (int j = 0; j < 4; ++j) EXPECT_EQ(vec[p * 4 + j], float(2 * tri));
+    EXPECT_EQ(out[64 + p], p % 2 == 0 ? 2 * tri : -tri);
+  }
+}
+
+void zero_trip(tl::Ptr<float> out, tl::Int n) {
+  auto acc = tl::for_range(0, n, 4, tl::full({8}, 3.0f, tl::float32), [](Tensor, Tensor a) { return a * 2; });
+  tl::store(out + tl::arange(0, 8), acc);
+}
+TEST(Ops, ForLoopBoundsAndStep) {
+  auto k = compile(KernelDef("zero_trip", zero_trip, {"out", "n"}));
+  for (auto [n, trips] : {std::pair{0, 0}, {-5, 0}, {1, 1}, {4, 1}, {5, 2}, {17, 5}}) {
+    std::vector<float> out(8);
+    k.launch({1}, out, n);
+    for (float v : out) EXPECT_EQ(v, 3.0f * float(1 << trips)) << "n=" << n;
+  }
+}
+
+// ---- casts between all dtypes
+template <class T>
+void cast_through(tl::Ptr<float> in, tl::Ptr<float> out, tl::Ptr<T> raw, tl::Int n) {
+  auto o = tl::arange(0, 256);
+  auto m = o < n;
+  auto x = tl::load(in + o, m, 0.0f);
+  auto y = x.to(dtype_of<T>());
+  tl::store(raw + o, y, m);
+  tl::store(out + o, y.to(tl::float32), m);
+}
+template <class T>
+void check_cast(const std::string& name, std::function<float(float)> host) {
+  int n = 200;
+  auto in = ref::random_floats(n, -120, 120);
+  in[0] = 0.0f, in[1] = -0.5f, in[2] = 0.5f, in[3] = 1.5f, in[4] = 2.5f, in[5] = -2.5f;
+  std::vector<float> out(n);
+  std::vector<T> raw(n);
+  compile(KernelDef("cast_" + name, cast_through<T>, {"in", "out", "raw", "n"})).launch({1}, in, out, raw, n);
+  for (int i = 0; i < n; ++i) {
+    float want = host(in[i]);
+    EXPECT_EQ(out[i], want) << name << " of " << in[i];
+    EXPECT_EQ(float(raw[i]), want) << name << " stored, of " << in[i];
+  }
+}
+TEST(Ops, CastsToEveryDtype) {
+  using ir::DType;
+  check_cast<bf16>("bf16", [](float x) { return round_to_dtype(x, DType::bf16); });
+  check_cast<f16>("f16", [](float x) { return round_to_dtype(x, DType::f16); });
+  check_cast<f8e4m3>("f8e4m3", [](float x) { return round_to_dtype(x, DType::f8e4m3); });
+  check_cast<f8e5m2>("f8e5m2", [](float x) { return round_to_dtype(x, DType::f8e5m2); });
+  check_cast<double>("f64", [](float x) { return x; });
+  check_cast<int8_t>("i8", [](float x) { return float(int8_t(std::trunc(x))); });
+  check_cast<int16_t>("i16", [](float x) { return float(int16_t(std::trunc(x))); });
+  check_cast<int32_t>("i32", [](float x) { return float(int32_t(std::trunc(x))); });
+  check_cast<int64_t>("i64", [](float x) { return float(int64_t(std::trunc(x))); });
+}
+
+void int_casts(tl::Ptr<int32_t> in, tl::Ptr<int8_t> narrow, tl::Ptr<int64_t> wide, tl::Ptr<bool> flags) {
+  auto o = tl::arange(0, 64);
+  auto x = tl::load(in + o);
+  tl::store(narrow + o, x.to(tl::int8));
+  tl::store(wide + o, x.to(tl::int64) * 1000000);
+  tl::store(flags + o, x.to(tl::int1));
+}
+TEST(Ops, IntegerCastsWrapAndWiden) {
+  auto in = random_ints(64, -100000, 100000);
+  in[0] = 0;
+  std::vector<int8_t> narrow(64);
+  std::vector<int64_t> wide(64);
+  std::unique_ptr<bool[]> flags(new bool[64]);
+  compile(KernelDef("int_casts", int_casts, {"in", "narrow", "wide", "flags"}))
+      .launch({1}, in, narrow, wide, flags.get());
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_EQ(narrow[i], int8_t(in[i]));
+    EXPECT_EQ(wide[i], int64_t(in[i]) * 1000000);
+    EXPECT_EQ(flags[i], in[i] != 0);
+  }
+}
+
+// ---- narrow-float arithmetic rounds after every op, as a device computing in that format
+void bf16_math(tl::Ptr<bf16> a, tl::Ptr<bf16> b, tl::Ptr<bf16> out) {
+  auto o = tl::arange(0, 128);
+  auto x = tl::load(a + o), y = tl::load(b + o);
+  tl::store(out + o, x * y + x);
+}
+TEST(Ops, NarrowFloatsRoundEachOp) {
+  auto af = ref::random_floats(128, -10, 10), bf = ref::random_floats(128, -10, 10);
+  std::vector<bf16> a(128), b(128), out(128);
+  for (int i = 0; i < 128; ++i) a[i] = bf16(af[i]), b[i] = bf16(bf[i]);
+  compile(KernelDef("bf16_math", bf16_math, {"a", "b", "out"})).launch({1}, a, b, out);
+  for (int i = 0; i < 128; ++i) {
+    float prod = float(bf16(float(a[i]) * float(b[i])));
+    EXPECT_EQ(out[i].bits, bf16(prod + float(a[i])).bits) << i;
+  }
+}
+
+// ---- math functions
+void math(tl::Ptr<float> x, tl::Ptr<float> out) {
+  auto o = tl::arange(0, 64);
+  auto v = tl::load(x + o);
+  auto a = tl::abs(v);
+  Tensor results[] = {tl::exp(v), tl::exp2(v), tl::log(a), tl::log2(a), tl::sqrt(a), tl::rsqrt(a), tl::abs(v),
+                      tl::erf(v), tl::sin(v),  tl::cos(v), tl::floor(v), tl::ceil(v), tl::minimum(v, 0.25f),
+                      tl::maximum(v, 0.25f), v / 3.0f, -v};
+  for (int i = 0; i < 16; ++i) tl::store(out + i * 64 + o, results[i]);
+}
+TEST(Ops, MathFunctions) {
+  auto x = ref::random_floats(64, -4, 4);
+  std::vector<float> out(16 * 64);
+  compile(KernelDef("math", math, {"x", "out"})).launch({1}, x, out);
+  std::function<double(double)> fns[] = {
+      [](double v) { return std::exp(v); },          [](double v) { return std::exp2(v); },
+      [](double v) { return std::log(std::fabs(v)); }, [](double v) { return std::log2(std::fabs(v)); },
+      [](double v) { return std::sqrt(std::fabs(v)); }, [](double v) { return 1 / std::sqrt(std::fabs(v)); },
+      [](double v) { return std::fabs(v); },         [](double v) { return std::erf(v); },
+      [](double v) { return std::sin(v); },          [](double v) { return std::cos(v); },
+      [](double v) { return std::floor(v); },        [](double v) { return std::ceil(v); },
+      [](double v) { return std::min(v, 0.25); },    [](double v) { return std::max(v, 0.25); },
+      [](double v) { return v / 3; },                [](double v) { return -v; }};
+  for (int f = 0; f < 16; ++f) {
+    std::vector<float> got(out.begin() + f * 64, out.begin() + (f + 1) * 64), want(64);
+    for (int i = 0; i < 64; ++i) want[i] = float(fns[f](x[i]));
+    EXPECT_LT(ref::rel_error(got, want), 2e-6) << "function " << f;
+  }
+}
+
+// ---- integer arithmetic with C semantics
+void int_ops(tl::Ptr<int32_t> a, tl::Ptr<int32_t> b, tl::Ptr<int32_t> out) {
+  auto o = tl::arange(0, 64);
+  auto x = tl::load(a + o), y = tl::load(b + o);
+  auto s = y & 7;
+  Tensor results[] = {x / y, x % y, x << s, x >> s, x & y, x | y, x ^ y, tl::minimum(x, y), tl::maximum(x, y),
+                      -x, ~x, tl::abs(x), (x < y).to(tl::int32) + (x == y).to(tl::int32) * 2};
+  for (int i = 0; i < 13; ++i) tl::store(out + i * 64 + o, results[i]);
+}
+TEST(Ops, IntegerArithmetic) {
+  auto a = random_ints(64, -1000, 1000), b = random_ints(64, -50, 50);
+  for (auto& v : b)
+    if (v == 0) v = 3;
+  b[1] = a[1];
+  std::vector<int32_t> out(13 * 64);
+  compile(KernelDef("int_ops", int_ops, {"a", "b", "out"})).launch({1}, a, b, out);
+  for (int i = 0; i < 64; ++i) {
+    int x = a[i], y = b[i], s = y & 7;
+    int want[] = {x / y, x % y, int(uint32_t(x) << s), x >> s, x & y, x | y, x ^ y, std::min(x, y), std::max(x, y),
+                  -x, ~x, std::abs(x), int(x < y) + int(x == y) * 2};
+    for (int f = 0; f < 13; ++f) EXPECT_EQ(out[f * 64 + i], want[f]) << "op " << f << " of " << x << ", " << y;
+  }
+}
+
+// ---- shapes: where, trans, reshape, broadcast_to, expand_dims, permute
+void shapes(tl::Ptr<float> x, tl::Ptr<float> out) {
+  auto r = tl::expand_dims(tl::arange(0, 4), 1), c = tl::expand_dims(tl::arange(0, 8), 0);
+  auto m = tl::load(x + r * 8 + c);                                   // [4, 8]
+  auto t = tl::trans(m);                                              // [8, 4]
+  tl::store(out + tl::expand_dims(tl::arange(0, 8), 1) * 4 + tl::expand_dims(tl::arange(0, 4), 0), t);
+  auto flat = tl::reshape(m, {32});
+  tl::store(out + 32 + tl::arange(0, 32), tl::where(flat > 0, flat, 0.0f));
+  auto row0 = tl::load(x + tl::arange(0, 8));                         // [8]
+  auto b = tl::broadcast_to(row0, {4, 8});
+  tl::store(out + 64 + r * 8 + c, b + r.to(tl::float32));
+  auto cube = tl::reshape(m, {2, 2, 8});
+  auto p = tl::permute(cube, {2, 0, 1});                              // [8, 2, 2]
+  tl::store(out + 96 + tl::arange(0, 32), tl::reshape(p, {32}));
+}
+TEST(Ops, ShapeManipulation) {
+  auto x = ref::random_floats(32);
+  std::vector<float> out(128);
+  compile(KernelDef("shapes", shapes, {"x", "out"})).launch({1}, x, out);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 8; ++j) {
+      EXPECT_EQ(out[j * 4 + i], x[i * 8 + j]);
+      EXPECT_EQ(out[32 + i * 8 + j], std::max(x[i * 8 + j], 0.0f));
+      EXPECT_EQ(out[64 + i * 8 + j], x[j] + float(i));
+    }
+  for (int k = 0; k < 8; ++k)
+    for (int a = 0; a < 2; ++a)
+      for (int b = 0; b < 2; ++b) EXPECT_EQ(out[96 + k * 4 + a * 2 + b], x[a * 16 + b * 8 + k]);
+}
+
+// ---- grids, hints and integer/narrow pointer types
+void grid3(tl::Ptr<int32_t> out, tl::Ptr<int16_t> small, tl::Ptr<f8e5m2> f8) {
+  auto id = (tl::program_id(2) * tl::num_programs(1) + tl::program_id(1)) * tl::num_programs(0) + tl::program_id(0);
+  auto idx = tl::multiple_of(id * 4, 4);
+  auto o = tl::max_contiguous(idx + tl::arange(0, 4), 4);
+  tl::store(out + o, id * 10 + tl::arange(0, 4));
+  tl::store(small + o, (id - 40).to(tl::int16));
+  tl::store(f8 + o, tl::load(f8 + o) * 2.0f);
+}
+TEST(Ops, GridsHintsAndSmallTypes) {
+  std::vector<int32_t> out(3 * 4 * 5 * 4, -1);
+  std::vector<int16_t> small(out.size());
+  std::vector<f8e5m2> f8(out.size());
+  for (size_t i = 0; i < f8.size(); ++i) f8[i] = f8e5m2(float(i % 7) - 3.0f);
+  auto k = compile(KernelDef("grid3", grid3, {"out", "small", "f8"}));
+  std::string printed = ir::print(k.ir());
+  EXPECT_NE(printed.find("hint"), std::string::npos);
+  EXPECT_NE(printed.find("multiple_of = 4"), std::string::npos);
+  k.launch({3, 4, 5}, out, small, f8);
+  for (int id = 0; id < 60; ++id)
+    for (int j = 0; j < 4; ++j) {
+      EXPECT_EQ(out[id * 4 + j], id * 10 + j);
+      EXPECT_EQ(small[id * 4 + j], id - 40);
+      EXPECT_EQ(float(f8[id * 4 + j]), 2.0f * (float((id * 4 + j) % 7) - 3.0f));
+    }
+}
+
+}  // namespace
+}  // namespace tiledist
