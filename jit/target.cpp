@@ -11,7 +11,10 @@
 
 namespace tiledist {
 
-Target Target::host() { return Target{Kind::host, llvm::sys::getHostCPUName().str()}; }
+Target Target::host() {
+  static const std::string cpu = llvm::sys::getHostCPUName().str();
+  return Target{Kind::host, cpu};
+}
 Target Target::cuda(const std::string& arch) {
   if (arch != "sm_80" && arch != "sm_90a" && arch != "sm_90")
     throw Error(str_cat("tiledist: unknown CUDA architecture '", arch, "' (known: sm_80, sm_90, sm_90a)"));
@@ -31,16 +34,26 @@ Target Target::parse(const std::string& name) {
 
 std::string Target::name() const { return kind == Kind::host ? "host" : arch; }
 
+namespace {
+/// The host CPU's enabled features, sorted: asked of LLVM once per process.
+const std::string& host_features() {
+  static const std::string features = [] {
+    llvm::StringMap<bool> map = llvm::sys::getHostCPUFeatures();
+    std::vector<std::string> on;
+    for (auto& f : map)
+      if (f.second) on.push_back(f.first().str());
+    std::sort(on.begin(), on.end());
+    std::string s;
+    for (auto& f : on) s += "+" + f;
+    return s;
+  }();
+  return features;
+}
+}  // namespace
+
 std::string Target::key() const {
   if (kind != Kind::host) return name();
-  std::string k = "host-" + arch;
-  llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
-  std::vector<std::string> on;
-  for (auto& f : features)
-    if (f.second) on.push_back(f.first().str());
-  std::sort(on.begin(), on.end());
-  for (auto& f : on) k += "+" + f;
-  return k;
+  return "host-" + arch + host_features();
 }
 
 CompileOptions CompileOptions::from_env() {
