@@ -29,7 +29,7 @@ build: deps configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: build
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	ctest --test-dir $(BUILD) --output-on-failure --timeout 900 -j $(JOBS)
 
 demo: build
 	$(BUILD)/tools/tiledist-demo

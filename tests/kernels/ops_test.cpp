@@ -357,3 +357,64 @@ TEST(Ops, GridsHintsAndSmallTypes) {
 
 }  // namespace
 }  // namespace tiledist
+
+namespace tiledist {
+namespace {
+
+// ---- dot on every input dtype it takes, including both f8 formats
+template <class T>
+void small_dot(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c) {
+  auto m = tl::expand_dims(tl::arange(0, 16), 1), k = tl::arange(0, 32), n = tl::expand_dims(tl::arange(0, 8), 0);
+  auto at = tl::load(a + m * 32 + tl::expand_dims(k, 0));
+  auto bt = tl::load(b + tl::expand_dims(k, 1) * 8 + n);
+  tl::store(c + m * 8 + n, tl::dot(at, bt, tl::full({16, 8}, 0.5f, tl::float32)));
+}
+template <class T>
+void check_dot(const std::string& name) {
+  auto af = ref::random_floats(16 * 32, -2, 2), bf = ref::random_floats(32 * 8, -2, 2);
+  std::vector<T> a(af.size()), b(bf.size());
+  for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = T(af[i]));
+  for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(b[i] = T(bf[i]));
+  std::vector<float> c(16 * 8), want;
+  compile(KernelDef("dot_" + name, small_dot<T>, {"a", "b", "c"})).launch({1}, a, b, c);
+  ref::gemm(af, bf, want, 16, 8, 32);
+  for (auto& w : want) w += 0.5f;
+  EXPECT_LT(ref::rel_error(c, want), 1e-6) << name;
+}
+TEST(Ops, DotOnEveryInputDtype) {
+  check_dot<float>("f32");
+  check_dot<bf16>("bf16");
+  check_dot<f16>("f16");
+  check_dot<f8e4m3>("f8e4m3");
+  check_dot<f8e5m2>("f8e5m2");
+}
+
+// ---- literals take the other operand's type (Triton's weak typing); tensors promote
+void promotion(tl::Ptr<int32_t> i, tl::Ptr<float> f, tl::Ptr<bf16> h) {
+  auto o = tl::arange(0, 8);
+  auto x = tl::load(i + o);
+  tl::store(f + o, x * 2 + 0.5f);      // i32 * int -> i32; + float literal -> f32
+  tl::store(f + 8 + o, x / 2);         // integer division truncates
+  auto y = tl::load(h + o);
+  tl::store(h + 8 + o, y * 3);         // stays bf16
+  tl::store(f + 16 + o, y + x);        // bf16 + i32 -> bf16
+  tl::store(f + 24 + o, y.to(tl::float32) + x);  // f32 + i32 -> f32
+}
+TEST(Ops, TypePromotion) {
+  std::vector<int32_t> i = {-7, -3, -1, 0, 1, 3, 7, 301};
+  std::vector<float> f(32);
+  std::vector<bf16> h(16);
+  for (int k = 0; k < 8; ++k) h[k] = bf16(1.0f / float(k + 3));
+  auto kernel = compile(KernelDef("promotion", promotion, {"i", "f", "h"}));
+  kernel.launch({1}, i, f, h);
+  for (int k = 0; k < 8; ++k) {
+    EXPECT_EQ(f[k], float(i[k] * 2) + 0.5f);
+    EXPECT_EQ(f[8 + k], float(i[k] / 2));
+    EXPECT_EQ(h[8 + k].bits, bf16(float(h[k]) * 3).bits);
+    EXPECT_EQ(f[16 + k], float(bf16(float(h[k]) + float(bf16(float(i[k]))))));
+    EXPECT_EQ(f[24 + k], float(h[k]) + float(i[k]));
+  }
+}
+
+}  // namespace
+}  // namespace tiledist
