@@ -1,6 +1,8 @@
 // tiledist: one header for kernel authors and their host programs.
 #pragma once
 
+#include "dsl/dist.h"
 #include "dsl/kernel_def.h"
 #include "dsl/tl.h"
 #include "jit/kernel.h"
+#include "runtime/world.h"

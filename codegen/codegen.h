@@ -23,6 +23,7 @@ struct HostModule {
   std::unique_ptr<llvm::Module> module;
   std::string entry;
   int64_t scratch_bytes = 0;
+  bool distributed = false;  // calls the runtime's distributed helpers (they may yield)
 };
 
 /// Lowers a verified function for the host CPU: a program instance is one call; block tensors

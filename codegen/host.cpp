@@ -62,7 +62,7 @@ class HostLowering {
     std::string err;
     llvm::raw_string_ostream os(err);
     if (llvm::verifyModule(*module_, &os)) TD_ASSERT(false, "host lowering produced invalid LLVM IR: ", os.str());
-    return HostModule{std::move(module_), f_.name, scratch_size_};
+    return HostModule{std::move(module_), f_.name, scratch_size_, distributed_};
   }
 
  private:
@@ -366,6 +366,61 @@ class HostLowering {
       case OpCode::Store: return emit_store(op);
       case OpCode::AtomicRMW:
       case OpCode::AtomicCAS: return emit_atomic(op);
+      case OpCode::Rank:
+      case OpCode::NumRanks: {
+        distributed_ = true;
+        auto f = helper(op.code == OpCode::Rank ? "tiledist_rank" : "tiledist_num_ranks", b_.getInt32Ty(), {b_.getPtrTy()});
+        vals_[op.results[0].get()] = CVal{b_.CreateCall(f, {rt_}), nullptr};
+        return;
+      }
+      case OpCode::SymmAt: {
+        distributed_ = true;
+        auto f = helper("tiledist_symm_at", b_.getPtrTy(), {b_.getPtrTy(), b_.getPtrTy(), b_.getInt64Ty()});
+        llvm::Value* r = b_.CreateSExt(val(op.operands[1]).scalar, b_.getInt64Ty());
+        if (!rt->is_tensor()) {
+          vals_[op.results[0].get()] = CVal{b_.CreateCall(f, {rt_, val(op.operands[0]).scalar, r}), nullptr};
+          return;
+        }
+        return define_tensor([&](llvm::Value* buf) {
+          loop(rt->numel(), [&](llvm::Value* i) {
+            buf_store(buf, *rt, i, b_.CreateCall(f, {rt_, element(op.operands[0], i), r}));
+          });
+        });
+      }
+      case OpCode::Wait: {
+        distributed_ = true;
+        const ir::Type& pt = op.operands[0]->type;
+        static const char* cmps[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+        int cmp = 0;
+        while (op.str_attr("cmp") != cmps[cmp]) ++cmp;
+        auto f = helper("tiledist_wait", b_.getInt64Ty(),
+                        {b_.getPtrTy(), b_.getPtrTy(), b_.getInt32Ty(), b_.getInt32Ty(), b_.getInt32Ty(), b_.getInt64Ty(),
+                         b_.getInt32Ty()});
+        llvm::Value* got = b_.CreateCall(
+            f, {rt_, val(op.operands[0]).scalar, b_.getInt32(ir::dtype_bytes(pt.dtype)), val(op.operands[1]).scalar,
+                b_.getInt32(cmp), b_.CreateSExt(val(op.operands[2]).scalar, b_.getInt64Ty()),
+                b_.getInt32(op.str_attr("semantic") == "acquire")});
+        vals_[op.results[0].get()] = CVal{b_.CreateTrunc(got, reg_type(*rt)), nullptr};
+        return;
+      }
+      case OpCode::ConsumeToken:
+        // The wait that made the token is an opaque call: nothing after it moves above it.
+        vals_[op.results[0].get()] = val(op.operands[0]);
+        return;
+      case OpCode::Memcpy: {
+        distributed_ = true;
+        auto f = helper("tiledist_memcpy", b_.getVoidTy(), {b_.getPtrTy(), b_.getPtrTy(), b_.getPtrTy(), b_.getInt64Ty()});
+        b_.CreateCall(f, {rt_, val(op.operands[0]).scalar, val(op.operands[1]).scalar,
+                          b_.CreateSExt(val(op.operands[2]).scalar, b_.getInt64Ty())});
+        return;
+      }
+      case OpCode::Fence:
+        b_.CreateFence(ordering(op.str_attr("order") == "seq_cst" ? "seq_cst" : op.str_attr("order")));
+        return;
+      case OpCode::Barrier:
+        distributed_ = true;
+        b_.CreateCall(helper("tiledist_barrier", b_.getVoidTy(), {b_.getPtrTy()}), {rt_});
+        return;
       case OpCode::Reduce: return emit_reduce(op);
       case OpCode::Dot: return emit_dot(op);
       case OpCode::For: return emit_for(op);
@@ -486,6 +541,7 @@ class HostLowering {
 
   llvm::AtomicOrdering ordering(const std::string& sem) {
     if (sem == "relaxed") return llvm::AtomicOrdering::Monotonic;
+    if (sem == "seq_cst") return llvm::AtomicOrdering::SequentiallyConsistent;
     if (sem == "acquire") return llvm::AtomicOrdering::Acquire;
     if (sem == "release") return llvm::AtomicOrdering::Release;
     return llvm::AtomicOrdering::AcquireRelease;
@@ -780,6 +836,7 @@ class HostLowering {
   llvm::Function* fn_ = nullptr;
   llvm::Value *args_ = nullptr, *pid_ = nullptr, *nprog_ = nullptr, *scratch_ = nullptr, *rt_ = nullptr;
   int64_t scratch_size_ = 0;
+  bool distributed_ = false;
   std::map<const ir::Value*, CVal> vals_;
 };
 

@@ -208,6 +208,39 @@ std::string check_rule(const Op& op) {
       if (!e.empty()) return e;
       return expect_attr_in(op, "scope", {"cta", "gpu", "sys"});
     }
+    case OpCode::Rank:
+    case OpCode::NumRanks:
+      return *out == Type::scalar(DType::i32) ? "" : "result must be i32";
+    case OpCode::SymmAt:
+      if (!operand(0).is_ptr) return str_cat("needs a pointer, got ", operand(0).str());
+      if (!operand(1).is_int() || operand(1).is_tensor() || operand(1).is_bool())
+        return str_cat("the rank must be an integer scalar, got ", operand(1).str());
+      return same_as_result(0);
+    case OpCode::Wait: {
+      const Type& p = operand(0);
+      if (!p.is_ptr || p.is_tensor() || (p.dtype != DType::i32 && p.dtype != DType::i64))
+        return str_cat("waits on a scalar pointer to i32 or i64 signal words, got ", p.str());
+      if (operand(1) != Type::scalar(DType::i32)) return str_cat("the word count must be i32, got ", operand(1).str());
+      if (operand(2) != Type::scalar(p.dtype)) return str_cat("the expected value must be ", dtype_name(p.dtype));
+      if (*out != Type::scalar(p.dtype)) return "result must be the signal's type";
+      auto e = expect_attr_in(op, "cmp", {"eq", "ne", "lt", "le", "gt", "ge"});
+      if (e.empty()) e = expect_attr_in(op, "scope", {"gpu", "sys"});
+      return e.empty() ? expect_attr_in(op, "semantic", {"acquire", "relaxed"}) : e;
+    }
+    case OpCode::ConsumeToken:
+      if (operand(1).is_tensor()) return "the token is a scalar";
+      return same_as_result(0);
+    case OpCode::Memcpy:
+      if (!operand(0).is_ptr || operand(0).is_tensor() || !operand(1).is_ptr || operand(1).is_tensor())
+        return "copies between two scalar pointers";
+      if (!operand(2).is_int() || operand(2).is_tensor() || operand(2).is_bool()) return "the byte count must be an integer scalar";
+      return expect_attr_in(op, "granularity", {"block", "warp", "thread"});
+    case OpCode::Fence: {
+      auto e = expect_attr_in(op, "order", {"acquire", "release", "acq_rel", "seq_cst"});
+      return e.empty() ? expect_attr_in(op, "scope", {"cta", "gpu", "sys"}) : e;
+    }
+    case OpCode::Barrier:
+      return expect_attr_in(op, "kind", {"barrier_all", "sync_all"});
     case OpCode::Reduce: {
       auto e = expect_attr_in(op, "kind", {"sum", "max", "min", "argmax", "argmin"});
       if (!e.empty()) return e;

@@ -52,7 +52,7 @@ CacheRead read_cache_entry(const std::string& dir, const std::string& key, Artif
     if (sp == std::string::npos) return CacheRead::corrupt;
     fields[line.substr(0, sp)] = line.substr(sp + 1);
   }
-  for (const char* f : {"key", "kernel", "target", "entry", "scratch", "size", "checksum"})
+  for (const char* f : {"key", "kernel", "target", "entry", "scratch", "distributed", "size", "checksum"})
     if (!fields.count(f)) return CacheRead::corrupt;
   if (fields["key"] != key) return CacheRead::corrupt;
   std::string payload = data.substr(end + 2);
@@ -65,6 +65,7 @@ CacheRead read_cache_entry(const std::string& dir, const std::string& key, Artif
   out.target = fields["target"];
   out.entry = fields["entry"];
   out.scratch_bytes = std::strtoll(fields["scratch"].c_str(), nullptr, 10);
+  out.distributed = fields["distributed"] == "1";
   out.binary = std::move(payload);
   return CacheRead::hit;
 }
@@ -77,7 +78,7 @@ void write_cache_entry(const std::string& dir, const Artifact& a) {
     return;
   }
   std::string content = str_cat(kMagic, "\nkey ", a.key, "\nkernel ", a.kernel, "\ntarget ", a.target, "\nentry ",
-                                a.entry, "\nscratch ", a.scratch_bytes, "\nsize ", a.binary.size(), "\nchecksum ",
+                                a.entry, "\nscratch ", a.scratch_bytes, "\ndistributed ", int(a.distributed), "\nsize ", a.binary.size(), "\nchecksum ",
                                 hex(fnv1a(a.binary)), "\n\n");
   content += a.binary;
   static std::atomic<uint64_t> counter{0};

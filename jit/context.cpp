@@ -157,6 +157,7 @@ struct Context::Impl {
     a.target = target.name();
     a.entry = hm.entry;
     a.scratch_bytes = hm.scratch_bytes;
+    a.distributed = hm.distributed;
     a.binary = emit_file(*hm.module, llvm::CodeGenFileType::ObjectFile);
     stats.compiles++;
     return a;
@@ -178,6 +179,12 @@ struct Context::Impl {
     add(codegen::kHostHelperF32ToF8E5M2, &tiledist_f32_to_f8e5m2);
     add(codegen::kHostHelperF8E5M2ToF32, &tiledist_f8e5m2_to_f32);
     add(codegen::kHostHelperCheckAccess, &tiledist_check_access);
+    add("tiledist_rank", &tiledist_rank);
+    add("tiledist_num_ranks", &tiledist_num_ranks);
+    add("tiledist_symm_at", &tiledist_symm_at);
+    add("tiledist_wait", &tiledist_wait);
+    add("tiledist_barrier", &tiledist_barrier);
+    add("tiledist_memcpy", &tiledist_memcpy);
     check(jd.define(llvm::orc::absoluteSymbols(std::move(helpers))), "defining helper symbols");
     check(j.addObjectFile(jd, llvm::MemoryBuffer::getMemBufferCopy(a.binary, a.kernel)),
           str_cat("loading the object code of kernel '", a.kernel, "'"));

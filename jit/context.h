@@ -22,6 +22,7 @@ struct Artifact {
   std::string target;
   std::string entry;
   int64_t scratch_bytes = 0;
+  bool distributed = false;  // uses distributed ops: launched as fibers in the World
   std::string binary;  // host: an ELF relocatable object
 };
 

@@ -69,8 +69,8 @@ void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args) const {
         throw bad(str_cat("unsupported parameter type ", p.type.str()));
     }
   }
-  runtime::launch_host(loaded_->host_fn, grid, ptrs.data(), loaded_->artifact.scratch_bytes,
-                       loaded_->options.check_bounds ? &rt : nullptr);
+  runtime::launch_host(loaded_->host_fn, grid, ptrs.data(), loaded_->artifact.scratch_bytes, rt,
+                       {loaded_->options.check_bounds, loaded_->artifact.distributed});
 }
 
 }  // namespace tiledist

@@ -5,6 +5,8 @@
 #include <memory>
 
 #include "ir/support.h"
+#include "runtime/fiber.h"
+#include "runtime/world.h"
 
 namespace tiledist::runtime {
 
@@ -17,7 +19,14 @@ Grid::Grid(int64_t gx, int64_t gy, int64_t gz) {
   z = static_cast<int32_t>(gz);
 }
 
-void launch_host(HostKernelFn fn, const Grid& grid, void** args, int64_t scratch_bytes, HostRuntime* rt) {
+void launch_host(HostKernelFn fn, const Grid& grid, void** args, int64_t scratch_bytes, HostRuntime& rt,
+                 const HostLaunch& how) {
+  if (how.distributed) {
+    rt.world = &World::get();
+    FiberScheduler(fn, grid, args, scratch_bytes, &rt).run();
+    if (rt.violated) throw Error(rt.message);
+    return;
+  }
   size_t bytes = static_cast<size_t>((scratch_bytes + 63) / 64 * 64 + 64);
   std::unique_ptr<char, decltype(&std::free)> scratch(static_cast<char*>(std::aligned_alloc(64, bytes)), &std::free);
   if (!scratch) throw Error(str_cat("tiledist: cannot allocate ", bytes, " bytes of scratch memory"));
@@ -26,11 +35,11 @@ void launch_host(HostKernelFn fn, const Grid& grid, void** args, int64_t scratch
   for (pid[2] = 0; pid[2] < grid.z; ++pid[2])
     for (pid[1] = 0; pid[1] < grid.y; ++pid[1])
       for (pid[0] = 0; pid[0] < grid.x; ++pid[0]) {
-        if (rt) {
-          for (int i = 0; i < 3; ++i) rt->pid[i] = pid[i];
+        if (how.check_bounds) {
+          for (int i = 0; i < 3; ++i) rt.pid[i] = pid[i];
         }
-        fn(args, pid, nprog, scratch.get(), rt);
-        if (rt && rt->violated) throw Error(rt->message);
+        fn(args, pid, nprog, scratch.get(), &rt);
+        if (rt.violated) throw Error(rt.message);
       }
 }
 

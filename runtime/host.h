@@ -14,8 +14,15 @@ struct Grid {
   int64_t size() const { return int64_t(x) * y * z; }
 };
 
-/// Runs `fn` once per program id in `grid`. With `rt` (a bounds-checked build) the first
-/// out-of-bounds access ends the launch with an Error naming kernel, program and offset.
-void launch_host(HostKernelFn fn, const Grid& grid, void** args, int64_t scratch_bytes, HostRuntime* rt);
+/// How a host kernel is launched.
+struct HostLaunch {
+  bool check_bounds = false;  // rt holds the argument ranges; the first violation fails the launch
+  bool distributed = false;   // the kernel uses distributed ops: programs run as fibers in the World
+};
+
+/// Runs `fn` once per program id in `grid`. A bounds violation or a failed distributed op ends
+/// the launch with an Error naming the kernel, the program and what went wrong.
+void launch_host(HostKernelFn fn, const Grid& grid, void** args, int64_t scratch_bytes, HostRuntime& rt,
+                 const HostLaunch& how);
 
 }  // namespace tiledist::runtime

@@ -25,13 +25,19 @@ struct CheckedRange {
   int elem_bytes;
 };
 
-/// State of a bounds-checked launch. The first violation is recorded; the access is skipped.
+class World;
+class FiberScheduler;
+
+/// What a launch's helpers need: bounds-check ranges (the first violation is recorded and the
+/// access skipped), and for kernels with distributed ops the world and the fiber scheduler.
 struct HostRuntime {
   std::string kernel;
   std::vector<CheckedRange> ranges;
-  int32_t pid[3] = {0, 0, 0};
+  int32_t pid[3] = {0, 0, 0};  // the program instance running now
   bool violated = false;
   std::string message;
+  World* world = nullptr;
+  FiberScheduler* fibers = nullptr;
 };
 
 }  // namespace tiledist::runtime
@@ -40,4 +46,16 @@ extern "C" {
 /// Called by bounds-checked kernels before each access; returns 1 when [addr, addr+bytes) lies
 /// inside one argument's buffer, otherwise records the violation and returns 0.
 int32_t tiledist_check_access(void* rt, const void* addr, int64_t bytes, int32_t is_store);
+
+// Distributed ops of host kernels (runtime/device.cpp). A helper that fails ends the program
+// instance that called it, and the launch reports the error.
+int32_t tiledist_rank(void* rt);
+int32_t tiledist_num_ranks(void* rt);
+void* tiledist_symm_at(void* rt, void* ptr, int64_t rank);
+/// Waits until each of `n` words (elem_bytes each) from `ptr` compares to `value` as `cmp` says
+/// (0 eq, 1 ne, 2 lt, 3 le, 4 gt, 5 ge); returns the last word's value.
+int64_t tiledist_wait(void* rt, void* ptr, int32_t elem_bytes, int32_t n, int32_t cmp, int64_t value,
+                      int32_t acquire);
+void tiledist_barrier(void* rt);
+void tiledist_memcpy(void* rt, void* dst, const void* src, int64_t bytes);
 }

@@ -89,7 +89,15 @@ func @all_ops(%p: ptr<f32>, %q: ptr<i32, symmetric>, %n: i32, %h: bf16, %e: f8e4
     %64 = sub %63, %0 : i32
     yield %64
   }
-  store %p, %59
+  %65 = rank : i32
+  %66 = num_ranks : i32
+  %67 = symm_at %q, %65 : ptr<i32, symmetric>
+  %68 = wait %67, %66, %0 {cmp = "eq", scope = "sys", semantic = "acquire"} : i32
+  %69 = consume_token %p, %68 : ptr<f32>
+  memcpy %69, %p, %n {granularity = "block", nbi = 1}
+  fence {order = "release", scope = "sys"}
+  barrier {kind = "barrier_all"}
+  store %69, %59
   return
 }
 )";

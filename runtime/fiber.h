@@ -1,0 +1,60 @@
+// Program instances of a host launch as fibers, so that one spinning in a wait yields to the
+// others (the one that will signal it among them) on any number of cores.
+#pragma once
+
+#include <ucontext.h>
+
+#include <cstdint>
+#include <list>
+#include <string>
+#include <vector>
+
+#include "runtime/host.h"
+
+namespace tiledist::runtime {
+
+class FiberScheduler {
+ public:
+  FiberScheduler(HostKernelFn fn, const Grid& grid, void** args, int64_t scratch_bytes, HostRuntime* rt);
+  ~FiberScheduler();
+  FiberScheduler(const FiberScheduler&) = delete;
+  FiberScheduler& operator=(const FiberScheduler&) = delete;
+
+  /// Runs every program instance to completion; throws Error with the first failure.
+  void run();
+  /// From a program: lets the others run; returns when this one is resumed.
+  void yield();
+  /// From a program: ends it (its stack is dropped) and fails the launch with `message`.
+  [[noreturn]] void abort_current(const std::string& message);
+  /// From a program: something it waited for happened (a round is not idle).
+  void note_progress() { progress_ = true; }
+
+ private:
+  struct Fiber {
+    ucontext_t ctx;
+    char* stack = nullptr;
+    char* scratch = nullptr;
+    int32_t pid[3];
+    bool done = false;
+  };
+  static void trampoline();
+  Fiber* start(int64_t linear_pid);
+  void resume(Fiber* f);
+  void release(Fiber* f);
+
+  HostKernelFn fn_;
+  Grid grid_;
+  void** args_;
+  int64_t scratch_bytes_;
+  HostRuntime* rt_;
+  int32_t nprog_[3];
+  ucontext_t main_;
+  Fiber* current_ = nullptr;
+  std::list<Fiber*> active_;
+  std::vector<char*> free_stacks_, free_scratch_;
+  bool progress_ = false;
+  bool failed_ = false;
+  std::string error_;
+};
+
+}  // namespace tiledist::runtime

@@ -1,0 +1,289 @@
+// Bootstrap: every rank creates its heap segment; rank 0 creates the control block; all map
+// every heap; after a barrier the names are unlinked (the mappings stay), so a crashed job
+// leaves nothing behind in /dev/shm.
+#include "runtime/world.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "ir/support.h"
+
+namespace tiledist::runtime {
+
+namespace {
+
+constexpr uint64_t kMagic = 0x7469'6c65'6469'7374ull;  // "tiledist"
+constexpr size_t kAlign = 256;
+
+using Clock = std::chrono::steady_clock;
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+int env_int(const char* name, const char* value) {
+  char* end = nullptr;
+  long v = std::strtol(value, &end, 10);
+  if (*end || v < 0) throw Error(str_cat("tiledist: $", name, " = '", value, "' is not a non-negative integer"));
+  return static_cast<int>(v);
+}
+
+std::string segment_name(const std::string& session, const std::string& what) {
+  return "/tiledist-" + session + "-" + what;
+}
+
+void* map_segment(const std::string& name, size_t bytes, bool create) {
+  int fd = create ? shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600) : shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) return nullptr;
+  if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    int e = errno;
+    close(fd);
+    shm_unlink(name.c_str());
+    throw Error(str_cat("tiledist: cannot size shared memory ", name, " to ", bytes, " bytes: ", std::strerror(e)));
+  }
+  if (!create) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes) {
+      close(fd);
+      return nullptr;  // not sized yet by its creator
+    }
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) throw Error(str_cat("tiledist: cannot map shared memory ", name, ": ", std::strerror(errno)));
+  return p;
+}
+
+}  // namespace
+
+World& World::get() {
+  static World* world = [] {
+    auto* w = new World();  // lives until exit: kernels of static destructors may still use it
+    w->bootstrap();
+    return w;
+  }();
+  return *world;
+}
+
+World::World() = default;
+World::~World() = default;
+
+void World::bootstrap() {
+  if (const char* r = env("TILEDIST_RANK")) {
+    rank_ = env_int("TILEDIST_RANK", r);
+    const char* s = env("TILEDIST_WORLD_SIZE");
+    if (!s) throw Error("tiledist: $TILEDIST_RANK is set but $TILEDIST_WORLD_SIZE is not (start ranks with tiledist-run)");
+    size_ = env_int("TILEDIST_WORLD_SIZE", s);
+    const char* sess = env("TILEDIST_SESSION");
+    session_ = sess ? sess : "job";
+  } else if (const char* r = env("OMPI_COMM_WORLD_RANK")) {
+    rank_ = env_int("OMPI_COMM_WORLD_RANK", r);
+    const char* s = env("OMPI_COMM_WORLD_SIZE");
+    size_ = s ? env_int("OMPI_COMM_WORLD_SIZE", s) : 1;
+    const char* job = env("OMPI_MCA_ess_base_jobid");
+    if (!job) job = env("PMIX_NAMESPACE");
+    if (!job) throw Error("tiledist: under mpirun, but neither $OMPI_MCA_ess_base_jobid nor $PMIX_NAMESPACE is set");
+    session_ = std::string("mpi") + job;
+  } else {
+    session_ = str_cat("solo", getpid());
+  }
+  if (size_ < 1 || size_ > kMaxRanks)
+    throw Error(str_cat("tiledist: world size ", size_, " is out of range (1 to ", kMaxRanks, ")"));
+  if (rank_ >= size_) throw Error(str_cat("tiledist: rank ", rank_, " is not below the world size ", size_));
+  heap_size_ = size_t(256) << 20;
+  if (const char* h = env("TILEDIST_SYMM_HEAP_SIZE")) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(h, &end, 10);
+    if (*end == 'M' || *end == 'm') v <<= 20, ++end;
+    else if (*end == 'G' || *end == 'g') v <<= 30, ++end;
+    if (*end || v == 0) throw Error(str_cat("tiledist: $TILEDIST_SYMM_HEAP_SIZE = '", h, "' is not a size (e.g. 512M, 2G)"));
+    heap_size_ = (v + kAlign - 1) / kAlign * kAlign;
+  }
+  if (const char* t = env("TILEDIST_WAIT_TIMEOUT")) {
+    char* end = nullptr;
+    wait_timeout_ = std::strtod(t, &end);
+    if (*end || wait_timeout_ <= 0) throw Error(str_cat("tiledist: $TILEDIST_WAIT_TIMEOUT = '", t, "' is not a positive number of seconds"));
+  }
+
+  std::string ctl_name = segment_name(session_, "ctl");
+  bases_.assign(size_, nullptr);
+  bases_[rank_] = static_cast<char*>(map_segment(segment_name(session_, str_cat("heap", rank_)), heap_size_, true));
+  if (!bases_[rank_])
+    throw Error(str_cat("tiledist: rank ", rank_, " cannot create its heap in shared memory (",
+                        segment_name(session_, str_cat("heap", rank_)), "): ", std::strerror(errno),
+                        " -- is another job using session '", session_, "'?"));
+  auto deadline = Clock::now() + std::chrono::duration<double>(wait_timeout_);
+  if (rank_ == 0) {
+    ctl_ = static_cast<ControlBlock*>(map_segment(ctl_name, sizeof(ControlBlock), true));
+    if (!ctl_) throw Error(str_cat("tiledist: cannot create ", ctl_name, ": ", std::strerror(errno)));
+    ctl_->failed_rank.store(-1);
+    ctl_->magic.store(kMagic, std::memory_order_release);
+  } else {
+    while (!(ctl_ = static_cast<ControlBlock*>(map_segment(ctl_name, sizeof(ControlBlock), false))) ||
+           ctl_->magic.load(std::memory_order_acquire) != kMagic) {
+      if (Clock::now() > deadline)
+        throw Error(str_cat("tiledist: rank ", rank_, " waited ", wait_timeout_, " s for rank 0 to start session '",
+                            session_, "'"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  ctl_->pids[rank_].store(getpid());
+  ctl_->arrived.fetch_add(1);
+  wait_until([&] { return ctl_->arrived.load() >= size_; }, "the start of all ranks");
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    bases_[r] = static_cast<char*>(map_segment(segment_name(session_, str_cat("heap", r)), heap_size_, false));
+    if (!bases_[r]) throw Error(str_cat("tiledist: rank ", rank_, " cannot map the heap of rank ", r, ": ", std::strerror(errno)));
+  }
+  barrier();  // every heap is mapped everywhere: the names can go
+  shm_unlink(segment_name(session_, str_cat("heap", rank_)).c_str());
+  if (rank_ == 0) shm_unlink(ctl_name.c_str());
+  free_[0] = heap_size_;
+}
+
+std::string World::peer_problem() const {
+  int failed = ctl_->failed_rank.load();
+  if (failed >= 0 && failed != rank_) return str_cat("rank ", failed, " failed: ", std::string(ctl_->failure));
+  for (int r = 0; r < size_; ++r) {
+    int64_t pid = ctl_->pids[r].load();
+    if (r == rank_ || pid <= 0) continue;
+    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return str_cat("rank ", r, " (pid ", pid, ") has died");
+  }
+  return "";
+}
+
+void World::report_failure(const std::string& message) {
+  if (!ctl_) return;
+  int expected = -1;
+  if (ctl_->failed_rank.compare_exchange_strong(expected, rank_)) {
+    std::snprintf(ctl_->failure, sizeof ctl_->failure, "%s", message.c_str());
+  }
+}
+
+void World::wait_poll(const std::function<bool()>& done, const char* what) {
+  auto start = Clock::now();
+  auto next_check = start;
+  for (int spins = 0; !done(); ++spins) {
+    auto now = Clock::now();
+    if (now >= next_check) {
+      std::string problem = peer_problem();
+      if (!problem.empty()) throw Error(str_cat("tiledist: rank ", rank_, " waiting for ", what, ": ", problem));
+      if (now - start > std::chrono::duration<double>(wait_timeout_))
+        throw Error(str_cat("tiledist: rank ", rank_, " timed out after ", wait_timeout_, " s waiting for ", what,
+                            " ($TILEDIST_WAIT_TIMEOUT)"));
+      next_check = now + std::chrono::milliseconds(10);
+    }
+    if (spins > 100) sched_yield();
+  }
+}
+
+void World::barrier() {
+  int64_t mine = ctl_->host_barrier[rank_].fetch_add(1) + 1;
+  wait_until(
+      [&] {
+        for (int r = 0; r < size_; ++r)
+          if (ctl_->host_barrier[r].load(std::memory_order_acquire) < mine) return false;
+        return true;
+      },
+      "barrier_all()");
+}
+
+void* World::alloc(size_t bytes) {
+  int64_t seq = ++allocs_;
+  ctl_->alloc_size[rank_].store(static_cast<int64_t>(bytes));
+  ctl_->alloc_seq[rank_].store(seq, std::memory_order_release);
+  wait_until(
+      [&] {
+        for (int r = 0; r < size_; ++r)
+          if (ctl_->alloc_seq[r].load(std::memory_order_acquire) < seq) return false;
+        return true;
+      },
+      "symm_alloc on every rank");
+  std::string mismatch;
+  for (int r = 0; r < size_ && mismatch.empty(); ++r) {
+    int64_t other = ctl_->alloc_size[r].load();
+    if (other != static_cast<int64_t>(bytes))
+      mismatch = str_cat("tiledist: symm_alloc #", seq, " differs between ranks: rank ", rank_, " asked for ", bytes,
+                         " bytes, rank ", r, " for ", other, " bytes");
+  }
+  barrier();  // nobody starts the next allocation before all have compared this one
+  if (!mismatch.empty()) throw Error(mismatch);
+  size_t need = std::max<size_t>((bytes + kAlign - 1) / kAlign * kAlign, kAlign);
+  for (auto it = free_.begin(); it != free_.end(); ++it) {
+    if (it->second < need) continue;
+    size_t off = it->first, size = it->second;
+    free_.erase(it);
+    if (size > need) free_[off + need] = size - need;
+    used_[off] = need;
+    return bases_[rank_] + off;
+  }
+  size_t available = 0;
+  for (auto& [o, s] : free_) available = std::max(available, s);
+  throw Error(str_cat("tiledist: symm_alloc of ", bytes, " bytes does not fit: the symmetric heap holds ", heap_size_,
+                      " bytes and its largest free block is ", available, " bytes (set $TILEDIST_SYMM_HEAP_SIZE)"));
+}
+
+void World::free(void* p) {
+  if (!p) return;
+  if (!contains(p)) throw Error("tiledist: symm_free of a pointer that symm_alloc did not return");
+  size_t off = static_cast<size_t>(static_cast<char*>(p) - bases_[rank_]);
+  auto it = used_.find(off);
+  if (it == used_.end()) throw Error("tiledist: symm_free of a pointer that symm_alloc did not return (or freed twice)");
+  size_t size = it->second;
+  used_.erase(it);
+  auto next = free_.lower_bound(off);
+  if (next != free_.end() && off + size == next->first) {
+    size += next->second;
+    next = free_.erase(next);
+  }
+  if (next != free_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == off) {
+      prev->second += size;
+      return;
+    }
+  }
+  free_[off] = size;
+}
+
+bool World::contains(const void* p) const {
+  const char* c = static_cast<const char*>(p);
+  return c >= bases_[rank_] && c < bases_[rank_] + heap_size_;
+}
+
+std::string World::check_at(const void* p, int64_t rank) const {
+  if (rank < 0 || rank >= size_) return str_cat("rank ", rank, " is out of range (the world has ", size_, " ranks)");
+  if (!contains(p))
+    return str_cat("pointer ", p, " is not in the symmetric heap (allocate it with symm_alloc)");
+  return "";
+}
+
+void* World::at(const void* p, int rank) const {
+  std::string err = check_at(p, rank);
+  if (!err.empty()) throw Error("tiledist: symm_at: " + err);
+  return bases_[rank] + (static_cast<const char*>(p) - bases_[rank_]);
+}
+
+}  // namespace tiledist::runtime
+
+namespace tiledist {
+int rank() { return runtime::World::get().rank(); }
+int world_size() { return runtime::World::get().size(); }
+void barrier_all() { runtime::World::get().barrier(); }
+void* symm_alloc(size_t bytes) { return runtime::World::get().alloc(bytes); }
+void symm_free(void* p) { runtime::World::get().free(p); }
+void* symm_at(const void* p, int rank) { return runtime::World::get().at(p, rank); }
+}  // namespace tiledist

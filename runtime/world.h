@@ -1,0 +1,118 @@
+// The SHMEM-like world of the CPU backend: ranks are processes on one machine; each owns a
+// symmetric heap in POSIX shared memory that every rank maps, so that a symmetric pointer
+// (the same offset in every heap) can be translated to a peer's address.
+//
+// Bootstrap, from the environment: TILEDIST_RANK / TILEDIST_WORLD_SIZE / TILEDIST_SESSION
+// (set by tiledist-run), or OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE under mpirun; with
+// neither, the process is a world of one.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tiledist::runtime {
+
+inline constexpr int kMaxRanks = 64;
+
+/// Shared by all ranks: bootstrap state, barrier counters and the allocation log.
+struct ControlBlock {
+  std::atomic<uint64_t> magic;
+  std::atomic<int32_t> arrived;
+  std::atomic<int32_t> failed_rank;  // first rank that failed, or -1
+  std::atomic<int64_t> pids[kMaxRanks];
+  std::atomic<int64_t> host_barrier[kMaxRanks];    // calls of barrier_all() on the host
+  std::atomic<int64_t> device_barrier[kMaxRanks];  // calls of shmem::barrier_all() in kernels
+  std::atomic<int64_t> alloc_seq[kMaxRanks];
+  std::atomic<int64_t> alloc_size[kMaxRanks];
+  char failure[512];
+};
+
+class World {
+ public:
+  /// The process's world, bootstrapped on first use. Throws Error when bootstrap fails.
+  static World& get();
+  ~World();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& session() const { return session_; }
+
+  /// Blocks until every rank has called it as often as this one (host side).
+  void barrier();
+  /// Collective: every rank must ask for the same size, in the same order. Returns the
+  /// address in this rank's heap; the offset is the same on every rank.
+  void* alloc(size_t bytes);
+  /// Collective, in the same order on every rank.
+  void free(void* p);
+  /// The address of symmetric `p` in `rank`'s heap. Throws Error for a bad rank or a pointer
+  /// outside this rank's heap.
+  void* at(const void* p, int rank) const;
+  bool contains(const void* p) const;
+  /// Why `at(p, rank)` would fail, or an empty string.
+  std::string check_at(const void* p, int64_t rank) const;
+
+  char* base(int rank) const { return bases_[rank]; }
+  size_t heap_size() const { return heap_size_; }
+  ControlBlock& control() const { return *ctl_; }
+
+  /// Waits until `done()` holds, polling; throws Error (naming `what`) on the wait timeout,
+  /// when a peer process has died, or when a peer has reported a failure.
+  template <class Pred>
+  void wait_until(Pred done, const char* what);
+  /// What is wrong with the peers (a dead process, a reported failure), or an empty string.
+  std::string peer_problem() const;
+  /// Tells the peers that this rank failed, so that their waits end promptly.
+  void report_failure(const std::string& message);
+  /// Seconds a wait may last ($TILEDIST_WAIT_TIMEOUT, default 120).
+  double wait_timeout() const { return wait_timeout_; }
+
+ private:
+  World();
+  void bootstrap();
+  void wait_poll(const std::function<bool()>& done, const char* what);
+
+  int rank_ = 0, size_ = 1;
+  std::string session_;
+  size_t heap_size_ = 0;
+  double wait_timeout_ = 120;
+  ControlBlock* ctl_ = nullptr;
+  std::vector<char*> bases_;
+  int64_t allocs_ = 0;
+  std::map<size_t, size_t> free_;  // offset -> size
+  std::map<size_t, size_t> used_;
+};
+
+template <class Pred>
+void World::wait_until(Pred done, const char* what) {
+  wait_poll(std::function<bool()>(done), what);
+}
+
+}  // namespace tiledist::runtime
+
+namespace tiledist {
+
+/// Host API of the SHMEM-like runtime (the process's World).
+int rank();
+int world_size();
+void barrier_all();
+void* symm_alloc(size_t bytes);
+template <class T>
+std::span<T> symm_alloc(size_t count) {
+  return {static_cast<T*>(symm_alloc(count * sizeof(T))), count};
+}
+void symm_free(void* p);
+/// The address of symmetric `p` on `rank` (for checks from the host).
+void* symm_at(const void* p, int rank);
+template <class T>
+T* symm_at(T* p, int rank) {
+  return static_cast<T*>(symm_at(static_cast<const void*>(p), rank));
+}
+
+}  // namespace tiledist
