@@ -141,6 +141,8 @@ void World::bootstrap() {
     }
   }
   ctl_->pids[rank_].store(getpid());
+  // A rank that exits normally is not a rank that died: peers stop watching its pid.
+  std::atexit([] { World::get().control().pids[World::get().rank()].store(0); });
   ctl_->arrived.fetch_add(1);
   wait_until([&] { return ctl_->arrived.load() >= size_; }, "the start of all ranks");
   for (int r = 0; r < size_; ++r) {
