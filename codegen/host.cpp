@@ -207,8 +207,8 @@ class HostLowering {
       case OpCode::Add: return fl ? round(b_.CreateFAdd(in[0], in[1]), d) : b_.CreateAdd(in[0], in[1]);
       case OpCode::Sub: return fl ? round(b_.CreateFSub(in[0], in[1]), d) : b_.CreateSub(in[0], in[1]);
       case OpCode::Mul: return fl ? round(b_.CreateFMul(in[0], in[1]), d) : b_.CreateMul(in[0], in[1]);
-      case OpCode::Div: return fl ? round(b_.CreateFDiv(in[0], in[1]), d) : b_.CreateSDiv(in[0], in[1]);
-      case OpCode::Rem: return fl ? round(b_.CreateFRem(in[0], in[1]), d) : b_.CreateSRem(in[0], in[1]);
+      case OpCode::Div: return fl ? round(b_.CreateFDiv(in[0], in[1]), d) : b_.CreateSDiv(in[0], safe_divisor(in[0], in[1]));
+      case OpCode::Rem: return fl ? round(b_.CreateFRem(in[0], in[1]), d) : b_.CreateSRem(in[0], safe_divisor(in[0], in[1]));
       case OpCode::Min:
         return fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, in[0], in[1])
                   : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, in[0], in[1]);
@@ -218,8 +218,15 @@ class HostLowering {
       case OpCode::And: return b_.CreateAnd(in[0], in[1]);
       case OpCode::Or: return b_.CreateOr(in[0], in[1]);
       case OpCode::Xor: return b_.CreateXor(in[0], in[1]);
-      case OpCode::Shl: return b_.CreateShl(in[0], in[1]);
-      case OpCode::Shr: return b_.CreateAShr(in[0], in[1]);
+      case OpCode::Shl:
+      case OpCode::Shr: {
+        // As PTX does: a shift by the width or more gives 0 (left) or the sign (right), never poison.
+        unsigned bits = in[0]->getType()->getIntegerBitWidth();
+        llvm::Value* too_far = b_.CreateICmpUGE(in[1], llvm::ConstantInt::get(in[1]->getType(), bits));
+        llvm::Value* amount = b_.CreateSelect(too_far, llvm::ConstantInt::get(in[1]->getType(), bits - 1), in[1]);
+        if (op.code == OpCode::Shr) return b_.CreateAShr(in[0], amount);
+        return b_.CreateSelect(too_far, llvm::ConstantInt::get(in[0]->getType(), 0), b_.CreateShl(in[0], amount));
+      }
       case OpCode::Cmp: return compare(op.str_attr("pred"), in[0], in[1], at);
       case OpCode::Neg: return fl ? b_.CreateFNeg(in[0]) : b_.CreateNeg(in[0]);
       case OpCode::Not: return b_.CreateNot(in[0]);
@@ -254,6 +261,17 @@ class HostLowering {
         return b_.CreateGEP(mem_type(at.dtype), in[0], b_.CreateSExt(in[1], b_.getInt64Ty()));
       default: TD_ASSERT(false, "not an elementwise op: ", op.name());
     }
+  }
+
+  /// Integer division runs on every lane, masked-off ones included: a zero divisor (or
+  /// MIN / -1) must give some value, not a trap, as it does on a GPU.
+  llvm::Value* safe_divisor(llvm::Value* a, llvm::Value* b) {
+    llvm::Type* t = b->getType();
+    unsigned bits = t->getIntegerBitWidth();
+    llvm::Value* zero = b_.CreateICmpEQ(b, llvm::ConstantInt::get(t, 0));
+    llvm::Value* overflow = b_.CreateAnd(b_.CreateICmpEQ(a, llvm::ConstantInt::get(t, llvm::APInt::getSignedMinValue(bits))),
+                                         b_.CreateICmpEQ(b, llvm::ConstantInt::getSigned(t, -1)));
+    return b_.CreateSelect(b_.CreateOr(zero, overflow), llvm::ConstantInt::get(t, 1), b);
   }
 
   llvm::Value* compare(const std::string& p, llvm::Value* a, llvm::Value* b, const ir::Type& t) {

@@ -1,6 +1,7 @@
 #include "dsl/kernel_def.h"
 
 #include <atomic>
+#include <cctype>
 #include <set>
 
 namespace tiledist {
@@ -19,6 +20,12 @@ std::string constants_str(const Constants& c) {
 uint64_t KernelDef::next_id() {
   static std::atomic<uint64_t> counter{1};
   return counter++;
+}
+
+void KernelDef::check_name(const std::string& name) {
+  bool ok = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_');
+  for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+  if (!ok) throw Error(str_cat("tiledist: kernel name '", name, "' is not an identifier (letters, digits, '_')"));
 }
 
 std::vector<ParamInfo> KernelDef::runtime_params() const {

@@ -76,6 +76,7 @@ class KernelDef {
   template <class... P>
   KernelDef(std::string name, void (*fn)(P...), std::vector<std::string> param_names, Constants defaults = {})
       : name_(std::move(name)), defaults_(std::move(defaults)), id_(next_id()) {
+    check_name(name_);
     params_ = {dsl::ParamTraits<P>::info()...};
     if (param_names.size() != params_.size())
       throw Error(str_cat("tiledist: kernel '", name_, "' has ", params_.size(), " parameters but ", param_names.size(),
@@ -107,6 +108,8 @@ class KernelDef {
   }
 
   static uint64_t next_id();
+  /// Kernel names are identifiers: they name the IR function and the generated symbol.
+  static void check_name(const std::string& name);
 
   std::string name_;
   std::vector<ParamInfo> params_;

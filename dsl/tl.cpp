@@ -58,11 +58,23 @@ DType promote(DType a, DType b) {
   return ra == 0 ? DType::f16 : DType::f32;  // f16 with bf16, or e4m3 with e5m2: no exact common type
 }
 
+bool fits(int64_t v, DType t) {
+  switch (t) {
+    case DType::i1: return v == 0 || v == 1;
+    case DType::i8: return v >= INT8_MIN && v <= INT8_MAX;
+    case DType::i16: return v >= INT16_MIN && v <= INT16_MAX;
+    case DType::i32: return v >= INT32_MIN && v <= INT32_MAX;
+    default: return true;
+  }
+}
+
 Tensor constant(const char* op, const SrcLoc& loc, const Operand& lit, DType t) {
   auto& b = builder(op, loc);
   if (ir::is_float(t)) return Tensor(b.constant_float(t, lit.literal_is_float ? lit.float_value : double(lit.int_value)));
   if (lit.literal_is_float) fail(op, loc, str_cat("a floating-point literal cannot become ", ir::dtype_name(t)));
-  return Tensor(b.constant_int(t, t == DType::i1 ? (lit.int_value != 0) : lit.int_value));
+  int64_t v = t == DType::i1 ? (lit.int_value != 0) : lit.int_value;
+  if (!fits(v, t)) fail(op, loc, str_cat("the literal ", lit.int_value, " does not fit in ", ir::dtype_name(t)));
+  return Tensor(b.constant_int(t, v));
 }
 
 Tensor convert(const char* op, const SrcLoc& loc, const Tensor& x, DType t) {
@@ -114,7 +126,10 @@ std::pair<Tensor, Tensor> unify(const char* op, const Operand& a, const Operand&
     const Tensor& t = a.is_literal ? b.tensor : a.tensor;
     if (t.is_ptr()) fail(op, loc, str_cat("cannot combine pointer ", t.type().str(), " with a number here"));
     DType dt = lit.literal_is_float && !ir::is_float(t.dtype()) ? DType::f32 : t.dtype();
-    if (dt == DType::i1 && !lit.literal_is_float && lit.int_value != 0 && lit.int_value != 1) dt = DType::i32;
+    // An integer literal that does not fit the other side's integer type widens it (int8 x < 200
+    // compares as i32), rather than wrapping silently.
+    if (!lit.literal_is_float && ir::is_int(dt) && !fits(lit.int_value, dt))
+      dt = fits(lit.int_value, DType::i32) ? promote(dt, DType::i32) : DType::i64;
     Tensor c = constant(op, loc, lit, dt);
     Tensor tt = convert(op, loc, t, dt);
     x = a.is_literal ? c : tt;
@@ -334,9 +349,11 @@ Tensor reshape(const Tensor& x, std::vector<int64_t> shape, SrcLoc loc) {
     fail("reshape", loc, str_cat("cannot reshape ", x.type().str(), " to ", ir::shape_str(shape), " (", x.type().numel(),
                                  " elements vs ", n, ")"));
   if (x.shape() == shape) return x;
+  if (!x.type().is_tensor()) return Tensor(builder("reshape", loc).splat(x.value(), shape));
   return Tensor(builder("reshape", loc).reshape(x.value(), shape));
 }
 Tensor permute(const Tensor& x, std::vector<int64_t> perm, SrcLoc loc) {
+  if (!x.type().is_tensor()) fail("trans", loc, str_cat("needs a tensor, got ", x.type().str()));
   return Tensor(builder("trans", loc).trans(x.value(), perm));
 }
 Tensor trans(const Tensor& x, SrcLoc loc) {

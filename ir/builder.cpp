@@ -34,6 +34,7 @@ Value* Builder::constant_int(DType t, int64_t v) {
   return create(OpCode::Constant, {}, {Type::scalar(t)}, {{"value", v}})->result();
 }
 Value* Builder::constant_float(DType t, double v) {
+  if (t == DType::f32) v = static_cast<double>(static_cast<float>(v));  // what the targets will compute with
   return create(OpCode::Constant, {}, {Type::scalar(t)}, {{"value", v}})->result();
 }
 Value* Builder::program_id(int axis) {

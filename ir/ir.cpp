@@ -27,6 +27,19 @@ std::optional<OpCode> parse_opcode(const std::string& name) {
   return it->second;
 }
 
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
 std::string attr_str(const Attr& a) {
   if (auto* i = std::get_if<int64_t>(&a)) return std::to_string(*i);
   if (auto* d = std::get_if<double>(&a)) {
@@ -39,7 +52,7 @@ std::string attr_str(const Attr& a) {
     if (s.find_first_of(".e") == std::string::npos) s += ".0";
     return s;
   }
-  if (auto* s = std::get_if<std::string>(&a)) return "\"" + *s + "\"";
+  if (auto* s = std::get_if<std::string>(&a)) return quote(*s);
   const auto& v = std::get<std::vector<int64_t>>(a);
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);

@@ -41,6 +41,8 @@ using Attr = std::variant<int64_t, double, std::string, std::vector<int64_t>>;
 /// Sorted by name, so that printing is deterministic.
 using Attrs = std::map<std::string, Attr>;
 std::string attr_str(const Attr& a);
+/// A string in double quotes with `"`, `\` and newlines escaped (what the parser reads back).
+std::string quote(const std::string& s);
 
 struct Op;
 struct Block;

@@ -92,10 +92,18 @@ class Parser {
   }
   std::string quoted() {
     expect("\"");
-    size_t b = pos_;
-    while (pos_ < s_.size() && s_[pos_] != '"') ++pos_;
+    std::string out;
+    while (pos_ < s_.size() && s_[pos_] != '"') {
+      char c = s_[pos_++];
+      if (c == '\\' && pos_ < s_.size()) {
+        c = s_[pos_++];
+        if (c == 'n') c = '\n';
+      }
+      out += c;
+    }
     if (pos_ >= s_.size()) fail("unterminated string");
-    return s_.substr(b, pos_++ - b);
+    ++pos_;
+    return out;
   }
 
   Type elem_type() {

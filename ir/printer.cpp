@@ -60,7 +60,7 @@ class Printer {
       for (size_t i = 0; i < op.results.size(); ++i) out_ += (i ? ", " : " ") + op.results[i]->type.str();
     }
     if (opts_.locs && op.loc.known())
-      out_ += str_cat(" loc(\"", op.loc.file, "\":", op.loc.line, ":", op.loc.col, ")");
+      out_ += str_cat(" loc(", quote(op.loc.file), ":", op.loc.line, ":", op.loc.col, ")");
     for (auto& r : op.regions) {
       out_ += " {\n";
       indent(depth);

@@ -25,6 +25,15 @@ std::string expect_attr_in(const Op& op, const std::string& key, std::initialize
   return "";
 }
 
+bool int_attr_ok(const Op& op, const char* key) {
+  auto it = op.attrs.find(key);
+  return it != op.attrs.end() && std::holds_alternative<int64_t>(it->second);
+}
+bool ints_attr_ok(const Op& op, const char* key) {
+  auto it = op.attrs.find(key);
+  return it != op.attrs.end() && std::holds_alternative<std::vector<int64_t>>(it->second);
+}
+
 std::string check_terminator(const Block& b, OpCode want, const std::vector<Type>& types, size_t skip = 0) {
   const Op* t = b.terminator();
   if (!t || t->code != want) return str_cat("region must end with '", op_name(want), "'");
@@ -64,18 +73,25 @@ std::string check_rule(const Op& op) {
       auto it = op.attrs.find("value");
       if (it == op.attrs.end()) return "missing 'value'";
       if (out->is_int() && !std::holds_alternative<int64_t>(it->second)) return "integer constant needs an integer value";
+      if (out->is_int() && out->dtype != DType::i64) {
+        int bits = out->dtype == DType::i1 ? 1 : dtype_bits(out->dtype);
+        int64_t v = std::get<int64_t>(it->second);
+        int64_t lo = out->dtype == DType::i1 ? 0 : -(int64_t(1) << (bits - 1));
+        int64_t hi = out->dtype == DType::i1 ? 1 : (int64_t(1) << (bits - 1)) - 1;
+        if (v < lo || v > hi) return str_cat("value ", v, " does not fit in ", dtype_name(out->dtype));
+      }
       if (out->is_float() && !std::holds_alternative<double>(it->second) && !std::holds_alternative<int64_t>(it->second))
         return "float constant needs a number";
       return "";
     }
     case OpCode::ProgramId:
     case OpCode::NumPrograms: {
-      int64_t axis = op.has_attr("axis") ? op.int_attr("axis") : -1;
+      int64_t axis = int_attr_ok(op, "axis") ? op.int_attr("axis") : -1;
       if (axis < 0 || axis > 2) return "axis must be 0, 1 or 2";
       return *out == Type::scalar(DType::i32) ? "" : "result must be i32";
     }
     case OpCode::Arange: {
-      if (!op.has_attr("start") || !op.has_attr("end")) return "needs start and end";
+      if (!int_attr_ok(op, "start") || !int_attr_ok(op, "end")) return "needs integer start and end";
       int64_t n = op.int_attr("end") - op.int_attr("start");
       if (!is_pow2(n)) return str_cat("range [", op.int_attr("start"), ", ", op.int_attr("end"), ") must have a power-of-2 length");
       return *out == Type::tensor(DType::i32, {n}) ? "" : "result must be tensor<Nxi32>";
@@ -94,6 +110,8 @@ std::string check_rule(const Op& op) {
       return "";
     }
     case OpCode::ExpandDims: {
+      if (!operand(0).is_tensor()) return "needs a tensor (splat a scalar)";
+      if (!int_attr_ok(op, "axis")) return "needs an integer axis";
       auto shape = operand(0).shape;
       int64_t axis = op.int_attr("axis");
       if (axis < 0 || axis > static_cast<int64_t>(shape.size())) return "axis out of range";
@@ -101,10 +119,13 @@ std::string check_rule(const Op& op) {
       return *out == operand(0).with_shape(shape) ? "" : "result shape does not match";
     }
     case OpCode::Reshape:
+      if (!operand(0).is_tensor()) return "needs a tensor (splat a scalar)";
       if (!out->is_tensor() || out->element() != operand(0).element() || out->numel() != operand(0).numel())
         return str_cat("cannot reshape ", operand(0).str(), " to ", out->str(), " (element count differs)");
       return "";
     case OpCode::Trans: {
+      if (!operand(0).is_tensor()) return "needs a tensor";
+      if (!ints_attr_ok(op, "perm")) return "needs a permutation list 'perm'";
       const auto& perm = op.ints_attr("perm");
       const auto& shape = operand(0).shape;
       if (perm.size() != shape.size()) return "permutation rank differs from operand rank";
@@ -231,6 +252,7 @@ std::string check_rule(const Op& op) {
       if (operand(1).is_tensor()) return "the token is a scalar";
       return same_as_result(0);
     case OpCode::Memcpy:
+      if (!int_attr_ok(op, "nbi")) return "needs an integer 'nbi' (0 or 1)";
       if (!operand(0).is_ptr || operand(0).is_tensor() || !operand(1).is_ptr || operand(1).is_tensor())
         return "copies between two scalar pointers";
       if (!operand(2).is_int() || operand(2).is_tensor() || operand(2).is_bool()) return "the byte count must be an integer scalar";
@@ -245,6 +267,7 @@ std::string check_rule(const Op& op) {
       auto e = expect_attr_in(op, "kind", {"sum", "max", "min", "argmax", "argmin"});
       if (!e.empty()) return e;
       if (!operand(0).is_tensor() || operand(0).is_ptr) return "reduce needs a tensor of numbers";
+      if (!int_attr_ok(op, "axis")) return "needs an integer axis";
       int64_t axis = op.int_attr("axis");
       if (axis < 0 || axis >= static_cast<int64_t>(operand(0).shape.size())) return "axis out of range";
       bool arg = one_of(op.str_attr("kind"), {"argmax", "argmin"});

@@ -59,12 +59,17 @@ CacheRead read_cache_entry(const std::string& dir, const std::string& key, Artif
   char* stop = nullptr;
   unsigned long long size = std::strtoull(fields["size"].c_str(), &stop, 10);
   if (*stop || size != payload.size()) return CacheRead::corrupt;
-  if (fields["checksum"] != hex(fnv1a(payload))) return CacheRead::corrupt;
+  std::string covered = data.substr(0, end);
+  covered.erase(covered.rfind("\nchecksum "));
+  if (fields["checksum"] != hex(fnv1a(covered + payload))) return CacheRead::corrupt;
+  char* scratch_end = nullptr;
+  long long scratch = std::strtoll(fields["scratch"].c_str(), &scratch_end, 10);
+  if (*scratch_end || scratch < 0 || fields["entry"].empty()) return CacheRead::corrupt;
   out.key = key;
   out.kernel = fields["kernel"];
   out.target = fields["target"];
   out.entry = fields["entry"];
-  out.scratch_bytes = std::strtoll(fields["scratch"].c_str(), nullptr, 10);
+  out.scratch_bytes = scratch;
   out.distributed = fields["distributed"] == "1";
   out.binary = std::move(payload);
   return CacheRead::hit;
@@ -77,9 +82,11 @@ void write_cache_entry(const std::string& dir, const Artifact& a) {
     std::fprintf(stderr, "tiledist: warning: cannot create cache directory %s: %s\n", dir.c_str(), ec.message().c_str());
     return;
   }
-  std::string content = str_cat(kMagic, "\nkey ", a.key, "\nkernel ", a.kernel, "\ntarget ", a.target, "\nentry ",
-                                a.entry, "\nscratch ", a.scratch_bytes, "\ndistributed ", int(a.distributed), "\nsize ", a.binary.size(), "\nchecksum ",
-                                hex(fnv1a(a.binary)), "\n\n");
+  // The checksum covers the header too: a damaged scratch size is as dangerous as damaged code.
+  std::string header = str_cat(kMagic, "\nkey ", a.key, "\nkernel ", a.kernel, "\ntarget ", a.target, "\nentry ", a.entry,
+                               "\nscratch ", a.scratch_bytes, "\ndistributed ", int(a.distributed), "\nsize ",
+                               a.binary.size());
+  std::string content = str_cat(header, "\nchecksum ", hex(fnv1a(header + a.binary)), "\n\n");
   content += a.binary;
   static std::atomic<uint64_t> counter{0};
   std::string tmp = str_cat(dir, "/.", a.key, ".", getpid(), ".", counter++, ".tmp");

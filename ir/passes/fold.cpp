@@ -37,7 +37,7 @@ std::optional<Scalar> constant_of(const Value* v) {
   if (c->results[0]->type.is_float()) {
     if (!foldable_float(c->results[0]->type.dtype)) return std::nullopt;
     double d = std::holds_alternative<double>(a) ? std::get<double>(a) : static_cast<double>(std::get<int64_t>(a));
-    return Scalar{true, 0, d};
+    return Scalar{true, 0, round_to(d, c->results[0]->type.dtype)};
   }
   return Scalar{false, std::get<int64_t>(a), 0};
 }
@@ -57,7 +57,7 @@ std::optional<Attr> evaluate(const Op& op, const std::vector<Scalar>& in) {
       if (!foldable_float(dt)) return std::nullopt;
       return round_to(in[0].is_float ? in[0].d : static_cast<double>(in[0].i), dt);
     }
-    if (!is_float(from)) return wrap(in[0].i, dt);
+    if (!is_float(from)) return dt == DType::i1 ? int64_t(in[0].i != 0) : wrap(in[0].i, dt);
     if (!std::isfinite(in[0].d) || std::fabs(in[0].d) > 9.0e18) return std::nullopt;
     if (dt == DType::i1) return static_cast<int64_t>(in[0].d != 0.0);
     return wrap(static_cast<int64_t>(in[0].d), dt);

@@ -9,7 +9,7 @@ namespace {
 
 int g_line = 0;  // the line of the offending op, recorded by each kernel below
 
-std::string this_file_line() { return str_cat("errors_test.cpp:", g_line); }
+std::string this_file_line() { return str_cat("errors_test.cpp:", g_line, ":"); }
 
 void expect_error(const std::function<void()>& fn, std::vector<std::string> fragments) {
   try {

@@ -191,6 +191,25 @@ TEST(Verifier, RejectsStructuralErrors) {
   expect_rejected("func @f(%a: i32) {\n %0 = add %a, %a : tensor<4x\n return\n}", "bad.tir:3:8: parse error");
 }
 
+TEST(Verifier, MalformedAttributesAreErrorsNotCrashes) {
+  expect_rejected("func @f(%a: f32) {\n %0 = splat %a : tensor<4xf32>\n %1 = expand_dims %0 : tensor<1x4xf32>\n return\n}",
+                  "needs an integer axis");
+  expect_rejected("func @f(%a: f32) {\n %0 = splat %a : tensor<4xf32>\n %1 = reduce %0 {axis = 0.0, kind = \"sum\"} : f32\n return\n}",
+                  "needs an integer axis");
+  expect_rejected("func @f(%a: f32) {\n %0 = reshape %a : tensor<1xf32>\n return\n}", "needs a tensor");
+  expect_rejected("func @f(%a: f32) {\n %0 = trans %a {perm = []} : f32\n return\n}", "needs a tensor");
+  expect_rejected("func @f() {\n %0 = constant {value = 300} : i8\n return\n}", "does not fit in i8");
+}
+
+TEST(IR, StringsWithQuotesRoundTrip) {
+  auto f = parse_function(kAllOps, "all_ops");
+  f->walk([&](Op& op) { op.loc = {"dir \"x\"\\y.cpp", 3, 1}; });
+  std::string once = print(*f, {true});
+  auto again = parse_function(once, "printed");
+  EXPECT_EQ(once, print(*again, {true}));
+  EXPECT_EQ(again->body.ops.front()->loc.file, "dir \"x\"\\y.cpp");
+}
+
 TEST(Verifier, ValuesDoNotEscapeTheirRegion) {
   expect_rejected(R"(func @f(%a: i32) {
   for %a, %a, %a {

@@ -14,6 +14,7 @@
 namespace tiledist {
 namespace {
 namespace fs = std::filesystem;
+using jit::Artifact;
 
 struct TempDir {
   fs::path path;
@@ -75,9 +76,31 @@ TEST(Cache, CorruptPayloadIsRecompiled) {
   });
 }
 
-TEST(Cache, ForeignFileUnderTheKeyIsRecompiled) {
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+void write_all(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary | std::ios::trunc) << s; }
+
+TEST(Cache, ForeignEntryUnderTheKeyIsRecompiled) {
+  // A complete, self-consistent entry written for another key (a copied or renamed file).
   damage_and_expect_recompile([](const fs::path& p) {
-    std::ofstream(p, std::ios::binary | std::ios::trunc) << "TILEDIST-CACHE 1\nkey not-this-one\nsize 3\n\nabc";
+    Artifact a;
+    std::string key = p.stem().string();
+    ASSERT_EQ(jit::read_cache_entry(p.parent_path().string(), key, a), jit::CacheRead::hit);
+    a.key = std::string(key.size(), '0');
+    jit::write_cache_entry(p.parent_path().string(), a);
+    fs::rename(jit::cache_entry_path(p.parent_path().string(), a.key), p);
+  });
+}
+
+TEST(Cache, DamagedHeaderFieldIsRecompiled) {
+  // The scratch size is in the header: a wrong one would let the kernel write past its memory.
+  damage_and_expect_recompile([](const fs::path& p) {
+    std::string s = read_all(p);
+    size_t at = s.find("\nscratch ") + 9;
+    s[at] = s[at] == '1' ? '2' : '1';
+    write_all(p, s);
   });
 }
 

@@ -93,29 +93,41 @@ TEST(Ops, AtomicsFromManyPrograms) {
   EXPECT_EQ(biggest[0], mx);
 }
 
-void cas_counter(tl::Ptr<int32_t> counter, tl::Ptr<int32_t> seen, tl::Ptr<int32_t> swapped) {
-  // Increment through a compare-and-swap loop; record the value each program saw.
+void cas_counter(tl::Ptr<int32_t> counter, tl::Ptr<int32_t> seen, tl::Ptr<int32_t> retries) {
+  // Read the counter, let a competitor increment it, then increment through a compare-and-swap
+  // loop that starts from the stale value: the first CAS must fail and the loop retry.
   auto first = tl::load(counter);
-  auto out = tl::while_({first, tl::scalar(1, tl::int32)},
+  tl::atomic_add(counter, 1);
+  auto out = tl::while_({first, tl::scalar(1, tl::int32), tl::scalar(0, tl::int32)},
                         [&](tl::Values v) { return v[1] != 0; },
                         [&](tl::Values v) {
                           auto old = tl::atomic_cas(counter, v[0], v[0] + 1);
                           auto failed = old != v[0];
-                          return tl::Values{tl::where(failed, old, v[0]), failed.to(tl::int32)};
+                          return tl::Values{tl::where(failed, old, v[0]), failed.to(tl::int32), v[2] + failed.to(tl::int32)};
                         });
   auto pid = tl::program_id(0);
   tl::store(seen + pid, out[0]);
-  tl::store(swapped + pid, tl::atomic_xchg(swapped + pid, pid + 100));
+  tl::store(retries + pid, out[2]);
 }
 TEST(Ops, CompareAndSwapLoop) {
   int n = 300;
-  std::vector<int32_t> counter(1, 5), seen(n, -1), swapped(n, 7);
-  compile(KernelDef("cas_counter", cas_counter, {"counter", "seen", "swapped"})).launch({n}, counter, seen, swapped);
-  EXPECT_EQ(counter[0], 5 + n);
-  std::vector<int32_t> sorted = seen;
-  std::sort(sorted.begin(), sorted.end());
-  for (int i = 0; i < n; ++i) EXPECT_EQ(sorted[i], 5 + i);  // every value seen exactly once
-  for (int i = 0; i < n; ++i) EXPECT_EQ(swapped[i], 7);     // xchg returned the old value
+  std::vector<int32_t> counter(1, 5), seen(n, -1), retries(n, -1);
+  compile(KernelDef("cas_counter", cas_counter, {"counter", "seen", "retries"})).launch({n}, counter, seen, retries);
+  EXPECT_EQ(counter[0], 5 + 2 * n);
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(seen[i], 5 + 2 * i + 1) << "program " << i;
+    EXPECT_EQ(retries[i], 1) << "the stale CAS did not fail exactly once";
+  }
+}
+
+void exchange(tl::Ptr<int32_t> swapped) {
+  auto pid = tl::program_id(0);
+  tl::store(swapped + pid, tl::atomic_xchg(swapped + pid, pid + 100));
+}
+TEST(Ops, AtomicExchangeReturnsTheOldValue) {
+  std::vector<int32_t> swapped(64, 7);
+  compile(KernelDef("exchange", exchange, {"swapped"})).launch({64}, swapped);
+  for (int v : swapped) EXPECT_EQ(v, 7);
 }
 
 // ---- loops and branches
@@ -414,6 +426,60 @@ TEST(Ops, TypePromotion) {
     EXPECT_EQ(f[16 + k], float(bf16(float(h[k]) + float(bf16(float(i[k]))))));
     EXPECT_EQ(f[24 + k], float(h[k]) + float(i[k]));
   }
+}
+
+}  // namespace
+}  // namespace tiledist
+
+namespace tiledist {
+namespace {
+
+// ---- regressions found in review: each kernel once crashed or gave a wrong answer
+void masked_division(tl::Ptr<int32_t> in, tl::Ptr<int32_t> out, tl::Int n) {
+  auto o = tl::arange(0, 8);
+  auto m = o < n;
+  auto x = tl::load(in + o, m, 0);  // masked-off lanes divide by zero
+  tl::store(out + o, 100 / x + 100 % x, m);
+  auto big = tl::full({8}, INT32_MIN, tl::int32);
+  tl::store(out + 8 + o, big / tl::where(m, -1, 1) + 0 * x, o >= n);  // MIN / -1 only on masked-off lanes
+  tl::store(out + 16 + o, (x << 40) + (tl::load(in + o) >> 40));  // shifts past the width
+}
+TEST(Regressions, IntegerDivisionOnMaskedLanesAndWideShifts) {
+  std::vector<int32_t> in = {7, -9, 3, 1, 50, -4, -6, 11}, out(24, -1);
+  compile(KernelDef("masked_division", masked_division, {"in", "out", "n"})).launch({1}, in, out, 5);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(out[i], 100 / in[i] + 100 % in[i]);
+  for (int i = 5; i < 8; ++i) EXPECT_EQ(out[8 + i], INT32_MIN);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(out[16 + i], in[i] < 0 ? -1 : 0) << i;
+}
+
+void narrow_literals(tl::Ptr<int8_t> x, tl::Ptr<int32_t> out) {
+  auto o = tl::arange(0, 4);
+  auto v = tl::load(x + o);
+  tl::store(out + o, (v < 200).to(tl::int32) + (v > -300).to(tl::int32) * 10);
+  tl::store(out + 4, tl::scalar(2, tl::int32).to(tl::int1).to(tl::int32));
+  auto f = tl::scalar(16777217.0, tl::float32) + 1.0f;  // folded: must round as f32 does
+  auto g = tl::load(out + 5).to(tl::float32) + 16777217.0f;  // at run time
+  tl::store(out + 6, (f == g).to(tl::int32));
+  auto s = tl::reshape(tl::sum(v.to(tl::int32), 0), {1});  // reshape of a scalar
+  tl::store(out + 7 + tl::arange(0, 1), s);
+}
+TEST(Regressions, LiteralsConstantsAndScalarReshape) {
+  std::vector<int8_t> x = {-100, 0, 50, 127};
+  std::vector<int32_t> out(8, 0);
+  out[5] = 1;
+  compile(KernelDef("narrow_literals", narrow_literals, {"x", "out"})).launch({1}, x, out);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], 11) << "int8 compared with a literal out of its range";
+  EXPECT_EQ(out[4], 1) << "2 cast to i1 must be true";
+  EXPECT_EQ(out[6], 1) << "folded and run-time f32 arithmetic disagree";
+  EXPECT_EQ(out[7], -100 + 0 + 50 + 127);
+}
+
+void permute_scalar(tl::Ptr<float> x) { tl::permute(tl::load(x), {}); }
+TEST(Regressions, PermuteOfAScalarIsAnError) {
+  EXPECT_THROW(KernelDef("permute_scalar", permute_scalar, {"x"}).trace({}), Error);
+}
+TEST(Regressions, KernelNamesAreIdentifiers) {
+  EXPECT_THROW(KernelDef("my-kernel", permute_scalar, {"x"}), Error);
 }
 
 }  // namespace
