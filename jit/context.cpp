@@ -119,11 +119,13 @@ struct Context::Impl {
   }
 
   /// Lowers and optimizes the host module; `os` receives LLVM IR text when given.
-  codegen::HostModule lower(const ir::Function& f, llvm::LLVMContext& ctx, const CompileOptions& options) {
+  codegen::HostModule lower(const ir::Function& f, llvm::LLVMContext& ctx, const CompileOptions& options,
+                            bool optimize = true) {
     codegen::HostModule hm = codegen::lower_host(f, ctx, {options.check_bounds});
     llvm::TargetMachine& machine = tm();
     hm.module->setDataLayout(machine.createDataLayout());
     hm.module->setTargetTriple(machine.getTargetTriple().str());
+    if (!optimize) return hm;
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
@@ -253,11 +255,16 @@ std::string Context::emit(const KernelDef& def, const Constants& constants, cons
   if (stage == Stage::tile_ir) return ir::print(*fn);
   ir::optimize(*fn);
   if (stage == Stage::opt_ir) return ir::print(*fn);
-  require_host(target, def.name());
+  return emit(*fn, target, options, stage);
+}
+
+std::string Context::emit(const ir::Function& fn, const Target& target, const CompileOptions& options, Stage stage) {
+  if (stage == Stage::tile_ir || stage == Stage::opt_ir) return ir::print(fn);
+  require_host(target, fn.name);
   std::lock_guard<std::mutex> lock(impl_->mu);
   llvm::LLVMContext ctx;
-  codegen::HostModule hm = impl_->lower(*fn, ctx, options);
-  if (stage == Stage::llvm) {
+  codegen::HostModule hm = impl_->lower(fn, ctx, options, stage != Stage::llvm_lowered);
+  if (stage == Stage::llvm || stage == Stage::llvm_lowered) {
     std::string s;
     llvm::raw_string_ostream os(s);
     hm.module->print(os, nullptr);

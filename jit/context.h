@@ -44,7 +44,7 @@ struct Stats {
 };
 
 /// Which stage `emit` prints.
-enum class Stage { tile_ir, opt_ir, llvm, asm_ };
+enum class Stage { tile_ir, opt_ir, llvm_lowered, llvm, asm_ };  // llvm_lowered: before LLVM's -O3
 
 class Context {
  public:
@@ -62,6 +62,8 @@ class Context {
   /// Prints one stage of a specialization (tiledist-compile --emit).
   std::string emit(const KernelDef& def, const Constants& constants, const Target& target,
                    const CompileOptions& options, Stage stage);
+  /// Prints the LLVM IR or assembly of an already optimized function (tiledist-opt --emit).
+  std::string emit(const ir::Function& optimized, const Target& target, const CompileOptions& options, Stage stage);
 
   Stats stats() const;
   const std::string& cache_dir() const { return cache_dir_; }

@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
   if (emit == "tile-ir") stage = jit::Stage::tile_ir;
   else if (emit == "opt-ir") stage = jit::Stage::opt_ir;
   else if (emit == "llvm") stage = jit::Stage::llvm;
+  else if (emit == "llvm-lowered") stage = jit::Stage::llvm_lowered;
   else if (emit == "asm") stage = jit::Stage::asm_;
   else return usage(("unknown --emit '" + emit + "' (tile-ir, opt-ir, llvm, asm)").c_str());
   try {

@@ -1,6 +1,7 @@
 // tiledist-opt: parses tile IR, runs passes, prints the result (the driver of the FileCheck
 // tests in tests/ir/).
-//   tiledist-opt [--pass NAME ...] [--pipeline] [--locs] FILE|-
+//   tiledist-opt [--pass NAME ...] [--pipeline] [--locs] [--emit llvm-lowered|llvm|asm] FILE|-
+// --emit lowers the result for the host CPU and prints LLVM IR or assembly instead.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -9,21 +10,24 @@
 #include "ir/builder.h"
 #include "ir/passes/passes.h"
 #include "ir/printer.h"
+#include "jit/context.h"
 
 int main(int argc, char** argv) {
   using namespace tiledist;
   std::vector<std::string> passes;
   std::string file;
   bool locs = false;
+  std::string emit;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--pass" && i + 1 < argc) passes.push_back(argv[++i]);
     else if (a.rfind("--pass=", 0) == 0) passes.push_back(a.substr(7));
     else if (a == "--pipeline") passes.push_back("pipeline");
     else if (a == "--locs") locs = true;
+    else if (a == "--emit" && i + 1 < argc) emit = argv[++i];
     else if (file.empty()) file = a;
     else {
-      std::fprintf(stderr, "usage: tiledist-opt [--pass NAME ...] [--pipeline] [--locs] FILE|-\n");
+      std::fprintf(stderr, "usage: tiledist-opt [--pass NAME ...] [--pipeline] [--locs] [--emit llvm-lowered|llvm|asm] FILE|-\n");
       return 2;
     }
   }
@@ -54,7 +58,16 @@ int main(int argc, char** argv) {
         pass->run(*f);
         ir::verify(*f);
       }
-      std::fputs(ir::print(*f, {locs}).c_str(), stdout);
+      if (emit.empty()) {
+        std::fputs(ir::print(*f, {locs}).c_str(), stdout);
+      } else if (emit == "llvm" || emit == "llvm-lowered" || emit == "asm") {
+        jit::Context ctx;
+        jit::Stage stage = emit == "llvm" ? jit::Stage::llvm : emit == "asm" ? jit::Stage::asm_ : jit::Stage::llvm_lowered;
+        std::fputs(ctx.emit(*f, Target::host(), CompileOptions{}, stage).c_str(), stdout);
+      } else {
+        std::fprintf(stderr, "tiledist-opt: --emit takes llvm-lowered, llvm or asm\n");
+        return 2;
+      }
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());

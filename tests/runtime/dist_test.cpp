@@ -275,6 +275,35 @@ TEST(Collectives, PutWithSignalOrdering) {
     symm_free(p);
 }
 
+// ---- getmem, shmem::ptr and the warp/thread forms
+void gets_and_direct_stores(tl::Ptr<float> src, tl::Ptr<float> dst, tl::Ptr<int32_t> flag) {
+  auto me = shmem::my_pe();
+  auto n = shmem::n_pes();
+  auto left = (me - 1 + n) % n, right = (me + 1) % n;
+  shmem::getmem_nbi_warp(dst, src, 16 * 4, left);
+  shmem::getmem_thread(dst + 16, src + 16, 16 * 4, left);
+  shmem::quiet();
+  auto o = tl::arange(0, 16);
+  tl::store(shmem::ptr(dst, right) + 32 + o, tl::load(src + o) * 2.0f);  // a plain store into the peer
+  shmem::fence();
+  shmem::signal_op(flag, 1, shmem::SIGNAL_ADD, right);
+  shmem::signal_wait_until(flag, shmem::Cmp::ne, 0);
+}
+TEST(Collectives, GetmemAndDirectPeerStores) {
+  int n = world_size(), me = rank(), left = (me - 1 + n) % n;
+  auto src = symm_alloc<float>(32), dst = symm_alloc<float>(48);
+  auto flag = symm_alloc<int32_t>(1);
+  flag[0] = 0;
+  for (int i = 0; i < 32; ++i) src[i] = input_value(me, i);
+  barrier_all();
+  compile(KernelDef("gets_and_direct_stores", gets_and_direct_stores, {"src", "dst", "flag"}))
+      .launch({1}, src.data(), dst.data(), flag.data());
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(dst[i], input_value(left, i)) << i;
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(dst[32 + i], 2 * input_value(left, i)) << i;
+  barrier_all();
+  for (void* p : {(void*)src.data(), (void*)dst.data(), (void*)flag.data()}) symm_free(p);
+}
+
 TEST(Collectives, RemoteCompareSwap) {
   auto word = symm_alloc<int64_t>(1);
   word[0] = 0;
