@@ -33,6 +33,9 @@ test: build
 
 demo: build
 	$(BUILD)/tools/tiledist-demo
+	@echo
+	@echo "distributed kernels, 4 ranks as processes on this machine (tiledist-run -n 4):"
+	$(BUILD)/tools/tiledist-run -n 4 --timeout 300 $(BUILD)/tools/tiledist-dist-demo
 
 bench: build
 	$(BUILD)/bench/compile_bench
