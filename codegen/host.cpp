@@ -7,6 +7,7 @@
 #include <map>
 
 #include "codegen/codegen.h"
+#include "codegen/elements.h"
 #include "ir/numeric.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
@@ -25,9 +26,6 @@ const char* const kHostHelperCheckAccess = "tiledist_check_access";
 
 namespace {
 
-using ir::DType;
-using ir::OpCode;
-using llvm::IRBuilder;
 
 /// How an IR value lives in generated code: a scalar is an LLVM value; a tensor is the
 /// address of its elements in scratch.
@@ -36,10 +34,10 @@ struct CVal {
   llvm::Value* buf = nullptr;
 };
 
-class HostLowering {
+class HostLowering : public Elements {
  public:
   HostLowering(const ir::Function& f, llvm::LLVMContext& ctx, const HostOptions& opts)
-      : f_(f), ctx_(ctx), opts_(opts), module_(std::make_unique<llvm::Module>(f.name, ctx)), b_(ctx) {}
+      : HostLowering(f, ctx, opts, std::make_unique<llvm::Module>(f.name, ctx)) {}
 
   HostModule run() {
     auto* ptr = b_.getPtrTy();
@@ -66,68 +64,6 @@ class HostLowering {
   }
 
  private:
-  // ---- types
-  llvm::Type* reg_type(const ir::Type& t) {
-    if (t.is_ptr) return b_.getPtrTy();
-    switch (t.dtype) {
-      case DType::i1: return b_.getInt1Ty();
-      case DType::i8: return b_.getInt8Ty();
-      case DType::i16: return b_.getInt16Ty();
-      case DType::i32: return b_.getInt32Ty();
-      case DType::i64: return b_.getInt64Ty();
-      case DType::f64: return b_.getDoubleTy();
-      default: return b_.getFloatTy();  // f32 and the narrow floats
-    }
-  }
-  /// Element type of a tensor in scratch (booleans take a byte).
-  llvm::Type* buf_type(const ir::Type& t) { return !t.is_ptr && t.dtype == DType::i1 ? b_.getInt8Ty() : reg_type(t); }
-  /// Element type in global memory.
-  llvm::Type* mem_type(DType d) {
-    switch (d) {
-      case DType::i1: case DType::i8: case DType::f8e4m3: case DType::f8e5m2: return b_.getInt8Ty();
-      case DType::i16: case DType::bf16: return b_.getInt16Ty();
-      case DType::f16: return b_.getHalfTy();
-      default: return reg_type(ir::Type::scalar(d));
-    }
-  }
-  bool narrow(DType d) { return d == DType::f16 || d == DType::bf16 || d == DType::f8e4m3 || d == DType::f8e5m2; }
-
-  llvm::FunctionCallee helper(const char* name, llvm::Type* ret, std::vector<llvm::Type*> params) {
-    return module_->getOrInsertFunction(name, llvm::FunctionType::get(ret, params, false));
-  }
-
-  // ---- conversions between registers and memory
-  llvm::Value* to_mem(llvm::Value* v, DType d) {
-    switch (d) {
-      case DType::i1: return b_.CreateZExt(v, b_.getInt8Ty());
-      case DType::f16: return b_.CreateFPTrunc(v, b_.getHalfTy());
-      case DType::bf16: {
-        // Round to nearest even on the bits (NaN stays NaN by forcing a quiet bit).
-        llvm::Value* u = b_.CreateBitCast(v, b_.getInt32Ty());
-        llvm::Value* lsb = b_.CreateAnd(b_.CreateLShr(u, 16), 1);
-        llvm::Value* rounded = b_.CreateLShr(b_.CreateAdd(u, b_.CreateAdd(lsb, b_.getInt32(0x7FFF))), 16);
-        llvm::Value* nan = b_.CreateOr(b_.CreateLShr(u, 16), b_.getInt32(0x40));
-        llvm::Value* is_nan = b_.CreateFCmpUNO(v, v);
-        return b_.CreateTrunc(b_.CreateSelect(is_nan, nan, rounded), b_.getInt16Ty());
-      }
-      case DType::f8e4m3: return b_.CreateCall(helper(kHostHelperF32ToF8E4M3, b_.getInt8Ty(), {b_.getFloatTy()}), {v});
-      case DType::f8e5m2: return b_.CreateCall(helper(kHostHelperF32ToF8E5M2, b_.getInt8Ty(), {b_.getFloatTy()}), {v});
-      default: return v;
-    }
-  }
-  llvm::Value* from_mem(llvm::Value* v, DType d) {
-    switch (d) {
-      case DType::i1: return b_.CreateICmpNE(v, b_.getInt8(0));
-      case DType::f16: return b_.CreateFPExt(v, b_.getFloatTy());
-      case DType::bf16: return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, b_.getInt32Ty()), 16), b_.getFloatTy());
-      case DType::f8e4m3: return b_.CreateCall(helper(kHostHelperF8E4M3ToF32, b_.getFloatTy(), {b_.getInt8Ty()}), {v});
-      case DType::f8e5m2: return b_.CreateCall(helper(kHostHelperF8E5M2ToF32, b_.getFloatTy(), {b_.getInt8Ty()}), {v});
-      default: return v;
-    }
-  }
-  /// Rounds an f32 register to a narrow format's precision.
-  llvm::Value* round(llvm::Value* v, DType d) { return narrow(d) ? from_mem(to_mem(v, d), d) : v; }
-
   llvm::Value* to_buf(llvm::Value* v, const ir::Type& t) {
     return !t.is_ptr && t.dtype == DType::i1 ? b_.CreateZExt(v, b_.getInt8Ty()) : v;
   }
@@ -192,116 +128,6 @@ class HostLowering {
     std::vector<int64_t> s(shape.size(), 1);
     for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) s[d] = s[d + 1] * shape[d + 1];
     return s;
-  }
-
-  // ---- elementwise semantics (shared by scalars and tensors)
-  llvm::Value* elementwise(const ir::Op& op, const std::vector<llvm::Value*>& in) {
-    const ir::Type& rt = op.results[0]->type;
-    const ir::Type& at = op.operands[0]->type;
-    bool fl = at.is_float();
-    DType d = rt.dtype;
-    auto unary_intrinsic = [&](llvm::Intrinsic::ID id) {
-      return round(b_.CreateUnaryIntrinsic(id, in[0]), d);
-    };
-    switch (op.code) {
-      case OpCode::Add: return fl ? round(b_.CreateFAdd(in[0], in[1]), d) : b_.CreateAdd(in[0], in[1]);
-      case OpCode::Sub: return fl ? round(b_.CreateFSub(in[0], in[1]), d) : b_.CreateSub(in[0], in[1]);
-      case OpCode::Mul: return fl ? round(b_.CreateFMul(in[0], in[1]), d) : b_.CreateMul(in[0], in[1]);
-      case OpCode::Div: return fl ? round(b_.CreateFDiv(in[0], in[1]), d) : b_.CreateSDiv(in[0], safe_divisor(in[0], in[1]));
-      case OpCode::Rem: return fl ? round(b_.CreateFRem(in[0], in[1]), d) : b_.CreateSRem(in[0], safe_divisor(in[0], in[1]));
-      case OpCode::Min:
-        return fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, in[0], in[1])
-                  : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, in[0], in[1]);
-      case OpCode::Max:
-        return fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, in[0], in[1])
-                  : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, in[0], in[1]);
-      case OpCode::And: return b_.CreateAnd(in[0], in[1]);
-      case OpCode::Or: return b_.CreateOr(in[0], in[1]);
-      case OpCode::Xor: return b_.CreateXor(in[0], in[1]);
-      case OpCode::Shl:
-      case OpCode::Shr: {
-        // As PTX does: a shift by the width or more gives 0 (left) or the sign (right), never poison.
-        unsigned bits = in[0]->getType()->getIntegerBitWidth();
-        llvm::Value* too_far = b_.CreateICmpUGE(in[1], llvm::ConstantInt::get(in[1]->getType(), bits));
-        llvm::Value* amount = b_.CreateSelect(too_far, llvm::ConstantInt::get(in[1]->getType(), bits - 1), in[1]);
-        if (op.code == OpCode::Shr) return b_.CreateAShr(in[0], amount);
-        return b_.CreateSelect(too_far, llvm::ConstantInt::get(in[0]->getType(), 0), b_.CreateShl(in[0], amount));
-      }
-      case OpCode::Cmp: return compare(op.str_attr("pred"), in[0], in[1], at);
-      case OpCode::Neg: return fl ? b_.CreateFNeg(in[0]) : b_.CreateNeg(in[0]);
-      case OpCode::Not: return b_.CreateNot(in[0]);
-      case OpCode::Exp: return unary_intrinsic(llvm::Intrinsic::exp);
-      case OpCode::Exp2: return unary_intrinsic(llvm::Intrinsic::exp2);
-      case OpCode::Log: return unary_intrinsic(llvm::Intrinsic::log);
-      case OpCode::Log2: return unary_intrinsic(llvm::Intrinsic::log2);
-      case OpCode::Sqrt: return unary_intrinsic(llvm::Intrinsic::sqrt);
-      case OpCode::Sin: return unary_intrinsic(llvm::Intrinsic::sin);
-      case OpCode::Cos: return unary_intrinsic(llvm::Intrinsic::cos);
-      case OpCode::Floor: return unary_intrinsic(llvm::Intrinsic::floor);
-      case OpCode::Ceil: return unary_intrinsic(llvm::Intrinsic::ceil);
-      case OpCode::Rsqrt: {
-        llvm::Value* s = b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, in[0]);
-        return round(b_.CreateFDiv(llvm::ConstantFP::get(s->getType(), 1.0), s), d);
-      }
-      case OpCode::Erf: {
-        bool dbl = in[0]->getType()->isDoubleTy();
-        llvm::Type* t = in[0]->getType();
-        return round(b_.CreateCall(helper(dbl ? "erf" : "erff", t, {t}), {in[0]}), d);
-      }
-      case OpCode::Abs:
-        return fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, in[0])
-                  : b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, in[0], b_.getFalse());
-      case OpCode::Cast: return cast(in[0], at.dtype, d);
-      case OpCode::Bitcast:
-        if (at.is_ptr) return in[0];
-        return from_mem(b_.CreateBitCast(to_mem(in[0], at.dtype), mem_type(d)), d);
-      case OpCode::Select: return b_.CreateSelect(in[0], in[1], in[2]);
-      case OpCode::Hint: return in[0];
-      case OpCode::AddPtr:
-        return b_.CreateGEP(mem_type(at.dtype), in[0], b_.CreateSExt(in[1], b_.getInt64Ty()));
-      default: TD_ASSERT(false, "not an elementwise op: ", op.name());
-    }
-  }
-
-  /// Integer division runs on every lane, masked-off ones included: a zero divisor (or
-  /// MIN / -1) must give some value, not a trap, as it does on a GPU.
-  llvm::Value* safe_divisor(llvm::Value* a, llvm::Value* b) {
-    llvm::Type* t = b->getType();
-    unsigned bits = t->getIntegerBitWidth();
-    llvm::Value* zero = b_.CreateICmpEQ(b, llvm::ConstantInt::get(t, 0));
-    llvm::Value* overflow = b_.CreateAnd(b_.CreateICmpEQ(a, llvm::ConstantInt::get(t, llvm::APInt::getSignedMinValue(bits))),
-                                         b_.CreateICmpEQ(b, llvm::ConstantInt::getSigned(t, -1)));
-    return b_.CreateSelect(b_.CreateOr(zero, overflow), llvm::ConstantInt::get(t, 1), b);
-  }
-
-  llvm::Value* compare(const std::string& p, llvm::Value* a, llvm::Value* b, const ir::Type& t) {
-    using P = llvm::CmpInst::Predicate;
-    if (t.is_float()) {
-      P pred = p == "eq" ? P::FCMP_OEQ : p == "ne" ? P::FCMP_UNE : p == "lt" ? P::FCMP_OLT
-             : p == "le" ? P::FCMP_OLE : p == "gt" ? P::FCMP_OGT : P::FCMP_OGE;
-      return b_.CreateFCmp(pred, a, b);
-    }
-    bool u = t.is_ptr || t.dtype == DType::i1;
-    P pred = p == "eq" ? P::ICMP_EQ : p == "ne" ? P::ICMP_NE
-           : p == "lt" ? (u ? P::ICMP_ULT : P::ICMP_SLT) : p == "le" ? (u ? P::ICMP_ULE : P::ICMP_SLE)
-           : p == "gt" ? (u ? P::ICMP_UGT : P::ICMP_SGT) : (u ? P::ICMP_UGE : P::ICMP_SGE);
-    return b_.CreateICmp(pred, a, b);
-  }
-
-  llvm::Value* cast(llvm::Value* v, DType from, DType to) {
-    if (from == to) return v;
-    llvm::Type* rt = reg_type(ir::Type::scalar(to));
-    bool ff = ir::is_float(from), tf = ir::is_float(to);
-    if (!ff && !tf) {
-      if (to == DType::i1) return b_.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
-      return from == DType::i1 ? b_.CreateZExt(v, rt) : b_.CreateSExtOrTrunc(v, rt);
-    }
-    if (!ff) return round(from == DType::i1 ? b_.CreateUIToFP(v, rt) : b_.CreateSIToFP(v, rt), to);
-    if (!tf) {
-      if (to == DType::i1) return b_.CreateFCmpUNE(v, llvm::ConstantFP::get(v->getType(), 0.0));
-      return b_.CreateFPToSI(v, rt);
-    }
-    return round(b_.CreateFPCast(v, rt), to);
   }
 
   // ---- ops
@@ -846,11 +672,41 @@ class HostLowering {
     for (size_t i = 0; i < forwarded.size(); ++i) vals_[op.results[i].get()] = forwarded[i];
   }
 
+  HostLowering(const ir::Function& f, llvm::LLVMContext& ctx, const HostOptions& opts, std::unique_ptr<llvm::Module> m)
+      : Elements(ctx, *m), f_(f), ctx_(ctx), opts_(opts), module_(std::move(m)) {}
+
+  llvm::Value* math(OpCode code, llvm::Value* x) override {
+    switch (code) {
+      case OpCode::Exp: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x);
+      case OpCode::Exp2: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp2, x);
+      case OpCode::Log: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, x);
+      case OpCode::Log2: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::log2, x);
+      case OpCode::Sqrt: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
+      case OpCode::Sin: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sin, x);
+      case OpCode::Cos: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::cos, x);
+      case OpCode::Floor: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x);
+      case OpCode::Ceil: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, x);
+      case OpCode::Rsqrt:
+        return b_.CreateFDiv(llvm::ConstantFP::get(x->getType(), 1.0), b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x));
+      default: {  // erf, from the C library
+        llvm::Type* t = x->getType();
+        return b_.CreateCall(helper(t->isDoubleTy() ? "erf" : "erff", t, {t}), {x});
+      }
+    }
+  }
+  llvm::Value* f8_to_bits(llvm::Value* v, DType d) override {
+    const char* name = d == DType::f8e4m3 ? kHostHelperF32ToF8E4M3 : kHostHelperF32ToF8E5M2;
+    return b_.CreateCall(helper(name, b_.getInt8Ty(), {b_.getFloatTy()}), {v});
+  }
+  llvm::Value* f8_from_bits(llvm::Value* v, DType d) override {
+    const char* name = d == DType::f8e4m3 ? kHostHelperF8E4M3ToF32 : kHostHelperF8E5M2ToF32;
+    return b_.CreateCall(helper(name, b_.getFloatTy(), {b_.getInt8Ty()}), {v});
+  }
+
   const ir::Function& f_;
   llvm::LLVMContext& ctx_;
   HostOptions opts_;
   std::unique_ptr<llvm::Module> module_;
-  IRBuilder<> b_;
   llvm::Function* fn_ = nullptr;
   llvm::Value *args_ = nullptr, *pid_ = nullptr, *nprog_ = nullptr, *scratch_ = nullptr, *rt_ = nullptr;
   int64_t scratch_size_ = 0;

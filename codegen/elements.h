@@ -1,0 +1,192 @@
+// Per-element semantics shared by every target's lowering: register and memory types of each
+// dtype, narrow-float rounding, arithmetic, comparisons and casts on one element. A target
+// supplies its math functions and f8 conversions.
+#pragma once
+
+#include <string>
+
+#include "ir/ir.h"
+#include "ir/numeric.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/Intrinsics.h"
+#include "llvm/IR/Module.h"
+
+namespace tiledist::codegen {
+
+class Elements {
+ public:
+  Elements(llvm::LLVMContext& ctx, llvm::Module& module) : b_(ctx), elem_module_(module) {}
+  virtual ~Elements() = default;
+
+ protected:
+  using DType = ir::DType;
+  using OpCode = ir::OpCode;
+
+  /// exp, exp2, log, log2, sqrt, rsqrt, erf, sin, cos, floor, ceil of an f32 or f64 value.
+  virtual llvm::Value* math(OpCode code, llvm::Value* x) = 0;
+  /// f32 <-> f8 bits.
+  virtual llvm::Value* f8_to_bits(llvm::Value* v, DType d) = 0;
+  virtual llvm::Value* f8_from_bits(llvm::Value* bits, DType d) = 0;
+
+  llvm::FunctionCallee helper(const char* name, llvm::Type* ret, std::vector<llvm::Type*> params) {
+    return elem_module_.getOrInsertFunction(name, llvm::FunctionType::get(ret, params, false));
+  }
+
+  // ---- types
+  llvm::Type* reg_type(const ir::Type& t) {
+    if (t.is_ptr) return b_.getPtrTy();
+    switch (t.dtype) {
+      case DType::i1: return b_.getInt1Ty();
+      case DType::i8: return b_.getInt8Ty();
+      case DType::i16: return b_.getInt16Ty();
+      case DType::i32: return b_.getInt32Ty();
+      case DType::i64: return b_.getInt64Ty();
+      case DType::f64: return b_.getDoubleTy();
+      default: return b_.getFloatTy();  // f32 and the narrow floats
+    }
+  }
+  /// Element type of a tensor in scratch (booleans take a byte).
+  llvm::Type* buf_type(const ir::Type& t) { return !t.is_ptr && t.dtype == DType::i1 ? b_.getInt8Ty() : reg_type(t); }
+  /// Element type in global memory.
+  llvm::Type* mem_type(DType d) {
+    switch (d) {
+      case DType::i1: case DType::i8: case DType::f8e4m3: case DType::f8e5m2: return b_.getInt8Ty();
+      case DType::i16: case DType::bf16: return b_.getInt16Ty();
+      case DType::f16: return b_.getHalfTy();
+      default: return reg_type(ir::Type::scalar(d));
+    }
+  }
+  bool narrow(DType d) { return d == DType::f16 || d == DType::bf16 || d == DType::f8e4m3 || d == DType::f8e5m2; }
+
+  // ---- conversions between registers and memory
+  llvm::Value* to_mem(llvm::Value* v, DType d) {
+    switch (d) {
+      case DType::i1: return b_.CreateZExt(v, b_.getInt8Ty());
+      case DType::f16: return b_.CreateFPTrunc(v, b_.getHalfTy());
+      case DType::bf16: {
+        // Round to nearest even on the bits (NaN stays NaN by forcing a quiet bit).
+        llvm::Value* u = b_.CreateBitCast(v, b_.getInt32Ty());
+        llvm::Value* lsb = b_.CreateAnd(b_.CreateLShr(u, 16), 1);
+        llvm::Value* rounded = b_.CreateLShr(b_.CreateAdd(u, b_.CreateAdd(lsb, b_.getInt32(0x7FFF))), 16);
+        llvm::Value* nan = b_.CreateOr(b_.CreateLShr(u, 16), b_.getInt32(0x40));
+        llvm::Value* is_nan = b_.CreateFCmpUNO(v, v);
+        return b_.CreateTrunc(b_.CreateSelect(is_nan, nan, rounded), b_.getInt16Ty());
+      }
+      case DType::f8e4m3:
+      case DType::f8e5m2: return f8_to_bits(v, d);
+      default: return v;
+    }
+  }
+  llvm::Value* from_mem(llvm::Value* v, DType d) {
+    switch (d) {
+      case DType::i1: return b_.CreateICmpNE(v, b_.getInt8(0));
+      case DType::f16: return b_.CreateFPExt(v, b_.getFloatTy());
+      case DType::bf16: return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, b_.getInt32Ty()), 16), b_.getFloatTy());
+      case DType::f8e4m3:
+      case DType::f8e5m2: return f8_from_bits(v, d);
+      default: return v;
+    }
+  }
+  /// Rounds an f32 register to a narrow format's precision.
+  llvm::Value* round(llvm::Value* v, DType d) { return narrow(d) ? from_mem(to_mem(v, d), d) : v; }
+
+  // ---- elementwise semantics (shared by scalars and tensors)
+  llvm::Value* elementwise(const ir::Op& op, const std::vector<llvm::Value*>& in) {
+    const ir::Type& rt = op.results[0]->type;
+    const ir::Type& at = op.operands[0]->type;
+    bool fl = at.is_float();
+    DType d = rt.dtype;
+    switch (op.code) {
+      case OpCode::Add: return fl ? round(b_.CreateFAdd(in[0], in[1]), d) : b_.CreateAdd(in[0], in[1]);
+      case OpCode::Sub: return fl ? round(b_.CreateFSub(in[0], in[1]), d) : b_.CreateSub(in[0], in[1]);
+      case OpCode::Mul: return fl ? round(b_.CreateFMul(in[0], in[1]), d) : b_.CreateMul(in[0], in[1]);
+      case OpCode::Div: return fl ? round(b_.CreateFDiv(in[0], in[1]), d) : b_.CreateSDiv(in[0], safe_divisor(in[0], in[1]));
+      case OpCode::Rem: return fl ? round(b_.CreateFRem(in[0], in[1]), d) : b_.CreateSRem(in[0], safe_divisor(in[0], in[1]));
+      case OpCode::Min:
+        return fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, in[0], in[1])
+                  : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, in[0], in[1]);
+      case OpCode::Max:
+        return fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, in[0], in[1])
+                  : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, in[0], in[1]);
+      case OpCode::And: return b_.CreateAnd(in[0], in[1]);
+      case OpCode::Or: return b_.CreateOr(in[0], in[1]);
+      case OpCode::Xor: return b_.CreateXor(in[0], in[1]);
+      case OpCode::Shl:
+      case OpCode::Shr: {
+        // As PTX does: a shift by the width or more gives 0 (left) or the sign (right), never poison.
+        unsigned bits = in[0]->getType()->getIntegerBitWidth();
+        llvm::Value* too_far = b_.CreateICmpUGE(in[1], llvm::ConstantInt::get(in[1]->getType(), bits));
+        llvm::Value* amount = b_.CreateSelect(too_far, llvm::ConstantInt::get(in[1]->getType(), bits - 1), in[1]);
+        if (op.code == OpCode::Shr) return b_.CreateAShr(in[0], amount);
+        return b_.CreateSelect(too_far, llvm::ConstantInt::get(in[0]->getType(), 0), b_.CreateShl(in[0], amount));
+      }
+      case OpCode::Cmp: return compare(op.str_attr("pred"), in[0], in[1], at);
+      case OpCode::Neg: return fl ? b_.CreateFNeg(in[0]) : b_.CreateNeg(in[0]);
+      case OpCode::Not: return b_.CreateNot(in[0]);
+      case OpCode::Exp: case OpCode::Exp2: case OpCode::Log: case OpCode::Log2: case OpCode::Sqrt:
+      case OpCode::Sin: case OpCode::Cos: case OpCode::Floor: case OpCode::Ceil: case OpCode::Rsqrt: case OpCode::Erf:
+        return round(math(op.code, in[0]), d);
+      case OpCode::Abs:
+        return fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, in[0])
+                  : b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, in[0], b_.getFalse());
+      case OpCode::Cast: return cast(in[0], at.dtype, d);
+      case OpCode::Bitcast:
+        if (at.is_ptr) return in[0];
+        return from_mem(b_.CreateBitCast(to_mem(in[0], at.dtype), mem_type(d)), d);
+      case OpCode::Select: return b_.CreateSelect(in[0], in[1], in[2]);
+      case OpCode::Hint: return in[0];
+      case OpCode::AddPtr:
+        return b_.CreateGEP(mem_type(at.dtype), in[0], b_.CreateSExt(in[1], b_.getInt64Ty()));
+      default: TD_ASSERT(false, "not an elementwise op: ", op.name());
+    }
+  }
+
+  /// Integer division runs on every lane, masked-off ones included: a zero divisor (or
+  /// MIN / -1) must give some value, not a trap, as it does on a GPU.
+  llvm::Value* safe_divisor(llvm::Value* a, llvm::Value* b) {
+    llvm::Type* t = b->getType();
+    unsigned bits = t->getIntegerBitWidth();
+    llvm::Value* zero = b_.CreateICmpEQ(b, llvm::ConstantInt::get(t, 0));
+    llvm::Value* overflow = b_.CreateAnd(b_.CreateICmpEQ(a, llvm::ConstantInt::get(t, llvm::APInt::getSignedMinValue(bits))),
+                                         b_.CreateICmpEQ(b, llvm::ConstantInt::getSigned(t, -1)));
+    return b_.CreateSelect(b_.CreateOr(zero, overflow), llvm::ConstantInt::get(t, 1), b);
+  }
+
+  llvm::Value* compare(const std::string& p, llvm::Value* a, llvm::Value* b, const ir::Type& t) {
+    using P = llvm::CmpInst::Predicate;
+    if (t.is_float()) {
+      P pred = p == "eq" ? P::FCMP_OEQ : p == "ne" ? P::FCMP_UNE : p == "lt" ? P::FCMP_OLT
+             : p == "le" ? P::FCMP_OLE : p == "gt" ? P::FCMP_OGT : P::FCMP_OGE;
+      return b_.CreateFCmp(pred, a, b);
+    }
+    bool u = t.is_ptr || t.dtype == DType::i1;
+    P pred = p == "eq" ? P::ICMP_EQ : p == "ne" ? P::ICMP_NE
+           : p == "lt" ? (u ? P::ICMP_ULT : P::ICMP_SLT) : p == "le" ? (u ? P::ICMP_ULE : P::ICMP_SLE)
+           : p == "gt" ? (u ? P::ICMP_UGT : P::ICMP_SGT) : (u ? P::ICMP_UGE : P::ICMP_SGE);
+    return b_.CreateICmp(pred, a, b);
+  }
+
+  llvm::Value* cast(llvm::Value* v, DType from, DType to) {
+    if (from == to) return v;
+    llvm::Type* rt = reg_type(ir::Type::scalar(to));
+    bool ff = ir::is_float(from), tf = ir::is_float(to);
+    if (!ff && !tf) {
+      if (to == DType::i1) return b_.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
+      return from == DType::i1 ? b_.CreateZExt(v, rt) : b_.CreateSExtOrTrunc(v, rt);
+    }
+    if (!ff) return round(from == DType::i1 ? b_.CreateUIToFP(v, rt) : b_.CreateSIToFP(v, rt), to);
+    if (!tf) {
+      if (to == DType::i1) return b_.CreateFCmpUNE(v, llvm::ConstantFP::get(v->getType(), 0.0));
+      return b_.CreateFPToSI(v, rt);
+    }
+    return round(b_.CreateFPCast(v, rt), to);
+  }
+
+
+  llvm::IRBuilder<> b_;
+
+ private:
+  llvm::Module& elem_module_;
+};
+
+}  // namespace tiledist::codegen
