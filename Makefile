@@ -9,7 +9,7 @@ PACKAGES := cmake ninja-build g++ llvm-19-dev libclang-19-dev lld-19 llvm-19-too
             libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin libhwloc-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps configure build test demo bench clean
+.PHONY: all deps configure build test demo bench bundle clean
 
 all: build
 
@@ -39,6 +39,21 @@ demo: build
 
 bench: build
 	$(BUILD)/bench/compile_bench
+
+# A relocatable tarball for machines with only a GPU driver: the library (LLVM inside), tools,
+# tests and benchmarks, with the shared libraries they need beside libtiledist.so.
+BUNDLE_DIR := $(BUILD)/bundle/tiledist
+bundle: build
+	rm -rf $(BUILD)/bundle && mkdir -p $(BUNDLE_DIR)/tools $(BUNDLE_DIR)/tests $(BUNDLE_DIR)/bench dist
+	cp $(BUILD)/libtiledist.so $(BUNDLE_DIR)/
+	cp $(BUILD)/tools/tiledist-* $(BUNDLE_DIR)/tools/
+	cp $(BUILD)/tests/*_test $(BUILD)/tests/cache_probe $(BUILD)/tests/dist_faults $(BUNDLE_DIR)/tests/
+	find $(BUILD)/bench -maxdepth 1 -type f -executable -exec cp {} $(BUNDLE_DIR)/bench/ \;
+	for f in $$(ldd $(BUNDLE_DIR)/libtiledist.so $(BUNDLE_DIR)/bench/* $(BUNDLE_DIR)/tools/* | \
+	    grep -oE '/[^ ]*lib(benchmark|hwloc|zstd|z|udev)\.so[^ ]*' | sort -u); do cp -L $$f $(BUNDLE_DIR)/; done
+	strip --strip-unneeded $(BUNDLE_DIR)/libtiledist.so $(BUNDLE_DIR)/tools/* $(BUNDLE_DIR)/tests/* $(BUNDLE_DIR)/bench/*
+	tar -C $(BUILD)/bundle -cJf dist/tiledist-bundle.tar.xz tiledist
+	@ls -la dist/tiledist-bundle.tar.xz
 
 clean:
 	rm -rf $(BUILD)

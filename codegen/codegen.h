@@ -30,6 +30,24 @@ struct HostModule {
 /// live in scratch memory and each op on them is a loop that LLVM vectorizes.
 HostModule lower_host(const ir::Function& f, llvm::LLVMContext& ctx, const HostOptions& opts);
 
+struct NvptxOptions {
+  std::string arch = "sm_90a";
+  int num_warps = 4;
+};
+
+/// The NVPTX lowering of a kernel: a module with one kernel named after it, taking the runtime
+/// parameters in order, run by `threads` threads per program with `shared_bytes` of dynamic
+/// shared memory.
+struct NvptxModule {
+  std::unique_ptr<llvm::Module> module;
+  std::string entry;
+  int64_t shared_bytes = 0;
+  int threads = 128;
+};
+
+/// Lowers a verified function for NVIDIA GPUs. Throws Error for ops this target lacks.
+NvptxModule lower_nvptx(const ir::Function& f, llvm::LLVMContext& ctx, const NvptxOptions& opts);
+
 /// Names of the helper functions host kernels call (narrow-float conversions, bounds checks).
 extern const char* const kHostHelperF32ToF8E4M3;
 extern const char* const kHostHelperF8E4M3ToF32;

@@ -52,7 +52,7 @@ CacheRead read_cache_entry(const std::string& dir, const std::string& key, Artif
     if (sp == std::string::npos) return CacheRead::corrupt;
     fields[line.substr(0, sp)] = line.substr(sp + 1);
   }
-  for (const char* f : {"key", "kernel", "target", "entry", "scratch", "distributed", "size", "checksum"})
+  for (const char* f : {"key", "kernel", "target", "entry", "scratch", "distributed", "threads", "size", "checksum"})
     if (!fields.count(f)) return CacheRead::corrupt;
   if (fields["key"] != key) return CacheRead::corrupt;
   std::string payload = data.substr(end + 2);
@@ -71,6 +71,8 @@ CacheRead read_cache_entry(const std::string& dir, const std::string& key, Artif
   out.entry = fields["entry"];
   out.scratch_bytes = scratch;
   out.distributed = fields["distributed"] == "1";
+  out.threads = std::atoi(fields["threads"].c_str());
+  if (out.threads < 1 || out.threads > 1024) return CacheRead::corrupt;
   out.binary = std::move(payload);
   return CacheRead::hit;
 }
@@ -84,7 +86,7 @@ void write_cache_entry(const std::string& dir, const Artifact& a) {
   }
   // The checksum covers the header too: a damaged scratch size is as dangerous as damaged code.
   std::string header = str_cat(kMagic, "\nkey ", a.key, "\nkernel ", a.kernel, "\ntarget ", a.target, "\nentry ", a.entry,
-                               "\nscratch ", a.scratch_bytes, "\ndistributed ", int(a.distributed), "\nsize ",
+                               "\nscratch ", a.scratch_bytes,                                "\ndistributed ", int(a.distributed), "\nthreads ", a.threads, "\nsize ",
                                a.binary.size());
   std::string content = str_cat(header, "\nchecksum ", hex(fnv1a(header + a.binary)), "\n\n");
   content += a.binary;

@@ -21,13 +21,19 @@
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
+#include "llvm/MC/TargetRegistry.h"
 #include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
 
 #ifndef TILEDIST_VERSION
 #define TILEDIST_VERSION "0.1.0"
 #endif
 
 extern "C" {
+void LLVMInitializeNVPTXTargetInfo();
+void LLVMInitializeNVPTXTarget();
+void LLVMInitializeNVPTXTargetMC();
+void LLVMInitializeNVPTXAsmPrinter();
 static uint8_t tiledist_f32_to_f8e4m3(float f) { return tiledist::float_to_f8e4m3_bits(f); }
 static float tiledist_f8e4m3_to_f32(uint8_t b) { return tiledist::f8e4m3_bits_to_float(b); }
 static uint8_t tiledist_f32_to_f8e5m2(float f) { return tiledist::float_to_f8e5m2_bits(f); }
@@ -57,6 +63,10 @@ void init_llvm() {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     llvm::InitializeNativeTargetAsmParser();
+    LLVMInitializeNVPTXTargetInfo();
+    LLVMInitializeNVPTXTarget();
+    LLVMInitializeNVPTXTargetMC();
+    LLVMInitializeNVPTXAsmPrinter();
   });
 }
 
@@ -81,9 +91,9 @@ std::string default_cache_dir() {
 }
 
 void require_host(const Target& target, const std::string& kernel) {
-  if (target.kind != Target::Kind::host)
+  if (target.kind == Target::Kind::amdgcn)
     throw Error(str_cat("tiledist: kernel '", kernel, "': code generation for target ", target.name(),
-                        " is not implemented yet (only 'host' runs today); tile-ir and opt-ir can be emitted "
+                        " is not implemented yet (host and NVPTX are); tile-ir and opt-ir can be emitted "
                         "for any target"));
 }
 
@@ -93,6 +103,7 @@ struct Context::Impl {
   std::mutex mu;
   std::unique_ptr<llvm::orc::LLJIT> lljit;
   std::unique_ptr<llvm::TargetMachine> host_tm;
+  std::map<std::string, std::unique_ptr<llvm::TargetMachine>> gpu_tms;
   std::map<std::string, std::shared_ptr<Loaded>> by_key;
   std::map<std::string, std::shared_ptr<Loaded>> by_spec;
   Stats stats;
@@ -110,6 +121,44 @@ struct Context::Impl {
     return *host_tm;
   }
 
+  llvm::TargetMachine& gpu_tm(const Target& target) {
+    auto& tm = gpu_tms[target.arch];
+    if (!tm) {
+      init_llvm();
+      std::string err;
+      const char* triple = "nvptx64-nvidia-cuda";
+      const llvm::Target* t = llvm::TargetRegistry::lookupTarget(triple, err);
+      if (!t) throw Error(str_cat("tiledist: no NVPTX backend in this build: ", err));
+      tm.reset(t->createTargetMachine(triple, target.arch, "+ptx80", llvm::TargetOptions(), std::nullopt, std::nullopt,
+                                      llvm::CodeGenOptLevel::Aggressive));
+    }
+    return *tm;
+  }
+
+  /// Lowers and optimizes for NVPTX.
+  codegen::NvptxModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const Target& target,
+                                 const CompileOptions& options, bool optimize = true) {
+    codegen::NvptxModule nm = codegen::lower_nvptx(f, ctx, {target.arch, options.num_warps});
+    llvm::TargetMachine& machine = gpu_tm(target);
+    nm.module->setDataLayout(machine.createDataLayout());
+    if (optimize) run_o3(*nm.module, machine);
+    return nm;
+  }
+
+  static void run_o3(llvm::Module& m, llvm::TargetMachine& machine) {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PassBuilder pb(&machine);
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+  }
+
   llvm::orc::LLJIT& jit() {
     if (!lljit) {
       init_llvm();
@@ -125,26 +174,15 @@ struct Context::Impl {
     llvm::TargetMachine& machine = tm();
     hm.module->setDataLayout(machine.createDataLayout());
     hm.module->setTargetTriple(machine.getTargetTriple().str());
-    if (!optimize) return hm;
-    llvm::LoopAnalysisManager lam;
-    llvm::FunctionAnalysisManager fam;
-    llvm::CGSCCAnalysisManager cgam;
-    llvm::ModuleAnalysisManager mam;
-    llvm::PassBuilder pb(&machine);
-    pb.registerModuleAnalyses(mam);
-    pb.registerCGSCCAnalyses(cgam);
-    pb.registerFunctionAnalyses(fam);
-    pb.registerLoopAnalyses(lam);
-    pb.crossRegisterProxies(lam, fam, cgam, mam);
-    pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(*hm.module, mam);
+    if (optimize) run_o3(*hm.module, machine);
     return hm;
   }
 
-  std::string emit_file(llvm::Module& m, llvm::CodeGenFileType type) {
+  std::string emit_file(llvm::Module& m, llvm::CodeGenFileType type, llvm::TargetMachine* machine = nullptr) {
     llvm::SmallVector<char, 0> buf;
     llvm::raw_svector_ostream os(buf);
     llvm::legacy::PassManager pm;
-    if (tm().addPassesToEmitFile(pm, os, nullptr, type))
+    if ((machine ? *machine : tm()).addPassesToEmitFile(pm, os, nullptr, type))
       throw Error("tiledist: the host target cannot emit this file type");
     pm.run(m);
     return std::string(buf.begin(), buf.end());
@@ -152,6 +190,19 @@ struct Context::Impl {
 
   Artifact codegen(const ir::Function& f, const std::string& key, const Target& target, const CompileOptions& options) {
     llvm::LLVMContext ctx;
+    if (target.kind == Target::Kind::nvptx) {
+      codegen::NvptxModule nm = lower_gpu(f, ctx, target, options);
+      Artifact a;
+      a.key = key;
+      a.kernel = f.name;
+      a.target = target.name();
+      a.entry = nm.entry;
+      a.scratch_bytes = nm.shared_bytes;
+      a.threads = nm.threads;
+      a.binary = emit_file(*nm.module, llvm::CodeGenFileType::AssemblyFile, &gpu_tm(target));
+      stats.compiles++;
+      return a;
+    }
     codegen::HostModule hm = lower(f, ctx, options);
     Artifact a;
     a.key = key;
@@ -238,7 +289,8 @@ std::shared_ptr<const Loaded> Context::compile(const KernelDef& def, const Const
       write_cache_entry(cache_dir_, a);
     }
     loaded = std::make_shared<Loaded>();
-    loaded->host_fn = impl_->load(a);
+    if (target.kind == Target::Kind::host) loaded->host_fn = impl_->load(a);
+    loaded->target = target;
     loaded->artifact = std::move(a);
     loaded->ir = std::move(fn);
     loaded->runtime_params = def.runtime_params();
@@ -263,6 +315,14 @@ std::string Context::emit(const ir::Function& fn, const Target& target, const Co
   require_host(target, fn.name);
   std::lock_guard<std::mutex> lock(impl_->mu);
   llvm::LLVMContext ctx;
+  if (target.kind == Target::Kind::nvptx) {
+    codegen::NvptxModule nm = impl_->lower_gpu(fn, ctx, target, options, stage != Stage::llvm_lowered);
+    if (stage == Stage::asm_) return impl_->emit_file(*nm.module, llvm::CodeGenFileType::AssemblyFile, &impl_->gpu_tm(target));
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    nm.module->print(os, nullptr);
+    return os.str();
+  }
   codegen::HostModule hm = impl_->lower(fn, ctx, options, stage != Stage::llvm_lowered);
   if (stage == Stage::llvm || stage == Stage::llvm_lowered) {
     std::string s;

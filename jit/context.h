@@ -21,9 +21,10 @@ struct Artifact {
   std::string kernel;
   std::string target;
   std::string entry;
-  int64_t scratch_bytes = 0;
+  int64_t scratch_bytes = 0;  // host: scratch per program; GPU: dynamic shared memory per CTA
   bool distributed = false;  // uses distributed ops: launched as fibers in the World
-  std::string binary;  // host: an ELF relocatable object
+  int threads = 1;           // GPU: threads per CTA
+  std::string binary;        // host: an ELF relocatable object; NVPTX: PTX text
 };
 
 /// A compiled kernel, ready to launch.
@@ -33,6 +34,10 @@ struct Loaded {
   std::vector<ParamInfo> runtime_params;
   runtime::HostKernelFn host_fn = nullptr;
   CompileOptions options;
+  Target target;
+  /// GPU: the module, loaded into the CUDA context at the first launch.
+  mutable std::shared_ptr<void> gpu_module;
+  mutable std::mutex gpu_mutex;
 };
 
 struct Stats {

@@ -34,6 +34,8 @@ void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args) const {
     ptrs[i] = slot;
     if (p.kind == ParamKind::pointer) {
       if (a.kind != LaunchArg::Kind::pointer) throw bad(str_cat("expected a pointer to ", ir::dtype_name(p.type.dtype), ", got a number"));
+      if (a.on_device && loaded_->target.kind == Target::Kind::host)
+        throw bad("a cuda::Buffer was given to a kernel compiled for the host");
       if (a.elem != p.type.dtype)
         throw bad(str_cat("expected a pointer to ", ir::dtype_name(p.type.dtype), ", got a pointer to ", ir::dtype_name(a.elem)));
       std::memcpy(slot, &a.ptr, sizeof(void*));
@@ -69,8 +71,56 @@ void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args) const {
         throw bad(str_cat("unsupported parameter type ", p.type.str()));
     }
   }
+  if (loaded_->target.kind == Target::Kind::nvptx) return launch_gpu(grid, args, slots);
   runtime::launch_host(loaded_->host_fn, grid, ptrs.data(), loaded_->artifact.scratch_bytes, rt,
                        {loaded_->options.check_bounds, loaded_->artifact.distributed});
+}
+
+void Kernel::launch_gpu(Grid grid, const std::vector<LaunchArg>& args, std::vector<uint64_t>& slots) const {
+  const auto& params = loaded_->runtime_params;
+  // Host buffers go to the device for the launch and come back after it.
+  struct Staged {
+    void* host;
+    void* device;
+    size_t bytes;
+  };
+  std::vector<Staged> staged;
+  auto release = [&] {
+    for (auto& s : staged) cuda::free(s.device);
+  };
+  try {
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (params[i].kind != ParamKind::pointer || args[i].on_device) continue;
+      if (args[i].extent_bytes < 0)
+        throw Error(str_cat("tiledist: argument ", i, " ('", params[i].name, "') of GPU kernel '", loaded_->artifact.kernel,
+                            "' is a raw host pointer: pass a cuda::Buffer, or a std::vector or std::span to copy"));
+      size_t bytes = static_cast<size_t>(args[i].extent_bytes);
+      void* d = cuda::malloc(bytes);
+      staged.push_back({args[i].ptr, d, bytes});
+      cuda::copy_to_device(d, args[i].ptr, bytes);
+      std::memcpy(&slots[i], &d, sizeof d);
+    }
+    std::vector<void*> ptrs(slots.size());
+    for (size_t i = 0; i < slots.size(); ++i) ptrs[i] = &slots[i];
+    std::shared_ptr<cuda::Module> module;
+    {
+      std::lock_guard<std::mutex> lock(loaded_->gpu_mutex);
+      if (!loaded_->gpu_module)
+        loaded_->gpu_module = std::make_shared<cuda::Module>(loaded_->artifact.binary, loaded_->artifact.kernel);
+      module = std::static_pointer_cast<cuda::Module>(loaded_->gpu_module);
+    }
+    const int g[3] = {grid.x, grid.y, grid.z};
+    module->launch(loaded_->artifact.entry, g, loaded_->artifact.threads, static_cast<size_t>(loaded_->artifact.scratch_bytes),
+                   ptrs.data());
+    if (!staged.empty()) {
+      cuda::synchronize();
+      for (auto& s : staged) cuda::copy_to_host(s.host, s.device, s.bytes);
+    }
+  } catch (...) {
+    release();
+    throw;
+  }
+  release();
 }
 
 }  // namespace tiledist

@@ -12,6 +12,7 @@
 
 #include "dsl/kernel_def.h"
 #include "jit/context.h"
+#include "runtime/cuda.h"
 #include "runtime/host.h"
 
 namespace tiledist {
@@ -26,6 +27,7 @@ struct LaunchArg {
   double f = 0;
   ir::DType elem = ir::DType::i8;  // pointers: the element type
   int64_t extent_bytes = -1;       // pointers: the buffer's size when known (span, vector)
+  bool on_device = false;          // pointers: GPU memory (a cuda::Buffer)
 };
 
 namespace detail {
@@ -45,6 +47,12 @@ template <class T>
 LaunchArg to_arg(const std::vector<T>& v) { return make_arg(v.data(), static_cast<int64_t>(v.size())); }
 template <class T, size_t N>
 LaunchArg to_arg(std::span<T, N> s) { return make_arg(s.data(), static_cast<int64_t>(s.size())); }
+template <class T>
+LaunchArg to_arg(const cuda::Buffer<T>& b) {
+  LaunchArg a = make_arg(b.data(), static_cast<int64_t>(b.size()));
+  a.on_device = true;
+  return a;
+}
 template <class T>
   requires std::is_integral_v<T>
 LaunchArg to_arg(T v) {
@@ -68,7 +76,9 @@ class Kernel {
   explicit Kernel(std::shared_ptr<const jit::Loaded> loaded) : loaded_(std::move(loaded)) {}
 
   /// Runs the kernel over `grid`. Arguments follow the kernel's runtime parameters: pointers
-  /// (T*, std::vector<T>&, std::span<T>) and numbers; a mismatch throws Error naming it.
+  /// (T*, std::vector<T>&, std::span<T>, and for GPU targets cuda::Buffer<T>) and numbers; a
+  /// mismatch throws Error naming it. A GPU kernel given host vectors or spans copies them to
+  /// the device and back around the launch (a convenience for tests and first steps).
   template <class... A>
   void launch(Grid grid, A&&... args) const {
     launch_args(grid, {detail::to_arg(std::forward<A>(args))...});
@@ -81,12 +91,13 @@ class Kernel {
   int64_t scratch_bytes() const { return loaded_->artifact.scratch_bytes; }
 
  private:
+  void launch_gpu(Grid grid, const std::vector<LaunchArg>& args, std::vector<uint64_t>& slots) const;
   std::shared_ptr<const jit::Loaded> loaded_;
 };
 
 /// Traces, optimizes and compiles `def` for `constants` and `target`, through the caches of
 /// `ctx`. Throws Error for bad constants, errors in the kernel, or an unsupported target.
-Kernel compile(const KernelDef& def, const Constants& constants = {}, const Target& target = Target::host(),
+Kernel compile(const KernelDef& def, const Constants& constants = {}, const Target& target = Target::default_target(),
                const CompileOptions& options = CompileOptions::from_env(), jit::Context& ctx = jit::Context::global());
 
 }  // namespace tiledist

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ir/support.h"
+#include "runtime/cuda.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/TargetParser/Host.h"
 
@@ -27,9 +28,15 @@ Target Target::amdgcn(const std::string& arch) {
 }
 Target Target::parse(const std::string& name) {
   if (name == "host") return host();
+  if (name == "cuda") return cuda(cuda::device().arch());
   if (name.rfind("sm_", 0) == 0) return cuda(name);
   if (name.rfind("gfx", 0) == 0) return amdgcn(name);
-  throw Error(str_cat("tiledist: unknown target '", name, "' (known: host, sm_80, sm_90a, gfx942, gfx90a)"));
+  throw Error(str_cat("tiledist: unknown target '", name, "' (known: host, cuda, sm_80, sm_90a, gfx942, gfx90a)"));
+}
+
+Target Target::default_target() {
+  const char* t = std::getenv("TILEDIST_TARGET");
+  return t && *t ? parse(t) : host();
 }
 
 std::string Target::name() const { return kind == Kind::host ? "host" : arch; }

@@ -13,8 +13,11 @@ struct Target {
   static Target host();
   static Target cuda(const std::string& arch);
   static Target amdgcn(const std::string& arch);
-  /// "host", "sm_80", "sm_90a", "gfx942", "gfx90a"; throws Error naming the known targets.
+  /// "host", "sm_80", "sm_90a", "gfx942", "gfx90a", or "cuda" (the arch of the GPU found);
+  /// throws Error naming the known targets.
   static Target parse(const std::string& name);
+  /// $TILEDIST_TARGET if set, else the host: what compile() uses when no target is given.
+  static Target default_target();
   /// The short name users type ("host", "sm_90a").
   std::string name() const;
   /// Everything that changes the generated code (host: CPU name and features).

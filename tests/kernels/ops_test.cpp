@@ -231,7 +231,7 @@ TEST(Ops, IntegerCastsWrapAndWiden) {
   std::vector<int64_t> wide(64);
   std::unique_ptr<bool[]> flags(new bool[64]);
   compile(KernelDef("int_casts", int_casts, {"in", "narrow", "wide", "flags"}))
-      .launch({1}, in, narrow, wide, flags.get());
+      .launch({1}, in, narrow, wide, std::span<bool>(flags.get(), 64));
   for (int i = 0; i < 64; ++i) {
     EXPECT_EQ(narrow[i], int8_t(in[i]));
     EXPECT_EQ(wide[i], int64_t(in[i]) * 1000000);

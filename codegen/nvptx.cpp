@@ -1,0 +1,656 @@
+// NVPTX lowering. A program instance is one CTA of `num_warps * 32` threads. A block tensor of
+// N elements is spread cyclically over the threads: element e (in row-major order) lives in
+// thread e % T, slot e / T, so consecutive threads touch consecutive addresses (coalesced).
+// Elementwise ops stay in registers; ops that move elements between threads (broadcast,
+// transpose, reductions, dot) go through dynamic shared memory between two barriers. Scalars
+// are uniform: every thread computes them, and side effects on scalars are done by thread 0.
+// (First version: no MMA layouts yet; dot is computed from shared memory with FMAs.)
+#include <functional>
+#include <map>
+
+#include "codegen/codegen.h"
+#include "codegen/elements.h"
+#include "llvm/IR/IntrinsicsNVPTX.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace tiledist::codegen {
+
+namespace {
+
+/// A value in generated code: a uniform scalar, or this thread's slots of a tensor.
+struct GVal {
+  llvm::Value* scalar = nullptr;
+  std::vector<llvm::Value*> slots;
+};
+
+class NvptxLowering : public Elements {
+ public:
+  NvptxLowering(const ir::Function& f, llvm::LLVMContext& ctx, const NvptxOptions& opts)
+      : NvptxLowering(f, ctx, opts, std::make_unique<llvm::Module>(f.name, ctx)) {}
+
+  NvptxModule run() {
+    module_->setTargetTriple("nvptx64-nvidia-cuda");
+    std::vector<llvm::Type*> params;
+    for (auto& a : f_.body.args) params.push_back(reg_type(a->type));
+    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
+    fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, f_.name, module_.get());
+    fn_->setCallingConv(llvm::CallingConv::PTX_Kernel);
+    llvm::NamedMDNode* annotations = module_->getOrInsertNamedMetadata("nvvm.annotations");
+    auto md = [&](const char* key, int v) {
+      annotations->addOperand(llvm::MDNode::get(
+          ctx_, {llvm::ValueAsMetadata::get(fn_), llvm::MDString::get(ctx_, key),
+                 llvm::ValueAsMetadata::get(b_.getInt32(v))}));
+    };
+    md("kernel", 1);
+    md("maxntidx", threads_);
+    smem_ = new llvm::GlobalVariable(*module_, llvm::ArrayType::get(b_.getInt8Ty(), 0), false,
+                                     llvm::GlobalValue::ExternalLinkage, nullptr, "tiledist_smem", nullptr,
+                                     llvm::GlobalValue::NotThreadLocal, 3);
+    smem_->setAlignment(llvm::Align(16));
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
+    tid_ = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x, {}, {});
+    for (auto& a : f_.body.args) vals_[a.get()] = GVal{fn_->getArg(a->index), {}};
+    emit_block(f_.body);
+    std::string err;
+    llvm::raw_string_ostream os(err);
+    if (llvm::verifyModule(*module_, &os)) TD_ASSERT(false, "nvptx lowering produced invalid LLVM IR: ", os.str());
+    return NvptxModule{std::move(module_), f_.name, smem_bytes_, threads_};
+  }
+
+ private:
+  NvptxLowering(const ir::Function& f, llvm::LLVMContext& ctx, const NvptxOptions& opts, std::unique_ptr<llvm::Module> m)
+      : Elements(ctx, *m), f_(f), ctx_(ctx), opts_(opts), module_(std::move(m)), threads_(opts.num_warps * 32) {}
+
+  [[noreturn]] void unsupported(const ir::Op& op, const std::string& what) {
+    throw Error::at(op.name(), op.loc, str_cat(what, " is not supported on ", opts_.arch, " yet"));
+  }
+
+  // ---- target hooks
+  llvm::Value* math(OpCode code, llvm::Value* x) override {
+    if (!x->getType()->isFloatTy()) throw Error(str_cat("tiledist: f64 math functions are not supported on ", opts_.arch, " yet"));
+    auto call = [&](llvm::Intrinsic::ID id, llvm::Value* v) { return b_.CreateIntrinsic(id, {}, {v}); };
+    llvm::Value* log2e = llvm::ConstantFP::get(b_.getFloatTy(), 1.4426950408889634);
+    llvm::Value* ln2 = llvm::ConstantFP::get(b_.getFloatTy(), 0.6931471805599453);
+    switch (code) {
+      case OpCode::Exp: return call(llvm::Intrinsic::nvvm_ex2_approx_f, b_.CreateFMul(x, log2e));
+      case OpCode::Exp2: return call(llvm::Intrinsic::nvvm_ex2_approx_f, x);
+      case OpCode::Log: return b_.CreateFMul(call(llvm::Intrinsic::nvvm_lg2_approx_f, x), ln2);
+      case OpCode::Log2: return call(llvm::Intrinsic::nvvm_lg2_approx_f, x);
+      case OpCode::Sqrt: return call(llvm::Intrinsic::nvvm_sqrt_rn_f, x);
+      case OpCode::Rsqrt: return b_.CreateFDiv(llvm::ConstantFP::get(b_.getFloatTy(), 1.0), call(llvm::Intrinsic::nvvm_sqrt_rn_f, x));
+      case OpCode::Sin: return call(llvm::Intrinsic::nvvm_sin_approx_f, x);
+      case OpCode::Cos: return call(llvm::Intrinsic::nvvm_cos_approx_f, x);
+      case OpCode::Floor: return call(llvm::Intrinsic::nvvm_floor_f, x);
+      case OpCode::Ceil: return call(llvm::Intrinsic::nvvm_ceil_f, x);
+      default: return erf(x);
+    }
+  }
+  /// erf(x) to ~1e-7 (Abramowitz-Stegun 7.1.26 is too coarse): erf = sign * (1 - t*exp(-x^2 + P(t))).
+  llvm::Value* erf(llvm::Value* x) {
+    llvm::Type* f = b_.getFloatTy();
+    auto c = [&](double v) { return llvm::ConstantFP::get(f, v); };
+    llvm::Value* a = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_fabs_f, {}, {x});
+    llvm::Value* t = b_.CreateFDiv(c(1.0), b_.CreateFAdd(c(1.0), b_.CreateFMul(c(0.5), a)));
+    // Numerical Recipes erfc: t*exp(-z^2 - 1.26551223 + t*(1.00002368 + t*(...)))
+    const double k[] = {-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
+                        0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277};
+    llvm::Value* p = c(k[9]);
+    for (int i = 8; i >= 0; --i) p = b_.CreateFAdd(c(k[i]), b_.CreateFMul(t, p));
+    llvm::Value* e = b_.CreateFSub(p, b_.CreateFMul(a, a));
+    llvm::Value* erfc = b_.CreateFMul(t, math(OpCode::Exp, e));
+    llvm::Value* r = b_.CreateFSub(c(1.0), erfc);
+    return b_.CreateSelect(b_.CreateFCmpOLT(x, c(0.0)), b_.CreateFNeg(r), r);
+  }
+  llvm::Value* f8_to_bits(llvm::Value*, DType) override {
+    throw Error(str_cat("tiledist: f8 conversions are not supported on ", opts_.arch, " yet"));
+  }
+  llvm::Value* f8_from_bits(llvm::Value*, DType) override {
+    throw Error(str_cat("tiledist: f8 conversions are not supported on ", opts_.arch, " yet"));
+  }
+
+  // ---- layout: element index of slot j of this thread, and validity
+  int64_t slots_of(const ir::Type& t) const { return (t.numel() + threads_ - 1) / threads_; }
+  llvm::Value* element_index(int64_t j) { return b_.CreateAdd(tid_, b_.getInt32(static_cast<int32_t>(j * threads_))); }
+  /// Whether slot j holds an element (the last slot may not, in every thread).
+  llvm::Value* valid(const ir::Type& t, int64_t j) {
+    if ((j + 1) * threads_ <= t.numel()) return b_.getTrue();
+    return b_.CreateICmpSLT(element_index(j), b_.getInt32(static_cast<int32_t>(t.numel())));
+  }
+  static std::vector<int64_t> strides_of(const std::vector<int64_t>& shape) {
+    std::vector<int64_t> s(shape.size(), 1);
+    for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) s[d] = s[d + 1] * shape[d + 1];
+    return s;
+  }
+  std::vector<llvm::Value*> multi_index(llvm::Value* e, const std::vector<int64_t>& shape) {
+    auto strides = strides_of(shape);
+    std::vector<llvm::Value*> idx;
+    for (size_t d = 0; d < shape.size(); ++d)
+      idx.push_back(b_.CreateURem(b_.CreateUDiv(e, b_.getInt32(static_cast<int32_t>(strides[d]))),
+                                  b_.getInt32(static_cast<int32_t>(shape[d]))));
+    return idx;
+  }
+  llvm::Value* linear(const std::vector<llvm::Value*>& idx, const std::vector<int64_t>& strides) {
+    llvm::Value* off = b_.getInt32(0);
+    for (size_t d = 0; d < idx.size(); ++d)
+      if (strides[d]) off = b_.CreateAdd(off, b_.CreateMul(idx[d], b_.getInt32(static_cast<int32_t>(strides[d]))));
+    return off;
+  }
+
+  // ---- shared memory staging
+  void barrier() { b_.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {}); }
+  llvm::Type* buf_type(const ir::Type& t) { return !t.is_ptr && t.dtype == DType::i1 ? b_.getInt8Ty() : reg_type(t); }
+  int64_t elem_bytes(const ir::Type& t) {
+    return static_cast<int64_t>(module_->getDataLayout().getTypeAllocSize(buf_type(t)));
+  }
+  /// Stages a tensor in shared memory at byte offset `base`; returns the staged array.
+  llvm::Value* stage(const ir::Value* v, int64_t base) {
+    const ir::Type& t = v->type;
+    smem_bytes_ = std::max(smem_bytes_, base + t.numel() * elem_bytes(t));
+    llvm::Value* arr = b_.CreateConstGEP1_64(b_.getInt8Ty(), smem_, base);
+    const GVal& g = val(v);
+    for (int64_t j = 0; j < slots_of(t); ++j)
+      guarded(valid(t, j), [&] {
+        llvm::Value* x = g.slots[j];
+        if (!t.is_ptr && t.dtype == DType::i1) x = b_.CreateZExt(x, b_.getInt8Ty());
+        b_.CreateStore(x, b_.CreateGEP(buf_type(t), arr, element_index(j)));
+      });
+    return arr;
+  }
+  llvm::Value* staged_load(llvm::Value* arr, const ir::Type& t, llvm::Value* index) {
+    llvm::Value* x = b_.CreateLoad(buf_type(t), b_.CreateGEP(buf_type(t), arr, index));
+    return !t.is_ptr && t.dtype == DType::i1 ? b_.CreateTrunc(x, b_.getInt1Ty()) : x;
+  }
+  /// if (cond) body(); — straight-line code when cond is the constant true.
+  void guarded(llvm::Value* cond, const std::function<void()>& body) {
+    if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(cond); c && c->isOne()) return body();
+    auto* then = llvm::BasicBlock::Create(ctx_, "slot", fn_);
+    auto* join = llvm::BasicBlock::Create(ctx_, "slot.end", fn_);
+    b_.CreateCondBr(cond, then, join);
+    b_.SetInsertPoint(then);
+    body();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(join);
+  }
+  /// cond ? value() : fallback, computing value() only when cond holds.
+  llvm::Value* guarded_value(llvm::Value* cond, llvm::Type* t, llvm::Value* fallback,
+                             const std::function<llvm::Value*()>& value) {
+    if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(cond); c && c->isOne()) return value();
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* then = llvm::BasicBlock::Create(ctx_, "slot", fn_);
+    auto* join = llvm::BasicBlock::Create(ctx_, "slot.end", fn_);
+    b_.CreateCondBr(cond, then, join);
+    b_.SetInsertPoint(then);
+    llvm::Value* v = value();
+    llvm::BasicBlock* then_end = b_.GetInsertBlock();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(join);
+    llvm::PHINode* phi = b_.CreatePHI(t, 2);
+    phi->addIncoming(fallback, pre);
+    phi->addIncoming(v, then_end);
+    return phi;
+  }
+  llvm::Value* is_thread0() { return b_.CreateICmpEQ(tid_, b_.getInt32(0)); }
+  /// A scalar computed by thread 0 only (a side effect), made known to every thread.
+  llvm::Value* from_thread0(llvm::Type* t, const std::function<llvm::Value*()>& value) {
+    llvm::Value* v = guarded_value(is_thread0(), t, llvm::UndefValue::get(t), value);
+    int64_t bytes = static_cast<int64_t>(module_->getDataLayout().getTypeAllocSize(t));
+    smem_bytes_ = std::max(smem_bytes_, bytes);
+    llvm::Value* slot = b_.CreateConstGEP1_64(b_.getInt8Ty(), smem_, 0);
+    barrier();
+    guarded(is_thread0(), [&] { b_.CreateStore(v, slot); });
+    barrier();
+    llvm::Value* r = b_.CreateLoad(t, slot);
+    barrier();
+    return r;
+  }
+
+  GVal& val(const ir::Value* v) {
+    auto it = vals_.find(v);
+    TD_ASSERT(it != vals_.end(), "value used before lowering");
+    return it->second;
+  }
+  llvm::Value* element(const ir::Value* v, int64_t j) {
+    const GVal& g = val(v);
+    return g.slots.empty() ? g.scalar : g.slots[j];
+  }
+  void define(const ir::Op& op, GVal g) { vals_[op.results[0].get()] = std::move(g); }
+
+  void emit_block(const ir::Block& block) {
+    for (auto& op : block.ops) emit(*op);
+  }
+
+  void emit(const ir::Op& op) {
+    const ir::Type* rt = op.results.empty() ? nullptr : &op.results[0]->type;
+    switch (op.code) {
+      case OpCode::Constant: {
+        const ir::Attr& a = op.attrs.at("value");
+        llvm::Value* c;
+        if (rt->is_float()) {
+          double d = std::holds_alternative<double>(a) ? std::get<double>(a) : double(std::get<int64_t>(a));
+          if (narrow(rt->dtype)) d = round_to_dtype(static_cast<float>(d), rt->dtype);
+          c = llvm::ConstantFP::get(reg_type(*rt), d);
+        } else {
+          c = llvm::ConstantInt::get(reg_type(*rt), static_cast<uint64_t>(std::get<int64_t>(a)), true);
+        }
+        return define(op, {c, {}});
+      }
+      case OpCode::ProgramId:
+      case OpCode::NumPrograms: {
+        static const llvm::Intrinsic::ID ctaid[] = {llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x,
+                                                    llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_y,
+                                                    llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_z};
+        static const llvm::Intrinsic::ID nctaid[] = {llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x,
+                                                     llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_y,
+                                                     llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_z};
+        int axis = static_cast<int>(op.int_attr("axis"));
+        return define(op, {b_.CreateIntrinsic(op.code == OpCode::ProgramId ? ctaid[axis] : nctaid[axis], {}, {}), {}});
+      }
+      case OpCode::Arange: {
+        GVal g;
+        for (int64_t j = 0; j < slots_of(*rt); ++j)
+          g.slots.push_back(b_.CreateAdd(element_index(j), b_.getInt32(static_cast<int32_t>(op.int_attr("start")))));
+        return define(op, g);
+      }
+      case OpCode::Splat:
+        return define(op, {nullptr, std::vector<llvm::Value*>(slots_of(*rt), val(op.operands[0]).scalar)});
+      case OpCode::Reshape:
+      case OpCode::ExpandDims:
+      case OpCode::Hint:
+      case OpCode::ConsumeToken:
+        return define(op, val(op.operands[0]));  // the same elements in the same order
+      case OpCode::Broadcast:
+      case OpCode::Trans: return emit_permute(op);
+      case OpCode::Load: return emit_load(op);
+      case OpCode::Store: return emit_store(op);
+      case OpCode::AtomicRMW:
+      case OpCode::AtomicCAS: return emit_atomic(op);
+      case OpCode::Reduce: return emit_reduce(op);
+      case OpCode::Dot: return emit_dot(op);
+      case OpCode::For: return emit_for(op);
+      case OpCode::If: return emit_if(op);
+      case OpCode::While: return emit_while(op);
+      case OpCode::Yield:
+      case OpCode::Condition: return;
+      case OpCode::Return:
+        b_.CreateRetVoid();
+        return;
+      case OpCode::Rank: case OpCode::NumRanks: case OpCode::SymmAt: case OpCode::Wait:
+      case OpCode::Memcpy: case OpCode::Fence: case OpCode::Barrier:
+        unsupported(op, "the distributed op");
+      default:
+        break;
+    }
+    if (!rt->is_tensor()) {
+      std::vector<llvm::Value*> in;
+      for (auto* v : op.operands) in.push_back(val(v).scalar);
+      return define(op, {elementwise(op, in), {}});
+    }
+    GVal g;
+    for (int64_t j = 0; j < slots_of(*rt); ++j) {
+      std::vector<llvm::Value*> in;
+      for (auto* v : op.operands) in.push_back(element(v, j));
+      g.slots.push_back(elementwise(op, in));
+    }
+    define(op, g);
+  }
+
+  /// Broadcast and transpose: every output element reads its input element from shared memory.
+  void emit_permute(const ir::Op& op) {
+    const ir::Type& in = op.operands[0]->type;
+    const ir::Type& rt = op.results[0]->type;
+    auto in_strides = strides_of(in.shape);
+    std::vector<int64_t> s(rt.shape.size());
+    for (size_t d = 0; d < s.size(); ++d) {
+      if (op.code == OpCode::Trans) s[d] = in_strides[op.ints_attr("perm")[d]];
+      else s[d] = in.shape[d] == 1 && rt.shape[d] != 1 ? 0 : in_strides[d];
+    }
+    llvm::Value* arr = stage(op.operands[0], 0);
+    barrier();
+    GVal g;
+    for (int64_t j = 0; j < slots_of(rt); ++j) {
+      llvm::Value* src = linear(multi_index(element_index(j), rt.shape), s);
+      g.slots.push_back(guarded_value(valid(rt, j), reg_type(rt.element()), llvm::UndefValue::get(reg_type(rt.element())),
+                                      [&] { return staged_load(arr, in, src); }));
+    }
+    barrier();
+    define(op, g);
+  }
+
+  void emit_load(const ir::Op& op) {
+    const ir::Type& rt = op.results[0]->type;
+    DType d = rt.dtype;
+    auto one = [&](int64_t j, llvm::Value* ok) -> llvm::Value* {
+      llvm::Value* p = element(op.operands[0], j);
+      llvm::Value* mask = op.operands.size() > 1 ? element(op.operands[1], j) : nullptr;
+      llvm::Value* other = op.operands.size() > 2 ? element(op.operands[2], j) : llvm::Constant::getNullValue(reg_type(rt.element()));
+      llvm::Value* cond = mask ? (ok == b_.getTrue() ? mask : b_.CreateAnd(ok, mask)) : ok;
+      return guarded_value(cond, reg_type(rt.element()), other, [&] { return from_mem(b_.CreateLoad(mem_type(d), p), d); });
+    };
+    if (!rt.is_tensor()) return define(op, {one(0, b_.getTrue()), {}});
+    GVal g;
+    for (int64_t j = 0; j < slots_of(rt); ++j) g.slots.push_back(one(j, valid(rt, j)));
+    define(op, g);
+  }
+
+  void emit_store(const ir::Op& op) {
+    const ir::Type& pt = op.operands[0]->type;
+    DType d = pt.dtype;
+    auto one = [&](int64_t j, llvm::Value* ok) {
+      llvm::Value* mask = op.operands.size() > 2 ? element(op.operands[2], j) : nullptr;
+      llvm::Value* cond = mask ? (ok == b_.getTrue() ? mask : b_.CreateAnd(ok, mask)) : ok;
+      guarded(cond, [&] { b_.CreateStore(to_mem(element(op.operands[1], j), d), element(op.operands[0], j)); });
+    };
+    if (!pt.is_tensor()) return one(0, is_thread0());
+    for (int64_t j = 0; j < slots_of(pt); ++j) one(j, valid(pt, j));
+  }
+
+  llvm::AtomicOrdering ordering(const std::string& sem) {
+    if (sem == "relaxed") return llvm::AtomicOrdering::Monotonic;
+    if (sem == "acquire") return llvm::AtomicOrdering::Acquire;
+    if (sem == "release") return llvm::AtomicOrdering::Release;
+    return llvm::AtomicOrdering::AcquireRelease;
+  }
+
+  void emit_atomic(const ir::Op& op) {
+    const ir::Type& rt = op.results[0]->type;
+    DType d = rt.dtype;
+    bool cas = op.code == OpCode::AtomicCAS;
+    llvm::AtomicOrdering ord = ordering(op.str_attr("sem"));
+    const std::string& scope = op.str_attr("scope");
+    llvm::SyncScope::ID ssid = ctx_.getOrInsertSyncScopeID(scope == "cta" ? "block" : scope == "gpu" ? "device" : "");
+    auto one = [&](int64_t j, llvm::Value* ok) -> llvm::Value* {
+      llvm::Value* p = element(op.operands[0], j);
+      llvm::Value* v = element(op.operands[1], j);
+      llvm::Value* mask = !cas && op.operands.size() > 2 ? element(op.operands[2], j) : nullptr;
+      llvm::Value* cond = mask ? b_.CreateAnd(ok, mask) : ok;
+      llvm::Type* t = reg_type(rt.element());
+      return guarded_value(cond, t, llvm::Constant::getNullValue(t), [&]() -> llvm::Value* {
+        if (cas) {
+          auto* x = b_.CreateAtomicCmpXchg(p, v, element(op.operands[2], j), llvm::MaybeAlign(ir::dtype_bytes(d)), ord,
+                                           ord == llvm::AtomicOrdering::Release ? llvm::AtomicOrdering::Monotonic
+                                           : ord == llvm::AtomicOrdering::AcquireRelease ? llvm::AtomicOrdering::Acquire
+                                                                                          : ord,
+                                           ssid);
+          return b_.CreateExtractValue(x, 0);
+        }
+        const std::string& k = op.str_attr("kind");
+        bool fl = ir::is_float(d);
+        using B = llvm::AtomicRMWInst::BinOp;
+        B bop = k == "add" ? (fl ? B::FAdd : B::Add) : k == "max" ? (fl ? B::FMax : B::Max)
+              : k == "min" ? (fl ? B::FMin : B::Min) : k == "xchg" ? B::Xchg : k == "and" ? B::And
+              : k == "or" ? B::Or : B::Xor;
+        return b_.CreateAtomicRMW(bop, p, v, llvm::MaybeAlign(ir::dtype_bytes(d)), ord, ssid);
+      });
+    };
+    if (!rt.is_tensor())
+      return define(op, {from_thread0(reg_type(rt), [&] { return one(0, b_.getTrue()); }), {}});
+    GVal g;
+    for (int64_t j = 0; j < slots_of(rt); ++j) g.slots.push_back(one(j, valid(rt, j)));
+    define(op, g);
+  }
+
+  /// Reductions: stage the operand; each output element is reduced by the thread that owns it.
+  void emit_reduce(const ir::Op& op) {
+    const ir::Type& in = op.operands[0]->type;
+    const ir::Type& rt = op.results[0]->type;
+    const std::string& kind = op.str_attr("kind");
+    int axis = static_cast<int>(op.int_attr("axis"));
+    bool arg = kind == "argmax" || kind == "argmin";
+    bool fl = in.is_float();
+    llvm::Type* acc_t = reg_type(in.element());
+    auto in_strides = strides_of(in.shape);
+    std::vector<int64_t> kept;
+    for (size_t d = 0; d < in.shape.size(); ++d)
+      if (static_cast<int>(d) != axis) kept.push_back(in_strides[d]);
+    llvm::Value* arr = stage(op.operands[0], 0);
+    barrier();
+    auto reduce_one = [&](llvm::Value* base) -> llvm::Value* {
+      llvm::Value* acc;
+      if (kind == "sum") acc = llvm::Constant::getNullValue(acc_t);
+      else if (fl) acc = llvm::ConstantFP::getInfinity(acc_t, kind == "max" || kind == "argmax");
+      else acc = kind == "max" || kind == "argmax"
+                     ? llvm::ConstantInt::get(acc_t, llvm::APInt::getSignedMinValue(acc_t->getIntegerBitWidth()))
+                     : llvm::ConstantInt::get(acc_t, llvm::APInt::getSignedMaxValue(acc_t->getIntegerBitWidth()));
+      llvm::Value* best = b_.getInt32(0);
+      // A loop over the reduced axis (not unrolled: it can be long).
+      llvm::BasicBlock* pre = b_.GetInsertBlock();
+      auto* header = llvm::BasicBlock::Create(ctx_, "reduce", fn_);
+      auto* exit = llvm::BasicBlock::Create(ctx_, "reduce.end", fn_);
+      b_.CreateBr(header);
+      b_.SetInsertPoint(header);
+      llvm::PHINode* k = b_.CreatePHI(b_.getInt32Ty(), 2);
+      llvm::PHINode* a = b_.CreatePHI(acc_t, 2);
+      llvm::PHINode* bi = b_.CreatePHI(b_.getInt32Ty(), 2);
+      k->addIncoming(b_.getInt32(0), pre);
+      a->addIncoming(acc, pre);
+      bi->addIncoming(best, pre);
+      llvm::Value* x = staged_load(arr, in, b_.CreateAdd(base, b_.CreateMul(k, b_.getInt32(static_cast<int32_t>(in_strides[axis])))));
+      llvm::Value* next;
+      llvm::Value* next_best = bi;
+      if (kind == "sum") {
+        next = fl ? b_.CreateFAdd(a, x) : b_.CreateAdd(a, x);
+      } else {
+        bool greater = kind == "max" || kind == "argmax";
+        llvm::Value* better = fl ? (greater ? b_.CreateFCmpOGT(x, a) : b_.CreateFCmpOLT(x, a))
+                                 : (greater ? b_.CreateICmpSGT(x, a) : b_.CreateICmpSLT(x, a));
+        next = b_.CreateSelect(better, x, a);
+        next_best = b_.CreateSelect(better, k, bi);
+      }
+      llvm::Value* k1 = b_.CreateAdd(k, b_.getInt32(1));
+      k->addIncoming(k1, b_.GetInsertBlock());
+      a->addIncoming(next, b_.GetInsertBlock());
+      bi->addIncoming(next_best, b_.GetInsertBlock());
+      b_.CreateCondBr(b_.CreateICmpSLT(k1, b_.getInt32(static_cast<int32_t>(in.shape[axis]))), header, exit);
+      b_.SetInsertPoint(exit);
+      return arg ? next_best : round(next, rt.dtype);
+    };
+    GVal g;
+    if (!rt.is_tensor()) {
+      g.scalar = reduce_one(b_.getInt32(0));
+    } else {
+      for (int64_t j = 0; j < slots_of(rt); ++j) {
+        llvm::Value* base = linear(multi_index(element_index(j), rt.shape), kept);
+        g.slots.push_back(guarded_value(valid(rt, j), reg_type(rt.element()), llvm::UndefValue::get(reg_type(rt.element())),
+                                        [&] { return reduce_one(base); }));
+      }
+    }
+    barrier();
+    define(op, g);
+  }
+
+  /// dot: both operands staged; each thread accumulates its output elements with FMAs.
+  void emit_dot(const ir::Op& op) {
+    const ir::Type& at = op.operands[0]->type;
+    const ir::Type& bt = op.operands[1]->type;
+    const ir::Type& rt = op.results[0]->type;
+    int64_t K = at.shape[1], N = rt.shape[1];
+    llvm::Value* a = stage(op.operands[0], 0);
+    int64_t b_off = (at.numel() * elem_bytes(at) + 15) / 16 * 16;
+    llvm::Value* bb = stage(op.operands[1], b_off);
+    barrier();
+    GVal g;
+    llvm::Type* f32 = b_.getFloatTy();
+    for (int64_t j = 0; j < slots_of(rt); ++j) {
+      llvm::Value* e = element_index(j);
+      llvm::Value* m = b_.CreateUDiv(e, b_.getInt32(static_cast<int32_t>(N)));
+      llvm::Value* n = b_.CreateURem(e, b_.getInt32(static_cast<int32_t>(N)));
+      llvm::Value* init = element(op.operands[2], j);
+      g.slots.push_back(guarded_value(valid(rt, j), f32, init, [&] {
+        llvm::BasicBlock* pre = b_.GetInsertBlock();
+        auto* header = llvm::BasicBlock::Create(ctx_, "dot", fn_);
+        auto* exit = llvm::BasicBlock::Create(ctx_, "dot.end", fn_);
+        b_.CreateBr(header);
+        b_.SetInsertPoint(header);
+        llvm::PHINode* k = b_.CreatePHI(b_.getInt32Ty(), 2);
+        llvm::PHINode* acc = b_.CreatePHI(f32, 2);
+        k->addIncoming(b_.getInt32(0), pre);
+        acc->addIncoming(init, pre);
+        llvm::Value* av = staged_load(a, at, b_.CreateAdd(b_.CreateMul(m, b_.getInt32(static_cast<int32_t>(K))), k));
+        llvm::Value* bv = staged_load(bb, bt, b_.CreateAdd(b_.CreateMul(k, b_.getInt32(static_cast<int32_t>(N))), n));
+        if (av->getType()->isDoubleTy()) av = b_.CreateFPTrunc(av, f32), bv = b_.CreateFPTrunc(bv, f32);
+        llvm::Value* next = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {f32}, {av, bv, acc});
+        llvm::Value* k1 = b_.CreateAdd(k, b_.getInt32(1));
+        k->addIncoming(k1, b_.GetInsertBlock());
+        acc->addIncoming(next, b_.GetInsertBlock());
+        b_.CreateCondBr(b_.CreateICmpSLT(k1, b_.getInt32(static_cast<int32_t>(K))), header, exit);
+        b_.SetInsertPoint(exit);
+        return next;
+      }));
+    }
+    barrier();
+    define(op, g);
+  }
+
+  // ---- control flow: scalars are uniform, so branches are taken by the whole CTA.
+  /// Phis in `header` for every scalar and every slot of the carried values.
+  std::vector<GVal> carried_phis(const std::vector<ir::Type>& types, const std::vector<GVal>& init, llvm::BasicBlock* header,
+                                 llvm::BasicBlock* pre) {
+    llvm::IRBuilder<> hb(header, header->begin());
+    std::vector<GVal> out;
+    for (size_t i = 0; i < types.size(); ++i) {
+      GVal g;
+      llvm::Type* t = reg_type(types[i].element());
+      if (!types[i].is_tensor()) {
+        auto* phi = hb.CreatePHI(t, 2);
+        phi->addIncoming(init[i].scalar, pre);
+        g.scalar = phi;
+      } else {
+        for (int64_t j = 0; j < slots_of(types[i]); ++j) {
+          auto* phi = hb.CreatePHI(t, 2);
+          phi->addIncoming(init[i].slots[j], pre);
+          g.slots.push_back(phi);
+        }
+      }
+      out.push_back(g);
+    }
+    return out;
+  }
+  void close_phis(const std::vector<GVal>& phis, const std::vector<GVal>& next, llvm::BasicBlock* latch) {
+    for (size_t i = 0; i < phis.size(); ++i) {
+      if (phis[i].scalar) llvm::cast<llvm::PHINode>(phis[i].scalar)->addIncoming(next[i].scalar, latch);
+      for (size_t j = 0; j < phis[i].slots.size(); ++j)
+        llvm::cast<llvm::PHINode>(phis[i].slots[j])->addIncoming(next[i].slots[j], latch);
+    }
+  }
+  std::vector<GVal> values_of(const ir::Op& term, size_t skip) {
+    std::vector<GVal> out;
+    for (size_t i = skip; i < term.operands.size(); ++i) out.push_back(val(term.operands[i]));
+    return out;
+  }
+
+  void emit_for(const ir::Op& op) {
+    const ir::Block& body = *op.regions[0];
+    std::vector<ir::Type> types;
+    std::vector<GVal> init;
+    for (size_t i = 3; i < op.operands.size(); ++i) {
+      types.push_back(op.operands[i]->type);
+      init.push_back(val(op.operands[i]));
+    }
+    llvm::Value* lo = val(op.operands[0]).scalar;
+    llvm::Value* hi = val(op.operands[1]).scalar;
+    llvm::Value* step = val(op.operands[2]).scalar;
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx_, "for.header", fn_);
+    auto* body_bb = llvm::BasicBlock::Create(ctx_, "for.body", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "for.end", fn_);
+    b_.CreateBr(header);
+    auto phis = carried_phis(types, init, header, pre);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* iv = b_.CreatePHI(lo->getType(), 2, "iv");
+    iv->addIncoming(lo, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(iv, hi), body_bb, exit);
+    b_.SetInsertPoint(body_bb);
+    vals_[body.args[0].get()] = GVal{iv, {}};
+    for (size_t i = 0; i < phis.size(); ++i) vals_[body.args[i + 1].get()] = phis[i];
+    emit_block(body);
+    auto next = values_of(*body.terminator(), 0);
+    llvm::Value* iv_next = b_.CreateAdd(iv, step);
+    llvm::BasicBlock* latch = b_.GetInsertBlock();
+    iv->addIncoming(iv_next, latch);
+    close_phis(phis, next, latch);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
+    for (size_t i = 0; i < phis.size(); ++i) vals_[op.results[i].get()] = phis[i];
+  }
+
+  void emit_if(const ir::Op& op) {
+    auto* then_bb = llvm::BasicBlock::Create(ctx_, "if.then", fn_);
+    auto* else_bb = llvm::BasicBlock::Create(ctx_, "if.else", fn_);
+    auto* join = llvm::BasicBlock::Create(ctx_, "if.end", fn_);
+    b_.CreateCondBr(val(op.operands[0]).scalar, then_bb, else_bb);
+    std::vector<std::pair<std::vector<GVal>, llvm::BasicBlock*>> incoming;
+    for (int r = 0; r < 2; ++r) {
+      b_.SetInsertPoint(r == 0 ? then_bb : else_bb);
+      emit_block(*op.regions[r]);
+      incoming.emplace_back(values_of(*op.regions[r]->terminator(), 0), b_.GetInsertBlock());
+      b_.CreateBr(join);
+    }
+    b_.SetInsertPoint(join);
+    for (size_t i = 0; i < op.results.size(); ++i) {
+      const ir::Type& t = op.results[i]->type;
+      GVal g;
+      auto merge = [&](std::function<llvm::Value*(const GVal&)> pick) {
+        llvm::PHINode* phi = b_.CreatePHI(reg_type(t.element()), 2);
+        for (auto& [vals, bb] : incoming) phi->addIncoming(pick(vals[i]), bb);
+        return phi;
+      };
+      if (!t.is_tensor()) g.scalar = merge([](const GVal& v) { return v.scalar; });
+      else
+        for (int64_t j = 0; j < slots_of(t); ++j) g.slots.push_back(merge([j](const GVal& v) { return v.slots[j]; }));
+      vals_[op.results[i].get()] = g;
+    }
+  }
+
+  void emit_while(const ir::Op& op) {
+    const ir::Block& before = *op.regions[0];
+    const ir::Block& after = *op.regions[1];
+    std::vector<ir::Type> types;
+    std::vector<GVal> init;
+    for (auto* v : op.operands) {
+      types.push_back(v->type);
+      init.push_back(val(v));
+    }
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx_, "while.cond", fn_);
+    auto* body_bb = llvm::BasicBlock::Create(ctx_, "while.body", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "while.end", fn_);
+    b_.CreateBr(header);
+    auto phis = carried_phis(types, init, header, pre);
+    b_.SetInsertPoint(header);
+    for (size_t i = 0; i < phis.size(); ++i) vals_[before.args[i].get()] = phis[i];
+    emit_block(before);
+    const ir::Op& cond = *before.terminator();
+    auto forwarded = values_of(cond, 1);
+    b_.CreateCondBr(val(cond.operands[0]).scalar, body_bb, exit);
+    b_.SetInsertPoint(body_bb);
+    for (size_t i = 0; i < forwarded.size(); ++i) vals_[after.args[i].get()] = forwarded[i];
+    emit_block(after);
+    auto next = values_of(*after.terminator(), 0);
+    llvm::BasicBlock* latch = b_.GetInsertBlock();
+    close_phis(phis, next, latch);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
+    for (size_t i = 0; i < forwarded.size(); ++i) vals_[op.results[i].get()] = forwarded[i];
+  }
+
+  const ir::Function& f_;
+  llvm::LLVMContext& ctx_;
+  NvptxOptions opts_;
+  std::unique_ptr<llvm::Module> module_;
+  int threads_;
+  llvm::Function* fn_ = nullptr;
+  llvm::GlobalVariable* smem_ = nullptr;
+  llvm::Value* tid_ = nullptr;
+  int64_t smem_bytes_ = 0;
+  std::map<const ir::Value*, GVal> vals_;
+};
+
+}  // namespace
+
+NvptxModule lower_nvptx(const ir::Function& f, llvm::LLVMContext& ctx, const NvptxOptions& opts) {
+  return NvptxLowering(f, ctx, opts).run();
+}
+
+}  // namespace tiledist::codegen

@@ -1,0 +1,231 @@
+#include "runtime/cuda.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "ir/support.h"
+
+namespace tiledist::cuda {
+
+namespace {
+
+// The few driver types and entry points we use (declared here: no CUDA headers needed).
+using CUresult = int;
+using CUdevice = int;
+using CUcontext = void*;
+using CUmodule = void*;
+using CUfunction = void*;
+using CUstream = void*;
+using CUevent = void*;
+using CUdeviceptr = unsigned long long;
+constexpr int kAttrMultiprocessors = 16;
+constexpr int kAttrCcMajor = 75, kAttrCcMinor = 76;
+constexpr int kAttrMaxSharedOptin = 97;
+constexpr int kFuncAttrMaxDynamicShared = 8;
+constexpr int kJitInfoLogBuffer = 3, kJitInfoLogBufferSize = 4, kJitErrorLogBuffer = 5, kJitErrorLogBufferSize = 6;
+
+struct Driver {
+  void* lib = nullptr;
+  std::string error;
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuGetErrorName)(CUresult, const char**);
+  CUresult (*cuDeviceGetCount)(int*);
+  CUresult (*cuDeviceGet)(CUdevice*, int);
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice);
+  CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
+  CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
+  CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
+  CUresult (*cuModuleLoadDataEx)(CUmodule*, const void*, unsigned, int*, void**);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                             void**, void**);
+  CUresult (*cuEventCreate)(CUevent*, unsigned);
+  CUresult (*cuEventDestroy)(CUevent);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+
+  template <class F>
+  bool bind(F& fn, std::initializer_list<const char*> names) {
+    for (const char* n : names)
+      if (void* p = dlsym(lib, n)) {
+        fn = reinterpret_cast<F>(p);
+        return true;
+      }
+    error = str_cat("libcuda.so.1 lacks ", *names.begin());
+    return false;
+  }
+
+  bool load() {
+    lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      error = str_cat("cannot load libcuda.so.1 (", dlerror(), ")");
+      return false;
+    }
+    return bind(cuInit, {"cuInit"}) && bind(cuGetErrorName, {"cuGetErrorName"}) &&
+           bind(cuDeviceGetCount, {"cuDeviceGetCount"}) && bind(cuDeviceGet, {"cuDeviceGet"}) &&
+           bind(cuDeviceGetName, {"cuDeviceGetName"}) && bind(cuDeviceGetAttribute, {"cuDeviceGetAttribute"}) &&
+           bind(cuDevicePrimaryCtxRetain, {"cuDevicePrimaryCtxRetain"}) && bind(cuCtxSetCurrent, {"cuCtxSetCurrent"}) &&
+           bind(cuCtxSynchronize, {"cuCtxSynchronize"}) && bind(cuMemAlloc, {"cuMemAlloc_v2"}) &&
+           bind(cuMemFree, {"cuMemFree_v2"}) && bind(cuMemcpyHtoD, {"cuMemcpyHtoD_v2"}) &&
+           bind(cuMemcpyDtoH, {"cuMemcpyDtoH_v2"}) && bind(cuMemsetD8, {"cuMemsetD8_v2"}) &&
+           bind(cuModuleLoadDataEx, {"cuModuleLoadDataEx"}) && bind(cuModuleUnload, {"cuModuleUnload"}) &&
+           bind(cuModuleGetFunction, {"cuModuleGetFunction"}) && bind(cuFuncSetAttribute, {"cuFuncSetAttribute"}) &&
+           bind(cuLaunchKernel, {"cuLaunchKernel"}) && bind(cuEventCreate, {"cuEventCreate"}) &&
+           bind(cuEventDestroy, {"cuEventDestroy_v2", "cuEventDestroy"}) && bind(cuEventRecord, {"cuEventRecord"}) &&
+           bind(cuEventSynchronize, {"cuEventSynchronize"}) &&
+           bind(cuEventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"});
+  }
+};
+
+Driver* driver_or_null() {
+  static Driver* d = [] {
+    auto* drv = new Driver();
+    if (drv->load()) {
+      CUresult r = drv->cuInit(0);
+      int n = 0;
+      if (r != 0) drv->error = str_cat("cuInit failed with error ", r);
+      else if (drv->cuDeviceGetCount(&n) != 0 || n == 0) drv->error = "no CUDA device found";
+    }
+    return drv;
+  }();
+  return d;
+}
+
+Driver& driver() {
+  Driver* d = driver_or_null();
+  if (!d->error.empty()) throw Error("tiledist: CUDA is not available: " + d->error);
+  return *d;
+}
+
+void check(CUresult r, const char* call) {
+  if (r == 0) return;
+  const char* name = "unknown error";
+  driver().cuGetErrorName(r, &name);
+  throw Error(str_cat("tiledist: ", call, " failed: ", name, " (", r, ")"));
+}
+#define TD_CU(call) check(driver().call, #call)
+
+}  // namespace
+
+bool available() { return driver_or_null()->error.empty(); }
+std::string unavailable_reason() { return driver_or_null()->error; }
+
+std::string DeviceInfo::arch() const {
+  if (cc_major >= 9) return "sm_90a";
+  return "sm_80";
+}
+
+const DeviceInfo& device() {
+  static DeviceInfo info;
+  static std::once_flag once;
+  static void* ctx = nullptr;
+  std::call_once(once, [] {
+    Driver& d = driver();
+    int count = 0;
+    TD_CU(cuDeviceGetCount(&count));
+    int ordinal = 0;
+    if (const char* e = std::getenv("TILEDIST_DEVICE")) ordinal = std::atoi(e);
+    else if (const char* l = std::getenv("TILEDIST_LOCAL_RANK")) ordinal = std::atoi(l) % count;
+    else if (const char* l = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) ordinal = std::atoi(l) % count;
+    if (ordinal < 0 || ordinal >= count) throw Error(str_cat("tiledist: CUDA device ", ordinal, " does not exist (", count, " found)"));
+    CUdevice dev;
+    TD_CU(cuDeviceGet(&dev, ordinal));
+    char name[256] = {0};
+    TD_CU(cuDeviceGetName(name, sizeof name, dev));
+    info.ordinal = ordinal;
+    info.name = name;
+    int v = 0;
+    TD_CU(cuDeviceGetAttribute(&info.cc_major, kAttrCcMajor, dev));
+    TD_CU(cuDeviceGetAttribute(&info.cc_minor, kAttrCcMinor, dev));
+    TD_CU(cuDeviceGetAttribute(&info.sms, kAttrMultiprocessors, dev));
+    TD_CU(cuDeviceGetAttribute(&v, kAttrMaxSharedOptin, dev));
+    info.max_shared_per_block_optin = static_cast<size_t>(v);
+    TD_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+    (void)d;
+  });
+  check(driver().cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+  return info;
+}
+
+void* malloc(size_t bytes) {
+  device();
+  CUdeviceptr p = 0;
+  TD_CU(cuMemAlloc(&p, bytes ? bytes : 1));
+  return reinterpret_cast<void*>(p);
+}
+void free(void* p) {
+  if (p && available()) driver().cuMemFree(reinterpret_cast<CUdeviceptr>(p));
+}
+void copy_to_device(void* dst, const void* src, size_t bytes) {
+  if (bytes) TD_CU(cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(dst), src, bytes));
+}
+void copy_to_host(void* dst, const void* src, size_t bytes) {
+  if (bytes) TD_CU(cuMemcpyDtoH(dst, reinterpret_cast<CUdeviceptr>(src), bytes));
+}
+void memset(void* dst, int value, size_t bytes) {
+  TD_CU(cuMemsetD8(reinterpret_cast<CUdeviceptr>(dst), static_cast<unsigned char>(value), bytes));
+}
+void synchronize() { TD_CU(cuCtxSynchronize()); }
+
+Module::Module(const std::string& ptx, const std::string& name) : name_(name) {
+  device();
+  char info[8192] = {0}, errors[8192] = {0};
+  int options[] = {kJitInfoLogBuffer, kJitInfoLogBufferSize, kJitErrorLogBuffer, kJitErrorLogBufferSize};
+  void* values[] = {info, reinterpret_cast<void*>(sizeof info), errors, reinterpret_cast<void*>(sizeof errors)};
+  CUresult r = driver().cuModuleLoadDataEx(&module_, ptx.c_str(), 4, options, values);
+  if (r != 0) {
+    const char* err = "unknown error";
+    driver().cuGetErrorName(r, &err);
+    throw Error(str_cat("tiledist: cuModuleLoadDataEx of kernel '", name, "' failed: ", err, "\n", errors, info));
+  }
+}
+
+Module::~Module() {
+  if (module_ && available()) driver().cuModuleUnload(module_);
+}
+
+void Module::launch(const std::string& entry, const int grid[3], int threads, size_t shared_bytes, void** args, void* stream) {
+  CUfunction f = nullptr;
+  check(driver().cuModuleGetFunction(&f, module_, entry.c_str()), "cuModuleGetFunction");
+  if (shared_bytes > 48 * 1024) {
+    if (shared_bytes > device().max_shared_per_block_optin)
+      throw Error(str_cat("tiledist: kernel '", name_, "' needs ", shared_bytes, " bytes of shared memory; ",
+                          device().name, " allows ", device().max_shared_per_block_optin));
+    TD_CU(cuFuncSetAttribute(f, kFuncAttrMaxDynamicShared, static_cast<int>(shared_bytes)));
+  }
+  check(driver().cuLaunchKernel(f, grid[0], grid[1], grid[2], threads, 1, 1, static_cast<unsigned>(shared_bytes), stream,
+                                args, nullptr),
+        "cuLaunchKernel");
+}
+
+Timer::Timer() {
+  TD_CU(cuEventCreate(&begin_, 0));
+  TD_CU(cuEventCreate(&end_, 0));
+}
+Timer::~Timer() {
+  if (available()) {
+    driver().cuEventDestroy(begin_);
+    driver().cuEventDestroy(end_);
+  }
+}
+void Timer::start() { TD_CU(cuEventRecord(begin_, nullptr)); }
+float Timer::stop() {
+  TD_CU(cuEventRecord(end_, nullptr));
+  TD_CU(cuEventSynchronize(end_));
+  float ms = 0;
+  TD_CU(cuEventElapsedTime(&ms, begin_, end_));
+  return ms;
+}
+
+}  // namespace tiledist::cuda

@@ -1,0 +1,93 @@
+// The CUDA backend's runtime: the driver API through dlopen("libcuda.so.1"), so the same build
+// runs where there is no driver (available() is false there). Every failing call throws Error
+// naming the call and the CUDA error name.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tiledist::cuda {
+
+/// Whether a CUDA driver and at least one device are present (never throws).
+bool available();
+/// Why not, when available() is false.
+std::string unavailable_reason();
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int sms = 0;
+  size_t max_shared_per_block_optin = 0;
+  /// "sm_90a" for Hopper, "sm_80" for Ampere and Ada (what our code generator targets).
+  std::string arch() const;
+};
+
+/// The current device (ordinal $TILEDIST_DEVICE, else the rank's local rank modulo the count,
+/// else 0), with its primary context made current on the calling thread.
+const DeviceInfo& device();
+
+/// Device memory.
+void* malloc(size_t bytes);
+void free(void* p);
+void copy_to_device(void* dst, const void* src, size_t bytes);
+void copy_to_host(void* dst, const void* src, size_t bytes);
+void memset(void* dst, int value, size_t bytes);
+void synchronize();
+
+/// A module loaded from PTX; the driver's JIT log is in the Error when loading fails.
+class Module {
+ public:
+  Module(const std::string& ptx, const std::string& name);
+  ~Module();
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  /// Launches `entry` with `args` (pointers to each argument's value) on the default stream.
+  void launch(const std::string& entry, const int grid[3], int threads, size_t shared_bytes, void** args,
+              void* stream = nullptr);
+
+ private:
+  void* module_ = nullptr;
+  std::string name_;
+};
+
+/// Device memory holding `count` elements of T, freed with the object.
+template <class T>
+class Buffer {
+ public:
+  explicit Buffer(size_t count) : count_(count), ptr_(static_cast<T*>(cuda::malloc(count * sizeof(T)))) {}
+  explicit Buffer(const std::vector<T>& host) : Buffer(host.size()) { upload(host); }
+  ~Buffer() { cuda::free(ptr_); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  void upload(const std::vector<T>& host) { copy_to_device(ptr_, host.data(), std::min(host.size(), count_) * sizeof(T)); }
+  std::vector<T> download() const {
+    std::vector<T> host(count_);
+    copy_to_host(host.data(), ptr_, count_ * sizeof(T));
+    return host;
+  }
+  T* data() const { return ptr_; }
+  size_t size() const { return count_; }
+
+ private:
+  size_t count_;
+  T* ptr_;
+};
+
+/// Elapsed milliseconds between two points on the default stream, measured with CUDA events.
+class Timer {
+ public:
+  Timer();
+  ~Timer();
+  void start();
+  float stop();  // synchronizes
+
+ private:
+  void* begin_ = nullptr;
+  void* end_ = nullptr;
+};
+
+}  // namespace tiledist::cuda
