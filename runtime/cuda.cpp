@@ -43,6 +43,7 @@ struct Driver {
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
   CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
   CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
+  CUresult (*cuMemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
   CUresult (*cuModuleLoadDataEx)(CUmodule*, const void*, unsigned, int*, void**);
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
@@ -78,7 +79,7 @@ struct Driver {
            bind(cuDevicePrimaryCtxRetain, {"cuDevicePrimaryCtxRetain"}) && bind(cuCtxSetCurrent, {"cuCtxSetCurrent"}) &&
            bind(cuCtxSynchronize, {"cuCtxSynchronize"}) && bind(cuMemAlloc, {"cuMemAlloc_v2"}) &&
            bind(cuMemFree, {"cuMemFree_v2"}) && bind(cuMemcpyHtoD, {"cuMemcpyHtoD_v2"}) &&
-           bind(cuMemcpyDtoH, {"cuMemcpyDtoH_v2"}) && bind(cuMemsetD8, {"cuMemsetD8_v2"}) &&
+           bind(cuMemcpyDtoH, {"cuMemcpyDtoH_v2"}) && bind(cuMemsetD8, {"cuMemsetD8_v2"}) && bind(cuMemcpyDtoD, {"cuMemcpyDtoD_v2"}) &&
            bind(cuModuleLoadDataEx, {"cuModuleLoadDataEx"}) && bind(cuModuleUnload, {"cuModuleUnload"}) &&
            bind(cuModuleGetFunction, {"cuModuleGetFunction"}) && bind(cuFuncSetAttribute, {"cuFuncSetAttribute"}) &&
            bind(cuLaunchKernel, {"cuLaunchKernel"}) && bind(cuEventCreate, {"cuEventCreate"}) &&
@@ -175,6 +176,9 @@ void copy_to_host(void* dst, const void* src, size_t bytes) {
 }
 void memset(void* dst, int value, size_t bytes) {
   TD_CU(cuMemsetD8(reinterpret_cast<CUdeviceptr>(dst), static_cast<unsigned char>(value), bytes));
+}
+void copy_device_to_device(void* dst, const void* src, size_t bytes) {
+  TD_CU(cuMemcpyDtoD(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes));
 }
 void synchronize() { TD_CU(cuCtxSynchronize()); }
 

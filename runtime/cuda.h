@@ -36,6 +36,7 @@ void free(void* p);
 void copy_to_device(void* dst, const void* src, size_t bytes);
 void copy_to_host(void* dst, const void* src, size_t bytes);
 void memset(void* dst, int value, size_t bytes);
+void copy_device_to_device(void* dst, const void* src, size_t bytes);
 void synchronize();
 
 /// A module loaded from PTX; the driver's JIT log is in the Error when loading fails.

@@ -110,14 +110,17 @@ void cas_counter(tl::Ptr<int32_t> counter, tl::Ptr<int32_t> seen, tl::Ptr<int32_
   tl::store(retries + pid, out[2]);
 }
 TEST(Ops, CompareAndSwapLoop) {
+  // Holds however the programs interleave (one after another on the CPU, at once on a GPU).
   int n = 300;
   std::vector<int32_t> counter(1, 5), seen(n, -1), retries(n, -1);
   compile(KernelDef("cas_counter", cas_counter, {"counter", "seen", "retries"})).launch({n}, counter, seen, retries);
   EXPECT_EQ(counter[0], 5 + 2 * n);
-  for (int i = 0; i < n; ++i) {
-    EXPECT_EQ(seen[i], 5 + 2 * i + 1) << "program " << i;
-    EXPECT_EQ(retries[i], 1) << "the stale CAS did not fail exactly once";
-  }
+  std::vector<int32_t> sorted = seen;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end()) << "two CASes succeeded on one value";
+  EXPECT_GE(sorted.front(), 6);
+  EXPECT_LT(sorted.back(), 5 + 2 * n);
+  for (int i = 0; i < n; ++i) EXPECT_GE(retries[i], 1) << "the CAS from a stale value did not fail, program " << i;
 }
 
 void exchange(tl::Ptr<int32_t> swapped) {
