@@ -441,8 +441,48 @@ class NvptxLowering : public Elements {
     define(op, g);
   }
 
+  /// A whole 1-D tensor reduced to a scalar (softmax, layernorm): each thread combines its
+  /// slots, warps combine through butterfly shuffles, and warps through shared memory.
+  bool emit_reduce_to_scalar(const ir::Op& op) {
+    const ir::Type& in = op.operands[0]->type;
+    const std::string& kind = op.str_attr("kind");
+    llvm::Type* t = reg_type(in.element());
+    if (in.shape.size() != 1 || kind == "argmax" || kind == "argmin" || !(t->isFloatTy() || t->isIntegerTy(32))) return false;
+    bool fl = t->isFloatTy();
+    llvm::Value* identity;
+    if (kind == "sum") identity = llvm::Constant::getNullValue(t);
+    else if (fl) identity = llvm::ConstantFP::getInfinity(t, kind == "max");
+    else identity = kind == "max" ? b_.getInt32(INT32_MIN) : b_.getInt32(INT32_MAX);
+    auto combine = [&](llvm::Value* a, llvm::Value* x) -> llvm::Value* {
+      if (kind == "sum") return fl ? b_.CreateFAdd(a, x) : b_.CreateAdd(a, x);
+      if (fl) return b_.CreateBinaryIntrinsic(kind == "max" ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum, a, x);
+      return b_.CreateBinaryIntrinsic(kind == "max" ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, a, x);
+    };
+    llvm::Value* partial = identity;
+    for (int64_t j = 0; j < slots_of(in); ++j)
+      partial = combine(partial, b_.CreateSelect(valid(in, j), element(op.operands[0], j), identity));
+    auto shfl = fl ? llvm::Intrinsic::nvvm_shfl_sync_bfly_f32 : llvm::Intrinsic::nvvm_shfl_sync_bfly_i32;
+    for (int offset = 16; offset >= 1; offset /= 2)
+      partial = combine(partial, b_.CreateIntrinsic(shfl, {}, {b_.getInt32(-1), partial, b_.getInt32(offset), b_.getInt32(31)}));
+    int warps = threads_ / 32;
+    if (warps > 1) {
+      smem_bytes_ = std::max<int64_t>(smem_bytes_, warps * 4);
+      llvm::Value* lane = b_.CreateAnd(tid_, b_.getInt32(31));
+      llvm::Value* warp = b_.CreateLShr(tid_, 5);
+      barrier();  // the staging area may still be read by an earlier op
+      guarded(b_.CreateICmpEQ(lane, b_.getInt32(0)), [&] { b_.CreateStore(partial, b_.CreateGEP(t, smem_, warp)); });
+      barrier();
+      partial = identity;
+      for (int w = 0; w < warps; ++w) partial = combine(partial, b_.CreateLoad(t, b_.CreateConstGEP1_32(t, smem_, w)));
+      barrier();
+    }
+    define(op, {round(partial, op.results[0]->type.dtype), {}});
+    return true;
+  }
+
   /// Reductions: stage the operand; each output element is reduced by the thread that owns it.
   void emit_reduce(const ir::Op& op) {
+    if (emit_reduce_to_scalar(op)) return;
     const ir::Type& in = op.operands[0]->type;
     const ir::Type& rt = op.results[0]->type;
     const std::string& kind = op.str_attr("kind");
