@@ -10,6 +10,7 @@
 
 #include "codegen/codegen.h"
 #include "codegen/elements.h"
+#include "llvm/IR/InlineAsm.h"
 #include "llvm/IR/IntrinsicsNVPTX.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Verifier.h"
@@ -550,8 +551,117 @@ class NvptxLowering : public Elements {
     define(op, g);
   }
 
+  /// Stages a 16-bit float tensor in shared memory in its memory format (what MMA consumes).
+  llvm::Value* stage_narrow(const ir::Value* v, int64_t base) {
+    const ir::Type& t = v->type;
+    smem_bytes_ = std::max(smem_bytes_, base + t.numel() * 2);
+    llvm::Value* arr = b_.CreateConstGEP1_64(b_.getInt8Ty(), smem_, base);
+    llvm::Type* mt = mem_type(t.dtype);
+    for (int64_t j = 0; j < slots_of(t); ++j)
+      guarded(valid(t, j), [&] { b_.CreateStore(to_mem(element(v, j), t.dtype), b_.CreateGEP(mt, arr, element_index(j))); });
+    return arr;
+  }
+
+  /// A counted loop `for (i = 0; i < n; i += step)` with the body emitted by `body(i)`.
+  void counted_loop(llvm::Value* start, llvm::Value* n, int step, const std::function<void(llvm::Value*)>& body) {
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
+    auto* body_bb = llvm::BasicBlock::Create(ctx_, "loop.body", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "loop.end", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* i = b_.CreatePHI(b_.getInt32Ty(), 2);
+    i->addIncoming(start, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(i, n), body_bb, exit);
+    b_.SetInsertPoint(body_bb);
+    body(i);
+    i->addIncoming(b_.CreateAdd(i, b_.getInt32(step)), b_.GetInsertBlock());
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
+  }
+
+  /// dot on tensor cores (sm_80+, bf16/f16 inputs, f32 accumulator): A, B and the accumulator go
+  /// to shared memory; each warp walks 16x8 output tiles, issuing mma.sync.m16n8k16 over K, and
+  /// writes its tiles back; then every thread takes its elements in the cyclic layout.
+  bool emit_dot_mma(const ir::Op& op) {
+    const ir::Type& at = op.operands[0]->type;
+    const ir::Type& rt = op.results[0]->type;
+    int64_t M = at.shape[0], K = at.shape[1], N = rt.shape[1];
+    if ((at.dtype != DType::bf16 && at.dtype != DType::f16) || M % 16 || N % 8 || K % 16) return false;
+    int64_t a_bytes = (M * K * 2 + 15) / 16 * 16, b_bytes = (K * N * 2 + 15) / 16 * 16;
+    llvm::Value* a = stage_narrow(op.operands[0], 0);
+    llvm::Value* bb = stage_narrow(op.operands[1], a_bytes);
+    llvm::Value* c = stage(op.operands[2], a_bytes + b_bytes);
+    barrier();
+    llvm::Type* i16 = b_.getInt16Ty();
+    llvm::Type* i32 = b_.getInt32Ty();
+    llvm::Type* f32 = b_.getFloatTy();
+    llvm::Value* lane = b_.CreateAnd(tid_, b_.getInt32(31));
+    llvm::Value* warp = b_.CreateLShr(tid_, 5);
+    llvm::Value* group = b_.CreateLShr(lane, 2);
+    llvm::Value* tig = b_.CreateAnd(lane, b_.getInt32(3));
+    const char* type = at.dtype == DType::bf16 ? "bf16" : "f16";
+    auto* mma_ty = llvm::FunctionType::get(llvm::StructType::get(ctx_, {f32, f32, f32, f32}),
+                                           {i32, i32, i32, i32, i32, i32, f32, f32, f32, f32}, false);
+    auto* mma = llvm::InlineAsm::get(
+        mma_ty,
+        str_cat("mma.sync.aligned.m16n8k16.row.col.f32.", type, ".", type,
+                ".f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};"),
+        "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", true);
+    auto i = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
+    // A pair of adjacent elements of a row of A, as one 32-bit register.
+    auto a_pair = [&](llvm::Value* row, llvm::Value* col) {
+      return b_.CreateLoad(i32, b_.CreateGEP(i16, a, b_.CreateAdd(b_.CreateMul(row, i(K)), col)));
+    };
+    // B[k][n] and B[k+1][n], packed low then high.
+    auto b_pair = [&](llvm::Value* k, llvm::Value* n) {
+      llvm::Value* lo = b_.CreateLoad(i16, b_.CreateGEP(i16, bb, b_.CreateAdd(b_.CreateMul(k, i(N)), n)));
+      llvm::Value* hi = b_.CreateLoad(i16, b_.CreateGEP(i16, bb, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(k, i(1)), i(N)), n)));
+      return b_.CreateOr(b_.CreateZExt(lo, i32), b_.CreateShl(b_.CreateZExt(hi, i32), 16));
+    };
+    int64_t tiles_n = N / 8, tiles = (M / 16) * tiles_n;
+    counted_loop(warp, i(tiles), threads_ / 32, [&](llvm::Value* tile) {
+      llvm::Value* row0 = b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(tile, i(tiles_n)), i(16)), group);
+      llvm::Value* row1 = b_.CreateAdd(row0, i(8));
+      llvm::Value* col = b_.CreateAdd(b_.CreateMul(b_.CreateURem(tile, i(tiles_n)), i(8)), b_.CreateMul(tig, i(2)));
+      llvm::Value* n_b = b_.CreateAdd(b_.CreateMul(b_.CreateURem(tile, i(tiles_n)), i(8)), group);
+      llvm::Value* c_idx[4] = {b_.CreateAdd(b_.CreateMul(row0, i(N)), col), nullptr,
+                               b_.CreateAdd(b_.CreateMul(row1, i(N)), col), nullptr};
+      c_idx[1] = b_.CreateAdd(c_idx[0], i(1));
+      c_idx[3] = b_.CreateAdd(c_idx[2], i(1));
+      llvm::Value* acc[4];
+      for (int r = 0; r < 4; ++r) acc[r] = b_.CreateLoad(f32, b_.CreateGEP(f32, c, c_idx[r]));
+      // The K loop carries the four accumulators through allocas (registers after mem2reg).
+      llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+      llvm::Value* slots[4];
+      for (int r = 0; r < 4; ++r) {
+        slots[r] = entry.CreateAlloca(f32);
+        b_.CreateStore(acc[r], slots[r]);
+      }
+      counted_loop(i(0), i(K), 16, [&](llvm::Value* k0) {
+        llvm::Value* ka = b_.CreateAdd(k0, b_.CreateMul(tig, i(2)));
+        llvm::Value* args[10] = {a_pair(row0, ka), a_pair(row1, ka), a_pair(row0, b_.CreateAdd(ka, i(8))),
+                                 a_pair(row1, b_.CreateAdd(ka, i(8))), b_pair(ka, n_b), b_pair(b_.CreateAdd(ka, i(8)), n_b),
+                                 nullptr, nullptr, nullptr, nullptr};
+        for (int r = 0; r < 4; ++r) args[6 + r] = b_.CreateLoad(f32, slots[r]);
+        llvm::Value* d = b_.CreateCall(mma_ty, mma, args);
+        for (int r = 0; r < 4; ++r) b_.CreateStore(b_.CreateExtractValue(d, r), slots[r]);
+      });
+      for (int r = 0; r < 4; ++r) b_.CreateStore(b_.CreateLoad(f32, slots[r]), b_.CreateGEP(f32, c, c_idx[r]));
+    });
+    barrier();
+    GVal g;
+    for (int64_t j = 0; j < slots_of(rt); ++j)
+      g.slots.push_back(guarded_value(valid(rt, j), f32, llvm::UndefValue::get(f32),
+                                      [&] { return b_.CreateLoad(f32, b_.CreateGEP(f32, c, element_index(j))); }));
+    barrier();
+    define(op, g);
+    return true;
+  }
+
   /// dot: both operands staged; each thread accumulates its output elements with FMAs.
   void emit_dot(const ir::Op& op) {
+    if (opts_.arch != "sm_70" && emit_dot_mma(op)) return;
     const ir::Type& at = op.operands[0]->type;
     const ir::Type& bt = op.operands[1]->type;
     const ir::Type& rt = op.results[0]->type;
