@@ -347,8 +347,9 @@ class NvptxLowering : public Elements {
     define(op, g);
   }
 
-  /// Broadcast and transpose: every output element reads its input element from shared memory.
-  void emit_permute(const ir::Op& op) {
+  /// Input strides of a broadcast or transpose: element (i0, i1, ...) of the result reads the
+  /// input at sum(i_d * strides[d]).
+  std::vector<int64_t> permute_strides(const ir::Op& op) {
     const ir::Type& in = op.operands[0]->type;
     const ir::Type& rt = op.results[0]->type;
     auto in_strides = strides_of(in.shape);
@@ -356,6 +357,57 @@ class NvptxLowering : public Elements {
     for (size_t d = 0; d < s.size(); ++d) {
       if (op.code == OpCode::Trans) s[d] = in_strides[op.ints_attr("perm")[d]];
       else s[d] = in.shape[d] == 1 && rt.shape[d] != 1 ? 0 : in_strides[d];
+    }
+    return s;
+  }
+
+  /// Whether the elements of `v` can be recomputed at any index from aranges, splats and
+  /// elementwise ops (index arithmetic, masks), rather than read from the thread that holds them.
+  bool recomputable(const ir::Value* v, int budget = 24) {
+    if (!v->type.is_tensor()) return true;
+    const ir::Op* d = v->def;
+    if (!d || budget <= 0) return false;
+    switch (d->code) {
+      case OpCode::Arange: case OpCode::Splat: return true;
+      case OpCode::Load: case OpCode::AtomicRMW: case OpCode::AtomicCAS: case OpCode::Reduce: case OpCode::Dot:
+      case OpCode::SymmAt: case OpCode::For: case OpCode::If: case OpCode::While:
+        return false;
+      default:
+        if (!d->is_pure() || d->results.size() != 1) return false;
+        for (const ir::Value* o : d->operands)
+          if (!recomputable(o, budget - 1)) return false;
+        return true;
+    }
+  }
+  /// The element of `v` at row-major index `e` (an i32), recomputed (see recomputable).
+  llvm::Value* recompute(const ir::Value* v, llvm::Value* e) {
+    if (!v->type.is_tensor()) return val(v).scalar;
+    const ir::Op& d = *v->def;
+    switch (d.code) {
+      case OpCode::Arange: return b_.CreateAdd(e, b_.getInt32(static_cast<int32_t>(d.int_attr("start"))));
+      case OpCode::Splat: return val(d.operands[0]).scalar;
+      case OpCode::ExpandDims: case OpCode::Reshape: case OpCode::Hint: return recompute(d.operands[0], e);
+      case OpCode::Broadcast: case OpCode::Trans:
+        return recompute(d.operands[0], linear(multi_index(e, v->type.shape), permute_strides(d)));
+      default: {
+        std::vector<llvm::Value*> in;
+        for (const ir::Value* o : d.operands) in.push_back(recompute(o, e));
+        return elementwise(d, in);
+      }
+    }
+  }
+
+  /// Broadcast and transpose: index arithmetic is recomputed where it is needed; other values
+  /// go through shared memory.
+  void emit_permute(const ir::Op& op) {
+    const ir::Type& in = op.operands[0]->type;
+    const ir::Type& rt = op.results[0]->type;
+    auto s = permute_strides(op);
+    if (recomputable(op.operands[0])) {
+      GVal g;
+      for (int64_t j = 0; j < slots_of(rt); ++j)
+        g.slots.push_back(recompute(op.operands[0], linear(multi_index(element_index(j), rt.shape), s)));
+      return define(op, g);
     }
     llvm::Value* arr = stage(op.operands[0], 0);
     barrier();
