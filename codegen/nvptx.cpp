@@ -24,6 +24,10 @@ namespace {
 struct GVal {
   llvm::Value* scalar = nullptr;
   std::vector<llvm::Value*> slots;
+  /// Slots in the MMA accumulator layout instead of the cyclic one: warp w holds the 16x8
+  /// tiles w, w + W, ...; slot 4*i + r is register r of its i-th tile. Only dot produces it and
+  /// only loops carry it; every other use sees the value converted to the cyclic layout.
+  bool mma = false;
 };
 
 class NvptxLowering : public Elements {
@@ -257,10 +261,86 @@ class NvptxLowering : public Elements {
     return r;
   }
 
-  GVal& val(const ir::Value* v) {
+  /// The value as lowered, in whatever layout it has.
+  GVal& raw(const ir::Value* v) {
     auto it = vals_.find(v);
     TD_ASSERT(it != vals_.end(), "value used before lowering");
     return it->second;
+  }
+  /// The value in the cyclic layout (converted once per consuming op, see emit()).
+  GVal& val(const ir::Value* v) {
+    auto c = converted_.find(v);
+    if (c != converted_.end()) return c->second;
+    GVal& g = raw(v);
+    if (!g.mma) return g;
+    return converted_[v] = cyclic_from_mma(g, v->type);
+  }
+
+  // ---- the MMA accumulator layout
+  struct MmaTiles {
+    int64_t M, N, tiles_n, tiles, per_warp;
+  };
+  MmaTiles mma_tiles(const ir::Type& t) const {
+    int64_t M = t.shape[0], N = t.shape[1], tiles = (M / 16) * (N / 8), warps = threads_ / 32;
+    return {M, N, N / 8, tiles, (tiles + warps - 1) / warps};
+  }
+  bool mma_eligible(const ir::Op& dot) const {
+    const ir::Type& at = dot.operands[0]->type;
+    const ir::Type& rt = dot.results[0]->type;
+    return opts_.arch != "sm_70" && (at.dtype == DType::bf16 || at.dtype == DType::f16) && rt.shape[0] % 16 == 0 &&
+           rt.shape[1] % 8 == 0 && at.shape[1] % 16 == 0;
+  }
+  llvm::Value* warp_id() { return b_.CreateLShr(tid_, 5); }
+  /// Tile t's register r: its row-major element index; `tile_ok` whether this warp has tile i.
+  llvm::Value* mma_index(const MmaTiles& m, llvm::Value* t, int r) {
+    llvm::Value* lane = b_.CreateAnd(tid_, b_.getInt32(31));
+    llvm::Value* row = b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(t, b_.getInt32(static_cast<int32_t>(m.tiles_n))), b_.getInt32(16)),
+                                    b_.CreateLShr(lane, 2));
+    if (r >= 2) row = b_.CreateAdd(row, b_.getInt32(8));
+    llvm::Value* col = b_.CreateAdd(b_.CreateMul(b_.CreateURem(t, b_.getInt32(static_cast<int32_t>(m.tiles_n))), b_.getInt32(8)),
+                                    b_.CreateAdd(b_.CreateMul(b_.CreateAnd(lane, b_.getInt32(3)), b_.getInt32(2)), b_.getInt32(r & 1)));
+    return b_.CreateAdd(b_.CreateMul(row, b_.getInt32(static_cast<int32_t>(m.N))), col);
+  }
+  llvm::Value* tile_of(const MmaTiles& m, int64_t i) {
+    return b_.CreateAdd(warp_id(), b_.getInt32(static_cast<int32_t>(i * (threads_ / 32))));
+  }
+  llvm::Value* tile_ok(const MmaTiles& m, int64_t i) {
+    if ((i + 1) * (threads_ / 32) <= m.tiles) return b_.getTrue();
+    return b_.CreateICmpSLT(tile_of(m, i), b_.getInt32(static_cast<int32_t>(m.tiles)));
+  }
+  GVal cyclic_from_mma(const GVal& g, const ir::Type& t) {
+    MmaTiles m = mma_tiles(t);
+    smem_bytes_ = std::max(smem_bytes_, m.M * m.N * 4);
+    llvm::Type* f32 = b_.getFloatTy();
+    barrier();
+    for (int64_t i = 0; i < m.per_warp; ++i)
+      guarded(tile_ok(m, i), [&] {
+        for (int r = 0; r < 4; ++r) b_.CreateStore(g.slots[i * 4 + r], b_.CreateGEP(f32, smem_, mma_index(m, tile_of(m, i), r)));
+      });
+    barrier();
+    GVal out;
+    for (int64_t j = 0; j < slots_of(t); ++j)
+      out.slots.push_back(guarded_value(valid(t, j), f32, llvm::UndefValue::get(f32),
+                                        [&] { return b_.CreateLoad(f32, b_.CreateGEP(f32, smem_, element_index(j))); }));
+    barrier();
+    return out;
+  }
+  GVal mma_from(const ir::Value* v) {
+    GVal& g = raw(v);
+    if (g.mma) return g;
+    MmaTiles m = mma_tiles(v->type);
+    llvm::Type* f32 = b_.getFloatTy();
+    llvm::Value* arr = stage(v, 0);
+    barrier();
+    GVal out;
+    out.mma = true;
+    for (int64_t i = 0; i < m.per_warp; ++i)
+      for (int r = 0; r < 4; ++r)
+        out.slots.push_back(guarded_value(tile_ok(m, i), f32, llvm::UndefValue::get(f32), [&] {
+          return b_.CreateLoad(f32, b_.CreateGEP(f32, arr, mma_index(m, tile_of(m, i), r)));
+        }));
+    barrier();
+    return out;
   }
   llvm::Value* element(const ir::Value* v, int64_t j) {
     const GVal& g = val(v);
@@ -273,6 +353,19 @@ class NvptxLowering : public Elements {
   }
 
   void emit(const ir::Op& op) {
+    converted_.clear();
+    // Operands in the MMA layout are converted up front, where the conversion dominates every
+    // use inside the op (dot and hint take them as they are; loops manage their own).
+    bool keeps_layout = op.code == OpCode::Dot || op.code == OpCode::Hint || op.code == OpCode::For ||
+                        op.code == OpCode::Yield || !op.regions.empty();
+    if (!keeps_layout)
+      for (const ir::Value* v : op.operands)
+        if (vals_.count(v) && raw(v).mma && !converted_.count(v)) converted_[v] = cyclic_from_mma(raw(v), v->type);
+    emit_op(op);
+    converted_.clear();
+  }
+
+  void emit_op(const ir::Op& op) {
     const ir::Type* rt = op.results.empty() ? nullptr : &op.results[0]->type;
     switch (op.code) {
       case OpCode::Constant: {
@@ -306,9 +399,10 @@ class NvptxLowering : public Elements {
       }
       case OpCode::Splat:
         return define(op, {nullptr, std::vector<llvm::Value*>(slots_of(*rt), val(op.operands[0]).scalar)});
+      case OpCode::Hint:
+        return define(op, raw(op.operands[0]));  // keeps its layout
       case OpCode::Reshape:
       case OpCode::ExpandDims:
-      case OpCode::Hint:
       case OpCode::ConsumeToken:
         return define(op, val(op.operands[0]));  // the same elements in the same order
       case OpCode::Broadcast:
@@ -639,17 +733,18 @@ class NvptxLowering : public Elements {
     const ir::Type& at = op.operands[0]->type;
     const ir::Type& rt = op.results[0]->type;
     int64_t M = at.shape[0], K = at.shape[1], N = rt.shape[1];
-    if ((at.dtype != DType::bf16 && at.dtype != DType::f16) || M % 16 || N % 8 || K % 16) return false;
-    int64_t a_bytes = (M * K * 2 + 15) / 16 * 16, b_bytes = (K * N * 2 + 15) / 16 * 16;
+    if (!mma_eligible(op)) return false;
+    (void)M;
+    int64_t a_bytes = (M * K * 2 + 15) / 16 * 16;
+    // The accumulator enters in the MMA layout (carried by a loop) or is converted once.
+    GVal acc_in = mma_from(op.operands[2]);
     llvm::Value* a = stage_narrow(op.operands[0], 0);
     llvm::Value* bb = stage_narrow(op.operands[1], a_bytes);
-    llvm::Value* c = stage(op.operands[2], a_bytes + b_bytes);
     barrier();
     llvm::Type* i16 = b_.getInt16Ty();
     llvm::Type* i32 = b_.getInt32Ty();
     llvm::Type* f32 = b_.getFloatTy();
     llvm::Value* lane = b_.CreateAnd(tid_, b_.getInt32(31));
-    llvm::Value* warp = b_.CreateLShr(tid_, 5);
     llvm::Value* group = b_.CreateLShr(lane, 2);
     llvm::Value* tig = b_.CreateAnd(lane, b_.getInt32(3));
     const char* type = at.dtype == DType::bf16 ? "bf16" : "f16";
@@ -663,7 +758,7 @@ class NvptxLowering : public Elements {
     auto i = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
     // A pair of adjacent elements of a row of A, as one 32-bit register.
     auto a_pair = [&](llvm::Value* row, llvm::Value* col) {
-      return b_.CreateLoad(i32, b_.CreateGEP(i16, a, b_.CreateAdd(b_.CreateMul(row, i(K)), col)));
+      return b_.CreateAlignedLoad(i32, b_.CreateGEP(i16, a, b_.CreateAdd(b_.CreateMul(row, i(K)), col)), llvm::Align(4));
     };
     // B[k][n] and B[k+1][n], packed low then high.
     auto b_pair = [&](llvm::Value* k, llvm::Value* n) {
@@ -671,43 +766,36 @@ class NvptxLowering : public Elements {
       llvm::Value* hi = b_.CreateLoad(i16, b_.CreateGEP(i16, bb, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(k, i(1)), i(N)), n)));
       return b_.CreateOr(b_.CreateZExt(lo, i32), b_.CreateShl(b_.CreateZExt(hi, i32), 16));
     };
-    int64_t tiles_n = N / 8, tiles = (M / 16) * tiles_n;
-    counted_loop(warp, i(tiles), threads_ / 32, [&](llvm::Value* tile) {
-      llvm::Value* row0 = b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(tile, i(tiles_n)), i(16)), group);
-      llvm::Value* row1 = b_.CreateAdd(row0, i(8));
-      llvm::Value* col = b_.CreateAdd(b_.CreateMul(b_.CreateURem(tile, i(tiles_n)), i(8)), b_.CreateMul(tig, i(2)));
-      llvm::Value* n_b = b_.CreateAdd(b_.CreateMul(b_.CreateURem(tile, i(tiles_n)), i(8)), group);
-      llvm::Value* c_idx[4] = {b_.CreateAdd(b_.CreateMul(row0, i(N)), col), nullptr,
-                               b_.CreateAdd(b_.CreateMul(row1, i(N)), col), nullptr};
-      c_idx[1] = b_.CreateAdd(c_idx[0], i(1));
-      c_idx[3] = b_.CreateAdd(c_idx[2], i(1));
-      llvm::Value* acc[4];
-      for (int r = 0; r < 4; ++r) acc[r] = b_.CreateLoad(f32, b_.CreateGEP(f32, c, c_idx[r]));
-      // The K loop carries the four accumulators through allocas (registers after mem2reg).
+    MmaTiles m = mma_tiles(rt);
+    GVal out;
+    out.mma = true;
+    for (int64_t ti = 0; ti < m.per_warp; ++ti) {
+      // The four accumulators of this tile live in allocas (registers after mem2reg).
       llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
       llvm::Value* slots[4];
       for (int r = 0; r < 4; ++r) {
         slots[r] = entry.CreateAlloca(f32);
-        b_.CreateStore(acc[r], slots[r]);
+        b_.CreateStore(acc_in.slots[ti * 4 + r], slots[r]);
       }
-      counted_loop(i(0), i(K), 16, [&](llvm::Value* k0) {
-        llvm::Value* ka = b_.CreateAdd(k0, b_.CreateMul(tig, i(2)));
-        llvm::Value* args[10] = {a_pair(row0, ka), a_pair(row1, ka), a_pair(row0, b_.CreateAdd(ka, i(8))),
-                                 a_pair(row1, b_.CreateAdd(ka, i(8))), b_pair(ka, n_b), b_pair(b_.CreateAdd(ka, i(8)), n_b),
-                                 nullptr, nullptr, nullptr, nullptr};
-        for (int r = 0; r < 4; ++r) args[6 + r] = b_.CreateLoad(f32, slots[r]);
-        llvm::Value* d = b_.CreateCall(mma_ty, mma, args);
-        for (int r = 0; r < 4; ++r) b_.CreateStore(b_.CreateExtractValue(d, r), slots[r]);
+      guarded(tile_ok(m, ti), [&] {
+        llvm::Value* tile = tile_of(m, ti);
+        llvm::Value* row0 = b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(tile, i(m.tiles_n)), i(16)), group);
+        llvm::Value* row1 = b_.CreateAdd(row0, i(8));
+        llvm::Value* n_b = b_.CreateAdd(b_.CreateMul(b_.CreateURem(tile, i(m.tiles_n)), i(8)), group);
+        counted_loop(i(0), i(K), 16, [&](llvm::Value* k0) {
+          llvm::Value* ka = b_.CreateAdd(k0, b_.CreateMul(tig, i(2)));
+          llvm::Value* args[10] = {a_pair(row0, ka), a_pair(row1, ka), a_pair(row0, b_.CreateAdd(ka, i(8))),
+                                   a_pair(row1, b_.CreateAdd(ka, i(8))), b_pair(ka, n_b), b_pair(b_.CreateAdd(ka, i(8)), n_b),
+                                   nullptr, nullptr, nullptr, nullptr};
+          for (int r = 0; r < 4; ++r) args[6 + r] = b_.CreateLoad(f32, slots[r]);
+          llvm::Value* d = b_.CreateCall(mma_ty, mma, args);
+          for (int r = 0; r < 4; ++r) b_.CreateStore(b_.CreateExtractValue(d, r), slots[r]);
+        });
       });
-      for (int r = 0; r < 4; ++r) b_.CreateStore(b_.CreateLoad(f32, slots[r]), b_.CreateGEP(f32, c, c_idx[r]));
-    });
-    barrier();
-    GVal g;
-    for (int64_t j = 0; j < slots_of(rt); ++j)
-      g.slots.push_back(guarded_value(valid(rt, j), f32, llvm::UndefValue::get(f32),
-                                      [&] { return b_.CreateLoad(f32, b_.CreateGEP(f32, c, element_index(j))); }));
-    barrier();
-    define(op, g);
+      for (int r = 0; r < 4; ++r) out.slots.push_back(b_.CreateLoad(f32, slots[r]));
+    }
+    barrier();  // A and B may be restaged by the next op
+    define(op, out);
     return true;
   }
 
@@ -769,7 +857,8 @@ class NvptxLowering : public Elements {
         phi->addIncoming(init[i].scalar, pre);
         g.scalar = phi;
       } else {
-        for (int64_t j = 0; j < slots_of(types[i]); ++j) {
+        g.mma = init[i].mma;
+        for (size_t j = 0; j < init[i].slots.size(); ++j) {
           auto* phi = hb.CreatePHI(t, 2);
           phi->addIncoming(init[i].slots[j], pre);
           g.slots.push_back(phi);
@@ -789,6 +878,7 @@ class NvptxLowering : public Elements {
   std::vector<GVal> values_of(const ir::Op& term, size_t skip) {
     std::vector<GVal> out;
     for (size_t i = skip; i < term.operands.size(); ++i) out.push_back(val(term.operands[i]));
+    converted_.clear();  // conversions made here belong to this point of the region only
     return out;
   }
 
@@ -796,10 +886,18 @@ class NvptxLowering : public Elements {
     const ir::Block& body = *op.regions[0];
     std::vector<ir::Type> types;
     std::vector<GVal> init;
+    // A carried value that the body's last word makes with an MMA dot stays in the MMA layout.
+    const ir::Op& yield = *body.terminator();
+    std::vector<bool> as_mma;
+    for (size_t i = 3; i < op.operands.size(); ++i) {
+      const ir::Op* def = yield.operands[i - 3]->def;
+      as_mma.push_back(def && def->code == OpCode::Dot && mma_eligible(*def));
+    }
     for (size_t i = 3; i < op.operands.size(); ++i) {
       types.push_back(op.operands[i]->type);
-      init.push_back(val(op.operands[i]));
+      init.push_back(as_mma[i - 3] ? mma_from(op.operands[i]) : val(op.operands[i]));
     }
+    converted_.clear();
     llvm::Value* lo = val(op.operands[0]).scalar;
     llvm::Value* hi = val(op.operands[1]).scalar;
     llvm::Value* step = val(op.operands[2]).scalar;
@@ -817,7 +915,10 @@ class NvptxLowering : public Elements {
     vals_[body.args[0].get()] = GVal{iv, {}};
     for (size_t i = 0; i < phis.size(); ++i) vals_[body.args[i + 1].get()] = phis[i];
     emit_block(body);
-    auto next = values_of(*body.terminator(), 0);
+    std::vector<GVal> next;
+    for (size_t i = 0; i < yield.operands.size(); ++i)
+      next.push_back(as_mma[i] ? mma_from(yield.operands[i]) : val(yield.operands[i]));
+    converted_.clear();
     llvm::Value* iv_next = b_.CreateAdd(iv, step);
     llvm::BasicBlock* latch = b_.GetInsertBlock();
     iv->addIncoming(iv_next, latch);
@@ -897,6 +998,7 @@ class NvptxLowering : public Elements {
   llvm::Value* tid_ = nullptr;
   int64_t smem_bytes_ = 0;
   std::map<const ir::Value*, GVal> vals_;
+  std::map<const ir::Value*, GVal> converted_;  // MMA values seen in the cyclic layout by this op
 };
 
 }  // namespace
