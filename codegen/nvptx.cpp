@@ -356,7 +356,7 @@ class NvptxLowering : public Elements {
     converted_.clear();
     // Operands in the MMA layout are converted up front, where the conversion dominates every
     // use inside the op (dot and hint take them as they are; loops manage their own).
-    bool keeps_layout = op.code == OpCode::Dot || op.code == OpCode::Hint || op.code == OpCode::For ||
+    bool keeps_layout = (op.code == OpCode::Dot && mma_eligible(op)) || op.code == OpCode::Hint || op.code == OpCode::For ||
                         op.code == OpCode::Yield || !op.regions.empty();
     if (!keeps_layout)
       for (const ir::Value* v : op.operands)
@@ -525,7 +525,9 @@ class NvptxLowering : public Elements {
       llvm::Value* cond = mask ? (ok == b_.getTrue() ? mask : b_.CreateAnd(ok, mask)) : ok;
       return guarded_value(cond, reg_type(rt.element()), other, [&] { return from_mem(b_.CreateLoad(mem_type(d), p), d); });
     };
-    if (!rt.is_tensor()) return define(op, {one(0, b_.getTrue()), {}});
+    // A scalar must be the same in every thread (branches on it contain barriers): thread 0
+    // loads it and shares it, rather than each thread reading memory that may be changing.
+    if (!rt.is_tensor()) return define(op, {from_thread0(reg_type(rt), [&] { return one(0, b_.getTrue()); }), {}});
     GVal g;
     for (int64_t j = 0; j < slots_of(rt); ++j) g.slots.push_back(one(j, valid(rt, j)));
     define(op, g);

@@ -117,19 +117,24 @@ extern "C" void tiledist_barrier(void* rtp) {
   HostRuntime& rt = runtime_of(rtp);
   World& w = *rt.world;
   ControlBlock& ctl = w.control();
-  int64_t mine = ctl.device_barrier[w.rank()].fetch_add(1, std::memory_order_acq_rel) + 1;
+  int64_t k = rt.fibers->next_barrier_index();
+  if (static_cast<int64_t>(rt.barrier_arrivals.size()) <= k) rt.barrier_arrivals.resize(k + 1, 0);
+  // The last local program to arrive announces this rank; then all wait for all ranks.
+  int64_t target = rt.barrier_base + k + 1;
+  if (++rt.barrier_arrivals[k] == rt.grid_size) ctl.device_barrier[w.rank()].store(target, std::memory_order_release);
   wait_for(
       rt,
       [&] {
         for (int r = 0; r < w.size(); ++r)
-          if (ctl.device_barrier[r].load(std::memory_order_acquire) < mine) return false;
+          if (ctl.device_barrier[r].load(std::memory_order_acquire) < target) return false;
         return true;
       },
       [&] {
         std::string missing;
         for (int r = 0; r < w.size(); ++r)
-          if (ctl.device_barrier[r].load() < mine) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-        return str_cat("barrier_all #", mine, " (ranks not there yet: ", missing, ")");
+          if (ctl.device_barrier[r].load() < target) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        return str_cat("barrier_all #", k + 1, " of this launch (", rt.barrier_arrivals[k], " of ", rt.grid_size,
+                       " local programs arrived; ranks not there yet: ", missing, ")");
       });
 }
 

@@ -52,7 +52,11 @@ FiberScheduler::Fiber* FiberScheduler::start(int64_t linear) {
     void* m = mmap(nullptr, kStackBytes + kGuardBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
     if (m == MAP_FAILED) throw Error("tiledist: cannot allocate a fiber stack for a program instance");
-    mprotect(m, kGuardBytes, PROT_NONE);
+    if (mprotect(m, kGuardBytes, PROT_NONE) != 0) {
+      munmap(m, kStackBytes + kGuardBytes);
+      delete f;
+      throw Error("tiledist: cannot protect a fiber stack's guard page (too many program instances blocked at once?)");
+    }
     f->stack = static_cast<char*>(m);
   }
   if (!free_scratch_.empty()) {
@@ -123,7 +127,11 @@ void FiberScheduler::run() {
     // Start more programs: those that never block run to completion one after another; when
     // the running ones are stuck, start as many again as are blocked (the one that signals
     // them may not have started yet).
-    size_t budget = idle ? std::max<size_t>(1, active_.size()) : (active_.size() < kMaxActive ? 1 : 0);
+    size_t room = kMaxActive - std::min(kMaxActive, active_.size());
+    size_t budget = idle ? std::min(room, std::max<size_t>(1, active_.size())) : (room > 0 ? 1 : 0);
+    if (idle && budget == 0 && next < total)
+      throw Error(str_cat("tiledist: ", kMaxActive, " program instances of kernel '", rt_->kernel,
+                          "' are blocked at once and more are waiting to start; use a smaller grid"));
     while (next < total && budget > 0 && !failed_) {
       Fiber* f = start(next++);
       resume(f);

@@ -28,6 +28,8 @@ class FiberScheduler {
   [[noreturn]] void abort_current(const std::string& message);
   /// From a program: something it waited for happened (a round is not idle).
   void note_progress() { progress_ = true; }
+  /// From a program: how many device barriers it has entered before this one.
+  int64_t next_barrier_index() { return current_->barriers++; }
 
  private:
   struct Fiber {
@@ -35,6 +37,7 @@ class FiberScheduler {
     char* stack = nullptr;
     char* scratch = nullptr;
     int32_t pid[3];
+    int64_t barriers = 0;
     bool done = false;
   };
   static void trampoline();

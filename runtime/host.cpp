@@ -23,6 +23,8 @@ void launch_host(HostKernelFn fn, const Grid& grid, void** args, int64_t scratch
                  const HostLaunch& how) {
   if (how.distributed) {
     rt.world = &World::get();
+    rt.grid_size = grid.size();
+    rt.barrier_base = rt.world->control().device_barrier[rt.world->rank()].load();
     FiberScheduler(fn, grid, args, scratch_bytes, &rt).run();
     if (rt.violated) throw Error(rt.message);
     return;

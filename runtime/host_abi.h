@@ -38,6 +38,11 @@ struct HostRuntime {
   std::string message;
   World* world = nullptr;
   FiberScheduler* fibers = nullptr;
+  // Device barriers of this launch: barrier k completes when every program of the grid on
+  // every rank has arrived at its k-th barrier.
+  int64_t grid_size = 1;
+  int64_t barrier_base = 0;                 // this rank's barrier count before the launch
+  std::vector<int64_t> barrier_arrivals;    // local programs arrived at barrier k
 };
 
 }  // namespace tiledist::runtime

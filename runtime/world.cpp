@@ -72,7 +72,14 @@ void* map_segment(const std::string& name, size_t bytes, bool create) {
 World& World::get() {
   static World* world = [] {
     auto* w = new World();  // lives until exit: kernels of static destructors may still use it
-    w->bootstrap();
+    try {
+      w->bootstrap();
+    } catch (...) {
+      // Leave nothing behind in /dev/shm for a start that failed.
+      shm_unlink(segment_name(w->session_, str_cat("heap", w->rank_)).c_str());
+      if (w->rank_ == 0) shm_unlink(segment_name(w->session_, "ctl").c_str());
+      throw;
+    }
     return w;
   }();
   return *world;
@@ -134,6 +141,7 @@ void World::bootstrap() {
   } else {
     while (!(ctl_ = static_cast<ControlBlock*>(map_segment(ctl_name, sizeof(ControlBlock), false))) ||
            ctl_->magic.load(std::memory_order_acquire) != kMagic) {
+      if (ctl_) munmap(ctl_, sizeof(ControlBlock));  // mapped before rank 0 finished: try again
       if (Clock::now() > deadline)
         throw Error(str_cat("tiledist: rank ", rank_, " waited ", wait_timeout_, " s for rank 0 to start session '",
                             session_, "'"));
@@ -141,8 +149,6 @@ void World::bootstrap() {
     }
   }
   ctl_->pids[rank_].store(getpid());
-  // A rank that exits normally is not a rank that died: peers stop watching its pid.
-  std::atexit([] { World::get().control().pids[World::get().rank()].store(0); });
   ctl_->arrived.fetch_add(1);
   wait_until([&] { return ctl_->arrived.load() >= size_; }, "the start of all ranks");
   for (int r = 0; r < size_; ++r) {
@@ -154,11 +160,16 @@ void World::bootstrap() {
   shm_unlink(segment_name(session_, str_cat("heap", rank_)).c_str());
   if (rank_ == 0) shm_unlink(ctl_name.c_str());
   free_[0] = heap_size_;
+  // A rank that exits is not a rank that died: peers stop watching its pid. (Registered only
+  // once bootstrap has succeeded; the handler touches nothing but the mapped control block.)
+  static ControlBlock* exit_ctl = ctl_;
+  static int exit_rank = rank_;
+  std::atexit([] { exit_ctl->pids[exit_rank].store(0); });
 }
 
 std::string World::peer_problem() const {
   int failed = ctl_->failed_rank.load();
-  if (failed >= 0 && failed != rank_) return str_cat("rank ", failed, " failed: ", std::string(ctl_->failure));
+  if (failed >= 0 && failed != rank_) return str_cat("rank ", failed, " failed: ", std::string(ctl_->failure[failed]));
   for (int r = 0; r < size_; ++r) {
     int64_t pid = ctl_->pids[r].load();
     if (r == rank_ || pid <= 0) continue;
@@ -169,10 +180,9 @@ std::string World::peer_problem() const {
 
 void World::report_failure(const std::string& message) {
   if (!ctl_) return;
+  std::snprintf(ctl_->failure[rank_], sizeof ctl_->failure[rank_], "%s", message.c_str());
   int expected = -1;
-  if (ctl_->failed_rank.compare_exchange_strong(expected, rank_)) {
-    std::snprintf(ctl_->failure, sizeof ctl_->failure, "%s", message.c_str());
-  }
+  ctl_->failed_rank.compare_exchange_strong(expected, rank_, std::memory_order_acq_rel);
 }
 
 void World::wait_poll(const std::function<bool()>& done, const char* what) {
@@ -204,6 +214,9 @@ void World::barrier() {
 }
 
 void* World::alloc(size_t bytes) {
+  if (bytes > heap_size_)
+    throw Error(str_cat("tiledist: symm_alloc of ", bytes, " bytes is larger than the symmetric heap (", heap_size_,
+                        " bytes; set $TILEDIST_SYMM_HEAP_SIZE)"));
   int64_t seq = ++allocs_;
   ctl_->alloc_size[rank_].store(static_cast<int64_t>(bytes));
   ctl_->alloc_seq[rank_].store(seq, std::memory_order_release);

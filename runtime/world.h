@@ -31,7 +31,7 @@ struct ControlBlock {
   std::atomic<int64_t> device_barrier[kMaxRanks];  // calls of shmem::barrier_all() in kernels
   std::atomic<int64_t> alloc_seq[kMaxRanks];
   std::atomic<int64_t> alloc_size[kMaxRanks];
-  char failure[512];
+  char failure[kMaxRanks][256];  // each rank writes only its own, before publishing failed_rank
 };
 
 class World {

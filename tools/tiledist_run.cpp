@@ -158,16 +158,19 @@ int main(int argc, char** argv) {
   std::vector<Rank> ranks(n);
   for (int r = 0; r < n; ++r) {
     int out[2], err[2];
-    if (pipe(out) != 0 || pipe(err) != 0) {
-      std::perror("tiledist-run: pipe");
+    auto abandon = [&](const char* what) {
+      std::perror(what);
+      for (int k = 0; k < r; ++k) kill(ranks[k].pid, SIGKILL);
+      for (int k = 0; k < r; ++k) waitpid(ranks[k].pid, nullptr, 0);
       return 1;
-    }
+    };
+    if (pipe(out) != 0 || pipe(err) != 0) return abandon("tiledist-run: pipe");
     pid_t pid = fork();
-    if (pid < 0) {
-      std::perror("tiledist-run: fork");
-      return 1;
-    }
+    if (pid < 0) return abandon("tiledist-run: fork");
     if (pid == 0) {
+      signal(SIGPIPE, SIG_DFL);
+      signal(SIGINT, SIG_DFL);
+      signal(SIGTERM, SIG_DFL);
       dup2(out[1], 1);
       dup2(err[1], 2);
       close(out[0]), close(out[1]), close(err[0]), close(err[1]);

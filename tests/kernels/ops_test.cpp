@@ -477,6 +477,26 @@ TEST(Regressions, LiteralsConstantsAndScalarReshape) {
   EXPECT_EQ(out[7], -100 + 0 + 50 + 127);
 }
 
+// An f32 dot (FMA path on GPUs) accumulating onto the result of a bf16 dot (tensor cores).
+void dot_chain(tl::Ptr<bf16> a, tl::Ptr<float> x, tl::Ptr<float> out) {
+  auto r = tl::expand_dims(tl::arange(0, 16), 1), c = tl::expand_dims(tl::arange(0, 16), 0);
+  auto at = tl::load(a + r * 16 + c);
+  auto first = tl::dot(at, at);
+  auto xt = tl::load(x + r * 16 + c);
+  tl::store(out + r * 16 + c, tl::dot(xt, xt, first));
+}
+TEST(Regressions, DotChainAcrossLowerings) {
+  auto af = ref::random_floats(256), x = ref::random_floats(256);
+  std::vector<bf16> a(256);
+  for (int i = 0; i < 256; ++i) af[i] = float(a[i] = bf16(af[i]));
+  std::vector<float> out(256), first, second;
+  compile(KernelDef("dot_chain", dot_chain, {"a", "x", "out"})).launch({1}, a, x, out);
+  ref::gemm(af, af, first, 16, 16, 16);
+  ref::gemm(x, x, second, 16, 16, 16);
+  for (int i = 0; i < 256; ++i) second[i] += first[i];
+  EXPECT_LT(ref::rel_error(out, second), 1e-5);
+}
+
 void permute_scalar(tl::Ptr<float> x) { tl::permute(tl::load(x), {}); }
 TEST(Regressions, PermuteOfAScalarIsAnError) {
   EXPECT_THROW(KernelDef("permute_scalar", permute_scalar, {"x"}).trace({}), Error);

@@ -304,6 +304,31 @@ TEST(Collectives, GetmemAndDirectPeerStores) {
   for (void* p : {(void*)src.data(), (void*)dst.data(), (void*)flag.data()}) symm_free(p);
 }
 
+// ---- a device barrier waits for every program of the grid on every rank
+void barrier_grid(tl::Ptr<int32_t> marks, tl::Ptr<int64_t> errors) {
+  auto me = dist::rank(), n = dist::num_ranks();
+  auto p = tl::program_id(0), programs = tl::num_programs(0);
+  // Mark our arrival on every rank, then after the barrier every mark must be there.
+  tl::for_range(0, n, 1, [&](Tensor r) { tl::store(dist::symm_at(marks + me * programs + p, r), 1); });
+  shmem::barrier_all();
+  auto o = tl::arange(0, 64);
+  auto seen = tl::sum(tl::load(marks + o, o < n * programs, 0), 0);
+  tl::if_then(seen != n * programs, [&] { tl::atomic_add(errors, 1); });
+}
+TEST(Collectives, DeviceBarrierWaitsForEveryProgram) {
+  int programs = 64 / world_size();
+  auto marks = symm_alloc<int32_t>(64);
+  auto errors = symm_alloc<int64_t>(1);
+  std::fill(marks.begin(), marks.end(), 0);
+  errors[0] = 0;
+  barrier_all();
+  compile(KernelDef("barrier_grid", barrier_grid, {"marks", "errors"})).launch({programs}, marks.data(), errors.data());
+  EXPECT_EQ(errors[0], 0) << "a program left the barrier before every program had arrived";
+  barrier_all();
+  symm_free(errors.data());
+  symm_free(marks.data());
+}
+
 TEST(Collectives, RemoteCompareSwap) {
   auto word = symm_alloc<int64_t>(1);
   word[0] = 0;
