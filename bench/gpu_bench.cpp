@@ -95,19 +95,27 @@ int main() {
     Cublas cublas;
     bool have_cublas = cublas.load();
     std::printf("%-40s %12s %12s %10s\n", "bf16 GEMM (f32 out)", "ours TFLOP/s", "cuBLAS", "ratio");
+    struct Config {
+      int bm, bn, bk, warps;
+    };
     for (auto [M, N, K] : {std::tuple{4096, 4096, 4096}, {8192, 8192, 8192}, {128, 8192, 8192}}) {
       cuda::Buffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
       cuda::Buffer<float> c(size_t(M) * N);
       cuda::memset(a.data(), 0, size_t(M) * K * 2);
       cuda::memset(b.data(), 0, size_t(K) * N * 2);
-      auto g = compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", 64}, {"BN", 64}, {"BK", 32}}, target);
       double flop = 2.0 * M * N * K;
-      double ours = time_ms([&] { g.launch({tl::cdiv(M, 64), tl::cdiv(N, 64)}, a, b, c, M, N, K); }, 3, 1);
       double theirs = have_cublas ? time_ms([&] { cublas.gemm(a.data(), b.data(), c.data(), M, N, K); }) : 0;
-      char shape[64];
-      std::snprintf(shape, sizeof shape, "M=%d N=%d K=%d", M, N, K);
-      std::printf("%-40s %12.1f %12.1f %9.3f\n", shape, flop / ours / 1e9, have_cublas ? flop / theirs / 1e9 : 0.0,
-                  have_cublas ? theirs / ours : 0.0);
+      for (Config cfg : {Config{64, 64, 32, 4}, Config{128, 128, 32, 8}, Config{128, 64, 32, 4}}) {
+        if (M < cfg.bm) continue;
+        CompileOptions opts;
+        opts.num_warps = cfg.warps;
+        auto g = compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", cfg.bm}, {"BN", cfg.bn}, {"BK", cfg.bk}}, target, opts);
+        double ours = time_ms([&] { g.launch({tl::cdiv(M, cfg.bm), tl::cdiv(N, cfg.bn)}, a, b, c, M, N, K); }, 3, 1);
+        char shape[96];
+        std::snprintf(shape, sizeof shape, "M=%d N=%d K=%d  %dx%dx%d/%dw", M, N, K, cfg.bm, cfg.bn, cfg.bk, cfg.warps);
+        std::printf("%-40s %12.1f %12.1f %9.3f\n", shape, flop / ours / 1e9, have_cublas ? flop / theirs / 1e9 : 0.0,
+                    have_cublas ? theirs / ours : 0.0);
+      }
     }
     if (!have_cublas) std::printf("(cuBLAS not found: set TILEDIST_CUBLAS to libcublas.so's path)\n");
   } catch (const Error& e) {
