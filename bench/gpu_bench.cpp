@@ -61,7 +61,7 @@ int main() {
   }
   const auto& dev = cuda::device();
   std::printf("gpu_bench on %s (%s, %d SMs)\n\n", dev.name.c_str(), dev.arch().c_str(), dev.sms);
-  Target target = Target::cuda(dev.arch());
+  Target target = Target::cuda();  // the arch of the device found
   try {
     // ---- bandwidth-bound kernels against the copy engine's device-to-device copy
     size_t n = size_t(64) << 20;  // 64 Mi floats = 256 MiB per buffer

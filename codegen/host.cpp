@@ -5,6 +5,7 @@
 // loads and stores, so results match a device that computes in the narrow format.
 #include <functional>
 #include <map>
+#include <set>
 
 #include "codegen/codegen.h"
 #include "codegen/elements.h"
@@ -72,12 +73,32 @@ class HostLowering : public Elements {
   }
 
   // ---- scratch buffers and loops
+  /// A slot in scratch for a tensor: the smallest free one that fits, else a new one. Slots
+  /// are given back when the value that owns them is dead (see emit_block), so scratch grows
+  /// with the live tensors, not with all of them.
   llvm::Value* alloc_buf(const ir::Type& t) {
     int64_t bytes = t.numel() * static_cast<int64_t>(module_->getDataLayout().getTypeAllocSize(buf_type(t)));
     if (bytes == 0) bytes = t.numel() * 8;
-    int64_t off = scratch_size_;
-    scratch_size_ += (bytes + 63) / 64 * 64;
-    return b_.CreateConstGEP1_64(b_.getInt8Ty(), scratch_, off);
+    bytes = (bytes + 63) / 64 * 64;
+    int64_t off;
+    auto it = free_slots_.lower_bound(bytes);
+    if (it != free_slots_.end()) {
+      bytes = it->first;
+      off = it->second;
+      free_slots_.erase(it);
+    } else {
+      off = scratch_size_;
+      scratch_size_ += bytes;
+    }
+    llvm::Value* p = b_.CreateConstGEP1_64(b_.getInt8Ty(), scratch_, off);
+    slot_of_[p] = {bytes, off};
+    return p;
+  }
+  void release_buf(llvm::Value* p) {
+    auto it = slot_of_.find(p);
+    if (it == slot_of_.end()) return;
+    free_slots_.emplace(it->second.first, it->second.second);
+    slot_of_.erase(it);
   }
   llvm::Value* buf_load(llvm::Value* buf, const ir::Type& t, llvm::Value* i) {
     llvm::Type* et = buf_type(t);
@@ -141,8 +162,49 @@ class HostLowering : public Elements {
     return c.buf ? buf_load(c.buf, v->type, i) : c.scalar;
   }
 
+  /// The value whose buffer `v` shares (hint and consume_token pass their operand through).
+  static const ir::Value* owner(const ir::Value* v) {
+    while (v->def && (v->def->code == OpCode::Hint || v->def->code == OpCode::ConsumeToken)) v = v->def->operands[0];
+    return v;
+  }
+  /// Values of `block` whose buffers can be given back after op i: their last use (in the op or
+  /// its regions) is op i. Values the terminator uses, and while results (they live in the
+  /// loop's own buffers), are never given back.
+  std::vector<std::vector<const ir::Value*>> deaths(const ir::Block& block) {
+    std::map<const ir::Value*, size_t> last;
+    std::set<const ir::Value*> defined, kept;
+    size_t i = 0;
+    std::function<void(const ir::Op&, size_t)> note_uses = [&](const ir::Op& op, size_t at) {
+      for (const ir::Value* v : op.operands) last[owner(v)] = at;
+      for (auto& r : op.regions)
+        for (auto& inner : r->ops) note_uses(*inner, at);
+    };
+    for (auto& op : block.ops) {
+      note_uses(*op, i);
+      bool term = (op->info().flags & ir::TERM) != 0;
+      if (term)
+        for (const ir::Value* v : op->operands) kept.insert(owner(v));
+      if (op->code != OpCode::While)
+        for (auto& r : op->results) defined.insert(r.get()), last.emplace(r.get(), i);  // unused: dies at once
+      ++i;
+    }
+    std::vector<std::vector<const ir::Value*>> out(block.ops.size());
+    for (auto& [v, at] : last)
+      if (defined.count(v) && !kept.count(v)) out[at].push_back(v);
+    return out;
+  }
+
   void emit_block(const ir::Block& block) {
-    for (auto& op : block.ops) emit(*op);
+    auto dead = deaths(block);
+    size_t i = 0;
+    for (auto& op : block.ops) {
+      emit(*op);
+      for (const ir::Value* v : dead[i]) {
+        auto it = vals_.find(v);
+        if (it != vals_.end() && it->second.buf) release_buf(it->second.buf);
+      }
+      ++i;
+    }
   }
 
   void emit(const ir::Op& op) {
@@ -710,6 +772,8 @@ class HostLowering : public Elements {
   llvm::Function* fn_ = nullptr;
   llvm::Value *args_ = nullptr, *pid_ = nullptr, *nprog_ = nullptr, *scratch_ = nullptr, *rt_ = nullptr;
   int64_t scratch_size_ = 0;
+  std::multimap<int64_t, int64_t> free_slots_;               // size -> offset
+  std::map<llvm::Value*, std::pair<int64_t, int64_t>> slot_of_;  // buffer -> (size, offset)
   bool distributed_ = false;
   std::map<const ir::Value*, CVal> vals_;
 };

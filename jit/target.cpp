@@ -21,6 +21,7 @@ Target Target::cuda(const std::string& arch) {
     throw Error(str_cat("tiledist: unknown CUDA architecture '", arch, "' (known: sm_80, sm_90, sm_90a)"));
   return Target{Kind::nvptx, arch};
 }
+Target Target::cuda() { return cuda(cuda::device().arch()); }
 Target Target::amdgcn(const std::string& arch) {
   if (arch != "gfx942" && arch != "gfx90a")
     throw Error(str_cat("tiledist: unknown AMD GPU architecture '", arch, "' (known: gfx942, gfx90a)"));
@@ -28,7 +29,7 @@ Target Target::amdgcn(const std::string& arch) {
 }
 Target Target::parse(const std::string& name) {
   if (name == "host") return host();
-  if (name == "cuda") return cuda(cuda::device().arch());
+  if (name == "cuda") return cuda();
   if (name.rfind("sm_", 0) == 0) return cuda(name);
   if (name.rfind("gfx", 0) == 0) return amdgcn(name);
   throw Error(str_cat("tiledist: unknown target '", name, "' (known: host, cuda, sm_80, sm_90a, gfx942, gfx90a)"));

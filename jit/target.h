@@ -12,6 +12,8 @@ struct Target {
 
   static Target host();
   static Target cuda(const std::string& arch);
+  /// The arch of the CUDA device found (sm_90a on Hopper, sm_80 before); throws Error without one.
+  static Target cuda();
   static Target amdgcn(const std::string& arch);
   /// "host", "sm_80", "sm_90a", "gfx942", "gfx90a", or "cuda" (the arch of the GPU found);
   /// throws Error naming the known targets.
