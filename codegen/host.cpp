@@ -184,7 +184,9 @@ class HostLowering : public Elements {
       bool term = (op->info().flags & ir::TERM) != 0;
       if (term)
         for (const ir::Value* v : op->operands) kept.insert(owner(v));
-      if (op->code != OpCode::While)
+      // Aliases (hint, consume_token) own nothing: their uses count for the value they alias.
+      bool alias = op->code == OpCode::Hint || op->code == OpCode::ConsumeToken;
+      if (op->code != OpCode::While && !alias)
         for (auto& r : op->results) defined.insert(r.get()), last.emplace(r.get(), i);  // unused: dies at once
       ++i;
     }

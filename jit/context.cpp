@@ -2,6 +2,10 @@
 // object file -> ORC LLJIT. Every step that can fail reports an Error naming the kernel.
 #include "jit/context.h"
 
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+
 #include <cstdlib>
 #include <mutex>
 
@@ -42,7 +46,53 @@ static float tiledist_f8e5m2_to_f32(uint8_t b) { return tiledist::f8e5m2_bits_to
 
 namespace tiledist::jit {
 
-const char* compiler_version() { return "tiledist " TILEDIST_VERSION " llvm " LLVM_VERSION_STRING; }
+namespace {
+/// The GNU build-id of the object that holds this function (libtiledist.so): it changes with
+/// every build, so a cache entry never outlives the compiler that made it.
+std::string own_build_id() {
+  Dl_info info;
+  if (!dladdr(reinterpret_cast<void*>(&own_build_id), &info) || !info.dli_fbase) return "unknown";
+  std::string id;
+  struct Search {
+    const void* base;
+    std::string* out;
+  } search{info.dli_fbase, &id};
+  dl_iterate_phdr(
+      [](dl_phdr_info* obj, size_t, void* data) -> int {
+        auto* s = static_cast<Search*>(data);
+        if (reinterpret_cast<const void*>(obj->dlpi_addr) != s->base) return 0;
+        for (int i = 0; i < obj->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = obj->dlpi_phdr[i];
+          if (ph.p_type != PT_NOTE) continue;
+          const char* p = reinterpret_cast<const char*>(obj->dlpi_addr + ph.p_vaddr);
+          const char* end = p + ph.p_memsz;
+          while (p + sizeof(ElfW(Nhdr)) <= end) {
+            auto* n = reinterpret_cast<const ElfW(Nhdr)*>(p);
+            const char* desc = p + sizeof(ElfW(Nhdr)) + ((n->n_namesz + 3) & ~3u);
+            if (n->n_type == NT_GNU_BUILD_ID) {
+              static const char* digits = "0123456789abcdef";
+              for (unsigned k = 0; k < n->n_descsz; ++k) {
+                unsigned char c = static_cast<unsigned char>(desc[k]);
+                s->out->push_back(digits[c >> 4]);
+                s->out->push_back(digits[c & 15]);
+              }
+              return 1;
+            }
+            p = desc + ((n->n_descsz + 3) & ~3u);
+          }
+        }
+        return 1;
+      },
+      &search);
+  return id.empty() ? "unknown" : id;
+}
+}  // namespace
+
+const char* compiler_version() {
+  static const std::string version =
+      std::string("tiledist " TILEDIST_VERSION " llvm " LLVM_VERSION_STRING " build ") + own_build_id();
+  return version.c_str();
+}
 
 namespace {
 

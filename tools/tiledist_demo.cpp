@@ -27,7 +27,7 @@ double time_ms(F&& f) {
 }  // namespace
 
 int main() {
-  std::printf("tiledist %s — showcase on the CPU backend (target host: %s)\n\n", jit::compiler_version(),
+  std::printf("%s — showcase on the CPU backend (target host: %s)\n\n", jit::compiler_version(),
               Target::host().arch.c_str());
   try {
     {

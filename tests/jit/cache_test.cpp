@@ -141,3 +141,17 @@ TEST(Cache, UnwritableDirectoryStillRuns) {
 
 }  // namespace
 }  // namespace tiledist
+
+namespace tiledist {
+namespace {
+TEST(Cache, KeysChangeWithEveryBuildOfTheCompiler) {
+  // The library's build-id is in every key: entries from an older build are never used.
+  std::string v = jit::compiler_version();
+  size_t at = v.find(" build ");
+  ASSERT_NE(at, std::string::npos) << v;
+  std::string id = v.substr(at + 7);
+  EXPECT_EQ(id.size(), 40u) << v;
+  EXPECT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos) << v;
+}
+}  // namespace
+}  // namespace tiledist
