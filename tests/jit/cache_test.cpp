@@ -25,8 +25,14 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
 };
 
+/// The probe beside this test binary (a moved build, the bundle), else where the build put it.
+std::string probe_program() {
+  fs::path beside = fs::read_symlink("/proc/self/exe").parent_path() / "cache_probe";
+  return fs::exists(beside) ? beside.string() : std::string(CACHE_PROBE);
+}
+
 std::string probe(const fs::path& dir) {
-  std::string cmd = std::string(CACHE_PROBE) + " " + dir.string();
+  std::string cmd = probe_program() + " " + dir.string();
   FILE* p = popen(cmd.c_str(), "r");
   EXPECT_NE(p, nullptr);
   char buf[256] = {0};
