@@ -183,6 +183,46 @@ class Elements {
   }
 
 
+  /// The LLVM ordering of a memory order the kernel named.
+  static llvm::AtomicOrdering ordering(const std::string& sem) {
+    if (sem == "relaxed") return llvm::AtomicOrdering::Monotonic;
+    if (sem == "seq_cst") return llvm::AtomicOrdering::SequentiallyConsistent;
+    if (sem == "acquire") return llvm::AtomicOrdering::Acquire;
+    if (sem == "release") return llvm::AtomicOrdering::Release;
+    return llvm::AtomicOrdering::AcquireRelease;
+  }
+
+  /// One element of an atomic_rmw or atomic_cas op on *p (for CAS, `v` is the expected value
+  /// and `desired` the new one); returns the old value.
+  llvm::Value* atomic_update(const ir::Op& op, llvm::Value* p, llvm::Value* v, llvm::Value* desired,
+                             llvm::SyncScope::ID scope = llvm::SyncScope::System) {
+    DType d = op.results[0]->type.dtype;
+    llvm::AtomicOrdering ord = ordering(op.str_attr("sem"));
+    llvm::MaybeAlign align(ir::dtype_bytes(d));
+    if (op.code == OpCode::AtomicCAS) {
+      llvm::AtomicOrdering failure = ord == llvm::AtomicOrdering::Release          ? llvm::AtomicOrdering::Monotonic
+                                     : ord == llvm::AtomicOrdering::AcquireRelease ? llvm::AtomicOrdering::Acquire
+                                                                                    : ord;
+      return b_.CreateExtractValue(b_.CreateAtomicCmpXchg(p, v, desired, align, ord, failure, scope), 0);
+    }
+    const std::string& k = op.str_attr("kind");
+    bool fl = ir::is_float(d);
+    using B = llvm::AtomicRMWInst::BinOp;
+    B bop = k == "add" ? (fl ? B::FAdd : B::Add) : k == "max" ? (fl ? B::FMax : B::Max)
+          : k == "min" ? (fl ? B::FMin : B::Min) : k == "xchg" ? B::Xchg : k == "and" ? B::And
+          : k == "or" ? B::Or : B::Xor;
+    return b_.CreateAtomicRMW(bop, p, v, align, ord, scope);
+  }
+
+  /// The starting value of a reduction: 0 for sum, the far end of the type for max and min.
+  static llvm::Value* reduce_identity(const std::string& kind, llvm::Type* t) {
+    if (kind == "sum") return llvm::Constant::getNullValue(t);
+    bool up = kind == "max" || kind == "argmax";
+    if (t->isFloatingPointTy()) return llvm::ConstantFP::getInfinity(t, up);
+    unsigned bits = t->getIntegerBitWidth();
+    return llvm::ConstantInt::get(t, up ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getSignedMaxValue(bits));
+  }
+
   llvm::IRBuilder<> b_;
 
  private:

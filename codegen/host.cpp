@@ -447,41 +447,17 @@ class HostLowering : public Elements {
     loop(pt.numel(), one);
   }
 
-  llvm::AtomicOrdering ordering(const std::string& sem) {
-    if (sem == "relaxed") return llvm::AtomicOrdering::Monotonic;
-    if (sem == "seq_cst") return llvm::AtomicOrdering::SequentiallyConsistent;
-    if (sem == "acquire") return llvm::AtomicOrdering::Acquire;
-    if (sem == "release") return llvm::AtomicOrdering::Release;
-    return llvm::AtomicOrdering::AcquireRelease;
-  }
-
   void emit_atomic(const ir::Op& op) {
     const ir::Type& rt = op.results[0]->type;
     DType d = rt.dtype;
     bool cas = op.code == OpCode::AtomicCAS;
-    llvm::AtomicOrdering ord = ordering(op.str_attr("sem"));
     auto one = [&](llvm::Value* i) -> llvm::Value* {
       llvm::Value* p = element(op.operands[0], i);
       llvm::Value* v = element(op.operands[1], i);
       llvm::Value* mask = !cas && op.operands.size() > 2 ? element(op.operands[2], i) : nullptr;
       llvm::Value* zero = llvm::Constant::getNullValue(reg_type(rt.element()));
-      return guarded(mask, p, ir::dtype_bytes(d), true, reg_type(rt.element()), zero, [&]() -> llvm::Value* {
-        if (cas) {
-          llvm::Value* nv = element(op.operands[2], i);
-          auto* x = b_.CreateAtomicCmpXchg(p, v, nv, llvm::MaybeAlign(ir::dtype_bytes(d)), ord,
-                                           ord == llvm::AtomicOrdering::Release ? llvm::AtomicOrdering::Monotonic
-                                           : ord == llvm::AtomicOrdering::AcquireRelease ? llvm::AtomicOrdering::Acquire
-                                                                                          : ord);
-          return b_.CreateExtractValue(x, 0);
-        }
-        const std::string& k = op.str_attr("kind");
-        bool fl = ir::is_float(d);
-        using B = llvm::AtomicRMWInst::BinOp;
-        B bop = k == "add" ? (fl ? B::FAdd : B::Add) : k == "max" ? (fl ? B::FMax : B::Max)
-              : k == "min" ? (fl ? B::FMin : B::Min) : k == "xchg" ? B::Xchg : k == "and" ? B::And
-              : k == "or" ? B::Or : B::Xor;
-        return b_.CreateAtomicRMW(bop, p, v, llvm::MaybeAlign(ir::dtype_bytes(d)), ord);
-      });
+      return guarded(mask, p, ir::dtype_bytes(d), true, reg_type(rt.element()), zero,
+                     [&] { return atomic_update(op, p, v, cas ? element(op.operands[2], i) : nullptr); });
     };
     if (!rt.is_tensor()) {
       vals_[op.results[0].get()] = CVal{one(nullptr), nullptr};
@@ -516,12 +492,7 @@ class HostLowering : public Elements {
     auto out_strides = strides_of(out_shape);
     auto body = [&](const std::vector<llvm::Value*>& idx) {
       llvm::Value* base = linear(idx, outer_strides);
-      llvm::Value* init;
-      if (kind == "sum") init = llvm::Constant::getNullValue(acc_t);
-      else if (fl) init = llvm::ConstantFP::getInfinity(acc_t, kind == "max" || kind == "argmax");
-      else init = kind == "max" || kind == "argmax"
-                      ? llvm::ConstantInt::get(acc_t, llvm::APInt::getSignedMinValue(acc_t->getIntegerBitWidth()))
-                      : llvm::ConstantInt::get(acc_t, llvm::APInt::getSignedMaxValue(acc_t->getIntegerBitWidth()));
+      llvm::Value* init = reduce_identity(kind, acc_t);
       llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
       llvm::Value* acc_slot = entry.CreateAlloca(acc_t);
       llvm::Value* idx_slot = entry.CreateAlloca(b_.getInt32Ty());

@@ -545,18 +545,10 @@ class NvptxLowering : public Elements {
     for (int64_t j = 0; j < slots_of(pt); ++j) one(j, valid(pt, j));
   }
 
-  llvm::AtomicOrdering ordering(const std::string& sem) {
-    if (sem == "relaxed") return llvm::AtomicOrdering::Monotonic;
-    if (sem == "acquire") return llvm::AtomicOrdering::Acquire;
-    if (sem == "release") return llvm::AtomicOrdering::Release;
-    return llvm::AtomicOrdering::AcquireRelease;
-  }
-
   void emit_atomic(const ir::Op& op) {
     const ir::Type& rt = op.results[0]->type;
     DType d = rt.dtype;
     bool cas = op.code == OpCode::AtomicCAS;
-    llvm::AtomicOrdering ord = ordering(op.str_attr("sem"));
     const std::string& scope = op.str_attr("scope");
     llvm::SyncScope::ID ssid = ctx_.getOrInsertSyncScopeID(scope == "cta" ? "block" : scope == "gpu" ? "device" : "");
     auto one = [&](int64_t j, llvm::Value* ok) -> llvm::Value* {
@@ -565,23 +557,8 @@ class NvptxLowering : public Elements {
       llvm::Value* mask = !cas && op.operands.size() > 2 ? element(op.operands[2], j) : nullptr;
       llvm::Value* cond = mask ? b_.CreateAnd(ok, mask) : ok;
       llvm::Type* t = reg_type(rt.element());
-      return guarded_value(cond, t, llvm::Constant::getNullValue(t), [&]() -> llvm::Value* {
-        if (cas) {
-          auto* x = b_.CreateAtomicCmpXchg(p, v, element(op.operands[2], j), llvm::MaybeAlign(ir::dtype_bytes(d)), ord,
-                                           ord == llvm::AtomicOrdering::Release ? llvm::AtomicOrdering::Monotonic
-                                           : ord == llvm::AtomicOrdering::AcquireRelease ? llvm::AtomicOrdering::Acquire
-                                                                                          : ord,
-                                           ssid);
-          return b_.CreateExtractValue(x, 0);
-        }
-        const std::string& k = op.str_attr("kind");
-        bool fl = ir::is_float(d);
-        using B = llvm::AtomicRMWInst::BinOp;
-        B bop = k == "add" ? (fl ? B::FAdd : B::Add) : k == "max" ? (fl ? B::FMax : B::Max)
-              : k == "min" ? (fl ? B::FMin : B::Min) : k == "xchg" ? B::Xchg : k == "and" ? B::And
-              : k == "or" ? B::Or : B::Xor;
-        return b_.CreateAtomicRMW(bop, p, v, llvm::MaybeAlign(ir::dtype_bytes(d)), ord, ssid);
-      });
+      return guarded_value(cond, t, llvm::Constant::getNullValue(t),
+                           [&] { return atomic_update(op, p, v, cas ? element(op.operands[2], j) : nullptr, ssid); });
     };
     if (!rt.is_tensor())
       return define(op, {from_thread0(reg_type(rt), [&] { return one(0, b_.getTrue()); }), {}});
@@ -598,10 +575,7 @@ class NvptxLowering : public Elements {
     llvm::Type* t = reg_type(in.element());
     if (in.shape.size() != 1 || kind == "argmax" || kind == "argmin" || !(t->isFloatTy() || t->isIntegerTy(32))) return false;
     bool fl = t->isFloatTy();
-    llvm::Value* identity;
-    if (kind == "sum") identity = llvm::Constant::getNullValue(t);
-    else if (fl) identity = llvm::ConstantFP::getInfinity(t, kind == "max");
-    else identity = kind == "max" ? b_.getInt32(INT32_MIN) : b_.getInt32(INT32_MAX);
+    llvm::Value* identity = reduce_identity(kind, t);
     auto combine = [&](llvm::Value* a, llvm::Value* x) -> llvm::Value* {
       if (kind == "sum") return fl ? b_.CreateFAdd(a, x) : b_.CreateAdd(a, x);
       if (fl) return b_.CreateBinaryIntrinsic(kind == "max" ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum, a, x);
@@ -646,12 +620,7 @@ class NvptxLowering : public Elements {
     llvm::Value* arr = stage(op.operands[0], 0);
     barrier();
     auto reduce_one = [&](llvm::Value* base) -> llvm::Value* {
-      llvm::Value* acc;
-      if (kind == "sum") acc = llvm::Constant::getNullValue(acc_t);
-      else if (fl) acc = llvm::ConstantFP::getInfinity(acc_t, kind == "max" || kind == "argmax");
-      else acc = kind == "max" || kind == "argmax"
-                     ? llvm::ConstantInt::get(acc_t, llvm::APInt::getSignedMinValue(acc_t->getIntegerBitWidth()))
-                     : llvm::ConstantInt::get(acc_t, llvm::APInt::getSignedMaxValue(acc_t->getIntegerBitWidth()));
+      llvm::Value* acc = reduce_identity(kind, acc_t);
       llvm::Value* best = b_.getInt32(0);
       // A loop over the reduced axis (not unrolled: it can be long).
       llvm::BasicBlock* pre = b_.GetInsertBlock();
