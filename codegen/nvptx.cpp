@@ -547,7 +547,6 @@ class NvptxLowering : public Elements {
 
   void emit_atomic(const ir::Op& op) {
     const ir::Type& rt = op.results[0]->type;
-    DType d = rt.dtype;
     bool cas = op.code == OpCode::AtomicCAS;
     const std::string& scope = op.str_attr("scope");
     llvm::SyncScope::ID ssid = ctx_.getOrInsertSyncScopeID(scope == "cta" ? "block" : scope == "gpu" ? "device" : "");
