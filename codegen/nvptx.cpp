@@ -667,14 +667,27 @@ class NvptxLowering : public Elements {
     define(op, g);
   }
 
-  /// Stages a 16-bit float tensor in shared memory in its memory format (what MMA consumes).
-  llvm::Value* stage_narrow(const ir::Value* v, int64_t base) {
+  /// Stages a 2-D 16-bit float tensor in shared memory in its memory format (what MMA
+  /// consumes), transposed if asked, with each stored row padded by 8 elements so that the 8
+  /// rows a fragment load touches fall in different banks. Returns the array; its row length
+  /// is `padded_row(...)`.
+  static int64_t padded_row(int64_t n) { return n + 8; }
+  llvm::Value* stage_narrow(const ir::Value* v, int64_t base, bool transpose) {
     const ir::Type& t = v->type;
-    smem_bytes_ = std::max(smem_bytes_, base + t.numel() * 2);
+    int64_t rows = t.shape[0], cols = t.shape[1];
+    int64_t stored_rows = transpose ? cols : rows, row_len = padded_row(transpose ? rows : cols);
+    smem_bytes_ = std::max(smem_bytes_, base + stored_rows * row_len * 2);
     llvm::Value* arr = b_.CreateConstGEP1_64(b_.getInt8Ty(), smem_, base);
     llvm::Type* mt = mem_type(t.dtype);
+    auto i = [&](int64_t x) { return b_.getInt32(static_cast<int32_t>(x)); };
     for (int64_t j = 0; j < slots_of(t); ++j)
-      guarded(valid(t, j), [&] { b_.CreateStore(to_mem(element(v, j), t.dtype), b_.CreateGEP(mt, arr, element_index(j))); });
+      guarded(valid(t, j), [&] {
+        llvm::Value* e = element_index(j);
+        llvm::Value* r = b_.CreateUDiv(e, i(cols));
+        llvm::Value* c = b_.CreateURem(e, i(cols));
+        llvm::Value* at = transpose ? b_.CreateAdd(b_.CreateMul(c, i(row_len)), r) : b_.CreateAdd(b_.CreateMul(r, i(row_len)), c);
+        b_.CreateStore(to_mem(element(v, j), t.dtype), b_.CreateGEP(mt, arr, at));
+      });
     return arr;
   }
 
@@ -702,14 +715,13 @@ class NvptxLowering : public Elements {
   bool emit_dot_mma(const ir::Op& op) {
     const ir::Type& at = op.operands[0]->type;
     const ir::Type& rt = op.results[0]->type;
-    int64_t M = at.shape[0], K = at.shape[1], N = rt.shape[1];
+    int64_t M = at.shape[0], K = at.shape[1];
     if (!mma_eligible(op)) return false;
-    (void)M;
-    int64_t a_bytes = (M * K * 2 + 15) / 16 * 16;
+    int64_t a_bytes = (M * padded_row(K) * 2 + 15) / 16 * 16;
     // The accumulator enters in the MMA layout (carried by a loop) or is converted once.
     GVal acc_in = mma_from(op.operands[2]);
-    llvm::Value* a = stage_narrow(op.operands[0], 0);
-    llvm::Value* bb = stage_narrow(op.operands[1], a_bytes);
+    llvm::Value* a = stage_narrow(op.operands[0], 0, false);    // A[m][k], rows padded
+    llvm::Value* bb = stage_narrow(op.operands[1], a_bytes, true);  // B^T[n][k], rows padded
     barrier();
     llvm::Type* i16 = b_.getInt16Ty();
     llvm::Type* i32 = b_.getInt32Ty();
@@ -728,13 +740,13 @@ class NvptxLowering : public Elements {
     auto i = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
     // A pair of adjacent elements of a row of A, as one 32-bit register.
     auto a_pair = [&](llvm::Value* row, llvm::Value* col) {
-      return b_.CreateAlignedLoad(i32, b_.CreateGEP(i16, a, b_.CreateAdd(b_.CreateMul(row, i(K)), col)), llvm::Align(4));
+      return b_.CreateAlignedLoad(i32, b_.CreateGEP(i16, a, b_.CreateAdd(b_.CreateMul(row, i(padded_row(K))), col)),
+                                  llvm::Align(4));
     };
-    // B[k][n] and B[k+1][n], packed low then high.
+    // B[k][n] and B[k+1][n]: adjacent in the transposed copy, one 32-bit load (low, high).
     auto b_pair = [&](llvm::Value* k, llvm::Value* n) {
-      llvm::Value* lo = b_.CreateLoad(i16, b_.CreateGEP(i16, bb, b_.CreateAdd(b_.CreateMul(k, i(N)), n)));
-      llvm::Value* hi = b_.CreateLoad(i16, b_.CreateGEP(i16, bb, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(k, i(1)), i(N)), n)));
-      return b_.CreateOr(b_.CreateZExt(lo, i32), b_.CreateShl(b_.CreateZExt(hi, i32), 16));
+      return b_.CreateAlignedLoad(i32, b_.CreateGEP(i16, bb, b_.CreateAdd(b_.CreateMul(n, i(padded_row(K))), k)),
+                                  llvm::Align(4));
     };
     MmaTiles m = mma_tiles(rt);
     GVal out;
