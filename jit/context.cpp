@@ -240,28 +240,23 @@ struct Context::Impl {
 
   Artifact codegen(const ir::Function& f, const std::string& key, const Target& target, const CompileOptions& options) {
     llvm::LLVMContext ctx;
-    if (target.kind == Target::Kind::nvptx) {
-      codegen::NvptxModule nm = lower_gpu(f, ctx, target, options);
-      Artifact a;
-      a.key = key;
-      a.kernel = f.name;
-      a.target = target.name();
-      a.entry = nm.entry;
-      a.scratch_bytes = nm.shared_bytes;
-      a.threads = nm.threads;
-      a.binary = emit_file(*nm.module, llvm::CodeGenFileType::AssemblyFile, &gpu_tm(target));
-      stats.compiles++;
-      return a;
-    }
-    codegen::HostModule hm = lower(f, ctx, options);
     Artifact a;
     a.key = key;
     a.kernel = f.name;
     a.target = target.name();
-    a.entry = hm.entry;
-    a.scratch_bytes = hm.scratch_bytes;
-    a.distributed = hm.distributed;
-    a.binary = emit_file(*hm.module, llvm::CodeGenFileType::ObjectFile);
+    if (target.kind == Target::Kind::nvptx) {
+      codegen::NvptxModule nm = lower_gpu(f, ctx, target, options);
+      a.entry = nm.entry;
+      a.scratch_bytes = nm.shared_bytes;
+      a.threads = nm.threads;
+      a.binary = emit_file(*nm.module, llvm::CodeGenFileType::AssemblyFile, &gpu_tm(target));
+    } else {
+      codegen::HostModule hm = lower(f, ctx, options);
+      a.entry = hm.entry;
+      a.scratch_bytes = hm.scratch_bytes;
+      a.distributed = hm.distributed;
+      a.binary = emit_file(*hm.module, llvm::CodeGenFileType::ObjectFile);
+    }
     stats.compiles++;
     return a;
   }
