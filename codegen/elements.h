@@ -3,6 +3,7 @@
 // supplies its math functions and f8 conversions.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "ir/ir.h"
@@ -221,6 +222,34 @@ class Elements {
     if (t->isFloatingPointTy()) return llvm::ConstantFP::getInfinity(t, up);
     unsigned bits = t->getIntegerBitWidth();
     return llvm::ConstantInt::get(t, up ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getSignedMaxValue(bits));
+  }
+
+  /// if (cond) body(); in the function being built (straight-line when cond is true).
+  void when(llvm::Value* cond, const std::function<void()>& body) {
+    when_value(cond, nullptr, nullptr, [&]() -> llvm::Value* {
+      body();
+      return nullptr;
+    });
+  }
+  /// cond ? value() : fallback, computing value() only when cond holds; `t` null for no value.
+  llvm::Value* when_value(llvm::Value* cond, llvm::Type* t, llvm::Value* fallback,
+                          const std::function<llvm::Value*()>& value) {
+    if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(cond); c && c->isOne()) return value();
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* then = llvm::BasicBlock::Create(b_.getContext(), "then", fn);
+    auto* join = llvm::BasicBlock::Create(b_.getContext(), "then.end", fn);
+    b_.CreateCondBr(cond, then, join);
+    b_.SetInsertPoint(then);
+    llvm::Value* v = value();
+    llvm::BasicBlock* then_end = b_.GetInsertBlock();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(join);
+    if (!t) return nullptr;
+    llvm::PHINode* phi = b_.CreatePHI(t, 2);
+    phi->addIncoming(fallback, pre);
+    phi->addIncoming(v, then_end);
+    return phi;
   }
 
   llvm::IRBuilder<> b_;

@@ -374,40 +374,11 @@ class HostLowering : public Elements {
         return b_.CreateICmpNE(b_.CreateCall(check, {rt_, addr, b_.getInt64(bytes), b_.getInt32(is_store)}),
                                b_.getInt32(0));
       };
-      if (!ok) {
-        ok = call_check();
-      } else {
-        // Only accesses the mask enables are checked.
-        llvm::BasicBlock* pre = b_.GetInsertBlock();
-        auto* chk = llvm::BasicBlock::Create(ctx_, "check", fn_);
-        auto* join = llvm::BasicBlock::Create(ctx_, "check.end", fn_);
-        b_.CreateCondBr(mask, chk, join);
-        b_.SetInsertPoint(chk);
-        llvm::Value* r = call_check();
-        llvm::BasicBlock* chk_end = b_.GetInsertBlock();
-        b_.CreateBr(join);
-        b_.SetInsertPoint(join);
-        llvm::PHINode* phi = b_.CreatePHI(b_.getInt1Ty(), 2);
-        phi->addIncoming(b_.getFalse(), pre);
-        phi->addIncoming(r, chk_end);
-        ok = phi;
-      }
+      // Only accesses the mask enables are checked.
+      ok = ok ? when_value(ok, b_.getInt1Ty(), b_.getFalse(), call_check) : call_check();
     }
     if (!ok) return access();
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    auto* then = llvm::BasicBlock::Create(ctx_, "access", fn_);
-    auto* join = llvm::BasicBlock::Create(ctx_, "access.end", fn_);
-    b_.CreateCondBr(ok, then, join);
-    b_.SetInsertPoint(then);
-    llvm::Value* v = access();
-    llvm::BasicBlock* then_end = b_.GetInsertBlock();
-    b_.CreateBr(join);
-    b_.SetInsertPoint(join);
-    if (!result) return nullptr;
-    llvm::PHINode* phi = b_.CreatePHI(result, 2);
-    phi->addIncoming(fallback, pre);
-    phi->addIncoming(v, then_end);
-    return phi;
+    return when_value(ok, result, fallback, access);
   }
 
   void emit_load(const ir::Op& op) {

@@ -206,7 +206,7 @@ class NvptxLowering : public Elements {
     llvm::Value* arr = b_.CreateConstGEP1_64(b_.getInt8Ty(), smem_, base);
     const GVal& g = val(v);
     for (int64_t j = 0; j < slots_of(t); ++j)
-      guarded(valid(t, j), [&] {
+      when(valid(t, j), [&] {
         llvm::Value* x = g.slots[j];
         if (!t.is_ptr && t.dtype == DType::i1) x = b_.CreateZExt(x, b_.getInt8Ty());
         b_.CreateStore(x, b_.CreateGEP(buf_type(t), arr, element_index(j)));
@@ -217,44 +217,15 @@ class NvptxLowering : public Elements {
     llvm::Value* x = b_.CreateLoad(buf_type(t), b_.CreateGEP(buf_type(t), arr, index));
     return !t.is_ptr && t.dtype == DType::i1 ? b_.CreateTrunc(x, b_.getInt1Ty()) : x;
   }
-  /// if (cond) body(); — straight-line code when cond is the constant true.
-  void guarded(llvm::Value* cond, const std::function<void()>& body) {
-    if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(cond); c && c->isOne()) return body();
-    auto* then = llvm::BasicBlock::Create(ctx_, "slot", fn_);
-    auto* join = llvm::BasicBlock::Create(ctx_, "slot.end", fn_);
-    b_.CreateCondBr(cond, then, join);
-    b_.SetInsertPoint(then);
-    body();
-    b_.CreateBr(join);
-    b_.SetInsertPoint(join);
-  }
-  /// cond ? value() : fallback, computing value() only when cond holds.
-  llvm::Value* guarded_value(llvm::Value* cond, llvm::Type* t, llvm::Value* fallback,
-                             const std::function<llvm::Value*()>& value) {
-    if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(cond); c && c->isOne()) return value();
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    auto* then = llvm::BasicBlock::Create(ctx_, "slot", fn_);
-    auto* join = llvm::BasicBlock::Create(ctx_, "slot.end", fn_);
-    b_.CreateCondBr(cond, then, join);
-    b_.SetInsertPoint(then);
-    llvm::Value* v = value();
-    llvm::BasicBlock* then_end = b_.GetInsertBlock();
-    b_.CreateBr(join);
-    b_.SetInsertPoint(join);
-    llvm::PHINode* phi = b_.CreatePHI(t, 2);
-    phi->addIncoming(fallback, pre);
-    phi->addIncoming(v, then_end);
-    return phi;
-  }
   llvm::Value* is_thread0() { return b_.CreateICmpEQ(tid_, b_.getInt32(0)); }
   /// A scalar computed by thread 0 only (a side effect), made known to every thread.
   llvm::Value* from_thread0(llvm::Type* t, const std::function<llvm::Value*()>& value) {
-    llvm::Value* v = guarded_value(is_thread0(), t, llvm::UndefValue::get(t), value);
+    llvm::Value* v = when_value(is_thread0(), t, llvm::UndefValue::get(t), value);
     int64_t bytes = static_cast<int64_t>(module_->getDataLayout().getTypeAllocSize(t));
     smem_bytes_ = std::max(smem_bytes_, bytes);
     llvm::Value* slot = b_.CreateConstGEP1_64(b_.getInt8Ty(), smem_, 0);
     barrier();
-    guarded(is_thread0(), [&] { b_.CreateStore(v, slot); });
+    when(is_thread0(), [&] { b_.CreateStore(v, slot); });
     barrier();
     llvm::Value* r = b_.CreateLoad(t, slot);
     barrier();
@@ -314,13 +285,13 @@ class NvptxLowering : public Elements {
     llvm::Type* f32 = b_.getFloatTy();
     barrier();
     for (int64_t i = 0; i < m.per_warp; ++i)
-      guarded(tile_ok(m, i), [&] {
+      when(tile_ok(m, i), [&] {
         for (int r = 0; r < 4; ++r) b_.CreateStore(g.slots[i * 4 + r], b_.CreateGEP(f32, smem_, mma_index(m, tile_of(m, i), r)));
       });
     barrier();
     GVal out;
     for (int64_t j = 0; j < slots_of(t); ++j)
-      out.slots.push_back(guarded_value(valid(t, j), f32, llvm::UndefValue::get(f32),
+      out.slots.push_back(when_value(valid(t, j), f32, llvm::UndefValue::get(f32),
                                         [&] { return b_.CreateLoad(f32, b_.CreateGEP(f32, smem_, element_index(j))); }));
     barrier();
     return out;
@@ -336,7 +307,7 @@ class NvptxLowering : public Elements {
     out.mma = true;
     for (int64_t i = 0; i < m.per_warp; ++i)
       for (int r = 0; r < 4; ++r)
-        out.slots.push_back(guarded_value(tile_ok(m, i), f32, llvm::UndefValue::get(f32), [&] {
+        out.slots.push_back(when_value(tile_ok(m, i), f32, llvm::UndefValue::get(f32), [&] {
           return b_.CreateLoad(f32, b_.CreateGEP(f32, arr, mma_index(m, tile_of(m, i), r)));
         }));
     barrier();
@@ -508,7 +479,7 @@ class NvptxLowering : public Elements {
     GVal g;
     for (int64_t j = 0; j < slots_of(rt); ++j) {
       llvm::Value* src = linear(multi_index(element_index(j), rt.shape), s);
-      g.slots.push_back(guarded_value(valid(rt, j), reg_type(rt.element()), llvm::UndefValue::get(reg_type(rt.element())),
+      g.slots.push_back(when_value(valid(rt, j), reg_type(rt.element()), llvm::UndefValue::get(reg_type(rt.element())),
                                       [&] { return staged_load(arr, in, src); }));
     }
     barrier();
@@ -523,7 +494,7 @@ class NvptxLowering : public Elements {
       llvm::Value* mask = op.operands.size() > 1 ? element(op.operands[1], j) : nullptr;
       llvm::Value* other = op.operands.size() > 2 ? element(op.operands[2], j) : llvm::Constant::getNullValue(reg_type(rt.element()));
       llvm::Value* cond = mask ? (ok == b_.getTrue() ? mask : b_.CreateAnd(ok, mask)) : ok;
-      return guarded_value(cond, reg_type(rt.element()), other, [&] { return from_mem(b_.CreateLoad(mem_type(d), p), d); });
+      return when_value(cond, reg_type(rt.element()), other, [&] { return from_mem(b_.CreateLoad(mem_type(d), p), d); });
     };
     // A scalar must be the same in every thread (branches on it contain barriers): thread 0
     // loads it and shares it, rather than each thread reading memory that may be changing.
@@ -539,7 +510,7 @@ class NvptxLowering : public Elements {
     auto one = [&](int64_t j, llvm::Value* ok) {
       llvm::Value* mask = op.operands.size() > 2 ? element(op.operands[2], j) : nullptr;
       llvm::Value* cond = mask ? (ok == b_.getTrue() ? mask : b_.CreateAnd(ok, mask)) : ok;
-      guarded(cond, [&] { b_.CreateStore(to_mem(element(op.operands[1], j), d), element(op.operands[0], j)); });
+      when(cond, [&] { b_.CreateStore(to_mem(element(op.operands[1], j), d), element(op.operands[0], j)); });
     };
     if (!pt.is_tensor()) return one(0, is_thread0());
     for (int64_t j = 0; j < slots_of(pt); ++j) one(j, valid(pt, j));
@@ -556,7 +527,7 @@ class NvptxLowering : public Elements {
       llvm::Value* mask = !cas && op.operands.size() > 2 ? element(op.operands[2], j) : nullptr;
       llvm::Value* cond = mask ? b_.CreateAnd(ok, mask) : ok;
       llvm::Type* t = reg_type(rt.element());
-      return guarded_value(cond, t, llvm::Constant::getNullValue(t),
+      return when_value(cond, t, llvm::Constant::getNullValue(t),
                            [&] { return atomic_update(op, p, v, cas ? element(op.operands[2], j) : nullptr, ssid); });
     };
     if (!rt.is_tensor())
@@ -592,7 +563,7 @@ class NvptxLowering : public Elements {
       llvm::Value* lane = b_.CreateAnd(tid_, b_.getInt32(31));
       llvm::Value* warp = b_.CreateLShr(tid_, 5);
       barrier();  // the staging area may still be read by an earlier op
-      guarded(b_.CreateICmpEQ(lane, b_.getInt32(0)), [&] { b_.CreateStore(partial, b_.CreateGEP(t, smem_, warp)); });
+      when(b_.CreateICmpEQ(lane, b_.getInt32(0)), [&] { b_.CreateStore(partial, b_.CreateGEP(t, smem_, warp)); });
       barrier();
       partial = identity;
       for (int w = 0; w < warps; ++w) partial = combine(partial, b_.CreateLoad(t, b_.CreateConstGEP1_32(t, smem_, w)));
@@ -619,39 +590,23 @@ class NvptxLowering : public Elements {
     llvm::Value* arr = stage(op.operands[0], 0);
     barrier();
     auto reduce_one = [&](llvm::Value* base) -> llvm::Value* {
-      llvm::Value* acc = reduce_identity(kind, acc_t);
-      llvm::Value* best = b_.getInt32(0);
       // A loop over the reduced axis (not unrolled: it can be long).
-      llvm::BasicBlock* pre = b_.GetInsertBlock();
-      auto* header = llvm::BasicBlock::Create(ctx_, "reduce", fn_);
-      auto* exit = llvm::BasicBlock::Create(ctx_, "reduce.end", fn_);
-      b_.CreateBr(header);
-      b_.SetInsertPoint(header);
-      llvm::PHINode* k = b_.CreatePHI(b_.getInt32Ty(), 2);
-      llvm::PHINode* a = b_.CreatePHI(acc_t, 2);
-      llvm::PHINode* bi = b_.CreatePHI(b_.getInt32Ty(), 2);
-      k->addIncoming(b_.getInt32(0), pre);
-      a->addIncoming(acc, pre);
-      bi->addIncoming(best, pre);
-      llvm::Value* x = staged_load(arr, in, b_.CreateAdd(base, b_.CreateMul(k, b_.getInt32(static_cast<int32_t>(in_strides[axis])))));
-      llvm::Value* next;
-      llvm::Value* next_best = bi;
-      if (kind == "sum") {
-        next = fl ? b_.CreateFAdd(a, x) : b_.CreateAdd(a, x);
-      } else {
+      llvm::Value* acc = local(acc_t, reduce_identity(kind, acc_t));
+      llvm::Value* best = local(b_.getInt32Ty(), b_.getInt32(0));
+      counted_loop(b_.getInt32(0), b_.getInt32(static_cast<int32_t>(in.shape[axis])), 1, [&](llvm::Value* k) {
+        llvm::Value* x = staged_load(arr, in, b_.CreateAdd(base, b_.CreateMul(k, b_.getInt32(static_cast<int32_t>(in_strides[axis])))));
+        llvm::Value* a = b_.CreateLoad(acc_t, acc);
+        if (kind == "sum") {
+          b_.CreateStore(fl ? b_.CreateFAdd(a, x) : b_.CreateAdd(a, x), acc);
+          return;
+        }
         bool greater = kind == "max" || kind == "argmax";
         llvm::Value* better = fl ? (greater ? b_.CreateFCmpOGT(x, a) : b_.CreateFCmpOLT(x, a))
                                  : (greater ? b_.CreateICmpSGT(x, a) : b_.CreateICmpSLT(x, a));
-        next = b_.CreateSelect(better, x, a);
-        next_best = b_.CreateSelect(better, k, bi);
-      }
-      llvm::Value* k1 = b_.CreateAdd(k, b_.getInt32(1));
-      k->addIncoming(k1, b_.GetInsertBlock());
-      a->addIncoming(next, b_.GetInsertBlock());
-      bi->addIncoming(next_best, b_.GetInsertBlock());
-      b_.CreateCondBr(b_.CreateICmpSLT(k1, b_.getInt32(static_cast<int32_t>(in.shape[axis]))), header, exit);
-      b_.SetInsertPoint(exit);
-      return arg ? next_best : round(next, rt.dtype);
+        b_.CreateStore(b_.CreateSelect(better, x, a), acc);
+        b_.CreateStore(b_.CreateSelect(better, k, b_.CreateLoad(b_.getInt32Ty(), best)), best);
+      });
+      return arg ? b_.CreateLoad(b_.getInt32Ty(), best) : round(b_.CreateLoad(acc_t, acc), rt.dtype);
     };
     GVal g;
     if (!rt.is_tensor()) {
@@ -659,7 +614,7 @@ class NvptxLowering : public Elements {
     } else {
       for (int64_t j = 0; j < slots_of(rt); ++j) {
         llvm::Value* base = linear(multi_index(element_index(j), rt.shape), kept);
-        g.slots.push_back(guarded_value(valid(rt, j), reg_type(rt.element()), llvm::UndefValue::get(reg_type(rt.element())),
+        g.slots.push_back(when_value(valid(rt, j), reg_type(rt.element()), llvm::UndefValue::get(reg_type(rt.element())),
                                         [&] { return reduce_one(base); }));
       }
     }
@@ -681,7 +636,7 @@ class NvptxLowering : public Elements {
     llvm::Type* mt = mem_type(t.dtype);
     auto i = [&](int64_t x) { return b_.getInt32(static_cast<int32_t>(x)); };
     for (int64_t j = 0; j < slots_of(t); ++j)
-      guarded(valid(t, j), [&] {
+      when(valid(t, j), [&] {
         llvm::Value* e = element_index(j);
         llvm::Value* r = b_.CreateUDiv(e, i(cols));
         llvm::Value* c = b_.CreateURem(e, i(cols));
@@ -689,6 +644,15 @@ class NvptxLowering : public Elements {
         b_.CreateStore(to_mem(element(v, j), t.dtype), b_.CreateGEP(mt, arr, at));
       });
     return arr;
+  }
+
+  /// A variable for loops to carry: an alloca in the entry block, holding `init` from here on
+  /// (a register after mem2reg).
+  llvm::Value* local(llvm::Type* t, llvm::Value* init) {
+    llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+    llvm::Value* slot = entry.CreateAlloca(t);
+    b_.CreateStore(init, slot);
+    return slot;
   }
 
   /// A counted loop `for (i = 0; i < n; i += step)` with the body emitted by `body(i)`.
@@ -752,14 +716,9 @@ class NvptxLowering : public Elements {
     GVal out;
     out.mma = true;
     for (int64_t ti = 0; ti < m.per_warp; ++ti) {
-      // The four accumulators of this tile live in allocas (registers after mem2reg).
-      llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
       llvm::Value* slots[4];
-      for (int r = 0; r < 4; ++r) {
-        slots[r] = entry.CreateAlloca(f32);
-        b_.CreateStore(acc_in.slots[ti * 4 + r], slots[r]);
-      }
-      guarded(tile_ok(m, ti), [&] {
+      for (int r = 0; r < 4; ++r) slots[r] = local(f32, acc_in.slots[ti * 4 + r]);
+      when(tile_ok(m, ti), [&] {
         llvm::Value* tile = tile_of(m, ti);
         llvm::Value* row0 = b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(tile, i(m.tiles_n)), i(16)), group);
         llvm::Value* row1 = b_.CreateAdd(row0, i(8));
@@ -799,26 +758,15 @@ class NvptxLowering : public Elements {
       llvm::Value* m = b_.CreateUDiv(e, b_.getInt32(static_cast<int32_t>(N)));
       llvm::Value* n = b_.CreateURem(e, b_.getInt32(static_cast<int32_t>(N)));
       llvm::Value* init = element(op.operands[2], j);
-      g.slots.push_back(guarded_value(valid(rt, j), f32, init, [&] {
-        llvm::BasicBlock* pre = b_.GetInsertBlock();
-        auto* header = llvm::BasicBlock::Create(ctx_, "dot", fn_);
-        auto* exit = llvm::BasicBlock::Create(ctx_, "dot.end", fn_);
-        b_.CreateBr(header);
-        b_.SetInsertPoint(header);
-        llvm::PHINode* k = b_.CreatePHI(b_.getInt32Ty(), 2);
-        llvm::PHINode* acc = b_.CreatePHI(f32, 2);
-        k->addIncoming(b_.getInt32(0), pre);
-        acc->addIncoming(init, pre);
-        llvm::Value* av = staged_load(a, at, b_.CreateAdd(b_.CreateMul(m, b_.getInt32(static_cast<int32_t>(K))), k));
-        llvm::Value* bv = staged_load(bb, bt, b_.CreateAdd(b_.CreateMul(k, b_.getInt32(static_cast<int32_t>(N))), n));
-        if (av->getType()->isDoubleTy()) av = b_.CreateFPTrunc(av, f32), bv = b_.CreateFPTrunc(bv, f32);
-        llvm::Value* next = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {f32}, {av, bv, acc});
-        llvm::Value* k1 = b_.CreateAdd(k, b_.getInt32(1));
-        k->addIncoming(k1, b_.GetInsertBlock());
-        acc->addIncoming(next, b_.GetInsertBlock());
-        b_.CreateCondBr(b_.CreateICmpSLT(k1, b_.getInt32(static_cast<int32_t>(K))), header, exit);
-        b_.SetInsertPoint(exit);
-        return next;
+      g.slots.push_back(when_value(valid(rt, j), f32, init, [&] {
+        llvm::Value* acc = local(f32, init);
+        counted_loop(b_.getInt32(0), b_.getInt32(static_cast<int32_t>(K)), 1, [&](llvm::Value* k) {
+          llvm::Value* av = staged_load(a, at, b_.CreateAdd(b_.CreateMul(m, b_.getInt32(static_cast<int32_t>(K))), k));
+          llvm::Value* bv = staged_load(bb, bt, b_.CreateAdd(b_.CreateMul(k, b_.getInt32(static_cast<int32_t>(N))), n));
+          if (av->getType()->isDoubleTy()) av = b_.CreateFPTrunc(av, f32), bv = b_.CreateFPTrunc(bv, f32);
+          b_.CreateStore(b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {f32}, {av, bv, b_.CreateLoad(f32, acc)}), acc);
+        });
+        return b_.CreateLoad(f32, acc);
       }));
     }
     barrier();
