@@ -96,8 +96,10 @@ int main() {
     bool have_cublas = cublas.load();
     std::printf("%-40s %12s %12s %10s\n", "bf16 GEMM (f32 out)", "ours TFLOP/s", "cuBLAS", "ratio");
     struct Config {
-      int bm, bn, bk, warps;
+      int bm, bn, bk, warps, stages;
     };
+    const Config configs[] = {{128, 128, 32, 4, 3}, {128, 128, 32, 4, 4}, {128, 256, 32, 8, 3}, {128, 128, 64, 4, 3},
+                              {256, 128, 32, 8, 3}, {64, 128, 64, 4, 4}};
     for (auto [M, N, K] : {std::tuple{4096, 4096, 4096}, {8192, 8192, 8192}, {128, 8192, 8192}}) {
       cuda::Buffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
       cuda::Buffer<float> c(size_t(M) * N);
@@ -105,14 +107,16 @@ int main() {
       cuda::memset(b.data(), 0, size_t(K) * N * 2);
       double flop = 2.0 * M * N * K;
       double theirs = have_cublas ? time_ms([&] { cublas.gemm(a.data(), b.data(), c.data(), M, N, K); }) : 0;
-      for (Config cfg : {Config{64, 64, 32, 4}, Config{128, 128, 32, 8}, Config{128, 64, 32, 4}}) {
+      for (Config cfg : configs) {
         if (M < cfg.bm) continue;
         CompileOptions opts;
         opts.num_warps = cfg.warps;
+        opts.num_stages = cfg.stages;
         auto g = compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", cfg.bm}, {"BN", cfg.bn}, {"BK", cfg.bk}}, target, opts);
         double ours = time_ms([&] { g.launch({tl::cdiv(M, cfg.bm), tl::cdiv(N, cfg.bn)}, a, b, c, M, N, K); }, 3, 1);
         char shape[96];
-        std::snprintf(shape, sizeof shape, "M=%d N=%d K=%d  %dx%dx%d/%dw", M, N, K, cfg.bm, cfg.bn, cfg.bk, cfg.warps);
+        std::snprintf(shape, sizeof shape, "M=%d N=%d K=%d %dx%dx%d/%dw/%ds", M, N, K, cfg.bm, cfg.bn, cfg.bk, cfg.warps,
+                      cfg.stages);
         std::printf("%-40s %12.1f %12.1f %9.3f\n", shape, flop / ours / 1e9, have_cublas ? flop / theirs / 1e9 : 0.0,
                     have_cublas ? theirs / ours : 0.0);
       }

@@ -33,6 +33,7 @@ HostModule lower_host(const ir::Function& f, llvm::LLVMContext& ctx, const HostO
 struct NvptxOptions {
   std::string arch = "sm_90a";
   int num_warps = 4;
+  int num_stages = 3;  // operand buffers of pipelined dot loops
 };
 
 /// The NVPTX lowering of a kernel: a module with one kernel named after it, taking the runtime

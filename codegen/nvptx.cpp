@@ -5,9 +5,14 @@
 // transpose, reductions, dot) go through dynamic shared memory between two barriers. Scalars
 // are uniform: every thread computes them, and side effects on scalars are done by thread 0.
 // (First version: no MMA layouts yet; dot is computed from shared memory with FMAs.)
+#include <array>
+#include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
+#include <set>
 
+#include "codegen/axis_info.h"
 #include "codegen/codegen.h"
 #include "codegen/elements.h"
 #include "llvm/IR/InlineAsm.h"
@@ -24,9 +29,9 @@ namespace {
 struct GVal {
   llvm::Value* scalar = nullptr;
   std::vector<llvm::Value*> slots;
-  /// Slots in the MMA accumulator layout instead of the cyclic one: warp w holds the 16x8
-  /// tiles w, w + W, ...; slot 4*i + r is register r of its i-th tile. Only dot produces it and
-  /// only loops carry it; every other use sees the value converted to the cyclic layout.
+  /// Slots in the MMA accumulator layout instead of the cyclic one: slot 4*i + r is register r
+  /// of the warp's i-th 16x8 tile (see tile_of). Only dot produces it and only loops carry it;
+  /// every other use sees the value converted to the cyclic layout.
   bool mma = false;
 };
 
@@ -194,6 +199,12 @@ class NvptxLowering : public Elements {
   }
 
   // ---- shared memory staging
+  /// `bytes` of dynamic shared memory at offset `base` of the scratch area, which starts above
+  /// whatever a pipelined loop being lowered keeps there (its operand buffers).
+  llvm::Value* scratch(int64_t base, int64_t bytes) {
+    smem_bytes_ = std::max(smem_bytes_, smem_floor_ + base + bytes);
+    return b_.CreateConstGEP1_64(b_.getInt8Ty(), smem_, smem_floor_ + base);
+  }
   void barrier() { b_.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {}); }
   llvm::Type* buf_type(const ir::Type& t) { return !t.is_ptr && t.dtype == DType::i1 ? b_.getInt8Ty() : reg_type(t); }
   int64_t elem_bytes(const ir::Type& t) {
@@ -202,8 +213,7 @@ class NvptxLowering : public Elements {
   /// Stages a tensor in shared memory at byte offset `base`; returns the staged array.
   llvm::Value* stage(const ir::Value* v, int64_t base) {
     const ir::Type& t = v->type;
-    smem_bytes_ = std::max(smem_bytes_, base + t.numel() * elem_bytes(t));
-    llvm::Value* arr = b_.CreateConstGEP1_64(b_.getInt8Ty(), smem_, base);
+    llvm::Value* arr = scratch(base, t.numel() * elem_bytes(t));
     const GVal& g = val(v);
     for (int64_t j = 0; j < slots_of(t); ++j)
       when(valid(t, j), [&] {
@@ -222,8 +232,7 @@ class NvptxLowering : public Elements {
   llvm::Value* from_thread0(llvm::Type* t, const std::function<llvm::Value*()>& value) {
     llvm::Value* v = when_value(is_thread0(), t, llvm::UndefValue::get(t), value);
     int64_t bytes = static_cast<int64_t>(module_->getDataLayout().getTypeAllocSize(t));
-    smem_bytes_ = std::max(smem_bytes_, bytes);
-    llvm::Value* slot = b_.CreateConstGEP1_64(b_.getInt8Ty(), smem_, 0);
+    llvm::Value* slot = scratch(0, bytes);
     barrier();
     when(is_thread0(), [&] { b_.CreateStore(v, slot); });
     barrier();
@@ -248,12 +257,26 @@ class NvptxLowering : public Elements {
   }
 
   // ---- the MMA accumulator layout
+  /// How the 16x8 tiles of an MMA accumulator are shared by the warps: where the warps can
+  /// form a grid of WM x WN warp tiles of wtm x wtn elements (wtn a multiple of 16), warp w owns
+  /// the warp tile (w / WN, w % WN) and its tiles in row-major order (operand fragments are
+  /// reused across a warp tile); otherwise warp w takes the tiles w, w + W, ...
   struct MmaTiles {
     int64_t M, N, tiles_n, tiles, per_warp;
+    int64_t warps_n = 0, wtm = 0, wtn = 0;  // the warp grid, when warps_n > 0
   };
   MmaTiles mma_tiles(const ir::Type& t) const {
     int64_t M = t.shape[0], N = t.shape[1], tiles = (M / 16) * (N / 8), warps = threads_ / 32;
-    return {M, N, N / 8, tiles, (tiles + warps - 1) / warps};
+    MmaTiles m{M, N, N / 8, tiles, (tiles + warps - 1) / warps};
+    int64_t best = 0;
+    for (int64_t wm = 1; wm <= warps; ++wm) {  // the squarest warp tile
+      if (warps % wm || M % (16 * wm) || N % (16 * (warps / wm))) continue;
+      int64_t wtm = M / wm, wtn = N / (warps / wm);
+      if (best && wtm + wtn >= best) continue;
+      best = wtm + wtn;
+      m.warps_n = warps / wm, m.wtm = wtm, m.wtn = wtn, m.per_warp = (wtm / 16) * (wtn / 8);
+    }
+    return m;
   }
   bool mma_eligible(const ir::Op& dot) const {
     const ir::Type& at = dot.operands[0]->type;
@@ -273,26 +296,33 @@ class NvptxLowering : public Elements {
     return b_.CreateAdd(b_.CreateMul(row, b_.getInt32(static_cast<int32_t>(m.N))), col);
   }
   llvm::Value* tile_of(const MmaTiles& m, int64_t i) {
-    return b_.CreateAdd(warp_id(), b_.getInt32(static_cast<int32_t>(i * (threads_ / 32))));
+    auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
+    if (m.warps_n) {
+      int64_t per_row = m.wtn / 8;
+      llvm::Value* row = b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(warp_id(), c(m.warps_n)), c(m.wtm / 16)), c(i / per_row));
+      llvm::Value* col = b_.CreateAdd(b_.CreateMul(b_.CreateURem(warp_id(), c(m.warps_n)), c(per_row)), c(i % per_row));
+      return b_.CreateAdd(b_.CreateMul(row, c(m.tiles_n)), col);
+    }
+    return b_.CreateAdd(warp_id(), c(i * (threads_ / 32)));
   }
   llvm::Value* tile_ok(const MmaTiles& m, int64_t i) {
-    if ((i + 1) * (threads_ / 32) <= m.tiles) return b_.getTrue();
+    if (m.warps_n || (i + 1) * (threads_ / 32) <= m.tiles) return b_.getTrue();
     return b_.CreateICmpSLT(tile_of(m, i), b_.getInt32(static_cast<int32_t>(m.tiles)));
   }
   GVal cyclic_from_mma(const GVal& g, const ir::Type& t) {
     MmaTiles m = mma_tiles(t);
-    smem_bytes_ = std::max(smem_bytes_, m.M * m.N * 4);
+    llvm::Value* buf = scratch(0, m.M * m.N * 4);
     llvm::Type* f32 = b_.getFloatTy();
     barrier();
     for (int64_t i = 0; i < m.per_warp; ++i)
       when(tile_ok(m, i), [&] {
-        for (int r = 0; r < 4; ++r) b_.CreateStore(g.slots[i * 4 + r], b_.CreateGEP(f32, smem_, mma_index(m, tile_of(m, i), r)));
+        for (int r = 0; r < 4; ++r) b_.CreateStore(g.slots[i * 4 + r], b_.CreateGEP(f32, buf, mma_index(m, tile_of(m, i), r)));
       });
     barrier();
     GVal out;
     for (int64_t j = 0; j < slots_of(t); ++j)
       out.slots.push_back(when_value(valid(t, j), f32, llvm::UndefValue::get(f32),
-                                        [&] { return b_.CreateLoad(f32, b_.CreateGEP(f32, smem_, element_index(j))); }));
+                                        [&] { return b_.CreateLoad(f32, b_.CreateGEP(f32, buf, element_index(j))); }));
     barrier();
     return out;
   }
@@ -301,6 +331,12 @@ class NvptxLowering : public Elements {
     if (g.mma) return g;
     MmaTiles m = mma_tiles(v->type);
     llvm::Type* f32 = b_.getFloatTy();
+    if (v->def && v->def->code == OpCode::Splat) {  // the same value everywhere: no staging
+      GVal out;
+      out.mma = true;
+      out.slots.assign(m.per_warp * 4, val(v->def->operands[0]).scalar);
+      return out;
+    }
     llvm::Value* arr = stage(v, 0);
     barrier();
     GVal out;
@@ -336,21 +372,21 @@ class NvptxLowering : public Elements {
     converted_.clear();
   }
 
+  llvm::Value* constant(const ir::Op& op) {
+    const ir::Type& rt = op.results[0]->type;
+    const ir::Attr& a = op.attrs.at("value");
+    if (rt.is_float()) {
+      double d = std::holds_alternative<double>(a) ? std::get<double>(a) : double(std::get<int64_t>(a));
+      if (narrow(rt.dtype)) d = round_to_dtype(static_cast<float>(d), rt.dtype);
+      return llvm::ConstantFP::get(reg_type(rt), d);
+    }
+    return llvm::ConstantInt::get(reg_type(rt), static_cast<uint64_t>(std::get<int64_t>(a)), true);
+  }
+
   void emit_op(const ir::Op& op) {
     const ir::Type* rt = op.results.empty() ? nullptr : &op.results[0]->type;
     switch (op.code) {
-      case OpCode::Constant: {
-        const ir::Attr& a = op.attrs.at("value");
-        llvm::Value* c;
-        if (rt->is_float()) {
-          double d = std::holds_alternative<double>(a) ? std::get<double>(a) : double(std::get<int64_t>(a));
-          if (narrow(rt->dtype)) d = round_to_dtype(static_cast<float>(d), rt->dtype);
-          c = llvm::ConstantFP::get(reg_type(*rt), d);
-        } else {
-          c = llvm::ConstantInt::get(reg_type(*rt), static_cast<uint64_t>(std::get<int64_t>(a)), true);
-        }
-        return define(op, {c, {}});
-      }
+      case OpCode::Constant: return define(op, {constant(op), {}});
       case OpCode::ProgramId:
       case OpCode::NumPrograms: {
         static const llvm::Intrinsic::ID ctaid[] = {llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x,
@@ -378,7 +414,9 @@ class NvptxLowering : public Elements {
         return define(op, val(op.operands[0]));  // the same elements in the same order
       case OpCode::Broadcast:
       case OpCode::Trans: return emit_permute(op);
-      case OpCode::Load: return emit_load(op);
+      case OpCode::Load:
+        if (deferred_loads_.count(&op)) return;  // filled by its pipelined loop
+        return emit_load(op);
       case OpCode::Store: return emit_store(op);
       case OpCode::AtomicRMW:
       case OpCode::AtomicCAS: return emit_atomic(op);
@@ -444,13 +482,14 @@ class NvptxLowering : public Elements {
         return true;
     }
   }
-  /// The element of `v` at row-major index `e` (an i32), recomputed (see recomputable).
+  /// The element of `v` at row-major index `e` (an i32), recomputed (see recomputable). While a
+  /// pipelined loop prefetches, scalars of its body are recomputed for a later iteration.
   llvm::Value* recompute(const ir::Value* v, llvm::Value* e) {
-    if (!v->type.is_tensor()) return val(v).scalar;
+    if (!v->type.is_tensor()) return recompute_scalar(v);
     const ir::Op& d = *v->def;
     switch (d.code) {
       case OpCode::Arange: return b_.CreateAdd(e, b_.getInt32(static_cast<int32_t>(d.int_attr("start"))));
-      case OpCode::Splat: return val(d.operands[0]).scalar;
+      case OpCode::Splat: return recompute_scalar(d.operands[0]);
       case OpCode::ExpandDims: case OpCode::Reshape: case OpCode::Hint: return recompute(d.operands[0], e);
       case OpCode::Broadcast: case OpCode::Trans:
         return recompute(d.operands[0], linear(multi_index(e, v->type.shape), permute_strides(d)));
@@ -459,6 +498,36 @@ class NvptxLowering : public Elements {
         for (const ir::Value* o : d.operands) in.push_back(recompute(o, e));
         return elementwise(d, in);
       }
+    }
+  }
+
+  llvm::Value* recompute_scalar(const ir::Value* v) {
+    if (auto it = subst_.find(v); it != subst_.end()) return it->second;
+    if (!subst_body_ || !v->def || v->def->parent != subst_body_) return val(v).scalar;
+    const ir::Op& d = *v->def;
+    if (d.code == OpCode::Constant) return constant(d);
+    if (d.code == OpCode::Hint) return recompute_scalar(d.operands[0]);
+    std::vector<llvm::Value*> in;
+    for (const ir::Value* o : d.operands) in.push_back(recompute_scalar(o));
+    return elementwise(d, in);
+  }
+  /// Whether `v` can be recomputed for any iteration of the loop whose body is `body`: tensors
+  /// as in recomputable(), scalars of the body from its induction variable and outer values.
+  bool loop_recomputable(const ir::Value* v, const ir::Block& body, int budget = 32) {
+    if (budget <= 0) return false;
+    if (!v->def) return v->owner == &body ? v->index == 0 : !v->type.is_tensor();
+    const ir::Op& d = *v->def;
+    if (!v->type.is_tensor() && d.parent != &body) return true;
+    switch (d.code) {
+      case OpCode::Constant: return !v->type.is_tensor();
+      case OpCode::Arange: return true;
+      case OpCode::ProgramId: case OpCode::NumPrograms: case OpCode::Rank: case OpCode::NumRanks:
+        return false;  // in the body only if not hoisted; not worth handling
+      default:
+        if (!d.is_pure() || d.results.size() != 1 || !d.regions.empty()) return false;
+        for (const ir::Value* o : d.operands)
+          if (!loop_recomputable(o, body, budget - 1)) return false;
+        return true;
     }
   }
 
@@ -559,14 +628,14 @@ class NvptxLowering : public Elements {
       partial = combine(partial, b_.CreateIntrinsic(shfl, {}, {b_.getInt32(-1), partial, b_.getInt32(offset), b_.getInt32(31)}));
     int warps = threads_ / 32;
     if (warps > 1) {
-      smem_bytes_ = std::max<int64_t>(smem_bytes_, warps * 4);
+      llvm::Value* buf = scratch(0, warps * 4);
       llvm::Value* lane = b_.CreateAnd(tid_, b_.getInt32(31));
       llvm::Value* warp = b_.CreateLShr(tid_, 5);
       barrier();  // the staging area may still be read by an earlier op
-      when(b_.CreateICmpEQ(lane, b_.getInt32(0)), [&] { b_.CreateStore(partial, b_.CreateGEP(t, smem_, warp)); });
+      when(b_.CreateICmpEQ(lane, b_.getInt32(0)), [&] { b_.CreateStore(partial, b_.CreateGEP(t, buf, warp)); });
       barrier();
       partial = identity;
-      for (int w = 0; w < warps; ++w) partial = combine(partial, b_.CreateLoad(t, b_.CreateConstGEP1_32(t, smem_, w)));
+      for (int w = 0; w < warps; ++w) partial = combine(partial, b_.CreateLoad(t, b_.CreateConstGEP1_32(t, buf, w)));
       barrier();
     }
     define(op, {round(partial, op.results[0]->type.dtype), {}});
@@ -631,8 +700,7 @@ class NvptxLowering : public Elements {
     const ir::Type& t = v->type;
     int64_t rows = t.shape[0], cols = t.shape[1];
     int64_t stored_rows = transpose ? cols : rows, row_len = padded_row(transpose ? rows : cols);
-    smem_bytes_ = std::max(smem_bytes_, base + stored_rows * row_len * 2);
-    llvm::Value* arr = b_.CreateConstGEP1_64(b_.getInt8Ty(), smem_, base);
+    llvm::Value* arr = scratch(base, stored_rows * row_len * 2);
     llvm::Type* mt = mem_type(t.dtype);
     auto i = [&](int64_t x) { return b_.getInt32(static_cast<int32_t>(x)); };
     for (int64_t j = 0; j < slots_of(t); ++j)
@@ -671,6 +739,184 @@ class NvptxLowering : public Elements {
     i->addIncoming(b_.CreateAdd(i, b_.getInt32(step)), b_.GetInsertBlock());
     b_.CreateBr(header);
     b_.SetInsertPoint(exit);
+  }
+
+
+  // ---- pipelined dot loops
+  // A loop whose carried accumulator is `dot(load(A), load(B), acc)` keeps its operand tiles in
+  // `stages` shared-memory buffers filled by cp.async, `stages - 1` iterations ahead of the
+  // tensor cores, which read them with ldmatrix. Tiles are stored row by row in 16-byte chunks,
+  // swizzled so that the eight rows an ldmatrix reads fall in different banks.
+  struct PipeOperand {
+    const ir::Op* load;
+    int64_t rows, cols, offset;  // offset: within a stage buffer
+    int64_t row_bytes() const { return cols * 2; }
+  };
+  struct Pipeline {
+    const ir::Op* loop;
+    const ir::Op* dot;
+    PipeOperand a, b;
+    int stages;
+    int64_t stage_bytes;
+    int64_t base = 0;  // of the first buffer in dynamic shared memory
+    llvm::Value* read_stage = nullptr;  // the stage the current iteration's dot reads
+  };
+
+  static bool is_zero(const ir::Value* v) {
+    const ir::Op* d = v->def;
+    while (d && (d->code == OpCode::Splat || d->code == OpCode::Broadcast || d->code == OpCode::ExpandDims)) d = d->operands[0]->def;
+    if (!d || d->code != OpCode::Constant) return false;
+    const ir::Attr& a = d->attrs.at("value");
+    return std::holds_alternative<int64_t>(a) ? std::get<int64_t>(a) == 0 : std::get<double>(a) == 0.0 && !std::signbit(std::get<double>(a));
+  }
+
+  std::optional<Pipeline> match_pipeline(const ir::Op& loop) {
+    if (opts_.arch == "sm_70") return std::nullopt;
+    const ir::Block& body = *loop.regions[0];
+    const ir::Op& yield = *body.terminator();
+    const ir::Op* step = loop.operands[2]->def;
+    if (!step || step->code != OpCode::Constant || std::get<int64_t>(step->attrs.at("value")) <= 0) return std::nullopt;
+    auto uses = ir::count_uses(body);
+    for (size_t i = 0; i < yield.operands.size(); ++i) {
+      const ir::Op* dot = yield.operands[i]->def;
+      if (!dot || dot->code != OpCode::Dot || dot->parent != &body || !mma_eligible(*dot) ||
+          dot->operands[2] != body.args[i + 1].get())
+        continue;
+      MmaTiles m = mma_tiles(dot->results[0]->type);
+      if (!m.warps_n) continue;
+      auto operand = [&](int k) -> std::optional<PipeOperand> {
+        const ir::Value* v = dot->operands[k];
+        const ir::Op* ld = v->def;
+        if (!ld || ld->code != OpCode::Load || ld->parent != &body || uses[v] != 1) return std::nullopt;
+        if (ld->operands.size() > 2 && !is_zero(ld->operands[2])) return std::nullopt;
+        const ir::Value* mask = ld->operands.size() > 1 ? ld->operands[1] : nullptr;
+        if (!loop_recomputable(ld->operands[0], body) || (mask && !loop_recomputable(mask, body))) return std::nullopt;
+        if (!axis_.vectorizable(ld->operands[0], mask, 8)) return std::nullopt;
+        return PipeOperand{ld, v->type.shape[0], v->type.shape[1], 0};
+      };
+      auto a = operand(0), b = operand(1);
+      if (!a || !b) continue;
+      Pipeline p{&loop, dot, *a, *b, std::max(2, opts_.num_stages), 0};
+      p.b.offset = a->rows * a->row_bytes();
+      p.stage_bytes = p.b.offset + b->rows * b->row_bytes();
+      while (p.stages > 2 && p.stages * p.stage_bytes > kPipelineSmemBytes) --p.stages;
+      if (p.stages * p.stage_bytes > kPipelineSmemBytes) continue;
+      return p;
+    }
+    return std::nullopt;
+  }
+  static constexpr int64_t kPipelineSmemBytes = 160 * 1024;  // of the 227 KB a CTA may have
+
+  /// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile with rows of
+  /// `row_bytes`: within each 128-byte line the chunk index is XORed with the row (rows of 128
+  /// bytes or more) or with the line (shorter rows, several to a line).
+  llvm::Value* swizzled(llvm::Value* row, llvm::Value* chunk, int64_t row_bytes) {
+    auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
+    if (row_bytes >= 128) {
+      llvm::Value* in_line = b_.CreateXor(b_.CreateAnd(chunk, c(7)), b_.CreateAnd(row, c(7)));
+      return b_.CreateAdd(b_.CreateAdd(b_.CreateMul(row, c(row_bytes)), b_.CreateMul(b_.CreateLShr(chunk, 3), c(128))),
+                          b_.CreateMul(in_line, c(16)));
+    }
+    llvm::Value* o = b_.CreateAdd(b_.CreateMul(row, c(row_bytes)), b_.CreateMul(chunk, c(16)));
+    llvm::Value* line = b_.CreateLShr(o, 7);
+    llvm::Value* in_line = b_.CreateXor(b_.CreateAnd(b_.CreateLShr(o, 4), c(7)), b_.CreateAnd(line, c(7)));
+    return b_.CreateAdd(b_.CreateMul(line, c(128)), b_.CreateMul(in_line, c(16)));
+  }
+  llvm::Value* stage_base(const Pipeline& p, llvm::Value* stage) {
+    return b_.CreateGEP(b_.getInt8Ty(), smem_,
+                        b_.CreateAdd(b_.getInt32(static_cast<int32_t>(p.base)),
+                                     b_.CreateMul(stage, b_.getInt32(static_cast<int32_t>(p.stage_bytes)))));
+  }
+
+  /// Starts the copies of iteration `j`'s operand tiles into buffer `stage` (zeros where masked
+  /// off or past the end of the loop) and commits them as one group.
+  void pipe_issue(const Pipeline& p, llvm::Value* iv0, llvm::Value* step, llvm::Value* hi, llvm::Value* j, llvm::Value* stage) {
+    const ir::Block& body = *p.loop->regions[0];
+    llvm::Value* iv = b_.CreateAdd(iv0, b_.CreateMul(b_.CreateZExtOrTrunc(j, iv0->getType()), step));
+    llvm::Value* live = b_.CreateICmpSLT(iv, hi);
+    subst_[body.args[0].get()] = iv;
+    subst_body_ = &body;
+    llvm::Value* base = stage_base(p, stage);
+    auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
+    for (const PipeOperand* o : {&p.a, &p.b}) {
+      int64_t chunks = o->rows * o->cols / 8;
+      for (int64_t t = 0; t * threads_ < chunks; ++t) {
+        llvm::Value* q = b_.CreateAdd(tid_, c(t * threads_));
+        llvm::Value* ok = (t + 1) * threads_ <= chunks ? b_.getTrue() : b_.CreateICmpSLT(q, c(chunks));
+        when(ok, [&] {
+          llvm::Value* e = b_.CreateMul(q, c(8));
+          llvm::Value* row = b_.CreateUDiv(e, c(o->cols));
+          llvm::Value* chunk = b_.CreateUDiv(b_.CreateURem(e, c(o->cols)), c(8));
+          llvm::Value* src = recompute(o->load->operands[0], e);
+          llvm::Value* on = live;
+          if (o->load->operands.size() > 1) on = b_.CreateAnd(on, recompute(o->load->operands[1], e));
+          llvm::Value* dst = b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateAdd(c(o->offset), swizzled(row, chunk, o->row_bytes())));
+          b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s, {},
+                             {dst, b_.CreateAddrSpaceCast(src, b_.getPtrTy(1)), b_.CreateSelect(on, c(16), c(0))});
+        });
+      }
+    }
+    subst_.clear();
+    subst_body_ = nullptr;
+    b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_commit_group, {}, {});
+  }
+
+  llvm::Value* mma_sync(DType d, llvm::Value* const a[4], llvm::Value* b0, llvm::Value* b1, llvm::Value* const acc[4]) {
+    llvm::Type* i32 = b_.getInt32Ty();
+    llvm::Type* f32 = b_.getFloatTy();
+    const char* type = d == DType::bf16 ? "bf16" : "f16";
+    auto* ty = llvm::FunctionType::get(llvm::StructType::get(ctx_, {f32, f32, f32, f32}),
+                                       {i32, i32, i32, i32, i32, i32, f32, f32, f32, f32}, false);
+    auto* asm_ = llvm::InlineAsm::get(ty,
+                                      str_cat("mma.sync.aligned.m16n8k16.row.col.f32.", type, ".", type,
+                                              ".f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};"),
+                                      "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", false);
+    return b_.CreateCall(ty, asm_, {a[0], a[1], a[2], a[3], b0, b1, acc[0], acc[1], acc[2], acc[3]});
+  }
+
+  /// The dot of a pipelined loop: each warp loads its A and B fragments for 16 columns of K
+  /// with ldmatrix and issues the mma.sync of its warp tile.
+  void pipe_dot(const Pipeline& p, const ir::Op& op) {
+    const ir::Type& rt = op.results[0]->type;
+    DType d = op.operands[0]->type.dtype;
+    MmaTiles m = mma_tiles(rt);
+    GVal acc = mma_from(op.operands[2]);
+    auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
+    llvm::Value* base = stage_base(p, p.read_stage);
+    llvm::Value* lane = b_.CreateAnd(tid_, c(31));
+    llvm::Value* lane16 = b_.CreateAnd(lane, c(15));
+    llvm::Value* half = b_.CreateLShr(lane, 4);
+    llvm::Value* wm = b_.CreateUDiv(warp_id(), c(m.warps_n));
+    llvm::Value* wn = b_.CreateURem(warp_id(), c(m.warps_n));
+    int64_t tm = m.wtm / 16, tn = m.wtn / 8;
+    auto x4 = [&](llvm::Intrinsic::ID id, const PipeOperand& o, llvm::Value* row, llvm::Value* chunk) {
+      llvm::Value* at = b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateAdd(c(o.offset), swizzled(row, chunk, o.row_bytes())));
+      llvm::Value* r = b_.CreateIntrinsic(id, {at->getType()}, {at});
+      std::array<llvm::Value*, 4> out;
+      for (unsigned k = 0; k < 4; ++k) out[k] = b_.CreateExtractValue(r, k);
+      return out;
+    };
+    for (int64_t ks = 0; ks < p.a.cols / 16; ++ks) {
+      std::vector<std::array<llvm::Value*, 4>> af;
+      for (int64_t im = 0; im < tm; ++im) {
+        llvm::Value* row = b_.CreateAdd(b_.CreateMul(wm, c(m.wtm)), b_.CreateAdd(c(im * 16), lane16));
+        af.push_back(x4(llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_b16, p.a, row, b_.CreateAdd(c(ks * 2), half)));
+      }
+      std::vector<std::array<llvm::Value*, 4>> bf;  // two n8 tiles each
+      for (int64_t jn = 0; jn < tn / 2; ++jn) {
+        llvm::Value* krow = b_.CreateAdd(c(ks * 16), lane16);
+        llvm::Value* chunk = b_.CreateAdd(b_.CreateMul(wn, c(m.wtn / 8)), b_.CreateAdd(c(jn * 2), half));
+        bf.push_back(x4(llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_trans_b16, p.b, krow, chunk));
+      }
+      for (int64_t im = 0; im < tm; ++im)
+        for (int64_t in = 0; in < tn; ++in) {
+          llvm::Value** slots = &acc.slots[(im * tn + in) * 4];
+          const auto& bb = bf[in / 2];
+          llvm::Value* r = mma_sync(d, af[im].data(), bb[(in % 2) * 2], bb[(in % 2) * 2 + 1], slots);
+          for (unsigned k = 0; k < 4; ++k) slots[k] = b_.CreateExtractValue(r, k);
+        }
+    }
+    define(op, acc);
   }
 
   /// dot on tensor cores (sm_80+, bf16/f16 inputs, f32 accumulator): A, B and the accumulator go
@@ -742,6 +988,7 @@ class NvptxLowering : public Elements {
 
   /// dot: both operands staged; each thread accumulates its output elements with FMAs.
   void emit_dot(const ir::Op& op) {
+    if (auto it = pipe_dots_.find(&op); it != pipe_dots_.end()) return pipe_dot(*it->second, op);
     if (opts_.arch != "sm_70" && emit_dot_mma(op)) return;
     const ir::Type& at = op.operands[0]->type;
     const ir::Type& bt = op.operands[1]->type;
@@ -831,6 +1078,18 @@ class NvptxLowering : public Elements {
     llvm::Value* lo = val(op.operands[0]).scalar;
     llvm::Value* hi = val(op.operands[1]).scalar;
     llvm::Value* step = val(op.operands[2]).scalar;
+    std::optional<Pipeline> pipe = match_pipeline(op);
+    int64_t outer_floor = smem_floor_;
+    if (pipe) {
+      pipe->base = smem_floor_;
+      smem_bytes_ = std::max(smem_bytes_, smem_floor_ + pipe->stages * pipe->stage_bytes);
+      smem_floor_ += (pipe->stages * pipe->stage_bytes + 127) / 128 * 128;
+      barrier();  // the buffers may still be read by an earlier op
+      for (int s = 0; s + 1 < pipe->stages; ++s) pipe_issue(*pipe, lo, step, hi, b_.getInt32(s), b_.getInt32(s));
+      pipe_dots_[pipe->dot] = &*pipe;
+      deferred_loads_.insert(pipe->a.load);
+      deferred_loads_.insert(pipe->b.load);
+    }
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(ctx_, "for.header", fn_);
     auto* body_bb = llvm::BasicBlock::Create(ctx_, "for.body", fn_);
@@ -840,8 +1099,19 @@ class NvptxLowering : public Elements {
     b_.SetInsertPoint(header);
     llvm::PHINode* iv = b_.CreatePHI(lo->getType(), 2, "iv");
     iv->addIncoming(lo, pre);
+    llvm::PHINode* count = b_.CreatePHI(b_.getInt32Ty(), 2, "iteration");
+    count->addIncoming(b_.getInt32(0), pre);
     b_.CreateCondBr(b_.CreateICmpSLT(iv, hi), body_bb, exit);
     b_.SetInsertPoint(body_bb);
+    if (pipe) {
+      // This iteration's tiles have landed (at most stages - 2 later groups are in flight) and
+      // every thread is done with the buffer the next prefetch overwrites.
+      b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(pipe->stages - 2)});
+      barrier();
+      llvm::Value* ahead = b_.CreateAdd(count, b_.getInt32(pipe->stages - 1));
+      pipe_issue(*pipe, lo, step, hi, ahead, b_.CreateURem(ahead, b_.getInt32(pipe->stages)));
+      pipe->read_stage = b_.CreateURem(count, b_.getInt32(pipe->stages));
+    }
     vals_[body.args[0].get()] = GVal{iv, {}};
     for (size_t i = 0; i < phis.size(); ++i) vals_[body.args[i + 1].get()] = phis[i];
     emit_block(body);
@@ -852,9 +1122,16 @@ class NvptxLowering : public Elements {
     llvm::Value* iv_next = b_.CreateAdd(iv, step);
     llvm::BasicBlock* latch = b_.GetInsertBlock();
     iv->addIncoming(iv_next, latch);
+    count->addIncoming(b_.CreateAdd(count, b_.getInt32(1)), latch);
     close_phis(phis, next, latch);
     b_.CreateBr(header);
     b_.SetInsertPoint(exit);
+    if (pipe) {
+      b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(0)});
+      barrier();  // the buffers become scratch again
+      pipe_dots_.erase(pipe->dot);
+      smem_floor_ = outer_floor;
+    }
     for (size_t i = 0; i < phis.size(); ++i) vals_[op.results[i].get()] = phis[i];
   }
 
@@ -927,6 +1204,12 @@ class NvptxLowering : public Elements {
   llvm::GlobalVariable* smem_ = nullptr;
   llvm::Value* tid_ = nullptr;
   int64_t smem_bytes_ = 0;
+  int64_t smem_floor_ = 0;  // scratch() starts here
+  AxisAnalysis axis_;
+  std::map<const ir::Op*, Pipeline*> pipe_dots_;  // dots of the pipelined loops being lowered
+  std::set<const ir::Op*> deferred_loads_;        // loads that pipelines do instead
+  std::map<const ir::Value*, llvm::Value*> subst_;  // recompute(): values for the iteration prefetched
+  const ir::Block* subst_body_ = nullptr;            // recompute(): the body whose scalars are recomputed
   std::map<const ir::Value*, GVal> vals_;
   std::map<const ir::Value*, GVal> converted_;  // MMA values seen in the cyclic layout by this op
 };

@@ -98,7 +98,9 @@ class KernelDef {
 
   /// Traces the kernel for `constants` (defaults fill the gaps). Throws Error for a missing or
   /// unknown constant, or for any error the kernel's ops raise.
-  std::unique_ptr<ir::Function> trace(const Constants& constants) const;
+  /// `aligned[i]`: runtime parameter i is known to be a multiple of 16 (an integer) or 16-byte
+  /// aligned (a pointer); the trace records it as a `multiple_of` hint (a specialization).
+  std::unique_ptr<ir::Function> trace(const Constants& constants, const std::vector<bool>& aligned = {}) const;
 
  private:
   template <class... P, size_t... I>

@@ -188,7 +188,7 @@ struct Context::Impl {
   /// Lowers and optimizes for NVPTX.
   codegen::NvptxModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const Target& target,
                                  const CompileOptions& options, bool optimize = true) {
-    codegen::NvptxModule nm = codegen::lower_nvptx(f, ctx, {target.arch, options.num_warps});
+    codegen::NvptxModule nm = codegen::lower_nvptx(f, ctx, {target.arch, options.num_warps, options.num_stages});
     llvm::TargetMachine& machine = gpu_tm(target);
     nm.module->setDataLayout(machine.createDataLayout());
     if (optimize) run_o3(*nm.module, machine);
@@ -306,16 +306,18 @@ Stats Context::stats() const {
 }
 
 std::shared_ptr<const Loaded> Context::compile(const KernelDef& def, const Constants& constants, const Target& target,
-                                               const CompileOptions& options) {
+                                               const CompileOptions& options, const std::vector<bool>& aligned) {
   std::lock_guard<std::mutex> lock(impl_->mu);
+  std::string aligned_str;
+  for (bool a : aligned) aligned_str += a ? '1' : '0';
   std::string spec = str_cat(def.id(), "|", def.name(), "|", constants_str(constants), "|",
-                             target.key(), "|", options.key());
+                             target.key(), "|", options.key(), "|", aligned_str);
   if (auto it = impl_->by_spec.find(spec); it != impl_->by_spec.end()) {
     impl_->stats.memory_hits++;
     return it->second;
   }
   require_host(target, def.name());
-  std::unique_ptr<ir::Function> fn = def.trace(constants);
+  std::unique_ptr<ir::Function> fn = def.trace(constants, aligned);
   impl_->stats.traces++;
   ir::optimize(*fn);
   std::string key = sha256_hex(str_cat(ir::print(*fn), "\n", target.key(), "\n", options.key(), "\n", compiler_version()));
@@ -347,8 +349,8 @@ std::shared_ptr<const Loaded> Context::compile(const KernelDef& def, const Const
 }
 
 std::string Context::emit(const KernelDef& def, const Constants& constants, const Target& target,
-                          const CompileOptions& options, Stage stage) {
-  std::unique_ptr<ir::Function> fn = def.trace(constants);
+                          const CompileOptions& options, Stage stage, const std::vector<bool>& aligned) {
+  std::unique_ptr<ir::Function> fn = def.trace(constants, aligned);
   if (stage == Stage::tile_ir) return ir::print(*fn);
   ir::optimize(*fn);
   if (stage == Stage::opt_ir) return ir::print(*fn);

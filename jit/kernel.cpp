@@ -1,19 +1,61 @@
 #include "jit/kernel.h"
 
+#include <cstdint>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <limits>
 
 namespace tiledist {
 
 Kernel compile(const KernelDef& def, const Constants& constants, const Target& target, const CompileOptions& options,
                jit::Context& ctx) {
-  return Kernel(ctx.compile(def, constants, target, options));
+  auto generic = ctx.compile(def, constants, target, options);
+  if (target.kind == Target::Kind::host) return Kernel(std::move(generic));
+  return Kernel(std::move(generic), def, constants, target, options, ctx);
+}
+
+struct Kernel::Variants {
+  Variants(const KernelDef& d, const Constants& c, const Target& t, const CompileOptions& o, jit::Context& x)
+      : def(d), constants(c), target(t), options(o), ctx(&x) {}
+  KernelDef def;
+  Constants constants;
+  Target target;
+  CompileOptions options;
+  jit::Context* ctx;
+  std::mutex mu;
+  std::map<std::vector<bool>, std::shared_ptr<const jit::Loaded>> by_alignment;
+};
+
+Kernel::Kernel(std::shared_ptr<const jit::Loaded> generic, const KernelDef& def, const Constants& constants,
+               const Target& target, const CompileOptions& options, jit::Context& ctx)
+    : loaded_(std::move(generic)),
+      variants_(std::make_shared<Variants>(def, constants, target, options, ctx)) {}
+
+const jit::Loaded& Kernel::variant_for(const std::vector<LaunchArg>& args) const {
+  if (!variants_ || args.size() != loaded_->runtime_params.size()) return *loaded_;
+  std::vector<bool> aligned(args.size(), false);
+  bool any = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const LaunchArg& a = args[i];
+    if (a.kind == LaunchArg::Kind::pointer)  // host data is copied to a fresh (aligned) device buffer
+      aligned[i] = !a.on_device || reinterpret_cast<uintptr_t>(a.ptr) % 16 == 0;
+    else if (a.kind == LaunchArg::Kind::integer && loaded_->runtime_params[i].kind == ParamKind::scalar)
+      aligned[i] = a.i % 16 == 0;
+    any |= aligned[i];
+  }
+  if (!any) return *loaded_;
+  std::lock_guard<std::mutex> lock(variants_->mu);
+  auto& slot = variants_->by_alignment[aligned];
+  if (!slot) slot = variants_->ctx->compile(variants_->def, variants_->constants, variants_->target, variants_->options, aligned);
+  return *slot;
 }
 
 void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args) const {
   if (!loaded_) throw Error("tiledist: launch of an empty Kernel (compile it first)");
-  const auto& params = loaded_->runtime_params;
-  const std::string& kname = loaded_->artifact.kernel;
+  const jit::Loaded& loaded = variant_for(args);
+  const auto& params = loaded.runtime_params;
+  const std::string& kname = loaded.artifact.kernel;
   if (args.size() != params.size()) {
     std::string names;
     for (auto& p : params) names += (names.empty() ? "" : ", ") + p.name;
@@ -34,12 +76,12 @@ void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args) const {
     ptrs[i] = slot;
     if (p.kind == ParamKind::pointer) {
       if (a.kind != LaunchArg::Kind::pointer) throw bad(str_cat("expected a pointer to ", ir::dtype_name(p.type.dtype), ", got a number"));
-      if (a.on_device && loaded_->target.kind == Target::Kind::host)
+      if (a.on_device && loaded.target.kind == Target::Kind::host)
         throw bad("a cuda::Buffer was given to a kernel compiled for the host");
       if (a.elem != p.type.dtype)
         throw bad(str_cat("expected a pointer to ", ir::dtype_name(p.type.dtype), ", got a pointer to ", ir::dtype_name(a.elem)));
       std::memcpy(slot, &a.ptr, sizeof(void*));
-      if (loaded_->options.check_bounds) {
+      if (loaded.options.check_bounds) {
         if (a.extent_bytes < 0)
           throw bad("TILEDIST_CHECK_BOUNDS=1 needs the buffer's extent: pass a std::span or std::vector, not a raw pointer");
         const char* lo = static_cast<const char*>(a.ptr);
@@ -71,13 +113,14 @@ void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args) const {
         throw bad(str_cat("unsupported parameter type ", p.type.str()));
     }
   }
-  if (loaded_->target.kind == Target::Kind::nvptx) return launch_gpu(grid, args, slots);
-  runtime::launch_host(loaded_->host_fn, grid, ptrs.data(), loaded_->artifact.scratch_bytes, rt,
-                       {loaded_->options.check_bounds, loaded_->artifact.distributed});
+  if (loaded.target.kind == Target::Kind::nvptx) return launch_gpu(loaded, grid, args, slots);
+  runtime::launch_host(loaded.host_fn, grid, ptrs.data(), loaded.artifact.scratch_bytes, rt,
+                       {loaded.options.check_bounds, loaded.artifact.distributed});
 }
 
-void Kernel::launch_gpu(Grid grid, const std::vector<LaunchArg>& args, std::vector<uint64_t>& slots) const {
-  const auto& params = loaded_->runtime_params;
+void Kernel::launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<LaunchArg>& args,
+                        std::vector<uint64_t>& slots) const {
+  const auto& params = loaded.runtime_params;
   // Host buffers go to the device for the launch and come back after it.
   struct Staged {
     void* host;
@@ -92,7 +135,7 @@ void Kernel::launch_gpu(Grid grid, const std::vector<LaunchArg>& args, std::vect
     for (size_t i = 0; i < args.size(); ++i) {
       if (params[i].kind != ParamKind::pointer || args[i].on_device) continue;
       if (args[i].extent_bytes < 0)
-        throw Error(str_cat("tiledist: argument ", i, " ('", params[i].name, "') of GPU kernel '", loaded_->artifact.kernel,
+        throw Error(str_cat("tiledist: argument ", i, " ('", params[i].name, "') of GPU kernel '", loaded.artifact.kernel,
                             "' is a raw host pointer: pass a cuda::Buffer, or a std::vector or std::span to copy"));
       size_t bytes = static_cast<size_t>(args[i].extent_bytes);
       void* d = cuda::malloc(bytes);
@@ -104,13 +147,13 @@ void Kernel::launch_gpu(Grid grid, const std::vector<LaunchArg>& args, std::vect
     for (size_t i = 0; i < slots.size(); ++i) ptrs[i] = &slots[i];
     std::shared_ptr<cuda::Module> module;
     {
-      std::lock_guard<std::mutex> lock(loaded_->gpu_mutex);
-      if (!loaded_->gpu_module)
-        loaded_->gpu_module = std::make_shared<cuda::Module>(loaded_->artifact.binary, loaded_->artifact.kernel);
-      module = std::static_pointer_cast<cuda::Module>(loaded_->gpu_module);
+      std::lock_guard<std::mutex> lock(loaded.gpu_mutex);
+      if (!loaded.gpu_module)
+        loaded.gpu_module = std::make_shared<cuda::Module>(loaded.artifact.binary, loaded.artifact.kernel);
+      module = std::static_pointer_cast<cuda::Module>(loaded.gpu_module);
     }
     const int g[3] = {grid.x, grid.y, grid.z};
-    module->launch(loaded_->artifact.entry, g, loaded_->artifact.threads, static_cast<size_t>(loaded_->artifact.scratch_bytes),
+    module->launch(loaded.artifact.entry, g, loaded.artifact.threads, static_cast<size_t>(loaded.artifact.scratch_bytes),
                    ptrs.data());
     if (!staged.empty()) {
       cuda::synchronize();

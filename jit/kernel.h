@@ -74,6 +74,11 @@ class Kernel {
  public:
   Kernel() = default;
   explicit Kernel(std::shared_ptr<const jit::Loaded> loaded) : loaded_(std::move(loaded)) {}
+  /// A GPU kernel that also specializes itself at launch, as Triton does: arguments that are
+  /// multiples of 16 (integers) or 16-byte aligned (pointers) select a variant compiled with
+  /// that knowledge (vectorized accesses), compiled at its first launch and kept.
+  Kernel(std::shared_ptr<const jit::Loaded> generic, const KernelDef& def, const Constants& constants, const Target& target,
+         const CompileOptions& options, jit::Context& ctx);
 
   /// Runs the kernel over `grid`. Arguments follow the kernel's runtime parameters: pointers
   /// (T*, std::vector<T>&, std::span<T>, and for GPU targets cuda::Buffer<T>) and numbers; a
@@ -91,8 +96,11 @@ class Kernel {
   int64_t scratch_bytes() const { return loaded_->artifact.scratch_bytes; }
 
  private:
-  void launch_gpu(Grid grid, const std::vector<LaunchArg>& args, std::vector<uint64_t>& slots) const;
+  struct Variants;
+  const jit::Loaded& variant_for(const std::vector<LaunchArg>& args) const;
+  void launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<LaunchArg>& args, std::vector<uint64_t>& slots) const;
   std::shared_ptr<const jit::Loaded> loaded_;
+  std::shared_ptr<Variants> variants_;
 };
 
 /// Traces, optimizes and compiles `def` for `constants` and `target`, through the caches of

@@ -29,7 +29,7 @@ struct Target {
 struct CompileOptions {
   bool check_bounds = false;  // CPU backend: report out-of-bounds accesses ($TILEDIST_CHECK_BOUNDS=1)
   int num_warps = 4;
-  int num_stages = 2;
+  int num_stages = 3;  // GPU: shared-memory buffers of a pipelined dot loop
 
   /// Defaults, with the environment's overrides applied.
   static CompileOptions from_env();

@@ -1,6 +1,9 @@
 // tiledist-compile: prints any stage of a registered kernel.
 //   tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942] [--emit tile-ir|opt-ir|llvm|asm]
-//                    [--const NAME=VALUE ...]
+//                    [--const NAME=VALUE ...] [--aligned all|none|NAME,...] [--num-warps N] [--num-stages N]
+// GPU targets print by default the variant a launch with 16-aligned arguments gets (what runs
+// in practice: integers that are multiples of 16, 16-byte aligned pointers); --aligned none
+// prints the generic one.
 //   tiledist-compile --list
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +18,7 @@ int usage(const char* msg) {
                "tiledist-compile: %s\n"
                "usage: tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942] "
                "[--emit tile-ir|opt-ir|llvm|asm] [--const NAME=VALUE ...]\n"
+               "                        [--aligned all|none|NAME,...] [--num-warps N] [--num-stages N]\n"
                "       tiledist-compile --list\n",
                msg);
   return 2;
@@ -36,6 +40,14 @@ int main(int argc, char** argv) {
   std::string kernel, target = "host", emit = "opt-ir";
   Constants constants;
   bool list = false;
+  std::string aligned_arg;
+  CompileOptions options = CompileOptions::from_env();
+  auto count = [](const std::string& flag, const std::string& v) {
+    char* end = nullptr;
+    long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end || n < 1 || n > 64) throw Error("tiledist-compile: " + flag + " takes a number from 1 to 64, got '" + v + "'");
+    return static_cast<int>(n);
+  };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char* flag) -> std::string {
@@ -46,6 +58,9 @@ int main(int argc, char** argv) {
       if (a == "--list") list = true;
       else if (a == "--target") target = value("--target");
       else if (a == "--emit") emit = value("--emit");
+      else if (a == "--aligned") aligned_arg = value("--aligned");
+      else if (a == "--num-warps") options.num_warps = count(a, value("--num-warps"));
+      else if (a == "--num-stages") options.num_stages = count(a, value("--num-stages"));
       else if (a == "--const") {
         std::string kv = value("--const");
         size_t eq = kv.find('=');
@@ -96,7 +111,23 @@ int main(int argc, char** argv) {
   else return usage(("unknown --emit '" + emit + "' (tile-ir, opt-ir, llvm, asm)").c_str());
   try {
     Target t = Target::parse(target);
-    std::fputs(jit::Context::global().emit(*def, constants, t, CompileOptions::from_env(), stage).c_str(), stdout);
+    std::vector<ParamInfo> runtime = def->runtime_params();
+    if (aligned_arg.empty()) aligned_arg = t.kind == Target::Kind::host ? "none" : "all";
+    std::vector<bool> aligned(runtime.size(), aligned_arg == "all");
+    if (aligned_arg != "all" && aligned_arg != "none") {
+      size_t start = 0;
+      while (start <= aligned_arg.size()) {
+        size_t end = aligned_arg.find(',', start);
+        std::string name = aligned_arg.substr(start, end == std::string::npos ? std::string::npos : end - start);
+        size_t i = 0;
+        while (i < runtime.size() && runtime[i].name != name) ++i;
+        if (i == runtime.size()) throw Error("tiledist-compile: --aligned names '" + name + "', not a runtime parameter of " + kernel);
+        aligned[i] = true;
+        if (end == std::string::npos) break;
+        start = end + 1;
+      }
+    }
+    std::fputs(jit::Context::global().emit(*def, constants, t, options, stage, aligned).c_str(), stdout);
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

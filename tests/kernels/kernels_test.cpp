@@ -72,6 +72,32 @@ TEST(Gemm, F32) { check_gemm<float>(ir::DType::f32, 1e-6); }
 TEST(Gemm, BF16) { check_gemm<bf16>(ir::DType::bf16, 1e-6); }
 TEST(Gemm, F16) { check_gemm<f16>(ir::DType::f16, 1e-6); }
 
+// Shapes that are multiples of 16 get the launch-time specialization for aligned arguments: on
+// the GPU a cp.async pipeline feeding ldmatrix and mma.sync. Ragged edges (M, N not multiples of
+// the tile, K ending half-way through one) and more than 48 KB of shared memory (4 stages of
+// 128x128x32) included.
+TEST(Gemm, AlignedShapesWithPipelinedTiles) {
+  struct Case {
+    int M, N, K, bm, bn, bk, warps, stages;
+  };
+  for (Case t : {Case{80, 48, 48, 64, 64, 32, 4, 3}, Case{256, 256, 256, 128, 128, 32, 4, 4},
+                 Case{144, 272, 96, 128, 128, 32, 8, 3}, Case{64, 128, 1024, 64, 128, 64, 4, 2}}) {
+    auto af = ref::random_floats(size_t(t.M) * t.K), bf = ref::random_floats(size_t(t.K) * t.N);
+    std::vector<bf16> a(af.size()), b(bf.size());
+    for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = bf16(af[i]));
+    for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(b[i] = bf16(bf[i]));
+    std::vector<float> c(size_t(t.M) * t.N, 7.0f), want;
+    CompileOptions opts = CompileOptions::from_env();
+    opts.num_warps = t.warps;
+    opts.num_stages = t.stages;
+    compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", t.bm}, {"BN", t.bn}, {"BK", t.bk}}, Target::default_target(), opts)
+        .launch({tl::cdiv(t.M, t.bm), tl::cdiv(t.N, t.bn)}, a, b, c, t.M, t.N, t.K);
+    ref::gemm(af, bf, want, t.M, t.N, t.K);
+    EXPECT_LT(ref::rel_error(c, want), 1e-6) << t.M << "x" << t.N << "x" << t.K << " tiles " << t.bm << "x" << t.bn << "x"
+                                             << t.bk << " seed " << ref::last_seed();
+  }
+}
+
 TEST(Gemm, DefaultTilesAgreeWithSmallTiles) {
   int M = 150, N = 70, K = 90;
   auto af = ref::random_floats(size_t(M) * K), bf = ref::random_floats(size_t(K) * N);

@@ -1,0 +1,128 @@
+#include "codegen/axis_info.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace tiledist::codegen {
+
+namespace {
+
+using ir::OpCode;
+
+int64_t pow2_factor(int64_t v) {
+  if (v == 0) return AxisInfo::kMax;
+  int64_t f = v & -v;
+  return std::min(f < 0 ? -f : f, AxisInfo::kMax);
+}
+int64_t last_dim(const ir::Value* v) { return v->type.is_tensor() ? v->type.shape.back() : 1; }
+/// One step along a contiguous run: an element's size for pointers, 1 for integers.
+int64_t step_of(const ir::Value* v) { return v->type.is_ptr ? ir::dtype_bytes(v->type.dtype) : 1; }
+/// What the values at multiples of `c` along the last dimension are divisible by.
+int64_t div_at(const AxisInfo& a, int64_t c, int64_t step) {
+  return c >= a.contiguity ? a.divisibility : std::gcd(a.divisibility, c * step);
+}
+int64_t capped(int64_t v) { return std::min(v, AxisInfo::kMax); }
+
+}  // namespace
+
+const AxisInfo& AxisAnalysis::of(const ir::Value* v) {
+  auto it = memo_.find(v);
+  if (it != memo_.end()) return it->second;
+  AxisInfo info = compute(v);
+  return memo_[v] = info;
+}
+
+AxisInfo AxisAnalysis::compute(const ir::Value* v) {
+  const int64_t L = last_dim(v);
+  const AxisInfo scalar{1, 1, AxisInfo::kMax};
+  const AxisInfo unknown = v->type.is_tensor() ? AxisInfo{1, 1, 1} : scalar;
+  if (!v->def) {
+    const ir::Op* parent = v->owner ? v->owner->parent : nullptr;
+    if (parent && parent->code == OpCode::For && v->index == 0) {  // the induction variable
+      return {1, std::gcd(of(parent->operands[0]).divisibility, of(parent->operands[2]).divisibility), AxisInfo::kMax};
+    }
+    return unknown;
+  }
+  const ir::Op& d = *v->def;
+  if (d.results.size() != 1) return unknown;
+  auto in = [&](int i) -> const AxisInfo& { return of(d.operands[i]); };
+  switch (d.code) {
+    case OpCode::Constant: {
+      const ir::Attr& a = d.attrs.at("value");
+      int64_t div = std::holds_alternative<int64_t>(a) ? pow2_factor(std::get<int64_t>(a)) : 1;
+      return {1, div, v->type.is_tensor() ? L : AxisInfo::kMax};
+    }
+    case OpCode::Arange: return {L, pow2_factor(d.int_attr("start")), 1};
+    case OpCode::Splat: return {1, in(0).divisibility, L};
+    case OpCode::Hint: {
+      AxisInfo a = in(0);
+      if (d.has_attr("multiple_of")) a.divisibility = capped(std::max(a.divisibility, d.int_attr("multiple_of")));
+      if (d.has_attr("max_contiguous")) a.contiguity = std::max(a.contiguity, d.int_attr("max_contiguous"));
+      return a;
+    }
+    case OpCode::ExpandDims:
+    case OpCode::Broadcast:
+    case OpCode::Reshape:
+    case OpCode::Trans: {
+      const ir::Value* x = d.operands[0];
+      bool keeps_last = x->type.is_tensor() && last_dim(x) == L;
+      if (d.code == OpCode::ExpandDims) keeps_last = d.int_attr("axis") != static_cast<int64_t>(v->type.shape.size()) - 1;
+      if (d.code == OpCode::Trans) {
+        const auto& perm = d.ints_attr("perm");
+        keeps_last = perm.back() == static_cast<int64_t>(perm.size()) - 1;
+      }
+      if (keeps_last) return in(0);
+      // The last dimension is new: each element stands alone, or is repeated by a broadcast.
+      int64_t each = div_at(in(0), 1, step_of(x));
+      if (d.code == OpCode::Broadcast && last_dim(x) == 1) return {1, each, L};
+      return {1, each, 1};
+    }
+    case OpCode::Add:
+    case OpCode::AddPtr:
+    case OpCode::Sub: {
+      const AxisInfo& a = in(0);
+      const AxisInfo& b = in(1);
+      int64_t c = std::min(a.contiguity, b.constancy);
+      if (d.code != OpCode::Sub) c = std::max(c, std::min(b.contiguity, a.constancy));
+      int64_t scale = d.code == OpCode::AddPtr ? step_of(v) : 1;  // offsets count elements
+      int64_t div = std::gcd(div_at(a, c, step_of(d.operands[0])), capped(div_at(b, c, 1) * scale));
+      return {c, div, std::min(a.constancy, b.constancy)};
+    }
+    case OpCode::Mul:
+      return {1, capped(div_at(in(0), 1, 1) * div_at(in(1), 1, 1)), std::min(in(0).constancy, in(1).constancy)};
+    case OpCode::Cast:
+      if (!v->type.is_float() && !d.operands[0]->type.is_float() && v->type.dtype != ir::DType::i1) return in(0);
+      return {1, 1, in(0).constancy};
+    case OpCode::Cmp: {
+      const AxisInfo& a = in(0);
+      const AxisInfo& b = in(1);
+      int64_t k = std::min(a.constancy, b.constancy);
+      // x < c and x >= c, with x contiguous from a multiple of g and c a multiple of g, change
+      // value only at multiples of g.
+      const std::string& p = d.str_attr("pred");
+      auto runs = [&](const AxisInfo& x, const AxisInfo& c) {
+        if (x.contiguity <= 1 || c.constancy < x.contiguity) return int64_t{1};
+        return std::gcd(x.contiguity, std::gcd(x.divisibility, c.divisibility));
+      };
+      if (p == "lt" || p == "ge") k = std::max(k, runs(a, b));
+      if (p == "gt" || p == "le") k = std::max(k, runs(b, a));
+      return {1, 1, k};
+    }
+    default: {
+      if (!d.is_pure()) return unknown;
+      int64_t k = AxisInfo::kMax;
+      for (const ir::Value* o : d.operands) k = std::min(k, of(o).constancy);
+      return {1, 1, v->type.is_tensor() ? std::min(k, L) : k};
+    }
+  }
+}
+
+bool AxisAnalysis::vectorizable(const ir::Value* ptr, const ir::Value* mask, int64_t vec) {
+  if (vec <= 1) return true;
+  const AxisInfo& p = of(ptr);
+  int64_t bytes = vec * step_of(ptr);
+  if (p.contiguity % vec != 0 || div_at(p, vec, step_of(ptr)) % bytes != 0) return false;
+  return !mask || of(mask).constancy % vec == 0 || of(mask).constancy == AxisInfo::kMax;
+}
+
+}  // namespace tiledist::codegen

@@ -1,0 +1,39 @@
+// What the code generators know about integer and pointer tensors along their last (fastest)
+// dimension, after Triton's AxisInfo: how long the runs of consecutive values are, how long the
+// runs of equal values are, and what the first value of a run is divisible by. Vectorized
+// memory accesses are legal where a pointer tensor is contiguous and aligned over the vector
+// and its mask is constant over it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+#include "ir/ir.h"
+
+namespace tiledist::codegen {
+
+struct AxisInfo {
+  static constexpr int64_t kMax = int64_t{1} << 30;
+  /// Along the last dimension the tensor splits into runs of `contiguity` elements, starting at
+  /// multiples of it, over which the value grows by one (one element, for pointers).
+  int64_t contiguity = 1;
+  /// The first value of each such run is a multiple of this (pointers: in bytes).
+  int64_t divisibility = 1;
+  /// Runs of this many elements (starting at multiples of it) hold equal values. Scalars: kMax.
+  int64_t constancy = 1;
+};
+
+class AxisAnalysis {
+ public:
+  const AxisInfo& of(const ir::Value* v);
+
+  /// Whether `ptr`'s accesses can be made `vec` elements at a time, each access aligned to its
+  /// size, with `mask` (may be null) the same over each vector.
+  bool vectorizable(const ir::Value* ptr, const ir::Value* mask, int64_t vec);
+
+ private:
+  AxisInfo compute(const ir::Value* v);
+  std::map<const ir::Value*, AxisInfo> memo_;
+};
+
+}  // namespace tiledist::codegen
