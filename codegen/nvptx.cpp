@@ -364,7 +364,7 @@ class NvptxLowering : public Elements {
     // Operands in the MMA layout are converted up front, where the conversion dominates every
     // use inside the op (dot and hint take them as they are; loops manage their own).
     bool keeps_layout = (op.code == OpCode::Dot && mma_eligible(op)) || op.code == OpCode::Hint || op.code == OpCode::For ||
-                        op.code == OpCode::Yield || !op.regions.empty();
+                        op.code == OpCode::Yield || !op.regions.empty() || stores_from_mma(op);
     if (!keeps_layout)
       for (const ir::Value* v : op.operands)
         if (vals_.count(v) && raw(v).mma && !converted_.count(v)) converted_[v] = cyclic_from_mma(raw(v), v->type);
@@ -573,7 +573,40 @@ class NvptxLowering : public Elements {
     define(op, g);
   }
 
+  /// A store of an MMA accumulator whose addresses and mask can be recomputed anywhere: each
+  /// thread stores its own fragment elements, two adjacent ones at a time where aligned.
+  bool stores_from_mma(const ir::Op& op) {
+    if (op.code != OpCode::Store || !vals_.count(op.operands[1]) || !raw(op.operands[1]).mma) return false;
+    return recomputable(op.operands[0]) && (op.operands.size() < 3 || recomputable(op.operands[2]));
+  }
+  void emit_store_from_mma(const ir::Op& op) {
+    const ir::Type& pt = op.operands[0]->type;
+    DType d = pt.dtype;
+    const ir::Value* mask = op.operands.size() > 2 ? op.operands[2] : nullptr;
+    const GVal& g = raw(op.operands[1]);
+    MmaTiles m = mma_tiles(pt);
+    bool pairs = axis_.vectorizable(op.operands[0], mask, 2);
+    llvm::Type* mt = mem_type(d);
+    for (int64_t i = 0; i < m.per_warp; ++i)
+      when(tile_ok(m, i), [&] {
+        llvm::Value* tile = tile_of(m, i);
+        for (int r = 0; r < 4; r += pairs ? 2 : 1) {
+          llvm::Value* e = mma_index(m, tile, r);
+          llvm::Value* ok = mask ? recompute(mask, e) : b_.getTrue();
+          when(ok, [&] {
+            llvm::Value* p = recompute(op.operands[0], e);
+            if (!pairs) return void(b_.CreateStore(to_mem(g.slots[i * 4 + r], d), p));
+            llvm::Value* v = llvm::PoisonValue::get(llvm::FixedVectorType::get(mt, 2));
+            v = b_.CreateInsertElement(v, to_mem(g.slots[i * 4 + r], d), uint64_t{0});
+            v = b_.CreateInsertElement(v, to_mem(g.slots[i * 4 + r + 1], d), uint64_t{1});
+            b_.CreateAlignedStore(v, p, llvm::Align(2 * ir::dtype_bytes(d)));
+          });
+        }
+      });
+  }
+
   void emit_store(const ir::Op& op) {
+    if (stores_from_mma(op)) return emit_store_from_mma(op);
     const ir::Type& pt = op.operands[0]->type;
     DType d = pt.dtype;
     auto one = [&](int64_t j, llvm::Value* ok) {
@@ -760,6 +793,9 @@ class NvptxLowering : public Elements {
     int64_t stage_bytes;
     int64_t base = 0;  // of the first buffer in dynamic shared memory
     llvm::Value* read_stage = nullptr;  // the stage the current iteration's dot reads
+    llvm::Value* next_stage = nullptr;  // the next iteration's
+    std::vector<llvm::Value*> frags;       // the current iteration's first fragments (loop-carried)
+    std::vector<llvm::Value*> next_frags;  // the next iteration's, once the dot has loaded them
   };
 
   static bool is_zero(const ir::Value* v) {
@@ -870,49 +906,64 @@ class NvptxLowering : public Elements {
     auto* asm_ = llvm::InlineAsm::get(ty,
                                       str_cat("mma.sync.aligned.m16n8k16.row.col.f32.", type, ".", type,
                                               ".f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};"),
-                                      "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", false);
+                                      "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", /*side effects: keeps its place around barriers*/ true);
     return b_.CreateCall(ty, asm_, {a[0], a[1], a[2], a[3], b0, b1, acc[0], acc[1], acc[2], acc[3]});
   }
 
-  /// The dot of a pipelined loop: each warp loads its A and B fragments for 16 columns of K
-  /// with ldmatrix and issues the mma.sync of its warp tile.
-  void pipe_dot(const Pipeline& p, const ir::Op& op) {
+  /// This warp's A and B fragments for columns [16 ks, 16 ks + 16) of K from a stage buffer:
+  /// ldmatrix.x4 per 16 rows of A (its four 8x8 blocks), ldmatrix.x4.trans per 16 columns of B
+  /// (two n8 tiles). A's come first, four registers each, then B's.
+  std::vector<llvm::Value*> pipe_fragments(const Pipeline& p, const MmaTiles& m, llvm::Value* stage, int64_t ks) {
+    auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
+    llvm::Value* base = stage_base(p, stage);
+    llvm::Value* lane = b_.CreateAnd(tid_, c(31));
+    llvm::Value* lane16 = b_.CreateAnd(lane, c(15));
+    llvm::Value* half = b_.CreateLShr(lane, 4);
+    std::vector<llvm::Value*> out;
+    auto x4 = [&](llvm::Intrinsic::ID id, const PipeOperand& o, llvm::Value* row, llvm::Value* chunk) {
+      llvm::Value* at = b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateAdd(c(o.offset), swizzled(row, chunk, o.row_bytes())));
+      llvm::Value* r = b_.CreateIntrinsic(id, {at->getType()}, {at});
+      for (unsigned k = 0; k < 4; ++k) out.push_back(b_.CreateExtractValue(r, k));
+    };
+    llvm::Value* wm = b_.CreateUDiv(warp_id(), c(m.warps_n));
+    llvm::Value* wn = b_.CreateURem(warp_id(), c(m.warps_n));
+    for (int64_t im = 0; im < m.wtm / 16; ++im)
+      x4(llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_b16, p.a,
+         b_.CreateAdd(b_.CreateMul(wm, c(m.wtm)), b_.CreateAdd(c(im * 16), lane16)), b_.CreateAdd(c(ks * 2), half));
+    for (int64_t jn = 0; jn < m.wtn / 16; ++jn)
+      x4(llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_trans_b16, p.b, b_.CreateAdd(c(ks * 16), lane16),
+         b_.CreateAdd(b_.CreateMul(wn, c(m.wtn / 8)), b_.CreateAdd(c(jn * 2), half)));
+    return out;
+  }
+  int64_t fragment_count(const MmaTiles& m) const { return (m.wtm / 16 + m.wtn / 16) * 4; }
+  /// Waits for the next iteration's tiles, and (once every thread is past this iteration's
+  /// reads) loads its first fragments, which the loop carries.
+  void pipe_advance(Pipeline& p, const MmaTiles& m, llvm::Value* next_stage) {
+    b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(p.stages - 2)});
+    barrier();
+    p.next_frags = pipe_fragments(p, m, next_stage, 0);
+  }
+
+  /// The dot of a pipelined loop. Fragments of the first 16 columns of K come from the previous
+  /// iteration; the others are loaded up front; before the last mma.sync step the warp waits for
+  /// the next tiles and loads the next iteration's first fragments, so that the barrier and the
+  /// loads overlap tensor-core work.
+  void pipe_dot(Pipeline& p, const ir::Op& op) {
     const ir::Type& rt = op.results[0]->type;
     DType d = op.operands[0]->type.dtype;
     MmaTiles m = mma_tiles(rt);
     GVal acc = mma_from(op.operands[2]);
-    auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
-    llvm::Value* base = stage_base(p, p.read_stage);
-    llvm::Value* lane = b_.CreateAnd(tid_, c(31));
-    llvm::Value* lane16 = b_.CreateAnd(lane, c(15));
-    llvm::Value* half = b_.CreateLShr(lane, 4);
-    llvm::Value* wm = b_.CreateUDiv(warp_id(), c(m.warps_n));
-    llvm::Value* wn = b_.CreateURem(warp_id(), c(m.warps_n));
-    int64_t tm = m.wtm / 16, tn = m.wtn / 8;
-    auto x4 = [&](llvm::Intrinsic::ID id, const PipeOperand& o, llvm::Value* row, llvm::Value* chunk) {
-      llvm::Value* at = b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateAdd(c(o.offset), swizzled(row, chunk, o.row_bytes())));
-      llvm::Value* r = b_.CreateIntrinsic(id, {at->getType()}, {at});
-      std::array<llvm::Value*, 4> out;
-      for (unsigned k = 0; k < 4; ++k) out[k] = b_.CreateExtractValue(r, k);
-      return out;
-    };
-    for (int64_t ks = 0; ks < p.a.cols / 16; ++ks) {
-      std::vector<std::array<llvm::Value*, 4>> af;
-      for (int64_t im = 0; im < tm; ++im) {
-        llvm::Value* row = b_.CreateAdd(b_.CreateMul(wm, c(m.wtm)), b_.CreateAdd(c(im * 16), lane16));
-        af.push_back(x4(llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_b16, p.a, row, b_.CreateAdd(c(ks * 2), half)));
-      }
-      std::vector<std::array<llvm::Value*, 4>> bf;  // two n8 tiles each
-      for (int64_t jn = 0; jn < tn / 2; ++jn) {
-        llvm::Value* krow = b_.CreateAdd(c(ks * 16), lane16);
-        llvm::Value* chunk = b_.CreateAdd(b_.CreateMul(wn, c(m.wtn / 8)), b_.CreateAdd(c(jn * 2), half));
-        bf.push_back(x4(llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_trans_b16, p.b, krow, chunk));
-      }
+    int64_t tm = m.wtm / 16, tn = m.wtn / 8, steps = p.a.cols / 16;
+    std::vector<std::vector<llvm::Value*>> frags{p.frags};
+    for (int64_t ks = 1; ks < steps; ++ks) frags.push_back(pipe_fragments(p, m, p.read_stage, ks));
+    for (int64_t ks = 0; ks < steps; ++ks) {
+      if (ks == steps - 1) pipe_advance(p, m, p.next_stage);
+      const auto& f = frags[ks];
       for (int64_t im = 0; im < tm; ++im)
         for (int64_t in = 0; in < tn; ++in) {
           llvm::Value** slots = &acc.slots[(im * tn + in) * 4];
-          const auto& bb = bf[in / 2];
-          llvm::Value* r = mma_sync(d, af[im].data(), bb[(in % 2) * 2], bb[(in % 2) * 2 + 1], slots);
+          const int64_t bi = tm * 4 + (in / 2) * 4 + (in % 2) * 2;
+          llvm::Value* r = mma_sync(d, &f[im * 4], f[bi], f[bi + 1], slots);
           for (unsigned k = 0; k < 4; ++k) slots[k] = b_.CreateExtractValue(r, k);
         }
     }
@@ -1086,6 +1137,7 @@ class NvptxLowering : public Elements {
       smem_floor_ += (pipe->stages * pipe->stage_bytes + 127) / 128 * 128;
       barrier();  // the buffers may still be read by an earlier op
       for (int s = 0; s + 1 < pipe->stages; ++s) pipe_issue(*pipe, lo, step, hi, b_.getInt32(s), b_.getInt32(s));
+      pipe_advance(*pipe, mma_tiles(pipe->dot->results[0]->type), b_.getInt32(0));
       pipe_dots_[pipe->dot] = &*pipe;
       deferred_loads_.insert(pipe->a.load);
       deferred_loads_.insert(pipe->b.load);
@@ -1101,16 +1153,23 @@ class NvptxLowering : public Elements {
     iv->addIncoming(lo, pre);
     llvm::PHINode* count = b_.CreatePHI(b_.getInt32Ty(), 2, "iteration");
     count->addIncoming(b_.getInt32(0), pre);
+    std::vector<llvm::PHINode*> frag_phis;
+    if (pipe) {
+      for (llvm::Value* f : pipe->next_frags) {
+        frag_phis.push_back(b_.CreatePHI(f->getType(), 2, "fragment"));
+        frag_phis.back()->addIncoming(f, pre);
+      }
+      pipe->frags.assign(frag_phis.begin(), frag_phis.end());
+    }
     b_.CreateCondBr(b_.CreateICmpSLT(iv, hi), body_bb, exit);
     b_.SetInsertPoint(body_bb);
     if (pipe) {
-      // This iteration's tiles have landed (at most stages - 2 later groups are in flight) and
-      // every thread is done with the buffer the next prefetch overwrites.
-      b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(pipe->stages - 2)});
-      barrier();
+      // Every thread is past the barrier of the previous iteration, so done reading the buffer
+      // that this prefetch overwrites (see pipe_dot).
       llvm::Value* ahead = b_.CreateAdd(count, b_.getInt32(pipe->stages - 1));
       pipe_issue(*pipe, lo, step, hi, ahead, b_.CreateURem(ahead, b_.getInt32(pipe->stages)));
       pipe->read_stage = b_.CreateURem(count, b_.getInt32(pipe->stages));
+      pipe->next_stage = b_.CreateURem(b_.CreateAdd(count, b_.getInt32(1)), b_.getInt32(pipe->stages));
     }
     vals_[body.args[0].get()] = GVal{iv, {}};
     for (size_t i = 0; i < phis.size(); ++i) vals_[body.args[i + 1].get()] = phis[i];
@@ -1123,6 +1182,7 @@ class NvptxLowering : public Elements {
     llvm::BasicBlock* latch = b_.GetInsertBlock();
     iv->addIncoming(iv_next, latch);
     count->addIncoming(b_.CreateAdd(count, b_.getInt32(1)), latch);
+    for (size_t k = 0; k < frag_phis.size(); ++k) frag_phis[k]->addIncoming(pipe->next_frags[k], latch);
     close_phis(phis, next, latch);
     b_.CreateBr(header);
     b_.SetInsertPoint(exit);

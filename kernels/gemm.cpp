@@ -1,4 +1,6 @@
-// Tiled GEMM through tl::dot: C[M,N] = A[M,K] @ B[K,N], f32 accumulation, masked edges.
+// Tiled GEMM through tl::dot: C[M,N] = A[M,K] @ B[K,N], f32 accumulation, masked edges. The
+// grid is (cdiv(M, BM), cdiv(N, BN)); programs take their tiles in groups of GROUP_M rows of
+// tiles, column by column, so that the programs running at once share operand tiles in L2.
 #include "kernels/kernels.h"
 
 namespace tiledist::kernels {
@@ -8,9 +10,16 @@ using tl::Tensor;
 
 template <class T>
 void gemm(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K, tl::Const<int> BM,
-          tl::Const<int> BN, tl::Const<int> BK) {
-  auto rm = tl::program_id(0) * BM + tl::arange(0, BM);
-  auto rn = tl::program_id(1) * BN + tl::arange(0, BN);
+          tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M) {
+  auto num_m = tl::num_programs(0), num_n = tl::num_programs(1);
+  auto pid = tl::program_id(1) * num_m + tl::program_id(0);
+  auto in_group = num_n * GROUP_M;
+  auto first_m = pid / in_group * GROUP_M;
+  auto group_m = tl::minimum(num_m - first_m, GROUP_M);
+  auto pid_m = first_m + pid % in_group % group_m;
+  auto pid_n = pid % in_group / group_m;
+  auto rm = pid_m * BM + tl::arange(0, BM);
+  auto rn = pid_n * BN + tl::arange(0, BN);
   auto rk = tl::arange(0, BK);
   auto row = tl::expand_dims(rm, 1);  // [BM, 1]
   auto col = tl::expand_dims(rn, 0);  // [1, BN]
@@ -24,8 +33,8 @@ void gemm(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl
   tl::store(c + row * N + col, acc, (row < M) & (col < N));
 }
 
-const std::vector<std::string> kParams = {"a", "b", "c", "M", "N", "K", "BM", "BN", "BK"};
-const Constants kDefaults = {{"BM", 64}, {"BN", 64}, {"BK", 32}};
+const std::vector<std::string> kParams = {"a", "b", "c", "M", "N", "K", "BM", "BN", "BK", "GROUP_M"};
+const Constants kDefaults = {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}};
 }  // namespace
 
 const KernelDef& gemm_kernel(ir::DType dtype) {
