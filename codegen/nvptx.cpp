@@ -171,12 +171,25 @@ class NvptxLowering : public Elements {
   }
 
   // ---- layout: element index of slot j of this thread, and validity
+  /// Consecutive elements per thread: 4 (16-byte accesses for f32), or 2, where every thread
+  /// gets whole vectors of them, else 1. A function of the element count only, so that every
+  /// operand of an elementwise op has the same layout.
+  int64_t vec_of(const ir::Type& t) const {
+    for (int64_t v : {4, 2})
+      if (t.numel() % (v * threads_) == 0) return v;
+    return 1;
+  }
   int64_t slots_of(const ir::Type& t) const { return (t.numel() + threads_ - 1) / threads_; }
-  llvm::Value* element_index(int64_t j) { return b_.CreateAdd(tid_, b_.getInt32(static_cast<int32_t>(j * threads_))); }
+  /// Slot j of this thread holds element (j / V) * V * T + tid * V + j % V.
+  llvm::Value* element_index(const ir::Type& t, int64_t j) {
+    int64_t v = vec_of(t);
+    llvm::Value* lane = v == 1 ? tid_ : b_.CreateMul(tid_, b_.getInt32(static_cast<int32_t>(v)));
+    return b_.CreateAdd(lane, b_.getInt32(static_cast<int32_t>((j / v) * v * threads_ + j % v)));
+  }
   /// Whether slot j holds an element (the last slot may not, in every thread).
   llvm::Value* valid(const ir::Type& t, int64_t j) {
     if ((j + 1) * threads_ <= t.numel()) return b_.getTrue();
-    return b_.CreateICmpSLT(element_index(j), b_.getInt32(static_cast<int32_t>(t.numel())));
+    return b_.CreateICmpSLT(element_index(t, j), b_.getInt32(static_cast<int32_t>(t.numel())));
   }
   static std::vector<int64_t> strides_of(const std::vector<int64_t>& shape) {
     std::vector<int64_t> s(shape.size(), 1);
@@ -219,7 +232,7 @@ class NvptxLowering : public Elements {
       when(valid(t, j), [&] {
         llvm::Value* x = g.slots[j];
         if (!t.is_ptr && t.dtype == DType::i1) x = b_.CreateZExt(x, b_.getInt8Ty());
-        b_.CreateStore(x, b_.CreateGEP(buf_type(t), arr, element_index(j)));
+        b_.CreateStore(x, b_.CreateGEP(buf_type(t), arr, element_index(t, j)));
       });
     return arr;
   }
@@ -322,7 +335,7 @@ class NvptxLowering : public Elements {
     GVal out;
     for (int64_t j = 0; j < slots_of(t); ++j)
       out.slots.push_back(when_value(valid(t, j), f32, llvm::UndefValue::get(f32),
-                                        [&] { return b_.CreateLoad(f32, b_.CreateGEP(f32, buf, element_index(j))); }));
+                                        [&] { return b_.CreateLoad(f32, b_.CreateGEP(f32, buf, element_index(t, j))); }));
     barrier();
     return out;
   }
@@ -401,7 +414,7 @@ class NvptxLowering : public Elements {
       case OpCode::Arange: {
         GVal g;
         for (int64_t j = 0; j < slots_of(*rt); ++j)
-          g.slots.push_back(b_.CreateAdd(element_index(j), b_.getInt32(static_cast<int32_t>(op.int_attr("start")))));
+          g.slots.push_back(b_.CreateAdd(element_index(*rt, j), b_.getInt32(static_cast<int32_t>(op.int_attr("start")))));
         return define(op, g);
       }
       case OpCode::Splat:
@@ -540,14 +553,14 @@ class NvptxLowering : public Elements {
     if (recomputable(op.operands[0])) {
       GVal g;
       for (int64_t j = 0; j < slots_of(rt); ++j)
-        g.slots.push_back(recompute(op.operands[0], linear(multi_index(element_index(j), rt.shape), s)));
+        g.slots.push_back(recompute(op.operands[0], linear(multi_index(element_index(rt, j), rt.shape), s)));
       return define(op, g);
     }
     llvm::Value* arr = stage(op.operands[0], 0);
     barrier();
     GVal g;
     for (int64_t j = 0; j < slots_of(rt); ++j) {
-      llvm::Value* src = linear(multi_index(element_index(j), rt.shape), s);
+      llvm::Value* src = linear(multi_index(element_index(rt, j), rt.shape), s);
       g.slots.push_back(when_value(valid(rt, j), reg_type(rt.element()), llvm::UndefValue::get(reg_type(rt.element())),
                                       [&] { return staged_load(arr, in, src); }));
     }
@@ -569,6 +582,24 @@ class NvptxLowering : public Elements {
     // loads it and shares it, rather than each thread reading memory that may be changing.
     if (!rt.is_tensor()) return define(op, {from_thread0(reg_type(rt), [&] { return one(0, b_.getTrue()); }), {}});
     GVal g;
+    int64_t v = vec_of(rt);
+    const ir::Value* mask = op.operands.size() > 1 ? op.operands[1] : nullptr;
+    if (v > 1 && axis_.vectorizable(op.operands[0], mask, v)) {
+      // Each vector of slots is contiguous and aligned in memory, and masked as a whole.
+      auto* vt = llvm::FixedVectorType::get(mem_type(d), static_cast<unsigned>(v));
+      llvm::Align align(v * ir::dtype_bytes(d));
+      for (int64_t j = 0; j < slots_of(rt); j += v) {
+        llvm::Value* on = mask ? element(mask, j) : b_.getTrue();
+        llvm::Value* x = when_value(on, vt, llvm::Constant::getNullValue(vt),
+                                    [&] { return b_.CreateAlignedLoad(vt, element(op.operands[0], j), align); });
+        for (int64_t k = 0; k < v; ++k) {
+          llvm::Value* e = from_mem(b_.CreateExtractElement(x, uint64_t(k)), d);
+          if (op.operands.size() > 2) e = b_.CreateSelect(on, e, element(op.operands[2], j + k));
+          g.slots.push_back(e);
+        }
+      }
+      return define(op, g);
+    }
     for (int64_t j = 0; j < slots_of(rt); ++j) g.slots.push_back(one(j, valid(rt, j)));
     define(op, g);
   }
@@ -615,6 +646,19 @@ class NvptxLowering : public Elements {
       when(cond, [&] { b_.CreateStore(to_mem(element(op.operands[1], j), d), element(op.operands[0], j)); });
     };
     if (!pt.is_tensor()) return one(0, is_thread0());
+    int64_t v = vec_of(pt);
+    const ir::Value* mask = op.operands.size() > 2 ? op.operands[2] : nullptr;
+    if (v > 1 && axis_.vectorizable(op.operands[0], mask, v)) {
+      auto* vt = llvm::FixedVectorType::get(mem_type(d), static_cast<unsigned>(v));
+      llvm::Align align(v * ir::dtype_bytes(d));
+      for (int64_t j = 0; j < slots_of(pt); j += v)
+        when(mask ? element(mask, j) : b_.getTrue(), [&] {
+          llvm::Value* x = llvm::PoisonValue::get(vt);
+          for (int64_t k = 0; k < v; ++k) x = b_.CreateInsertElement(x, to_mem(element(op.operands[1], j + k), d), uint64_t(k));
+          b_.CreateAlignedStore(x, element(op.operands[0], j), align);
+        });
+      return;
+    }
     for (int64_t j = 0; j < slots_of(pt); ++j) one(j, valid(pt, j));
   }
 
@@ -715,7 +759,7 @@ class NvptxLowering : public Elements {
       g.scalar = reduce_one(b_.getInt32(0));
     } else {
       for (int64_t j = 0; j < slots_of(rt); ++j) {
-        llvm::Value* base = linear(multi_index(element_index(j), rt.shape), kept);
+        llvm::Value* base = linear(multi_index(element_index(rt, j), rt.shape), kept);
         g.slots.push_back(when_value(valid(rt, j), reg_type(rt.element()), llvm::UndefValue::get(reg_type(rt.element())),
                                         [&] { return reduce_one(base); }));
       }
@@ -738,7 +782,7 @@ class NvptxLowering : public Elements {
     auto i = [&](int64_t x) { return b_.getInt32(static_cast<int32_t>(x)); };
     for (int64_t j = 0; j < slots_of(t); ++j)
       when(valid(t, j), [&] {
-        llvm::Value* e = element_index(j);
+        llvm::Value* e = element_index(t, j);
         llvm::Value* r = b_.CreateUDiv(e, i(cols));
         llvm::Value* c = b_.CreateURem(e, i(cols));
         llvm::Value* at = transpose ? b_.CreateAdd(b_.CreateMul(c, i(row_len)), r) : b_.CreateAdd(b_.CreateMul(r, i(row_len)), c);
@@ -1052,7 +1096,7 @@ class NvptxLowering : public Elements {
     GVal g;
     llvm::Type* f32 = b_.getFloatTy();
     for (int64_t j = 0; j < slots_of(rt); ++j) {
-      llvm::Value* e = element_index(j);
+      llvm::Value* e = element_index(rt, j);
       llvm::Value* m = b_.CreateUDiv(e, b_.getInt32(static_cast<int32_t>(N)));
       llvm::Value* n = b_.CreateURem(e, b_.getInt32(static_cast<int32_t>(N)));
       llvm::Value* init = element(op.operands[2], j);

@@ -37,7 +37,9 @@ Target Target::parse(const std::string& name) {
 
 Target Target::default_target() {
   const char* t = std::getenv("TILEDIST_TARGET");
-  return t && *t ? parse(t) : host();
+  if (t && *t) return parse(t);
+  static const bool gpu = cuda::available();  // probed once: dlopen and device query
+  return gpu ? cuda() : host();
 }
 
 std::string Target::name() const { return kind == Kind::host ? "host" : arch; }

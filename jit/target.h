@@ -18,7 +18,8 @@ struct Target {
   /// "host", "sm_80", "sm_90a", "gfx942", "gfx90a", or "cuda" (the arch of the GPU found);
   /// throws Error naming the known targets.
   static Target parse(const std::string& name);
-  /// $TILEDIST_TARGET if set, else the host: what compile() uses when no target is given.
+  /// What compile() uses when no target is given: $TILEDIST_TARGET if set ("host" keeps the CPU
+  /// where there is a GPU), else the CUDA GPU found (its arch), else the host.
   static Target default_target();
   /// The short name users type ("host", "sm_90a").
   std::string name() const;

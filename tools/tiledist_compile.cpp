@@ -113,7 +113,8 @@ int main(int argc, char** argv) {
     Target t = Target::parse(target);
     std::vector<ParamInfo> runtime = def->runtime_params();
     if (aligned_arg.empty()) aligned_arg = t.kind == Target::Kind::host ? "none" : "all";
-    std::vector<bool> aligned(runtime.size(), aligned_arg == "all");
+    std::vector<bool> aligned(runtime.size(), false);
+    for (size_t i = 0; i < runtime.size(); ++i) aligned[i] = aligned_arg == "all" && !runtime[i].type.is_float();
     if (aligned_arg != "all" && aligned_arg != "none") {
       size_t start = 0;
       while (start <= aligned_arg.size()) {
@@ -121,7 +122,8 @@ int main(int argc, char** argv) {
         std::string name = aligned_arg.substr(start, end == std::string::npos ? std::string::npos : end - start);
         size_t i = 0;
         while (i < runtime.size() && runtime[i].name != name) ++i;
-        if (i == runtime.size()) throw Error("tiledist-compile: --aligned names '" + name + "', not a runtime parameter of " + kernel);
+        if (i == runtime.size() || runtime[i].type.is_float())
+          throw Error("tiledist-compile: --aligned names '" + name + "', not an integer or pointer parameter of " + kernel);
         aligned[i] = true;
         if (end == std::string::npos) break;
         start = end + 1;

@@ -50,7 +50,7 @@ int main() {
       std::fill(flags.begin(), flags.end(), 0);
       barrier_all();
       static const KernelDef def("all_gather_demo", all_gather, {"buf", "flags", "chunk"});
-      compile(def).launch({n}, buf.data(), flags.data(), chunk);
+      compile(def, {}, Target::host()).launch({n}, buf.data(), flags.data(), chunk);
       for (int r = 0; r < n; ++r)
         for (int i = 0; i < chunk; ++i) bad += buf[size_t(r) * chunk + i] != input(r, i);
       std::printf("rank %d/%d: all-gather of %d x %d floats: %s\n", me, n, n, chunk, bad ? "WRONG" : "OK");
@@ -64,7 +64,7 @@ int main() {
       barrier_all();
       static const KernelDef def("reduce_scatter_demo", reduce_scatter,
                                  {"in", "staging", "flags", "out", "chunk", "BLOCK"});
-      compile(def, {{"BLOCK", 1024}}).launch({n}, in.data(), staging.data(), flags.data(), out, chunk);
+      compile(def, {{"BLOCK", 1024}}, Target::host()).launch({n}, in.data(), staging.data(), flags.data(), out, chunk);
       int wrong = 0;
       for (int i = 0; i < chunk; ++i) {
         float want = 0;

@@ -1,5 +1,6 @@
-// The kernel tests run on the CPU backend, and with TILEDIST_TEST_GPU=1 the same tests run on a
-// CUDA GPU (TILEDIST_TARGET=cuda), or report themselves skipped where there is none.
+// The kernel tests run on the default target: the GPU where there is one, else the CPU
+// (TILEDIST_TARGET overrides). With TILEDIST_TEST_GPU=1 they run on a CUDA GPU, or report
+// themselves skipped where there is none (ctest's gpu.kernels).
 #include <gtest/gtest.h>
 
 #include <cstdio>

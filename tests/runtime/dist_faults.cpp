@@ -9,6 +9,12 @@
 #include "tiledist.h"
 
 namespace {
+
+// The SHMEM runtime these tests exercise is the CPU one: compile for the host even where a GPU
+// would be the default target.
+tiledist::Kernel host_compile(const tiledist::KernelDef& def, const tiledist::Constants& constants = {}) {
+  return tiledist::compile(def, constants, tiledist::Target::host());
+}
 using namespace tiledist;
 
 void never_signaled(tl::Ptr<int32_t> flag) { dist::wait(flag, 1); }
@@ -21,7 +27,7 @@ int run(const std::string& mode) {
     auto flag = symm_alloc<int32_t>(1);
     flag[0] = 0;
     barrier_all();
-    if (rank() == 0) compile(KernelDef("never_signaled", never_signaled, {"flag"})).launch({1}, flag.data());
+    if (rank() == 0) host_compile(KernelDef("never_signaled", never_signaled, {"flag"})).launch({1}, flag.data());
     else sleep(3);  // alive, but never signals
     return 0;
   }
@@ -34,17 +40,17 @@ int run(const std::string& mode) {
       usleep(200000);
       raise(SIGKILL);
     }
-    compile(KernelDef("never_signaled", never_signaled, {"flag"})).launch({1}, flag.data());
+    host_compile(KernelDef("never_signaled", never_signaled, {"flag"})).launch({1}, flag.data());
     return 0;
   }
   if (mode == "bad_rank") {
     auto flag = symm_alloc<int32_t>(1);
-    compile(KernelDef("bad_rank", bad_rank, {"flag", "target"})).launch({1}, flag.data(), world_size() + 3);
+    host_compile(KernelDef("bad_rank", bad_rank, {"flag", "target"})).launch({1}, flag.data(), world_size() + 3);
     return 0;
   }
   if (mode == "not_symmetric") {
     std::vector<int32_t> local(1);
-    compile(KernelDef("bad_rank", bad_rank, {"flag", "target"})).launch({1}, local.data(), 0);
+    host_compile(KernelDef("bad_rank", bad_rank, {"flag", "target"})).launch({1}, local.data(), 0);
     return 0;
   }
   if (mode == "alloc_mismatch") {

@@ -9,6 +9,12 @@
 
 namespace tiledist {
 namespace {
+
+// The SHMEM runtime these tests exercise is the CPU one: compile for the host even where a GPU
+// would be the default target.
+tiledist::Kernel host_compile(const tiledist::KernelDef& def, const tiledist::Constants& constants = {}) {
+  return tiledist::compile(def, constants, tiledist::Target::host());
+}
 using tl::Tensor;
 
 /// The inputs of rank r: the same numbers wherever they are computed.
@@ -46,7 +52,7 @@ TEST(Fibers, EachProgramWaitsForTheNext) {
   auto flags = symm_alloc<int32_t>(n);
   std::vector<int32_t> order(n, -1), counter(1, 0);
   std::fill(flags.begin(), flags.end(), 0);
-  compile(KernelDef("chain", chain, {"flags", "order", "counter", "n"})).launch({n}, flags.data(), order, counter, n);
+  host_compile(KernelDef("chain", chain, {"flags", "order", "counter", "n"})).launch({n}, flags.data(), order, counter, n);
   for (int i = 0; i < n; ++i) EXPECT_EQ(order[i], n - 1 - i) << "program " << i << " finished out of order";
   EXPECT_EQ(counter[0], n);
   barrier_all();
@@ -82,7 +88,7 @@ TEST(Collectives, PingPong) {
   auto box = symm_alloc<int64_t>(1), sig = symm_alloc<int64_t>(1), seen = symm_alloc<int64_t>(2);
   box[0] = 0, sig[0] = 0, seen[0] = 0, seen[1] = 0;
   barrier_all();
-  compile(KernelDef("ping_pong", ping_pong, {"box", "sig", "seen", "rounds"}))
+  host_compile(KernelDef("ping_pong", ping_pong, {"box", "sig", "seen", "rounds"}))
       .launch({1}, box.data(), sig.data(), seen.data(), rounds);
   bool paired = (rank() ^ 1) < world_size();
   EXPECT_EQ(seen[0], 0) << "messages arrived wrong";
@@ -114,7 +120,7 @@ TEST(Collectives, RingAllGather) {
   std::fill(flags.begin(), flags.end(), 0);
   for (int i = 0; i < chunk; ++i) out[size_t(me) * chunk + i] = input_value(me, i);
   barrier_all();
-  compile(KernelDef("ring_all_gather", ring_all_gather, {"out", "flags", "chunk", "BLOCK"}), {{"BLOCK", 256}})
+  host_compile(KernelDef("ring_all_gather", ring_all_gather, {"out", "flags", "chunk", "BLOCK"}), {{"BLOCK", 256}})
       .launch({1}, out.data(), flags.data(), chunk);
   for (int r = 0; r < n; ++r)
     for (int i = 0; i < chunk; ++i) ASSERT_EQ(out[size_t(r) * chunk + i], input_value(r, i)) << "chunk " << r;
@@ -159,7 +165,7 @@ TEST(Collectives, AllToAllUnevenSplits) {
   std::fill(flags.begin(), flags.end(), 0);
   for (int i = 0; i < send_total; ++i) send[i] = input_value(me, i);
   barrier_all();
-  compile(KernelDef("all_to_all", all_to_all, {"send", "send_offsets", "counts", "recv", "recv_offsets", "flags"}))
+  host_compile(KernelDef("all_to_all", all_to_all, {"send", "send_offsets", "counts", "recv", "recv_offsets", "flags"}))
       .launch({n}, send.data(), send_offsets, counts, recv.data(), recv_offsets, flags.data());
   int off = 0;
   for (int s = 0; s < n; ++s) {
@@ -201,7 +207,7 @@ TEST(Collectives, ReduceScatter) {
   std::fill(flags.begin(), flags.end(), 0);
   for (int i = 0; i < n * chunk; ++i) in[i] = input_value(me, i);
   barrier_all();
-  compile(KernelDef("reduce_scatter", reduce_scatter, {"in", "staging", "flags", "out", "chunk", "BLOCK"}),
+  host_compile(KernelDef("reduce_scatter", reduce_scatter, {"in", "staging", "flags", "out", "chunk", "BLOCK"}),
           {{"BLOCK", 128}})
       .launch({n}, in.data(), staging.data(), flags.data(), out, chunk);
   for (int i = 0; i < chunk; ++i) {
@@ -230,7 +236,7 @@ TEST(Collectives, ThousandDeviceBarriers) {
   auto counter = symm_alloc<int64_t>(1), errors = symm_alloc<int64_t>(1);
   counter[0] = 0, errors[0] = 0;
   barrier_all();
-  compile(KernelDef("barriers", barriers, {"counter", "errors", "iters"})).launch({1}, counter.data(), errors.data(), 1000);
+  host_compile(KernelDef("barriers", barriers, {"counter", "errors", "iters"})).launch({1}, counter.data(), errors.data(), 1000);
   EXPECT_EQ(errors[0], 0);
   EXPECT_EQ(*symm_at(counter.data(), 0), 1000 * world_size());
   barrier_all();
@@ -265,7 +271,7 @@ TEST(Collectives, PutWithSignalOrdering) {
   auto sig = symm_alloc<int64_t>(1), ack = symm_alloc<int64_t>(1), errors = symm_alloc<int64_t>(1);
   sig[0] = 0, ack[0] = 0, errors[0] = 0;
   barrier_all();
-  compile(KernelDef("producer_consumer", producer_consumer, {"data", "staging", "sig", "ack", "errors", "iters", "WORDS"}),
+  host_compile(KernelDef("producer_consumer", producer_consumer, {"data", "staging", "sig", "ack", "errors", "iters", "WORDS"}),
           {{"WORDS", words}})
       .launch({1}, data.data(), staging.data(), sig.data(), ack.data(), errors.data(), 300);
   EXPECT_EQ(errors[0], 0);
@@ -296,7 +302,7 @@ TEST(Collectives, GetmemAndDirectPeerStores) {
   flag[0] = 0;
   for (int i = 0; i < 32; ++i) src[i] = input_value(me, i);
   barrier_all();
-  compile(KernelDef("gets_and_direct_stores", gets_and_direct_stores, {"src", "dst", "flag"}))
+  host_compile(KernelDef("gets_and_direct_stores", gets_and_direct_stores, {"src", "dst", "flag"}))
       .launch({1}, src.data(), dst.data(), flag.data());
   for (int i = 0; i < 32; ++i) EXPECT_EQ(dst[i], input_value(left, i)) << i;
   for (int i = 0; i < 16; ++i) EXPECT_EQ(dst[32 + i], 2 * input_value(left, i)) << i;
@@ -322,7 +328,7 @@ TEST(Collectives, DeviceBarrierWaitsForEveryProgram) {
   std::fill(marks.begin(), marks.end(), 0);
   errors[0] = 0;
   barrier_all();
-  compile(KernelDef("barrier_grid", barrier_grid, {"marks", "errors"})).launch({programs}, marks.data(), errors.data());
+  host_compile(KernelDef("barrier_grid", barrier_grid, {"marks", "errors"})).launch({programs}, marks.data(), errors.data());
   EXPECT_EQ(errors[0], 0) << "a program left the barrier before every program had arrived";
   barrier_all();
   symm_free(errors.data());
@@ -340,7 +346,7 @@ TEST(Collectives, RemoteCompareSwap) {
     tl::store(won, (old == 0).to(tl::int64));
   };
   std::vector<int64_t> won(1, -1);
-  compile(KernelDef("claim", +claim, {"w", "won"})).launch({1}, word.data(), won);
+  host_compile(KernelDef("claim", +claim, {"w", "won"})).launch({1}, word.data(), won);
   barrier_all();
   std::vector<int64_t> all(1);
   auto wins = symm_alloc<int64_t>(1);
