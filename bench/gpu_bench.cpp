@@ -1,6 +1,7 @@
 // GPU benchmark, side by side with the baselines in one run: our bandwidth-bound kernels
-// against the driver's device-to-device copy, and our GEMM against cuBLAS (libcublas, loaded
-// at run time). Prints a table; skips (exit 0) where there is no GPU.
+// against the driver's device-to-device copy, and our GEMM against cuBLAS (libcublasLt, loaded
+// at run time), checked against it on random inputs first. Prints a table; skips (exit 0) where
+// there is no GPU.
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "kernels/kernels.h"
+#include "kernels/reference.h"
 
 namespace {
 using namespace tiledist;
@@ -27,28 +29,72 @@ double time_ms(const std::function<void()>& fn, int reps = 10, int warmup = 2) {
   return t[t.size() / 2];
 }
 
-struct Cublas {
+/// cuBLAS through libcublasLt (loaded at run time; $TILEDIST_CUBLASLT names it where it is not
+/// on the library path): the heuristic's first algorithm, with a 32 MiB workspace.
+struct CublasLt {
+  using Status = int;
+  struct HeuristicResult {
+    uint64_t algo[8];
+    size_t workspace_size;
+    Status state;
+    float waves;
+    int reserved[4];
+  };
   void* lib = nullptr;
   void* handle = nullptr;
-  int (*create)(void**) = nullptr;
-  int (*gemm_ex)(void*, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int, const void*,
-                 void*, int, int, int, int) = nullptr;
+  void* workspace = nullptr;
+  static constexpr size_t kWorkspace = size_t(32) << 20;
+  Status (*create)(void**) = nullptr;
+  Status (*desc_create)(void**, int, int) = nullptr;
+  Status (*layout_create)(void**, int, uint64_t, uint64_t, int64_t) = nullptr;
+  Status (*pref_create)(void**) = nullptr;
+  Status (*pref_set)(void*, int, const void*, size_t) = nullptr;
+  Status (*heuristic)(void*, void*, void*, void*, void*, void*, void*, int, HeuristicResult*, int*) = nullptr;
+  Status (*matmul)(void*, void*, const void*, const void*, void*, const void*, void*, const void*, const void*, void*, void*,
+                   void*, const void*, void*, size_t, void*) = nullptr;
+  std::string error;
+
   bool load() {
-    const char* names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
-    if (const char* p = std::getenv("TILEDIST_CUBLAS")) lib = dlopen(p, RTLD_NOW);
+    const char* names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"};
+    if (const char* p = std::getenv("TILEDIST_CUBLASLT")) lib = dlopen(p, RTLD_NOW);
     for (const char* n : names)
       if (!lib) lib = dlopen(n, RTLD_NOW);
     if (!lib) return false;
-    create = reinterpret_cast<decltype(create)>(dlsym(lib, "cublasCreate_v2"));
-    gemm_ex = reinterpret_cast<decltype(gemm_ex)>(dlsym(lib, "cublasGemmEx"));
-    return create && gemm_ex && create(&handle) == 0;
+    auto sym = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+      return fn != nullptr;
+    };
+    if (!sym(create, "cublasLtCreate") || !sym(desc_create, "cublasLtMatmulDescCreate") ||
+        !sym(layout_create, "cublasLtMatrixLayoutCreate") || !sym(pref_create, "cublasLtMatmulPreferenceCreate") ||
+        !sym(pref_set, "cublasLtMatmulPreferenceSetAttribute") || !sym(heuristic, "cublasLtMatmulAlgoGetHeuristic") ||
+        !sym(matmul, "cublasLtMatmul"))
+      return false;
+    workspace = cuda::malloc(kWorkspace);
+    return create(&handle) == 0;
   }
-  /// Row-major C[M,N] (f32) = A[M,K] @ B[K,N] (bf16), as the column-major C^T = B^T A^T.
-  void gemm(const void* a, const void* b, void* c, int M, int N, int K) {
+
+  /// A planned row-major C[M,N] (f32) = A[M,K] @ B[K,N] (bf16), as the column-major
+  /// C^T = B^T A^T.
+  struct Plan {
+    void *desc, *a, *b, *c;
+    HeuristicResult algo;
+  };
+  Plan plan(int M, int N, int K) {
+    constexpr int kCompute32F = 68, kR32F = 0, kR16BF = 14, kPrefMaxWorkspace = 1;
+    Plan p{};
+    void* pref = nullptr;
+    int found = 0;
+    if (desc_create(&p.desc, kCompute32F, kR32F) || layout_create(&p.a, kR16BF, N, K, N) ||
+        layout_create(&p.b, kR16BF, K, M, K) || layout_create(&p.c, kR32F, N, M, N) || pref_create(&pref) ||
+        pref_set(pref, kPrefMaxWorkspace, &kWorkspace, sizeof kWorkspace) ||
+        heuristic(handle, p.desc, p.a, p.b, p.c, p.c, pref, 1, &p.algo, &found) || found == 0)
+      throw Error(str_cat("cublasLt has no algorithm for bf16 GEMM ", M, "x", N, "x", K));
+    return p;
+  }
+  void gemm(const Plan& p, const void* a, const void* b, void* c) {
     const float one = 1, zero = 0;
-    constexpr int kOpN = 0, kBF16 = 14, kF32 = 0, kCompute32F = 68, kDefault = -1;
-    int r = gemm_ex(handle, kOpN, kOpN, N, M, K, &one, b, kBF16, N, a, kBF16, K, &zero, c, kF32, N, kCompute32F, kDefault);
-    if (r != 0) throw Error(str_cat("cublasGemmEx failed with status ", r));
+    Status r = matmul(handle, p.desc, &one, b, p.a, a, p.b, &zero, c, p.c, c, p.c, p.algo.algo, workspace, kWorkspace, nullptr);
+    if (r != 0) throw Error(str_cat("cublasLtMatmul failed with status ", r));
   }
 };
 
@@ -92,36 +138,51 @@ int main() {
     std::printf("%-40s %10.3f %10.0f %9.0f%%\n\n", "layernorm, 65536 x 1024 f32", ln_ms, ln_gbs, 100 * ln_gbs / copy_gbs);
 
     // ---- GEMM against cuBLAS
-    Cublas cublas;
+    CublasLt cublas;
     bool have_cublas = cublas.load();
-    std::printf("%-40s %12s %12s %10s\n", "bf16 GEMM (f32 out)", "ours TFLOP/s", "cuBLAS", "ratio");
+    std::printf("%-40s %12s %12s %10s %10s\n", "bf16 GEMM (f32 out)", "ours TFLOP/s", "cuBLAS", "ratio", "rel.err");
     struct Config {
       int bm, bn, bk, warps, stages;
     };
-    const Config configs[] = {{128, 128, 32, 4, 3}, {128, 128, 32, 4, 4}, {128, 256, 32, 8, 3}, {128, 128, 64, 4, 3},
-                              {128, 128, 32, 8, 3}, {64, 128, 64, 4, 4}};
+    const Config configs[] = {{128, 128, 32, 4, 3}, {128, 256, 64, 8, 3}, {256, 128, 32, 8, 3}, {256, 128, 64, 8, 3},
+                              {256, 128, 32, 8, 4}, {64, 128, 64, 4, 4}};
     for (auto [M, N, K] : {std::tuple{4096, 4096, 4096}, {8192, 8192, 8192}, {128, 8192, 8192}}) {
       cuda::Buffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
-      cuda::Buffer<float> c(size_t(M) * N);
-      cuda::memset(a.data(), 0, size_t(M) * K * 2);
-      cuda::memset(b.data(), 0, size_t(K) * N * 2);
+      cuda::Buffer<float> c(size_t(M) * N), wrk(size_t(M) * N);
+      for (cuda::Buffer<bf16>* buf : {&a, &b}) {
+        std::vector<float> r = reference::random_floats(buf->size());
+        std::vector<bf16> h(r.size());
+        for (size_t i = 0; i < r.size(); ++i) h[i] = bf16(r[i]);
+        buf->upload(h);
+      }
       double flop = 2.0 * M * N * K;
-      double theirs = have_cublas ? time_ms([&] { cublas.gemm(a.data(), b.data(), c.data(), M, N, K); }) : 0;
+      std::vector<float> want;  // cuBLAS's result, which ours is checked against
+      CublasLt::Plan plan{};
+      if (have_cublas) {
+        plan = cublas.plan(M, N, K);
+        cublas.gemm(plan, a.data(), b.data(), c.data());
+        want = c.download();
+      }
       for (Config cfg : configs) {
         if (M < cfg.bm) continue;
         CompileOptions opts;
         opts.num_warps = cfg.warps;
         opts.num_stages = cfg.stages;
         auto g = compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", cfg.bm}, {"BN", cfg.bn}, {"BK", cfg.bk}}, target, opts);
-        double ours = time_ms([&] { g.launch({tl::cdiv(M, cfg.bm), tl::cdiv(N, cfg.bn)}, a, b, c, M, N, K); }, 3, 1);
+        cuda::memset(c.data(), 0xFF, c.size() * 4);  // NaN: a result not written is caught
+        // cuBLAS is timed right before ours, with the same repetitions: clocks drift between runs.
+        double theirs = have_cublas ? time_ms([&] { cublas.gemm(plan, a.data(), b.data(), wrk.data()); }) : 0;
+        double ours = time_ms([&] { g.launch({tl::cdiv(M, cfg.bm), tl::cdiv(N, cfg.bn)}, a, b, c, M, N, K); });
         char shape[96];
         std::snprintf(shape, sizeof shape, "M=%d N=%d K=%d %dx%dx%d/%dw/%ds", M, N, K, cfg.bm, cfg.bn, cfg.bk, cfg.warps,
                       cfg.stages);
-        std::printf("%-40s %12.1f %12.1f %9.3f\n", shape, flop / ours / 1e9, have_cublas ? flop / theirs / 1e9 : 0.0,
-                    have_cublas ? theirs / ours : 0.0);
+        double err = have_cublas ? reference::rel_error(c.download(), want) : 0.0;
+        std::printf("%-40s %12.1f %12.1f %9.3f %10.1e\n", shape, flop / ours / 1e9, have_cublas ? flop / theirs / 1e9 : 0.0,
+                    have_cublas ? theirs / ours : 0.0, err);
+        if (err > 1e-4) throw Error(str_cat("gpu_bench: our GEMM ", shape, " disagrees with cuBLAS (relative error ", err, ")"));
       }
     }
-    if (!have_cublas) std::printf("(cuBLAS not found: set TILEDIST_CUBLAS to libcublas.so's path)\n");
+    if (!have_cublas) std::printf("(cuBLAS not found: set TILEDIST_CUBLASLT to libcublasLt.so's path)\n");
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

@@ -51,8 +51,10 @@ const jit::Loaded& Kernel::variant_for(const std::vector<LaunchArg>& args) const
   return *slot;
 }
 
-void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args) const {
+void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args, const cuda::Stream* stream) const {
   if (!loaded_) throw Error("tiledist: launch of an empty Kernel (compile it first)");
+  if (stream && loaded_->target.kind == Target::Kind::host)
+    throw Error(str_cat("tiledist: kernel '", loaded_->artifact.kernel, "' was compiled for the host: it has no CUDA stream to run on"));
   const jit::Loaded& loaded = variant_for(args);
   const auto& params = loaded.runtime_params;
   const std::string& kname = loaded.artifact.kernel;
@@ -113,13 +115,13 @@ void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args) const {
         throw bad(str_cat("unsupported parameter type ", p.type.str()));
     }
   }
-  if (loaded.target.kind == Target::Kind::nvptx) return launch_gpu(loaded, grid, args, slots);
+  if (loaded.target.kind == Target::Kind::nvptx) return launch_gpu(loaded, grid, args, slots, stream);
   runtime::launch_host(loaded.host_fn, grid, ptrs.data(), loaded.artifact.scratch_bytes, rt,
                        {loaded.options.check_bounds, loaded.artifact.distributed});
 }
 
 void Kernel::launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<LaunchArg>& args,
-                        std::vector<uint64_t>& slots) const {
+                        std::vector<uint64_t>& slots, const cuda::Stream* stream) const {
   const auto& params = loaded.runtime_params;
   // Host buffers go to the device for the launch and come back after it.
   struct Staged {
@@ -154,9 +156,10 @@ void Kernel::launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<
     }
     const int g[3] = {grid.x, grid.y, grid.z};
     module->launch(loaded.artifact.entry, g, loaded.artifact.threads, static_cast<size_t>(loaded.artifact.scratch_bytes),
-                   ptrs.data());
+                   ptrs.data(), stream ? stream->handle() : nullptr);
     if (!staged.empty()) {
-      cuda::synchronize();
+      if (stream) stream->synchronize();
+      else cuda::synchronize();
       for (auto& s : staged) cuda::copy_to_host(s.host, s.device, s.bytes);
     }
   } catch (...) {

@@ -88,7 +88,13 @@ class Kernel {
   void launch(Grid grid, A&&... args) const {
     launch_args(grid, {detail::to_arg(std::forward<A>(args))...});
   }
-  void launch_args(Grid grid, const std::vector<LaunchArg>& args) const;
+  /// A GPU kernel launched on `stream`: returns at once where every pointer is a cuda::Buffer
+  /// (host vectors are copied in, and out after the stream has finished).
+  template <class... A>
+  void launch_on(const cuda::Stream& stream, Grid grid, A&&... args) const {
+    launch_args(grid, {detail::to_arg(std::forward<A>(args))...}, &stream);
+  }
+  void launch_args(Grid grid, const std::vector<LaunchArg>& args, const cuda::Stream* stream = nullptr) const;
 
   const std::string& name() const { return loaded_->artifact.kernel; }
   /// The optimized tile IR this kernel was compiled from.
@@ -98,7 +104,8 @@ class Kernel {
  private:
   struct Variants;
   const jit::Loaded& variant_for(const std::vector<LaunchArg>& args) const;
-  void launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<LaunchArg>& args, std::vector<uint64_t>& slots) const;
+  void launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<LaunchArg>& args, std::vector<uint64_t>& slots,
+                  const cuda::Stream* stream) const;
   std::shared_ptr<const jit::Loaded> loaded_;
   std::shared_ptr<Variants> variants_;
 };

@@ -55,6 +55,12 @@ struct Driver {
   CUresult (*cuEventRecord)(CUevent, CUstream);
   CUresult (*cuEventSynchronize)(CUevent);
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+  CUresult (*cuEventQuery)(CUevent);
+  CUresult (*cuStreamCreate)(CUstream*, unsigned);
+  CUresult (*cuStreamDestroy)(CUstream);
+  CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuStreamQuery)(CUstream);
+  CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
 
   template <class F>
   bool bind(F& fn, std::initializer_list<const char*> names) {
@@ -85,7 +91,10 @@ struct Driver {
            bind(cuLaunchKernel, {"cuLaunchKernel"}) && bind(cuEventCreate, {"cuEventCreate"}) &&
            bind(cuEventDestroy, {"cuEventDestroy_v2", "cuEventDestroy"}) && bind(cuEventRecord, {"cuEventRecord"}) &&
            bind(cuEventSynchronize, {"cuEventSynchronize"}) &&
-           bind(cuEventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"});
+           bind(cuEventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"}) && bind(cuEventQuery, {"cuEventQuery"}) &&
+           bind(cuStreamCreate, {"cuStreamCreate"}) && bind(cuStreamDestroy, {"cuStreamDestroy_v2", "cuStreamDestroy"}) &&
+           bind(cuStreamSynchronize, {"cuStreamSynchronize"}) && bind(cuStreamQuery, {"cuStreamQuery"}) &&
+           bind(cuStreamWaitEvent, {"cuStreamWaitEvent"});
   }
 };
 
@@ -211,6 +220,46 @@ void Module::launch(const std::string& entry, const int grid[3], int threads, si
   check(driver().cuLaunchKernel(f, grid[0], grid[1], grid[2], threads, 1, 1, static_cast<unsigned>(shared_bytes), stream,
                                 args, nullptr),
         "cuLaunchKernel");
+}
+
+constexpr unsigned kStreamNonBlocking = 1;
+constexpr CUresult kErrorNotReady = 600;
+
+Stream::Stream() {
+  device();
+  TD_CU(cuStreamCreate(&stream_, kStreamNonBlocking));
+}
+Stream::~Stream() {
+  if (stream_ && available()) driver().cuStreamDestroy(stream_);
+}
+void Stream::synchronize() const { TD_CU(cuStreamSynchronize(stream_)); }
+bool Stream::idle() const {
+  CUresult r = driver().cuStreamQuery(stream_);
+  if (r == kErrorNotReady) return false;
+  check(r, "cuStreamQuery");
+  return true;
+}
+
+Event::Event() {
+  device();
+  TD_CU(cuEventCreate(&event_, 0));
+}
+Event::~Event() {
+  if (event_ && available()) driver().cuEventDestroy(event_);
+}
+void Event::record(const Stream* stream) { TD_CU(cuEventRecord(event_, stream ? stream->handle() : nullptr)); }
+void Event::make_wait(const Stream& stream) const { TD_CU(cuStreamWaitEvent(stream.handle(), event_, 0)); }
+void Event::synchronize() const { TD_CU(cuEventSynchronize(event_)); }
+bool Event::done() const {
+  CUresult r = driver().cuEventQuery(event_);
+  if (r == kErrorNotReady) return false;
+  check(r, "cuEventQuery");
+  return true;
+}
+float Event::elapsed_since(const Event& start) const {
+  float ms = 0;
+  TD_CU(cuEventElapsedTime(&ms, start.event_, event_));
+  return ms;
 }
 
 Timer::Timer() {

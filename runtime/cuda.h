@@ -78,6 +78,46 @@ class Buffer {
   T* ptr_;
 };
 
+/// A stream of its own (it does not synchronize with the default stream): work launched on it
+/// runs in order, concurrently with other streams' work.
+class Stream {
+ public:
+  Stream();
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  /// Waits for everything launched on the stream.
+  void synchronize() const;
+  /// Whether everything launched on the stream has finished (never blocks).
+  bool idle() const;
+  /// The CUstream (for launches and interop).
+  void* handle() const { return stream_; }
+
+ private:
+  void* stream_ = nullptr;
+};
+
+/// A point in a stream's work: recorded on a stream, waited for by the host or by another
+/// stream, and timed against another event.
+class Event {
+ public:
+  Event();
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  /// Marks the current end of `stream`'s work (null: the default stream).
+  void record(const Stream* stream = nullptr);
+  /// Makes `stream`'s later work wait for this event (the host does not block).
+  void make_wait(const Stream& stream) const;
+  void synchronize() const;
+  bool done() const;
+  /// Milliseconds from `start` to this event; both recorded and complete.
+  float elapsed_since(const Event& start) const;
+
+ private:
+  void* event_ = nullptr;
+};
+
 /// Elapsed milliseconds between two points on the default stream, measured with CUDA events.
 class Timer {
  public:
