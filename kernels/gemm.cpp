@@ -48,6 +48,22 @@ const KernelDef& gemm_kernel(ir::DType dtype) {
     default: throw Error(str_cat("tiledist: no gemm kernel for ", ir::dtype_name(dtype), " (bf16, f16, f32)"));
   }
 }
+GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
+  GemmConfig g;
+  g.options = CompileOptions::from_env();
+  (void)K;
+  if (target.kind == Target::Kind::host || N < 128) {
+    g.constants = kDefaults;
+  } else if (M <= 256) {  // skinny: more, smaller tiles to fill the SMs
+    g.bm = 64, g.bn = 128, g.options.num_warps = 4, g.options.num_stages = 4;
+    g.constants = {{"BM", 64}, {"BN", 128}, {"BK", 64}};
+  } else {
+    g.bm = 256, g.bn = 128, g.options.num_warps = 8, g.options.num_stages = 3;
+    g.constants = {{"BM", 256}, {"BN", 128}, {"BK", 32}};
+  }
+  return g;
+}
+
 TILEDIST_REGISTER(gemm_kernel(ir::DType::bf16));
 TILEDIST_REGISTER(gemm_kernel(ir::DType::f16));
 TILEDIST_REGISTER(gemm_kernel(ir::DType::f32));

@@ -71,8 +71,9 @@ int main() {
       for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = bf16(af[i]));
       for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(b[i] = bf16(bf[i]));
       std::vector<float> c(size_t(M) * N), want;
-      auto k = compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", 64}, {"BN", 64}, {"BK", 32}});
-      double ms = time_ms([&] { k.launch({tl::cdiv(M, 64), tl::cdiv(N, 64)}, a, b, c, M, N, K); });
+      auto cfg = kernels::gemm_config(target, M, N, K);
+      auto k = compile(kernels::gemm_kernel(ir::DType::bf16), cfg.constants, target, cfg.options);
+      double ms = time_ms([&] { k.launch(cfg.grid(M, N), a, b, c, M, N, K); });
       ref::gemm(af, bf, want, M, N, K);
       double gflops = 2.0 * M * N * K / (ms * 1e6);
       char what[64];

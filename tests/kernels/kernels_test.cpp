@@ -98,6 +98,21 @@ TEST(Gemm, AlignedShapesWithPipelinedTiles) {
   }
 }
 
+TEST(Gemm, ConfigurationsChosenForTheTarget) {
+  for (auto [M, N, K] : {std::tuple{300, 260, 200}, {64, 256, 128}, {512, 384, 96}}) {
+    auto af = ref::random_floats(size_t(M) * K), bf = ref::random_floats(size_t(K) * N);
+    std::vector<bf16> a(af.size()), b(bf.size());
+    for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = bf16(af[i]));
+    for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(b[i] = bf16(bf[i]));
+    std::vector<float> c(size_t(M) * N), want;
+    Target target = Target::default_target();
+    auto cfg = kernels::gemm_config(target, M, N, K);
+    compile(kernels::gemm_kernel(ir::DType::bf16), cfg.constants, target, cfg.options).launch(cfg.grid(M, N), a, b, c, M, N, K);
+    ref::gemm(af, bf, want, M, N, K);
+    EXPECT_LT(ref::rel_error(c, want), 1e-6) << M << "x" << N << "x" << K << " seed " << ref::last_seed();
+  }
+}
+
 TEST(Gemm, DefaultTilesAgreeWithSmallTiles) {
   int M = 150, N = 70, K = 90;
   auto af = ref::random_floats(size_t(M) * K), bf = ref::random_floats(size_t(K) * N);
