@@ -291,11 +291,15 @@ class NvptxLowering : public Elements {
     }
     return m;
   }
+  /// Tensor cores take bf16/f16 (m16n8k16, sm_80+) and f8 (m16n8k32, sm_89+: our sm_90a).
   bool mma_eligible(const ir::Op& dot) const {
     const ir::Type& at = dot.operands[0]->type;
+    const ir::Type& bt = dot.operands[1]->type;
     const ir::Type& rt = dot.results[0]->type;
-    return opts_.arch != "sm_70" && (at.dtype == DType::bf16 || at.dtype == DType::f16) && rt.shape[0] % 16 == 0 &&
-           rt.shape[1] % 8 == 0 && at.shape[1] % 16 == 0;
+    if (opts_.arch == "sm_70" || rt.shape[0] % 16 != 0 || rt.shape[1] % 8 != 0) return false;
+    if (at.dtype == DType::bf16 || at.dtype == DType::f16) return bt.dtype == at.dtype && at.shape[1] % 16 == 0;
+    auto f8 = [](DType d) { return d == DType::f8e4m3 || d == DType::f8e5m2; };
+    return f8(at.dtype) && f8(bt.dtype) && opts_.arch == "sm_90a" && at.shape[1] % 32 == 0;
   }
   llvm::Value* warp_id() { return b_.CreateLShr(tid_, 5); }
   /// Tile t's register r: its row-major element index; `tile_ok` whether this warp has tile i.
@@ -768,7 +772,7 @@ class NvptxLowering : public Elements {
     define(op, g);
   }
 
-  /// Stages a 2-D 16-bit float tensor in shared memory in its memory format (what MMA
+  /// Stages a 2-D 16- or 8-bit float tensor in shared memory in its memory format (what MMA
   /// consumes), transposed if asked, with each stored row padded by 8 elements so that the 8
   /// rows a fragment load touches fall in different banks. Returns the array; its row length
   /// is `padded_row(...)`.
@@ -777,7 +781,7 @@ class NvptxLowering : public Elements {
     const ir::Type& t = v->type;
     int64_t rows = t.shape[0], cols = t.shape[1];
     int64_t stored_rows = transpose ? cols : rows, row_len = padded_row(transpose ? rows : cols);
-    llvm::Value* arr = scratch(base, stored_rows * row_len * 2);
+    llvm::Value* arr = scratch(base, stored_rows * row_len * ir::dtype_bytes(t.dtype));
     llvm::Type* mt = mem_type(t.dtype);
     auto i = [&](int64_t x) { return b_.getInt32(static_cast<int32_t>(x)); };
     for (int64_t j = 0; j < slots_of(t); ++j)
@@ -860,8 +864,8 @@ class NvptxLowering : public Elements {
     for (size_t i = 0; i < yield.operands.size(); ++i) {
       const ir::Op* dot = yield.operands[i]->def;
       if (!dot || dot->code != OpCode::Dot || dot->parent != &body || !mma_eligible(*dot) ||
-          dot->operands[2] != body.args[i + 1].get())
-        continue;
+          ir::dtype_bytes(dot->operands[0]->type.dtype) != 2 || dot->operands[2] != body.args[i + 1].get())
+        continue;  // (f8 B tiles would need a byte transpose that ldmatrix cannot do)
       MmaTiles m = mma_tiles(dot->results[0]->type);
       if (!m.warps_n) continue;
       auto operand = [&](int k) -> std::optional<PipeOperand> {
@@ -1014,41 +1018,45 @@ class NvptxLowering : public Elements {
     define(op, acc);
   }
 
-  /// dot on tensor cores (sm_80+, bf16/f16 inputs, f32 accumulator): A, B and the accumulator go
-  /// to shared memory; each warp walks 16x8 output tiles, issuing mma.sync.m16n8k16 over K, and
-  /// writes its tiles back; then every thread takes its elements in the cyclic layout.
+  /// dot on tensor cores outside pipelined loops (see mma_eligible; f32 accumulator): A and B
+  /// are staged in shared memory (B transposed), each warp walks its 16x8 output tiles issuing
+  /// mma.sync.m16n8k16 (m16n8k32 for f8) over K; the result stays in the MMA layout.
   bool emit_dot_mma(const ir::Op& op) {
     const ir::Type& at = op.operands[0]->type;
     const ir::Type& rt = op.results[0]->type;
     int64_t M = at.shape[0], K = at.shape[1];
     if (!mma_eligible(op)) return false;
-    int64_t a_bytes = (M * padded_row(K) * 2 + 15) / 16 * 16;
+    const int64_t eb = ir::dtype_bytes(at.dtype);  // 2, or 1 for f8
+    const int64_t per_reg = 4 / eb, kstep = 8 * per_reg;  // elements per 32-bit register; K per mma
+    int64_t a_bytes = (M * padded_row(K) * eb + 15) / 16 * 16;
     // The accumulator enters in the MMA layout (carried by a loop) or is converted once.
     GVal acc_in = mma_from(op.operands[2]);
     llvm::Value* a = stage_narrow(op.operands[0], 0, false);    // A[m][k], rows padded
     llvm::Value* bb = stage_narrow(op.operands[1], a_bytes, true);  // B^T[n][k], rows padded
     barrier();
-    llvm::Type* i16 = b_.getInt16Ty();
+    llvm::Type* i16 = b_.getIntNTy(static_cast<unsigned>(8 * eb));  // an element in memory
     llvm::Type* i32 = b_.getInt32Ty();
     llvm::Type* f32 = b_.getFloatTy();
     llvm::Value* lane = b_.CreateAnd(tid_, b_.getInt32(31));
     llvm::Value* group = b_.CreateLShr(lane, 2);
     llvm::Value* tig = b_.CreateAnd(lane, b_.getInt32(3));
-    const char* type = at.dtype == DType::bf16 ? "bf16" : "f16";
+    auto ptx_type = [](DType d) {
+      return d == DType::bf16 ? "bf16" : d == DType::f16 ? "f16" : d == DType::f8e4m3 ? "e4m3" : "e5m2";
+    };
     auto* mma_ty = llvm::FunctionType::get(llvm::StructType::get(ctx_, {f32, f32, f32, f32}),
                                            {i32, i32, i32, i32, i32, i32, f32, f32, f32, f32}, false);
     auto* mma = llvm::InlineAsm::get(
         mma_ty,
-        str_cat("mma.sync.aligned.m16n8k16.row.col.f32.", type, ".", type,
+        str_cat("mma.sync.aligned.m16n8k", kstep, ".row.col.f32.", ptx_type(at.dtype), ".", ptx_type(op.operands[1]->type.dtype),
                 ".f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};"),
         "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", true);
     auto i = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
-    // A pair of adjacent elements of a row of A, as one 32-bit register.
+    // Adjacent elements of a row of A (2 of 16 bits, or 4 of 8), as one 32-bit register.
     auto a_pair = [&](llvm::Value* row, llvm::Value* col) {
       return b_.CreateAlignedLoad(i32, b_.CreateGEP(i16, a, b_.CreateAdd(b_.CreateMul(row, i(padded_row(K))), col)),
                                   llvm::Align(4));
     };
-    // B[k][n] and B[k+1][n]: adjacent in the transposed copy, one 32-bit load (low, high).
+    // B[k][n], B[k+1][n], ...: adjacent in the transposed copy, one 32-bit load (low first).
     auto b_pair = [&](llvm::Value* k, llvm::Value* n) {
       return b_.CreateAlignedLoad(i32, b_.CreateGEP(i16, bb, b_.CreateAdd(b_.CreateMul(n, i(padded_row(K))), k)),
                                   llvm::Align(4));
@@ -1064,11 +1072,11 @@ class NvptxLowering : public Elements {
         llvm::Value* row0 = b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(tile, i(m.tiles_n)), i(16)), group);
         llvm::Value* row1 = b_.CreateAdd(row0, i(8));
         llvm::Value* n_b = b_.CreateAdd(b_.CreateMul(b_.CreateURem(tile, i(m.tiles_n)), i(8)), group);
-        counted_loop(i(0), i(K), 16, [&](llvm::Value* k0) {
-          llvm::Value* ka = b_.CreateAdd(k0, b_.CreateMul(tig, i(2)));
-          llvm::Value* args[10] = {a_pair(row0, ka), a_pair(row1, ka), a_pair(row0, b_.CreateAdd(ka, i(8))),
-                                   a_pair(row1, b_.CreateAdd(ka, i(8))), b_pair(ka, n_b), b_pair(b_.CreateAdd(ka, i(8)), n_b),
-                                   nullptr, nullptr, nullptr, nullptr};
+        counted_loop(i(0), i(K), static_cast<int>(kstep), [&](llvm::Value* k0) {
+          llvm::Value* ka = b_.CreateAdd(k0, b_.CreateMul(tig, i(per_reg)));
+          llvm::Value* kb = b_.CreateAdd(ka, i(kstep / 2));
+          llvm::Value* args[10] = {a_pair(row0, ka), a_pair(row1, ka), a_pair(row0, kb), a_pair(row1, kb),
+                                   b_pair(ka, n_b), b_pair(kb, n_b), nullptr, nullptr, nullptr, nullptr};
           for (int r = 0; r < 4; ++r) args[6 + r] = b_.CreateLoad(f32, slots[r]);
           llvm::Value* d = b_.CreateCall(mma_ty, mma, args);
           for (int r = 0; r < 4; ++r) b_.CreateStore(b_.CreateExtractValue(d, r), slots[r]);

@@ -41,11 +41,13 @@ const KernelDef& gemm_kernel(ir::DType dtype) {
   static const KernelDef bf16_def("gemm", gemm<bf16>, kParams, kDefaults);
   static const KernelDef f16_def("gemm_f16", gemm<f16>, kParams, kDefaults);
   static const KernelDef f32_def("gemm_f32", gemm<float>, kParams, kDefaults);
+  static const KernelDef e4m3_def("gemm_f8e4m3", gemm<f8e4m3>, kParams, kDefaults);
   switch (dtype) {
     case ir::DType::bf16: return bf16_def;
     case ir::DType::f16: return f16_def;
     case ir::DType::f32: return f32_def;
-    default: throw Error(str_cat("tiledist: no gemm kernel for ", ir::dtype_name(dtype), " (bf16, f16, f32)"));
+    case ir::DType::f8e4m3: return e4m3_def;
+    default: throw Error(str_cat("tiledist: no gemm kernel for ", ir::dtype_name(dtype), " (bf16, f16, f32, f8e4m3)"));
   }
 }
 GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
@@ -67,5 +69,6 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
 TILEDIST_REGISTER(gemm_kernel(ir::DType::bf16));
 TILEDIST_REGISTER(gemm_kernel(ir::DType::f16));
 TILEDIST_REGISTER(gemm_kernel(ir::DType::f32));
+TILEDIST_REGISTER(gemm_kernel(ir::DType::f8e4m3));
 
 }  // namespace tiledist::kernels

@@ -113,6 +113,21 @@ TEST(Gemm, ConfigurationsChosenForTheTarget) {
   }
 }
 
+// f8 inputs (on sm_90a: mma.sync.m16n8k32), exact products accumulated in f32.
+TEST(Gemm, F8E4M3) {
+  for (auto [M, N, K] : {std::tuple{64, 64, 64}, {67, 45, 70}, {128, 96, 256}}) {
+    auto af = ref::random_floats(size_t(M) * K, -2, 2), bf = ref::random_floats(size_t(K) * N, -2, 2);
+    std::vector<f8e4m3> a(af.size()), b(bf.size());
+    for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = f8e4m3(af[i]));
+    for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(b[i] = f8e4m3(bf[i]));
+    std::vector<float> c(size_t(M) * N), want;
+    compile(kernels::gemm_kernel(ir::DType::f8e4m3), {{"BM", 64}, {"BN", 64}, {"BK", 32}})
+        .launch({tl::cdiv(M, 64), tl::cdiv(N, 64)}, a, b, c, M, N, K);
+    ref::gemm(af, bf, want, M, N, K);
+    EXPECT_LT(ref::rel_error(c, want), 1e-6) << M << "x" << N << "x" << K << " seed " << ref::last_seed();
+  }
+}
+
 TEST(Gemm, DefaultTilesAgreeWithSmallTiles) {
   int M = 150, N = 70, K = 90;
   auto af = ref::random_floats(size_t(M) * K), bf = ref::random_floats(size_t(K) * N);
