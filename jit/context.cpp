@@ -179,7 +179,9 @@ struct Context::Impl {
       const char* triple = "nvptx64-nvidia-cuda";
       const llvm::Target* t = llvm::TargetRegistry::lookupTarget(triple, err);
       if (!t) throw Error(str_cat("tiledist: no NVPTX backend in this build: ", err));
-      tm.reset(t->createTargetMachine(triple, target.arch, "+ptx80", llvm::TargetOptions(), std::nullopt, std::nullopt,
+      // PTX 8.4 (CUDA 12.4 drivers) for Hopper: f8 mma.sync needs it; 8.0 elsewhere.
+      const char* ptx = target.arch == "sm_90a" ? "+ptx84" : "+ptx80";
+      tm.reset(t->createTargetMachine(triple, target.arch, ptx, llvm::TargetOptions(), std::nullopt, std::nullopt,
                                       llvm::CodeGenOptLevel::Aggressive));
     }
     return *tm;
