@@ -142,10 +142,10 @@ int main() {
     bool have_cublas = cublas.load();
     std::printf("%-40s %12s %12s %10s %10s\n", "bf16 GEMM (f32 out)", "ours TFLOP/s", "cuBLAS", "ratio", "rel.err");
     struct Config {
-      int bm, bn, bk, warps, stages;
+      int bm, bn, bk, warps, stages, group;
     };
-    const Config configs[] = {{128, 128, 32, 4, 3}, {128, 256, 64, 8, 3}, {256, 128, 32, 8, 3}, {256, 128, 64, 8, 3},
-                              {256, 128, 32, 8, 4}, {64, 128, 64, 4, 4}};
+    const Config configs[] = {{128, 128, 32, 4, 3, 8}, {256, 128, 32, 8, 3, 8}, {256, 128, 64, 8, 3, 8},
+                              {128, 256, 64, 8, 3, 8}, {64, 128, 64, 4, 4, 8}};
     for (auto [M, N, K] : {std::tuple{4096, 4096, 4096}, {8192, 8192, 8192}, {128, 8192, 8192}}) {
       cuda::Buffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
       cuda::Buffer<float> c(size_t(M) * N), wrk(size_t(M) * N);
@@ -168,14 +168,15 @@ int main() {
         CompileOptions opts;
         opts.num_warps = cfg.warps;
         opts.num_stages = cfg.stages;
-        auto g = compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", cfg.bm}, {"BN", cfg.bn}, {"BK", cfg.bk}}, target, opts);
+        auto g = compile(kernels::gemm_kernel(ir::DType::bf16),
+                         {{"BM", cfg.bm}, {"BN", cfg.bn}, {"BK", cfg.bk}, {"GROUP_M", cfg.group}}, target, opts);
         cuda::memset(c.data(), 0xFF, c.size() * 4);  // NaN: a result not written is caught
         // cuBLAS is timed right before ours, with the same repetitions: clocks drift between runs.
         double theirs = have_cublas ? time_ms([&] { cublas.gemm(plan, a.data(), b.data(), wrk.data()); }) : 0;
         double ours = time_ms([&] { g.launch({tl::cdiv(M, cfg.bm), tl::cdiv(N, cfg.bn)}, a, b, c, M, N, K); });
         char shape[96];
-        std::snprintf(shape, sizeof shape, "M=%d N=%d K=%d %dx%dx%d/%dw/%ds", M, N, K, cfg.bm, cfg.bn, cfg.bk, cfg.warps,
-                      cfg.stages);
+        std::snprintf(shape, sizeof shape, "M=%d N=%d K=%d %dx%dx%d/%dw/%ds/g%d", M, N, K, cfg.bm, cfg.bn, cfg.bk,
+                      cfg.warps, cfg.stages, cfg.group);
         double err = have_cublas ? reference::rel_error(c.download(), want) : 0.0;
         std::printf("%-40s %12.1f %12.1f %9.3f %10.1e\n", shape, flop / ours / 1e9, have_cublas ? flop / theirs / 1e9 : 0.0,
                     have_cublas ? theirs / ours : 0.0, err);
