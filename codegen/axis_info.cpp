@@ -23,7 +23,25 @@ int64_t div_at(const AxisInfo& a, int64_t c, int64_t step) {
 }
 int64_t capped(int64_t v) { return std::min(v, AxisInfo::kMax); }
 
+bool defined_outside(const ir::Value* v, const ir::Block& body) {
+  return v->def ? v->def->parent != &body : v->owner != &body;
+}
+
 }  // namespace
+
+CarriedStep carried_step(const ir::Value* v) {
+  if (v->def || !v->owner || v->index == 0) return {};
+  const ir::Op* loop = v->owner->parent;
+  if (!loop || loop->code != OpCode::For) return {};
+  const ir::Block& body = *v->owner;
+  const ir::Op* yield = body.terminator();
+  const ir::Value* next = yield->operands.at(v->index - 1);
+  const ir::Op* d = next->def;
+  if (!d || d->parent != &body || (d->code != OpCode::AddPtr && d->code != OpCode::Add)) return {};
+  const ir::Value* inc = d->operands[0] == v ? d->operands[1] : d->operands[1] == v && d->code == OpCode::Add ? d->operands[0] : nullptr;
+  if (!inc || !defined_outside(inc, body)) return {};
+  return {loop->operands.at(2 + v->index), inc};
+}
 
 const AxisInfo& AxisAnalysis::of(const ir::Value* v) {
   auto it = memo_.find(v);
@@ -40,6 +58,13 @@ AxisInfo AxisAnalysis::compute(const ir::Value* v) {
     const ir::Op* parent = v->owner ? v->owner->parent : nullptr;
     if (parent && parent->code == OpCode::For && v->index == 0) {  // the induction variable
       return {1, std::gcd(of(parent->operands[0]).divisibility, of(parent->operands[2]).divisibility), AxisInfo::kMax};
+    }
+    if (CarriedStep c = carried_step(v); c.init) {  // init + j * inc, for any iteration j
+      const AxisInfo& a = of(c.init);
+      const AxisInfo& b = of(c.inc);
+      int64_t run = std::min(a.contiguity, b.constancy);
+      int64_t inc_div = capped(div_at(b, 1, 1) * step_of(v));  // offsets count elements
+      return {run, std::gcd(div_at(a, run, step_of(v)), inc_div), std::min(a.constancy, b.constancy)};
     }
     return unknown;
   }
@@ -90,6 +115,13 @@ AxisInfo AxisAnalysis::compute(const ir::Value* v) {
     }
     case OpCode::Mul:
       return {1, capped(div_at(in(0), 1, 1) * div_at(in(1), 1, 1)), std::min(in(0).constancy, in(1).constancy)};
+    case OpCode::Rem: {  // x % m stays contiguous over runs that cannot cross a multiple of m
+      if (v->type.is_float()) return {1, 1, std::min(in(0).constancy, in(1).constancy)};
+      const AxisInfo& a = in(0);
+      const AxisInfo& b = in(1);
+      int64_t c = b.constancy >= a.contiguity ? std::gcd(a.contiguity, std::gcd(a.divisibility, b.divisibility)) : 1;
+      return {c, std::gcd(div_at(a, c, 1), b.divisibility), std::min(a.constancy, b.constancy)};
+    }
     case OpCode::Cast:
       if (!v->type.is_float() && !d.operands[0]->type.is_float() && v->type.dtype != ir::DType::i1) return in(0);
       return {1, 1, in(0).constancy};

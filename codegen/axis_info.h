@@ -23,6 +23,15 @@ struct AxisInfo {
   int64_t constancy = 1;
 };
 
+/// A value carried by a for loop that advances by a loop-invariant step each iteration
+/// (`p = p + inc` with p a carried pointer or integer tensor): its value at iteration j is
+/// `init + j * inc`. Null fields where `v` is not such a value.
+struct CarriedStep {
+  const ir::Value* init = nullptr;
+  const ir::Value* inc = nullptr;
+};
+CarriedStep carried_step(const ir::Value* v);
+
 class AxisAnalysis {
  public:
   const AxisInfo& of(const ir::Value* v);

@@ -503,6 +503,7 @@ class NvptxLowering : public Elements {
   /// pipelined loop prefetches, scalars of its body are recomputed for a later iteration.
   llvm::Value* recompute(const ir::Value* v, llvm::Value* e) {
     if (!v->type.is_tensor()) return recompute_scalar(v);
+    if (!v->def) return advanced(v, recompute(carried_step(v).init, e), recompute(carried_step(v).inc, e));
     const ir::Op& d = *v->def;
     switch (d.code) {
       case OpCode::Arange: return b_.CreateAdd(e, b_.getInt32(static_cast<int32_t>(d.int_attr("start"))));
@@ -518,8 +519,17 @@ class NvptxLowering : public Elements {
     }
   }
 
+  /// A loop-carried value that advances by `inc` per iteration, at the iteration prefetched.
+  llvm::Value* advanced(const ir::Value* v, llvm::Value* init, llvm::Value* inc) {
+    TD_ASSERT(subst_iteration_, "a carried value recomputed outside a prefetch");
+    llvm::Value* n = b_.CreateMul(b_.CreateSExt(subst_iteration_, b_.getInt64Ty()), b_.CreateSExtOrTrunc(inc, b_.getInt64Ty()));
+    if (v->type.is_ptr) return b_.CreateGEP(mem_type(v->type.dtype), init, n);
+    return b_.CreateAdd(init, b_.CreateTrunc(n, init->getType()));
+  }
   llvm::Value* recompute_scalar(const ir::Value* v) {
     if (auto it = subst_.find(v); it != subst_.end()) return it->second;
+    if (subst_body_ && !v->def && v->owner == subst_body_)
+      return advanced(v, recompute_scalar(carried_step(v).init), recompute_scalar(carried_step(v).inc));
     if (!subst_body_ || !v->def || v->def->parent != subst_body_) return val(v).scalar;
     const ir::Op& d = *v->def;
     if (d.code == OpCode::Constant) return constant(d);
@@ -532,7 +542,12 @@ class NvptxLowering : public Elements {
   /// as in recomputable(), scalars of the body from its induction variable and outer values.
   bool loop_recomputable(const ir::Value* v, const ir::Block& body, int budget = 32) {
     if (budget <= 0) return false;
-    if (!v->def) return v->owner == &body ? v->index == 0 : !v->type.is_tensor();
+    if (!v->def) {
+      if (v->owner != &body) return !v->type.is_tensor();
+      if (v->index == 0) return true;  // the induction variable
+      CarriedStep c = carried_step(v);  // or a value that advances by a fixed step
+      return c.init && loop_recomputable(c.init, body, budget - 1) && loop_recomputable(c.inc, body, budget - 1);
+    }
     const ir::Op& d = *v->def;
     if (!v->type.is_tensor() && d.parent != &body) return true;
     switch (d.code) {
@@ -920,6 +935,7 @@ class NvptxLowering : public Elements {
     llvm::Value* live = b_.CreateICmpSLT(iv, hi);
     subst_[body.args[0].get()] = iv;
     subst_body_ = &body;
+    subst_iteration_ = j;
     llvm::Value* base = stage_base(p, stage);
     auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
     for (const PipeOperand* o : {&p.a, &p.b}) {
@@ -942,6 +958,7 @@ class NvptxLowering : public Elements {
     }
     subst_.clear();
     subst_body_ = nullptr;
+    subst_iteration_ = nullptr;
     b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_commit_group, {}, {});
   }
 
@@ -1322,6 +1339,7 @@ class NvptxLowering : public Elements {
   std::set<const ir::Op*> deferred_loads_;        // loads that pipelines do instead
   std::map<const ir::Value*, llvm::Value*> subst_;  // recompute(): values for the iteration prefetched
   const ir::Block* subst_body_ = nullptr;            // recompute(): the body whose scalars are recomputed
+  llvm::Value* subst_iteration_ = nullptr;           // recompute(): the iteration (from 0) prefetched
   std::map<const ir::Value*, GVal> vals_;
   std::map<const ir::Value*, GVal> converted_;  // MMA values seen in the cyclic layout by this op
 };

@@ -35,7 +35,7 @@ std::vector<ParamInfo> KernelDef::runtime_params() const {
   return out;
 }
 
-std::unique_ptr<ir::Function> KernelDef::trace(const Constants& constants, const std::vector<bool>& aligned) const {
+std::unique_ptr<ir::Function> KernelDef::trace(const Constants& constants, const ArgFacts& facts) const {
   std::set<std::string> const_names;
   for (auto& p : params_)
     if (p.kind == ParamKind::constant) const_names.insert(p.name);
@@ -65,11 +65,15 @@ std::unique_ptr<ir::Function> KernelDef::trace(const Constants& constants, const
   {
     dsl::Trace trace(f.get());
     // Arguments known to be multiples of 16 (integers) or 16-byte aligned (pointers) enter the
-    // kernel through a hint, which lets the code generator vectorize the accesses they index.
+    // kernel through a hint, which lets the code generator vectorize the accesses they index;
+    // an integer known to be 1 becomes the constant 1.
     size_t runtime_index = 0;
     for (size_t i = 0; i < params_.size(); ++i) {
       if (params_[i].kind == ParamKind::constant) continue;
-      if (runtime_index < aligned.size() && aligned[runtime_index]) vals[i] = trace.builder().hint(vals[i], {{"multiple_of", int64_t{16}}});
+      ArgFact fact = runtime_index < facts.size() ? facts[runtime_index] : ArgFact::none;
+      if (fact == ArgFact::aligned16) vals[i] = trace.builder().hint(vals[i], {{"multiple_of", int64_t{16}}});
+      if (fact == ArgFact::one && params_[i].kind == ParamKind::scalar && !params_[i].type.is_float())
+        vals[i] = trace.builder().constant_int(params_[i].type.dtype, 1);
       ++runtime_index;
     }
     invoke_(vals, consts);

@@ -31,6 +31,12 @@ std::string constants_str(const Constants& c);
 
 enum class ParamKind { pointer, scalar, constant };
 
+/// What a launch knows of a runtime argument, as Triton specializes kernels: an integer that is
+/// a multiple of 16 or a 16-byte aligned pointer (aligned16), or the integer 1 (one: strides of
+/// contiguous dimensions, which then fold away).
+enum class ArgFact : uint8_t { none, aligned16, one };
+using ArgFacts = std::vector<ArgFact>;
+
 struct ParamInfo {
   std::string name;
   ParamKind kind;
@@ -98,9 +104,9 @@ class KernelDef {
 
   /// Traces the kernel for `constants` (defaults fill the gaps). Throws Error for a missing or
   /// unknown constant, or for any error the kernel's ops raise.
-  /// `aligned[i]`: runtime parameter i is known to be a multiple of 16 (an integer) or 16-byte
-  /// aligned (a pointer); the trace records it as a `multiple_of` hint (a specialization).
-  std::unique_ptr<ir::Function> trace(const Constants& constants, const std::vector<bool>& aligned = {}) const;
+  /// `facts[i]`: what is known of runtime parameter i (a specialization, see ArgFact); the trace
+  /// records a multiple of 16 as a `multiple_of` hint and the integer 1 as a constant.
+  std::unique_ptr<ir::Function> trace(const Constants& constants, const ArgFacts& facts = {}) const;
 
  private:
   template <class... P, size_t... I>

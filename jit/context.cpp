@@ -308,18 +308,18 @@ Stats Context::stats() const {
 }
 
 std::shared_ptr<const Loaded> Context::compile(const KernelDef& def, const Constants& constants, const Target& target,
-                                               const CompileOptions& options, const std::vector<bool>& aligned) {
+                                               const CompileOptions& options, const ArgFacts& facts) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  std::string aligned_str;
-  for (bool a : aligned) aligned_str += a ? '1' : '0';
+  std::string facts_str;
+  for (ArgFact f : facts) facts_str += static_cast<char>('0' + static_cast<int>(f));
   std::string spec = str_cat(def.id(), "|", def.name(), "|", constants_str(constants), "|",
-                             target.key(), "|", options.key(), "|", aligned_str);
+                             target.key(), "|", options.key(), "|", facts_str);
   if (auto it = impl_->by_spec.find(spec); it != impl_->by_spec.end()) {
     impl_->stats.memory_hits++;
     return it->second;
   }
   require_host(target, def.name());
-  std::unique_ptr<ir::Function> fn = def.trace(constants, aligned);
+  std::unique_ptr<ir::Function> fn = def.trace(constants, facts);
   impl_->stats.traces++;
   ir::optimize(*fn);
   std::string key = sha256_hex(str_cat(ir::print(*fn), "\n", target.key(), "\n", options.key(), "\n", compiler_version()));
@@ -351,8 +351,8 @@ std::shared_ptr<const Loaded> Context::compile(const KernelDef& def, const Const
 }
 
 std::string Context::emit(const KernelDef& def, const Constants& constants, const Target& target,
-                          const CompileOptions& options, Stage stage, const std::vector<bool>& aligned) {
-  std::unique_ptr<ir::Function> fn = def.trace(constants, aligned);
+                          const CompileOptions& options, Stage stage, const ArgFacts& facts) {
+  std::unique_ptr<ir::Function> fn = def.trace(constants, facts);
   if (stage == Stage::tile_ir) return ir::print(*fn);
   ir::optimize(*fn);
   if (stage == Stage::opt_ir) return ir::print(*fn);

@@ -61,13 +61,13 @@ class Context {
 
   static Context& global();
 
-  /// Traces, optimizes and compiles a specialization, through the caches. `aligned`: which
-  /// runtime parameters are known multiples of 16 / 16-byte aligned (see KernelDef::trace).
+  /// Traces, optimizes and compiles a specialization, through the caches. `facts`: what is known
+  /// of the runtime arguments (see ArgFact).
   std::shared_ptr<const Loaded> compile(const KernelDef& def, const Constants& constants, const Target& target,
-                                        const CompileOptions& options, const std::vector<bool>& aligned = {});
+                                        const CompileOptions& options, const ArgFacts& facts = {});
   /// Prints one stage of a specialization (tiledist-compile --emit).
   std::string emit(const KernelDef& def, const Constants& constants, const Target& target,
-                   const CompileOptions& options, Stage stage, const std::vector<bool>& aligned = {});
+                   const CompileOptions& options, Stage stage, const ArgFacts& facts = {});
   /// Prints the LLVM IR or assembly of an already optimized function (tiledist-opt --emit).
   std::string emit(const ir::Function& optimized, const Target& target, const CompileOptions& options, Stage stage);
 

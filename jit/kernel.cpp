@@ -24,7 +24,7 @@ struct Kernel::Variants {
   CompileOptions options;
   jit::Context* ctx;
   std::mutex mu;
-  std::map<std::vector<bool>, std::shared_ptr<const jit::Loaded>> by_alignment;
+  std::map<ArgFacts, std::shared_ptr<const jit::Loaded>> by_facts;
 };
 
 Kernel::Kernel(std::shared_ptr<const jit::Loaded> generic, const KernelDef& def, const Constants& constants,
@@ -34,20 +34,24 @@ Kernel::Kernel(std::shared_ptr<const jit::Loaded> generic, const KernelDef& def,
 
 const jit::Loaded& Kernel::variant_for(const std::vector<LaunchArg>& args) const {
   if (!variants_ || args.size() != loaded_->runtime_params.size()) return *loaded_;
-  std::vector<bool> aligned(args.size(), false);
+  ArgFacts facts(args.size(), ArgFact::none);
   bool any = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const LaunchArg& a = args[i];
-    if (a.kind == LaunchArg::Kind::pointer)  // host data is copied to a fresh (aligned) device buffer
-      aligned[i] = !a.on_device || reinterpret_cast<uintptr_t>(a.ptr) % 16 == 0;
-    else if (a.kind == LaunchArg::Kind::integer && loaded_->runtime_params[i].kind == ParamKind::scalar)
-      aligned[i] = a.i % 16 == 0;
-    any |= aligned[i];
+    const ParamInfo& p = loaded_->runtime_params[i];
+    if (a.kind == LaunchArg::Kind::pointer && p.kind == ParamKind::pointer) {
+      // host data is copied to a fresh (aligned) device buffer
+      if (!a.on_device || reinterpret_cast<uintptr_t>(a.ptr) % 16 == 0) facts[i] = ArgFact::aligned16;
+    } else if (a.kind == LaunchArg::Kind::integer && p.kind == ParamKind::scalar && !p.type.is_float()) {
+      if (a.i % 16 == 0) facts[i] = ArgFact::aligned16;
+      else if (a.i == 1) facts[i] = ArgFact::one;
+    }
+    any |= facts[i] != ArgFact::none;
   }
   if (!any) return *loaded_;
   std::lock_guard<std::mutex> lock(variants_->mu);
-  auto& slot = variants_->by_alignment[aligned];
-  if (!slot) slot = variants_->ctx->compile(variants_->def, variants_->constants, variants_->target, variants_->options, aligned);
+  auto& slot = variants_->by_facts[facts];
+  if (!slot) slot = variants_->ctx->compile(variants_->def, variants_->constants, variants_->target, variants_->options, facts);
   return *slot;
 }
 

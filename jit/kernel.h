@@ -75,8 +75,9 @@ class Kernel {
   Kernel() = default;
   explicit Kernel(std::shared_ptr<const jit::Loaded> loaded) : loaded_(std::move(loaded)) {}
   /// A GPU kernel that also specializes itself at launch, as Triton does: arguments that are
-  /// multiples of 16 (integers) or 16-byte aligned (pointers) select a variant compiled with
-  /// that knowledge (vectorized accesses), compiled at its first launch and kept.
+  /// multiples of 16 (integers) or 16-byte aligned (pointers), and integers equal to 1, select a
+  /// variant compiled with that knowledge (vectorized accesses, strides folded away), compiled
+  /// at its first launch and kept.
   Kernel(std::shared_ptr<const jit::Loaded> generic, const KernelDef& def, const Constants& constants, const Target& target,
          const CompileOptions& options, jit::Context& ctx);
 

@@ -113,8 +113,9 @@ int main(int argc, char** argv) {
     Target t = Target::parse(target);
     std::vector<ParamInfo> runtime = def->runtime_params();
     if (aligned_arg.empty()) aligned_arg = t.kind == Target::Kind::host ? "none" : "all";
-    std::vector<bool> aligned(runtime.size(), false);
-    for (size_t i = 0; i < runtime.size(); ++i) aligned[i] = aligned_arg == "all" && !runtime[i].type.is_float();
+    ArgFacts aligned(runtime.size(), ArgFact::none);
+    for (size_t i = 0; i < runtime.size(); ++i)
+      if (aligned_arg == "all" && !runtime[i].type.is_float()) aligned[i] = ArgFact::aligned16;
     if (aligned_arg != "all" && aligned_arg != "none") {
       size_t start = 0;
       while (start <= aligned_arg.size()) {
@@ -124,7 +125,7 @@ int main(int argc, char** argv) {
         while (i < runtime.size() && runtime[i].name != name) ++i;
         if (i == runtime.size() || runtime[i].type.is_float())
           throw Error("tiledist-compile: --aligned names '" + name + "', not an integer or pointer parameter of " + kernel);
-        aligned[i] = true;
+        aligned[i] = ArgFact::aligned16;
         if (end == std::string::npos) break;
         start = end + 1;
       }

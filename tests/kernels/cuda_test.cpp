@@ -74,7 +74,7 @@ TEST(Cuda, MoreThan48KBOfSharedMemory) {
   EXPECT_LT(ref::rel_error(c, want), 1e-6);
   // The variant that ran (aligned arguments) is the one with the pipeline.
   auto aligned = jit::Context::global().compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", 128}, {"BN", 128}, {"BK", 32}},
-                                                Target::default_target(), opts, std::vector<bool>(6, true));
+                                                Target::default_target(), opts, ArgFacts(6, ArgFact::aligned16));
   EXPECT_GT(aligned->artifact.scratch_bytes, 48 * 1024);
 }
 

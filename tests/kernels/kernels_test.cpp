@@ -140,3 +140,61 @@ TEST(Gemm, DefaultTilesAgreeWithSmallTiles) {
 
 }  // namespace
 }  // namespace tiledist
+
+namespace tiledist {
+namespace {
+namespace ref = tiledist::reference;
+using tl::Tensor;
+using tl::Values;
+
+// Triton's matmul tutorial as its users write it: strides as arguments, operand pointers carried
+// by the loop and advanced each iteration, wrapped row and column offsets.
+void tutorial_matmul(tl::Ptr<bf16> a, tl::Ptr<bf16> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K, tl::Int stride_am,
+                     tl::Int stride_ak, tl::Int stride_bk, tl::Int stride_bn, tl::Int stride_cm, tl::Int stride_cn,
+                     tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK) {
+  auto offs_am = (tl::program_id(0) * BM + tl::arange(0, BM)) % M;
+  auto offs_bn = (tl::program_id(1) * BN + tl::arange(0, BN)) % N;
+  auto offs_k = tl::arange(0, BK);
+  auto a_ptrs = a + (tl::expand_dims(offs_am, 1) * stride_am + tl::expand_dims(offs_k, 0) * stride_ak);
+  auto b_ptrs = b + (tl::expand_dims(offs_k, 1) * stride_bk + tl::expand_dims(offs_bn, 0) * stride_bn);
+  Values out = tl::for_range(0, tl::cdiv(K, BK), 1, {tl::zeros({BM, BN}, tl::float32), a_ptrs, b_ptrs}, [&](Tensor k, Values v) {
+    auto at = tl::load(v[1], tl::expand_dims(offs_k, 0) < K - k * BK, 0.0f);
+    auto bt = tl::load(v[2], tl::expand_dims(offs_k, 1) < K - k * BK, 0.0f);
+    return Values{tl::dot(at, bt, v[0]), v[1] + BK * stride_ak, v[2] + BK * stride_bk};
+  });
+  auto rm = tl::expand_dims(tl::program_id(0) * BM + tl::arange(0, BM), 1);
+  auto rn = tl::expand_dims(tl::program_id(1) * BN + tl::arange(0, BN), 0);
+  tl::store(c + rm * stride_cm + rn * stride_cn, out[0], (rm < M) & (rn < N));
+}
+const KernelDef kTutorial("tutorial_matmul", tutorial_matmul,
+                          {"a", "b", "c", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm",
+                           "stride_cn", "BM", "BN", "BK"});
+
+TEST(Gemm, TritonTutorialStyleKernel) {
+  for (auto [M, N, K] : {std::tuple{256, 128, 96}, {100, 70, 50}}) {
+    auto af = ref::random_floats(size_t(M) * K), bf = ref::random_floats(size_t(K) * N);
+    std::vector<bf16> a(af.size()), b(bf.size());
+    for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = bf16(af[i]));
+    for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(b[i] = bf16(bf[i]));
+    std::vector<float> c(size_t(M) * N), want;
+    compile(kTutorial, {{"BM", 64}, {"BN", 64}, {"BK", 32}})
+        .launch({tl::cdiv(M, 64), tl::cdiv(N, 64)}, a, b, c, M, N, K, K, 1, N, 1, N, 1);
+    ref::gemm(af, bf, want, M, N, K);
+    EXPECT_LT(ref::rel_error(c, want), 1e-6) << M << "x" << N << "x" << K << " seed " << ref::last_seed();
+  }
+}
+
+// What a launch with aligned sizes and unit strides compiles to on the GPU (no GPU needed).
+TEST(Gemm, TritonTutorialStyleKernelIsPipelined) {
+  using F = ArgFact;
+  ArgFacts facts = {F::aligned16, F::aligned16, F::aligned16, F::aligned16, F::aligned16, F::aligned16,
+                    F::aligned16, F::one,       F::aligned16, F::one,       F::aligned16, F::one};
+  std::string ptx = jit::Context::global().emit(kTutorial, {{"BM", 64}, {"BN", 64}, {"BK", 32}}, Target::cuda("sm_80"),
+                                                CompileOptions{}, jit::Stage::asm_, facts);
+  EXPECT_NE(ptx.find("cp.async.cg.shared.global"), std::string::npos);
+  EXPECT_NE(ptx.find("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"), std::string::npos);
+  EXPECT_NE(ptx.find("mma.sync.aligned.m16n8k16"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tiledist
