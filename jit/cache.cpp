@@ -35,6 +35,10 @@ std::string hex(uint64_t v) {
 
 std::string cache_entry_path(const std::string& dir, const std::string& key) { return dir + "/" + key + ".tdk"; }
 
+void touch_cache_entry(const std::string& dir, const std::string& key) {
+  ::utimensat(AT_FDCWD, cache_entry_path(dir, key).c_str(), nullptr, 0);  // best effort (read-only caches)
+}
+
 CacheRead read_cache_entry(const std::string& dir, const std::string& key, Artifact& out) {
   std::ifstream in(cache_entry_path(dir, key), std::ios::binary);
   if (!in) return CacheRead::miss;
@@ -72,6 +76,7 @@ CacheRead read_cache_entry(const std::string& dir, const std::string& key, Artif
   out.scratch_bytes = scratch;
   out.distributed = fields["distributed"] == "1";
   out.threads = std::atoi(fields["threads"].c_str());
+  out.spec = fields.count("spec") ? fields["spec"] : "";
   if (out.threads < 1 || out.threads > 1024) return CacheRead::corrupt;
   out.binary = std::move(payload);
   return CacheRead::hit;
@@ -86,7 +91,7 @@ void write_cache_entry(const std::string& dir, const Artifact& a) {
   }
   // The checksum covers the header too: a damaged scratch size is as dangerous as damaged code.
   std::string header = str_cat(kMagic, "\nkey ", a.key, "\nkernel ", a.kernel, "\ntarget ", a.target, "\nentry ", a.entry,
-                               "\nscratch ", a.scratch_bytes,                                "\ndistributed ", int(a.distributed), "\nthreads ", a.threads, "\nsize ",
+                               "\nspec ", a.spec, "\nscratch ", a.scratch_bytes,                                "\ndistributed ", int(a.distributed), "\nthreads ", a.threads, "\nsize ",
                                a.binary.size());
   std::string content = str_cat(header, "\nchecksum ", hex(fnv1a(header + a.binary)), "\n\n");
   content += a.binary;

@@ -17,6 +17,8 @@ CacheRead read_cache_entry(const std::string& dir, const std::string& key, Artif
 /// Writes an entry atomically. Failures (read-only disk) are reported on stderr, not thrown:
 /// the kernel still runs, only uncached.
 void write_cache_entry(const std::string& dir, const Artifact& a);
+/// Marks an entry as just used (its modification time: what `tiledist-cache prune` orders by).
+void touch_cache_entry(const std::string& dir, const std::string& key);
 /// The file name of a key's entry.
 std::string cache_entry_path(const std::string& dir, const std::string& key);
 

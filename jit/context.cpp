@@ -15,6 +15,7 @@
 #include "ir/passes/passes.h"
 #include "ir/printer.h"
 #include "jit/cache.h"
+#include "jit/manifest.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
@@ -138,6 +139,16 @@ std::string default_cache_dir() {
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/tiledist";
   if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/tiledist";
   return "/tmp/tiledist-cache";
+}
+
+/// TILEDIST_JIT=off: kernels come from the cache only (a warmed job on a host that must not compile).
+bool jit_disabled() {
+  const char* j = std::getenv("TILEDIST_JIT");
+  if (!j || !*j) return false;
+  std::string v = j;
+  if (v == "off" || v == "0") return true;
+  if (v == "on" || v == "1") return false;
+  throw Error(str_cat("tiledist: TILEDIST_JIT='", v, "': use off or on"));
 }
 
 void require_host(const Target& target, const std::string& kernel) {
@@ -319,6 +330,7 @@ std::shared_ptr<const Loaded> Context::compile(const KernelDef& def, const Const
     return it->second;
   }
   require_host(target, def.name());
+  Specialization what{def.name(), target.name(), constants, options, facts};
   std::unique_ptr<ir::Function> fn = def.trace(constants, facts);
   impl_->stats.traces++;
   ir::optimize(*fn);
@@ -332,9 +344,16 @@ std::shared_ptr<const Loaded> Context::compile(const KernelDef& def, const Const
     CacheRead r = read_cache_entry(cache_dir_, key, a);
     if (r == CacheRead::hit) {
       impl_->stats.disk_hits++;
+      touch_cache_entry(cache_dir_, key);
     } else {
       if (r == CacheRead::corrupt) impl_->stats.disk_rejects++;
+      if (jit_disabled())
+        throw Error(str_cat("tiledist: TILEDIST_JIT=off and kernel '", def.name(), "' is not in the cache ", cache_dir_,
+                            r == CacheRead::corrupt ? " (its entry is corrupt)" : "", ": ", what.str(),
+                            "\n  warm it with: ", what.warmup_command(), "\n  (with TILEDIST_CACHE_DIR=", cache_dir_,
+                            ", using this build of tiledist)"));
       a = impl_->codegen(*fn, key, target, options);
+      a.spec = what.str();
       write_cache_entry(cache_dir_, a);
     }
     loaded = std::make_shared<Loaded>();
@@ -347,7 +366,23 @@ std::shared_ptr<const Loaded> Context::compile(const KernelDef& def, const Const
     impl_->by_key[key] = loaded;
   }
   impl_->by_spec[spec] = loaded;
+  if (const char* manifest = std::getenv("TILEDIST_RECORD"); manifest && *manifest) record_specialization(manifest, what);
   return loaded;
+}
+
+bool Context::warm(const KernelDef& def, const Constants& constants, const Target& target, const CompileOptions& options,
+                   const ArgFacts& facts) {
+  Specialization what{def.name(), target.name(), constants, options, facts};
+  std::unique_ptr<ir::Function> fn = def.trace(constants, facts);
+  ir::optimize(*fn);
+  std::string key = sha256_hex(str_cat(ir::print(*fn), "\n", target.key(), "\n", options.key(), "\n", compiler_version()));
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Artifact a;
+  if (read_cache_entry(cache_dir_, key, a) == CacheRead::hit) return false;
+  a = impl_->codegen(*fn, key, target, options);
+  a.spec = what.str();
+  write_cache_entry(cache_dir_, a);
+  return true;
 }
 
 std::string Context::emit(const KernelDef& def, const Constants& constants, const Target& target,

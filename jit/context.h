@@ -25,6 +25,7 @@ struct Artifact {
   bool distributed = false;  // uses distributed ops: launched as fibers in the World
   int threads = 1;           // GPU: threads per CTA
   std::string binary;        // host: an ELF relocatable object; NVPTX: PTX text
+  std::string spec;          // the specialization it was compiled for (Specialization::str), for listings
 };
 
 /// A compiled kernel, ready to launch.
@@ -65,6 +66,10 @@ class Context {
   /// of the runtime arguments (see ArgFact).
   std::shared_ptr<const Loaded> compile(const KernelDef& def, const Constants& constants, const Target& target,
                                         const CompileOptions& options, const ArgFacts& facts = {});
+  /// Compiles a specialization into the disk cache without loading it (tiledist-warmup); true if
+  /// it was compiled, false if the cache already held it. Contexts may warm in parallel.
+  bool warm(const KernelDef& def, const Constants& constants, const Target& target, const CompileOptions& options,
+            const ArgFacts& facts = {});
   /// Prints one stage of a specialization (tiledist-compile --emit).
   std::string emit(const KernelDef& def, const Constants& constants, const Target& target,
                    const CompileOptions& options, Stage stage, const ArgFacts& facts = {});

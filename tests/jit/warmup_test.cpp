@@ -1,0 +1,148 @@
+// Ahead-of-time warming: the manifest a job records (merged across processes), warming into a
+// cache, and TILEDIST_JIT=off running from the cache or failing at once with the command that
+// would warm what is missing.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "jit/manifest.h"
+#include "kernels/kernels.h"
+#include "kernels/reference.h"
+
+namespace tiledist {
+namespace {
+namespace fs = std::filesystem;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/tiledist-warmup-test-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+/// Sets an environment variable for the scope.
+struct Env {
+  std::string name;
+  Env(const char* n, const std::string& v) : name(n) { setenv(n, v.c_str(), 1); }
+  ~Env() { unsetenv(name.c_str()); }
+};
+
+jit::Specialization spec(const std::string& kernel, int block) {
+  jit::Specialization s;
+  s.kernel = kernel;
+  s.target = "sm_90a";
+  s.constants = {{"BLOCK", block}};
+  s.facts = {ArgFact::aligned16, ArgFact::aligned16, ArgFact::aligned16, ArgFact::one};
+  return s;
+}
+
+TEST(Manifest, RoundTripsAndMergesAcrossProcesses) {
+  TempDir dir;
+  std::string path = (dir.path / "m.json").string();
+  // Four processes record the same two specializations and one of their own, concurrently.
+  std::vector<pid_t> kids;
+  for (int p = 0; p < 4; ++p) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      try {
+        jit::record_specialization(path, spec("add", 1024));
+        jit::record_specialization(path, spec("softmax", 256));
+        jit::record_specialization(path, spec("add", 64 * (p + 1)));
+      } catch (...) {
+        _exit(1);
+      }
+      _exit(0);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t k : kids) {
+    int status = 0;
+    waitpid(k, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  auto all = jit::read_manifest(path);
+  ASSERT_EQ(all.size(), 6u);  // 2 shared + 4 own, no duplicates, nothing lost
+  std::set<std::string> seen;
+  for (auto& s : all) seen.insert(s.str());
+  EXPECT_TRUE(seen.count(spec("add", 1024).str()));
+  EXPECT_TRUE(seen.count(spec("add", 256).str()));
+  EXPECT_EQ(all[0].facts.size(), 4u);
+}
+
+TEST(Manifest, BadFilesAreNamed) {
+  TempDir dir;
+  std::string path = (dir.path / "bad.json").string();
+  std::ofstream(path) << "{\"specializations\": [{\"kernel\": \"add\"}]}";
+  try {
+    jit::read_manifest(path);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("specialization 0"), std::string::npos) << e.what();
+  }
+  std::ofstream(path) << "not json";
+  EXPECT_THROW(jit::read_manifest(path), Error);
+  EXPECT_THROW(jit::read_manifest((dir.path / "missing.json").string()), Error);
+}
+
+TEST(Warmup, JobRecordsWhatItCompiles) {
+  TempDir dir;
+  std::string manifest = (dir.path / "job.json").string();
+  Env record("TILEDIST_RECORD", manifest);
+  jit::Context ctx((dir.path / "cache").string());
+  compile(kernels::add_kernel(), {{"BLOCK", 128}}, Target::host(), CompileOptions{}, ctx);
+  compile(kernels::softmax_kernel(), {{"BLOCK", 256}}, Target::host(), CompileOptions{}, ctx);
+  auto all = jit::read_manifest(manifest);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].kernel, "add");
+  EXPECT_EQ(all[0].target, "host");
+  EXPECT_EQ(std::get<int64_t>(all[0].constants.at("BLOCK").v), 128);
+}
+
+TEST(Warmup, JitOffRunsFromAWarmCacheAndNamesWhatIsMissing) {
+  TempDir dir;
+  std::string cache = (dir.path / "cache").string();
+  Env off("TILEDIST_JIT", "off");
+  {
+    jit::Context cold(cache);
+    try {
+      compile(kernels::add_kernel(), {{"BLOCK", 64}}, Target::host(), CompileOptions{}, cold);
+      FAIL() << "compiled with TILEDIST_JIT=off";
+    } catch (const Error& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find("kernel 'add'"), std::string::npos) << m;
+      EXPECT_NE(m.find("BLOCK=64"), std::string::npos) << m;
+      EXPECT_NE(m.find("tiledist-warmup --target host --kernels add --const BLOCK=64"), std::string::npos) << m;
+    }
+  }
+  // Warming is allowed with the JIT off (it is the compiler); then the job runs.
+  jit::Context warmer(cache);
+  EXPECT_TRUE(warmer.warm(kernels::add_kernel(), {{"BLOCK", 64}}, Target::host(), CompileOptions{}));
+  EXPECT_FALSE(warmer.warm(kernels::add_kernel(), {{"BLOCK", 64}}, Target::host(), CompileOptions{}));  // cached now
+  jit::Context job(cache);
+  int n = 1000;
+  auto x = reference::random_floats(n), y = reference::random_floats(n);
+  std::vector<float> out(n), want;
+  compile(kernels::add_kernel(), {{"BLOCK", 64}}, Target::host(), CompileOptions{}, job).launch({tl::cdiv(n, 64)}, x, y, out, n);
+  reference::add(x, y, want);
+  EXPECT_EQ(reference::rel_error(out, want), 0.0);
+  EXPECT_EQ(job.stats().compiles, 0);
+  EXPECT_EQ(job.stats().disk_hits, 1);
+}
+
+TEST(Warmup, GpuVariantsWarmOnAMachineWithoutAGpu) {
+  TempDir dir;
+  jit::Context ctx((dir.path / "cache").string());
+  ArgFacts aligned(6, ArgFact::aligned16);
+  EXPECT_TRUE(ctx.warm(kernels::gemm_kernel(ir::DType::bf16), {}, Target::cuda("sm_90a"), CompileOptions{}, aligned));
+  EXPECT_TRUE(ctx.warm(kernels::gemm_kernel(ir::DType::bf16), {}, Target::cuda("sm_80"), CompileOptions{}, aligned));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path / "cache"), fs::directory_iterator()), 2);
+}
+
+}  // namespace
+}  // namespace tiledist

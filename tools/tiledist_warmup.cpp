@@ -1,0 +1,208 @@
+// tiledist-warmup: compiles kernel specializations into the disk cache ahead of a job, for any
+// target, on any machine (PTX needs no GPU).
+//   tiledist-warmup manifest.json [--target sm_90a,sm_80]     what a recorded job compiled
+//   tiledist-warmup --kernels all|NAME,... --target sm_90a,host  the registry's kernels
+//       [--const NAME=VALUE ...] [--num-warps N] [--num-stages N] [--args FACTS]
+//   common: [--jobs N] [--cache DIR]
+// Without --args, GPU targets get both variants a launch may pick: the generic one and the one
+// for 16-aligned arguments. Exit status 1 if any specialization failed (each is named).
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "jit/manifest.h"
+#include "kernels/kernels.h"
+
+namespace {
+using namespace tiledist;
+
+int usage(const char* msg) {
+  std::fprintf(stderr,
+               "tiledist-warmup: %s\n"
+               "usage: tiledist-warmup MANIFEST.json [--target T,...] [--jobs N] [--cache DIR]\n"
+               "       tiledist-warmup --kernels all|NAME,... --target T,... [--const NAME=VALUE ...]\n"
+               "                       [--num-warps N] [--num-stages N] [--args FACTS] [--jobs N] [--cache DIR]\n"
+               "targets: host, sm_80, sm_90a (gfx942, gfx90a: not yet)\n",
+               msg);
+  return 2;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(',', start);
+    std::string part = s.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!part.empty()) out.push_back(part);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+ConstValue parse_value(const std::string& name, const std::string& s) {
+  char* end = nullptr;
+  long long i = std::strtoll(s.c_str(), &end, 0);
+  if (!s.empty() && *end == 0) return ConstValue(i);
+  double d = std::strtod(s.c_str(), &end);
+  if (!s.empty() && *end == 0) return ConstValue(d);
+  throw Error("tiledist-warmup: constant " + name + " = '" + s + "' is not a number");
+}
+
+int parse_count(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end || n < 1 || n > 1024) throw Error("tiledist-warmup: " + flag + " takes a positive number, got '" + v + "'");
+  return static_cast<int>(n);
+}
+
+/// The all-aligned facts of a kernel's runtime parameters (what a launch with 16-aligned
+/// pointers and sizes picks).
+ArgFacts all_aligned(const KernelDef& def) {
+  ArgFacts f;
+  for (const ParamInfo& p : def.runtime_params()) f.push_back(p.type.is_float() ? ArgFact::none : ArgFact::aligned16);
+  return f;
+}
+
+struct Outcome {
+  enum { compiled, cached, failed } kind;
+  std::string error;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string manifest, kernels_arg, targets_arg, cache_dir, args_arg;
+  Constants constants;
+  CompileOptions options = CompileOptions::from_env();
+  bool options_given = false;
+  int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  try {
+    for (int i = 1; i < argc; ++i) {
+      std::string a = argv[i];
+      auto value = [&]() -> std::string {
+        if (i + 1 >= argc) throw Error("tiledist-warmup: " + a + " needs a value");
+        return argv[++i];
+      };
+      if (a == "--kernels") kernels_arg = value();
+      else if (a == "--target") targets_arg = value();
+      else if (a == "--cache") cache_dir = value();
+      else if (a == "--jobs" || a == "-j") jobs = parse_count(a, value());
+      else if (a == "--num-warps") options.num_warps = parse_count(a, value()), options_given = true;
+      else if (a == "--num-stages") options.num_stages = parse_count(a, value()), options_given = true;
+      else if (a == "--args") args_arg = value();
+      else if (a == "--const") {
+        std::string kv = value();
+        size_t eq = kv.find('=');
+        if (eq == std::string::npos || eq == 0) return usage(("--const takes NAME=VALUE, got '" + kv + "'").c_str());
+        constants.insert_or_assign(kv.substr(0, eq), parse_value(kv.substr(0, eq), kv.substr(eq + 1)));
+      } else if (a == "-h" || a == "--help") {
+        usage("compiles kernels into the cache ahead of a job");
+        return 0;
+      } else if (!a.empty() && a[0] == '-') return usage(("unknown option '" + a + "'").c_str());
+      else if (a.size() > 4 && (a.substr(a.size() - 4) == ".cpp" || a.substr(a.size() - 3) == ".cc"))
+        return usage(("compiling a C++ source of kernels ('" + a + "') in-process is not implemented yet; build it into "
+                      "your program and run it once with TILEDIST_RECORD=manifest.json, then warm from the manifest")
+                         .c_str());
+      else if (manifest.empty()) manifest = a;
+      else return usage(("unexpected argument '" + a + "'").c_str());
+    }
+    if (manifest.empty() == kernels_arg.empty()) return usage("give a manifest or --kernels (one of them)");
+    if (!manifest.empty() && (!constants.empty() || options_given || !args_arg.empty()))
+      return usage("--const, --num-warps, --num-stages and --args go with --kernels (a manifest has its own)");
+
+    std::vector<Target> targets;
+    for (const std::string& t : split(targets_arg)) targets.push_back(Target::parse(t));
+    if (targets.empty() && !kernels_arg.empty()) targets.push_back(Target::host());
+
+    // The work: specializations, each with the definition it needs (null: unknown kernel).
+    std::vector<std::pair<jit::Specialization, const KernelDef*>> work;
+    auto& registry = Registry::global();
+    auto add = [&](jit::Specialization s) {
+      work.emplace_back(s, registry.find(s.kernel));
+    };
+    if (!manifest.empty()) {
+      for (jit::Specialization s : jit::read_manifest(manifest)) {
+        if (targets.empty()) add(s);
+        for (const Target& t : targets) {
+          s.target = t.name();
+          add(s);
+        }
+      }
+    } else {
+      std::vector<std::string> names = kernels_arg == "all" ? registry.names() : split(kernels_arg);
+      for (const std::string& name : names)
+        for (const Target& t : targets) {
+          const KernelDef* def = registry.find(name);
+          jit::Specialization s{name, t.name(), constants, options, {}};
+          if (!args_arg.empty()) s.facts = jit::parse_facts(args_arg);
+          add(s);
+          if (def && args_arg.empty() && t.kind != Target::Kind::host) {
+            s.facts = all_aligned(*def);
+            add(s);
+          }
+        }
+    }
+
+    // Each worker has its own context (its own LLVM state); entries are written atomically.
+    std::vector<Outcome> outcomes(work.size());
+    std::atomic<size_t> next{0}, done{0};
+    std::mutex print_mu;
+    bool tty = isatty(STDERR_FILENO);
+    auto t0 = std::chrono::steady_clock::now();
+    auto report = [&](size_t i) {
+      std::lock_guard<std::mutex> lock(print_mu);
+      size_t n = ++done;
+      const Outcome& o = outcomes[i];
+      const char* what = o.kind == Outcome::compiled ? "compiled" : o.kind == Outcome::cached ? "cached  " : "FAILED  ";
+      if (tty) {
+        int width = 30, filled = static_cast<int>(width * n / work.size());
+        std::fprintf(stderr, "\r[%s%s] %zu/%zu %-60.60s", std::string(filled, '=').c_str(), std::string(width - filled, ' ').c_str(),
+                     n, work.size(), work[i].first.str().c_str());
+        if (n == work.size()) std::fputc('\n', stderr);
+      } else {
+        std::fprintf(stderr, "[%zu/%zu] %s %s\n", n, work.size(), what, work[i].first.str().c_str());
+      }
+    };
+    auto worker = [&] {
+      jit::Context ctx(cache_dir);
+      for (size_t i; (i = next++) < work.size();) {
+        const auto& [s, def] = work[i];
+        try {
+          if (!def) throw Error(str_cat("kernel '", s.kernel, "' is not registered in this build of tiledist"));
+          outcomes[i].kind = ctx.warm(*def, s.constants, Target::parse(s.target), s.options, s.facts) ? Outcome::compiled
+                                                                                                      : Outcome::cached;
+        } catch (const std::exception& e) {
+          outcomes[i] = {Outcome::failed, e.what()};
+        }
+        report(i);
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < std::min<int>(jobs, static_cast<int>(work.size())); ++t) threads.emplace_back(worker);
+    for (auto& t : threads) t.join();
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+    size_t compiled = 0, cached = 0, failed = 0;
+    for (const Outcome& o : outcomes)
+      (o.kind == Outcome::compiled ? compiled : o.kind == Outcome::cached ? cached : failed)++;
+    std::printf("tiledist-warmup: %zu specializations: %zu compiled, %zu already cached, %zu failed, in %.1f s "
+                "(%.1f compiled/s, %d jobs) into %s\n",
+                work.size(), compiled, cached, failed, secs, secs > 0 ? compiled / secs : 0.0, jobs,
+                jit::Context(cache_dir).cache_dir().c_str());
+    for (size_t i = 0; i < work.size(); ++i)
+      if (outcomes[i].kind == Outcome::failed)
+        std::fprintf(stderr, "tiledist-warmup: FAILED %s: %s\n", work[i].first.str().c_str(), outcomes[i].error.c_str());
+    return failed ? 1 : 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
+}
