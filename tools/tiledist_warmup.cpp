@@ -3,12 +3,17 @@
 //   tiledist-warmup manifest.json [--target sm_90a,sm_80]     what a recorded job compiled
 //   tiledist-warmup --kernels all|NAME,... --target sm_90a,host  the registry's kernels
 //       [--const NAME=VALUE ...] [--num-warps N] [--num-stages N] [--args FACTS]
+//   tiledist-warmup my_kernels.cpp --target sm_90a [--kernels NAME,...]  a user's source file:
+//       compiled in-process by clang against tiledist's headers, its registered kernels warmed
 //   common: [--jobs N] [--cache DIR]
 // Without --args, GPU targets get both variants a launch may pick: the generic one and the one
 // for 16-aligned arguments. Exit status 1 if any specialization failed (each is named).
+#include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -71,6 +76,30 @@ ArgFacts all_aligned(const KernelDef& def) {
   return f;
 }
 
+/// Loads the kernels of a C++ source through the clang plugin beside this program; returns the
+/// names of the kernels it registered.
+std::vector<std::string> load_source(const std::string& file) {
+  std::string here = std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
+  std::string plugin = here + "/libtiledist-cc.so";
+  void* lib = dlopen(plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib)
+    throw Error(str_cat("tiledist-warmup: compiling C++ sources needs ", plugin, ", built where libclang-19-dev is installed (",
+                        dlerror(), ")"));
+  using LoadFn = int (*)(const char*, const char*, char*, size_t);
+  auto load = reinterpret_cast<LoadFn>(dlsym(lib, "tiledist_cc_load"));
+  if (!load) throw Error("tiledist-warmup: " + plugin + " lacks tiledist_cc_load");
+  const char* inc = std::getenv("TILEDIST_INCLUDE");
+  auto before = Registry::global().names();
+  std::vector<char> err(1 << 16);
+  if (load(file.c_str(), inc && *inc ? inc : TILEDIST_INCLUDE_DIR, err.data(), err.size()) != 0)
+    throw Error(str_cat("tiledist-warmup: ", err.data()));
+  std::vector<std::string> added;
+  for (const std::string& n : Registry::global().names())
+    if (std::find(before.begin(), before.end(), n) == before.end()) added.push_back(n);
+  if (added.empty()) throw Error("tiledist-warmup: " + file + " registers no kernels (use TILEDIST_REGISTER(def))");
+  return added;
+}
+
 struct Outcome {
   enum { compiled, cached, failed } kind;
   std::string error;
@@ -79,7 +108,7 @@ struct Outcome {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string manifest, kernels_arg, targets_arg, cache_dir, args_arg;
+  std::string manifest, kernels_arg, targets_arg, cache_dir, args_arg, source;
   Constants constants;
   CompileOptions options = CompileOptions::from_env();
   bool options_given = false;
@@ -107,14 +136,19 @@ int main(int argc, char** argv) {
         usage("compiles kernels into the cache ahead of a job");
         return 0;
       } else if (!a.empty() && a[0] == '-') return usage(("unknown option '" + a + "'").c_str());
-      else if (a.size() > 4 && (a.substr(a.size() - 4) == ".cpp" || a.substr(a.size() - 3) == ".cc"))
-        return usage(("compiling a C++ source of kernels ('" + a + "') in-process is not implemented yet; build it into "
-                      "your program and run it once with TILEDIST_RECORD=manifest.json, then warm from the manifest")
-                         .c_str());
+      else if (a.size() > 4 && (a.substr(a.size() - 4) == ".cpp" || a.substr(a.size() - 3) == ".cc")) source = a;
       else if (manifest.empty()) manifest = a;
       else return usage(("unexpected argument '" + a + "'").c_str());
     }
-    if (manifest.empty() == kernels_arg.empty()) return usage("give a manifest or --kernels (one of them)");
+    if (!source.empty()) {
+      if (!manifest.empty()) return usage("give a manifest or a source file, not both");
+      std::vector<std::string> added = load_source(source);
+      if (kernels_arg.empty()) {
+        for (const std::string& n : added) kernels_arg += (kernels_arg.empty() ? "" : ",") + n;
+      }
+      std::fprintf(stderr, "tiledist-warmup: %s registers %zu kernels\n", source.c_str(), added.size());
+    }
+    if (manifest.empty() == kernels_arg.empty()) return usage("give a manifest, --kernels or a source file");
     if (!manifest.empty() && (!constants.empty() || options_given || !args_arg.empty()))
       return usage("--const, --num-warps, --num-stages and --args go with --kernels (a manifest has its own)");
 
