@@ -30,8 +30,9 @@ TEST(World, RanksAndSymmetricOffsets) {
   int64_t* at0 = symm_at(slots.data(), 0);
   at0[me] = reinterpret_cast<char*>(third.data()) - reinterpret_cast<char*>(slots.data());
   barrier_all();
-  if (me == 0)
+  if (me == 0) {
     for (int r = 0; r < n; ++r) EXPECT_EQ(slots[r], slots[0]) << "rank " << r << " has another offset";
+  }
   barrier_all();
   symm_free(third.data());
   symm_free(other.data());
