@@ -22,6 +22,38 @@ int64_t div_at(const AxisInfo& a, int64_t c, int64_t step) {
   return c >= a.contiguity ? a.divisibility : std::gcd(a.divisibility, c * step);
 }
 int64_t capped(int64_t v) { return std::min(v, AxisInfo::kMax); }
+/// The largest power of two at most v (hints may name any number; every
+/// rule here reasons in powers of two).
+int64_t pow2_floor(int64_t v) {
+  int64_t p = 1;
+  while (p <= v / 2) p *= 2;
+  return v < 1 ? 1 : p;
+}
+
+/// Whether every element of `v` is >= 0 (for x % m, whose sign follows x in C).
+bool nonneg(const ir::Value* v, int depth = 0) {
+  if (depth > 16 || v->type.is_float() || v->type.is_ptr) return false;
+  if (!v->def) {
+    const ir::Op* loop = v->owner ? v->owner->parent : nullptr;
+    if (!loop || loop->code != OpCode::For || v->index != 0) return false;
+    const ir::Op* step = loop->operands[2]->def;  // iv >= lo when the step is positive
+    return nonneg(loop->operands[0], depth + 1) && step && step->code == OpCode::Constant &&
+           std::get<int64_t>(step->attrs.at("value")) > 0;
+  }
+  const ir::Op& d = *v->def;
+  switch (d.code) {
+    case OpCode::Constant: return std::holds_alternative<int64_t>(d.attrs.at("value")) && std::get<int64_t>(d.attrs.at("value")) >= 0;
+    case OpCode::Arange: return d.int_attr("start") >= 0;
+    case OpCode::ProgramId: case OpCode::NumPrograms: return true;
+    case OpCode::Splat: case OpCode::ExpandDims: case OpCode::Broadcast: case OpCode::Reshape: case OpCode::Trans:
+    case OpCode::Hint: case OpCode::Rem:
+      return nonneg(d.operands[0], depth + 1);
+    case OpCode::Add: case OpCode::Mul: case OpCode::Min: case OpCode::Max: case OpCode::And:
+      return nonneg(d.operands[0], depth + 1) && nonneg(d.operands[1], depth + 1);
+    case OpCode::Cast: return !d.operands[0]->type.is_float() && v->type.dtype != ir::DType::i1 && nonneg(d.operands[0], depth + 1);
+    default: return false;
+  }
+}
 
 bool defined_outside(const ir::Value* v, const ir::Block& body) {
   return v->def ? v->def->parent != &body : v->owner != &body;
@@ -81,8 +113,9 @@ AxisInfo AxisAnalysis::compute(const ir::Value* v) {
     case OpCode::Splat: return {1, in(0).divisibility, L};
     case OpCode::Hint: {
       AxisInfo a = in(0);
-      if (d.has_attr("multiple_of")) a.divisibility = capped(std::max(a.divisibility, d.int_attr("multiple_of")));
-      if (d.has_attr("max_contiguous")) a.contiguity = std::max(a.contiguity, d.int_attr("max_contiguous"));
+      if (d.has_attr("multiple_of")) a.divisibility = capped(std::max(a.divisibility, pow2_floor(d.int_attr("multiple_of"))));
+      if (d.has_attr("max_contiguous"))
+        a.contiguity = std::min(std::max(a.contiguity, pow2_floor(d.int_attr("max_contiguous"))), pow2_floor(L));
       return a;
     }
     case OpCode::ExpandDims:
@@ -119,8 +152,9 @@ AxisInfo AxisAnalysis::compute(const ir::Value* v) {
       if (v->type.is_float()) return {1, 1, std::min(in(0).constancy, in(1).constancy)};
       const AxisInfo& a = in(0);
       const AxisInfo& b = in(1);
-      int64_t c = b.constancy >= a.contiguity ? std::gcd(a.contiguity, std::gcd(a.divisibility, b.divisibility)) : 1;
-      return {c, std::gcd(div_at(a, c, 1), b.divisibility), std::min(a.constancy, b.constancy)};
+      int64_t m_div = div_at(b, 1, 1);  // every divisor's
+      int64_t c = b.constancy >= a.contiguity && nonneg(d.operands[0]) ? std::gcd(a.contiguity, std::gcd(a.divisibility, m_div)) : 1;
+      return {c, std::gcd(div_at(a, c, 1), m_div), std::min(a.constancy, b.constancy)};
     }
     case OpCode::Cast:
       if (!v->type.is_float() && !d.operands[0]->type.is_float() && v->type.dtype != ir::DType::i1) return in(0);
@@ -136,12 +170,15 @@ AxisInfo AxisAnalysis::compute(const ir::Value* v) {
         if (x.contiguity <= 1 || c.constancy < x.contiguity) return int64_t{1};
         return std::gcd(x.contiguity, std::gcd(x.divisibility, c.divisibility));
       };
-      if (p == "lt" || p == "ge") k = std::max(k, runs(a, b));
-      if (p == "gt" || p == "le") k = std::max(k, runs(b, a));
+      if (!d.operands[0]->type.is_ptr) {  // (pointer divisibility is in bytes, contiguity in elements)
+        if (p == "lt" || p == "ge") k = std::max(k, runs(a, b));
+        if (p == "gt" || p == "le") k = std::max(k, runs(b, a));
+      }
       return {1, 1, k};
     }
     default: {
-      if (!d.is_pure()) return unknown;
+      // Elementwise ops only: a reduction or a dot mixes elements across the last dimension.
+      if (!d.is_pure() || d.code == OpCode::Reduce || d.code == OpCode::Dot) return unknown;
       int64_t k = AxisInfo::kMax;
       for (const ir::Value* o : d.operands) k = std::min(k, of(o).constancy);
       return {1, 1, v->type.is_tensor() ? std::min(k, L) : k};

@@ -554,7 +554,8 @@ class NvptxLowering : public Elements {
       case OpCode::Constant: return !v->type.is_tensor();
       case OpCode::Arange: return true;
       case OpCode::ProgramId: case OpCode::NumPrograms: case OpCode::Rank: case OpCode::NumRanks:
-        return false;  // in the body only if not hoisted; not worth handling
+      case OpCode::Reduce: case OpCode::Dot:
+        return false;  // not elementwise (or, in the body, not hoisted: not worth handling)
       default:
         if (!d.is_pure() || d.results.size() != 1 || !d.regions.empty()) return false;
         for (const ir::Value* o : d.operands)
@@ -869,9 +870,21 @@ class NvptxLowering : public Elements {
     return std::holds_alternative<int64_t>(a) ? std::get<int64_t>(a) == 0 : std::get<double>(a) == 0.0 && !std::signbit(std::get<double>(a));
   }
 
+  /// Whether `block` (or a region in it) writes memory: then loads of later iterations may not
+  /// be moved ahead of it.
+  static bool writes_memory(const ir::Block& block) {
+    for (const auto& op : block.ops) {
+      if ((op->info().flags & ir::MEM) && op->code != OpCode::Load) return true;
+      for (const auto& r : op->regions)
+        if (writes_memory(*r)) return true;
+    }
+    return false;
+  }
+
   std::optional<Pipeline> match_pipeline(const ir::Op& loop) {
     if (opts_.arch == "sm_70") return std::nullopt;
     const ir::Block& body = *loop.regions[0];
+    if (writes_memory(body)) return std::nullopt;
     const ir::Op& yield = *body.terminator();
     const ir::Op* step = loop.operands[2]->def;
     if (!step || step->code != OpCode::Constant || std::get<int64_t>(step->attrs.at("value")) <= 0) return std::nullopt;

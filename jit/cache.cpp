@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -90,8 +91,10 @@ void write_cache_entry(const std::string& dir, const Artifact& a) {
     return;
   }
   // The checksum covers the header too: a damaged scratch size is as dangerous as damaged code.
+  std::string spec = a.spec;  // one header line, whatever the names in it hold
+  std::replace(spec.begin(), spec.end(), '\n', ' ');
   std::string header = str_cat(kMagic, "\nkey ", a.key, "\nkernel ", a.kernel, "\ntarget ", a.target, "\nentry ", a.entry,
-                               "\nspec ", a.spec, "\nscratch ", a.scratch_bytes,                                "\ndistributed ", int(a.distributed), "\nthreads ", a.threads, "\nsize ",
+                               "\nspec ", spec, "\nscratch ", a.scratch_bytes,                                "\ndistributed ", int(a.distributed), "\nthreads ", a.threads, "\nsize ",
                                a.binary.size());
   std::string content = str_cat(header, "\nchecksum ", hex(fnv1a(header + a.binary)), "\n\n");
   content += a.binary;

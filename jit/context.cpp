@@ -6,6 +6,7 @@
 #include <elf.h>
 #include <link.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
@@ -330,6 +331,7 @@ std::shared_ptr<const Loaded> Context::compile(const KernelDef& def, const Const
     return it->second;
   }
   require_host(target, def.name());
+  options.validate();
   Specialization what{def.name(), target.name(), constants, options, facts};
   std::unique_ptr<ir::Function> fn = def.trace(constants, facts);
   impl_->stats.traces++;
@@ -366,19 +368,30 @@ std::shared_ptr<const Loaded> Context::compile(const KernelDef& def, const Const
     impl_->by_key[key] = loaded;
   }
   impl_->by_spec[spec] = loaded;
-  if (const char* manifest = std::getenv("TILEDIST_RECORD"); manifest && *manifest) record_specialization(manifest, what);
+  if (const char* manifest = std::getenv("TILEDIST_RECORD"); manifest && *manifest) {
+    try {  // a record that cannot be written must not stop the job
+      record_specialization(manifest, what);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "tiledist: warning: %s (kernel '%s' not recorded)\n", e.what(), def.name().c_str());
+    }
+  }
   return loaded;
 }
 
 bool Context::warm(const KernelDef& def, const Constants& constants, const Target& target, const CompileOptions& options,
                    const ArgFacts& facts) {
+  require_host(target, def.name());
+  options.validate();
   Specialization what{def.name(), target.name(), constants, options, facts};
   std::unique_ptr<ir::Function> fn = def.trace(constants, facts);
   ir::optimize(*fn);
   std::string key = sha256_hex(str_cat(ir::print(*fn), "\n", target.key(), "\n", options.key(), "\n", compiler_version()));
   std::lock_guard<std::mutex> lock(impl_->mu);
   Artifact a;
-  if (read_cache_entry(cache_dir_, key, a) == CacheRead::hit) return false;
+  if (read_cache_entry(cache_dir_, key, a) == CacheRead::hit) {
+    touch_cache_entry(cache_dir_, key);  // just warmed: the last thing a prune should take
+    return false;
+  }
   a = impl_->codegen(*fn, key, target, options);
   a.spec = what.str();
   write_cache_entry(cache_dir_, a);
@@ -387,6 +400,7 @@ bool Context::warm(const KernelDef& def, const Constants& constants, const Targe
 
 std::string Context::emit(const KernelDef& def, const Constants& constants, const Target& target,
                           const CompileOptions& options, Stage stage, const ArgFacts& facts) {
+  options.validate();
   std::unique_ptr<ir::Function> fn = def.trace(constants, facts);
   if (stage == Stage::tile_ir) return ir::print(*fn);
   ir::optimize(*fn);

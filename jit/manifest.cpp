@@ -4,6 +4,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -14,13 +16,21 @@ namespace tiledist::jit {
 
 namespace {
 
+std::string precise(double d) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", d);
+  return buf;
+}
+
 char fact_letter(ArgFact f) { return f == ArgFact::aligned16 ? 'A' : f == ArgFact::one ? '1' : '-'; }
 
 llvm::json::Value to_json(const Specialization& s) {
   llvm::json::Object constants;
   for (auto& [k, v] : s.constants) {
+    // Integers as numbers; floats as strings ("0.5", "inf", "nan"), which keep their type and
+    // every value JSON has no number for.
     if (std::holds_alternative<int64_t>(v.v)) constants[k] = std::get<int64_t>(v.v);
-    else constants[k] = std::get<double>(v.v);
+    else constants[k] = precise(std::get<double>(v.v));
   }
   return llvm::json::Object{{"kernel", s.kernel},
                             {"target", s.target},
@@ -41,19 +51,47 @@ Specialization from_json(const llvm::json::Value& v, const std::string& where) {
   if (!kernel || !target) throw bad("needs \"kernel\" and \"target\" strings");
   s.kernel = kernel->str();
   s.target = target->str();
-  if (const llvm::json::Object* c = o->getObject("constants")) {
+  if (const llvm::json::Value* cv = o->get("constants")) {
+    const llvm::json::Object* c = cv->getAsObject();
+    if (!c) throw bad("\"constants\" must be an object");
     for (auto& [k, val] : *c) {
-      if (auto i = val.getAsInteger()) s.constants.insert_or_assign(k.str(), ConstValue(static_cast<long long>(*i)));
-      else if (auto d = val.getAsNumber()) s.constants.insert_or_assign(k.str(), ConstValue(*d));
-      else throw bad(str_cat("constant '", k.str(), "' of kernel '", s.kernel, "' is not a number"));
+      if (auto i = val.getAsInteger()) {
+        s.constants.insert_or_assign(k.str(), ConstValue(static_cast<long long>(*i)));
+      } else if (auto str = val.getAsString()) {
+        char* end = nullptr;
+        std::string text = str->str();
+        double d = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end) throw bad(str_cat("constant '", k.str(), "' = \"", text, "\" is not a number"));
+        s.constants.insert_or_assign(k.str(), ConstValue(d));
+      } else if (auto d = val.getAsNumber()) {
+        s.constants.insert_or_assign(k.str(), ConstValue(*d));
+      } else {
+        throw bad(str_cat("constant '", k.str(), "' of kernel '", s.kernel, "' is not a number"));
+      }
     }
   }
-  if (const llvm::json::Object* opt = o->getObject("options")) {
-    if (auto w = opt->getInteger("num_warps")) s.options.num_warps = static_cast<int>(*w);
-    if (auto st = opt->getInteger("num_stages")) s.options.num_stages = static_cast<int>(*st);
-    if (auto cb = opt->getBoolean("check_bounds")) s.options.check_bounds = *cb;
+  if (const llvm::json::Value* ov = o->get("options")) {
+    const llvm::json::Object* opt = ov->getAsObject();
+    if (!opt) throw bad("\"options\" must be an object");
+    auto integer = [&](const char* name, int& out) {
+      const llvm::json::Value* v = opt->get(name);
+      if (!v) return;
+      auto i = v->getAsInteger();
+      if (!i || *i < 1 || *i > 1024) throw bad(str_cat("option \"", name, "\" must be a positive integer"));
+      out = static_cast<int>(*i);
+    };
+    integer("num_warps", s.options.num_warps);
+    integer("num_stages", s.options.num_stages);
+    if (const llvm::json::Value* cb = opt->get("check_bounds")) {
+      if (!cb->getAsBoolean()) throw bad("option \"check_bounds\" must be true or false");
+      s.options.check_bounds = *cb->getAsBoolean();
+    }
+    s.options.validate();
   }
-  if (auto args = o->getString("args")) s.facts = parse_facts(args->str());
+  if (const llvm::json::Value* av = o->get("args")) {
+    if (!av->getAsString()) throw bad("\"args\" must be a string of A, 1 and -");
+    s.facts = parse_facts(av->getAsString()->str());
+  }
   return s;
 }
 
@@ -104,6 +142,8 @@ std::vector<Specialization> read_manifest(const std::string& path) {
   const llvm::json::Object* root = parsed->getAsObject();
   const llvm::json::Array* list = root ? root->getArray("specializations") : nullptr;
   if (!list) throw Error(str_cat("tiledist: manifest ", path, " has no \"specializations\" array"));
+  if (auto version = root->getInteger("version"); version && *version != 1)
+    throw Error(str_cat("tiledist: manifest ", path, " has version ", *version, "; this tiledist reads version 1"));
   std::vector<Specialization> out;
   for (size_t i = 0; i < list->size(); ++i)
     out.push_back(from_json((*list)[i], str_cat("manifest ", path, ", specialization ", i)));
@@ -113,8 +153,13 @@ std::vector<Specialization> read_manifest(const std::string& path) {
 void record_specialization(const std::string& path, const Specialization& s) {
   std::string lock_path = path + ".lock";
   int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT, 0644);
-  if (lock < 0) throw Error(str_cat("tiledist: TILEDIST_RECORD: cannot open ", lock_path));
-  ::flock(lock, LOCK_EX);
+  if (lock < 0) throw Error(str_cat("tiledist: TILEDIST_RECORD: cannot open ", lock_path, ": ", std::strerror(errno)));
+  while (::flock(lock, LOCK_EX) != 0)
+    if (errno != EINTR) {
+      int e = errno;
+      ::close(lock);
+      throw Error(str_cat("tiledist: TILEDIST_RECORD: cannot lock ", lock_path, ": ", std::strerror(e)));
+    }
   try {
     std::set<Specialization> all;
     if (std::ifstream(path)) {
@@ -129,13 +174,25 @@ void record_specialization(const std::string& path, const Specialization& s) {
       llvm::raw_string_ostream os(text);
       os << llvm::formatv("{0:2}", root) << "\n";
       os.flush();
+      // Written in full and synced before it replaces the manifest: a full disk leaves the old
+      // manifest as it was.
       std::string tmp = str_cat(path, ".", getpid(), ".tmp");
-      {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        out << text;
-        if (!out) throw Error(str_cat("tiledist: TILEDIST_RECORD: cannot write ", tmp));
+      int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      bool ok = fd >= 0;
+      for (size_t done = 0; ok && done < text.size();) {
+        ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        ok = n > 0;
+        done += ok ? static_cast<size_t>(n) : 0;
       }
-      if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error(str_cat("tiledist: TILEDIST_RECORD: cannot replace ", path));
+      int err = errno;
+      ok = ok && ::fsync(fd) == 0;
+      if (fd >= 0) ok = ::close(fd) == 0 && ok;
+      if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+        err = errno ? errno : err;
+        ::unlink(tmp.c_str());
+        throw Error(str_cat("tiledist: TILEDIST_RECORD: cannot write ", path, ": ", std::strerror(err)));
+      }
     }
   } catch (...) {
     ::flock(lock, LOCK_UN);

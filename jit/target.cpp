@@ -73,6 +73,12 @@ CompileOptions CompileOptions::from_env() {
   return o;
 }
 
+void CompileOptions::validate() const {
+  if (num_warps < 1 || num_warps > 32 || (num_warps & (num_warps - 1)))
+    throw Error(str_cat("tiledist: num_warps = ", num_warps, ": must be 1, 2, 4, 8, 16 or 32"));
+  if (num_stages < 1 || num_stages > 16) throw Error(str_cat("tiledist: num_stages = ", num_stages, ": must be 1 to 16"));
+}
+
 std::string CompileOptions::key() const {
   return str_cat("check_bounds=", check_bounds, ",num_warps=", num_warps, ",num_stages=", num_stages);
 }

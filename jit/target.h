@@ -35,6 +35,9 @@ struct CompileOptions {
   /// Defaults, with the environment's overrides applied.
   static CompileOptions from_env();
   std::string key() const;
+  /// Throws Error naming the option unless num_warps is a power of two up to 32 (a CTA of at
+  /// most 1024 threads) and num_stages is 1 to 16.
+  void validate() const;
 };
 
 }  // namespace tiledist

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -80,10 +82,13 @@ uintmax_t parse_size(const std::string& s) {
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
   std::string unit = end ? end : "";
-  double mult = unit.empty() || unit == "B" ? 1 : unit == "K" || unit == "KiB" ? 1024 : unit == "M" || unit == "MiB" ? 1 << 20
-              : unit == "G" || unit == "GiB" ? double(1 << 30) : -1;
-  if (s.empty() || end == s.c_str() || v < 0 || mult < 0) throw Error("tiledist-cache: --max-size '" + s + "': give bytes, or a number with K, M or G");
-  return static_cast<uintmax_t>(v * mult);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  double mult = unit.empty() || unit == "B" ? 1 : unit == "K" || unit == "KIB" ? 1024 : unit == "M" || unit == "MIB" ? 1 << 20
+              : unit == "G" || unit == "GIB" ? double(1 << 30) : unit == "T" || unit == "TIB" ? 1099511627776.0 : -1;
+  double bytes = v * mult;
+  if (s.empty() || end == s.c_str() || !std::isfinite(v) || v < 0 || mult < 0 || bytes > 9.0e18)
+    throw Error("tiledist-cache: --max-size '" + s + "': give bytes, or a number with K, M, G or T");
+  return static_cast<uintmax_t>(bytes);
 }
 
 /// Runs a command (no shell); throws Error with its exit status.
@@ -99,22 +104,38 @@ void run(const std::vector<std::string>& argv) {
   }
   int status = 0;
   waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw Error(str_cat("tiledist-cache: ", argv[0], " failed (status ", status, ")"));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) throw Error(str_cat("tiledist-cache: ", argv[0], " not found (it needs tar and xz)"));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw Error(str_cat("tiledist-cache: ", argv[0], WIFEXITED(status) ? str_cat(" exited with status ", WEXITSTATUS(status))
+                                                                     : str_cat(" was killed by signal ", WTERMSIG(status))));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
+  // --cache DIR may come anywhere: a command must never fall back to the default cache because
+  // the option came after it.
+  std::vector<std::string> args;
   std::string dir;
-  if (args.size() >= 2 && args[0] == "--cache") {
-    dir = args[1];
-    args.erase(args.begin(), args.begin() + 2);
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--cache") {
+      if (i + 1 >= argc) return usage("--cache needs a directory");
+      dir = argv[++i];
+    } else if (a == "-h" || a == "--help") {
+      usage("looks after the kernel cache");
+      return 0;
+    } else {
+      args.push_back(a);
+    }
   }
   if (args.empty()) return usage("no command given");
+  auto no_more = [&](size_t n) { return args.size() == n; };
   if (dir.empty()) dir = jit::Context().cache_dir();
   const std::string cmd = args[0];
   try {
+    if ((cmd == "stats" || cmd == "list" || cmd == "verify" || cmd == "clear") && !no_more(1))
+      return usage(("unexpected argument '" + args[1] + "' after " + cmd).c_str());
     if (cmd == "stats") {
       auto all = entries(dir, true);
       std::map<std::string, std::pair<size_t, uintmax_t>> by_target;
@@ -150,11 +171,13 @@ int main(int argc, char** argv) {
       for (auto& e : entries(dir, true)) {
         if (e.state == jit::CacheRead::hit) {
           ++ok;
-          continue;
+        } else if (e.state == jit::CacheRead::corrupt) {
+          std::printf("corrupt: %s (removed)\n", e.path.c_str());
+          fs::remove(e.path);
+          ++removed;
+        } else {  // gone meanwhile (a prune), or unreadable: not ours to delete
+          std::printf("unreadable, left alone: %s\n", e.path.c_str());
         }
-        std::printf("corrupt: %s (removed)\n", e.path.c_str());
-        fs::remove(e.path);
-        ++removed;
       }
       std::printf("tiledist-cache verify: %zu entries check out, %zu corrupt removed\n", ok, removed);
       return removed ? 1 : 0;
@@ -185,15 +208,29 @@ int main(int argc, char** argv) {
     if (cmd == "export") {
       if (args.size() != 4 || args[1] != "--target") return usage("export takes --target T|all FILE.tar.xz");
       std::string target = args[2] == "all" ? "all" : Target::parse(args[2]).name();
-      std::vector<std::string> tar = {"tar", "-C", dir, "-cJf", fs::absolute(args[3]).string()};
+      std::string out = fs::absolute(args[3]).string();
+      // The names go to tar in a file, not on its command line (a cache may hold many thousands).
+      std::string list = str_cat(out, ".", getpid(), ".list");
       size_t n = 0;
-      for (auto& e : entries(dir, true))
-        if (e.state == jit::CacheRead::hit && (target == "all" || e.artifact.target == target)) {
-          tar.push_back(e.path.filename().string());
-          ++n;
-        }
-      if (n == 0) throw Error(str_cat("tiledist-cache: no entries for target ", target, " in ", dir));
-      run(tar);
+      {
+        FILE* f = std::fopen(list.c_str(), "w");
+        if (!f) throw Error("tiledist-cache: cannot write " + list);
+        for (auto& e : entries(dir, true))
+          if (e.state == jit::CacheRead::hit && (target == "all" || e.artifact.target == target)) {
+            std::fprintf(f, "%s\n", e.path.filename().c_str());
+            ++n;
+          }
+        std::fclose(f);
+      }
+      try {
+        if (n == 0) throw Error(str_cat("tiledist-cache: no entries for target ", target, " in ", dir));
+        run({"tar", "-C", dir, "-cJf", out, "-T", list});
+      } catch (...) {
+        fs::remove(list);
+        fs::remove(out);
+        throw;
+      }
+      fs::remove(list);
       std::printf("tiledist-cache export: %zu entries for %s into %s\n", n, target.c_str(), args[3].c_str());
       return 0;
     }
@@ -204,14 +241,24 @@ int main(int argc, char** argv) {
       fs::create_directories(staging);
       size_t added = 0, rejected = 0;
       try {
-        run({"tar", "-C", staging.string(), "-xJf", fs::absolute(args[1]).string()});
-        for (auto& e : entries(staging.string(), true)) {
-          if (e.state != jit::CacheRead::hit) {
-            std::printf("rejected (does not check out): %s\n", e.path.filename().c_str());
+        run({"tar", "-C", staging.string(), "--no-same-owner", "-m", "-xJf", fs::absolute(args[1]).string()});
+        std::vector<fs::directory_entry> unpacked(fs::recursive_directory_iterator(staging), {});
+        for (const auto& f : unpacked) {
+          if (f.is_directory() && !f.is_symlink()) continue;
+          bool regular = fs::is_regular_file(fs::symlink_status(f.path()));
+          bool top = f.path().parent_path() == staging;
+          std::string key = f.path().stem().string();
+          jit::Artifact a;
+          if (!regular || !top || f.path().extension() != ".tdk" ||
+              jit::read_cache_entry(staging.string(), key, a) != jit::CacheRead::hit) {
+            std::printf("rejected (%s): %s\n", !regular ? "not a regular file" : !top || f.path().extension() != ".tdk"
+                                                         ? "not a cache entry" : "does not check out",
+                        fs::relative(f.path(), staging).c_str());
             ++rejected;
             continue;
           }
-          fs::rename(e.path, fs::path(dir) / e.path.filename());  // atomic within the cache's file system
+          fs::rename(f.path(), fs::path(dir) / f.path().filename());  // atomic within the cache's file system
+          jit::touch_cache_entry(dir, key);  // imported now: the newest use, not the archive's date
           ++added;
         }
       } catch (...) {

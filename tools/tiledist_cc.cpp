@@ -80,7 +80,7 @@ extern "C" __attribute__((visibility("default"))) int tiledist_cc_load(const cha
     set_error(err, err_len, "starting the JIT: " + llvm::toString(jit.takeError()));
     return 1;
   }
-  auto& main = (*jit)->getMainJITDylib();
+  auto& main = (*jit)->getMainJITDylib();  // (the JIT is released below, once it holds user code)
   auto search = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess((*jit)->getDataLayout().getGlobalPrefix());
   if (!search) {
     set_error(err, err_len, "searching the process: " + llvm::toString(search.takeError()));
@@ -91,12 +91,18 @@ extern "C" __attribute__((visibility("default"))) int tiledist_cc_load(const cha
     set_error(err, err_len, "adding " + std::string(file) + ": " + llvm::toString(std::move(e)));
     return 1;
   }
-  if (auto e = (*jit)->initialize(main)) {  // static constructors: TILEDIST_REGISTER(...)
-    set_error(err, err_len, "running the static initializers of " + std::string(file) + ": " + llvm::toString(std::move(e)));
+  // From here on the JIT holding the user's code is never destroyed: the registry keeps the
+  // kernels' trace functions, and the C++ runtime the destructors of its statics, which all live
+  // in its memory until the very end of the process (even when an initializer fails half-way).
+  llvm::orc::LLJIT* kept = jit->release();
+  try {
+    if (auto e = kept->initialize(main)) {  // static constructors: TILEDIST_REGISTER(...)
+      set_error(err, err_len, "running the static initializers of " + std::string(file) + ": " + llvm::toString(std::move(e)));
+      return 1;
+    }
+  } catch (const std::exception& e) {
+    set_error(err, err_len, "a static initializer of " + std::string(file) + " threw: " + e.what());
     return 1;
   }
-  // The JIT holding the user's code is never destroyed: the registry keeps the kernels' trace
-  // functions, which live in its memory, until the very end of the process.
-  (void)jit->release();
   return 0;
 }

@@ -6,8 +6,10 @@
 //   tiledist-warmup my_kernels.cpp --target sm_90a [--kernels NAME,...]  a user's source file:
 //       compiled in-process by clang against tiledist's headers, its registered kernels warmed
 //   common: [--jobs N] [--cache DIR]
-// Without --args, GPU targets get both variants a launch may pick: the generic one and the one
-// for 16-aligned arguments. Exit status 1 if any specialization failed (each is named).
+// Without --args, GPU targets get the generic variant and the one for 16-aligned arguments;
+// launches with other arguments (sizes that are not multiples of 16, strides of 1) pick other
+// variants, which a manifest recorded from a real run lists. Exit status 1 if any specialization
+// failed (each is named), 2 for bad usage.
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -173,6 +175,12 @@ int main(int argc, char** argv) {
     } else {
       std::vector<std::string> names = kernels_arg == "all" ? registry.names() : split(kernels_arg);
       for (const std::string& name : names)
+        if (!registry.find(name)) {
+          std::string known;
+          for (auto& n : registry.names()) known += (known.empty() ? "" : ", ") + n;
+          return usage(("no kernel '" + name + "' is registered (known: " + known + ")").c_str());
+        }
+      for (const std::string& name : names)
         for (const Target& t : targets) {
           const KernelDef* def = registry.find(name);
           jit::Specialization s{name, t.name(), constants, options, {}};
@@ -220,7 +228,8 @@ int main(int argc, char** argv) {
       }
     };
     std::vector<std::thread> threads;
-    for (int t = 0; t < std::min<int>(jobs, static_cast<int>(work.size())); ++t) threads.emplace_back(worker);
+    jobs = std::max(1, std::min<int>(jobs, static_cast<int>(work.size())));
+    for (int t = 0; t < jobs; ++t) threads.emplace_back(worker);
     for (auto& t : threads) t.join();
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
@@ -235,7 +244,7 @@ int main(int argc, char** argv) {
       if (outcomes[i].kind == Outcome::failed)
         std::fprintf(stderr, "tiledist-warmup: FAILED %s: %s\n", work[i].first.str().c_str(), outcomes[i].error.c_str());
     return failed ? 1 : 0;
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 2;
   }

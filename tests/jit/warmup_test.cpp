@@ -5,7 +5,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <limits>
+#include <optional>
+#include <set>
 #include <filesystem>
 #include <fstream>
 
@@ -26,11 +30,15 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
 };
 
-/// Sets an environment variable for the scope.
+/// Sets an environment variable for the scope, then puts back what was there.
 struct Env {
   std::string name;
-  Env(const char* n, const std::string& v) : name(n) { setenv(n, v.c_str(), 1); }
-  ~Env() { unsetenv(name.c_str()); }
+  std::optional<std::string> old;
+  Env(const char* n, const std::string& v) : name(n) {
+    if (const char* o = std::getenv(n)) old = o;
+    setenv(n, v.c_str(), 1);
+  }
+  ~Env() { old ? setenv(name.c_str(), old->c_str(), 1) : unsetenv(name.c_str()); }
 };
 
 jit::Specialization spec(const std::string& kernel, int block) {
@@ -73,6 +81,44 @@ TEST(Manifest, RoundTripsAndMergesAcrossProcesses) {
   EXPECT_TRUE(seen.count(spec("add", 1024).str()));
   EXPECT_TRUE(seen.count(spec("add", 256).str()));
   EXPECT_EQ(all[0].facts.size(), 4u);
+}
+
+TEST(Manifest, FloatConstantsKeepTheirTypeAndValue) {
+  TempDir dir;
+  std::string path = (dir.path / "m.json").string();
+  jit::Specialization s = spec("layernorm", 256);
+  s.constants.insert_or_assign("scale", ConstValue(1.0));
+  s.constants.insert_or_assign("eps", ConstValue(1e-5));
+  s.constants.insert_or_assign("big", ConstValue(std::numeric_limits<double>::infinity()));
+  jit::record_specialization(path, s);
+  jit::record_specialization(path, s);  // the same specialization: the manifest stays as it is
+  auto all = jit::read_manifest(path);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].str(), s.str());
+  EXPECT_TRUE(std::holds_alternative<double>(all[0].constants.at("scale").v));
+  EXPECT_EQ(std::get<double>(all[0].constants.at("eps").v), 1e-5);
+  EXPECT_TRUE(std::isinf(std::get<double>(all[0].constants.at("big").v)));
+}
+
+TEST(Manifest, BadValuesAreNamed) {
+  TempDir dir;
+  std::string path = (dir.path / "bad.json").string();
+  auto message = [&](const std::string& json) {
+    std::ofstream(path) << json;
+    try {
+      jit::read_manifest(path);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string head = "{\"specializations\": [{\"kernel\": \"add\", \"target\": \"host\", ";
+  EXPECT_NE(message(head + "\"options\": {\"num_warps\": 0}}]}").find("num_warps"), std::string::npos);
+  EXPECT_NE(message(head + "\"options\": {\"num_warps\": 3}}]}").find("num_warps"), std::string::npos);
+  EXPECT_NE(message(head + "\"options\": {\"num_warps\": \"8\"}}]}").find("num_warps"), std::string::npos);
+  EXPECT_NE(message(head + "\"args\": 42}]}").find("args"), std::string::npos);
+  EXPECT_NE(message(head + "\"constants\": [1]}]}").find("constants"), std::string::npos);
+  EXPECT_NE(message("{\"version\": 99, \"specializations\": []}").find("version 99"), std::string::npos);
 }
 
 TEST(Manifest, BadFilesAreNamed) {

@@ -198,3 +198,46 @@ TEST(Gemm, TritonTutorialStyleKernelIsPipelined) {
 
 }  // namespace
 }  // namespace tiledist
+
+namespace tiledist {
+namespace {
+
+// Vectorization is decided by the axis analysis; these kernels look vectorizable but are not
+// (each was once claimed to be), and must keep element-wise accesses on the GPU.
+std::string ptx_of(const KernelDef& def, size_t runtime_args) {
+  return jit::Context::global().emit(def, {}, Target::cuda("sm_80"), CompileOptions{}, jit::Stage::asm_,
+                                     ArgFacts(runtime_args, ArgFact::aligned16));
+}
+
+void mask_by_pointer(tl::Ptr<float> p, tl::Ptr<float> out, tl::Int n) {
+  auto ptrs = p + tl::arange(0, 512);
+  auto end = p + n;  // the mask flips at element n, wherever that is
+  tl::store(out + tl::arange(0, 512), tl::load(ptrs, ptrs < end, 0.0f));
+}
+void mask_by_reduction(tl::Ptr<float> p, tl::Ptr<float> out, tl::Int n) {
+  auto r = tl::sum(tl::broadcast_to(tl::expand_dims(tl::arange(0, 512), 1), {512, 4}), 1);  // 4i
+  tl::store(out + tl::arange(0, 512), tl::load(p + tl::arange(0, 512), r < n, 0.0f));
+}
+void negative_remainder(tl::Ptr<float> p, tl::Ptr<float> out) {
+  auto offs = (tl::arange(0, 512) - 4) % 4;  // 0, -3, -2, -1, 0, 1, ...
+  tl::store(out + tl::arange(0, 512), tl::load(p + 8 + offs));
+}
+void remainder_of_a_constant(tl::Ptr<float> p, tl::Ptr<float> out) {
+  auto m = tl::expand_dims(32 % (tl::arange(0, 128) + 16), 1);  // not a multiple of 16 everywhere
+  auto offs = m + tl::expand_dims(tl::arange(0, 4), 0);
+  tl::store(out + tl::expand_dims(tl::arange(0, 128), 1) * 4 + tl::expand_dims(tl::arange(0, 4), 0), tl::load(p + offs));
+}
+
+TEST(Vectorization, OnlyWhereTheAnalysisProvesIt) {
+  const KernelDef a("mask_by_pointer", mask_by_pointer, {"p", "out", "n"});
+  const KernelDef b("mask_by_reduction", mask_by_reduction, {"p", "out", "n"});
+  const KernelDef c("negative_remainder", negative_remainder, {"p", "out"});
+  const KernelDef d("remainder_of_a_constant", remainder_of_a_constant, {"p", "out"});
+  for (auto [def, args] : {std::pair{&a, 3}, {&b, 3}, {&c, 2}, {&d, 2}}) {
+    std::string ptx = ptx_of(*def, args);
+    EXPECT_EQ(ptx.find("ld.global.v"), std::string::npos) << def->name() << " loads vectors:\n" << ptx.substr(0, 3000);
+  }
+}
+
+}  // namespace
+}  // namespace tiledist

@@ -46,6 +46,17 @@ expect "entries added" "import"
 "$CACHE" --cache "$T/gpuhost" stats > "$T/out" 2>&1
 grep -q "host " "$T/out" && fail "export --target sm_90a carried host entries"
 expect "sm_90a" "imported entries"
+# --cache after the command is honoured (never the default cache instead); absurd sizes refused.
+"$CACHE" stats --cache "$T/gpuhost" > "$T/out" 2>&1 || fail "stats with --cache last"
+expect "cache $T/gpuhost" "stats with --cache last"
+"$CACHE" --cache "$T/warm" prune --max-size 1e30 > "$T/out" 2>&1 && fail "prune --max-size 1e30 should be refused"
+expect "max-size" "prune with an absurd size"
+# An archive holding a symlink dressed as an entry, and a stray file: both rejected.
+mkdir -p "$T/evil" && ln -s /etc/passwd "$T/evil/0000.tdk" && echo hi > "$T/evil/readme.txt"
+tar -C "$T/evil" -cJf "$T/evil.tar.xz" 0000.tdk readme.txt
+"$CACHE" --cache "$T/gpuhost2" import "$T/evil.tar.xz" > "$T/out" 2>&1 && fail "import of a symlink should fail"
+expect "0 entries added" "import of a symlink"
+[ -e "$T/gpuhost2/0000.tdk" ] && fail "a symlink entered the cache"
 "$CACHE" --cache "$T/warm" prune --max-size 1 > "$T/out" 2>&1 || fail "prune"
 expect "B left" "prune"
 "$CACHE" --cache "$T/warm" stats > "$T/out" 2>&1
