@@ -6,7 +6,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <functional>
+#include <tuple>
 #include <string>
 
 #include "kernels/kernels.h"
@@ -31,6 +33,19 @@ double time_ms(const std::function<void()>& fn, int reps = 10, int warmup = 2) {
 
 /// cuBLAS through libcublasLt (loaded at run time; $TILEDIST_CUBLASLT names it where it is not
 /// on the library path): the heuristic's first algorithm, with a 32 MiB workspace.
+/// Medians of `a` and `b` timed in alternation (rounds of `reps` each): clocks and the memory
+/// system drift during a run, and alternating spreads the drift over both.
+std::pair<double, double> time_pair(const std::function<void()>& a, const std::function<void()>& b, int rounds = 7, int reps = 5) {
+  std::vector<double> ta, tb;
+  for (int r = 0; r < rounds; ++r) {
+    ta.push_back(time_ms(a, reps, 1));
+    tb.push_back(time_ms(b, reps, 1));
+  }
+  std::sort(ta.begin(), ta.end());
+  std::sort(tb.begin(), tb.end());
+  return {ta[ta.size() / 2], tb[tb.size() / 2]};
+}
+
 struct CublasLt {
   using Status = int;
   struct HeuristicResult {
@@ -192,9 +207,12 @@ int main(int argc, char** argv) {
         auto g = compile(kernels::gemm_kernel(ir::DType::bf16),
                          {{"BM", cfg.bm}, {"BN", cfg.bn}, {"BK", cfg.bk}, {"GROUP_M", cfg.group}}, target, opts);
         cuda::memset(c.data(), 0xFF, c.size() * 4);  // NaN: a result not written is caught
-        // cuBLAS is timed right before ours, with the same repetitions: clocks drift between runs.
-        double theirs = have_cublas ? time_ms([&] { cublas.gemm(plan, a.data(), b.data(), wrk.data()); }) : 0;
-        double ours = time_ms([&] { g.launch({tl::cdiv(M, cfg.bm), tl::cdiv(N, cfg.bn)}, a, b, c, M, N, K); });
+        auto run_ours = [&] { g.launch({tl::cdiv(M, cfg.bm), tl::cdiv(N, cfg.bn)}, a, b, c, M, N, K); };
+        double ours = 0, theirs = 0;
+        if (have_cublas)  // in alternation with ours, same repetitions
+          std::tie(ours, theirs) = time_pair(run_ours, [&] { cublas.gemm(plan, a.data(), b.data(), wrk.data()); });
+        else
+          ours = time_ms(run_ours);
         char shape[96];
         std::snprintf(shape, sizeof shape, "M=%d N=%d K=%d %dx%dx%d/%dw/%ds/g%d", M, N, K, cfg.bm, cfg.bn, cfg.bk,
                       cfg.warps, cfg.stages, cfg.group);
