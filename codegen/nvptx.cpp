@@ -847,7 +847,19 @@ class NvptxLowering : public Elements {
   struct PipeOperand {
     const ir::Op* load;
     int64_t rows, cols, offset;  // offset: within a stage buffer
+    /// Where the tile is not known to be 16-byte aligned and contiguous in memory (the generic
+    /// variant): element loads into registers at the start of an iteration, stored to shared
+    /// memory before its barrier, instead of cp.async.
+    bool staged = false;
+    bool contiguous = false;  // staged: the 8 elements of a chunk are adjacent in memory
+    bool chunk_mask = false;  // staged: one mask value holds for the 8 elements of a chunk
     int64_t row_bytes() const { return cols * 2; }
+  };
+  /// A chunk loaded into registers, waiting for its store to shared memory.
+  struct StagedChunk {
+    llvm::Value* ok;
+    llvm::Value* dst;
+    llvm::Value* words[4];
   };
   struct Pipeline {
     const ir::Op* loop;
@@ -860,6 +872,7 @@ class NvptxLowering : public Elements {
     llvm::Value* next_stage = nullptr;  // the next iteration's
     std::vector<llvm::Value*> frags;       // the current iteration's first fragments (loop-carried)
     std::vector<llvm::Value*> next_frags;  // the next iteration's, once the dot has loaded them
+    std::vector<StagedChunk> in_registers;  // staged operands' chunks not yet in shared memory
   };
 
   static bool is_zero(const ir::Value* v) {
@@ -903,8 +916,13 @@ class NvptxLowering : public Elements {
         if (ld->operands.size() > 2 && !is_zero(ld->operands[2])) return std::nullopt;
         const ir::Value* mask = ld->operands.size() > 1 ? ld->operands[1] : nullptr;
         if (!loop_recomputable(ld->operands[0], body) || (mask && !loop_recomputable(mask, body))) return std::nullopt;
-        if (!axis_.vectorizable(ld->operands[0], mask, 8)) return std::nullopt;
-        return PipeOperand{ld, v->type.shape[0], v->type.shape[1], 0};
+        PipeOperand o{ld, v->type.shape[0], v->type.shape[1], 0};
+        if (!axis_.vectorizable(ld->operands[0], mask, 8)) {
+          o.staged = true;
+          o.contiguous = axis_.of(ld->operands[0]).contiguity % 8 == 0;
+          o.chunk_mask = !mask || axis_.of(mask).constancy % 8 == 0;
+        }
+        return o;
       };
       auto a = operand(0), b = operand(1);
       if (!a || !b) continue;
@@ -942,7 +960,19 @@ class NvptxLowering : public Elements {
 
   /// Starts the copies of iteration `j`'s operand tiles into buffer `stage` (zeros where masked
   /// off or past the end of the loop) and commits them as one group.
-  void pipe_issue(const Pipeline& p, llvm::Value* iv0, llvm::Value* step, llvm::Value* hi, llvm::Value* j, llvm::Value* stage) {
+  /// Stores the staged operands' chunks loaded by the last pipe_issue into shared memory.
+  void pipe_store_staged(Pipeline& p) {
+    auto* v4 = llvm::FixedVectorType::get(b_.getInt32Ty(), 4);
+    for (const StagedChunk& sc : p.in_registers)
+      when(sc.ok, [&] {
+        llvm::Value* v = llvm::PoisonValue::get(v4);
+        for (unsigned w = 0; w < 4; ++w) v = b_.CreateInsertElement(v, sc.words[w], uint64_t{w});
+        b_.CreateAlignedStore(v, sc.dst, llvm::Align(16));
+      });
+    p.in_registers.clear();
+  }
+
+  void pipe_issue(Pipeline& p, llvm::Value* iv0, llvm::Value* step, llvm::Value* hi, llvm::Value* j, llvm::Value* stage) {
     const ir::Block& body = *p.loop->regions[0];
     llvm::Value* iv = b_.CreateAdd(iv0, b_.CreateMul(b_.CreateZExtOrTrunc(j, iv0->getType()), step));
     llvm::Value* live = b_.CreateICmpSLT(iv, hi);
@@ -956,7 +986,7 @@ class NvptxLowering : public Elements {
       for (int64_t t = 0; t * threads_ < chunks; ++t) {
         llvm::Value* q = b_.CreateAdd(tid_, c(t * threads_));
         llvm::Value* ok = (t + 1) * threads_ <= chunks ? b_.getTrue() : b_.CreateICmpSLT(q, c(chunks));
-        when(ok, [&] {
+        auto issue_async = [&] {
           llvm::Value* e = b_.CreateMul(q, c(8));
           llvm::Value* row = b_.CreateUDiv(e, c(o->cols));
           llvm::Value* chunk = b_.CreateUDiv(b_.CreateURem(e, c(o->cols)), c(8));
@@ -966,7 +996,33 @@ class NvptxLowering : public Elements {
           llvm::Value* dst = b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateAdd(c(o->offset), swizzled(row, chunk, o->row_bytes())));
           b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s, {},
                              {dst, b_.CreateAddrSpaceCast(src, b_.getPtrTy(1)), b_.CreateSelect(on, c(16), c(0))});
-        });
+        };
+        if (!o->staged) {
+          when(ok, issue_async);
+          continue;
+        }
+        // Element loads into registers (zero where masked off), packed two to a word; the
+        // store to shared memory waits for pipe_store_staged, late in the iteration.
+        llvm::Value* e = b_.CreateMul(b_.CreateSelect(ok, q, c(0)), c(8));
+        llvm::Value* row = b_.CreateUDiv(e, c(o->cols));
+        llvm::Value* chunk = b_.CreateUDiv(b_.CreateURem(e, c(o->cols)), c(8));
+        StagedChunk sc{ok, b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateAdd(c(o->offset), swizzled(row, chunk, o->row_bytes()))),
+                       {}};
+        llvm::Type* i16 = b_.getInt16Ty();
+        llvm::Value* first = o->contiguous ? recompute(o->load->operands[0], e) : nullptr;
+        llvm::Value* chunk_on = o->chunk_mask && o->load->operands.size() > 1 ? recompute(o->load->operands[1], e) : nullptr;
+        llvm::Value* half[8];
+        for (int k = 0; k < 8; ++k) {
+          llvm::Value* ek = b_.CreateAdd(e, c(k));
+          llvm::Value* on = b_.CreateAnd(ok, live);
+          if (o->load->operands.size() > 1) on = b_.CreateAnd(on, chunk_on ? chunk_on : recompute(o->load->operands[1], ek));
+          llvm::Value* src = first ? b_.CreateConstGEP1_64(i16, first, k) : recompute(o->load->operands[0], ek);
+          half[k] = when_value(on, i16, b_.getInt16(0), [&] { return b_.CreateLoad(i16, src); });
+        }
+        for (int w = 0; w < 4; ++w)
+          sc.words[w] = b_.CreateOr(b_.CreateZExt(half[2 * w], b_.getInt32Ty()),
+                                    b_.CreateShl(b_.CreateZExt(half[2 * w + 1], b_.getInt32Ty()), 16));
+        p.in_registers.push_back(sc);
       }
     }
     subst_.clear();
@@ -1017,6 +1073,7 @@ class NvptxLowering : public Elements {
   /// Waits for the next iteration's tiles, and (once every thread is past this iteration's
   /// reads) loads its first fragments, which the loop carries.
   void pipe_advance(Pipeline& p, const MmaTiles& m, llvm::Value* next_stage) {
+    pipe_store_staged(p);  // (a buffer no thread reads before the barrier below)
     b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(p.stages - 2)});
     barrier();
     p.next_frags = pipe_fragments(p, m, next_stage, 0);
@@ -1218,7 +1275,10 @@ class NvptxLowering : public Elements {
       smem_bytes_ = std::max(smem_bytes_, smem_floor_ + pipe->stages * pipe->stage_bytes);
       smem_floor_ += (pipe->stages * pipe->stage_bytes + 127) / 128 * 128;
       barrier();  // the buffers may still be read by an earlier op
-      for (int s = 0; s + 1 < pipe->stages; ++s) pipe_issue(*pipe, lo, step, hi, b_.getInt32(s), b_.getInt32(s));
+      for (int s = 0; s + 1 < pipe->stages; ++s) {
+        pipe_issue(*pipe, lo, step, hi, b_.getInt32(s), b_.getInt32(s));
+        pipe_store_staged(*pipe);
+      }
       pipe_advance(*pipe, mma_tiles(pipe->dot->results[0]->type), b_.getInt32(0));
       pipe_dots_[pipe->dot] = &*pipe;
       deferred_loads_.insert(pipe->a.load);

@@ -53,9 +53,12 @@ const KernelDef& gemm_kernel(ir::DType dtype) {
 GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
   GemmConfig g;
   g.options = CompileOptions::from_env();
-  (void)K;
+  bool aligned = M % 16 == 0 && N % 16 == 0 && K % 16 == 0;  // else the launch gets the generic variant
   if (target.kind == Target::Kind::host || N < 128) {
     g.constants = kDefaults;
+  } else if (!aligned) {  // element loads staged through registers: smaller warp tiles, more warps
+    g.bm = 128, g.bn = 128, g.options.num_warps = 8, g.options.num_stages = 3;
+    g.constants = {{"BM", 128}, {"BN", 128}, {"BK", 32}};
   } else if (M <= 256) {  // skinny: more, smaller tiles to fill the SMs
     g.bm = 64, g.bn = 128, g.options.num_warps = 4, g.options.num_stages = 4;
     g.constants = {{"BM", 64}, {"BN", 128}, {"BK", 64}};
