@@ -3,6 +3,8 @@
 // on failure).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
 
@@ -236,6 +238,46 @@ TEST(Vectorization, OnlyWhereTheAnalysisProvesIt) {
   for (auto [def, args] : {std::pair{&a, 3}, {&b, 3}, {&c, 2}, {&d, 2}}) {
     std::string ptx = ptx_of(*def, args);
     EXPECT_EQ(ptx.find("ld.global.v"), std::string::npos) << def->name() << " loads vectors:\n" << ptx.substr(0, 3000);
+  }
+}
+
+}  // namespace
+}  // namespace tiledist
+
+namespace tiledist {
+namespace {
+namespace ref = tiledist::reference;
+
+// The pipelined dot loops across their parameters (tile shapes, K steps, warps, stages), with
+// aligned shapes (16-byte cp.async) and ragged ones (operands staged through registers). On the
+// CPU backend a few of them run (the layouts are GPU notions); on a GPU all of them.
+TEST(Gemm, PipelineSweep) {
+  struct Case {
+    int bm, bn, bk, warps, stages;
+  };
+  const Case cases[] = {{64, 64, 16, 4, 2}, {64, 64, 32, 2, 3}, {128, 64, 64, 4, 4}, {64, 128, 32, 8, 3},
+                        {128, 128, 16, 8, 2}, {32, 64, 32, 1, 3}, {256, 128, 32, 8, 3}, {64, 32, 64, 2, 2}};
+  const bool gpu = Target::default_target().kind == Target::Kind::nvptx;
+  int run = 0;
+  for (const Case& t : cases) {
+    if (!gpu && run++ >= 2) break;
+    for (auto [M, N, K] : {std::tuple{192, 160, 96}, {133, 71, 77}, {64, 256, 1040}}) {
+      auto af = ref::random_floats(size_t(M) * K), bf = ref::random_floats(size_t(K) * N);
+      std::vector<f16> a(af.size()), b(bf.size());
+      for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = f16(af[i]));
+      for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(b[i] = f16(bf[i]));
+      std::vector<float> c(size_t(M) * N, std::nanf("")), want;
+      CompileOptions opts = CompileOptions::from_env();
+      opts.num_warps = t.warps;
+      opts.num_stages = t.stages;
+      compile(kernels::gemm_kernel(ir::DType::f16), {{"BM", t.bm}, {"BN", t.bn}, {"BK", t.bk}}, Target::default_target(), opts)
+          .launch({tl::cdiv(M, t.bm), tl::cdiv(N, t.bn)}, a, b, c, M, N, K);
+      ref::gemm(af, bf, want, M, N, K);
+      // f32 accumulation over K products: the error grows like sqrt(K) units of 2^-24.
+      double tol = std::max(1e-6, 8e-8 * std::sqrt(double(K)));
+      EXPECT_LT(ref::rel_error(c, want), tol) << M << "x" << N << "x" << K << " tiles " << t.bm << "x" << t.bn << "x" << t.bk
+                                               << "/" << t.warps << "w/" << t.stages << "s seed " << ref::last_seed();
+    }
   }
 }
 
