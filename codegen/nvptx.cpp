@@ -851,15 +851,23 @@ class NvptxLowering : public Elements {
     /// variant): element loads into registers at the start of an iteration, stored to shared
     /// memory before its barrier, instead of cp.async.
     bool staged = false;
-    bool contiguous = false;  // staged: the 8 elements of a chunk are adjacent in memory
-    bool chunk_mask = false;  // staged: one mask value holds for the 8 elements of a chunk
-    int64_t row_bytes() const { return cols * 2; }
+    bool contiguous = false;  // staged: the elements of a chunk are adjacent in memory
+    bool chunk_mask = false;  // staged: one mask value holds for the elements of a chunk
+    /// Stored transposed ([cols][rows]): f8 B tiles, whose fragments need K-adjacent bytes that
+    /// ldmatrix cannot transpose (staged only).
+    bool transposed = false;
+    int64_t esize = 2;  // bytes per element: 2 (f16, bf16) or 1 (f8)
+    int64_t per_chunk() const { return 16 / esize; }  // elements per 16-byte chunk
+    int64_t row_bytes() const { return (transposed ? rows : cols) * esize; }
+    int64_t bytes() const { return rows * cols * esize; }
   };
-  /// A chunk loaded into registers, waiting for its store to shared memory.
+  /// A chunk loaded into registers, waiting for its store to shared memory: four words, or for
+  /// a transposed tile one byte per element.
   struct StagedChunk {
     llvm::Value* ok;
     llvm::Value* dst;
     llvm::Value* words[4];
+    std::vector<std::pair<llvm::Value*, llvm::Value*>> bytes;  // (address, value)
   };
   struct Pipeline {
     const ir::Op* loop;
@@ -905,8 +913,9 @@ class NvptxLowering : public Elements {
     for (size_t i = 0; i < yield.operands.size(); ++i) {
       const ir::Op* dot = yield.operands[i]->def;
       if (!dot || dot->code != OpCode::Dot || dot->parent != &body || !mma_eligible(*dot) ||
-          ir::dtype_bytes(dot->operands[0]->type.dtype) != 2 || dot->operands[2] != body.args[i + 1].get())
-        continue;  // (f8 B tiles would need a byte transpose that ldmatrix cannot do)
+          dot->operands[2] != body.args[i + 1].get())
+        continue;
+      const int64_t esize = ir::dtype_bytes(dot->operands[0]->type.dtype);
       MmaTiles m = mma_tiles(dot->results[0]->type);
       if (!m.warps_n) continue;
       auto operand = [&](int k) -> std::optional<PipeOperand> {
@@ -917,18 +926,20 @@ class NvptxLowering : public Elements {
         const ir::Value* mask = ld->operands.size() > 1 ? ld->operands[1] : nullptr;
         if (!loop_recomputable(ld->operands[0], body) || (mask && !loop_recomputable(mask, body))) return std::nullopt;
         PipeOperand o{ld, v->type.shape[0], v->type.shape[1], 0};
-        if (!axis_.vectorizable(ld->operands[0], mask, 8)) {
+        o.esize = esize;
+        o.transposed = esize == 1 && k == 1;
+        if (o.transposed || !axis_.vectorizable(ld->operands[0], mask, o.per_chunk())) {
           o.staged = true;
-          o.contiguous = axis_.of(ld->operands[0]).contiguity % 8 == 0;
-          o.chunk_mask = !mask || axis_.of(mask).constancy % 8 == 0;
+          o.contiguous = axis_.of(ld->operands[0]).contiguity % o.per_chunk() == 0;
+          o.chunk_mask = !mask || axis_.of(mask).constancy % o.per_chunk() == 0;
         }
         return o;
       };
       auto a = operand(0), b = operand(1);
       if (!a || !b) continue;
       Pipeline p{&loop, dot, *a, *b, std::max(2, opts_.num_stages), 0};
-      p.b.offset = a->rows * a->row_bytes();
-      p.stage_bytes = p.b.offset + b->rows * b->row_bytes();
+      p.b.offset = a->bytes();
+      p.stage_bytes = p.b.offset + b->bytes();
       while (p.stages > 2 && p.stages * p.stage_bytes > kPipelineSmemBytes) --p.stages;
       if (p.stages * p.stage_bytes > kPipelineSmemBytes) continue;
       return p;
@@ -958,19 +969,25 @@ class NvptxLowering : public Elements {
                                      b_.CreateMul(stage, b_.getInt32(static_cast<int32_t>(p.stage_bytes)))));
   }
 
-  /// Starts the copies of iteration `j`'s operand tiles into buffer `stage` (zeros where masked
-  /// off or past the end of the loop) and commits them as one group.
   /// Stores the staged operands' chunks loaded by the last pipe_issue into shared memory.
   void pipe_store_staged(Pipeline& p) {
     auto* v4 = llvm::FixedVectorType::get(b_.getInt32Ty(), 4);
     for (const StagedChunk& sc : p.in_registers)
       when(sc.ok, [&] {
+        if (!sc.bytes.empty()) {
+          for (auto& [at, byte] : sc.bytes) b_.CreateStore(byte, at);
+          return;
+        }
         llvm::Value* v = llvm::PoisonValue::get(v4);
         for (unsigned w = 0; w < 4; ++w) v = b_.CreateInsertElement(v, sc.words[w], uint64_t{w});
         b_.CreateAlignedStore(v, sc.dst, llvm::Align(16));
       });
     p.in_registers.clear();
   }
+
+  /// Starts the copies of iteration `j`'s operand tiles into buffer `stage` (zeros where masked
+  /// off or past the end of the loop) and commits them as one group; staged operands are loaded
+  /// into registers, for pipe_store_staged.
 
   void pipe_issue(Pipeline& p, llvm::Value* iv0, llvm::Value* step, llvm::Value* hi, llvm::Value* j, llvm::Value* stage) {
     const ir::Block& body = *p.loop->regions[0];
@@ -982,14 +999,15 @@ class NvptxLowering : public Elements {
     llvm::Value* base = stage_base(p, stage);
     auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
     for (const PipeOperand* o : {&p.a, &p.b}) {
-      int64_t chunks = o->rows * o->cols / 8;
+      const int64_t per = o->per_chunk();
+      int64_t chunks = o->rows * o->cols / per;
       for (int64_t t = 0; t * threads_ < chunks; ++t) {
         llvm::Value* q = b_.CreateAdd(tid_, c(t * threads_));
         llvm::Value* ok = (t + 1) * threads_ <= chunks ? b_.getTrue() : b_.CreateICmpSLT(q, c(chunks));
         auto issue_async = [&] {
-          llvm::Value* e = b_.CreateMul(q, c(8));
+          llvm::Value* e = b_.CreateMul(q, c(per));
           llvm::Value* row = b_.CreateUDiv(e, c(o->cols));
-          llvm::Value* chunk = b_.CreateUDiv(b_.CreateURem(e, c(o->cols)), c(8));
+          llvm::Value* chunk = b_.CreateUDiv(b_.CreateURem(e, c(o->cols)), c(per));
           llvm::Value* src = recompute(o->load->operands[0], e);
           llvm::Value* on = live;
           if (o->load->operands.size() > 1) on = b_.CreateAnd(on, recompute(o->load->operands[1], e));
@@ -1001,27 +1019,44 @@ class NvptxLowering : public Elements {
           when(ok, issue_async);
           continue;
         }
-        // Element loads into registers (zero where masked off), packed two to a word; the
-        // store to shared memory waits for pipe_store_staged, late in the iteration.
-        llvm::Value* e = b_.CreateMul(b_.CreateSelect(ok, q, c(0)), c(8));
+        // Element loads into registers (zero where masked off), packed into words; the store to
+        // shared memory waits for pipe_store_staged, late in the iteration.
+        llvm::Value* e = b_.CreateMul(b_.CreateSelect(ok, q, c(0)), c(per));
         llvm::Value* row = b_.CreateUDiv(e, c(o->cols));
-        llvm::Value* chunk = b_.CreateUDiv(b_.CreateURem(e, c(o->cols)), c(8));
-        StagedChunk sc{ok, b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateAdd(c(o->offset), swizzled(row, chunk, o->row_bytes()))),
-                       {}};
-        llvm::Type* i16 = b_.getInt16Ty();
+        llvm::Value* col = b_.CreateURem(e, c(o->cols));
+        StagedChunk sc{ok, nullptr, {}, {}};
+        if (!o->transposed)
+          sc.dst = b_.CreateGEP(b_.getInt8Ty(), base,
+                                b_.CreateAdd(c(o->offset), swizzled(row, b_.CreateUDiv(col, c(per)), o->row_bytes())));
+        llvm::Type* et = b_.getIntNTy(static_cast<unsigned>(8 * o->esize));
         llvm::Value* first = o->contiguous ? recompute(o->load->operands[0], e) : nullptr;
         llvm::Value* chunk_on = o->chunk_mask && o->load->operands.size() > 1 ? recompute(o->load->operands[1], e) : nullptr;
-        llvm::Value* half[8];
-        for (int k = 0; k < 8; ++k) {
+        std::vector<llvm::Value*> elems;
+        for (int64_t k = 0; k < per; ++k) {
           llvm::Value* ek = b_.CreateAdd(e, c(k));
           llvm::Value* on = b_.CreateAnd(ok, live);
           if (o->load->operands.size() > 1) on = b_.CreateAnd(on, chunk_on ? chunk_on : recompute(o->load->operands[1], ek));
-          llvm::Value* src = first ? b_.CreateConstGEP1_64(i16, first, k) : recompute(o->load->operands[0], ek);
-          half[k] = when_value(on, i16, b_.getInt16(0), [&] { return b_.CreateLoad(i16, src); });
+          llvm::Value* src = first ? b_.CreateConstGEP1_64(et, first, k) : recompute(o->load->operands[0], ek);
+          elems.push_back(when_value(on, et, llvm::ConstantInt::get(et, 0), [&] { return b_.CreateLoad(et, src); }));
         }
-        for (int w = 0; w < 4; ++w)
-          sc.words[w] = b_.CreateOr(b_.CreateZExt(half[2 * w], b_.getInt32Ty()),
-                                    b_.CreateShl(b_.CreateZExt(half[2 * w + 1], b_.getInt32Ty()), 16));
+        if (o->transposed) {
+          // Element (row, col + k) goes to row col + k, byte `row` of the transposed tile.
+          llvm::Value* in_chunk = b_.CreateAnd(row, c(15));
+          for (int64_t k = 0; k < per; ++k) {
+            llvm::Value* n = b_.CreateAdd(col, c(k));
+            llvm::Value* at = b_.CreateAdd(c(o->offset), b_.CreateAdd(swizzled(n, b_.CreateLShr(row, 4), o->row_bytes()), in_chunk));
+            sc.bytes.emplace_back(b_.CreateGEP(b_.getInt8Ty(), base, at), elems[k]);
+          }
+        } else {
+          const int64_t per_word = 4 / o->esize;
+          for (int64_t w = 0; w < 4; ++w) {
+            llvm::Value* word = b_.getInt32(0);
+            for (int64_t i = 0; i < per_word; ++i)
+              word = b_.CreateOr(word, b_.CreateShl(b_.CreateZExt(elems[w * per_word + i], b_.getInt32Ty()),
+                                                    static_cast<uint64_t>(8 * o->esize * i)));
+            sc.words[w] = word;
+          }
+        }
         p.in_registers.push_back(sc);
       }
     }
@@ -1031,14 +1066,18 @@ class NvptxLowering : public Elements {
     b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_commit_group, {}, {});
   }
 
-  llvm::Value* mma_sync(DType d, llvm::Value* const a[4], llvm::Value* b0, llvm::Value* b1, llvm::Value* const acc[4]) {
+  static const char* ptx_type(DType d) {
+    return d == DType::bf16 ? "bf16" : d == DType::f16 ? "f16" : d == DType::f8e4m3 ? "e4m3" : "e5m2";
+  }
+  /// One mma.sync: m16n8k16 for 16-bit inputs, m16n8k32 for f8.
+  llvm::Value* mma_sync(DType da, DType db, llvm::Value* const a[4], llvm::Value* b0, llvm::Value* b1, llvm::Value* const acc[4]) {
     llvm::Type* i32 = b_.getInt32Ty();
     llvm::Type* f32 = b_.getFloatTy();
-    const char* type = d == DType::bf16 ? "bf16" : "f16";
     auto* ty = llvm::FunctionType::get(llvm::StructType::get(ctx_, {f32, f32, f32, f32}),
                                        {i32, i32, i32, i32, i32, i32, f32, f32, f32, f32}, false);
     auto* asm_ = llvm::InlineAsm::get(ty,
-                                      str_cat("mma.sync.aligned.m16n8k16.row.col.f32.", type, ".", type,
+                                      str_cat("mma.sync.aligned.m16n8k", ir::dtype_bytes(da) == 1 ? 32 : 16, ".row.col.f32.",
+                                              ptx_type(da), ".", ptx_type(db),
                                               ".f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};"),
                                       "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", /*side effects: keeps its place around barriers*/ true);
     return b_.CreateCall(ty, asm_, {a[0], a[1], a[2], a[3], b0, b1, acc[0], acc[1], acc[2], acc[3]});
@@ -1064,9 +1103,17 @@ class NvptxLowering : public Elements {
     for (int64_t im = 0; im < m.wtm / 16; ++im)
       x4(llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_b16, p.a,
          b_.CreateAdd(b_.CreateMul(wm, c(m.wtm)), b_.CreateAdd(c(im * 16), lane16)), b_.CreateAdd(c(ks * 2), half));
-    for (int64_t jn = 0; jn < m.wtn / 16; ++jn)
+    for (int64_t jn = 0; jn < m.wtn / 16; ++jn) {
+      if (p.b.transposed) {  // B^T rows n, K bytes: lanes 0-7 and 8-15 the two K chunks of n-tile 2jn, 16-31 of 2jn+1
+        llvm::Value* n = b_.CreateAdd(b_.CreateMul(wn, c(m.wtn)),
+                                      b_.CreateAdd(c(jn * 16), b_.CreateAdd(b_.CreateAnd(lane, c(7)), b_.CreateMul(half, c(8)))));
+        x4(llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_b16, p.b, n,
+           b_.CreateAdd(c(ks * 2), b_.CreateAnd(b_.CreateLShr(lane, 3), c(1))));
+        continue;
+      }
       x4(llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_trans_b16, p.b, b_.CreateAdd(c(ks * 16), lane16),
          b_.CreateAdd(b_.CreateMul(wn, c(m.wtn / 8)), b_.CreateAdd(c(jn * 2), half)));
+    }
     return out;
   }
   int64_t fragment_count(const MmaTiles& m) const { return (m.wtm / 16 + m.wtn / 16) * 4; }
@@ -1085,10 +1132,10 @@ class NvptxLowering : public Elements {
   /// loads overlap tensor-core work.
   void pipe_dot(Pipeline& p, const ir::Op& op) {
     const ir::Type& rt = op.results[0]->type;
-    DType d = op.operands[0]->type.dtype;
+    DType da = op.operands[0]->type.dtype, db = op.operands[1]->type.dtype;
     MmaTiles m = mma_tiles(rt);
     GVal acc = mma_from(op.operands[2]);
-    int64_t tm = m.wtm / 16, tn = m.wtn / 8, steps = p.a.cols / 16;
+    int64_t tm = m.wtm / 16, tn = m.wtn / 8, steps = p.a.cols / (32 / p.a.esize);  // K per mma: 32 bytes
     std::vector<std::vector<llvm::Value*>> frags{p.frags};
     for (int64_t ks = 1; ks < steps; ++ks) frags.push_back(pipe_fragments(p, m, p.read_stage, ks));
     for (int64_t ks = 0; ks < steps; ++ks) {
@@ -1098,7 +1145,7 @@ class NvptxLowering : public Elements {
         for (int64_t in = 0; in < tn; ++in) {
           llvm::Value** slots = &acc.slots[(im * tn + in) * 4];
           const int64_t bi = tm * 4 + (in / 2) * 4 + (in % 2) * 2;
-          llvm::Value* r = mma_sync(d, &f[im * 4], f[bi], f[bi + 1], slots);
+          llvm::Value* r = mma_sync(da, db, &f[im * 4], f[bi], f[bi + 1], slots);
           for (unsigned k = 0; k < 4; ++k) slots[k] = b_.CreateExtractValue(r, k);
         }
     }
