@@ -115,23 +115,32 @@ struct CublasLt {
 
 }  // namespace
 
-/// `gpu_bench gemm M N K BM BN BK WARPS STAGES`: one GEMM configuration, launched three times
-/// (for a profiler: `ncu --launch-skip 2 --launch-count 1 gpu_bench gemm ...`).
-int one_gemm(char** argv) {
+/// `gpu_bench gemm M N K BM BN BK WARPS STAGES [bf16|f8e4m3]`: one GEMM configuration, launched
+/// three times (for a profiler: `ncu --launch-skip 2 --launch-count 1 gpu_bench gemm ...`).
+int one_gemm(char** argv, const std::string& dtype) {
   int v[8];
   for (int i = 0; i < 8; ++i) v[i] = std::atoi(argv[i]);
   auto [M, N, K, bm, bn, bk, warps, stages] = std::tuple{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
   CompileOptions opts;
   opts.num_warps = warps;
   opts.num_stages = stages;
-  auto g = compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", bm}, {"BN", bn}, {"BK", bk}}, Target::cuda(), opts);
-  cuda::Buffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
   cuda::Buffer<float> c(size_t(M) * N);
-  cuda::memset(a.data(), 0x3c, a.size() * 2);
-  cuda::memset(b.data(), 0x3c, b.size() * 2);
-  double ms = time_ms([&] { g.launch({tl::cdiv(M, bm), tl::cdiv(N, bn)}, a, b, c, M, N, K); }, 1, 2);
-  std::printf("gemm %dx%dx%d tiles %dx%dx%d/%dw/%ds: %.3f ms, %.1f TFLOP/s\n", M, N, K, bm, bn, bk, warps, stages, ms,
-              2.0 * M * N * K / ms / 1e9);
+  double ms = 0;
+  if (dtype == "f8e4m3") {
+    auto g = compile(kernels::gemm_kernel(ir::DType::f8e4m3), {{"BM", bm}, {"BN", bn}, {"BK", bk}}, Target::cuda(), opts);
+    cuda::Buffer<f8e4m3> a(size_t(M) * K), b(size_t(K) * N);
+    cuda::memset(a.data(), 0x38, a.size());
+    cuda::memset(b.data(), 0x38, b.size());
+    ms = time_ms([&] { g.launch({tl::cdiv(M, bm), tl::cdiv(N, bn)}, a, b, c, M, N, K); }, 1, 2);
+  } else {
+    auto g = compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", bm}, {"BN", bn}, {"BK", bk}}, Target::cuda(), opts);
+    cuda::Buffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
+    cuda::memset(a.data(), 0x3c, a.size() * 2);
+    cuda::memset(b.data(), 0x3c, b.size() * 2);
+    ms = time_ms([&] { g.launch({tl::cdiv(M, bm), tl::cdiv(N, bn)}, a, b, c, M, N, K); }, 1, 2);
+  }
+  std::printf("gemm %s %dx%dx%d tiles %dx%dx%d/%dw/%ds: %.3f ms, %.1f TFLOP/s\n", dtype.c_str(), M, N, K, bm, bn, bk, warps,
+              stages, ms, 2.0 * M * N * K / ms / 1e9);
   return 0;
 }
 
@@ -140,7 +149,7 @@ int main(int argc, char** argv) {
     std::printf("gpu_bench: skipped, no CUDA GPU (%s)\n", cuda::unavailable_reason().c_str());
     return 0;
   }
-  if (argc == 10 && std::string(argv[1]) == "gemm") return one_gemm(argv + 2);
+  if ((argc == 10 || argc == 11) && std::string(argv[1]) == "gemm") return one_gemm(argv + 2, argc == 11 ? argv[10] : "bf16");
   const auto& dev = cuda::device();
   std::printf("gpu_bench on %s (%s, %d SMs)\n\n", dev.name.c_str(), dev.arch().c_str(), dev.sms);
   Target target = Target::cuda();  // the arch of the device found
