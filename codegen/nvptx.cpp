@@ -856,13 +856,14 @@ class NvptxLowering : public Elements {
     /// Stored transposed ([cols][rows]): f8 B tiles, whose fragments need K-adjacent bytes that
     /// ldmatrix cannot transpose (staged only).
     bool transposed = false;
+    bool vector_rows = false;  // transposed: its rows can be read 16 bytes at a time
     int64_t esize = 2;  // bytes per element: 2 (f16, bf16) or 1 (f8)
     int64_t per_chunk() const { return 16 / esize; }  // elements per 16-byte chunk
     int64_t row_bytes() const { return (transposed ? rows : cols) * esize; }
     int64_t bytes() const { return rows * cols * esize; }
   };
   /// A chunk loaded into registers, waiting for its store to shared memory: four words, or for
-  /// a transposed tile one byte per element.
+  /// a transposed tile a word per column of its block.
   struct StagedChunk {
     llvm::Value* ok;
     llvm::Value* dst;
@@ -928,6 +929,7 @@ class NvptxLowering : public Elements {
         PipeOperand o{ld, v->type.shape[0], v->type.shape[1], 0};
         o.esize = esize;
         o.transposed = esize == 1 && k == 1;
+        o.vector_rows = o.transposed && axis_.vectorizable(ld->operands[0], mask, 16);
         if (o.transposed || !axis_.vectorizable(ld->operands[0], mask, o.per_chunk())) {
           o.staged = true;
           o.contiguous = axis_.of(ld->operands[0]).contiguity % o.per_chunk() == 0;
@@ -985,6 +987,54 @@ class NvptxLowering : public Elements {
     p.in_registers.clear();
   }
 
+  /// A transposed (f8) tile through registers: each thread takes blocks of 4 rows x 16 columns,
+  /// reads the rows (16 bytes at once where the analysis allows), and makes one 32-bit word per
+  /// column of the 4 bytes that sit together in the transposed tile.
+  void issue_transposed(Pipeline& p, const PipeOperand& o, llvm::Value* base, llvm::Value* live) {
+    auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
+    const ir::Value* ptr = o.load->operands[0];
+    const ir::Value* mask = o.load->operands.size() > 1 ? o.load->operands[1] : nullptr;
+    llvm::Type* i8 = b_.getInt8Ty();
+    auto* v16 = llvm::FixedVectorType::get(i8, 16);
+    const int64_t per_row = o.cols / 16, blocks = (o.rows / 4) * per_row;
+    for (int64_t t = 0; t * threads_ < blocks; ++t) {
+      llvm::Value* q = b_.CreateAdd(tid_, c(t * threads_));
+      llvm::Value* ok = (t + 1) * threads_ <= blocks ? b_.getTrue() : b_.CreateICmpSLT(q, c(blocks));
+      llvm::Value* qs = b_.CreateSelect(ok, q, c(0));
+      llvm::Value* k0 = b_.CreateMul(b_.CreateUDiv(qs, c(per_row)), c(4));
+      llvm::Value* n0 = b_.CreateMul(b_.CreateURem(qs, c(per_row)), c(16));
+      llvm::Value* bytes[4][16];
+      for (int r = 0; r < 4; ++r) {
+        llvm::Value* e = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(k0, c(r)), c(o.cols)), n0);
+        llvm::Value* on = b_.CreateAnd(ok, live);
+        if (o.vector_rows) {
+          if (mask) on = b_.CreateAnd(on, recompute(mask, e));
+          llvm::Value* row = when_value(on, v16, llvm::Constant::getNullValue(v16),
+                                        [&] { return b_.CreateAlignedLoad(v16, recompute(ptr, e), llvm::Align(16)); });
+          for (int n = 0; n < 16; ++n) bytes[r][n] = b_.CreateExtractElement(row, uint64_t(n));
+          continue;
+        }
+        for (int n = 0; n < 16; ++n) {
+          llvm::Value* en = b_.CreateAdd(e, c(n));
+          llvm::Value* on_n = mask ? b_.CreateAnd(on, recompute(mask, en)) : on;
+          llvm::Value* src = recompute(ptr, en);
+          bytes[r][n] = when_value(on_n, i8, b_.getInt8(0), [&] { return b_.CreateLoad(i8, src); });
+        }
+      }
+      StagedChunk sc{ok, nullptr, {}, {}};
+      llvm::Value* in_chunk = b_.CreateAnd(k0, c(15));
+      for (int n = 0; n < 16; ++n) {
+        llvm::Value* word = b_.getInt32(0);
+        for (int r = 0; r < 4; ++r)
+          word = b_.CreateOr(word, b_.CreateShl(b_.CreateZExt(bytes[r][n], b_.getInt32Ty()), static_cast<uint64_t>(8 * r)));
+        llvm::Value* at = b_.CreateAdd(c(o.offset), b_.CreateAdd(swizzled(b_.CreateAdd(n0, c(n)), b_.CreateLShr(k0, 4), o.row_bytes()),
+                                                                  in_chunk));
+        sc.bytes.emplace_back(b_.CreateGEP(i8, base, at), word);
+      }
+      p.in_registers.push_back(sc);
+    }
+  }
+
   /// Starts the copies of iteration `j`'s operand tiles into buffer `stage` (zeros where masked
   /// off or past the end of the loop) and commits them as one group; staged operands are loaded
   /// into registers, for pipe_store_staged.
@@ -999,6 +1049,10 @@ class NvptxLowering : public Elements {
     llvm::Value* base = stage_base(p, stage);
     auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
     for (const PipeOperand* o : {&p.a, &p.b}) {
+      if (o->transposed) {
+        issue_transposed(p, *o, base, live);
+        continue;
+      }
       const int64_t per = o->per_chunk();
       int64_t chunks = o->rows * o->cols / per;
       for (int64_t t = 0; t * threads_ < chunks; ++t) {
@@ -1024,10 +1078,9 @@ class NvptxLowering : public Elements {
         llvm::Value* e = b_.CreateMul(b_.CreateSelect(ok, q, c(0)), c(per));
         llvm::Value* row = b_.CreateUDiv(e, c(o->cols));
         llvm::Value* col = b_.CreateURem(e, c(o->cols));
-        StagedChunk sc{ok, nullptr, {}, {}};
-        if (!o->transposed)
-          sc.dst = b_.CreateGEP(b_.getInt8Ty(), base,
-                                b_.CreateAdd(c(o->offset), swizzled(row, b_.CreateUDiv(col, c(per)), o->row_bytes())));
+        StagedChunk sc{ok, b_.CreateGEP(b_.getInt8Ty(), base,
+                                        b_.CreateAdd(c(o->offset), swizzled(row, b_.CreateUDiv(col, c(per)), o->row_bytes()))),
+                       {}, {}};
         llvm::Type* et = b_.getIntNTy(static_cast<unsigned>(8 * o->esize));
         llvm::Value* first = o->contiguous ? recompute(o->load->operands[0], e) : nullptr;
         llvm::Value* chunk_on = o->chunk_mask && o->load->operands.size() > 1 ? recompute(o->load->operands[1], e) : nullptr;
@@ -1039,23 +1092,13 @@ class NvptxLowering : public Elements {
           llvm::Value* src = first ? b_.CreateConstGEP1_64(et, first, k) : recompute(o->load->operands[0], ek);
           elems.push_back(when_value(on, et, llvm::ConstantInt::get(et, 0), [&] { return b_.CreateLoad(et, src); }));
         }
-        if (o->transposed) {
-          // Element (row, col + k) goes to row col + k, byte `row` of the transposed tile.
-          llvm::Value* in_chunk = b_.CreateAnd(row, c(15));
-          for (int64_t k = 0; k < per; ++k) {
-            llvm::Value* n = b_.CreateAdd(col, c(k));
-            llvm::Value* at = b_.CreateAdd(c(o->offset), b_.CreateAdd(swizzled(n, b_.CreateLShr(row, 4), o->row_bytes()), in_chunk));
-            sc.bytes.emplace_back(b_.CreateGEP(b_.getInt8Ty(), base, at), elems[k]);
-          }
-        } else {
-          const int64_t per_word = 4 / o->esize;
-          for (int64_t w = 0; w < 4; ++w) {
-            llvm::Value* word = b_.getInt32(0);
-            for (int64_t i = 0; i < per_word; ++i)
-              word = b_.CreateOr(word, b_.CreateShl(b_.CreateZExt(elems[w * per_word + i], b_.getInt32Ty()),
-                                                    static_cast<uint64_t>(8 * o->esize * i)));
-            sc.words[w] = word;
-          }
+        const int64_t per_word = 4 / o->esize;
+        for (int64_t w = 0; w < 4; ++w) {
+          llvm::Value* word = b_.getInt32(0);
+          for (int64_t i = 0; i < per_word; ++i)
+            word = b_.CreateOr(word, b_.CreateShl(b_.CreateZExt(elems[w * per_word + i], b_.getInt32Ty()),
+                                                  static_cast<uint64_t>(8 * o->esize * i)));
+          sc.words[w] = word;
         }
         p.in_registers.push_back(sc);
       }
