@@ -233,12 +233,13 @@ Stream::~Stream() {
   if (stream_ && available()) driver().cuStreamDestroy(stream_);
 }
 void Stream::synchronize() const { TD_CU(cuStreamSynchronize(stream_)); }
-bool Stream::idle() const {
-  CUresult r = driver().cuStreamQuery(stream_);
+/// A query's answer: finished (true), not yet (false), or an error (thrown).
+static bool finished(CUresult r, const char* call) {
   if (r == kErrorNotReady) return false;
-  check(r, "cuStreamQuery");
+  check(r, call);
   return true;
 }
+bool Stream::idle() const { return finished(driver().cuStreamQuery(stream_), "cuStreamQuery"); }
 
 Event::Event() {
   device();
@@ -250,12 +251,7 @@ Event::~Event() {
 void Event::record(const Stream* stream) { TD_CU(cuEventRecord(event_, stream ? stream->handle() : nullptr)); }
 void Event::make_wait(const Stream& stream) const { TD_CU(cuStreamWaitEvent(stream.handle(), event_, 0)); }
 void Event::synchronize() const { TD_CU(cuEventSynchronize(event_)); }
-bool Event::done() const {
-  CUresult r = driver().cuEventQuery(event_);
-  if (r == kErrorNotReady) return false;
-  check(r, "cuEventQuery");
-  return true;
-}
+bool Event::done() const { return finished(driver().cuEventQuery(event_), "cuEventQuery"); }
 float Event::elapsed_since(const Event& start) const {
   float ms = 0;
   TD_CU(cuEventElapsedTime(&ms, start.event_, event_));
