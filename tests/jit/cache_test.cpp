@@ -8,6 +8,7 @@
 #include <fstream>
 #include <future>
 
+#include "temp_dir.h"
 #include "jit/cache.h"
 #include "kernels/kernels.h"
 
@@ -16,14 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 using jit::Artifact;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/tiledist-cache-test-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using test_util::TempDir;
 
 /// The probe beside this test binary (a moved build, the bundle), else where the build put it.
 std::string probe_program() {

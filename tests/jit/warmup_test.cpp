@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "temp_dir.h"
 #include "jit/manifest.h"
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
@@ -21,14 +22,7 @@ namespace tiledist {
 namespace {
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/tiledist-warmup-test-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using test_util::TempDir;
 
 /// Sets an environment variable for the scope, then puts back what was there.
 struct Env {
