@@ -29,11 +29,7 @@ std::vector<Job> registry_jobs() {
     const KernelDef* def = Registry::global().find(name);
     for (Target t : {Target::cuda("sm_90a"), Target::cuda("sm_80"), Target::host()}) {
       jobs.push_back({def, t, {}});
-      if (t.kind != Target::Kind::host) {
-        ArgFacts aligned;
-        for (auto& p : def->runtime_params()) aligned.push_back(p.type.is_float() ? ArgFact::none : ArgFact::aligned16);
-        jobs.push_back({def, t, aligned});
-      }
+      if (t.kind != Target::Kind::host) jobs.push_back({def, t, def->aligned_facts()});
     }
   }
   return jobs;

@@ -11,6 +11,8 @@
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/Module.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/Support/raw_ostream.h"
 
 namespace tiledist::codegen {
 
@@ -28,6 +30,13 @@ class Elements {
   /// f32 <-> f8 bits.
   virtual llvm::Value* f8_to_bits(llvm::Value* v, DType d) = 0;
   virtual llvm::Value* f8_from_bits(llvm::Value* bits, DType d) = 0;
+
+  /// The lowered module must be valid LLVM IR; anything else is a bug in the lowering.
+  void verify_lowered(const char* backend) {
+    std::string err;
+    llvm::raw_string_ostream os(err);
+    if (llvm::verifyModule(elem_module_, &os)) TD_ASSERT(false, "invalid LLVM IR from the ", backend, " lowering: ", os.str());
+  }
 
   llvm::FunctionCallee helper(const char* name, llvm::Type* ret, std::vector<llvm::Type*> params) {
     return elem_module_.getOrInsertFunction(name, llvm::FunctionType::get(ret, params, false));

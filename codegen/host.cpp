@@ -14,8 +14,6 @@
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
-#include "llvm/IR/Verifier.h"
-#include "llvm/Support/raw_ostream.h"
 
 namespace tiledist::codegen {
 
@@ -58,9 +56,7 @@ class HostLowering : public Elements {
       vals_[a.get()] = CVal{b_.CreateLoad(reg_type(a->type), slot, a->name), nullptr};
     }
     emit_block(f_.body);
-    std::string err;
-    llvm::raw_string_ostream os(err);
-    if (llvm::verifyModule(*module_, &os)) TD_ASSERT(false, "host lowering produced invalid LLVM IR: ", os.str());
+    verify_lowered("host");
     return HostModule{std::move(module_), f_.name, scratch_size_, distributed_};
   }
 

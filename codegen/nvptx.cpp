@@ -18,8 +18,6 @@
 #include "llvm/IR/InlineAsm.h"
 #include "llvm/IR/IntrinsicsNVPTX.h"
 #include "llvm/IR/LLVMContext.h"
-#include "llvm/IR/Verifier.h"
-#include "llvm/Support/raw_ostream.h"
 
 namespace tiledist::codegen {
 
@@ -63,9 +61,7 @@ class NvptxLowering : public Elements {
     tid_ = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x, {}, {});
     for (auto& a : f_.body.args) vals_[a.get()] = GVal{fn_->getArg(a->index), {}};
     emit_block(f_.body);
-    std::string err;
-    llvm::raw_string_ostream os(err);
-    if (llvm::verifyModule(*module_, &os)) TD_ASSERT(false, "nvptx lowering produced invalid LLVM IR: ", os.str());
+    verify_lowered("nvptx");
     return NvptxModule{std::move(module_), f_.name, smem_bytes_, threads_};
   }
 
@@ -868,7 +864,7 @@ class NvptxLowering : public Elements {
     llvm::Value* ok;
     llvm::Value* dst;
     llvm::Value* words[4];
-    std::vector<std::pair<llvm::Value*, llvm::Value*>> bytes;  // (address, value)
+    std::vector<std::pair<llvm::Value*, llvm::Value*>> stores;  // transposed: (address, word)
   };
   struct Pipeline {
     const ir::Op* loop;
@@ -976,8 +972,8 @@ class NvptxLowering : public Elements {
     auto* v4 = llvm::FixedVectorType::get(b_.getInt32Ty(), 4);
     for (const StagedChunk& sc : p.in_registers)
       when(sc.ok, [&] {
-        if (!sc.bytes.empty()) {
-          for (auto& [at, byte] : sc.bytes) b_.CreateStore(byte, at);
+        if (!sc.stores.empty()) {
+          for (auto& [at, word] : sc.stores) b_.CreateStore(word, at);
           return;
         }
         llvm::Value* v = llvm::PoisonValue::get(v4);
@@ -1029,7 +1025,7 @@ class NvptxLowering : public Elements {
           word = b_.CreateOr(word, b_.CreateShl(b_.CreateZExt(bytes[r][n], b_.getInt32Ty()), static_cast<uint64_t>(8 * r)));
         llvm::Value* at = b_.CreateAdd(c(o.offset), b_.CreateAdd(swizzled(b_.CreateAdd(n0, c(n)), b_.CreateLShr(k0, 4), o.row_bytes()),
                                                                   in_chunk));
-        sc.bytes.emplace_back(b_.CreateGEP(i8, base, at), word);
+        sc.stores.emplace_back(b_.CreateGEP(i8, base, at), word);
       }
       p.in_registers.push_back(sc);
     }
@@ -1058,29 +1054,24 @@ class NvptxLowering : public Elements {
       for (int64_t t = 0; t * threads_ < chunks; ++t) {
         llvm::Value* q = b_.CreateAdd(tid_, c(t * threads_));
         llvm::Value* ok = (t + 1) * threads_ <= chunks ? b_.getTrue() : b_.CreateICmpSLT(q, c(chunks));
-        auto issue_async = [&] {
-          llvm::Value* e = b_.CreateMul(q, c(per));
-          llvm::Value* row = b_.CreateUDiv(e, c(o->cols));
-          llvm::Value* chunk = b_.CreateUDiv(b_.CreateURem(e, c(o->cols)), c(per));
-          llvm::Value* src = recompute(o->load->operands[0], e);
-          llvm::Value* on = live;
-          if (o->load->operands.size() > 1) on = b_.CreateAnd(on, recompute(o->load->operands[1], e));
-          llvm::Value* dst = b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateAdd(c(o->offset), swizzled(row, chunk, o->row_bytes())));
-          b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s, {},
-                             {dst, b_.CreateAddrSpaceCast(src, b_.getPtrTy(1)), b_.CreateSelect(on, c(16), c(0))});
-        };
+        // The chunk's first element and its place in the buffer (chunk 0 where this thread has none).
+        llvm::Value* e = b_.CreateMul(b_.CreateSelect(ok, q, c(0)), c(per));
+        llvm::Value* row = b_.CreateUDiv(e, c(o->cols));
+        llvm::Value* chunk = b_.CreateUDiv(b_.CreateURem(e, c(o->cols)), c(per));
+        llvm::Value* dst = b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateAdd(c(o->offset), swizzled(row, chunk, o->row_bytes())));
         if (!o->staged) {
-          when(ok, issue_async);
+          when(ok, [&] {
+            llvm::Value* src = recompute(o->load->operands[0], e);
+            llvm::Value* on = live;
+            if (o->load->operands.size() > 1) on = b_.CreateAnd(on, recompute(o->load->operands[1], e));
+            b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s, {},
+                               {dst, b_.CreateAddrSpaceCast(src, b_.getPtrTy(1)), b_.CreateSelect(on, c(16), c(0))});
+          });
           continue;
         }
         // Element loads into registers (zero where masked off), packed into words; the store to
         // shared memory waits for pipe_store_staged, late in the iteration.
-        llvm::Value* e = b_.CreateMul(b_.CreateSelect(ok, q, c(0)), c(per));
-        llvm::Value* row = b_.CreateUDiv(e, c(o->cols));
-        llvm::Value* col = b_.CreateURem(e, c(o->cols));
-        StagedChunk sc{ok, b_.CreateGEP(b_.getInt8Ty(), base,
-                                        b_.CreateAdd(c(o->offset), swizzled(row, b_.CreateUDiv(col, c(per)), o->row_bytes()))),
-                       {}, {}};
+        StagedChunk sc{ok, dst, {}, {}};
         llvm::Type* et = b_.getIntNTy(static_cast<unsigned>(8 * o->esize));
         llvm::Value* first = o->contiguous ? recompute(o->load->operands[0], e) : nullptr;
         llvm::Value* chunk_on = o->chunk_mask && o->load->operands.size() > 1 ? recompute(o->load->operands[1], e) : nullptr;
@@ -1159,7 +1150,6 @@ class NvptxLowering : public Elements {
     }
     return out;
   }
-  int64_t fragment_count(const MmaTiles& m) const { return (m.wtm / 16 + m.wtn / 16) * 4; }
   /// Waits for the next iteration's tiles, and (once every thread is past this iteration's
   /// reads) loads its first fragments, which the loop carries.
   void pipe_advance(Pipeline& p, const MmaTiles& m, llvm::Value* next_stage) {
@@ -1217,16 +1207,6 @@ class NvptxLowering : public Elements {
     llvm::Value* lane = b_.CreateAnd(tid_, b_.getInt32(31));
     llvm::Value* group = b_.CreateLShr(lane, 2);
     llvm::Value* tig = b_.CreateAnd(lane, b_.getInt32(3));
-    auto ptx_type = [](DType d) {
-      return d == DType::bf16 ? "bf16" : d == DType::f16 ? "f16" : d == DType::f8e4m3 ? "e4m3" : "e5m2";
-    };
-    auto* mma_ty = llvm::FunctionType::get(llvm::StructType::get(ctx_, {f32, f32, f32, f32}),
-                                           {i32, i32, i32, i32, i32, i32, f32, f32, f32, f32}, false);
-    auto* mma = llvm::InlineAsm::get(
-        mma_ty,
-        str_cat("mma.sync.aligned.m16n8k", kstep, ".row.col.f32.", ptx_type(at.dtype), ".", ptx_type(op.operands[1]->type.dtype),
-                ".f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};"),
-        "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", true);
     auto i = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
     // Adjacent elements of a row of A (2 of 16 bits, or 4 of 8), as one 32-bit register.
     auto a_pair = [&](llvm::Value* row, llvm::Value* col) {
@@ -1252,10 +1232,10 @@ class NvptxLowering : public Elements {
         counted_loop(i(0), i(K), static_cast<int>(kstep), [&](llvm::Value* k0) {
           llvm::Value* ka = b_.CreateAdd(k0, b_.CreateMul(tig, i(per_reg)));
           llvm::Value* kb = b_.CreateAdd(ka, i(kstep / 2));
-          llvm::Value* args[10] = {a_pair(row0, ka), a_pair(row1, ka), a_pair(row0, kb), a_pair(row1, kb),
-                                   b_pair(ka, n_b), b_pair(kb, n_b), nullptr, nullptr, nullptr, nullptr};
-          for (int r = 0; r < 4; ++r) args[6 + r] = b_.CreateLoad(f32, slots[r]);
-          llvm::Value* d = b_.CreateCall(mma_ty, mma, args);
+          llvm::Value* a_regs[4] = {a_pair(row0, ka), a_pair(row1, ka), a_pair(row0, kb), a_pair(row1, kb)};
+          llvm::Value* acc[4];
+          for (int r = 0; r < 4; ++r) acc[r] = b_.CreateLoad(f32, slots[r]);
+          llvm::Value* d = mma_sync(at.dtype, op.operands[1]->type.dtype, a_regs, b_pair(ka, n_b), b_pair(kb, n_b), acc);
           for (int r = 0; r < 4; ++r) b_.CreateStore(b_.CreateExtractValue(d, r), slots[r]);
         });
       });

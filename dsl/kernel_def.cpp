@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cctype>
+#include <cstdlib>
 #include <set>
 
 namespace tiledist {
@@ -9,6 +10,21 @@ namespace tiledist {
 std::string ConstValue::str() const {
   if (auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
   return ir::attr_str(std::get<double>(v));
+}
+
+ConstValue ConstValue::parse(const std::string& tool, const std::string& name, const std::string& text) {
+  char* end = nullptr;
+  long long i = std::strtoll(text.c_str(), &end, 0);
+  if (!text.empty() && *end == 0) return ConstValue(i);
+  double d = std::strtod(text.c_str(), &end);
+  if (!text.empty() && *end == 0) return ConstValue(d);
+  throw Error(tool + ": constant " + name + " = '" + text + "' is not a number");
+}
+
+ArgFacts KernelDef::aligned_facts() const {
+  ArgFacts f;
+  for (const ParamInfo& p : runtime_params()) f.push_back(p.type.is_float() ? ArgFact::none : ArgFact::aligned16);
+  return f;
 }
 
 std::string constants_str(const Constants& c) {

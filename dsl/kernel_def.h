@@ -24,6 +24,8 @@ struct ConstValue {
   ConstValue(double x) : v(x) {}
   ConstValue(float x) : v(double(x)) {}
   std::string str() const;
+  /// "128", "0x80", "1e-5" as given on a command line; `tool` and `name` go into the Error.
+  static ConstValue parse(const std::string& tool, const std::string& name, const std::string& text);
   bool operator==(const ConstValue&) const = default;
 };
 using Constants = std::map<std::string, ConstValue>;
@@ -99,6 +101,9 @@ class KernelDef {
   const std::vector<ParamInfo>& params() const { return params_; }
   /// The runtime parameters (pointers and scalars), in order: what `launch` takes.
   std::vector<ParamInfo> runtime_params() const;
+  /// The facts of a launch whose integers are multiples of 16 and whose pointers are 16-byte
+  /// aligned (the variant most launches pick; floats are never facts).
+  ArgFacts aligned_facts() const;
   /// Default values of constants (used by tools and warmup when none are given).
   const Constants& defaults() const { return defaults_; }
 

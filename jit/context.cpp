@@ -159,6 +159,19 @@ void require_host(const Target& target, const std::string& kernel) {
                         "for any target"));
 }
 
+/// A specialization traced and optimized, with its cache key: the optimized IR, the target, the
+/// options and this build of the compiler.
+std::pair<std::unique_ptr<ir::Function>, std::string> trace_optimized(const KernelDef& def, const Constants& constants,
+                                                                      const Target& target, const CompileOptions& options,
+                                                                      const ArgFacts& facts) {
+  require_host(target, def.name());
+  options.validate();
+  std::unique_ptr<ir::Function> fn = def.trace(constants, facts);
+  ir::optimize(*fn);
+  std::string key = sha256_hex(str_cat(ir::print(*fn), "\n", target.key(), "\n", options.key(), "\n", compiler_version()));
+  return {std::move(fn), std::move(key)};
+}
+
 }  // namespace
 
 struct Context::Impl {
@@ -322,21 +335,15 @@ Stats Context::stats() const {
 std::shared_ptr<const Loaded> Context::compile(const KernelDef& def, const Constants& constants, const Target& target,
                                                const CompileOptions& options, const ArgFacts& facts) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  std::string facts_str;
-  for (ArgFact f : facts) facts_str += static_cast<char>('0' + static_cast<int>(f));
   std::string spec = str_cat(def.id(), "|", def.name(), "|", constants_str(constants), "|",
-                             target.key(), "|", options.key(), "|", facts_str);
+                             target.key(), "|", options.key(), "|", facts_str(facts));
   if (auto it = impl_->by_spec.find(spec); it != impl_->by_spec.end()) {
     impl_->stats.memory_hits++;
     return it->second;
   }
-  require_host(target, def.name());
-  options.validate();
   Specialization what{def.name(), target.name(), constants, options, facts};
-  std::unique_ptr<ir::Function> fn = def.trace(constants, facts);
+  auto [fn, key] = trace_optimized(def, constants, target, options, facts);
   impl_->stats.traces++;
-  ir::optimize(*fn);
-  std::string key = sha256_hex(str_cat(ir::print(*fn), "\n", target.key(), "\n", options.key(), "\n", compiler_version()));
   std::shared_ptr<Loaded> loaded;
   if (auto it = impl_->by_key.find(key); it != impl_->by_key.end()) {
     impl_->stats.memory_hits++;
@@ -380,12 +387,8 @@ std::shared_ptr<const Loaded> Context::compile(const KernelDef& def, const Const
 
 bool Context::warm(const KernelDef& def, const Constants& constants, const Target& target, const CompileOptions& options,
                    const ArgFacts& facts) {
-  require_host(target, def.name());
-  options.validate();
   Specialization what{def.name(), target.name(), constants, options, facts};
-  std::unique_ptr<ir::Function> fn = def.trace(constants, facts);
-  ir::optimize(*fn);
-  std::string key = sha256_hex(str_cat(ir::print(*fn), "\n", target.key(), "\n", options.key(), "\n", compiler_version()));
+  auto [fn, key] = trace_optimized(def, constants, target, options, facts);
   std::lock_guard<std::mutex> lock(impl_->mu);
   Artifact a;
   if (read_cache_entry(cache_dir_, key, a) == CacheRead::hit) {

@@ -24,15 +24,6 @@ int usage(const char* msg) {
   return 2;
 }
 
-tiledist::ConstValue parse_value(const std::string& name, const std::string& s) {
-  char* end = nullptr;
-  long long i = std::strtoll(s.c_str(), &end, 0);
-  if (!s.empty() && *end == 0) return tiledist::ConstValue(i);
-  double d = std::strtod(s.c_str(), &end);
-  if (!s.empty() && *end == 0) return tiledist::ConstValue(d);
-  throw tiledist::Error("tiledist-compile: constant " + name + " = '" + s + "' is not a number");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,7 +56,7 @@ int main(int argc, char** argv) {
         std::string kv = value("--const");
         size_t eq = kv.find('=');
         if (eq == std::string::npos || eq == 0) return usage(("--const takes NAME=VALUE, got '" + kv + "'").c_str());
-        constants.insert_or_assign(kv.substr(0, eq), parse_value(kv.substr(0, eq), kv.substr(eq + 1)));
+        constants.insert_or_assign(kv.substr(0, eq), ConstValue::parse("tiledist-compile", kv.substr(0, eq), kv.substr(eq + 1)));
       } else if (a == "-h" || a == "--help") {
         usage("prints a stage of a registered kernel");
         return 0;
@@ -113,9 +104,7 @@ int main(int argc, char** argv) {
     Target t = Target::parse(target);
     std::vector<ParamInfo> runtime = def->runtime_params();
     if (aligned_arg.empty()) aligned_arg = t.kind == Target::Kind::host ? "none" : "all";
-    ArgFacts aligned(runtime.size(), ArgFact::none);
-    for (size_t i = 0; i < runtime.size(); ++i)
-      if (aligned_arg == "all" && !runtime[i].type.is_float()) aligned[i] = ArgFact::aligned16;
+    ArgFacts aligned = aligned_arg == "all" ? def->aligned_facts() : ArgFacts(runtime.size(), ArgFact::none);
     if (aligned_arg != "all" && aligned_arg != "none") {
       size_t start = 0;
       while (start <= aligned_arg.size()) {

@@ -54,28 +54,11 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-ConstValue parse_value(const std::string& name, const std::string& s) {
-  char* end = nullptr;
-  long long i = std::strtoll(s.c_str(), &end, 0);
-  if (!s.empty() && *end == 0) return ConstValue(i);
-  double d = std::strtod(s.c_str(), &end);
-  if (!s.empty() && *end == 0) return ConstValue(d);
-  throw Error("tiledist-warmup: constant " + name + " = '" + s + "' is not a number");
-}
-
 int parse_count(const std::string& flag, const std::string& v) {
   char* end = nullptr;
   long n = std::strtol(v.c_str(), &end, 10);
   if (v.empty() || *end || n < 1 || n > 1024) throw Error("tiledist-warmup: " + flag + " takes a positive number, got '" + v + "'");
   return static_cast<int>(n);
-}
-
-/// The all-aligned facts of a kernel's runtime parameters (what a launch with 16-aligned
-/// pointers and sizes picks).
-ArgFacts all_aligned(const KernelDef& def) {
-  ArgFacts f;
-  for (const ParamInfo& p : def.runtime_params()) f.push_back(p.type.is_float() ? ArgFact::none : ArgFact::aligned16);
-  return f;
 }
 
 /// Loads the kernels of a C++ source through the clang plugin beside this program; returns the
@@ -133,7 +116,7 @@ int main(int argc, char** argv) {
         std::string kv = value();
         size_t eq = kv.find('=');
         if (eq == std::string::npos || eq == 0) return usage(("--const takes NAME=VALUE, got '" + kv + "'").c_str());
-        constants.insert_or_assign(kv.substr(0, eq), parse_value(kv.substr(0, eq), kv.substr(eq + 1)));
+        constants.insert_or_assign(kv.substr(0, eq), ConstValue::parse("tiledist-warmup", kv.substr(0, eq), kv.substr(eq + 1)));
       } else if (a == "-h" || a == "--help") {
         usage("compiles kernels into the cache ahead of a job");
         return 0;
@@ -187,7 +170,7 @@ int main(int argc, char** argv) {
           if (!args_arg.empty()) s.facts = jit::parse_facts(args_arg);
           add(s);
           if (def && args_arg.empty() && t.kind != Target::Kind::host) {
-            s.facts = all_aligned(*def);
+            s.facts = def->aligned_facts();
             add(s);
           }
         }
