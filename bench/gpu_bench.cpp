@@ -7,9 +7,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <tuple>
 #include <string>
+#include <thread>
 
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
@@ -33,17 +35,46 @@ double time_ms(const std::function<void()>& fn, int reps = 10, int warmup = 2) {
 
 /// cuBLAS through libcublasLt (loaded at run time; $TILEDIST_CUBLASLT names it where it is not
 /// on the library path): the heuristic's first algorithm, with a 32 MiB workspace.
-/// Medians of `a` and `b` timed in alternation (rounds of `reps` each): clocks and the memory
-/// system drift during a run, and alternating spreads the drift over both.
-std::pair<double, double> time_pair(const std::function<void()>& a, const std::function<void()>& b, int rounds = 7, int reps = 5) {
+/// Throughput in steady state: `fn` launched back to back (synchronizing every 10 launches) for
+/// `settle` seconds untimed, then for `span` seconds timed; returns launches per second. Under
+/// load an H100 runs at its power limit (700 W), and the clock it holds there depends on how much
+/// energy each kernel spends per FLOP: this is what a job running GEMMs back to back gets.
+double steady_rate(const std::function<void()>& fn, double settle = 0.5, double span = 1.0) {
+  using clock = std::chrono::steady_clock;
+  auto run_for = [&](double seconds) {
+    cuda::synchronize();
+    auto t0 = clock::now();
+    int launches = 0;
+    double t = 0;
+    while (t < seconds) {
+      for (int i = 0; i < 10; ++i) fn();
+      cuda::synchronize();
+      launches += 10;
+      t = std::chrono::duration<double>(clock::now() - t0).count();
+    }
+    return launches / t;
+  };
+  if (settle > 0) run_for(settle);
+  return run_for(span);
+}
+
+/// Medians of `a` and `b` launched alone, in turn, three times each, after a second of idling:
+/// a GPU that has not yet reached its power limit (the clock at its maximum).
+std::pair<double, double> burst_pair(const std::function<void()>& a, const std::function<void()>& b) {
+  cuda::synchronize();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
   std::vector<double> ta, tb;
-  for (int r = 0; r < rounds; ++r) {
-    ta.push_back(time_ms(a, reps, 1));
-    tb.push_back(time_ms(b, reps, 1));
+  cuda::Timer timer;
+  for (int r = 0; r < 3; ++r) {
+    for (auto [fn, t] : {std::pair{&a, &ta}, {&b, &tb}}) {
+      timer.start();
+      (*fn)();
+      t->push_back(timer.stop());
+    }
   }
   std::sort(ta.begin(), ta.end());
   std::sort(tb.begin(), tb.end());
-  return {ta[ta.size() / 2], tb[tb.size() / 2]};
+  return {ta[1], tb[1]};
 }
 
 struct CublasLt {
@@ -115,32 +146,66 @@ struct CublasLt {
 
 }  // namespace
 
-/// `gpu_bench gemm M N K BM BN BK WARPS STAGES [bf16|f8e4m3]`: one GEMM configuration, launched
-/// three times (for a profiler: `ncu --launch-skip 2 --launch-count 1 gpu_bench gemm ...`).
-int one_gemm(char** argv, const std::string& dtype) {
+/// Random inputs in [-1, 1): the tensor cores draw more power on random bits than on a
+/// constant, so timings on constant inputs flatter a power-limited kernel.
+template <class T>
+void fill_random(cuda::Buffer<T>& buf) {
+  std::vector<float> r = reference::random_floats(buf.size());
+  std::vector<T> h(r.size());
+  for (size_t i = 0; i < r.size(); ++i) h[i] = T(r[i]);
+  buf.upload(h);
+}
+
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+/// `gpu_bench gemm M N K BM BN BK WARPS STAGES [bf16|f8e4m3]`: one GEMM configuration on random
+/// inputs, launched three times (for a profiler: `ncu --launch-skip 2 --launch-count 1 gpu_bench
+/// gemm ...`).
+/// `gpu_bench sustain M N K BM BN BK WARPS STAGES SECONDS`: bf16, ours and cuBLAS each run for
+/// SECONDS at a time, twice in turn, printing the throughput of each phase and its wall-clock
+/// span (to line up with `nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw ... -lms 50`).
+int one_gemm(const std::string& mode, char** argv, const std::string& last) {
   int v[8];
   for (int i = 0; i < 8; ++i) v[i] = std::atoi(argv[i]);
   auto [M, N, K, bm, bn, bk, warps, stages] = std::tuple{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+  const std::string dtype = mode == "gemm" ? last : "bf16";
   CompileOptions opts;
   opts.num_warps = warps;
   opts.num_stages = stages;
   cuda::Buffer<float> c(size_t(M) * N);
+  const double flop = 2.0 * M * N * K;
   double ms = 0;
   if (dtype == "f8e4m3") {
     auto g = compile(kernels::gemm_kernel(ir::DType::f8e4m3), {{"BM", bm}, {"BN", bn}, {"BK", bk}}, Target::cuda(), opts);
     cuda::Buffer<f8e4m3> a(size_t(M) * K), b(size_t(K) * N);
-    cuda::memset(a.data(), 0x38, a.size());
-    cuda::memset(b.data(), 0x38, b.size());
+    fill_random(a);
+    fill_random(b);
     ms = time_ms([&] { g.launch({tl::cdiv(M, bm), tl::cdiv(N, bn)}, a, b, c, M, N, K); }, 1, 2);
   } else {
     auto g = compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", bm}, {"BN", bn}, {"BK", bk}}, Target::cuda(), opts);
     cuda::Buffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
-    cuda::memset(a.data(), 0x3c, a.size() * 2);
-    cuda::memset(b.data(), 0x3c, b.size() * 2);
-    ms = time_ms([&] { g.launch({tl::cdiv(M, bm), tl::cdiv(N, bn)}, a, b, c, M, N, K); }, 1, 2);
+    fill_random(a);
+    fill_random(b);
+    auto ours = [&] { g.launch({tl::cdiv(M, bm), tl::cdiv(N, bn)}, a, b, c, M, N, K); };
+    if (mode == "sustain") {
+      CublasLt cublas;
+      if (!cublas.load()) throw Error("gpu_bench sustain: cuBLAS not found (set TILEDIST_CUBLASLT)");
+      CublasLt::Plan plan = cublas.plan(M, N, K);
+      auto theirs = [&] { cublas.gemm(plan, a.data(), b.data(), c.data()); };
+      const double span = std::atof(last.c_str());
+      for (int round = 0; round < 2; ++round)
+        for (auto [name, fn] : {std::pair{"ours", std::function<void()>(ours)}, {"cuBLAS", std::function<void()>(theirs)}}) {
+          double t0 = seconds_now(), rate = steady_rate(fn, 0, span), t = seconds_now();
+          std::printf("sustain %-6s %.3f..%.3f  %.1f TFLOP/s\n", name, t0, t, rate * flop / 1e12);
+        }
+      return 0;
+    }
+    ms = time_ms(ours, 1, 2);
   }
   std::printf("gemm %s %dx%dx%d tiles %dx%dx%d/%dw/%ds: %.3f ms, %.1f TFLOP/s\n", dtype.c_str(), M, N, K, bm, bn, bk, warps,
-              stages, ms, 2.0 * M * N * K / ms / 1e9);
+              stages, ms, flop / ms / 1e9);
   return 0;
 }
 
@@ -149,7 +214,14 @@ int main(int argc, char** argv) {
     std::printf("gpu_bench: skipped, no CUDA GPU (%s)\n", cuda::unavailable_reason().c_str());
     return 0;
   }
-  if ((argc == 10 || argc == 11) && std::string(argv[1]) == "gemm") return one_gemm(argv + 2, argc == 11 ? argv[10] : "bf16");
+  const std::string mode = argc > 1 ? argv[1] : "";
+  try {
+    if ((argc == 10 || argc == 11) && mode == "gemm") return one_gemm(mode, argv + 2, argc == 11 ? argv[10] : "bf16");
+    if (argc == 11 && mode == "sustain") return one_gemm(mode, argv + 2, argv[10]);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
   const auto& dev = cuda::device();
   std::printf("gpu_bench on %s (%s, %d SMs)\n\n", dev.name.c_str(), dev.arch().c_str(), dev.sms);
   Target target = Target::cuda();  // the arch of the device found
@@ -185,7 +257,14 @@ int main(int argc, char** argv) {
     // ---- GEMM against cuBLAS
     CublasLt cublas;
     bool have_cublas = cublas.load();
-    std::printf("%-40s %12s %12s %10s %10s\n", "bf16 GEMM (f32 out)", "ours TFLOP/s", "cuBLAS", "ratio", "rel.err");
+    if (!have_cublas) {
+      std::printf("(cuBLAS not found: set TILEDIST_CUBLASLT to libcublasLt.so's path; GEMM skipped)\n");
+      return 0;
+    }
+    std::printf("bf16 GEMM (f32 out), TFLOP/s: steady = each launched back to back for 1.5 s, in turn (at the\n"
+                "power limit); burst = single launches after a second idle (clock at its maximum)\n");
+    std::printf("%-40s %8s %8s %7s   %8s %8s %7s %9s\n", "", "steady", "cuBLAS", "ratio", "burst", "cuBLAS", "ratio",
+                "rel.err");
     struct Config {
       int bm, bn, bk, warps, stages, group;
     };
@@ -194,20 +273,13 @@ int main(int argc, char** argv) {
     for (auto [M, N, K] : {std::tuple{4096, 4096, 4096}, {8192, 8192, 8192}, {128, 8192, 8192}}) {
       cuda::Buffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
       cuda::Buffer<float> c(size_t(M) * N), wrk(size_t(M) * N);
-      for (cuda::Buffer<bf16>* buf : {&a, &b}) {
-        std::vector<float> r = reference::random_floats(buf->size());
-        std::vector<bf16> h(r.size());
-        for (size_t i = 0; i < r.size(); ++i) h[i] = bf16(r[i]);
-        buf->upload(h);
-      }
-      double flop = 2.0 * M * N * K;
-      std::vector<float> want;  // cuBLAS's result, which ours is checked against
-      CublasLt::Plan plan{};
-      if (have_cublas) {
-        plan = cublas.plan(M, N, K);
-        cublas.gemm(plan, a.data(), b.data(), c.data());
-        want = c.download();
-      }
+      fill_random(a);
+      fill_random(b);
+      const double flop = 2.0 * M * N * K;
+      CublasLt::Plan plan = cublas.plan(M, N, K);
+      cublas.gemm(plan, a.data(), b.data(), c.data());
+      const std::vector<float> want = c.download();  // cuBLAS's result, which ours is checked against
+      auto theirs = [&] { cublas.gemm(plan, a.data(), b.data(), wrk.data()); };
       for (Config cfg : configs) {
         if (M < cfg.bm) continue;
         CompileOptions opts;
@@ -216,22 +288,20 @@ int main(int argc, char** argv) {
         auto g = compile(kernels::gemm_kernel(ir::DType::bf16),
                          {{"BM", cfg.bm}, {"BN", cfg.bn}, {"BK", cfg.bk}, {"GROUP_M", cfg.group}}, target, opts);
         cuda::memset(c.data(), 0xFF, c.size() * 4);  // NaN: a result not written is caught
-        auto run_ours = [&] { g.launch({tl::cdiv(M, cfg.bm), tl::cdiv(N, cfg.bn)}, a, b, c, M, N, K); };
-        double ours = 0, theirs = 0;
-        if (have_cublas)  // in alternation with ours, same repetitions
-          std::tie(ours, theirs) = time_pair(run_ours, [&] { cublas.gemm(plan, a.data(), b.data(), wrk.data()); });
-        else
-          ours = time_ms(run_ours);
+        auto ours = [&] { g.launch({tl::cdiv(M, cfg.bm), tl::cdiv(N, cfg.bn)}, a, b, c, M, N, K); };
+        ours();
+        double err = reference::rel_error(c.download(), want);
+        auto [burst_ours, burst_theirs] = burst_pair(ours, theirs);
+        double steady_ours = steady_rate(ours) * flop / 1e12, steady_theirs = steady_rate(theirs) * flop / 1e12;
         char shape[96];
         std::snprintf(shape, sizeof shape, "M=%d N=%d K=%d %dx%dx%d/%dw/%ds/g%d", M, N, K, cfg.bm, cfg.bn, cfg.bk,
                       cfg.warps, cfg.stages, cfg.group);
-        double err = have_cublas ? reference::rel_error(c.download(), want) : 0.0;
-        std::printf("%-40s %12.1f %12.1f %9.3f %10.1e\n", shape, flop / ours / 1e9, have_cublas ? flop / theirs / 1e9 : 0.0,
-                    have_cublas ? theirs / ours : 0.0, err);
+        std::printf("%-40s %8.1f %8.1f %7.3f   %8.1f %8.1f %7.3f %9.1e\n", shape, steady_ours, steady_theirs,
+                    steady_ours / steady_theirs, flop / burst_ours / 1e9, flop / burst_theirs / 1e9,
+                    burst_theirs / burst_ours, err);
         if (err > 1e-4) throw Error(str_cat("gpu_bench: our GEMM ", shape, " disagrees with cuBLAS (relative error ", err, ")"));
       }
     }
-    if (!have_cublas) std::printf("(cuBLAS not found: set TILEDIST_CUBLASLT to libcublasLt.so's path)\n");
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

@@ -1064,8 +1064,7 @@ class NvptxLowering : public Elements {
             llvm::Value* src = recompute(o->load->operands[0], e);
             llvm::Value* on = live;
             if (o->load->operands.size() > 1) on = b_.CreateAnd(on, recompute(o->load->operands[1], e));
-            b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_cg_shared_global_16_s, {},
-                               {dst, b_.CreateAddrSpaceCast(src, b_.getPtrTy(1)), b_.CreateSelect(on, c(16), c(0))});
+            cp_async_16(dst, b_.CreateAddrSpaceCast(src, b_.getPtrTy(1)), b_.CreateSelect(on, c(16), c(0)));
           });
           continue;
         }
@@ -1098,6 +1097,17 @@ class NvptxLowering : public Elements {
     subst_body_ = nullptr;
     subst_iteration_ = nullptr;
     b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_commit_group, {}, {});
+  }
+
+  /// cp.async.cg of 16 bytes (`size` of them read, the rest zero-filled) to a shared address.
+  /// Inline assembly: LLVM 19 selects the intrinsic only where shared and global addresses have
+  /// the same width, and ours are 32 and 64 bits. It clobbers memory, so that loads and stores
+  /// keep their order around it.
+  void cp_async_16(llvm::Value* dst, llvm::Value* src, llvm::Value* size) {
+    llvm::Type* i32 = b_.getInt32Ty();
+    auto* ty = llvm::FunctionType::get(b_.getVoidTy(), {i32, src->getType(), i32}, false);
+    auto* asm_ = llvm::InlineAsm::get(ty, "cp.async.cg.shared.global [$0], [$1], 16, $2;", "r,l,r,~{memory}", true);
+    b_.CreateCall(ty, asm_, {b_.CreatePtrToInt(dst, i32), src, size});
   }
 
   static const char* ptx_type(DType d) {
@@ -1365,6 +1375,11 @@ class NvptxLowering : public Elements {
     iv->addIncoming(lo, pre);
     llvm::PHINode* count = b_.CreatePHI(b_.getInt32Ty(), 2, "iteration");
     count->addIncoming(b_.getInt32(0), pre);
+    llvm::PHINode* stage = nullptr;  // count % stages, carried (no division in the loop)
+    if (pipe) {
+      stage = b_.CreatePHI(b_.getInt32Ty(), 2, "stage");
+      stage->addIncoming(b_.getInt32(0), pre);
+    }
     std::vector<llvm::PHINode*> frag_phis;
     if (pipe) {
       for (llvm::Value* f : pipe->next_frags) {
@@ -1378,10 +1393,13 @@ class NvptxLowering : public Elements {
     if (pipe) {
       // Every thread is past the barrier of the previous iteration, so done reading the buffer
       // that this prefetch overwrites (see pipe_dot).
-      llvm::Value* ahead = b_.CreateAdd(count, b_.getInt32(pipe->stages - 1));
-      pipe_issue(*pipe, lo, step, hi, ahead, b_.CreateURem(ahead, b_.getInt32(pipe->stages)));
-      pipe->read_stage = b_.CreateURem(count, b_.getInt32(pipe->stages));
-      pipe->next_stage = b_.CreateURem(b_.CreateAdd(count, b_.getInt32(1)), b_.getInt32(pipe->stages));
+      // Iteration count + stages - 1 goes to the stage read by the previous iteration.
+      llvm::Value* last = b_.getInt32(pipe->stages - 1);
+      llvm::Value* ahead = b_.CreateAdd(count, last);
+      llvm::Value* first = b_.CreateICmpEQ(stage, b_.getInt32(0));
+      pipe_issue(*pipe, lo, step, hi, ahead, b_.CreateSelect(first, last, b_.CreateSub(stage, b_.getInt32(1))));
+      pipe->read_stage = stage;
+      pipe->next_stage = b_.CreateSelect(b_.CreateICmpEQ(stage, last), b_.getInt32(0), b_.CreateAdd(stage, b_.getInt32(1)));
     }
     vals_[body.args[0].get()] = GVal{iv, {}};
     for (size_t i = 0; i < phis.size(); ++i) vals_[body.args[i + 1].get()] = phis[i];
@@ -1394,6 +1412,7 @@ class NvptxLowering : public Elements {
     llvm::BasicBlock* latch = b_.GetInsertBlock();
     iv->addIncoming(iv_next, latch);
     count->addIncoming(b_.CreateAdd(count, b_.getInt32(1)), latch);
+    if (stage) stage->addIncoming(pipe->next_stage, latch);
     for (size_t k = 0; k < frag_phis.size(); ++k) frag_phis[k]->addIncoming(pipe->next_frags[k], latch);
     close_phis(phis, next, latch);
     b_.CreateBr(header);

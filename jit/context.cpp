@@ -23,6 +23,7 @@
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/TargetSelect.h"
@@ -119,6 +120,12 @@ void init_llvm() {
     LLVMInitializeNVPTXTarget();
     LLVMInitializeNVPTXTargetMC();
     LLVMInitializeNVPTXAsmPrinter();
+    // 32-bit shared-memory addresses, as Triton and nvcc use: address arithmetic for ldmatrix
+    // and cp.async stays in 32-bit registers. (A backend option read when a target machine is
+    // made; it changes the NVPTX data layout only.)
+    auto& options = llvm::cl::getRegisteredOptions();
+    if (auto it = options.find("nvptx-short-ptr"); it != options.end())
+      static_cast<llvm::cl::opt<bool>*>(it->second)->setValue(true);
   });
 }
 
