@@ -44,6 +44,8 @@ struct NvptxModule {
   std::string entry;
   int64_t shared_bytes = 0;
   int threads = 128;
+  /// Takes a trailing parameter: the address of a runtime::DeviceWorld (distributed ops).
+  bool distributed = false;
 };
 
 /// Lowers a verified function for NVIDIA GPUs. Throws Error for ops this target lacks.

@@ -16,6 +16,8 @@
 #include "codegen/codegen.h"
 #include "codegen/elements.h"
 #include "llvm/IR/InlineAsm.h"
+#include "llvm/IR/MDBuilder.h"
+#include "runtime/device_world.h"
 #include "llvm/IR/IntrinsicsNVPTX.h"
 #include "llvm/IR/LLVMContext.h"
 
@@ -42,6 +44,8 @@ class NvptxLowering : public Elements {
     module_->setTargetTriple("nvptx64-nvidia-cuda");
     std::vector<llvm::Type*> params;
     for (auto& a : f_.body.args) params.push_back(reg_type(a->type));
+    const bool with_world = uses_world(f_.body);
+    if (with_world) params.push_back(b_.getPtrTy(1));  // the DeviceWorld (runtime/device_world.h)
     auto* fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
     fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, f_.name, module_.get());
     fn_->setCallingConv(llvm::CallingConv::PTX_Kernel);
@@ -60,9 +64,11 @@ class NvptxLowering : public Elements {
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
     tid_ = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x, {}, {});
     for (auto& a : f_.body.args) vals_[a.get()] = GVal{fn_->getArg(a->index), {}};
+    if (with_world) world_ = fn_->getArg(static_cast<unsigned>(f_.body.args.size()));
+    uses_ = ir::count_uses(f_.body);
     emit_block(f_.body);
     verify_lowered("nvptx");
-    return NvptxModule{std::move(module_), f_.name, smem_bytes_, threads_};
+    return NvptxModule{std::move(module_), f_.name, smem_bytes_, threads_, with_world};
   }
 
  private:
@@ -443,9 +449,17 @@ class NvptxLowering : public Elements {
       case OpCode::Return:
         b_.CreateRetVoid();
         return;
-      case OpCode::Rank: case OpCode::NumRanks: case OpCode::SymmAt: case OpCode::Wait:
-      case OpCode::Memcpy: case OpCode::Fence: case OpCode::Barrier:
-        unsupported(op, "the distributed op");
+      case OpCode::Rank: return define(op, {world_field(offsetof(runtime::DeviceWorld, rank), b_.getInt32Ty()), {}});
+      case OpCode::NumRanks:
+        return define(op, {world_field(offsetof(runtime::DeviceWorld, num_ranks), b_.getInt32Ty()), {}});
+      case OpCode::SymmAt: return emit_symm_at(op);
+      case OpCode::Wait: return emit_wait(op);
+      case OpCode::Memcpy: return emit_memcpy(op);
+      case OpCode::Fence:
+        fence(op.str_attr("order"), op.str_attr("scope"));
+        return;
+      case OpCode::Barrier:
+        unsupported(op, "a barrier of every program on every rank (use signals: dist::notify and dist::wait)");
       default:
         break;
     }
@@ -678,6 +692,235 @@ class NvptxLowering : public Elements {
     for (int64_t j = 0; j < slots_of(pt); ++j) one(j, valid(pt, j));
   }
 
+  // ---- distributed ops and the memory model
+  // Orders and scopes are spelled out in inline PTX: LLVM 19's NVPTX backend emits every atomic
+  // as relaxed at GPU scope. The world (rank, heaps, timeout) comes from a trailing kernel
+  // parameter that points at a runtime::DeviceWorld.
+
+  static bool uses_world(const ir::Block& block) {
+    for (const auto& op : block.ops) {
+      if (op->code == OpCode::Rank || op->code == OpCode::NumRanks || op->code == OpCode::SymmAt ||
+          op->code == OpCode::Wait)
+        return true;
+      for (const auto& r : op->regions)
+        if (uses_world(*r)) return true;
+    }
+    return false;
+  }
+  llvm::Value* world_field(size_t offset, llvm::Type* t, llvm::Value* index = nullptr) {
+    TD_ASSERT(world_, "a world field read by a kernel without the world parameter");
+    llvm::Value* at = b_.CreateConstGEP1_64(b_.getInt8Ty(), world_, offset);
+    if (index) at = b_.CreateGEP(t, at, index);
+    // (Alignment spelled out: the module has no data layout yet, and LLVM's default aligns i64 to 4.)
+    auto* ld = b_.CreateAlignedLoad(t, at, llvm::Align(t->getPrimitiveSizeInBits() / 8));
+    ld->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(ctx_, {}));
+    return ld;
+  }
+  /// Inline PTX with side effects that clobbers memory: it keeps its place among loads, stores
+  /// and barriers.
+  llvm::Value* ptx(llvm::Type* ret, const std::string& text, std::string constraints, const std::vector<llvm::Value*>& args) {
+    std::vector<llvm::Type*> types;
+    for (llvm::Value* a : args) types.push_back(a->getType());
+    auto* ty = llvm::FunctionType::get(ret, types, false);
+    constraints += constraints.empty() ? "~{memory}" : ",~{memory}";
+    return b_.CreateCall(ty, llvm::InlineAsm::get(ty, text, constraints, true), args);
+  }
+  static std::string ptx_scope(const std::string& scope) { return scope == "cta" ? "cta" : scope == "gpu" ? "gpu" : "sys"; }
+  static const char* reg_constraint(llvm::Type* t) {
+    return t->isFloatTy() ? "f" : t->isDoubleTy() ? "d" : t->getPrimitiveSizeInBits() == 64 ? "l" : "r";
+  }
+  llvm::Value* global_ptr(llvm::Value* p) { return b_.CreateAddrSpaceCast(p, b_.getPtrTy(1)); }
+
+  /// fence.acq_rel (or fence.sc for seq_cst) at `scope`; relaxed orders need none.
+  void fence(const std::string& order, const std::string& scope) {
+    if (order == "relaxed") return;
+    ptx(b_.getVoidTy(), str_cat("fence.", order == "seq_cst" ? "sc" : "acq_rel", ".", ptx_scope(scope), ";"), "", {});
+  }
+
+  /// One element of atomic_rmw / atomic_cas, in the order and scope it names: atom.<sem>.<scope>
+  /// (seq_cst: fence.sc, then acq_rel); an exchange whose old value nobody reads, with release
+  /// or relaxed order, is a st.<sem>.<scope>. Kinds PTX has no atom for at this width go through
+  /// LLVM's atomic between fences.
+  llvm::Value* atomic_exact(const ir::Op& op, llvm::Value* p, llvm::Value* v, llvm::Value* desired, llvm::SyncScope::ID ssid) {
+    const DType d = op.results[0]->type.dtype;
+    const bool cas = op.code == OpCode::AtomicCAS;
+    const std::string kind = cas ? "cas" : op.str_attr("kind"), sem = op.str_attr("sem");
+    const std::string scope = ptx_scope(op.str_attr("scope"));
+    const std::string bits = std::to_string(8 * ir::dtype_bytes(d));
+    const bool wide = ir::dtype_bytes(d) == 4 || ir::dtype_bytes(d) == 8, fl = ir::is_float(d);
+    std::string type;
+    if (wide && kind == "add") type = (fl ? "f" : "u") + bits;
+    else if (wide && !fl && (kind == "max" || kind == "min")) type = "s" + bits;
+    else if (wide && (kind == "xchg" || kind == "and" || kind == "or" || kind == "xor" || kind == "cas")) type = "b" + bits;
+    llvm::Type* t = reg_type(op.results[0]->type.element());
+    if (type.empty()) {
+      if (sem != "relaxed" && sem != "acquire") fence(sem, scope);
+      llvm::Value* r = atomic_update(op, p, v, desired, ssid);
+      if (sem != "relaxed" && sem != "release") fence(sem, scope);
+      return r;
+    }
+    if (sem == "seq_cst") fence(sem, scope);
+    const std::string s = sem == "seq_cst" ? "acq_rel" : sem;
+    const char* rc = reg_constraint(t);
+    if (kind == "xchg" && uses_[op.results[0].get()] == 0 && (sem == "release" || sem == "relaxed")) {
+      ptx(b_.getVoidTy(), str_cat("st.", s, ".", scope, ".global.b", bits, " [$0], $1;"), str_cat("l,", rc), {global_ptr(p), v});
+      return llvm::UndefValue::get(t);
+    }
+    const std::string name = kind == "xchg" ? "exch" : kind;
+    if (cas)
+      return ptx(t, str_cat("atom.", s, ".", scope, ".global.cas.", type, " $0, [$1], $2, $3;"),
+                 str_cat("=", rc, ",l,", rc, ",", rc), {global_ptr(p), v, desired});
+    return ptx(t, str_cat("atom.", s, ".", scope, ".global.", name, ".", type, " $0, [$1], $2;"), str_cat("=", rc, ",l,", rc),
+               {global_ptr(p), v});
+  }
+
+  /// The thread gives up: it claims the world's failure record (the first to fail keeps it),
+  /// fills it, and traps; the host names the kernel, rank and what was waited for.
+  void fail(runtime::DeviceFailure kind, llvm::Value* address, llvm::Value* expected, llvm::Value* seen) {
+    llvm::Type* i32 = b_.getInt32Ty();
+    llvm::Type* i64 = b_.getInt64Ty();
+    llvm::Value* rec = b_.CreateIntToPtr(world_field(offsetof(runtime::DeviceWorld, failure), i64), b_.getPtrTy(1));
+    llvm::Value* old = ptx(i32, "atom.relaxed.sys.global.cas.b32 $0, [$1], 0, $2;", "=r,l,r",
+                           {rec, b_.getInt32(static_cast<uint32_t>(kind))});
+    when(b_.CreateICmpEQ(old, b_.getInt32(0)), [&] {
+      auto field = [&](size_t offset, llvm::Value* v) {
+        b_.CreateAlignedStore(v, b_.CreateConstGEP1_64(b_.getInt8Ty(), rec, offset),
+                              llvm::Align(v->getType()->getPrimitiveSizeInBits() / 8), /*volatile*/ true);
+      };
+      llvm::Value* x = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x, {}, {});
+      llvm::Value* y = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_y, {}, {});
+      llvm::Value* z = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_z, {}, {});
+      llvm::Value* nx = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x, {}, {});
+      llvm::Value* ny = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_y, {}, {});
+      field(offsetof(runtime::DeviceFailureRecord, block), b_.CreateAdd(x, b_.CreateMul(nx, b_.CreateAdd(y, b_.CreateMul(ny, z)))));
+      field(offsetof(runtime::DeviceFailureRecord, address), b_.CreatePtrToInt(address, i64));
+      field(offsetof(runtime::DeviceFailureRecord, expected), b_.CreateSExt(expected, i64));
+      field(offsetof(runtime::DeviceFailureRecord, seen), b_.CreateSExt(seen, i64));
+      fence("seq_cst", "sys");
+      field(offsetof(runtime::DeviceFailureRecord, complete), b_.getInt32(1));
+      fence("seq_cst", "sys");
+    });
+    b_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {});
+  }
+  /// if (cond) fail(...): the failing path ends in a trap.
+  void fail_if(llvm::Value* cond, runtime::DeviceFailure kind, llvm::Value* address, llvm::Value* expected, llvm::Value* seen) {
+    auto* bad = llvm::BasicBlock::Create(ctx_, "fail", fn_);
+    auto* ok = llvm::BasicBlock::Create(ctx_, "ok", fn_);
+    b_.CreateCondBr(cond, bad, ok, llvm::MDBuilder(ctx_).createBranchWeights(1, 1 << 20));
+    b_.SetInsertPoint(bad);
+    fail(kind, address, expected, seen);
+    b_.CreateUnreachable();
+    b_.SetInsertPoint(ok);
+  }
+
+  /// symm_at(p, r): p's offset in this rank's heap, added to rank r's heap as mapped here.
+  void emit_symm_at(const ir::Op& op) {
+    using runtime::DeviceFailure;
+    llvm::Type* i64 = b_.getInt64Ty();
+    llvm::Value* r = val(op.operands[1]).scalar;
+    llvm::Value* ranks = world_field(offsetof(runtime::DeviceWorld, num_ranks), b_.getInt32Ty());
+    llvm::Value* probe = op.operands[0]->type.is_tensor() ? element(op.operands[0], 0) : val(op.operands[0]).scalar;
+    fail_if(b_.CreateICmpUGE(r, ranks), DeviceFailure::symm_at_bad_rank, probe, r, ranks);
+    const size_t bases = offsetof(runtime::DeviceWorld, bases);
+    llvm::Value* mine = world_field(bases, i64, world_field(offsetof(runtime::DeviceWorld, rank), b_.getInt32Ty()));
+    llvm::Value* theirs = world_field(bases, i64, r);
+    llvm::Value* size = world_field(offsetof(runtime::DeviceWorld, heap_size), i64);
+    auto one = [&](llvm::Value* p) {
+      llvm::Value* off = b_.CreateSub(b_.CreatePtrToInt(p, i64), mine);
+      fail_if(b_.CreateICmpUGE(off, size), DeviceFailure::symm_at_outside_heap, p, r, size);
+      return b_.CreateIntToPtr(b_.CreateAdd(theirs, off), p->getType());
+    };
+    if (!op.operands[0]->type.is_tensor()) return define(op, {one(val(op.operands[0]).scalar), {}});
+    GVal g;
+    for (int64_t j = 0; j < slots_of(op.operands[0]->type); ++j) g.slots.push_back(one(element(op.operands[0], j)));
+    define(op, g);
+  }
+
+  /// wait(p, n, v): thread 0 reads each of the n words from p with ld.<acquire|relaxed>.<scope>
+  /// until it compares to v, giving up (fail) after the world's timeout; the program's threads
+  /// meet after it, so their later loads follow the acquire. The result is the last word read.
+  void emit_wait(const ir::Op& op) {
+    llvm::Type* t = reg_type(op.results[0]->type);
+    llvm::Type* i64 = b_.getInt64Ty();
+    const int bits = 8 * ir::dtype_bytes(op.results[0]->type.dtype);
+    const std::string load = str_cat("ld.", op.str_attr("semantic") == "acquire" ? "acquire" : "relaxed", ".",
+                                     ptx_scope(op.str_attr("scope")), ".global.b", bits, " $0, [$1];");
+    const std::string& cmp = op.str_attr("cmp");
+    llvm::CmpInst::Predicate pred = cmp == "eq" ? llvm::CmpInst::ICMP_EQ : cmp == "ne" ? llvm::CmpInst::ICMP_NE
+                                  : cmp == "lt" ? llvm::CmpInst::ICMP_SLT : cmp == "le" ? llvm::CmpInst::ICMP_SLE
+                                  : cmp == "gt" ? llvm::CmpInst::ICMP_SGT : llvm::CmpInst::ICMP_SGE;
+    llvm::Value* p = val(op.operands[0]).scalar;
+    llvm::Value* n = val(op.operands[1]).scalar;
+    llvm::Value* want = val(op.operands[2]).scalar;
+    llvm::Value* last = from_thread0(t, [&]() -> llvm::Value* {
+      llvm::Value* timeout = world_field(offsetof(runtime::DeviceWorld, timeout_ns), i64);
+      llvm::BasicBlock* pre = b_.GetInsertBlock();
+      auto* word = llvm::BasicBlock::Create(ctx_, "wait.word", fn_);
+      auto* spin = llvm::BasicBlock::Create(ctx_, "wait.spin", fn_);
+      auto* late = llvm::BasicBlock::Create(ctx_, "wait.late", fn_);
+      auto* next = llvm::BasicBlock::Create(ctx_, "wait.next", fn_);
+      auto* done = llvm::BasicBlock::Create(ctx_, "wait.done", fn_);
+      b_.CreateBr(word);
+      b_.SetInsertPoint(word);
+      llvm::PHINode* i = b_.CreatePHI(b_.getInt32Ty(), 2, "i");
+      llvm::PHINode* seen = b_.CreatePHI(t, 2, "seen");
+      i->addIncoming(b_.getInt32(0), pre);
+      seen->addIncoming(llvm::Constant::getNullValue(t), pre);
+      llvm::Value* more = b_.CreateICmpSLT(i, n);
+      llvm::Value* at = b_.CreateGEP(t, p, i);
+      llvm::Value* start = ptx(i64, "mov.u64 $0, %globaltimer;", "=l", {});
+      b_.CreateCondBr(more, spin, done);
+      b_.SetInsertPoint(spin);
+      llvm::Value* v = ptx(t, load, str_cat("=", reg_constraint(t), ",l"), {global_ptr(at)});
+      b_.CreateCondBr(b_.CreateICmpNE(b_.CreateICmp(pred, v, want), b_.getFalse()), next, late);
+      b_.SetInsertPoint(late);
+      llvm::Value* waited = b_.CreateSub(ptx(i64, "mov.u64 $0, %globaltimer;", "=l", {}), start);
+      fail_if(b_.CreateAnd(b_.CreateICmpNE(timeout, b_.getInt64(0)), b_.CreateICmpUGT(waited, timeout)),
+              runtime::DeviceFailure::wait_timeout, at, want, v);
+      b_.CreateBr(spin);
+      b_.SetInsertPoint(next);
+      i->addIncoming(b_.CreateAdd(i, b_.getInt32(1)), next);
+      seen->addIncoming(v, next);
+      b_.CreateBr(word);
+      b_.SetInsertPoint(done);
+      return seen;
+    });
+    define(op, {last, {}});
+  }
+
+  /// memcpy by the program's threads: 16 bytes at a time where both ends and the size allow,
+  /// else bytewise; the threads meet before (the source is written) and after (the copy is
+  /// done before whatever the program does next, a signal included).
+  void emit_memcpy(const ir::Op& op) {
+    llvm::Type* i64 = b_.getInt64Ty();
+    llvm::Value* dst = global_ptr(val(op.operands[0]).scalar);
+    llvm::Value* src = global_ptr(val(op.operands[1]).scalar);
+    llvm::Value* n = b_.CreateSExtOrTrunc(val(op.operands[2]).scalar, i64);
+    barrier();
+    llvm::Value* bits = b_.CreateOr(b_.CreateOr(b_.CreatePtrToInt(dst, i64), b_.CreatePtrToInt(src, i64)), n);
+    llvm::Value* tid = b_.CreateZExt(tid_, i64);
+    auto copy = [&](int64_t width) {
+      llvm::Type* t = width == 16 ? static_cast<llvm::Type*>(llvm::FixedVectorType::get(b_.getInt32Ty(), 4)) : b_.getInt8Ty();
+      counted_loop(b_.CreateMul(tid, b_.getInt64(width)), n, width * threads_, [&](llvm::Value* at) {
+        llvm::Value* v = b_.CreateAlignedLoad(t, b_.CreateGEP(b_.getInt8Ty(), src, at), llvm::Align(width));
+        b_.CreateAlignedStore(v, b_.CreateGEP(b_.getInt8Ty(), dst, at), llvm::Align(width));
+      });
+    };
+    llvm::Value* aligned = b_.CreateICmpEQ(b_.CreateAnd(bits, b_.getInt64(15)), b_.getInt64(0));
+    auto* vec = llvm::BasicBlock::Create(ctx_, "copy.v4", fn_);
+    auto* bytes = llvm::BasicBlock::Create(ctx_, "copy.bytes", fn_);
+    auto* join = llvm::BasicBlock::Create(ctx_, "copy.done", fn_);
+    b_.CreateCondBr(aligned, vec, bytes);
+    b_.SetInsertPoint(vec);
+    copy(16);
+    b_.CreateBr(join);
+    b_.SetInsertPoint(bytes);
+    copy(1);
+    b_.CreateBr(join);
+    b_.SetInsertPoint(join);
+    barrier();
+  }
+
   void emit_atomic(const ir::Op& op) {
     const ir::Type& rt = op.results[0]->type;
     bool cas = op.code == OpCode::AtomicCAS;
@@ -690,10 +933,20 @@ class NvptxLowering : public Elements {
       llvm::Value* cond = mask ? b_.CreateAnd(ok, mask) : ok;
       llvm::Type* t = reg_type(rt.element());
       return when_value(cond, t, llvm::Constant::getNullValue(t),
-                           [&] { return atomic_update(op, p, v, cas ? element(op.operands[2], j) : nullptr, ssid); });
+                        [&] { return atomic_exact(op, p, v, cas ? element(op.operands[2], j) : nullptr, ssid); });
     };
-    if (!rt.is_tensor())
+    if (!rt.is_tensor()) {
+      // One thread performs it for the program; a releasing atomic must follow every thread's
+      // earlier writes, so the program's threads meet first.
+      const std::string& sem = op.str_attr("sem");
+      if (sem != "relaxed" && sem != "acquire") barrier();
+      if (uses_[op.results[0].get()] == 0) {  // nothing to share: an acquire still orders what follows
+        when(is_thread0(), [&] { one(0, b_.getTrue()); });
+        if (sem != "relaxed" && sem != "release") barrier();
+        return define(op, {llvm::UndefValue::get(reg_type(rt)), {}});
+      }
       return define(op, {from_thread0(reg_type(rt), [&] { return one(0, b_.getTrue()); }), {}});
+    }
     GVal g;
     for (int64_t j = 0; j < slots_of(rt); ++j) g.slots.push_back(one(j, valid(rt, j)));
     define(op, g);
@@ -816,20 +1069,21 @@ class NvptxLowering : public Elements {
     return slot;
   }
 
-  /// A counted loop `for (i = 0; i < n; i += step)` with the body emitted by `body(i)`.
-  void counted_loop(llvm::Value* start, llvm::Value* n, int step, const std::function<void(llvm::Value*)>& body) {
+  /// A counted loop `for (i = start; i < n; i += step)` with the body emitted by `body(i)`; i has
+  /// the type of `start` (i32 unless given otherwise).
+  void counted_loop(llvm::Value* start, llvm::Value* n, int64_t step, const std::function<void(llvm::Value*)>& body) {
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
     auto* body_bb = llvm::BasicBlock::Create(ctx_, "loop.body", fn_);
     auto* exit = llvm::BasicBlock::Create(ctx_, "loop.end", fn_);
     b_.CreateBr(header);
     b_.SetInsertPoint(header);
-    llvm::PHINode* i = b_.CreatePHI(b_.getInt32Ty(), 2);
+    llvm::PHINode* i = b_.CreatePHI(start->getType(), 2);
     i->addIncoming(start, pre);
     b_.CreateCondBr(b_.CreateICmpSLT(i, n), body_bb, exit);
     b_.SetInsertPoint(body_bb);
     body(i);
-    i->addIncoming(b_.CreateAdd(i, b_.getInt32(step)), b_.GetInsertBlock());
+    i->addIncoming(b_.CreateAdd(i, llvm::ConstantInt::get(start->getType(), step)), b_.GetInsertBlock());
     b_.CreateBr(header);
     b_.SetInsertPoint(exit);
   }
@@ -1104,10 +1358,7 @@ class NvptxLowering : public Elements {
   /// the same width, and ours are 32 and 64 bits. It clobbers memory, so that loads and stores
   /// keep their order around it.
   void cp_async_16(llvm::Value* dst, llvm::Value* src, llvm::Value* size) {
-    llvm::Type* i32 = b_.getInt32Ty();
-    auto* ty = llvm::FunctionType::get(b_.getVoidTy(), {i32, src->getType(), i32}, false);
-    auto* asm_ = llvm::InlineAsm::get(ty, "cp.async.cg.shared.global [$0], [$1], 16, $2;", "r,l,r,~{memory}", true);
-    b_.CreateCall(ty, asm_, {b_.CreatePtrToInt(dst, i32), src, size});
+    ptx(b_.getVoidTy(), "cp.async.cg.shared.global [$0], [$1], 16, $2;", "r,l,r", {b_.CreatePtrToInt(dst, b_.getInt32Ty()), src, size});
   }
 
   static const char* ptx_type(DType d) {
@@ -1493,6 +1744,8 @@ class NvptxLowering : public Elements {
   int threads_;
   llvm::Function* fn_ = nullptr;
   llvm::GlobalVariable* smem_ = nullptr;
+  llvm::Value* world_ = nullptr;  // the DeviceWorld parameter of kernels with distributed ops
+  std::map<const ir::Value*, int> uses_;
   llvm::Value* tid_ = nullptr;
   int64_t smem_bytes_ = 0;
   int64_t smem_floor_ = 0;  // scratch() starts here

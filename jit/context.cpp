@@ -283,6 +283,7 @@ struct Context::Impl {
       a.entry = nm.entry;
       a.scratch_bytes = nm.shared_bytes;
       a.threads = nm.threads;
+      a.distributed = nm.distributed;
       a.binary = emit_file(*nm.module, llvm::CodeGenFileType::AssemblyFile, &gpu_tm(target));
     } else {
       codegen::HostModule hm = lower(f, ctx, options);

@@ -127,6 +127,11 @@ void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args, const cu
 void Kernel::launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<LaunchArg>& args,
                         std::vector<uint64_t>& slots, const cuda::Stream* stream) const {
   const auto& params = loaded.runtime_params;
+  if (loaded.artifact.distributed)
+    throw Error(str_cat("tiledist: kernel '", loaded.artifact.kernel,
+                        "' uses distributed ops (dist::, shmem::): they compile for GPUs, but the runtime that "
+                        "launches them across GPUs (a symmetric heap shared between processes) is not there yet; "
+                        "run it on the host target (TILEDIST_TARGET=host) for now"));
   // Host buffers go to the device for the launch and come back after it.
   struct Staged {
     void* host;

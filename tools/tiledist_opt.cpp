@@ -1,7 +1,8 @@
 // tiledist-opt: parses tile IR, runs passes, prints the result (the driver of the FileCheck
 // tests in tests/ir/).
-//   tiledist-opt [--pass NAME ...] [--pipeline] [--locs] [--emit llvm-lowered|llvm|asm] FILE|-
-// --emit lowers the result for the host CPU and prints LLVM IR or assembly instead.
+//   tiledist-opt [--pass NAME ...] [--pipeline] [--locs] [--target T] [--emit llvm-lowered|llvm|asm] FILE|-
+// --emit lowers the result for the target (the host CPU unless --target names another, as
+// tiledist-compile does) and prints LLVM IR or assembly instead.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   std::string file;
   bool locs = false;
   std::string emit;
+  std::string target = "host";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--pass" && i + 1 < argc) passes.push_back(argv[++i]);
@@ -25,9 +27,10 @@ int main(int argc, char** argv) {
     else if (a == "--pipeline") passes.push_back("pipeline");
     else if (a == "--locs") locs = true;
     else if (a == "--emit" && i + 1 < argc) emit = argv[++i];
+    else if (a == "--target" && i + 1 < argc) target = argv[++i];
     else if (file.empty()) file = a;
     else {
-      std::fprintf(stderr, "usage: tiledist-opt [--pass NAME ...] [--pipeline] [--locs] [--emit llvm-lowered|llvm|asm] FILE|-\n");
+      std::fprintf(stderr, "usage: tiledist-opt [--pass NAME ...] [--pipeline] [--locs] [--target T] [--emit llvm-lowered|llvm|asm] FILE|-\n");
       return 2;
     }
   }
@@ -43,6 +46,7 @@ int main(int argc, char** argv) {
     ss << in.rdbuf();
   }
   try {
+    const Target t = Target::parse(target);
     auto fns = ir::parse(ss.str(), file.empty() ? "<stdin>" : file);
     for (auto& f : fns) {
       for (auto& p : passes) {
@@ -63,7 +67,7 @@ int main(int argc, char** argv) {
       } else if (emit == "llvm" || emit == "llvm-lowered" || emit == "asm") {
         jit::Context ctx;
         jit::Stage stage = emit == "llvm" ? jit::Stage::llvm : emit == "asm" ? jit::Stage::asm_ : jit::Stage::llvm_lowered;
-        std::fputs(ctx.emit(*f, Target::host(), CompileOptions{}, stage).c_str(), stdout);
+        std::fputs(ctx.emit(*f, t, CompileOptions{}, stage).c_str(), stdout);
       } else {
         std::fprintf(stderr, "tiledist-opt: --emit takes llvm-lowered, llvm or asm\n");
         return 2;
