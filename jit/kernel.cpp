@@ -1,5 +1,7 @@
 #include "jit/kernel.h"
 
+#include "runtime/cuda_world.h"
+
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -127,11 +129,8 @@ void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args, const cu
 void Kernel::launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<LaunchArg>& args,
                         std::vector<uint64_t>& slots, const cuda::Stream* stream) const {
   const auto& params = loaded.runtime_params;
-  if (loaded.artifact.distributed)
-    throw Error(str_cat("tiledist: kernel '", loaded.artifact.kernel,
-                        "' uses distributed ops (dist::, shmem::): they compile for GPUs, but the runtime that "
-                        "launches them across GPUs (a symmetric heap shared between processes) is not there yet; "
-                        "run it on the host target (TILEDIST_TARGET=host) for now"));
+  // Kernels with distributed ops take the GPU world as a trailing parameter.
+  cuda::World* world = loaded.artifact.distributed ? &cuda::World::get() : nullptr;
   // Host buffers go to the device for the launch and come back after it.
   struct Staged {
     void* host;
@@ -156,6 +155,8 @@ void Kernel::launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<
     }
     std::vector<void*> ptrs(slots.size());
     for (size_t i = 0; i < slots.size(); ++i) ptrs[i] = &slots[i];
+    void* device_world = world ? world->device_world() : nullptr;
+    if (world) ptrs.push_back(&device_world);
     std::shared_ptr<cuda::Module> module;
     {
       std::lock_guard<std::mutex> lock(loaded.gpu_mutex);
@@ -166,6 +167,18 @@ void Kernel::launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<
     const int g[3] = {grid.x, grid.y, grid.z};
     module->launch(loaded.artifact.entry, g, loaded.artifact.threads, static_cast<size_t>(loaded.artifact.scratch_bytes),
                    ptrs.data(), stream ? stream->handle() : nullptr);
+    if (world) {
+      // A distributed kernel is waited for: a program that gives up (a wait past the timeout)
+      // traps, which leaves only a CUDA error name; the world's failure record says what it was.
+      try {
+        if (stream) stream->synchronize();
+        else cuda::synchronize();
+      } catch (const Error& e) {
+        std::string why = world->failure(loaded.artifact.kernel);
+        if (!why.empty()) throw Error(str_cat(why, " (", e.what(), ")"));
+        throw;
+      }
+    }
     if (!staged.empty()) {
       if (stream) stream->synchronize();
       else cuda::synchronize();

@@ -13,6 +13,7 @@
 #include "dsl/kernel_def.h"
 #include "jit/context.h"
 #include "runtime/cuda.h"
+#include "runtime/cuda_world.h"
 #include "runtime/host.h"
 
 namespace tiledist {
@@ -49,6 +50,12 @@ template <class T, size_t N>
 LaunchArg to_arg(std::span<T, N> s) { return make_arg(s.data(), static_cast<int64_t>(s.size())); }
 template <class T>
 LaunchArg to_arg(const cuda::Buffer<T>& b) {
+  LaunchArg a = make_arg(b.data(), static_cast<int64_t>(b.size()));
+  a.on_device = true;
+  return a;
+}
+template <class T>
+LaunchArg to_arg(const cuda::SymmBuffer<T>& b) {
   LaunchArg a = make_arg(b.data(), static_cast<int64_t>(b.size()));
   a.on_device = true;
   return a;

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "ir/support.h"
@@ -24,6 +25,28 @@ constexpr int kAttrMultiprocessors = 16;
 constexpr int kAttrCcMajor = 75, kAttrCcMinor = 76;
 constexpr int kAttrMaxSharedOptin = 97;
 constexpr int kFuncAttrMaxDynamicShared = 8;
+// CUmemAllocationProp, CUmemLocation and CUmemAccessDesc, laid out as cuda.h lays them out.
+struct MemLocation {
+  int type;  // CU_MEM_LOCATION_TYPE_DEVICE = 1
+  int id;
+};
+struct AllocationProp {
+  int type;                   // CU_MEM_ALLOCATION_TYPE_PINNED = 1
+  int requested_handle_types;  // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1
+  MemLocation location;
+  void* win32_metadata;
+  unsigned char compression_type, gpu_direct_rdma_capable;
+  unsigned short usage;
+  unsigned char reserved[4];
+};
+static_assert(sizeof(AllocationProp) == 32, "CUmemAllocationProp is 32 bytes");
+struct AccessDesc {
+  MemLocation location;
+  int flags;  // CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3
+};
+constexpr int kHandlePosixFd = 1;
+constexpr int kGranularityRecommended = 1;
+constexpr unsigned kHostAllocPortable = 1, kHostAllocDeviceMap = 2;
 constexpr int kJitInfoLogBuffer = 3, kJitInfoLogBufferSize = 4, kJitErrorLogBuffer = 5, kJitErrorLogBufferSize = 6;
 
 struct Driver {
@@ -61,6 +84,20 @@ struct Driver {
   CUresult (*cuStreamSynchronize)(CUstream);
   CUresult (*cuStreamQuery)(CUstream);
   CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
+  // Virtual memory management: heaps shared between processes.
+  CUresult (*cuMemGetAllocationGranularity)(size_t*, const AllocationProp*, int);
+  CUresult (*cuMemCreate)(uint64_t*, size_t, const AllocationProp*, unsigned long long);
+  CUresult (*cuMemRelease)(uint64_t);
+  CUresult (*cuMemExportToShareableHandle)(void*, uint64_t, int, unsigned long long);
+  CUresult (*cuMemImportFromShareableHandle)(uint64_t*, void*, int);
+  CUresult (*cuMemAddressReserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long);
+  CUresult (*cuMemAddressFree)(CUdeviceptr, size_t);
+  CUresult (*cuMemMap)(CUdeviceptr, size_t, size_t, uint64_t, unsigned long long);
+  CUresult (*cuMemUnmap)(CUdeviceptr, size_t);
+  CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const AccessDesc*, size_t);
+  CUresult (*cuMemHostAlloc)(void**, size_t, unsigned);
+  CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr*, void*, unsigned);
+  CUresult (*cuMemFreeHost)(void*);
 
   template <class F>
   bool bind(F& fn, std::initializer_list<const char*> names) {
@@ -94,7 +131,15 @@ struct Driver {
            bind(cuEventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"}) && bind(cuEventQuery, {"cuEventQuery"}) &&
            bind(cuStreamCreate, {"cuStreamCreate"}) && bind(cuStreamDestroy, {"cuStreamDestroy_v2", "cuStreamDestroy"}) &&
            bind(cuStreamSynchronize, {"cuStreamSynchronize"}) && bind(cuStreamQuery, {"cuStreamQuery"}) &&
-           bind(cuStreamWaitEvent, {"cuStreamWaitEvent"});
+           bind(cuStreamWaitEvent, {"cuStreamWaitEvent"}) &&
+           bind(cuMemGetAllocationGranularity, {"cuMemGetAllocationGranularity"}) && bind(cuMemCreate, {"cuMemCreate"}) &&
+           bind(cuMemRelease, {"cuMemRelease"}) && bind(cuMemExportToShareableHandle, {"cuMemExportToShareableHandle"}) &&
+           bind(cuMemImportFromShareableHandle, {"cuMemImportFromShareableHandle"}) &&
+           bind(cuMemAddressReserve, {"cuMemAddressReserve"}) && bind(cuMemAddressFree, {"cuMemAddressFree"}) &&
+           bind(cuMemMap, {"cuMemMap"}) && bind(cuMemUnmap, {"cuMemUnmap"}) && bind(cuMemSetAccess, {"cuMemSetAccess"}) &&
+           bind(cuMemHostAlloc, {"cuMemHostAlloc"}) &&
+           bind(cuMemHostGetDevicePointer, {"cuMemHostGetDevicePointer_v2", "cuMemHostGetDevicePointer"}) &&
+           bind(cuMemFreeHost, {"cuMemFreeHost"});
   }
 };
 
@@ -190,6 +235,71 @@ void copy_device_to_device(void* dst, const void* src, size_t bytes) {
   TD_CU(cuMemcpyDtoD(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes));
 }
 void synchronize() { TD_CU(cuCtxSynchronize()); }
+
+namespace {
+AllocationProp device_allocation() {
+  AllocationProp prop{};
+  prop.type = 1;
+  prop.requested_handle_types = kHandlePosixFd;
+  prop.location = {1, device().ordinal};
+  return prop;
+}
+}  // namespace
+
+size_t vmm_granularity() {
+  AllocationProp prop = device_allocation();
+  size_t g = 0;
+  TD_CU(cuMemGetAllocationGranularity(&g, &prop, kGranularityRecommended));
+  return g;
+}
+uint64_t vmm_create(size_t bytes) {
+  AllocationProp prop = device_allocation();
+  uint64_t handle = 0;
+  TD_CU(cuMemCreate(&handle, bytes, &prop, 0));
+  return handle;
+}
+int vmm_export(uint64_t handle) {
+  int fd = -1;
+  TD_CU(cuMemExportToShareableHandle(&fd, handle, kHandlePosixFd, 0));
+  return fd;
+}
+uint64_t vmm_import(int fd) {
+  uint64_t handle = 0;
+  TD_CU(cuMemImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)), kHandlePosixFd));
+  return handle;
+}
+void vmm_release(uint64_t handle) {
+  if (handle && available()) driver().cuMemRelease(handle);
+}
+void* vmm_reserve(size_t bytes) {
+  CUdeviceptr p = 0;
+  TD_CU(cuMemAddressReserve(&p, bytes, vmm_granularity(), 0, 0));
+  return reinterpret_cast<void*>(p);
+}
+void vmm_map(void* at, size_t bytes, uint64_t handle) {
+  TD_CU(cuMemMap(reinterpret_cast<CUdeviceptr>(at), bytes, 0, handle, 0));
+  AccessDesc access{{1, device().ordinal}, 3};
+  TD_CU(cuMemSetAccess(reinterpret_cast<CUdeviceptr>(at), bytes, &access, 1));
+}
+void vmm_unmap(void* at, size_t bytes) {
+  if (at && available()) driver().cuMemUnmap(reinterpret_cast<CUdeviceptr>(at), bytes);
+}
+void vmm_free_range(void* at, size_t bytes) {
+  if (at && available()) driver().cuMemAddressFree(reinterpret_cast<CUdeviceptr>(at), bytes);
+}
+void* host_mapped_alloc(size_t bytes, void** device_address) {
+  device();
+  void* p = nullptr;
+  TD_CU(cuMemHostAlloc(&p, bytes, kHostAllocPortable | kHostAllocDeviceMap));
+  std::memset(p, 0, bytes);
+  CUdeviceptr d = 0;
+  TD_CU(cuMemHostGetDevicePointer(&d, p, 0));
+  *device_address = reinterpret_cast<void*>(d);
+  return p;
+}
+void host_mapped_free(void* p) {
+  if (p && available()) driver().cuMemFreeHost(p);
+}
 
 Module::Module(const std::string& ptx, const std::string& name) : name_(name) {
   device();

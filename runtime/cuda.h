@@ -39,6 +39,23 @@ void memset(void* dst, int value, size_t bytes);
 void copy_device_to_device(void* dst, const void* src, size_t bytes);
 void synchronize();
 
+/// CUDA virtual memory (VMM) on the current device, for heaps that other processes map:
+/// physical memory exportable as a POSIX file descriptor, address ranges, mappings (with
+/// read-write access for the current device, peers' memory included where P2P allows).
+size_t vmm_granularity();
+uint64_t vmm_create(size_t bytes);
+int vmm_export(uint64_t handle);  // a file descriptor the caller closes
+uint64_t vmm_import(int fd);
+void vmm_release(uint64_t handle);
+void* vmm_reserve(size_t bytes);
+void vmm_map(void* at, size_t bytes, uint64_t handle);
+void vmm_unmap(void* at, size_t bytes);
+void vmm_free_range(void* at, size_t bytes);
+/// Pinned, zeroed host memory that kernels read and write at `*device_address` (it stays
+/// readable by the host after a kernel has trapped).
+void* host_mapped_alloc(size_t bytes, void** device_address);
+void host_mapped_free(void* p);
+
 /// A module loaded from PTX; the driver's JIT log is in the Error when loading fails.
 class Module {
  public:

@@ -25,7 +25,6 @@ namespace tiledist::runtime {
 namespace {
 
 constexpr uint64_t kMagic = 0x7469'6c65'6469'7374ull;  // "tiledist"
-constexpr size_t kAlign = 256;
 
 using Clock = std::chrono::steady_clock;
 
@@ -110,15 +109,7 @@ void World::bootstrap() {
   if (size_ < 1 || size_ > kMaxRanks)
     throw Error(str_cat("tiledist: world size ", size_, " is out of range (1 to ", kMaxRanks, ")"));
   if (rank_ >= size_) throw Error(str_cat("tiledist: rank ", rank_, " is not below the world size ", size_));
-  heap_size_ = size_t(256) << 20;
-  if (const char* h = env("TILEDIST_SYMM_HEAP_SIZE")) {
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(h, &end, 10);
-    if (*end == 'M' || *end == 'm') v <<= 20, ++end;
-    else if (*end == 'G' || *end == 'g') v <<= 30, ++end;
-    if (*end || v == 0) throw Error(str_cat("tiledist: $TILEDIST_SYMM_HEAP_SIZE = '", h, "' is not a size (e.g. 512M, 2G)"));
-    heap_size_ = (v + kAlign - 1) / kAlign * kAlign;
-  }
+  heap_size_ = env_size("TILEDIST_SYMM_HEAP_SIZE", size_t(256) << 20);
   if (const char* t = env("TILEDIST_WAIT_TIMEOUT")) {
     char* end = nullptr;
     wait_timeout_ = std::strtod(t, &end);
@@ -159,7 +150,7 @@ void World::bootstrap() {
   barrier();  // every heap is mapped everywhere: the names can go
   shm_unlink(segment_name(session_, str_cat("heap", rank_)).c_str());
   if (rank_ == 0) shm_unlink(ctl_name.c_str());
-  free_[0] = heap_size_;
+  offsets_.reset(heap_size_);
   // A rank that exits is not a rank that died: peers stop watching its pid. (Registered only
   // once bootstrap has succeeded; the handler touches nothing but the mapped control block.)
   static ControlBlock* exit_ctl = ctl_;
@@ -213,10 +204,7 @@ void World::barrier() {
       "barrier_all()");
 }
 
-void* World::alloc(size_t bytes) {
-  if (bytes > heap_size_)
-    throw Error(str_cat("tiledist: symm_alloc of ", bytes, " bytes is larger than the symmetric heap (", heap_size_,
-                        " bytes; set $TILEDIST_SYMM_HEAP_SIZE)"));
+void World::agree_on_size(size_t bytes, const char* what) {
   int64_t seq = ++allocs_;
   ctl_->alloc_size[rank_].store(static_cast<int64_t>(bytes));
   ctl_->alloc_seq[rank_].store(seq, std::memory_order_release);
@@ -226,16 +214,44 @@ void* World::alloc(size_t bytes) {
           if (ctl_->alloc_seq[r].load(std::memory_order_acquire) < seq) return false;
         return true;
       },
-      "symm_alloc on every rank");
+      str_cat(what, " on every rank").c_str());
   std::string mismatch;
   for (int r = 0; r < size_ && mismatch.empty(); ++r) {
     int64_t other = ctl_->alloc_size[r].load();
     if (other != static_cast<int64_t>(bytes))
-      mismatch = str_cat("tiledist: symm_alloc #", seq, " differs between ranks: rank ", rank_, " asked for ", bytes,
+      mismatch = str_cat("tiledist: ", what, " #", seq, " differs between ranks: rank ", rank_, " asked for ", bytes,
                          " bytes, rank ", r, " for ", other, " bytes");
   }
   barrier();  // nobody starts the next allocation before all have compared this one
   if (!mismatch.empty()) throw Error(mismatch);
+}
+
+void* World::alloc(size_t bytes) {
+  if (bytes > heap_size_)
+    throw Error(str_cat("tiledist: symm_alloc of ", bytes, " bytes is larger than the symmetric heap (", heap_size_,
+                        " bytes; set $TILEDIST_SYMM_HEAP_SIZE)"));
+  agree_on_size(bytes, "symm_alloc");
+  int64_t off = offsets_.alloc(bytes);
+  if (off < 0)
+    throw Error(str_cat("tiledist: symm_alloc of ", bytes, " bytes does not fit: the symmetric heap holds ", heap_size_,
+                        " bytes and its largest free block is ", offsets_.largest_free(),
+                        " bytes (set $TILEDIST_SYMM_HEAP_SIZE)"));
+  return bases_[rank_] + off;
+}
+
+void World::free(void* p) {
+  if (!p) return;
+  if (!contains(p) || !offsets_.free(static_cast<size_t>(static_cast<char*>(p) - bases_[rank_])))
+    throw Error("tiledist: symm_free of a pointer that symm_alloc did not return (or freed twice)");
+}
+
+void HeapOffsets::reset(size_t size) {
+  free_.clear();
+  used_.clear();
+  free_[0] = size;
+}
+
+int64_t HeapOffsets::alloc(size_t bytes) {
   size_t need = std::max<size_t>((bytes + kAlign - 1) / kAlign * kAlign, kAlign);
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     if (it->second < need) continue;
@@ -243,20 +259,14 @@ void* World::alloc(size_t bytes) {
     free_.erase(it);
     if (size > need) free_[off + need] = size - need;
     used_[off] = need;
-    return bases_[rank_] + off;
+    return static_cast<int64_t>(off);
   }
-  size_t available = 0;
-  for (auto& [o, s] : free_) available = std::max(available, s);
-  throw Error(str_cat("tiledist: symm_alloc of ", bytes, " bytes does not fit: the symmetric heap holds ", heap_size_,
-                      " bytes and its largest free block is ", available, " bytes (set $TILEDIST_SYMM_HEAP_SIZE)"));
+  return -1;
 }
 
-void World::free(void* p) {
-  if (!p) return;
-  if (!contains(p)) throw Error("tiledist: symm_free of a pointer that symm_alloc did not return");
-  size_t off = static_cast<size_t>(static_cast<char*>(p) - bases_[rank_]);
+bool HeapOffsets::free(size_t off) {
   auto it = used_.find(off);
-  if (it == used_.end()) throw Error("tiledist: symm_free of a pointer that symm_alloc did not return (or freed twice)");
+  if (it == used_.end()) return false;
   size_t size = it->second;
   used_.erase(it);
   auto next = free_.lower_bound(off);
@@ -268,10 +278,28 @@ void World::free(void* p) {
     auto prev = std::prev(next);
     if (prev->first + prev->second == off) {
       prev->second += size;
-      return;
+      return true;
     }
   }
   free_[off] = size;
+  return true;
+}
+
+size_t HeapOffsets::largest_free() const {
+  size_t largest = 0;
+  for (auto& [o, s] : free_) largest = std::max(largest, s);
+  return largest;
+}
+
+size_t env_size(const char* name, size_t fallback) {
+  const char* h = env(name);
+  if (!h) return fallback;
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(h, &end, 10);
+  if (*end == 'M' || *end == 'm') v <<= 20, ++end;
+  else if (*end == 'G' || *end == 'g') v <<= 30, ++end;
+  if (*end || v == 0) throw Error(str_cat("tiledist: $", name, " = '", h, "' is not a size (e.g. 512M, 2G)"));
+  return (v + HeapOffsets::kAlign - 1) / HeapOffsets::kAlign * HeapOffsets::kAlign;
 }
 
 bool World::contains(const void* p) const {

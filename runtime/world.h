@@ -34,6 +34,27 @@ struct ControlBlock {
   char failure[kMaxRanks][256];  // each rank writes only its own, before publishing failed_rank
 };
 
+/// First-fit allocation of 256-byte aligned offsets in a heap; used collectively (the same calls
+/// in the same order on every rank), so every rank gets the same offsets.
+class HeapOffsets {
+ public:
+  static constexpr size_t kAlign = 256;
+  void reset(size_t size);
+  /// The offset of `bytes` (at least kAlign), or -1 when no free block is large enough.
+  int64_t alloc(size_t bytes);
+  /// Frees the block at `offset`; false when no block starts there.
+  bool free(size_t offset);
+  size_t largest_free() const;
+
+ private:
+  std::map<size_t, size_t> free_;  // offset -> size
+  std::map<size_t, size_t> used_;
+};
+
+/// A size from the environment ("512M", "2G", or bytes), else `fallback`; Error names the
+/// variable when it is not a size.
+size_t env_size(const char* name, size_t fallback);
+
 class World {
  public:
   /// The process's world, bootstrapped on first use. Throws Error when bootstrap fails.
@@ -49,6 +70,9 @@ class World {
   /// Collective: every rank must ask for the same size, in the same order. Returns the
   /// address in this rank's heap; the offset is the same on every rank.
   void* alloc(size_t bytes);
+  /// The collective step of an allocation (of this heap or another, e.g. a GPU heap): waits for
+  /// every rank's request and throws Error, on every rank, when the sizes differ.
+  void agree_on_size(size_t bytes, const char* what);
   /// Collective, in the same order on every rank.
   void free(void* p);
   /// The address of symmetric `p` in `rank`'s heap. Throws Error for a bad rank or a pointer
@@ -85,8 +109,7 @@ class World {
   ControlBlock* ctl_ = nullptr;
   std::vector<char*> bases_;
   int64_t allocs_ = 0;
-  std::map<size_t, size_t> free_;  // offset -> size
-  std::map<size_t, size_t> used_;
+  HeapOffsets offsets_;
 };
 
 template <class Pred>

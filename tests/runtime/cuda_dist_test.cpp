@@ -1,0 +1,137 @@
+// Distributed kernels on GPUs, one process per GPU, run by `tiledist-run -n N cuda_dist_test`
+// (ctest's gpu.dist.ranks2; skipped, exit 77, where there is no CUDA GPU). Ranks may share a
+// GPU: its heaps are mapped between processes all the same. Every rank checks its own results
+// against what the host computes from the inputs.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "tiledist.h"
+
+namespace tiledist {
+namespace {
+
+using tl::Tensor;
+
+float input_value(int r, int i) { return float((int64_t(r) * 7919 + int64_t(i) * 104729) % 1000) / 100.0f - 5.0f; }
+std::vector<float> inputs(int r, size_t n) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = input_value(r, static_cast<int>(i));
+  return v;
+}
+Kernel gpu_compile(const KernelDef& def, const Constants& constants = {}) { return compile(def, constants, Target::cuda()); }
+
+TEST(GpuWorld, EveryRankMapsEveryHeap) {
+  auto& w = cuda::World::get();
+  cuda::SymmBuffer<int32_t> slot(16);
+  slot.upload(std::vector<int32_t>(16, 1000 + w.rank()));
+  barrier_all();
+  for (int r = 0; r < w.size(); ++r) {
+    std::vector<int32_t> got(16);
+    cuda::copy_to_host(got.data(), slot.at(r), 16 * 4);
+    for (int i = 0; i < 16; ++i) ASSERT_EQ(got[i], 1000 + r) << "rank " << r << "'s heap, word " << i;
+  }
+  barrier_all();
+  EXPECT_THROW(w.at(slot.data(), w.size()), Error);
+}
+
+// Each program stores its block into the next rank's buffer (symm_at), signals it there, waits
+// for the previous rank's signal here, and doubles what arrived.
+void ring_put(tl::Ptr<float> src, tl::Ptr<float> dst, tl::Ptr<int32_t> sig, tl::Ptr<float> out, tl::Int n,
+              tl::Const<int> BLOCK) {
+  auto me = dist::rank();
+  auto next = (me + 1) % dist::num_ranks();
+  auto pid = tl::program_id(0);
+  auto offs = pid * BLOCK + tl::arange(0, BLOCK);
+  auto mask = offs < n;
+  tl::store(dist::symm_at(dst, next) + offs, tl::load(src + offs, mask), mask);
+  dist::notify(sig + pid, next, 1);
+  auto token = dist::wait(sig + pid, 1);
+  tl::store(out + offs, tl::load(dist::consume_token(dst, token) + offs, mask) * 2.0f, mask);
+}
+TEST(GpuKernels, RingPutAndSignal) {
+  const int n = 100003, block = 1024, programs = (n + block - 1) / block;  // ragged
+  auto& w = cuda::World::get();
+  cuda::SymmBuffer<float> src(n), dst(n);
+  cuda::SymmBuffer<int32_t> sig(programs);
+  cuda::Buffer<float> out(n);
+  src.upload(inputs(w.rank(), n));
+  cuda::memset(dst.data(), 0, n * 4);
+  cuda::memset(sig.data(), 0, programs * 4);
+  barrier_all();
+  gpu_compile(KernelDef("ring_put", ring_put, {"src", "dst", "sig", "out", "n", "BLOCK"}), {{"BLOCK", block}})
+      .launch({programs}, src, dst, sig, out, n);
+  const int prev = (w.rank() + w.size() - 1) % w.size();
+  std::vector<float> got = out.download(), want = inputs(prev, n);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(got[i], 2 * want[i]) << "element " << i << " from rank " << prev;
+  barrier_all();
+}
+
+// The ring all-gather of the CPU tests: at step s each rank forwards chunk (rank - s) to its
+// right neighbour with putmem_signal_block, after waiting for it to arrive.
+void ring_all_gather(tl::Ptr<float> out, tl::Ptr<int32_t> flags, tl::Int chunk) {
+  auto me = dist::rank();
+  auto n = dist::num_ranks();
+  auto right = (me + 1) % n;
+  tl::for_range(0, n - 1, 1, [&](Tensor s) {
+    auto c = (me - s + n) % n;
+    tl::if_then(s > 0, [&] { dist::wait(flags + c, 1); });
+    auto offset = (c * chunk).to(tl::int64);
+    shmem::putmem_signal_block(out + offset, out + offset, chunk.to(tl::int64) * 4, flags + c, 1, shmem::SIGNAL_SET,
+                               right);
+  });
+  auto last = (me + 1) % n;
+  tl::if_then(n > 1, [&] { dist::wait(flags + last, 1); });
+}
+TEST(GpuKernels, RingAllGather) {
+  auto& w = cuda::World::get();
+  const int n = w.size(), chunk = 4099;  // not a multiple of 4 floats: the copy goes bytewise
+  cuda::SymmBuffer<float> out(size_t(n) * chunk);
+  cuda::SymmBuffer<int32_t> flags(n);
+  cuda::memset(flags.data(), 0, n * 4);
+  std::vector<float> mine = inputs(w.rank(), chunk);
+  cuda::copy_to_device(out.data() + size_t(w.rank()) * chunk, mine.data(), chunk * 4);
+  barrier_all();
+  gpu_compile(KernelDef("ring_all_gather", ring_all_gather, {"out", "flags", "chunk"})).launch({1}, out, flags, chunk);
+  std::vector<float> got = out.download();
+  for (int r = 0; r < n; ++r) {
+    std::vector<float> want = inputs(r, chunk);
+    for (int i = 0; i < chunk; ++i) ASSERT_EQ(got[size_t(r) * chunk + i], want[i]) << "chunk " << r << ", element " << i;
+  }
+  barrier_all();
+}
+
+// Run alone (its trap ends the CUDA context): rank 0 waits for a signal nobody sends.
+void wait_forever(tl::Ptr<int32_t> sig) { dist::wait(sig + 3, 1); }
+TEST(GpuFaults, AWaitThatNeverCompletesNamesKernelRankAndSignal) {
+  auto& w = cuda::World::get();
+  cuda::SymmBuffer<int32_t> sig(8);
+  cuda::memset(sig.data(), 0, 32);
+  barrier_all();
+  if (w.rank() == 0) {
+    try {
+      gpu_compile(KernelDef("wait_forever", wait_forever, {"sig"})).launch({2}, sig);
+      FAIL() << "the wait returned";
+    } catch (const Error& e) {
+      std::string m = e.what();
+      std::printf("%s\n", m.c_str());
+      EXPECT_NE(m.find("kernel 'wait_forever' on rank 0"), std::string::npos) << m;
+      EXPECT_NE(m.find("$TILEDIST_WAIT_TIMEOUT"), std::string::npos) << m;
+      EXPECT_NE(m.find("signal word at byte offset 12 of rank 0's GPU heap"), std::string::npos) << m;
+      EXPECT_NE(m.find("last read 0"), std::string::npos) << m;
+    }
+  }
+  // (No barrier after: the other ranks would give up on it first, under the same timeout.)
+}
+
+}  // namespace
+}  // namespace tiledist
+
+int main(int argc, char** argv) {
+  if (!tiledist::cuda::available()) {
+    std::printf("SKIPPED: no CUDA GPU here (%s)\n", tiledist::cuda::unavailable_reason().c_str());
+    return 77;
+  }
+  testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
