@@ -61,6 +61,12 @@ LaunchArg to_arg(const cuda::SymmBuffer<T>& b) {
   return a;
 }
 template <class T>
+LaunchArg to_arg(cuda::DevicePtr<T> p) {
+  LaunchArg a = make_arg(p.ptr, p.count ? static_cast<int64_t>(p.count) : -1);
+  a.on_device = true;
+  return a;
+}
+template <class T>
   requires std::is_integral_v<T>
 LaunchArg to_arg(T v) {
   LaunchArg a{LaunchArg::Kind::integer};

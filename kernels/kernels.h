@@ -25,4 +25,34 @@ struct GemmConfig {
 };
 GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K);
 
+/// The collectives' kernel (kernels/collectives.cpp), registered as all_gather, reduce_scatter
+/// and all_reduce; launched by Collectives.
+const KernelDef& all_gather_kernel();
+const KernelDef& reduce_scatter_kernel();
+const KernelDef& all_reduce_kernel();
+
+/// All-gather, reduce-scatter and all-reduce of f32 over every rank of the world, one-shot
+/// (every rank pushes to every rank), through a symmetric staging area of `capacity_bytes`
+/// (larger messages go in pieces). On a GPU target `in` and `out` are device memory of this
+/// rank (any: they need not be symmetric), on the host target host memory. Construction is
+/// collective, and so is every call: the same calls, in the same order, on every rank. Each
+/// call returns when its result is in `out`.
+class Collectives {
+ public:
+  explicit Collectives(const Target& target = Target::default_target(), size_t capacity_bytes = size_t(64) << 20);
+  ~Collectives();
+  /// out[r * count + i] = in_r[i].
+  void all_gather(const float* in, float* out, size_t count);
+  /// out[i] = sum over ranks r of in_r[rank * count + i] (in holds ranks * count).
+  void reduce_scatter(const float* in, float* out, size_t count);
+  /// out[i] = sum over ranks r of in_r[i].
+  void all_reduce(const float* in, float* out, size_t count);
+  int ranks() const;
+
+ private:
+  struct State;
+  void run(bool reduce, const float* in, float* out, size_t count, size_t in_stride, size_t out_stride);
+  std::shared_ptr<State> s_;
+};
+
 }  // namespace tiledist::kernels

@@ -72,15 +72,12 @@ class Module {
   std::string name_;
 };
 
-/// Device memory holding `count` elements of T, freed with the object.
+/// `count` elements of T in device memory, copied to and from host vectors.
 template <class T>
-class Buffer {
+class DeviceArray {
  public:
-  explicit Buffer(size_t count) : count_(count), ptr_(static_cast<T*>(cuda::malloc(count * sizeof(T)))) {}
-  explicit Buffer(const std::vector<T>& host) : Buffer(host.size()) { upload(host); }
-  ~Buffer() { cuda::free(ptr_); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
   void upload(const std::vector<T>& host) { copy_to_device(ptr_, host.data(), std::min(host.size(), count_) * sizeof(T)); }
   std::vector<T> download() const {
     std::vector<T> host(count_);
@@ -90,9 +87,27 @@ class Buffer {
   T* data() const { return ptr_; }
   size_t size() const { return count_; }
 
- private:
+ protected:
+  DeviceArray(size_t count, void* p) : count_(count), ptr_(static_cast<T*>(p)) {}
+  ~DeviceArray() = default;
   size_t count_;
   T* ptr_;
+};
+
+/// Device memory holding `count` elements of T, freed with the object.
+template <class T>
+class Buffer : public DeviceArray<T> {
+ public:
+  explicit Buffer(size_t count) : DeviceArray<T>(count, cuda::malloc(count * sizeof(T))) {}
+  explicit Buffer(const std::vector<T>& host) : Buffer(host.size()) { this->upload(host); }
+  ~Buffer() { cuda::free(this->ptr_); }
+};
+
+/// Device memory given by address (and element count, 0 when unknown), for kernel launches.
+template <class T>
+struct DevicePtr {
+  T* ptr;
+  size_t count;
 };
 
 /// A stream of its own (it does not synchronize with the default stream): work launched on it

@@ -61,26 +61,12 @@ class World {
 /// A symmetric GPU buffer of `count` elements of T: allocated collectively in every rank's heap,
 /// freed (collectively) with the object. Launch arguments take it as device memory.
 template <class T>
-class SymmBuffer {
+class SymmBuffer : public DeviceArray<T> {
  public:
-  explicit SymmBuffer(size_t count) : count_(count), ptr_(static_cast<T*>(World::get().alloc(count * sizeof(T)))) {}
-  ~SymmBuffer() { World::get().free(ptr_); }
-  SymmBuffer(const SymmBuffer&) = delete;
-  SymmBuffer& operator=(const SymmBuffer&) = delete;
-  void upload(const std::vector<T>& host) { copy_to_device(ptr_, host.data(), std::min(host.size(), count_) * sizeof(T)); }
-  std::vector<T> download() const {
-    std::vector<T> host(count_);
-    copy_to_host(host.data(), ptr_, count_ * sizeof(T));
-    return host;
-  }
-  T* data() const { return ptr_; }
-  size_t size() const { return count_; }
+  explicit SymmBuffer(size_t count) : DeviceArray<T>(count, World::get().alloc(count * sizeof(T))) {}
+  ~SymmBuffer() { World::get().free(this->ptr_); }
   /// This buffer on `rank`, as mapped here.
-  T* at(int rank) const { return static_cast<T*>(World::get().at(ptr_, rank)); }
-
- private:
-  size_t count_;
-  T* ptr_;
+  T* at(int rank) const { return static_cast<T*>(World::get().at(this->ptr_, rank)); }
 };
 
 }  // namespace tiledist::cuda

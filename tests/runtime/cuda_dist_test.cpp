@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "tiledist.h"
+#include "tests/runtime/collectives_check.h"
 
 namespace tiledist {
 namespace {
@@ -99,6 +100,17 @@ TEST(GpuKernels, RingAllGather) {
     for (int i = 0; i < chunk; ++i) ASSERT_EQ(got[size_t(r) * chunk + i], want[i]) << "chunk " << r << ", element " << i;
   }
   barrier_all();
+}
+
+// The kernel library's collectives on GPU memory (kernels/collectives.cpp).
+struct DeviceMemory {
+  std::unique_ptr<cuda::Buffer<float>> b;
+  static DeviceMemory make(const std::vector<float>& v) { return {std::make_unique<cuda::Buffer<float>>(v)}; }
+  float* ptr() { return b->data(); }
+  std::vector<float> get() const { return b->download(); }
+};
+TEST(GpuKernels, LibraryCollectives) {
+  testing_collectives::check<DeviceMemory>(Target::cuda(), 256 << 10);  // 100003 floats go in pieces
 }
 
 // Run alone (its trap ends the CUDA context): rank 0 waits for a signal nobody sends.

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "tiledist.h"
+#include "tests/runtime/collectives_check.h"
 
 namespace tiledist {
 namespace {
@@ -361,6 +362,17 @@ TEST(Collectives, RemoteCompareSwap) {
   barrier_all();
   symm_free(wins.data());
   symm_free(word.data());
+}
+
+// ---- the kernel library's collectives (kernels/collectives.cpp) on the host world
+struct HostMemory {
+  std::vector<float> v;
+  static HostMemory make(std::vector<float> v) { return {std::move(v)}; }
+  float* ptr() { return v.data(); }
+  std::vector<float> get() const { return v; }
+};
+TEST(Library, AllGatherReduceScatterAllReduce) {
+  testing_collectives::check<HostMemory>(Target::host(), 64 << 10);  // 100003 floats go in pieces
 }
 
 }  // namespace

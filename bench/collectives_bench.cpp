@@ -1,0 +1,151 @@
+// The library's collectives against NCCL (libnccl.so.2, loaded at run time; $TILEDIST_NCCL names
+// it where it is not on the library path), one process per GPU:
+//   tiledist-run -n 4 collectives_bench
+// Both sides are timed the same way: each call is waited for before the next (ours returns when
+// its result is there; NCCL's stream is synchronized), medians of the host's wall clock over
+// many calls. Our all-reduce is checked against NCCL's first. Rank 0 prints the table; exits 0
+// without printing one where there is no GPU.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+
+#include "kernels/kernels.h"
+#include "kernels/reference.h"
+
+namespace {
+using namespace tiledist;
+
+struct Nccl {
+  struct UniqueId {
+    char internal[128];
+  };
+  using Comm = void*;
+  void* lib = nullptr;
+  Comm comm = nullptr;
+  int (*get_unique_id)(UniqueId*) = nullptr;
+  int (*init_rank)(Comm*, int, UniqueId, int) = nullptr;
+  int (*all_reduce)(const void*, void*, size_t, int, int, Comm, void*) = nullptr;
+  int (*all_gather)(const void*, void*, size_t, int, Comm, void*) = nullptr;
+  int (*reduce_scatter)(const void*, void*, size_t, int, int, Comm, void*) = nullptr;
+  static constexpr int kFloat32 = 7, kSum = 0;
+
+  bool load() {
+    if (const char* p = std::getenv("TILEDIST_NCCL")) lib = dlopen(p, RTLD_NOW);
+    if (!lib) lib = dlopen("libnccl.so.2", RTLD_NOW);
+    if (!lib) return false;
+    auto sym = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+      return fn != nullptr;
+    };
+    return sym(get_unique_id, "ncclGetUniqueId") && sym(init_rank, "ncclCommInitRank") &&
+           sym(all_reduce, "ncclAllReduce") && sym(all_gather, "ncclAllGather") &&
+           sym(reduce_scatter, "ncclReduceScatter");
+  }
+  /// Collective: rank 0's id reaches the others through the host world's symmetric heap.
+  void init() {
+    auto id = symm_alloc<UniqueId>(1);
+    if (rank() == 0 && get_unique_id(id.data()) != 0) throw Error("ncclGetUniqueId failed");
+    barrier_all();
+    UniqueId mine = *symm_at(id.data(), 0);
+    if (int r = init_rank(&comm, world_size(), mine, rank()); r != 0) throw Error(str_cat("ncclCommInitRank failed: ", r));
+    barrier_all();
+    symm_free(id.data());
+  }
+  void check(int r, const char* what) const {
+    if (r != 0) throw Error(str_cat(what, " failed: ", r));
+  }
+};
+
+/// Median microseconds of `reps` calls of `fn`, after `warmup` calls; every rank runs the same.
+double time_us(const std::function<void()>& fn, int reps, int warmup = 5) {
+  for (int i = 0; i < warmup; ++i) fn();
+  barrier_all();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main() {
+  if (!cuda::available()) {
+    std::printf("collectives_bench: skipped, no CUDA GPU (%s)\n", cuda::unavailable_reason().c_str());
+    return 0;
+  }
+  try {
+    const int n = world_size(), me = rank();
+    Nccl nccl;
+    const bool have_nccl = nccl.load();
+    cuda::device();  // this rank's GPU, current: NCCL's runtime adopts it
+    if (have_nccl) nccl.init();
+    kernels::Collectives ours(Target::cuda(), size_t(512) << 20);
+    cuda::Stream stream;
+    if (me == 0)
+      std::printf("collectives on %d x %s (f32), microseconds per call; busbw in GB/s\n%-28s %10s %10s %8s %10s %10s\n", n,
+                  cuda::device().name.c_str(), "", "ours", "NCCL", "NCCL/ours", "ours busbw", "NCCL busbw");
+    for (size_t bytes : {size_t(8) << 10, size_t(256) << 10, size_t(4) << 20, size_t(64) << 20, size_t(512) << 20}) {
+      const size_t count = bytes / 4;
+      cuda::Buffer<float> in(count * n), out(count * n), theirs(count * n);
+      std::vector<float> r = reference::random_floats(count * n);
+      in.upload(r);
+      const int reps = bytes <= (size_t(4) << 20) ? 200 : bytes <= (size_t(64) << 20) ? 40 : 10;
+      struct Op {
+        const char* name;
+        std::function<void()> ours, nccl;
+        double bus;  // bus bandwidth factor (NCCL's convention)
+      };
+      std::vector<Op> ops = {
+          {"all_reduce", [&] { ours.all_reduce(in.data(), out.data(), count); },
+           [&] {
+             nccl.check(nccl.all_reduce(in.data(), theirs.data(), count, Nccl::kFloat32, Nccl::kSum, nccl.comm, stream.handle()), "ncclAllReduce");
+             stream.synchronize();
+           },
+           2.0 * (n - 1) / n},
+          {"all_gather", [&] { ours.all_gather(in.data(), out.data(), count / n); },
+           [&] {
+             nccl.check(nccl.all_gather(in.data(), theirs.data(), count / n, Nccl::kFloat32, nccl.comm, stream.handle()), "ncclAllGather");
+             stream.synchronize();
+           },
+           double(n - 1) / n},
+          {"reduce_scatter", [&] { ours.reduce_scatter(in.data(), out.data(), count / n); },
+           [&] {
+             nccl.check(nccl.reduce_scatter(in.data(), theirs.data(), count / n, Nccl::kFloat32, Nccl::kSum, nccl.comm, stream.handle()), "ncclReduceScatter");
+             stream.synchronize();
+           },
+           double(n - 1) / n},
+      };
+      for (const Op& op : ops) {
+        double err = 0;
+        if (have_nccl && std::string(op.name) == "all_reduce") {  // ours against NCCL's sums
+          op.ours();
+          op.nccl();
+          err = reference::rel_error(out.download(), theirs.download());
+          if (err > 1e-5) throw Error(str_cat("collectives_bench: our all_reduce of ", bytes, " bytes differs from NCCL's (", err, ")"));
+        }
+        double us = time_us(op.ours, reps), them = have_nccl ? time_us(op.nccl, reps) : 0;
+        if (me == 0) {
+          char label[64];
+          std::snprintf(label, sizeof label, "%s %zu KiB", op.name, bytes >> 10);
+          auto busbw = [&](double t) { return t > 0 ? bytes * op.bus / t / 1e3 : 0.0; };
+          std::printf("%-28s %10.1f %10.1f %8.2f %10.1f %10.1f\n", label, us, them, us > 0 ? them / us : 0, busbw(us), busbw(them));
+        }
+      }
+    }
+    if (me == 0 && !have_nccl) std::printf("(NCCL not found: set TILEDIST_NCCL to libnccl.so.2's path)\n");
+  } catch (const Error& e) {
+    std::fprintf(stderr, "rank %d: %s\n", rank(), e.what());
+    return 1;
+  }
+  return 0;
+}

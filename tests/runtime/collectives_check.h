@@ -1,0 +1,60 @@
+// The library collectives (kernels::Collectives) checked on every rank against sums the host
+// computes in the same rank order (so results must match exactly): ragged sizes, messages larger
+// than the staging area (sent in pieces), and calls back to back (staging halves and growing
+// signal words). Shared by the CPU test (dist_test) and the GPU test (cuda_dist_test).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include "kernels/kernels.h"
+
+namespace tiledist::testing_collectives {
+
+inline float value(int r, int64_t i, int call) { return float((r * 7919 + i * 104729 + call * 31) % 1000) / 100.0f - 5.0f; }
+inline std::vector<float> values(int r, size_t n, int call) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = value(r, static_cast<int64_t>(i), call);
+  return v;
+}
+
+/// Memory: make(std::vector<float>) -> an object with ptr() and get() (a host copy).
+template <class Memory>
+void check(const Target& target, size_t capacity_bytes) {
+  kernels::Collectives c(target, capacity_bytes);
+  const int n = c.ranks(), me = rank();
+  int call = 0;
+  for (size_t count : {size_t(1), size_t(5), size_t(4099), size_t(100003)}) {
+    ++call;
+    {
+      auto in = Memory::make(values(me, count, call));
+      auto out = Memory::make(std::vector<float>(n * count, -1.0f));
+      c.all_gather(in.ptr(), out.ptr(), count);
+      std::vector<float> got = out.get();
+      for (int r = 0; r < n; ++r) {
+        std::vector<float> want = values(r, count, call);
+        for (size_t i = 0; i < count; ++i)
+          ASSERT_EQ(got[r * count + i], want[i]) << "all_gather of " << count << ": rank " << r << "'s element " << i;
+      }
+    }
+    {
+      auto in = Memory::make(values(me, n * count, call));
+      auto out = Memory::make(std::vector<float>(count, -1.0f));
+      c.reduce_scatter(in.ptr(), out.ptr(), count);
+      std::vector<float> got = out.get(), want(count, 0.0f);
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < count; ++i) want[i] += value(r, static_cast<int64_t>(me * count + i), call);
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(got[i], want[i]) << "reduce_scatter of " << count << ": element " << i;
+    }
+    {
+      auto in = Memory::make(values(me, count, call));
+      auto out = Memory::make(std::vector<float>(count, -1.0f));
+      c.all_reduce(in.ptr(), out.ptr(), count);
+      std::vector<float> got = out.get(), want(count, 0.0f);
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < count; ++i) want[i] += value(r, static_cast<int64_t>(i), call);
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(got[i], want[i]) << "all_reduce of " << count << ": element " << i;
+    }
+  }
+}
+
+}  // namespace tiledist::testing_collectives
