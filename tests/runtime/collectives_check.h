@@ -17,6 +17,25 @@ inline std::vector<float> values(int r, size_t n, int call) {
   return v;
 }
 
+/// A ring all-gather written with the primitives: at step s each rank forwards chunk (rank - s)
+/// to its right neighbour with putmem_signal_block, after waiting for it to arrive.
+inline void ring_all_gather(tl::Ptr<float> out, tl::Ptr<int32_t> flags, tl::Int chunk) {
+  using tl::Tensor;
+  auto me = dist::rank();
+  auto n = dist::num_ranks();
+  auto right = (me + 1) % n;
+  tl::for_range(0, n - 1, 1, [&](Tensor s) {
+    auto c = (me - s + n) % n;
+    tl::if_then(s > 0, [&] { dist::wait(flags + c, 1); });
+    auto offset = (c * chunk).to(tl::int64);
+    shmem::putmem_signal_block(out + offset, out + offset, chunk.to(tl::int64) * 4, flags + c, 1, shmem::SIGNAL_SET,
+                               right);
+  });
+  // The last chunk to arrive is the one two steps behind us.
+  auto last = (me + 1) % n;
+  tl::if_then(n > 1, [&] { dist::wait(flags + last, 1); });
+}
+
 /// Memory: make(std::vector<float>) -> an object with ptr() and get() (a host copy).
 template <class Memory>
 void check(const Target& target, size_t capacity_bytes) {

@@ -68,22 +68,7 @@ TEST(GpuKernels, RingPutAndSignal) {
   barrier_all();
 }
 
-// The ring all-gather of the CPU tests: at step s each rank forwards chunk (rank - s) to its
-// right neighbour with putmem_signal_block, after waiting for it to arrive.
-void ring_all_gather(tl::Ptr<float> out, tl::Ptr<int32_t> flags, tl::Int chunk) {
-  auto me = dist::rank();
-  auto n = dist::num_ranks();
-  auto right = (me + 1) % n;
-  tl::for_range(0, n - 1, 1, [&](Tensor s) {
-    auto c = (me - s + n) % n;
-    tl::if_then(s > 0, [&] { dist::wait(flags + c, 1); });
-    auto offset = (c * chunk).to(tl::int64);
-    shmem::putmem_signal_block(out + offset, out + offset, chunk.to(tl::int64) * 4, flags + c, 1, shmem::SIGNAL_SET,
-                               right);
-  });
-  auto last = (me + 1) % n;
-  tl::if_then(n > 1, [&] { dist::wait(flags + last, 1); });
-}
+// The ring all-gather of the CPU tests (testing_collectives::ring_all_gather).
 TEST(GpuKernels, RingAllGather) {
   auto& w = cuda::World::get();
   const int n = w.size(), chunk = 4099;  // not a multiple of 4 floats: the copy goes bytewise
@@ -93,7 +78,7 @@ TEST(GpuKernels, RingAllGather) {
   std::vector<float> mine = inputs(w.rank(), chunk);
   cuda::copy_to_device(out.data() + size_t(w.rank()) * chunk, mine.data(), chunk * 4);
   barrier_all();
-  gpu_compile(KernelDef("ring_all_gather", ring_all_gather, {"out", "flags", "chunk"})).launch({1}, out, flags, chunk);
+  gpu_compile(KernelDef("ring_all_gather", testing_collectives::ring_all_gather, {"out", "flags", "chunk"})).launch({1}, out, flags, chunk);
   std::vector<float> got = out.download();
   for (int r = 0; r < n; ++r) {
     std::vector<float> want = inputs(r, chunk);

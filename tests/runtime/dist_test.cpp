@@ -99,22 +99,7 @@ TEST(Collectives, PingPong) {
   for (auto* p : {box.data(), sig.data(), seen.data()}) symm_free(p);
 }
 
-// ---- ring all-gather: at step s each rank forwards chunk (rank - s) to its right neighbour
-void ring_all_gather(tl::Ptr<float> out, tl::Ptr<int32_t> flags, tl::Int chunk, tl::Const<int> BLOCK) {
-  auto me = dist::rank();
-  auto n = dist::num_ranks();
-  auto right = (me + 1) % n;
-  tl::for_range(0, n - 1, 1, [&](Tensor s) {
-    auto c = (me - s + n) % n;
-    tl::if_then(s > 0, [&] { dist::wait(flags + c, 1); });
-    auto offset = (c * chunk).to(tl::int64);
-    shmem::putmem_signal_block(out + offset, out + offset, chunk.to(tl::int64) * 4, flags + c, 1, shmem::SIGNAL_SET,
-                               right);
-  });
-  // The last chunk to arrive is the one two steps behind us.
-  auto last = (me + 1) % n;
-  tl::if_then(n > 1, [&] { dist::wait(flags + last, 1); });
-}
+// ---- ring all-gather (testing_collectives::ring_all_gather)
 TEST(Collectives, RingAllGather) {
   int n = world_size(), me = rank(), chunk = 1000;
   auto out = symm_alloc<float>(size_t(n) * chunk);
@@ -122,7 +107,7 @@ TEST(Collectives, RingAllGather) {
   std::fill(flags.begin(), flags.end(), 0);
   for (int i = 0; i < chunk; ++i) out[size_t(me) * chunk + i] = input_value(me, i);
   barrier_all();
-  host_compile(KernelDef("ring_all_gather", ring_all_gather, {"out", "flags", "chunk", "BLOCK"}), {{"BLOCK", 256}})
+  host_compile(KernelDef("ring_all_gather", testing_collectives::ring_all_gather, {"out", "flags", "chunk"}))
       .launch({1}, out.data(), flags.data(), chunk);
   for (int r = 0; r < n; ++r)
     for (int i = 0; i < chunk; ++i) ASSERT_EQ(out[size_t(r) * chunk + i], input_value(r, i)) << "chunk " << r;
