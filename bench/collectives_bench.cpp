@@ -1,6 +1,8 @@
 // The library's collectives against NCCL (libnccl.so.2, loaded at run time; $TILEDIST_NCCL names
 // it where it is not on the library path), one process per GPU:
-//   tiledist-run -n 4 collectives_bench
+//   tiledist-run -n 4 collectives_bench [collectives|ag_gemm]
+// It also times AllGather+GEMM (kernels::AgGemm) against our GEMM alone and against NCCL's
+// all-gather followed by our GEMM.
 // Both sides are timed the same way: each call is waited for before the next (ours returns when
 // its result is there; NCCL's stream is synchronized), medians of the host's wall clock over
 // many calls. Our all-reduce is checked against NCCL's first. Rank 0 prints the table; exits 0
@@ -78,7 +80,8 @@ double time_us(const std::function<void()>& fn, int reps, int warmup = 5) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const std::string only = argc > 1 ? argv[1] : "";  // "collectives" or "ag_gemm": that part alone
   if (!cuda::available()) {
     std::printf("collectives_bench: skipped, no CUDA GPU (%s)\n", cuda::unavailable_reason().c_str());
     return 0;
@@ -95,6 +98,7 @@ int main() {
       std::printf("collectives on %d x %s (f32), microseconds per call; busbw in GB/s\n%-28s %10s %10s %8s %10s %10s\n", n,
                   cuda::device().name.c_str(), "", "ours", "NCCL", "NCCL/ours", "ours busbw", "NCCL busbw");
     for (size_t bytes : {size_t(8) << 10, size_t(256) << 10, size_t(4) << 20, size_t(64) << 20, size_t(512) << 20}) {
+      if (only == "ag_gemm") break;
       const size_t count = bytes / 4;
       cuda::Buffer<float> in(count * n), out(count * n), theirs(count * n);
       std::vector<float> r = reference::random_floats(count * n);
@@ -140,6 +144,53 @@ int main() {
           auto busbw = [&](double t) { return t > 0 ? bytes * op.bus / t / 1e3 : 0.0; };
           std::printf("%-28s %10.1f %10.1f %8.2f %10.1f %10.1f\n", label, us, them, us > 0 ? them / us : 0, busbw(us), busbw(them));
         }
+      }
+    }
+    // ---- AllGather + GEMM: ours overlapped, against our GEMM alone and NCCL's all-gather then
+    // our GEMM. C[M, N] = all_gather(A)[M, K] @ B[K, N], M rows gathered from all ranks.
+    for (int64_t size : {int64_t(4096), int64_t(8192)}) {
+      if (only == "collectives") break;
+      const int64_t M = size, N = size, K = size, rows = M / n;
+      cuda::Buffer<bf16> a(size_t(rows) * K), b(size_t(K) * N), gathered(size_t(M) * K);
+      cuda::Buffer<float> c(size_t(M) * N), c_ref(size_t(M) * N);
+      auto fill = [&](cuda::Buffer<bf16>& buf) {
+        std::vector<float> r = reference::random_floats(buf.size());
+        std::vector<bf16> h(r.size());
+        for (size_t i = 0; i < r.size(); ++i) h[i] = bf16(r[i]);
+        buf.upload(h);
+      };
+      fill(a);
+      fill(b);
+      kernels::AgGemm ag(Target::cuda(), M, N, K);
+      kernels::GemmConfig cfg = kernels::gemm_config(Target::cuda(), M, N, K);
+      Kernel gemm = compile(kernels::gemm_kernel(ir::DType::bf16), cfg.constants, Target::cuda(), cfg.options);
+      auto ours = [&] { ag.run(a.data(), b.data(), c.data()); };
+      auto gemm_alone = [&] {
+        gemm.launch(cfg.grid(M, N), gathered, b, c_ref, int(M), int(N), int(K));
+        cuda::synchronize();
+      };
+      auto nccl_then_gemm = [&] {
+        nccl.check(nccl.all_gather(a.data(), gathered.data(), size_t(rows) * K * 2 / 4, Nccl::kFloat32, nccl.comm,
+                                   stream.handle()), "ncclAllGather");
+        stream.synchronize();
+        gemm_alone();
+      };
+      double err = 0;
+      if (have_nccl) {  // ours against NCCL's gather and our GEMM
+        ours();
+        nccl_then_gemm();
+        err = reference::rel_error(c.download(), c_ref.download());
+        if (err > 1e-5) throw Error(str_cat("collectives_bench: ag_gemm differs from all-gather + GEMM (", err, ")"));
+      }
+      const int reps = size >= 8192 ? 10 : 30;
+      double t_ours = time_us(ours, reps), t_gemm = time_us(gemm_alone, reps);
+      double t_seq = have_nccl ? time_us(nccl_then_gemm, reps) : 0;
+      if (me == 0) {
+        if (size == 4096)
+          std::printf("\nAllGather+GEMM, bf16 (f32 out), microseconds: ours overlapped, our GEMM alone, NCCL all-gather then our GEMM\n");
+        std::printf("M=N=K=%-6lld (%lld rows/rank)     ours %8.1f   GEMM alone %8.1f (ours/alone %.3f)   NCCL+GEMM %8.1f (speedup %.3f)\n",
+                    static_cast<long long>(size), static_cast<long long>(rows), t_ours, t_gemm, t_ours / t_gemm, t_seq,
+                    t_ours > 0 ? t_seq / t_ours : 0);
       }
     }
     if (me == 0 && !have_nccl) std::printf("(NCCL not found: set TILEDIST_NCCL to libnccl.so.2's path)\n");

@@ -46,7 +46,7 @@ bool nonneg(const ir::Value* v, int depth = 0) {
     case OpCode::Arange: return d.int_attr("start") >= 0;
     case OpCode::ProgramId: case OpCode::NumPrograms: return true;
     case OpCode::Splat: case OpCode::ExpandDims: case OpCode::Broadcast: case OpCode::Reshape: case OpCode::Trans:
-    case OpCode::Hint: case OpCode::Rem:
+    case OpCode::Hint: case OpCode::Rem: case OpCode::ConsumeToken:
       return nonneg(d.operands[0], depth + 1);
     case OpCode::Add: case OpCode::Mul: case OpCode::Min: case OpCode::Max: case OpCode::And:
       return nonneg(d.operands[0], depth + 1) && nonneg(d.operands[1], depth + 1);
@@ -111,6 +111,10 @@ AxisInfo AxisAnalysis::compute(const ir::Value* v) {
     }
     case OpCode::Arange: return {L, pow2_factor(d.int_attr("start")), 1};
     case OpCode::Splat: return {1, in(0).divisibility, L};
+    // The same addresses ordered after a wait, or moved to a peer's heap (heaps are aligned far
+    // beyond 16 bytes, so alignment and runs of adjacent addresses carry over).
+    case OpCode::ConsumeToken:
+    case OpCode::SymmAt: return in(0);
     case OpCode::Hint: {
       AxisInfo a = in(0);
       if (d.has_attr("multiple_of")) a.divisibility = capped(std::max(a.divisibility, pow2_floor(d.int_attr("multiple_of"))));

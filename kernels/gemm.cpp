@@ -2,6 +2,7 @@
 // grid is (cdiv(M, BM), cdiv(N, BN)); programs take their tiles in groups of GROUP_M rows of
 // tiles, column by column, so that the programs running at once share operand tiles in L2.
 #include "kernels/kernels.h"
+#include "kernels/gemm_tile.h"
 
 namespace tiledist::kernels {
 
@@ -11,26 +12,8 @@ using tl::Tensor;
 template <class T>
 void gemm(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K, tl::Const<int> BM,
           tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M) {
-  auto num_m = tl::num_programs(0), num_n = tl::num_programs(1);
-  auto pid = tl::program_id(1) * num_m + tl::program_id(0);
-  auto in_group = num_n * GROUP_M;
-  auto first_m = pid / in_group * GROUP_M;
-  auto group_m = tl::minimum(num_m - first_m, GROUP_M);
-  auto pid_m = first_m + pid % in_group % group_m;
-  auto pid_n = pid % in_group / group_m;
-  auto rm = pid_m * BM + tl::arange(0, BM);
-  auto rn = pid_n * BN + tl::arange(0, BN);
-  auto rk = tl::arange(0, BK);
-  auto row = tl::expand_dims(rm, 1);  // [BM, 1]
-  auto col = tl::expand_dims(rn, 0);  // [1, BN]
-  Tensor acc = tl::for_range(0, K, BK, tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
-    auto ka = tl::expand_dims(k + rk, 0);  // [1, BK]
-    auto kb = tl::expand_dims(k + rk, 1);  // [BK, 1]
-    auto at = tl::load(a + row * K + ka, (row < M) & (ka < K), 0.0f);
-    auto bt = tl::load(b + kb * N + col, (kb < K) & (col < N), 0.0f);
-    return tl::dot(at, bt, acc);
-  });
-  tl::store(c + row * N + col, acc, (row < M) & (col < N));
+  auto [pid_m, pid_n] = detail::grouped_tile(GROUP_M);
+  detail::gemm_tile(a, b, c, M, N, K, pid_m, pid_n, BM, BN, BK);
 }
 
 const std::vector<std::string> kParams = {"a", "b", "c", "M", "N", "K", "BM", "BN", "BK", "GROUP_M"};

@@ -25,6 +25,26 @@ struct GemmConfig {
 };
 GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K);
 
+/// AllGather + GEMM (kernels/ag_gemm.cpp), registered as ag_gemm; launched by AgGemm.
+const KernelDef& ag_gemm_kernel();
+
+/// C[M, N] (f32) = all_gather(A)[M, K] @ B[K, N] (bf16), each rank holding M / ranks rows of A:
+/// the gather by the copy engine (GPU) overlapped with the GEMM, whose programs wait only for
+/// the rows their tile needs. `a` (this rank's rows), `b` and `c` are device memory on a GPU
+/// target, host memory on the host target. Construction and every run are collective.
+class AgGemm {
+ public:
+  AgGemm(const Target& target, int64_t M, int64_t N, int64_t K);
+  ~AgGemm();
+  void run(const bf16* a, const bf16* b, float* c);
+  /// The gathered A of the last run (device memory on a GPU target).
+  const bf16* gathered() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> s_;
+};
+
 /// The collectives' kernel (kernels/collectives.cpp), registered as all_gather, reduce_scatter
 /// and all_reduce; launched by Collectives.
 const KernelDef& all_gather_kernel();

@@ -98,6 +98,10 @@ struct Driver {
   CUresult (*cuMemHostAlloc)(void**, size_t, unsigned);
   CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr*, void*, unsigned);
   CUresult (*cuMemFreeHost)(void*);
+  // Copy-engine producers: asynchronous copies and signal words written or awaited by a stream.
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  CUresult (*cuStreamWriteValue32)(CUstream, CUdeviceptr, unsigned, unsigned);
+  CUresult (*cuStreamWaitValue32)(CUstream, CUdeviceptr, unsigned, unsigned);
 
   template <class F>
   bool bind(F& fn, std::initializer_list<const char*> names) {
@@ -139,7 +143,9 @@ struct Driver {
            bind(cuMemMap, {"cuMemMap"}) && bind(cuMemUnmap, {"cuMemUnmap"}) && bind(cuMemSetAccess, {"cuMemSetAccess"}) &&
            bind(cuMemHostAlloc, {"cuMemHostAlloc"}) &&
            bind(cuMemHostGetDevicePointer, {"cuMemHostGetDevicePointer_v2", "cuMemHostGetDevicePointer"}) &&
-           bind(cuMemFreeHost, {"cuMemFreeHost"});
+           bind(cuMemFreeHost, {"cuMemFreeHost"}) && bind(cuMemcpyDtoDAsync, {"cuMemcpyDtoDAsync_v2"}) &&
+           bind(cuStreamWriteValue32, {"cuStreamWriteValue32_v2", "cuStreamWriteValue32"}) &&
+           bind(cuStreamWaitValue32, {"cuStreamWaitValue32_v2", "cuStreamWaitValue32"});
   }
 };
 
@@ -235,6 +241,18 @@ void copy_device_to_device(void* dst, const void* src, size_t bytes) {
   TD_CU(cuMemcpyDtoD(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes));
 }
 void synchronize() { TD_CU(cuCtxSynchronize()); }
+
+void copy_async(void* dst, const void* src, size_t bytes, const Stream& stream) {
+  if (bytes)
+    TD_CU(cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, stream.handle()));
+}
+void write_value(void* word, uint32_t value, const Stream& stream) {
+  TD_CU(cuStreamWriteValue32(stream.handle(), reinterpret_cast<CUdeviceptr>(word), value, 0));  // after a fence
+}
+void wait_value(void* word, uint32_t value, const Stream& stream) {
+  constexpr unsigned kGeq = 0;  // CU_STREAM_WAIT_VALUE_GEQ (cyclic comparison)
+  TD_CU(cuStreamWaitValue32(stream.handle(), reinterpret_cast<CUdeviceptr>(word), value, kGeq));
+}
 
 namespace {
 AllocationProp device_allocation() {

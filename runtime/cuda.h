@@ -150,6 +150,13 @@ class Event {
   void* event_ = nullptr;
 };
 
+/// Copy-engine producers, in `stream`'s order: a device-to-device copy (peers' memory mapped
+/// here included), and a signal word written (after the stream's earlier writes are visible)
+/// or awaited (until it is at least `value`) by the stream itself.
+void copy_async(void* dst, const void* src, size_t bytes, const Stream& stream);
+void write_value(void* word, uint32_t value, const Stream& stream);
+void wait_value(void* word, uint32_t value, const Stream& stream);
+
 /// Elapsed milliseconds between two points on the default stream, measured with CUDA events.
 class Timer {
  public:

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "kernels/kernels.h"
 
 namespace tiledist::testing_collectives {
@@ -36,8 +38,8 @@ inline void ring_all_gather(tl::Ptr<float> out, tl::Ptr<int32_t> flags, tl::Int 
   tl::if_then(n > 1, [&] { dist::wait(flags + last, 1); });
 }
 
-/// Memory: make(std::vector<float>) -> an object with ptr() and get() (a host copy).
-template <class Memory>
+/// Memory<T>::make(std::vector<T>) -> an object with ptr() and get() (a host copy).
+template <template <class> class Memory>
 void check(const Target& target, size_t capacity_bytes) {
   kernels::Collectives c(target, capacity_bytes);
   const int n = c.ranks(), me = rank();
@@ -45,8 +47,8 @@ void check(const Target& target, size_t capacity_bytes) {
   for (size_t count : {size_t(1), size_t(5), size_t(4099), size_t(100003)}) {
     ++call;
     {
-      auto in = Memory::make(values(me, count, call));
-      auto out = Memory::make(std::vector<float>(n * count, -1.0f));
+      auto in = Memory<float>::make(values(me, count, call));
+      auto out = Memory<float>::make(std::vector<float>(n * count, -1.0f));
       c.all_gather(in.ptr(), out.ptr(), count);
       std::vector<float> got = out.get();
       for (int r = 0; r < n; ++r) {
@@ -56,8 +58,8 @@ void check(const Target& target, size_t capacity_bytes) {
       }
     }
     {
-      auto in = Memory::make(values(me, n * count, call));
-      auto out = Memory::make(std::vector<float>(count, -1.0f));
+      auto in = Memory<float>::make(values(me, n * count, call));
+      auto out = Memory<float>::make(std::vector<float>(count, -1.0f));
       c.reduce_scatter(in.ptr(), out.ptr(), count);
       std::vector<float> got = out.get(), want(count, 0.0f);
       for (int r = 0; r < n; ++r)
@@ -65,14 +67,49 @@ void check(const Target& target, size_t capacity_bytes) {
       for (size_t i = 0; i < count; ++i) ASSERT_EQ(got[i], want[i]) << "reduce_scatter of " << count << ": element " << i;
     }
     {
-      auto in = Memory::make(values(me, count, call));
-      auto out = Memory::make(std::vector<float>(count, -1.0f));
+      auto in = Memory<float>::make(values(me, count, call));
+      auto out = Memory<float>::make(std::vector<float>(count, -1.0f));
       c.all_reduce(in.ptr(), out.ptr(), count);
       std::vector<float> got = out.get(), want(count, 0.0f);
       for (int r = 0; r < n; ++r)
         for (size_t i = 0; i < count; ++i) want[i] += value(r, static_cast<int64_t>(i), call);
       for (size_t i = 0; i < count; ++i) ASSERT_EQ(got[i], want[i]) << "all_reduce of " << count << ": element " << i;
     }
+  }
+}
+
+/// AllGather + GEMM on every rank against a host GEMM of the gathered rows (in f32 from the
+/// same bf16 inputs), over a few calls in a row.
+template <template <class> class Memory>
+void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K) {
+  kernels::AgGemm op(target, M, N, K);
+  const int n = world_size(), me = rank();
+  const int64_t rows = M / n;
+  auto to_bf16 = [](const std::vector<float>& v) {
+    std::vector<bf16> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = bf16(v[i]);
+    return h;
+  };
+  for (int call = 1; call <= 3; ++call) {
+    std::vector<std::vector<bf16>> shards;
+    for (int r = 0; r < n; ++r) shards.push_back(to_bf16(values(r, rows * K, call)));
+    std::vector<bf16> bh = to_bf16(values(1000, K * N, call));
+    auto a = Memory<bf16>::make(shards[me]);
+    auto b = Memory<bf16>::make(bh);
+    auto c = Memory<float>::make(std::vector<float>(M * N, -1.0f));
+    op.run(a.ptr(), b.ptr(), c.ptr());
+    std::vector<float> got = c.get(), want(M * N, 0.0f);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t k = 0; k < K; ++k) {
+        float av = float(shards[i / rows][(i % rows) * K + k]);
+        for (int64_t j = 0; j < N; ++j) want[i * N + j] += av * float(bh[k * N + j]);
+      }
+    double num = 0, den = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      num += double(got[i] - want[i]) * (got[i] - want[i]);
+      den += double(want[i]) * want[i];
+    }
+    EXPECT_LT(std::sqrt(num / den), 1e-5) << "call " << call << ": relative error of C (M=" << M << ", N=" << N << ", K=" << K << ")";
   }
 }
 

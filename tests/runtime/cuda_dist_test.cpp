@@ -88,14 +88,20 @@ TEST(GpuKernels, RingAllGather) {
 }
 
 // The kernel library's collectives on GPU memory (kernels/collectives.cpp).
+template <class T>
 struct DeviceMemory {
-  std::unique_ptr<cuda::Buffer<float>> b;
-  static DeviceMemory make(const std::vector<float>& v) { return {std::make_unique<cuda::Buffer<float>>(v)}; }
-  float* ptr() { return b->data(); }
-  std::vector<float> get() const { return b->download(); }
+  std::unique_ptr<cuda::Buffer<T>> b;
+  static DeviceMemory make(const std::vector<T>& v) { return {std::make_unique<cuda::Buffer<T>>(v)}; }
+  T* ptr() { return b->data(); }
+  std::vector<T> get() const { return b->download(); }
 };
 TEST(GpuKernels, LibraryCollectives) {
   testing_collectives::check<DeviceMemory>(Target::cuda(), 256 << 10);  // 100003 floats go in pieces
+}
+TEST(GpuKernels, AllGatherGemm) {
+  const int n = cuda::World::get().size();
+  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 40 * n, 72, 48);      // small tiles, ragged
+  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 320 * n, 512, 256);   // pipelined mma tiles
 }
 
 // Run alone (its trap ends the CUDA context): rank 0 waits for a signal nobody sends.

@@ -350,14 +350,19 @@ TEST(Collectives, RemoteCompareSwap) {
 }
 
 // ---- the kernel library's collectives (kernels/collectives.cpp) on the host world
+template <class T>
 struct HostMemory {
-  std::vector<float> v;
-  static HostMemory make(std::vector<float> v) { return {std::move(v)}; }
-  float* ptr() { return v.data(); }
-  std::vector<float> get() const { return v; }
+  std::vector<T> v;
+  static HostMemory make(std::vector<T> v) { return {std::move(v)}; }
+  T* ptr() { return v.data(); }
+  std::vector<T> get() const { return v; }
 };
 TEST(Library, AllGatherReduceScatterAllReduce) {
   testing_collectives::check<HostMemory>(Target::host(), 64 << 10);  // 100003 floats go in pieces
+}
+TEST(Library, AllGatherGemm) {
+  // Rows per rank that are not a multiple of the tile: tiles that wait for two ranks.
+  testing_collectives::check_ag_gemm<HostMemory>(Target::host(), 40 * world_size(), 72, 48);
 }
 
 }  // namespace

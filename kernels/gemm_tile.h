@@ -1,0 +1,40 @@
+// Pieces of the GEMM kernels (gemm, ag_gemm): the grouped tile order and one output tile.
+#pragma once
+
+#include "tiledist.h"
+
+namespace tiledist::kernels::detail {
+
+/// This program's tile (pid_m, pid_n) over a (cdiv(M, BM), cdiv(N, BN)) grid, in groups of
+/// GROUP_M rows of tiles taken column by column, so that the programs running at once share
+/// operand tiles in L2.
+inline std::pair<tl::Tensor, tl::Tensor> grouped_tile(int group_m_tiles) {
+  auto num_m = tl::num_programs(0), num_n = tl::num_programs(1);
+  auto pid = tl::program_id(1) * num_m + tl::program_id(0);
+  auto in_group = num_n * group_m_tiles;
+  auto first_m = pid / in_group * group_m_tiles;
+  auto group_m = tl::minimum(num_m - first_m, group_m_tiles);
+  return {first_m + pid % in_group % group_m, pid % in_group / group_m};
+}
+
+/// C[tile] = A[rows of the tile, :] @ B[:, columns of the tile], f32 accumulation, masked edges.
+template <class T>
+void gemm_tile(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K, const tl::Tensor& pid_m,
+               const tl::Tensor& pid_n, int BM, int BN, int BK) {
+  using tl::Tensor;
+  auto rm = pid_m * BM + tl::arange(0, BM);
+  auto rn = pid_n * BN + tl::arange(0, BN);
+  auto rk = tl::arange(0, BK);
+  auto row = tl::expand_dims(rm, 1);  // [BM, 1]
+  auto col = tl::expand_dims(rn, 0);  // [1, BN]
+  Tensor acc = tl::for_range(0, K, BK, tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
+    auto ka = tl::expand_dims(k + rk, 0);  // [1, BK]
+    auto kb = tl::expand_dims(k + rk, 1);  // [BK, 1]
+    auto at = tl::load(a + row * K + ka, (row < M) & (ka < K), 0.0f);
+    auto bt = tl::load(b + kb * N + col, (kb < K) & (col < N), 0.0f);
+    return tl::dot(at, bt, acc);
+  });
+  tl::store(c + row * N + col, acc, (row < M) & (col < N));
+}
+
+}  // namespace tiledist::kernels::detail
