@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
     const bool have_nccl = nccl.load();
     cuda::device();  // this rank's GPU, current: NCCL's runtime adopts it
     if (have_nccl) nccl.init();
-    kernels::Collectives ours(Target::cuda(), size_t(512) << 20);
+    kernels::Collectives ours(Target::cuda(), size_t(512) << 20);  // (with the overlapped ops at 8192: $TILEDIST_GPU_HEAP_SIZE=3G)
     cuda::Stream stream;
     if (me == 0)
       std::printf("collectives on %d x %s (f32), microseconds per call; busbw in GB/s\n%-28s %10s %10s %8s %10s %10s\n", n,
@@ -162,6 +162,8 @@ int main(int argc, char** argv) {
       fill(a);
       fill(b);
       kernels::AgGemm ag(Target::cuda(), M, N, K);
+      kernels::GemmRs rs(Target::cuda(), M, N, K);
+      cuda::Buffer<float> rs_out(size_t(rows) * N), rs_ref(size_t(rows) * N);
       kernels::GemmConfig cfg = kernels::gemm_config(Target::cuda(), M, N, K);
       Kernel gemm = compile(kernels::gemm_kernel(ir::DType::bf16), cfg.constants, Target::cuda(), cfg.options);
       auto ours = [&] { ag.run(a.data(), b.data(), c.data()); };
@@ -182,15 +184,31 @@ int main(int argc, char** argv) {
         err = reference::rel_error(c.download(), c_ref.download());
         if (err > 1e-5) throw Error(str_cat("collectives_bench: ag_gemm differs from all-gather + GEMM (", err, ")"));
       }
+      // GEMM + ReduceScatter: the same GEMM (B now each rank's own), then our rows of the sum.
+      auto rs_ours = [&] { rs.run(gathered.data(), b.data(), rs_out.data()); };
+      auto gemm_then_nccl = [&] {
+        gemm_alone();
+        nccl.check(nccl.reduce_scatter(c_ref.data(), rs_ref.data(), size_t(rows) * N, Nccl::kFloat32, Nccl::kSum, nccl.comm,
+                                       stream.handle()), "ncclReduceScatter");
+        stream.synchronize();
+      };
+      if (have_nccl) {
+        rs_ours();
+        gemm_then_nccl();
+        double rs_err = reference::rel_error(rs_out.download(), rs_ref.download());
+        if (rs_err > 1e-5) throw Error(str_cat("collectives_bench: gemm_rs differs from GEMM + reduce-scatter (", rs_err, ")"));
+      }
       const int reps = size >= 8192 ? 10 : 30;
       double t_ours = time_us(ours, reps), t_gemm = time_us(gemm_alone, reps);
       double t_seq = have_nccl ? time_us(nccl_then_gemm, reps) : 0;
+      double t_rs = time_us(rs_ours, reps), t_rs_seq = have_nccl ? time_us(gemm_then_nccl, reps) : 0;
       if (me == 0) {
         if (size == 4096)
-          std::printf("\nAllGather+GEMM, bf16 (f32 out), microseconds: ours overlapped, our GEMM alone, NCCL all-gather then our GEMM\n");
-        std::printf("M=N=K=%-6lld (%lld rows/rank)     ours %8.1f   GEMM alone %8.1f (ours/alone %.3f)   NCCL+GEMM %8.1f (speedup %.3f)\n",
-                    static_cast<long long>(size), static_cast<long long>(rows), t_ours, t_gemm, t_ours / t_gemm, t_seq,
-                    t_ours > 0 ? t_seq / t_ours : 0);
+          std::printf("\nOverlapped GEMMs, bf16 (f32 out), microseconds: ours, our GEMM alone, our GEMM with NCCL one after the other\n");
+        std::printf("AllGather+GEMM     M=N=K=%-6lld ours %8.1f   GEMM alone %8.1f (ours/alone %.3f)   NCCL AG, GEMM %8.1f (speedup %.3f)\n",
+                    static_cast<long long>(size), t_ours, t_gemm, t_ours / t_gemm, t_seq, t_ours > 0 ? t_seq / t_ours : 0);
+        std::printf("GEMM+ReduceScatter M=N=K=%-6lld ours %8.1f   GEMM alone %8.1f (ours/alone %.3f)   GEMM, NCCL RS %8.1f (speedup %.3f)\n",
+                    static_cast<long long>(size), t_rs, t_gemm, t_rs / t_gemm, t_rs_seq, t_rs > 0 ? t_rs_seq / t_rs : 0);
       }
     }
     if (me == 0 && !have_nccl) std::printf("(NCCL not found: set TILEDIST_NCCL to libnccl.so.2's path)\n");

@@ -17,23 +17,30 @@ inline std::pair<tl::Tensor, tl::Tensor> grouped_tile(int group_m_tiles) {
   return {first_m + pid % in_group % group_m, pid % in_group / group_m};
 }
 
-/// C[tile] = A[rows of the tile, :] @ B[:, columns of the tile], f32 accumulation, masked edges.
+/// The f32 accumulator of output tile (pid_m, pid_n): A[rows of the tile, :] @ B[:, its columns].
 template <class T>
-void gemm_tile(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K, const tl::Tensor& pid_m,
-               const tl::Tensor& pid_n, int BM, int BN, int BK) {
+tl::Tensor gemm_acc(tl::Ptr<T> a, tl::Ptr<T> b, tl::Int M, tl::Int N, tl::Int K, const tl::Tensor& pid_m,
+                    const tl::Tensor& pid_n, int BM, int BN, int BK) {
   using tl::Tensor;
-  auto rm = pid_m * BM + tl::arange(0, BM);
-  auto rn = pid_n * BN + tl::arange(0, BN);
+  auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);  // [BM, 1]
+  auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);  // [1, BN]
   auto rk = tl::arange(0, BK);
-  auto row = tl::expand_dims(rm, 1);  // [BM, 1]
-  auto col = tl::expand_dims(rn, 0);  // [1, BN]
-  Tensor acc = tl::for_range(0, K, BK, tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
+  return tl::for_range(0, K, BK, tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
     auto ka = tl::expand_dims(k + rk, 0);  // [1, BK]
     auto kb = tl::expand_dims(k + rk, 1);  // [BK, 1]
     auto at = tl::load(a + row * K + ka, (row < M) & (ka < K), 0.0f);
     auto bt = tl::load(b + kb * N + col, (kb < K) & (col < N), 0.0f);
     return tl::dot(at, bt, acc);
   });
+}
+
+/// C[tile] = A[rows of the tile, :] @ B[:, columns of the tile], f32 accumulation, masked edges.
+template <class T>
+void gemm_tile(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K, const tl::Tensor& pid_m,
+               const tl::Tensor& pid_n, int BM, int BN, int BK) {
+  auto acc = gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK);
+  auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);
+  auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
   tl::store(c + row * N + col, acc, (row < M) & (col < N));
 }
 

@@ -45,6 +45,26 @@ class AgGemm {
   std::shared_ptr<State> s_;
 };
 
+/// GEMM + ReduceScatter (kernels/gemm_rs.cpp), registered as gemm_rs and rs_reduce; launched by
+/// GemmRs.
+const KernelDef& gemm_rs_kernel();
+const KernelDef& rs_reduce_kernel();
+
+/// out[M / ranks, N] (f32) = rows [rank * M / ranks, ...) of the sum over ranks r of
+/// A_r[M, K] @ B_r[K, N] (bf16): each GEMM tile is pushed to its rows' owner as it is produced.
+/// M / ranks must be a multiple of the GEMM's row tile. Device memory on a GPU target, host
+/// memory on the host target. Construction and every run are collective.
+class GemmRs {
+ public:
+  GemmRs(const Target& target, int64_t M, int64_t N, int64_t K);
+  ~GemmRs();
+  void run(const bf16* a, const bf16* b, float* out);
+
+ private:
+  struct State;
+  std::shared_ptr<State> s_;
+};
+
 /// The collectives' kernel (kernels/collectives.cpp), registered as all_gather, reduce_scatter
 /// and all_reduce; launched by Collectives.
 const KernelDef& all_gather_kernel();

@@ -113,4 +113,42 @@ void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K) {
   }
 }
 
+/// GEMM + ReduceScatter on every rank: out = our rows of the sum over ranks of A_r @ B_r,
+/// against the host's sum of f32 products of the same bf16 inputs, over a few calls in a row.
+template <template <class> class Memory>
+void check_gemm_rs(const Target& target, int64_t M, int64_t N, int64_t K) {
+  kernels::GemmRs op(target, M, N, K);
+  const int n = world_size(), me = rank();
+  const int64_t rows = M / n;
+  auto to_bf16 = [](const std::vector<float>& v) {
+    std::vector<bf16> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = bf16(v[i]);
+    return h;
+  };
+  for (int call = 1; call <= 3; ++call) {
+    std::vector<std::vector<bf16>> as, bs;
+    for (int r = 0; r < n; ++r) {
+      as.push_back(to_bf16(values(r, M * K, call)));
+      bs.push_back(to_bf16(values(100 + r, K * N, call)));
+    }
+    auto a = Memory<bf16>::make(as[me]);
+    auto b = Memory<bf16>::make(bs[me]);
+    auto out = Memory<float>::make(std::vector<float>(rows * N, -1.0f));
+    op.run(a.ptr(), b.ptr(), out.ptr());
+    std::vector<float> got = out.get(), want(rows * N, 0.0f);
+    for (int r = 0; r < n; ++r)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t k = 0; k < K; ++k) {
+          float av = float(as[r][(me * rows + i) * K + k]);
+          for (int64_t j = 0; j < N; ++j) want[i * N + j] += av * float(bs[r][k * N + j]);
+        }
+    double num = 0, den = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      num += double(got[i] - want[i]) * (got[i] - want[i]);
+      den += double(want[i]) * want[i];
+    }
+    EXPECT_LT(std::sqrt(num / den), 1e-5) << "call " << call << ": relative error of our rows (M=" << M << ", N=" << N << ", K=" << K << ")";
+  }
+}
+
 }  // namespace tiledist::testing_collectives

@@ -103,6 +103,11 @@ TEST(GpuKernels, AllGatherGemm) {
   testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 40 * n, 72, 48);      // small tiles, ragged
   testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 320 * n, 512, 256);   // pipelined mma tiles
 }
+TEST(GpuKernels, GemmReduceScatter) {
+  const int n = cuda::World::get().size();
+  testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 64 * n, 72, 48);    // 64-row tiles, ragged N, K
+  testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 256 * n, 256, 512);  // pipelined 256-row tiles
+}
 
 // Run alone (its trap ends the CUDA context): rank 0 waits for a signal nobody sends.
 void wait_forever(tl::Ptr<int32_t> sig) { dist::wait(sig + 3, 1); }

@@ -364,6 +364,9 @@ TEST(Library, AllGatherGemm) {
   // Rows per rank that are not a multiple of the tile: tiles that wait for two ranks.
   testing_collectives::check_ag_gemm<HostMemory>(Target::host(), 40 * world_size(), 72, 48);
 }
+TEST(Library, GemmReduceScatter) {
+  testing_collectives::check_gemm_rs<HostMemory>(Target::host(), 64 * world_size(), 72, 48);  // 64-row tiles
+}
 
 }  // namespace
 }  // namespace tiledist

@@ -1,0 +1,125 @@
+// GEMM + ReduceScatter, overlapped: every rank computes its partial C_r = A_r[M, K] @ B_r[K, N]
+// (K split over the ranks), and rank p gets rows [p M / ranks, (p + 1) M / ranks) of the sum
+// over r of C_r. Each GEMM program pushes its finished tile straight from registers into the
+// owner rank's staging area (a slot per contributing rank) and counts it there with a signal;
+// the programs start with the next rank's rows, so pushes begin with the first tiles and go on
+// under the later tiles' math. A reduce kernel then waits until every rank's tiles of our rows
+// have arrived and sums the slots in rank order.
+//
+// Calls alternate between two staging halves and signal words only grow, as in the other
+// collectives: a rank pushes call k+1 into a peer's half only after its reduce of call k has
+// received every rank's tiles of call k, which each peer pushed after finishing call k-1.
+#include "kernels/gemm_tile.h"
+#include "kernels/kernels.h"
+
+namespace tiledist::kernels {
+
+namespace {
+using tl::Tensor;
+
+template <class T>
+void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Int M, tl::Int N,
+             tl::Int K, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M) {
+  auto n = dist::num_ranks(), me = dist::rank();
+  auto rows = M / n;  // per rank, a multiple of BM (the host checks)
+  auto [grouped_m, pid_n] = detail::grouped_tile(GROUP_M);
+  auto pid_m = (grouped_m + (me + 1) % n * (rows / BM)) % tl::num_programs(0);  // the next rank's rows first
+  auto acc = detail::gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK);
+  auto owner = pid_m * BM / rows;
+  auto row = tl::expand_dims(pid_m * BM - owner * rows + tl::arange(0, BM), 1);  // within the owner's rows
+  auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
+  auto slot = dist::symm_at(staging, owner) + (me * rows * N).to(tl::int64);
+  tl::store(slot + row * N + col, acc, (row < rows) & (col < N));
+  shmem::signal_op(flags + me, 1, shmem::SIGNAL_ADD, owner);
+}
+
+void rs_reduce(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> out, tl::Int elems, tl::Int arrived,
+               tl::Const<int> BLOCK) {
+  auto n = dist::num_ranks();
+  auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = offs < elems;
+  auto token = tl::for_range(0, n, 1, tl::scalar(0, tl::int32), [&](Tensor r, Tensor) {
+    return shmem::signal_wait_until(flags + r, shmem::Cmp::ge, arrived);
+  });
+  auto slots = dist::consume_token(staging, token);
+  auto sum = tl::for_range(0, n, 1, tl::zeros({BLOCK}, tl::float32), [&](Tensor r, Tensor acc) {
+    return acc + tl::load(slots + (r * elems).to(tl::int64) + offs, m, 0.0f);
+  });
+  tl::store(out + offs, sum, m);
+}
+}  // namespace
+
+const KernelDef& gemm_rs_kernel() {
+  static const KernelDef def("gemm_rs", gemm_rs<bf16>, {"a", "b", "staging", "flags", "M", "N", "K", "BM", "BN", "BK", "GROUP_M"},
+                             {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}});
+  return def;
+}
+const KernelDef& rs_reduce_kernel() {
+  static const KernelDef def("rs_reduce", rs_reduce, {"staging", "flags", "out", "elems", "arrived", "BLOCK"}, {{"BLOCK", 1024}});
+  return def;
+}
+TILEDIST_REGISTER(gemm_rs_kernel());
+TILEDIST_REGISTER(rs_reduce_kernel());
+
+struct GemmRs::State {
+  Target target;
+  int rank = 0, ranks = 1;
+  int64_t M = 0, N = 0, K = 0, rows = 0;
+  float* staging = nullptr;  // two halves of [ranks][rows][N]
+  int32_t* flags = nullptr;  // flags[r]: tiles of our rows rank r has pushed, over all calls
+  int64_t calls = 0, arrived = 0;
+  int64_t tiles = 0;  // tiles of one rank's rows, pushed by each rank per call
+  GemmConfig config;
+  Kernel gemm, reduce;
+  bool gpu() const { return target.kind == Target::Kind::nvptx; }
+};
+
+GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K) : s_(std::make_shared<State>()) {
+  State& s = *s_;
+  s.target = target;
+  s.rank = s.gpu() ? cuda::World::get().rank() : tiledist::rank();
+  s.ranks = s.gpu() ? cuda::World::get().size() : world_size();
+  s.M = M, s.N = N, s.K = K, s.rows = M / s.ranks;
+  s.config = gemm_config(target, M, N, K);
+  if (M % s.ranks || s.rows % s.config.bm)
+    throw Error(str_cat("tiledist: gemm_rs: M = ", M, " must split into ", s.ranks, " ranks' rows, each a multiple of the ",
+                        s.config.bm, "-row tile"));
+  s.tiles = s.rows / s.config.bm * ((N + s.config.bn - 1) / s.config.bn);
+  const size_t staging = 2 * size_t(s.ranks) * s.rows * N * 4, flags = s.ranks * 4;
+  if (s.gpu()) {
+    s.staging = static_cast<float*>(cuda::World::get().alloc(staging));
+    s.flags = static_cast<int32_t*>(cuda::World::get().alloc(flags));
+    cuda::memset(s.flags, 0, flags);
+    cuda::synchronize();
+  } else {
+    s.staging = static_cast<float*>(symm_alloc(staging));
+    s.flags = static_cast<int32_t*>(symm_alloc(flags));
+    std::fill(s.flags, s.flags + s.ranks, 0);
+  }
+  barrier_all();  // no rank signals before every rank has zeroed its flags
+  Constants constants = s.config.constants;
+  constants.insert_or_assign("GROUP_M", ConstValue(8));
+  s.gemm = compile(gemm_rs_kernel(), constants, target, s.config.options);
+  s.reduce = compile(rs_reduce_kernel(), {}, target);
+}
+
+GemmRs::~GemmRs() = default;
+
+void GemmRs::run(const bf16* a, const bf16* b, float* out) {
+  State& s = *s_;
+  float* half = s.staging + (++s.calls % 2) * s.ranks * s.rows * s.N;
+  s.arrived += s.tiles;
+  const int64_t elems = s.rows * s.N;
+  const Grid reduce_grid{static_cast<int>((elems + 1023) / 1024)};
+  if (s.gpu()) {
+    s.gemm.launch(s.config.grid(s.M, s.N), cuda::DevicePtr<const bf16>{a, 0}, cuda::DevicePtr<const bf16>{b, 0},
+                  cuda::DevicePtr<float>{half, 0}, cuda::DevicePtr<int32_t>{s.flags, 0}, s.M, s.N, s.K);
+    s.reduce.launch(reduce_grid, cuda::DevicePtr<float>{half, 0}, cuda::DevicePtr<int32_t>{s.flags, 0},
+                    cuda::DevicePtr<float>{out, 0}, elems, s.arrived);
+  } else {
+    s.gemm.launch(s.config.grid(s.M, s.N), a, b, half, s.flags, s.M, s.N, s.K);
+    s.reduce.launch(reduce_grid, half, s.flags, out, elems, s.arrived);
+  }
+}
+
+}  // namespace tiledist::kernels
