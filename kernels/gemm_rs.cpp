@@ -9,6 +9,9 @@
 // Calls alternate between two staging halves and signal words only grow, as in the other
 // collectives: a rank pushes call k+1 into a peer's half only after its reduce of call k has
 // received every rank's tiles of call k, which each peer pushed after finishing call k-1.
+//
+// GEMM + AllReduce is the same with every tile pushed to every rank (ALL): one-shot, suited to
+// the small M of decoding more than to large GEMMs.
 #include "kernels/gemm_tile.h"
 #include "kernels/kernels.h"
 
@@ -19,15 +22,27 @@ using tl::Tensor;
 
 template <class T>
 void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Int M, tl::Int N,
-             tl::Int K, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M) {
+             tl::Int K, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M,
+             tl::Const<int> ALL) {
   auto n = dist::num_ranks(), me = dist::rank();
-  auto rows = M / n;  // per rank, a multiple of BM (the host checks)
   auto [grouped_m, pid_n] = detail::grouped_tile(GROUP_M);
+  auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
+  if (ALL) {  // GEMM + AllReduce: every tile goes to every rank (all rows are everyone's)
+    auto acc = detail::gemm_acc(a, b, M, N, K, grouped_m, pid_n, BM, BN, BK);
+    auto row = tl::expand_dims(grouped_m * BM + tl::arange(0, BM), 1);
+    tl::for_range(0, n, 1, [&](Tensor k) {
+      auto r = (me + 1 + k) % n;
+      auto slot = dist::symm_at(staging, r) + (me * M * N).to(tl::int64);
+      tl::store(slot + row * N + col, acc, (row < M) & (col < N));
+      shmem::signal_op(flags + me, 1, shmem::SIGNAL_ADD, r);
+    });
+    return;
+  }
+  auto rows = M / n;  // per rank, a multiple of BM (the host checks)
   auto pid_m = (grouped_m + (me + 1) % n * (rows / BM)) % tl::num_programs(0);  // the next rank's rows first
   auto acc = detail::gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK);
   auto owner = pid_m * BM / rows;
   auto row = tl::expand_dims(pid_m * BM - owner * rows + tl::arange(0, BM), 1);  // within the owner's rows
-  auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
   auto slot = dist::symm_at(staging, owner) + (me * rows * N).to(tl::int64);
   tl::store(slot + row * N + col, acc, (row < rows) & (col < N));
   shmem::signal_op(flags + me, 1, shmem::SIGNAL_ADD, owner);
@@ -49,9 +64,14 @@ void rs_reduce(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> ou
 }
 }  // namespace
 
+const std::vector<std::string> kParams = {"a", "b", "staging", "flags", "M", "N", "K", "BM", "BN", "BK", "GROUP_M", "ALL"};
+
 const KernelDef& gemm_rs_kernel() {
-  static const KernelDef def("gemm_rs", gemm_rs<bf16>, {"a", "b", "staging", "flags", "M", "N", "K", "BM", "BN", "BK", "GROUP_M"},
-                             {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}});
+  static const KernelDef def("gemm_rs", gemm_rs<bf16>, kParams, {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 0}});
+  return def;
+}
+const KernelDef& gemm_ar_kernel() {
+  static const KernelDef def("gemm_ar", gemm_rs<bf16>, kParams, {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 1}});
   return def;
 }
 const KernelDef& rs_reduce_kernel() {
@@ -59,6 +79,7 @@ const KernelDef& rs_reduce_kernel() {
   return def;
 }
 TILEDIST_REGISTER(gemm_rs_kernel());
+TILEDIST_REGISTER(gemm_ar_kernel());
 TILEDIST_REGISTER(rs_reduce_kernel());
 
 struct GemmRs::State {
@@ -74,17 +95,17 @@ struct GemmRs::State {
   bool gpu() const { return target.kind == Target::Kind::nvptx; }
 };
 
-GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K) : s_(std::make_shared<State>()) {
+GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, bool all) : s_(std::make_shared<State>()) {
   State& s = *s_;
   s.target = target;
   s.rank = s.gpu() ? cuda::World::get().rank() : tiledist::rank();
   s.ranks = s.gpu() ? cuda::World::get().size() : world_size();
-  s.M = M, s.N = N, s.K = K, s.rows = M / s.ranks;
+  s.M = M, s.N = N, s.K = K, s.rows = all ? M : M / s.ranks;
   s.config = gemm_config(target, M, N, K);
-  if (M % s.ranks || s.rows % s.config.bm)
+  if (!all && (M % s.ranks || s.rows % s.config.bm))
     throw Error(str_cat("tiledist: gemm_rs: M = ", M, " must split into ", s.ranks, " ranks' rows, each a multiple of the ",
                         s.config.bm, "-row tile"));
-  s.tiles = s.rows / s.config.bm * ((N + s.config.bn - 1) / s.config.bn);
+  s.tiles = (s.rows + s.config.bm - 1) / s.config.bm * ((N + s.config.bn - 1) / s.config.bn);
   const size_t staging = 2 * size_t(s.ranks) * s.rows * N * 4, flags = s.ranks * 4;
   if (s.gpu()) {
     s.staging = static_cast<float*>(cuda::World::get().alloc(staging));
@@ -99,7 +120,7 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K) : s_(std::
   barrier_all();  // no rank signals before every rank has zeroed its flags
   Constants constants = s.config.constants;
   constants.insert_or_assign("GROUP_M", ConstValue(8));
-  s.gemm = compile(gemm_rs_kernel(), constants, target, s.config.options);
+  s.gemm = compile(all ? gemm_ar_kernel() : gemm_rs_kernel(), constants, target, s.config.options);
   s.reduce = compile(rs_reduce_kernel(), {}, target);
 }
 

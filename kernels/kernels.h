@@ -48,6 +48,7 @@ class AgGemm {
 /// GEMM + ReduceScatter (kernels/gemm_rs.cpp), registered as gemm_rs and rs_reduce; launched by
 /// GemmRs.
 const KernelDef& gemm_rs_kernel();
+const KernelDef& gemm_ar_kernel();
 const KernelDef& rs_reduce_kernel();
 
 /// out[M / ranks, N] (f32) = rows [rank * M / ranks, ...) of the sum over ranks r of
@@ -56,13 +57,23 @@ const KernelDef& rs_reduce_kernel();
 /// memory on the host target. Construction and every run are collective.
 class GemmRs {
  public:
-  GemmRs(const Target& target, int64_t M, int64_t N, int64_t K);
+  GemmRs(const Target& target, int64_t M, int64_t N, int64_t K) : GemmRs(target, M, N, K, false) {}
   ~GemmRs();
   void run(const bf16* a, const bf16* b, float* out);
+
+ protected:
+  GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, bool all);
 
  private:
   struct State;
   std::shared_ptr<State> s_;
+};
+
+/// out[M, N] (f32) = the sum over ranks r of A_r[M, K] @ B_r[K, N] (bf16), on every rank: GEMM +
+/// AllReduce, every tile pushed to every rank as it is produced (registered as gemm_ar).
+class GemmAr : public GemmRs {
+ public:
+  GemmAr(const Target& target, int64_t M, int64_t N, int64_t K) : GemmRs(target, M, N, K, true) {}
 };
 
 /// The collectives' kernel (kernels/collectives.cpp), registered as all_gather, reduce_scatter

@@ -113,13 +113,15 @@ void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K) {
   }
 }
 
-/// GEMM + ReduceScatter on every rank: out = our rows of the sum over ranks of A_r @ B_r,
+/// GEMM + ReduceScatter (or, with Op = GemmAr, + AllReduce) on every rank: out = our rows (or
+/// all rows) of the sum over ranks of A_r @ B_r,
 /// against the host's sum of f32 products of the same bf16 inputs, over a few calls in a row.
-template <template <class> class Memory>
+template <template <class> class Memory, class Op = kernels::GemmRs>
 void check_gemm_rs(const Target& target, int64_t M, int64_t N, int64_t K) {
-  kernels::GemmRs op(target, M, N, K);
+  Op op(target, M, N, K);
+  const bool all = std::is_same_v<Op, kernels::GemmAr>;  // GEMM + AllReduce: every row is ours
   const int n = world_size(), me = rank();
-  const int64_t rows = M / n;
+  const int64_t rows = all ? M : M / n, first = all ? 0 : me * rows;  // the rows we get
   auto to_bf16 = [](const std::vector<float>& v) {
     std::vector<bf16> h(v.size());
     for (size_t i = 0; i < v.size(); ++i) h[i] = bf16(v[i]);
@@ -139,7 +141,7 @@ void check_gemm_rs(const Target& target, int64_t M, int64_t N, int64_t K) {
     for (int r = 0; r < n; ++r)
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t k = 0; k < K; ++k) {
-          float av = float(as[r][(me * rows + i) * K + k]);
+          float av = float(as[r][(first + i) * K + k]);
           for (int64_t j = 0; j < N; ++j) want[i * N + j] += av * float(bs[r][k * N + j]);
         }
     double num = 0, den = 0;

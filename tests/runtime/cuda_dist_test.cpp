@@ -108,6 +108,10 @@ TEST(GpuKernels, GemmReduceScatter) {
   testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 64 * n, 72, 48);    // 64-row tiles, ragged N, K
   testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 256 * n, 256, 512);  // pipelined 256-row tiles
 }
+TEST(GpuKernels, GemmAllReduce) {
+  testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 70, 72, 48);    // ragged
+  testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 128, 256, 512);  // skinny, pipelined
+}
 
 // Run alone (its trap ends the CUDA context): rank 0 waits for a signal nobody sends.
 void wait_forever(tl::Ptr<int32_t> sig) { dist::wait(sig + 3, 1); }

@@ -367,6 +367,9 @@ TEST(Library, AllGatherGemm) {
 TEST(Library, GemmReduceScatter) {
   testing_collectives::check_gemm_rs<HostMemory>(Target::host(), 64 * world_size(), 72, 48);  // 64-row tiles
 }
+TEST(Library, GemmAllReduce) {
+  testing_collectives::check_gemm_rs<HostMemory, kernels::GemmAr>(Target::host(), 70, 72, 48);  // ragged tiles
+}
 
 }  // namespace
 }  // namespace tiledist
