@@ -458,8 +458,7 @@ class NvptxLowering : public Elements {
       case OpCode::Fence:
         fence(op.str_attr("order"), op.str_attr("scope"));
         return;
-      case OpCode::Barrier:
-        unsupported(op, "a barrier of every program on every rank (use signals: dist::notify and dist::wait)");
+      case OpCode::Barrier: return emit_device_barrier();
       default:
         break;
     }
@@ -700,7 +699,7 @@ class NvptxLowering : public Elements {
   static bool uses_world(const ir::Block& block) {
     for (const auto& op : block.ops) {
       if (op->code == OpCode::Rank || op->code == OpCode::NumRanks || op->code == OpCode::SymmAt ||
-          op->code == OpCode::Wait)
+          op->code == OpCode::Wait || op->code == OpCode::Barrier)
         return true;
       for (const auto& r : op->regions)
         if (uses_world(*r)) return true;
@@ -886,6 +885,62 @@ class NvptxLowering : public Elements {
       return seen;
     });
     define(op, {last, {}});
+  }
+
+  /// A barrier of every program on every rank (barrier_all, sync_all): a central counter on
+  /// rank 0 and a generation word on every rank (the heaps' reserved words). Thread 0 of each
+  /// program reads its rank's generation, arrives with an acq_rel add on the counter; the last
+  /// to arrive resets the counter and releases everyone by bumping every rank's generation; the
+  /// others spin until theirs moves (or give up after the timeout: a grid larger than the GPU
+  /// holds at once would never arrive).
+  void emit_device_barrier() {
+    llvm::Type* i32 = b_.getInt32Ty();
+    llvm::Type* i64 = b_.getInt64Ty();
+    barrier();  // the program's threads are here, their writes before thread 0's release
+    when(is_thread0(), [&] {
+      const size_t bases = offsetof(runtime::DeviceWorld, bases);
+      llvm::Value* ranks = world_field(offsetof(runtime::DeviceWorld, num_ranks), i32);
+      auto word = [&](llvm::Value* rank, uint64_t offset) {
+        return b_.CreateIntToPtr(b_.CreateAdd(world_field(bases, i64, rank), b_.getInt64(offset)), b_.getPtrTy(1));
+      };
+      llvm::Value* counter = word(b_.getInt32(0), runtime::kBarrierCounterOffset);
+      llvm::Value* mine = word(world_field(offsetof(runtime::DeviceWorld, rank), i32), runtime::kBarrierGenerationOffset);
+      llvm::Value* nx = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x, {}, {});
+      llvm::Value* ny = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_y, {}, {});
+      llvm::Value* nz = b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_z, {}, {});
+      llvm::Value* total = b_.CreateMul(b_.CreateMul(b_.CreateMul(nx, ny), nz), ranks);
+      llvm::Value* generation = ptx(i32, "ld.acquire.sys.global.b32 $0, [$1];", "=r,l", {mine});
+      llvm::Value* before = ptx(i32, "atom.acq_rel.sys.global.add.u32 $0, [$1], 1;", "=r,l", {counter});
+      llvm::Value* last = b_.CreateICmpEQ(before, b_.CreateSub(total, b_.getInt32(1)));
+      auto* release = llvm::BasicBlock::Create(ctx_, "barrier.release", fn_);
+      auto* wait = llvm::BasicBlock::Create(ctx_, "barrier.wait", fn_);
+      auto* spin = llvm::BasicBlock::Create(ctx_, "barrier.spin", fn_);
+      auto* late = llvm::BasicBlock::Create(ctx_, "barrier.late", fn_);
+      auto* done = llvm::BasicBlock::Create(ctx_, "barrier.done", fn_);
+      b_.CreateCondBr(last, release, wait);
+      b_.SetInsertPoint(release);
+      ptx(b_.getVoidTy(), "st.relaxed.sys.global.b32 [$0], 0;", "l", {counter});
+      counted_loop(b_.getInt32(0), ranks, 1, [&](llvm::Value* r) {
+        ptx(b_.getVoidTy(), "st.release.sys.global.b32 [$0], $1;", "l,r",
+            {word(r, runtime::kBarrierGenerationOffset), b_.CreateAdd(generation, b_.getInt32(1))});
+      });
+      b_.CreateBr(done);
+      b_.SetInsertPoint(wait);
+      llvm::Value* timeout = world_field(offsetof(runtime::DeviceWorld, timeout_ns), i64);
+      llvm::Value* start = ptx(i64, "mov.u64 $0, %globaltimer;", "=l", {});
+      b_.CreateBr(spin);
+      b_.SetInsertPoint(spin);
+      llvm::Value* now_gen = ptx(i32, "ld.acquire.sys.global.b32 $0, [$1];", "=r,l", {mine});
+      b_.CreateCondBr(b_.CreateICmpNE(now_gen, generation), done, late);
+      b_.SetInsertPoint(late);
+      llvm::Value* waited = b_.CreateSub(ptx(i64, "mov.u64 $0, %globaltimer;", "=l", {}), start);
+      llvm::Value* arrived = ptx(i32, "ld.relaxed.sys.global.b32 $0, [$1];", "=r,l", {counter});
+      fail_if(b_.CreateAnd(b_.CreateICmpNE(timeout, b_.getInt64(0)), b_.CreateICmpUGT(waited, timeout)),
+              runtime::DeviceFailure::barrier_timeout, counter, total, arrived);
+      b_.CreateBr(spin);
+      b_.SetInsertPoint(done);
+    });
+    barrier();
   }
 
   /// memcpy by the program's threads: 16 bytes at a time where both ends and the size allow,

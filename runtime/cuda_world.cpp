@@ -149,6 +149,9 @@ void World::bootstrap() {
     }
   }
   offsets_.reset(heap_size_);
+  offsets_.alloc(runtime::kHeapReservedBytes);  // the device barrier's words, at offset 0 everywhere
+  cuda::memset(base_ + rank_ * heap_size_, 0, runtime::kHeapReservedBytes);
+  cuda::synchronize();
   host.barrier();  // every rank has mapped every heap
 
   runtime::DeviceWorld w{};
@@ -219,6 +222,11 @@ std::string World::failure(const std::string& kernel) const {
                      where(f->address), " to reach ", f->expected, "; it last read ", f->seen);
     case DeviceFailure::symm_at_outside_heap:
       return str_cat(head, "symm_at of a pointer outside this rank's GPU symmetric heap (", where(f->address), ")");
+    case DeviceFailure::barrier_timeout:
+      return str_cat(head, "gave up after ", timeout_s_, " s ($TILEDIST_WAIT_TIMEOUT) in a device barrier (barrier_all, ",
+                     "sync_all): ", f->seen, " of ", f->expected, " programs of all ranks had arrived. A device barrier ",
+                     "needs every program of the grid resident at once on every rank: launch at most as many as the ",
+                     "GPU holds");
     case DeviceFailure::symm_at_bad_rank:
       return str_cat(head, "symm_at to rank ", f->expected, ", but the world has ", f->seen, " ranks");
     default:

@@ -38,6 +38,8 @@ class World {
   /// The device address, as mapped in this process, of symmetric `p` on `rank`.
   void* at(const void* p, int rank) const;
   bool contains(const void* p) const;
+  /// The symmetric offset of `p`, a pointer into this rank's heap.
+  size_t offset_of(const void* p) const { return static_cast<size_t>(static_cast<const char*>(p) - (base_ + rank_ * heap_size_)); }
 
   /// The DeviceWorld in device memory (the trailing parameter of kernels with distributed ops).
   void* device_world() const { return device_world_; }

@@ -12,7 +12,13 @@ namespace tiledist::runtime {
 
 inline constexpr int kMaxDeviceRanks = 64;
 
-enum class DeviceFailure : uint32_t { none = 0, wait_timeout = 1, symm_at_outside_heap = 2, symm_at_bad_rank = 3 };
+enum class DeviceFailure : uint32_t {
+  none = 0, wait_timeout = 1, symm_at_outside_heap = 2, symm_at_bad_rank = 3, barrier_timeout = 4
+};
+
+/// The first bytes of every rank's GPU heap belong to the runtime: the device barrier's arrival
+/// counter (used on rank 0) and its generation word (on every rank).
+inline constexpr uint64_t kBarrierCounterOffset = 0, kBarrierGenerationOffset = 8, kHeapReservedBytes = 256;
 
 /// Written once by the first thread that fails (host-mapped memory).
 struct DeviceFailureRecord {
