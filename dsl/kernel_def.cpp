@@ -1,5 +1,7 @@
 #include "dsl/kernel_def.h"
 
+#include <algorithm>
+
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
@@ -23,8 +25,19 @@ ConstValue ConstValue::parse(const std::string& tool, const std::string& name, c
 
 ArgFacts KernelDef::aligned_facts() const {
   ArgFacts f;
-  for (const ParamInfo& p : runtime_params()) f.push_back(p.type.is_float() ? ArgFact::none : ArgFact::aligned16);
+  for (const ParamInfo& p : runtime_params())
+    f.push_back(p.type.is_float() || !p.specialize ? ArgFact::none : ArgFact::aligned16);
   return f;
+}
+
+KernelDef& KernelDef::do_not_specialize(std::initializer_list<std::string> names) {
+  for (const std::string& n : names) {
+    auto it = std::find_if(params_.begin(), params_.end(), [&](const ParamInfo& p) { return p.name == n; });
+    if (it == params_.end() || it->kind == ParamKind::constant)
+      throw Error(str_cat("tiledist: kernel '", name_, "' has no runtime parameter '", n, "' to leave unspecialized"));
+    it->specialize = false;
+  }
+  return *this;
 }
 
 std::string constants_str(const Constants& c) {

@@ -44,6 +44,7 @@ struct ParamInfo {
   ParamKind kind;
   ir::Type type;           // pointers and scalars: the IR type of the argument
   bool const_is_float = false;
+  bool specialize = true;  // launches may select variants by this argument's value (ArgFact)
 };
 
 namespace dsl {
@@ -94,6 +95,11 @@ class KernelDef {
       call(fn, vals, consts, std::index_sequence_for<P...>{});
     };
   }
+
+  /// Integers (and pointers) named here never select a launch-time variant, as Triton's
+  /// do_not_specialize: counters and call numbers, whose values would otherwise compile a new
+  /// variant now and then (at 1, at a multiple of 16). Returns the definition, for chaining.
+  KernelDef& do_not_specialize(std::initializer_list<std::string> names);
 
   const std::string& name() const { return name_; }
   /// Identifies the traced function: copies share it, distinct definitions never do.

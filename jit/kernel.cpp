@@ -41,6 +41,7 @@ const jit::Loaded& Kernel::variant_for(const std::vector<LaunchArg>& args) const
   for (size_t i = 0; i < args.size(); ++i) {
     const LaunchArg& a = args[i];
     const ParamInfo& p = loaded_->runtime_params[i];
+    if (!p.specialize) continue;
     if (a.kind == LaunchArg::Kind::pointer && p.kind == ParamKind::pointer) {
       // host data is copied to a fresh (aligned) device buffer
       if (!a.on_device || reinterpret_cast<uintptr_t>(a.ptr) % 16 == 0) facts[i] = ArgFact::aligned16;

@@ -57,15 +57,18 @@ const std::vector<std::string> kParams = {"in",    "staging", "flags", "out",   
 }  // namespace
 
 const KernelDef& all_gather_kernel() {
-  static const KernelDef def("all_gather", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 0}});
+  static const KernelDef def =
+      KernelDef("all_gather", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 0}}).do_not_specialize({"arrived"});
   return def;
 }
 const KernelDef& reduce_scatter_kernel() {
-  static const KernelDef def("reduce_scatter", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 1}});
+  static const KernelDef def =
+      KernelDef("reduce_scatter", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 1}}).do_not_specialize({"arrived"});
   return def;
 }
 const KernelDef& all_reduce_kernel() {
-  static const KernelDef def("all_reduce", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 1}});
+  static const KernelDef def =
+      KernelDef("all_reduce", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 1}}).do_not_specialize({"arrived"});
   return def;
 }
 TILEDIST_REGISTER(all_gather_kernel());

@@ -75,7 +75,9 @@ const KernelDef& gemm_ar_kernel() {
   return def;
 }
 const KernelDef& rs_reduce_kernel() {
-  static const KernelDef def("rs_reduce", rs_reduce, {"staging", "flags", "out", "elems", "arrived", "BLOCK"}, {{"BLOCK", 1024}});
+  static const KernelDef def =
+      KernelDef("rs_reduce", rs_reduce, {"staging", "flags", "out", "elems", "arrived", "BLOCK"}, {{"BLOCK", 1024}})
+          .do_not_specialize({"arrived"});
   return def;
 }
 TILEDIST_REGISTER(gemm_rs_kernel());

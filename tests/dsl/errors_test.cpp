@@ -27,6 +27,17 @@ void expect_trace_error(const KernelDef& def, std::vector<std::string> fragments
   expect_error([&] { def.trace(c); }, fragments);
 }
 
+void counted(tl::Ptr<float> x, tl::Int n, tl::Int call, tl::Const<int> BLOCK) {
+  auto o = tl::arange(0, BLOCK);
+  tl::store(x + o, tl::load(x + o, o < n) + call.to(tl::float32), o < n);
+}
+TEST(Specialization, DoNotSpecializeLeavesAParameterOutOfTheFacts) {
+  KernelDef def = KernelDef("counted", counted, {"x", "n", "call", "BLOCK"}, {{"BLOCK", 16}}).do_not_specialize({"call"});
+  EXPECT_EQ(def.aligned_facts(), (ArgFacts{ArgFact::aligned16, ArgFact::aligned16, ArgFact::none}));
+  expect_error([&] { def.do_not_specialize({"calls"}); }, {"kernel 'counted'", "no runtime parameter 'calls'"});
+  expect_error([&] { def.do_not_specialize({"BLOCK"}); }, {"no runtime parameter 'BLOCK'"});
+}
+
 void shape_mismatch(tl::Ptr<float> x) {
   auto a = tl::arange(0, 64);
   auto b = tl::arange(0, 32);
