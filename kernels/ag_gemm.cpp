@@ -15,6 +15,7 @@
 
 #include "kernels/gemm_tile.h"
 #include "kernels/kernels.h"
+#include "kernels/symmetric.h"
 
 namespace tiledist::kernels {
 
@@ -56,30 +57,21 @@ struct AgGemm::State {
   GemmConfig config;
   Kernel kernel;
   std::unique_ptr<cuda::Stream> copies;
-  bool gpu() const { return target.kind == Target::Kind::nvptx; }
-  void* at(const void* p, int r) const { return gpu() ? cuda::World::get().at(p, r) : symm_at(p, r); }
+  bool gpu() const { return detail::on_gpu(target); }
+  void* at(const void* p, int r) const { return detail::symm_on(target, p, r); }
 };
 
 AgGemm::AgGemm(const Target& target, int64_t M, int64_t N, int64_t K) : s_(std::make_shared<State>()) {
   State& s = *s_;
   s.target = target;
-  s.rank = s.gpu() ? cuda::World::get().rank() : tiledist::rank();
-  s.ranks = s.gpu() ? cuda::World::get().size() : world_size();
+  s.rank = detail::world_rank(target);
+  s.ranks = detail::world_ranks(target);
   if (M % s.ranks)
     throw Error(str_cat("tiledist: ag_gemm: M = ", M, " rows do not split evenly over ", s.ranks, " ranks"));
   s.M = M, s.N = N, s.K = K, s.rows = M / s.ranks;
-  const size_t gathered = 2 * size_t(M) * K * sizeof(bf16), flags = s.ranks * sizeof(int32_t);
-  if (s.gpu()) {
-    s.gathered = static_cast<bf16*>(cuda::World::get().alloc(gathered));
-    s.flags = static_cast<int32_t*>(cuda::World::get().alloc(flags));
-    cuda::memset(s.flags, 0, flags);
-    cuda::synchronize();
-    s.copies = std::make_unique<cuda::Stream>();
-  } else {
-    s.gathered = static_cast<bf16*>(symm_alloc(gathered));
-    s.flags = static_cast<int32_t*>(symm_alloc(flags));
-    std::fill(s.flags, s.flags + s.ranks, 0);
-  }
+  s.gathered = static_cast<bf16*>(detail::symm_zeroed(target, 2 * size_t(M) * K * sizeof(bf16)));
+  s.flags = static_cast<int32_t*>(detail::symm_zeroed(target, s.ranks * sizeof(int32_t)));
+  if (s.gpu()) s.copies = std::make_unique<cuda::Stream>();
   barrier_all();  // no rank signals before every rank has zeroed its flags
   s.config = gemm_config(target, M, N, K);
   Constants constants = s.config.constants;
@@ -87,7 +79,11 @@ AgGemm::AgGemm(const Target& target, int64_t M, int64_t N, int64_t K) : s_(std::
   s.kernel = compile(ag_gemm_kernel(), constants, target, s.config.options);
 }
 
-AgGemm::~AgGemm() = default;
+AgGemm::~AgGemm() {
+  if (s_->copies) s_->copies->synchronize();
+  detail::symm_release(s_->target, s_->flags);
+  detail::symm_release(s_->target, s_->gathered);
+}
 
 void AgGemm::run(const bf16* a, const bf16* b, float* c) {
   State& s = *s_;

@@ -10,6 +10,7 @@
 // received that peer's pushes of call k, which the peer made after finishing call k-1, the
 // last reader of that half.
 #include "kernels/kernels.h"
+#include "kernels/symmetric.h"
 
 namespace tiledist::kernels {
 
@@ -89,23 +90,13 @@ struct Collectives::State {
 Collectives::Collectives(const Target& target, size_t capacity_bytes) : s_(std::make_shared<State>()) {
   State& s = *s_;
   s.target = target;
-  const bool gpu = target.kind == Target::Kind::nvptx;
-  s.rank = gpu ? cuda::World::get().rank() : tiledist::rank();
-  s.ranks = gpu ? cuda::World::get().size() : world_size();
+  const bool gpu = detail::on_gpu(target);
+  s.rank = detail::world_rank(target);
+  s.ranks = detail::world_ranks(target);
   s.capacity = std::max<size_t>(capacity_bytes / 4 / 2 / s.ranks / 4 * 4, 4);
-  const size_t staging = 2 * s.ranks * s.capacity * 4, flags = s.ranks * 8;
-  if (gpu) {
-    s.staging = static_cast<float*>(cuda::World::get().alloc(staging));
-    s.flags = static_cast<int64_t*>(cuda::World::get().alloc(flags));
-    cuda::memset(s.flags, 0, flags);
-    cuda::synchronize();
-    s.programs = std::max(1, cuda::device().sms / s.ranks);
-  } else {
-    s.staging = static_cast<float*>(symm_alloc(staging));
-    s.flags = static_cast<int64_t*>(symm_alloc(flags));
-    std::fill(s.flags, s.flags + s.ranks, 0);
-    s.programs = 2;
-  }
+  s.staging = static_cast<float*>(detail::symm_zeroed(target, 2 * s.ranks * s.capacity * 4));
+  s.flags = static_cast<int64_t*>(detail::symm_zeroed(target, s.ranks * 8));
+  s.programs = gpu ? std::max(1, cuda::device().sms / s.ranks) : 2;
   barrier_all();  // no rank signals before every rank has zeroed its flags
   CompileOptions options = CompileOptions::from_env();
   if (gpu) options.num_warps = 16;  // more bytes in flight per program
@@ -113,7 +104,10 @@ Collectives::Collectives(const Target& target, size_t capacity_bytes) : s_(std::
   s.reduce = compile(reduce_scatter_kernel(), {}, target, options);
 }
 
-Collectives::~Collectives() = default;
+Collectives::~Collectives() {
+  detail::symm_release(s_->target, s_->flags);
+  detail::symm_release(s_->target, s_->staging);
+}
 
 int Collectives::ranks() const { return s_->ranks; }
 

@@ -14,6 +14,7 @@
 // the small M of decoding more than to large GEMMs.
 #include "kernels/gemm_tile.h"
 #include "kernels/kernels.h"
+#include "kernels/symmetric.h"
 
 namespace tiledist::kernels {
 
@@ -94,31 +95,22 @@ struct GemmRs::State {
   int64_t tiles = 0;  // tiles of one rank's rows, pushed by each rank per call
   GemmConfig config;
   Kernel gemm, reduce;
-  bool gpu() const { return target.kind == Target::Kind::nvptx; }
+  bool gpu() const { return detail::on_gpu(target); }
 };
 
 GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, bool all) : s_(std::make_shared<State>()) {
   State& s = *s_;
   s.target = target;
-  s.rank = s.gpu() ? cuda::World::get().rank() : tiledist::rank();
-  s.ranks = s.gpu() ? cuda::World::get().size() : world_size();
+  s.rank = detail::world_rank(target);
+  s.ranks = detail::world_ranks(target);
   s.M = M, s.N = N, s.K = K, s.rows = all ? M : M / s.ranks;
   s.config = gemm_config(target, M, N, K);
   if (!all && (M % s.ranks || s.rows % s.config.bm))
     throw Error(str_cat("tiledist: gemm_rs: M = ", M, " must split into ", s.ranks, " ranks' rows, each a multiple of the ",
                         s.config.bm, "-row tile"));
   s.tiles = (s.rows + s.config.bm - 1) / s.config.bm * ((N + s.config.bn - 1) / s.config.bn);
-  const size_t staging = 2 * size_t(s.ranks) * s.rows * N * 4, flags = s.ranks * 4;
-  if (s.gpu()) {
-    s.staging = static_cast<float*>(cuda::World::get().alloc(staging));
-    s.flags = static_cast<int32_t*>(cuda::World::get().alloc(flags));
-    cuda::memset(s.flags, 0, flags);
-    cuda::synchronize();
-  } else {
-    s.staging = static_cast<float*>(symm_alloc(staging));
-    s.flags = static_cast<int32_t*>(symm_alloc(flags));
-    std::fill(s.flags, s.flags + s.ranks, 0);
-  }
+  s.staging = static_cast<float*>(detail::symm_zeroed(target, 2 * size_t(s.ranks) * s.rows * N * 4));
+  s.flags = static_cast<int32_t*>(detail::symm_zeroed(target, s.ranks * 4));
   barrier_all();  // no rank signals before every rank has zeroed its flags
   Constants constants = s.config.constants;
   constants.insert_or_assign("GROUP_M", ConstValue(8));
@@ -126,7 +118,10 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, bool all) 
   s.reduce = compile(rs_reduce_kernel(), {}, target);
 }
 
-GemmRs::~GemmRs() = default;
+GemmRs::~GemmRs() {
+  detail::symm_release(s_->target, s_->flags);
+  detail::symm_release(s_->target, s_->staging);
+}
 
 void GemmRs::run(const bf16* a, const bf16* b, float* out) {
   State& s = *s_;
