@@ -812,6 +812,29 @@ class NvptxLowering : public Elements {
     b_.SetInsertPoint(ok);
   }
 
+  llvm::Value* globaltimer() { return ptx(b_.getInt64Ty(), "mov.u64 $0, %globaltimer;", "=l", {}); }
+  /// Spins until `poll()` (emitted in the loop) returns true; past the world's timeout the
+  /// thread fails with `kind`, reporting `report()` (address, expected, seen: emitted on the
+  /// slow path, after a poll).
+  void spin_until(const std::function<llvm::Value*()>& poll, runtime::DeviceFailure kind,
+                  const std::function<std::array<llvm::Value*, 3>()>& report) {
+    llvm::Value* timeout = world_field(offsetof(runtime::DeviceWorld, timeout_ns), b_.getInt64Ty());
+    llvm::Value* start = globaltimer();
+    auto* spin = llvm::BasicBlock::Create(ctx_, "spin", fn_);
+    auto* late = llvm::BasicBlock::Create(ctx_, "spin.late", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "spin.done", fn_);
+    b_.CreateBr(spin);
+    b_.SetInsertPoint(spin);
+    b_.CreateCondBr(poll(), done, late);
+    b_.SetInsertPoint(late);
+    llvm::Value* waited = b_.CreateSub(globaltimer(), start);
+    auto [address, expected, seen] = report();
+    fail_if(b_.CreateAnd(b_.CreateICmpNE(timeout, b_.getInt64(0)), b_.CreateICmpUGT(waited, timeout)), kind, address,
+            expected, seen);
+    b_.CreateBr(spin);
+    b_.SetInsertPoint(done);
+  }
+
   /// symm_at(p, r): p's offset in this rank's heap, added to rank r's heap as mapped here.
   void emit_symm_at(const ir::Op& op) {
     using runtime::DeviceFailure;
@@ -840,7 +863,6 @@ class NvptxLowering : public Elements {
   /// meet after it, so their later loads follow the acquire. The result is the last word read.
   void emit_wait(const ir::Op& op) {
     llvm::Type* t = reg_type(op.results[0]->type);
-    llvm::Type* i64 = b_.getInt64Ty();
     const int bits = 8 * ir::dtype_bytes(op.results[0]->type.dtype);
     const std::string load = str_cat("ld.", op.str_attr("semantic") == "acquire" ? "acquire" : "relaxed", ".",
                                      ptx_scope(op.str_attr("scope")), ".global.b", bits, " $0, [$1];");
@@ -852,37 +874,19 @@ class NvptxLowering : public Elements {
     llvm::Value* n = val(op.operands[1]).scalar;
     llvm::Value* want = val(op.operands[2]).scalar;
     llvm::Value* last = from_thread0(t, [&]() -> llvm::Value* {
-      llvm::Value* timeout = world_field(offsetof(runtime::DeviceWorld, timeout_ns), i64);
-      llvm::BasicBlock* pre = b_.GetInsertBlock();
-      auto* word = llvm::BasicBlock::Create(ctx_, "wait.word", fn_);
-      auto* spin = llvm::BasicBlock::Create(ctx_, "wait.spin", fn_);
-      auto* late = llvm::BasicBlock::Create(ctx_, "wait.late", fn_);
-      auto* next = llvm::BasicBlock::Create(ctx_, "wait.next", fn_);
-      auto* done = llvm::BasicBlock::Create(ctx_, "wait.done", fn_);
-      b_.CreateBr(word);
-      b_.SetInsertPoint(word);
-      llvm::PHINode* i = b_.CreatePHI(b_.getInt32Ty(), 2, "i");
-      llvm::PHINode* seen = b_.CreatePHI(t, 2, "seen");
-      i->addIncoming(b_.getInt32(0), pre);
-      seen->addIncoming(llvm::Constant::getNullValue(t), pre);
-      llvm::Value* more = b_.CreateICmpSLT(i, n);
-      llvm::Value* at = b_.CreateGEP(t, p, i);
-      llvm::Value* start = ptx(i64, "mov.u64 $0, %globaltimer;", "=l", {});
-      b_.CreateCondBr(more, spin, done);
-      b_.SetInsertPoint(spin);
-      llvm::Value* v = ptx(t, load, str_cat("=", reg_constraint(t), ",l"), {global_ptr(at)});
-      b_.CreateCondBr(b_.CreateICmpNE(b_.CreateICmp(pred, v, want), b_.getFalse()), next, late);
-      b_.SetInsertPoint(late);
-      llvm::Value* waited = b_.CreateSub(ptx(i64, "mov.u64 $0, %globaltimer;", "=l", {}), start);
-      fail_if(b_.CreateAnd(b_.CreateICmpNE(timeout, b_.getInt64(0)), b_.CreateICmpUGT(waited, timeout)),
-              runtime::DeviceFailure::wait_timeout, at, want, v);
-      b_.CreateBr(spin);
-      b_.SetInsertPoint(next);
-      i->addIncoming(b_.CreateAdd(i, b_.getInt32(1)), next);
-      seen->addIncoming(v, next);
-      b_.CreateBr(word);
-      b_.SetInsertPoint(done);
-      return seen;
+      llvm::Value* seen = local(t, llvm::Constant::getNullValue(t));
+      counted_loop(b_.getInt32(0), n, 1, [&](llvm::Value* i) {
+        llvm::Value* at = b_.CreateGEP(t, p, i);
+        llvm::Value* v = nullptr;
+        spin_until(
+            [&] {
+              v = ptx(t, load, str_cat("=", reg_constraint(t), ",l"), {global_ptr(at)});
+              return b_.CreateICmp(pred, v, want);
+            },
+            runtime::DeviceFailure::wait_timeout, [&] { return std::array<llvm::Value*, 3>{at, want, v}; });
+        b_.CreateStore(v, seen);
+      });
+      return b_.CreateLoad(t, seen);
     });
     define(op, {last, {}});
   }
@@ -914,8 +918,6 @@ class NvptxLowering : public Elements {
       llvm::Value* last = b_.CreateICmpEQ(before, b_.CreateSub(total, b_.getInt32(1)));
       auto* release = llvm::BasicBlock::Create(ctx_, "barrier.release", fn_);
       auto* wait = llvm::BasicBlock::Create(ctx_, "barrier.wait", fn_);
-      auto* spin = llvm::BasicBlock::Create(ctx_, "barrier.spin", fn_);
-      auto* late = llvm::BasicBlock::Create(ctx_, "barrier.late", fn_);
       auto* done = llvm::BasicBlock::Create(ctx_, "barrier.done", fn_);
       b_.CreateCondBr(last, release, wait);
       b_.SetInsertPoint(release);
@@ -926,18 +928,16 @@ class NvptxLowering : public Elements {
       });
       b_.CreateBr(done);
       b_.SetInsertPoint(wait);
-      llvm::Value* timeout = world_field(offsetof(runtime::DeviceWorld, timeout_ns), i64);
-      llvm::Value* start = ptx(i64, "mov.u64 $0, %globaltimer;", "=l", {});
-      b_.CreateBr(spin);
-      b_.SetInsertPoint(spin);
-      llvm::Value* now_gen = ptx(i32, "ld.acquire.sys.global.b32 $0, [$1];", "=r,l", {mine});
-      b_.CreateCondBr(b_.CreateICmpNE(now_gen, generation), done, late);
-      b_.SetInsertPoint(late);
-      llvm::Value* waited = b_.CreateSub(ptx(i64, "mov.u64 $0, %globaltimer;", "=l", {}), start);
-      llvm::Value* arrived = ptx(i32, "ld.relaxed.sys.global.b32 $0, [$1];", "=r,l", {counter});
-      fail_if(b_.CreateAnd(b_.CreateICmpNE(timeout, b_.getInt64(0)), b_.CreateICmpUGT(waited, timeout)),
-              runtime::DeviceFailure::barrier_timeout, counter, total, arrived);
-      b_.CreateBr(spin);
+      spin_until(
+          [&] {
+            llvm::Value* now = ptx(i32, "ld.acquire.sys.global.b32 $0, [$1];", "=r,l", {mine});
+            return b_.CreateICmpNE(now, generation);
+          },
+          runtime::DeviceFailure::barrier_timeout, [&] {
+            llvm::Value* arrived = ptx(i32, "ld.relaxed.sys.global.b32 $0, [$1];", "=r,l", {counter});
+            return std::array<llvm::Value*, 3>{counter, total, arrived};
+          });
+      b_.CreateBr(done);
       b_.SetInsertPoint(done);
     });
     barrier();

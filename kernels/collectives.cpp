@@ -78,7 +78,7 @@ TILEDIST_REGISTER(all_reduce_kernel());
 
 struct Collectives::State {
   Target target;
-  int rank = 0, ranks = 1;
+  int ranks = 1;
   size_t capacity = 0;  // elements per rank row of a staging half
   float* staging = nullptr;
   int64_t* flags = nullptr;  // flags[r]: slices rank r has sent us, over all calls
@@ -91,7 +91,6 @@ Collectives::Collectives(const Target& target, size_t capacity_bytes) : s_(std::
   State& s = *s_;
   s.target = target;
   const bool gpu = detail::on_gpu(target);
-  s.rank = detail::world_rank(target);
   s.ranks = detail::world_ranks(target);
   s.capacity = std::max<size_t>(capacity_bytes / 4 / 2 / s.ranks / 4 * 4, 4);
   s.staging = static_cast<float*>(detail::symm_zeroed(target, 2 * s.ranks * s.capacity * 4));

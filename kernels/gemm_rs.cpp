@@ -87,7 +87,7 @@ TILEDIST_REGISTER(rs_reduce_kernel());
 
 struct GemmRs::State {
   Target target;
-  int rank = 0, ranks = 1;
+  int ranks = 1;
   int64_t M = 0, N = 0, K = 0, rows = 0;
   float* staging = nullptr;  // two halves of [ranks][rows][N]
   int32_t* flags = nullptr;  // flags[r]: tiles of our rows rank r has pushed, over all calls
@@ -101,7 +101,6 @@ struct GemmRs::State {
 GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, bool all) : s_(std::make_shared<State>()) {
   State& s = *s_;
   s.target = target;
-  s.rank = detail::world_rank(target);
   s.ranks = detail::world_ranks(target);
   s.M = M, s.N = N, s.K = K, s.rows = all ? M : M / s.ranks;
   s.config = gemm_config(target, M, N, K);

@@ -6,9 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
-
 #include "kernels/kernels.h"
+#include "kernels/reference.h"
 
 namespace tiledist::testing_collectives {
 
@@ -36,6 +35,12 @@ inline void ring_all_gather(tl::Ptr<float> out, tl::Ptr<int32_t> flags, tl::Int 
   // The last chunk to arrive is the one two steps behind us.
   auto last = (me + 1) % n;
   tl::if_then(n > 1, [&] { dist::wait(flags + last, 1); });
+}
+
+inline std::vector<bf16> to_bf16(const std::vector<float>& v) {
+  std::vector<bf16> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = bf16(v[i]);
+  return h;
 }
 
 /// Memory<T>::make(std::vector<T>) -> an object with ptr() and get() (a host copy).
@@ -85,11 +90,6 @@ void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K) {
   kernels::AgGemm op(target, M, N, K);
   const int n = world_size(), me = rank();
   const int64_t rows = M / n;
-  auto to_bf16 = [](const std::vector<float>& v) {
-    std::vector<bf16> h(v.size());
-    for (size_t i = 0; i < v.size(); ++i) h[i] = bf16(v[i]);
-    return h;
-  };
   for (int call = 1; call <= 3; ++call) {
     std::vector<std::vector<bf16>> shards;
     for (int r = 0; r < n; ++r) shards.push_back(to_bf16(values(r, rows * K, call)));
@@ -104,12 +104,7 @@ void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K) {
         float av = float(shards[i / rows][(i % rows) * K + k]);
         for (int64_t j = 0; j < N; ++j) want[i * N + j] += av * float(bh[k * N + j]);
       }
-    double num = 0, den = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      num += double(got[i] - want[i]) * (got[i] - want[i]);
-      den += double(want[i]) * want[i];
-    }
-    EXPECT_LT(std::sqrt(num / den), 1e-5) << "call " << call << ": relative error of C (M=" << M << ", N=" << N << ", K=" << K << ")";
+    EXPECT_LT(reference::rel_error(got, want), 1e-5) << "call " << call << ": relative error of C (M=" << M << ", N=" << N << ", K=" << K << ")";
   }
 }
 
@@ -122,11 +117,6 @@ void check_gemm_rs(const Target& target, int64_t M, int64_t N, int64_t K) {
   const bool all = std::is_same_v<Op, kernels::GemmAr>;  // GEMM + AllReduce: every row is ours
   const int n = world_size(), me = rank();
   const int64_t rows = all ? M : M / n, first = all ? 0 : me * rows;  // the rows we get
-  auto to_bf16 = [](const std::vector<float>& v) {
-    std::vector<bf16> h(v.size());
-    for (size_t i = 0; i < v.size(); ++i) h[i] = bf16(v[i]);
-    return h;
-  };
   for (int call = 1; call <= 3; ++call) {
     std::vector<std::vector<bf16>> as, bs;
     for (int r = 0; r < n; ++r) {
@@ -144,12 +134,7 @@ void check_gemm_rs(const Target& target, int64_t M, int64_t N, int64_t K) {
           float av = float(as[r][(first + i) * K + k]);
           for (int64_t j = 0; j < N; ++j) want[i * N + j] += av * float(bs[r][k * N + j]);
         }
-    double num = 0, den = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      num += double(got[i] - want[i]) * (got[i] - want[i]);
-      den += double(want[i]) * want[i];
-    }
-    EXPECT_LT(std::sqrt(num / den), 1e-5) << "call " << call << ": relative error of our rows (M=" << M << ", N=" << N << ", K=" << K << ")";
+    EXPECT_LT(reference::rel_error(got, want), 1e-5) << "call " << call << ": relative error of our rows (M=" << M << ", N=" << N << ", K=" << K << ")";
   }
 }
 
