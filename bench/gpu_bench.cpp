@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "kernels/gemm_tile.h"
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
 
@@ -144,6 +145,26 @@ struct CublasLt {
   }
 };
 
+/// A probe of where a power-limited GEMM spends its energy (`gpu_bench energy`): the library
+/// GEMM's loop, but reading its operand tiles from the first 8 k-tiles over and over, so the
+/// instruction stream, the cp.async pipeline and the shared-memory traffic are the real one's,
+/// and every load hits L2 (no DRAM traffic). Its result is not A @ B.
+void gemm_probe(tl::Ptr<bf16> a, tl::Ptr<bf16> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K, tl::Const<int> BM,
+                tl::Const<int> BN, tl::Const<int> BK) {
+  using tl::Tensor;
+  auto [pid_m, pid_n] = kernels::detail::grouped_tile(8);
+  auto row = tl::expand_dims(pid_m * int(BM) + tl::arange(0, BM), 1);
+  auto col = tl::expand_dims(pid_n * int(BN) + tl::arange(0, BN), 0);
+  auto rk = tl::arange(0, BK);
+  auto acc = tl::for_range(0, K, int(BK), tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
+    auto kk = k % (8 * int(BK));
+    auto at = tl::load(a + row * K + tl::expand_dims(kk + rk, 0));
+    auto bt = tl::load(b + tl::expand_dims(kk + rk, 1) * N + col);
+    return tl::dot(at, bt, acc);
+  });
+  tl::store(c + row * N + col, acc);
+}
+
 }  // namespace
 
 /// Random inputs in [-1, 1): the tensor cores draw more power on random bits than on a
@@ -209,6 +230,40 @@ int one_gemm(const std::string& mode, char** argv, const std::string& last) {
   return 0;
 }
 
+/// `gpu_bench energy M N K SECONDS`: the library GEMM (256x128x32, 8 warps, 3 stages), the
+/// probe above and cuBLAS, each launched back to back for SECONDS in turn, twice; throughput
+/// counted as 2*M*N*K per launch. Run beside `nvidia-smi
+/// --query-gpu=timestamp,clocks.sm,power.draw --format=csv -lms 100` to read the energy per FLOP.
+int energy(char** argv) {
+  const int M = std::atoi(argv[0]), N = std::atoi(argv[1]), K = std::atoi(argv[2]);
+  const double span = std::atof(argv[3]), flop = 2.0 * M * N * K;
+  static const KernelDef probe_def("gemm_probe", gemm_probe, {"a", "b", "c", "M", "N", "K", "BM", "BN", "BK"});
+  CompileOptions opts;
+  opts.num_warps = 8;
+  opts.num_stages = 3;
+  const int bm = 256, bn = 128, bk = 32;
+  cuda::Buffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
+  cuda::Buffer<float> c(size_t(M) * N);
+  fill_random(a);
+  fill_random(b);
+  auto real = compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", bm}, {"BN", bn}, {"BK", bk}}, Target::cuda(), opts);
+  auto l2 = compile(probe_def, {{"BM", bm}, {"BN", bn}, {"BK", bk}}, Target::cuda(), opts);
+  const Grid grid{tl::cdiv(M, bm), tl::cdiv(N, bn)};
+  CublasLt cublas;
+  if (!cublas.load()) throw Error("gpu_bench energy: cuBLAS not found (set TILEDIST_CUBLASLT)");
+  CublasLt::Plan plan = cublas.plan(M, N, K);
+  const std::pair<const char*, std::function<void()>> runs[] = {
+      {"gemm", [&] { real.launch(grid, a, b, c, M, N, K); }},
+      {"probe-l2", [&] { l2.launch(grid, a, b, c, M, N, K); }},
+      {"cuBLAS", [&] { cublas.gemm(plan, a.data(), b.data(), c.data()); }}};
+  for (int round = 0; round < 2; ++round)
+    for (const auto& [name, fn] : runs) {
+      double t0 = seconds_now(), rate = steady_rate(fn, 0, span), t = seconds_now();
+      std::printf("energy %-13s %.3f..%.3f  %.1f TFLOP/s\n", name, t0, t, rate * flop / 1e12);
+    }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (!cuda::available()) {
     std::printf("gpu_bench: skipped, no CUDA GPU (%s)\n", cuda::unavailable_reason().c_str());
@@ -218,6 +273,7 @@ int main(int argc, char** argv) {
   try {
     if ((argc == 10 || argc == 11) && mode == "gemm") return one_gemm(mode, argv + 2, argc == 11 ? argv[10] : "bf16");
     if (argc == 11 && mode == "sustain") return one_gemm(mode, argv + 2, argv[10]);
+    if (argc == 6 && mode == "energy") return energy(argv + 2);
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
@@ -268,8 +324,8 @@ int main(int argc, char** argv) {
     struct Config {
       int bm, bn, bk, warps, stages, group;
     };
-    const Config configs[] = {{128, 128, 32, 4, 3, 8}, {256, 128, 32, 8, 3, 8}, {256, 128, 64, 8, 3, 8},
-                              {128, 256, 64, 8, 3, 8}, {64, 128, 64, 4, 4, 8}};
+    const Config configs[] = {{256, 128, 32, 8, 3, 8}, {128, 256, 64, 8, 4, 8}, {128, 256, 64, 8, 3, 8},
+                              {128, 128, 64, 8, 4, 8}, {64, 128, 64, 4, 4, 8}};
     for (auto [M, N, K] : {std::tuple{4096, 4096, 4096}, {8192, 8192, 8192}, {128, 8192, 8192}}) {
       cuda::Buffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
       cuda::Buffer<float> c(size_t(M) * N), wrk(size_t(M) * N);

@@ -66,6 +66,8 @@ class NvptxLowering : public Elements {
     for (auto& a : f_.body.args) vals_[a.get()] = GVal{fn_->getArg(a->index), {}};
     if (with_world) world_ = fn_->getArg(static_cast<unsigned>(f_.body.args.size()));
     uses_ = ir::count_uses(f_.body);
+    find_wgmma_loops(f_.body);
+    if (!wgmma_shapes_.empty()) smem_->setAlignment(llvm::Align(1024));  // wgmma's 128-byte swizzle atoms
     emit_block(f_.body);
     verify_lowered("nvptx");
     return NvptxModule{std::move(module_), f_.name, smem_bytes_, threads_, with_world};
@@ -283,6 +285,10 @@ class NvptxLowering : public Elements {
   MmaTiles mma_tiles(const ir::Type& t) const {
     int64_t M = t.shape[0], N = t.shape[1], tiles = (M / 16) * (N / 8), warps = threads_ / 32;
     MmaTiles m{M, N, N / 8, tiles, (tiles + warps - 1) / warps};
+    if (wgmma_shapes_.count({M, N})) {  // a warpgroup's wgmma.m64nN: warp w holds rows [16w, 16w + 16)
+      m.warps_n = 1, m.wtm = 16, m.wtn = N, m.per_warp = N / 8;
+      return m;
+    }
     int64_t best = 0;
     for (int64_t wm = 1; wm <= warps; ++wm) {  // the squarest warp tile
       if (warps % wm || M % (16 * wm) || N % (16 * (warps / wm))) continue;
@@ -1186,6 +1192,9 @@ class NvptxLowering : public Elements {
     /// ldmatrix cannot transpose (staged only).
     bool transposed = false;
     bool vector_rows = false;  // transposed: its rows can be read 16 bytes at a time
+    /// wgmma operands: the tile in column blocks of 128 bytes, each block's rows contiguous
+    /// (128-byte swizzle atoms of 8 rows; see blocked_swizzled).
+    bool blocked = false;
     int64_t esize = 2;  // bytes per element: 2 (f16, bf16) or 1 (f8)
     int64_t per_chunk() const { return 16 / esize; }  // elements per 16-byte chunk
     int64_t row_bytes() const { return (transposed ? rows : cols) * esize; }
@@ -1205,6 +1214,10 @@ class NvptxLowering : public Elements {
     PipeOperand a, b;
     int stages;
     int64_t stage_bytes;
+    /// sm_90a: the dot is wgmma.mma_async of each warpgroup (m64 x the tile's N) reading both
+    /// tiles from shared memory; the loop prefetches `stages - 2` ahead, so that a stage is
+    /// rewritten only after the wgmma groups that read it have completed (wait_group 1).
+    bool wgmma = false;
     int64_t base = 0;  // of the first buffer in dynamic shared memory
     llvm::Value* read_stage = nullptr;  // the stage the current iteration's dot reads
     llvm::Value* next_stage = nullptr;  // the next iteration's
@@ -1269,15 +1282,55 @@ class NvptxLowering : public Elements {
       auto a = operand(0), b = operand(1);
       if (!a || !b) continue;
       Pipeline p{&loop, dot, *a, *b, std::max(2, opts_.num_stages), 0};
+      p.wgmma = wgmma_eligible(p);
+      int64_t limit = kPipelineSmemBytes;
+      if (p.wgmma) {
+        p.a.blocked = p.b.blocked = true;
+        p.stages = std::max(3, p.stages);
+        limit = kWgmmaSmemBytes;
+      }
       p.b.offset = a->bytes();
       p.stage_bytes = p.b.offset + b->bytes();
-      while (p.stages > 2 && p.stages * p.stage_bytes > kPipelineSmemBytes) --p.stages;
-      if (p.stages * p.stage_bytes > kPipelineSmemBytes) continue;
+      const int min_stages = p.wgmma ? 3 : 2;
+      while (p.stages > min_stages && p.stages * p.stage_bytes > limit) --p.stages;
+      if (p.stages * p.stage_bytes > limit) continue;
       return p;
     }
     return std::nullopt;
   }
   static constexpr int64_t kPipelineSmemBytes = 160 * 1024;  // of the 227 KB a CTA may have
+  static constexpr int64_t kWgmmaSmemBytes = 208 * 1024;
+
+  /// wgmma.mma_async takes the pipeline's dot on sm_90a where both 16-bit tiles come by
+  /// cp.async, each warpgroup's share of the tile is m64 x N (M = 16 x warps: the accumulator
+  /// layout of mma_tiles, one warp per 16 rows), N is a multiple of 64 up to 256 and K of 64
+  /// (rows of 128 bytes: the 128-byte swizzle of the operand descriptors).
+  bool wgmma_eligible(const Pipeline& p) const {
+    if (opts_.arch != "sm_90a" || p.a.esize != 2 || p.a.staged || p.b.staged || threads_ % 128) return false;
+    const int64_t M = p.a.rows, K = p.a.cols, N = p.b.cols;
+    return M == 16 * (threads_ / 32) && N % 64 == 0 && N <= 256 && K % 64 == 0;
+  }
+  /// The shapes of the dots that wgmma pipelines make: mma_tiles gives them the wgmma layout,
+  /// decided before lowering so that every value of the shape agrees.
+  void find_wgmma_loops(const ir::Block& block) {
+    for (const auto& op : block.ops) {
+      if (op->code == OpCode::For)
+        if (auto p = match_pipeline(*op); p && p->wgmma) {
+          const ir::Type& t = p->dot->results[0]->type;
+          wgmma_shapes_.insert({t.shape[0], t.shape[1]});
+        }
+      for (const auto& r : op->regions) find_wgmma_loops(*r);
+    }
+  }
+  /// Byte offset of 16-byte chunk `chunk` of row `row` in a tile of `rows` rows stored in
+  /// column blocks of 128 bytes (block after block, each `rows` x 128 bytes), with the 128-byte
+  /// swizzle of wgmma descriptors and TMA: the chunk index XOR the row within its 8-row atom.
+  llvm::Value* blocked_swizzled(llvm::Value* row, llvm::Value* chunk, int64_t rows) {
+    auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
+    llvm::Value* in_line = b_.CreateXor(b_.CreateAnd(chunk, c(7)), b_.CreateAnd(row, c(7)));
+    return b_.CreateAdd(b_.CreateAdd(b_.CreateMul(b_.CreateLShr(chunk, 3), c(rows * 128)), b_.CreateMul(row, c(128))),
+                        b_.CreateMul(in_line, c(16)));
+  }
 
   /// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile with rows of
   /// `row_bytes`: within each 128-byte line the chunk index is XORed with the row (rows of 128
@@ -1391,7 +1444,8 @@ class NvptxLowering : public Elements {
         llvm::Value* e = b_.CreateMul(b_.CreateSelect(ok, q, c(0)), c(per));
         llvm::Value* row = b_.CreateUDiv(e, c(o->cols));
         llvm::Value* chunk = b_.CreateUDiv(b_.CreateURem(e, c(o->cols)), c(per));
-        llvm::Value* dst = b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateAdd(c(o->offset), swizzled(row, chunk, o->row_bytes())));
+        llvm::Value* at = o->blocked ? blocked_swizzled(row, chunk, o->rows) : swizzled(row, chunk, o->row_bytes());
+        llvm::Value* dst = b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateAdd(c(o->offset), at));
         if (!o->staged) {
           when(ok, [&] {
             llvm::Value* src = recompute(o->load->operands[0], e);
@@ -1499,6 +1553,74 @@ class NvptxLowering : public Elements {
     p.next_frags = pipe_fragments(p, m, next_stage, 0);
   }
 
+  /// A wgmma matrix descriptor for the tile at shared address `at`: 128-byte swizzle, `lbo` and
+  /// `sbo` the byte strides between column blocks and between 8-row atoms (PTX ISA, "Matrix
+  /// Descriptor Format").
+  llvm::Value* wgmma_desc(llvm::Value* at, int64_t lbo, int64_t sbo) {
+    const uint64_t fixed = (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) | (uint64_t(1) << 62);
+    llvm::Value* addr = b_.CreateAnd(b_.CreateLShr(b_.CreatePtrToInt(at, b_.getInt32Ty()), 4), b_.getInt32(0x3FFF));
+    return b_.CreateOr(b_.CreateZExt(addr, b_.getInt64Ty()), b_.getInt64(fixed));
+  }
+  /// An instruction of the wgmma protocol that touches no registers (fences, commit, wait).
+  void wgmma_sync(const std::string& text) { ptx(b_.getVoidTy(), text, "", {}); }
+  /// wgmma.wait_group with the accumulator passed through it, so that nothing reads the
+  /// registers before the wgmma that writes them has completed.
+  void wgmma_wait(GVal& acc, int pending) {
+    const size_t n = acc.slots.size();
+    std::vector<llvm::Type*> fs(n, b_.getFloatTy());
+    auto* ty = llvm::FunctionType::get(llvm::StructType::get(ctx_, fs), fs, false);
+    std::string cons;
+    for (size_t i = 0; i < n; ++i) cons += str_cat(i ? "," : "", "=f");
+    for (size_t i = 0; i < n; ++i) cons += str_cat(",", i);
+    cons += ",~{memory}";
+    llvm::Value* r = b_.CreateCall(ty, llvm::InlineAsm::get(ty, str_cat("wgmma.wait_group.sync.aligned ", pending, ";"), cons, true),
+                                   acc.slots);
+    for (size_t i = 0; i < n; ++i) acc.slots[i] = b_.CreateExtractValue(r, static_cast<unsigned>(i));
+  }
+  /// The dot of a wgmma pipeline: each warpgroup issues K/16 wgmma.m64nNk16 on its 64 rows of
+  /// A and all of B (both from the stage buffer through descriptors), chained on the
+  /// accumulator, commits them as a group, and waits until the previous iteration's group has
+  /// completed (this one stays in flight through the next iteration's barrier and prefetch).
+  void pipe_dot_wgmma(Pipeline& p, const ir::Op& op) {
+    DType da = op.operands[0]->type.dtype;
+    MmaTiles m = mma_tiles(op.results[0]->type);
+    GVal acc = mma_from(op.operands[2]);
+    auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
+    const int64_t N = m.N, n = acc.slots.size();
+    llvm::Value* base = stage_base(p, p.read_stage);
+    llvm::Value* group = b_.CreateLShr(tid_, 7);
+    llvm::Value* a_tile = b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateAdd(c(p.a.offset), b_.CreateMul(group, c(64 * 128))));
+    llvm::Value* b_tile = b_.CreateGEP(b_.getInt8Ty(), base, c(p.b.offset));
+    std::vector<llvm::Type*> fs(n, b_.getFloatTy());
+    std::vector<llvm::Type*> ins = fs;
+    ins.push_back(b_.getInt64Ty());
+    ins.push_back(b_.getInt64Ty());
+    auto* ty = llvm::FunctionType::get(llvm::StructType::get(ctx_, fs), ins, false);
+    std::string regs, cons;
+    for (int64_t i = 0; i < n; ++i) regs += str_cat(i ? ", " : "", "$", i), cons += str_cat(i ? "," : "", "=f");
+    for (int64_t i = 0; i < n; ++i) cons += str_cat(",", i);
+    cons += ",l,l,~{memory}";
+    auto* wgmma = llvm::InlineAsm::get(
+        ty, str_cat("wgmma.mma_async.sync.aligned.m64n", N, "k16.f32.", ptx_type(da), ".", ptx_type(da), " {", regs, "}, $", 2 * n,
+                    ", $", 2 * n + 1, ", 1, 1, 1, 0, 1;"),
+        cons, true);
+    wgmma_sync("wgmma.fence.sync.aligned;");
+    for (int64_t ks = 0; ks < p.a.cols / 16; ++ks) {
+      // A (K-major): 32 bytes per k16 within a 128-byte block, the next block rows * 128 on.
+      llvm::Value* a_at = b_.CreateConstGEP1_64(b_.getInt8Ty(), a_tile, (ks / 4) * p.a.rows * 128 + (ks % 4) * 32);
+      // B (N-major): 16 rows of 128 bytes per k16.
+      llvm::Value* b_at = b_.CreateConstGEP1_64(b_.getInt8Ty(), b_tile, ks * 16 * 128);
+      std::vector<llvm::Value*> args = acc.slots;
+      args.push_back(wgmma_desc(a_at, 16, 1024));
+      args.push_back(wgmma_desc(b_at, p.b.rows * 128, 1024));
+      llvm::Value* r = b_.CreateCall(ty, wgmma, args);
+      for (int64_t i = 0; i < n; ++i) acc.slots[i] = b_.CreateExtractValue(r, static_cast<unsigned>(i));
+    }
+    wgmma_sync("wgmma.commit_group.sync.aligned;");
+    wgmma_sync("wgmma.wait_group.sync.aligned 1;");
+    define(op, acc);
+  }
+
   /// The dot of a pipelined loop. Fragments of the first 16 columns of K come from the previous
   /// iteration; the others are loaded up front; before the last mma.sync step the warp waits for
   /// the next tiles and loads the next iteration's first fragments, so that the barrier and the
@@ -1588,7 +1710,8 @@ class NvptxLowering : public Elements {
 
   /// dot: both operands staged; each thread accumulates its output elements with FMAs.
   void emit_dot(const ir::Op& op) {
-    if (auto it = pipe_dots_.find(&op); it != pipe_dots_.end()) return pipe_dot(*it->second, op);
+    if (auto it = pipe_dots_.find(&op); it != pipe_dots_.end())
+      return it->second->wgmma ? pipe_dot_wgmma(*it->second, op) : pipe_dot(*it->second, op);
     if (opts_.arch != "sm_70" && emit_dot_mma(op)) return;
     const ir::Type& at = op.operands[0]->type;
     const ir::Type& bt = op.operands[1]->type;
@@ -1685,11 +1808,12 @@ class NvptxLowering : public Elements {
       smem_bytes_ = std::max(smem_bytes_, smem_floor_ + pipe->stages * pipe->stage_bytes);
       smem_floor_ += (pipe->stages * pipe->stage_bytes + 127) / 128 * 128;
       barrier();  // the buffers may still be read by an earlier op
-      for (int s = 0; s + 1 < pipe->stages; ++s) {
+      const int ahead = pipe->wgmma ? pipe->stages - 2 : pipe->stages - 1;
+      for (int s = 0; s < ahead; ++s) {
         pipe_issue(*pipe, lo, step, hi, b_.getInt32(s), b_.getInt32(s));
         pipe_store_staged(*pipe);
       }
-      pipe_advance(*pipe, mma_tiles(pipe->dot->results[0]->type), b_.getInt32(0));
+      if (!pipe->wgmma) pipe_advance(*pipe, mma_tiles(pipe->dot->results[0]->type), b_.getInt32(0));
       pipe_dots_[pipe->dot] = &*pipe;
       deferred_loads_.insert(pipe->a.load);
       deferred_loads_.insert(pipe->b.load);
@@ -1720,7 +1844,22 @@ class NvptxLowering : public Elements {
     }
     b_.CreateCondBr(b_.CreateICmpSLT(iv, hi), body_bb, exit);
     b_.SetInsertPoint(body_bb);
-    if (pipe) {
+    if (pipe && pipe->wgmma) {
+      // This iteration's tiles have landed (each thread's copies, made visible to the async
+      // proxy, then everyone's). Past the barrier, every warpgroup has completed the wgmma
+      // group of two iterations back (wait_group 1 after the last one), whose stage this
+      // prefetch overwrites.
+      const int s = pipe->stages;
+      b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(s - 3)});
+      wgmma_sync("fence.proxy.async.shared::cta;");
+      barrier();
+      llvm::Value* target = b_.CreateSelect(b_.CreateICmpSGE(stage, b_.getInt32(2)), b_.CreateSub(stage, b_.getInt32(2)),
+                                            b_.CreateAdd(stage, b_.getInt32(s - 2)));
+      pipe_issue(*pipe, lo, step, hi, b_.CreateAdd(count, b_.getInt32(s - 2)), target);
+      pipe->read_stage = stage;
+      pipe->next_stage = b_.CreateSelect(b_.CreateICmpEQ(stage, b_.getInt32(s - 1)), b_.getInt32(0),
+                                         b_.CreateAdd(stage, b_.getInt32(1)));
+    } else if (pipe) {
       // Every thread is past the barrier of the previous iteration, so done reading the buffer
       // that this prefetch overwrites (see pipe_dot).
       // Iteration count + stages - 1 goes to the stage read by the previous iteration.
@@ -1747,6 +1886,9 @@ class NvptxLowering : public Elements {
     close_phis(phis, next, latch);
     b_.CreateBr(header);
     b_.SetInsertPoint(exit);
+    if (pipe && pipe->wgmma)  // the last wgmma group completes before its result is read
+      for (size_t i = 0; i < phis.size(); ++i)
+        if (yield.operands[i]->def == pipe->dot) wgmma_wait(phis[i], 0);
     if (pipe) {
       b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(0)});
       barrier();  // the buffers become scratch again
@@ -1830,6 +1972,7 @@ class NvptxLowering : public Elements {
   int64_t smem_floor_ = 0;  // scratch() starts here
   AxisAnalysis axis_;
   std::map<const ir::Op*, Pipeline*> pipe_dots_;  // dots of the pipelined loops being lowered
+  std::set<std::pair<int64_t, int64_t>> wgmma_shapes_;  // see find_wgmma_loops
   std::set<const ir::Op*> deferred_loads_;        // loads that pipelines do instead
   std::map<const ir::Value*, llvm::Value*> subst_;  // recompute(): values for the iteration prefetched
   const ir::Block* subst_body_ = nullptr;            // recompute(): the body whose scalars are recomputed

@@ -83,7 +83,10 @@ TEST(Gemm, AlignedShapesWithPipelinedTiles) {
     int M, N, K, bm, bn, bk, warps, stages;
   };
   for (Case t : {Case{80, 48, 48, 64, 64, 32, 4, 3}, Case{256, 256, 256, 128, 128, 32, 4, 4},
-                 Case{144, 272, 96, 128, 128, 32, 8, 3}, Case{64, 128, 1024, 64, 128, 64, 4, 2}}) {
+                 Case{144, 272, 96, 128, 128, 32, 8, 3}, Case{64, 128, 1024, 64, 128, 64, 4, 2},
+                 // on sm_90a, wgmma: one or two warpgroups, N of 1, 2 or 4 column blocks, K of 1 or 2
+                 Case{304, 528, 208, 128, 256, 64, 8, 4}, Case{256, 192, 320, 128, 128, 128, 8, 3},
+                 Case{128, 512, 128, 64, 256, 64, 4, 3}, Case{96, 64, 80, 64, 64, 64, 4, 5}}) {
     auto af = ref::random_floats(size_t(t.M) * t.K), bf = ref::random_floats(size_t(t.K) * t.N);
     std::vector<bf16> a(af.size()), b(bf.size());
     for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = bf16(af[i]));
