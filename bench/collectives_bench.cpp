@@ -17,6 +17,7 @@
 #include <cstring>
 #include <functional>
 
+#include "bench/cublas_lt.h"
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
 
@@ -109,6 +110,7 @@ int main(int argc, char** argv) {
         std::function<void()> ours, nccl;
         double bus;  // bus bandwidth factor (NCCL's convention)
       };
+      using Algo = kernels::Collectives::AllReduce;
       std::vector<Op> ops = {
           {"all_reduce", [&] { ours.all_reduce(in.data(), out.data(), count); },
            [&] {
@@ -116,6 +118,8 @@ int main(int argc, char** argv) {
              stream.synchronize();
            },
            2.0 * (n - 1) / n},
+          {"  one-shot", [&] { ours.all_reduce(in.data(), out.data(), count, Algo::one_shot); }, nullptr, 2.0 * (n - 1) / n},
+          {"  two-shot", [&] { ours.all_reduce(in.data(), out.data(), count, Algo::two_shot); }, nullptr, 2.0 * (n - 1) / n},
           {"all_gather", [&] { ours.all_gather(in.data(), out.data(), count / n); },
            [&] {
              nccl.check(nccl.all_gather(in.data(), theirs.data(), count / n, Nccl::kFloat32, nccl.comm, stream.handle()), "ncclAllGather");
@@ -137,7 +141,7 @@ int main(int argc, char** argv) {
           err = reference::rel_error(out.download(), theirs.download());
           if (err > 1e-5) throw Error(str_cat("collectives_bench: our all_reduce of ", bytes, " bytes differs from NCCL's (", err, ")"));
         }
-        double us = time_us(op.ours, reps), them = have_nccl ? time_us(op.nccl, reps) : 0;
+        double us = time_us(op.ours, reps), them = have_nccl && op.nccl ? time_us(op.nccl, reps) : 0;
         if (me == 0) {
           char label[64];
           std::snprintf(label, sizeof label, "%s %zu KiB", op.name, bytes >> 10);
@@ -147,7 +151,10 @@ int main(int argc, char** argv) {
       }
     }
     // ---- AllGather + GEMM: ours overlapped, against our GEMM alone and NCCL's all-gather then
-    // our GEMM. C[M, N] = all_gather(A)[M, K] @ B[K, N], M rows gathered from all ranks.
+    // our GEMM, or then cuBLAS. C[M, N] = all_gather(A)[M, K] @ B[K, N], M rows gathered from
+    // all ranks.
+    bench::CublasLt cublas;
+    const bool have_cublas = only != "collectives" && cublas.load();
     for (int64_t size : {int64_t(4096), int64_t(8192)}) {
       if (only == "collectives") break;
       const int64_t M = size, N = size, K = size, rows = M / n;
@@ -177,6 +184,24 @@ int main(int argc, char** argv) {
         stream.synchronize();
         gemm_alone();
       };
+      bench::CublasLt::Plan plan{};
+      if (have_cublas) plan = cublas.plan(int(M), int(N), int(K));
+      auto cublas_alone = [&] {
+        cublas.gemm(plan, gathered.data(), b.data(), c_ref.data());
+        cuda::synchronize();
+      };
+      auto nccl_then_cublas = [&] {
+        nccl.check(nccl.all_gather(a.data(), gathered.data(), size_t(rows) * K * 2 / 4, Nccl::kFloat32, nccl.comm,
+                                   stream.handle()), "ncclAllGather");
+        stream.synchronize();
+        cublas_alone();
+      };
+      auto cublas_then_nccl = [&] {
+        cublas_alone();
+        nccl.check(nccl.reduce_scatter(c_ref.data(), rs_ref.data(), size_t(rows) * N, Nccl::kFloat32, Nccl::kSum, nccl.comm,
+                                       stream.handle()), "ncclReduceScatter");
+        stream.synchronize();
+      };
       double err = 0;
       if (have_nccl) {  // ours against NCCL's gather and our GEMM
         ours();
@@ -202,13 +227,22 @@ int main(int argc, char** argv) {
       double t_ours = time_us(ours, reps), t_gemm = time_us(gemm_alone, reps);
       double t_seq = have_nccl ? time_us(nccl_then_gemm, reps) : 0;
       double t_rs = time_us(rs_ours, reps), t_rs_seq = have_nccl ? time_us(gemm_then_nccl, reps) : 0;
+      const bool both = have_nccl && have_cublas;
+      double t_cublas = have_cublas ? time_us(cublas_alone, reps) : 0;
+      double t_cseq = both ? time_us(nccl_then_cublas, reps) : 0, t_rs_cseq = both ? time_us(cublas_then_nccl, reps) : 0;
       if (me == 0) {
         if (size == 4096)
-          std::printf("\nOverlapped GEMMs, bf16 (f32 out), microseconds: ours, our GEMM alone, our GEMM with NCCL one after the other\n");
-        std::printf("AllGather+GEMM     M=N=K=%-6lld ours %8.1f   GEMM alone %8.1f (ours/alone %.3f)   NCCL AG, GEMM %8.1f (speedup %.3f)\n",
-                    static_cast<long long>(size), t_ours, t_gemm, t_ours / t_gemm, t_seq, t_ours > 0 ? t_seq / t_ours : 0);
-        std::printf("GEMM+ReduceScatter M=N=K=%-6lld ours %8.1f   GEMM alone %8.1f (ours/alone %.3f)   GEMM, NCCL RS %8.1f (speedup %.3f)\n",
-                    static_cast<long long>(size), t_rs, t_gemm, t_rs / t_gemm, t_rs_seq, t_rs > 0 ? t_rs_seq / t_rs : 0);
+          std::printf("\nOverlapped GEMMs, bf16 (f32 out), microseconds: ours; our GEMM alone; our GEMM and NCCL one after "
+                      "the other; cuBLAS alone; cuBLAS and NCCL one after the other (speedup: its time / ours)\n");
+        auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+        std::printf("AllGather+GEMM     M=N=K=%-6lld ours %8.1f   GEMM alone %8.1f (ours/alone %.3f)   NCCL AG, GEMM %8.1f "
+                    "(speedup %.3f)   cuBLAS %8.1f   NCCL AG, cuBLAS %8.1f (speedup %.3f)\n",
+                    static_cast<long long>(size), t_ours, t_gemm, t_ours / t_gemm, t_seq, ratio(t_seq, t_ours), t_cublas, t_cseq,
+                    ratio(t_cseq, t_ours));
+        std::printf("GEMM+ReduceScatter M=N=K=%-6lld ours %8.1f   GEMM alone %8.1f (ours/alone %.3f)   GEMM, NCCL RS %8.1f "
+                    "(speedup %.3f)   cuBLAS %8.1f   cuBLAS, NCCL RS %8.1f (speedup %.3f)\n",
+                    static_cast<long long>(size), t_rs, t_gemm, t_rs / t_gemm, t_rs_seq, ratio(t_rs_seq, t_rs), t_cublas,
+                    t_rs_cseq, ratio(t_rs_cseq, t_rs));
       }
     }
     if (me == 0 && !have_nccl) std::printf("(NCCL not found: set TILEDIST_NCCL to libnccl.so.2's path)\n");

@@ -1,9 +1,10 @@
 // One-shot collectives through a symmetric staging area, on the host world (CPU) or the GPU
 // world alike. Programs form a grid (P, ranks): program (b, p) pushes slice b of what rank p
-// needs into rank p's staging row for this rank (putmem + a counting signal), then waits until
-// every rank's P slices have arrived and finishes part p of slice b locally:
-// copying the rows (all-gather) or summing them in rank order (reduce-scatter, all-reduce: the
-// same order on every rank, so every rank gets the same bits).
+// needs into rank p's staging row for this rank (putmem + a counting signal; to itself only the
+// signal), then waits until every rank's P slices have arrived and finishes part p of slice b
+// locally: copying the rows (all-gather) or summing them in rank order (reduce-scatter,
+// all-reduce: the same order on every rank, so every rank gets the same bits), its own row read
+// from its input. The two-shot all-reduce is a reduce-scatter and an all-gather of the sums.
 //
 // Reuse without a barrier: calls alternate between two staging halves, and signal words only
 // grow (a call waits until each holds the number of slices every call so far has sent). A rank writes a peer's half of call k+1 only after it has
@@ -25,8 +26,9 @@ void push_collective(tl::Ptr<float> in, tl::Ptr<float> staging, tl::Ptr<int64_t>
   auto per = ((count + nb - 1) / nb + 3) / 4 * 4;  // 16-byte slices
   auto lo = b * per;
   auto len = tl::maximum(tl::minimum(count - lo, per), 0);
+  auto bytes = tl::where(p == me, 0, len).to(tl::int64) * 4;
   shmem::putmem_signal_nbi_block(staging + (me * count + lo).to(tl::int64), in + (p * in_stride + lo).to(tl::int64),
-                                 len.to(tl::int64) * 4, flags + me, tl::scalar(1, tl::int64), shmem::SIGNAL_ADD, p);
+                                 bytes, flags + me, tl::scalar(1, tl::int64), shmem::SIGNAL_ADD, p);
   // Then every program finishes its share of slice b: part p of it.
   auto part = ((len + n - 1) / n + 3) / 4 * 4;
   auto first = lo + p * part;
@@ -36,18 +38,20 @@ void push_collective(tl::Ptr<float> in, tl::Ptr<float> staging, tl::Ptr<int64_t>
       return shmem::signal_wait_until(flags + r, shmem::Cmp::ge, arrived);
     });
     auto rows = dist::consume_token(staging, token);
+    auto own = in + (me * in_stride).to(tl::int64);
     tl::for_range(first, end, BLOCK, [&](Tensor off) {
       auto o = off + tl::arange(0, BLOCK);
       auto m = o < end;
+      // Rank r's elements: from its staging row, or from the input for this rank's own.
+      auto row = [&](const Tensor& r) {
+        auto mine = r == me;
+        return tl::where(mine, tl::load(own + o, m & mine, 0.0f), tl::load(rows + (r * count).to(tl::int64) + o, m & !mine, 0.0f));
+      };
       if (REDUCE) {
-        auto sum = tl::for_range(0, n, 1, tl::zeros({BLOCK}, tl::float32), [&](Tensor r, Tensor acc) {
-          return acc + tl::load(rows + (r * count).to(tl::int64) + o, m, 0.0f);
-        });
+        auto sum = tl::for_range(0, n, 1, tl::zeros({BLOCK}, tl::float32), [&](Tensor r, Tensor acc) { return acc + row(r); });
         tl::store(out + o, sum, m);
       } else {
-        tl::for_range(0, n, 1, [&](Tensor r) {
-          tl::store(out + (r * out_stride).to(tl::int64) + o, tl::load(rows + (r * count).to(tl::int64) + o, m, 0.0f), m);
-        });
+        tl::for_range(0, n, 1, [&](Tensor r) { tl::store(out + (r * out_stride).to(tl::int64) + o, row(r), m); });
       }
     });
   });
@@ -134,6 +138,19 @@ void Collectives::run(bool reduce, const float* in, float* out, size_t count, si
 
 void Collectives::all_gather(const float* in, float* out, size_t count) { run(false, in, out, count, 0, count); }
 void Collectives::reduce_scatter(const float* in, float* out, size_t count) { run(true, in, out, count, count, 0); }
-void Collectives::all_reduce(const float* in, float* out, size_t count) { run(true, in, out, count, 0, 0); }
+void Collectives::all_reduce(const float* in, float* out, size_t count, AllReduce algorithm) {
+  const State& s = *s_;
+  if (algorithm == AllReduce::automatic)
+    algorithm = s.ranks > 2 && count * 4 >= kTwoShotBytes ? AllReduce::two_shot : AllReduce::one_shot;
+  // Two shots: each rank sums one part (16-byte aligned) and gathers the others' sums; the
+  // elements past ranks whole parts, fewer than 4 per rank, go in one shot.
+  const size_t part = count / s.ranks / 4 * 4;
+  if (algorithm == AllReduce::one_shot || s.ranks == 1 || part == 0) return run(true, in, out, count, 0, 0);
+  float* mine = out + detail::world_rank(s.target) * part;
+  run(true, in, mine, part, part, 0);
+  run(false, mine, out, part, 0, part);
+  const size_t body = part * s.ranks;
+  if (body < count) run(true, in + body, out + body, count - body, 0, 0);
+}
 
 }  // namespace tiledist::kernels

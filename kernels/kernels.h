@@ -96,8 +96,15 @@ class Collectives {
   void all_gather(const float* in, float* out, size_t count);
   /// out[i] = sum over ranks r of in_r[rank * count + i] (in holds ranks * count).
   void reduce_scatter(const float* in, float* out, size_t count);
-  /// out[i] = sum over ranks r of in_r[i].
-  void all_reduce(const float* in, float* out, size_t count);
+  /// How all_reduce moves the data: one shot (every rank sends all of its input to every other
+  /// and sums everything itself) or two (reduce-scatter, then all-gather of the sums: each
+  /// rank sends 2 (n - 1) / n of its input instead of n - 1 times it); `automatic` takes two
+  /// from kTwoShotBytes on where there are more than two ranks (on two, both send as much, and
+  /// two shots measured slower: bench/RESULTS.md).
+  enum class AllReduce { automatic, one_shot, two_shot };
+  static constexpr size_t kTwoShotBytes = size_t(4) << 20;
+  /// out[i] = sum over ranks r of in_r[i]. Every rank gets the same bits.
+  void all_reduce(const float* in, float* out, size_t count, AllReduce algorithm = AllReduce::automatic);
   int ranks() const;
 
  private:

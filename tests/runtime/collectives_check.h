@@ -1,7 +1,7 @@
 // The library collectives (kernels::Collectives) checked on every rank against sums the host
 // computes in the same rank order (so results must match exactly): ragged sizes, messages larger
-// than the staging area (sent in pieces), and calls back to back (staging halves and growing
-// signal words). Shared by the CPU test (dist_test) and the GPU test (cuda_dist_test).
+// than the staging area (sent in pieces), calls back to back (staging halves and growing signal
+// words), and all-reduce in one shot and in two (with a tail of fewer than 4 per rank). Shared by the CPU test (dist_test) and the GPU test (cuda_dist_test).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -71,14 +71,17 @@ void check(const Target& target, size_t capacity_bytes) {
         for (size_t i = 0; i < count; ++i) want[i] += value(r, static_cast<int64_t>(me * count + i), call);
       for (size_t i = 0; i < count; ++i) ASSERT_EQ(got[i], want[i]) << "reduce_scatter of " << count << ": element " << i;
     }
-    {
+    using Algo = kernels::Collectives::AllReduce;
+    for (Algo algo : {Algo::one_shot, Algo::two_shot, Algo::automatic}) {
+      const char* name = algo == Algo::one_shot ? "one-shot" : algo == Algo::two_shot ? "two-shot" : "automatic";
       auto in = Memory<float>::make(values(me, count, call));
       auto out = Memory<float>::make(std::vector<float>(count, -1.0f));
-      c.all_reduce(in.ptr(), out.ptr(), count);
+      c.all_reduce(in.ptr(), out.ptr(), count, algo);
       std::vector<float> got = out.get(), want(count, 0.0f);
       for (int r = 0; r < n; ++r)
         for (size_t i = 0; i < count; ++i) want[i] += value(r, static_cast<int64_t>(i), call);
-      for (size_t i = 0; i < count; ++i) ASSERT_EQ(got[i], want[i]) << "all_reduce of " << count << ": element " << i;
+      for (size_t i = 0; i < count; ++i)
+        ASSERT_EQ(got[i], want[i]) << name << " all_reduce of " << count << ": element " << i;
     }
   }
 }
