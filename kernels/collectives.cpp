@@ -1,15 +1,17 @@
 // One-shot collectives through a symmetric staging area, on the host world (CPU) or the GPU
 // world alike. Programs form a grid (P, ranks): program (b, p) pushes slice b of what rank p
-// needs into rank p's staging row for this rank (putmem + a counting signal; to itself only the
-// signal), then waits until every rank's P slices have arrived and finishes part p of slice b
-// locally: copying the rows (all-gather) or summing them in rank order (reduce-scatter,
-// all-reduce: the same order on every rank, so every rank gets the same bits), its own row read
-// from its input. The two-shot all-reduce is a reduce-scatter and an all-gather of the sums.
+// needs into rank p's staging row for this rank, chunk by chunk (putmem + a signal; to itself
+// only the signal), and after pushing chunk j finishes part p of chunk j - 1 of slice b, once
+// every rank's chunk j - 1 has arrived: copying the rows (all-gather) or summing them in rank
+// order (reduce-scatter, all-reduce: the same order on every rank, so every rank gets the same
+// bits), its own row read from its input. The two-shot all-reduce is a reduce-scatter and an
+// all-gather of the sums.
 //
 // Reuse without a barrier: calls alternate between two staging halves, and signal words only
-// grow (a call waits until each holds the number of slices every call so far has sent). A rank writes a peer's half of call k+1 only after it has
-// received that peer's pushes of call k, which the peer made after finishing call k-1, the
-// last reader of that half.
+// grow (call << 20 | chunks received). A call's kernel ends only once every rank's chunks of
+// the call have arrived, so a rank writes a peer's half of call k+1 only after it has received
+// that peer's pushes of call k, which the peer made after finishing call k-1, the last reader
+// of that half.
 #include "kernels/kernels.h"
 #include "kernels/symmetric.h"
 
@@ -19,61 +21,85 @@ namespace {
 using tl::Tensor;
 
 void push_collective(tl::Ptr<float> in, tl::Ptr<float> staging, tl::Ptr<int64_t> flags, tl::Ptr<float> out,
-                     tl::Int count, tl::Int in_stride, tl::Int out_stride, tl::Int64 arrived, tl::Const<int> BLOCK,
-                     tl::Const<int> REDUCE) {
+                     tl::Int count, tl::Int in_stride, tl::Int out_stride, tl::Int64 call, tl::Const<int> BLOCK,
+                     tl::Const<int> REDUCE, tl::Const<int> CHUNK) {
   auto me = dist::rank(), n = dist::num_ranks();
   auto b = tl::program_id(0), nb = tl::num_programs(0), p = tl::program_id(1);
   auto per = ((count + nb - 1) / nb + 3) / 4 * 4;  // 16-byte slices
   auto lo = b * per;
   auto len = tl::maximum(tl::minimum(count - lo, per), 0);
-  auto bytes = tl::where(p == me, 0, len).to(tl::int64) * 4;
-  shmem::putmem_signal_nbi_block(staging + (me * count + lo).to(tl::int64), in + (p * in_stride + lo).to(tl::int64),
-                                 bytes, flags + me, tl::scalar(1, tl::int64), shmem::SIGNAL_ADD, p);
-  // Then every program finishes its share of slice b: part p of it.
-  auto part = ((len + n - 1) / n + 3) / 4 * 4;
-  auto first = lo + p * part;
-  auto end = tl::minimum(first + part, lo + len);
-  tl::if_then(first < end, [&] {
-    auto token = tl::for_range(0, n, 1, tl::scalar(0, tl::int64), [&](Tensor r, Tensor) {
-      return shmem::signal_wait_until(flags + r, shmem::Cmp::ge, arrived);
+  auto chunks = (len + CHUNK - 1) / CHUNK;
+  // Signal words hold call << 20 | chunks of slice b received, one word per (sender, slice):
+  // set, not added, by the one program that pushes that slice here, so they only grow.
+  auto base = call * (int64_t(1) << 20);
+  auto chunk_at = [&](const Tensor& j) { return lo + j * CHUNK; };
+  auto chunk_len = [&](const Tensor& j) { return tl::minimum(lo + len - chunk_at(j), int(CHUNK)); };
+  // Chunk j of slice b goes to rank p (only the signal where p is this rank).
+  auto push = [&](const Tensor& j) {
+    auto at = chunk_at(j);
+    auto bytes = tl::where(p == me, 0, chunk_len(j)).to(tl::int64) * 4;
+    shmem::putmem_signal_nbi_block(staging + (me * count + at).to(tl::int64), in + (p * in_stride + at).to(tl::int64), bytes,
+                                   flags + me * nb + b, base + j.to(tl::int64) + 1, shmem::SIGNAL_SET, p);
+  };
+  // Part p of chunk j, once every rank's chunk j has arrived: copied out (all-gather) or summed
+  // in rank order (reduce-scatter, all-reduce).
+  auto own = in + (me * in_stride).to(tl::int64);
+  auto finish = [&](const Tensor& j) {
+    auto at = chunk_at(j), clen = chunk_len(j);
+    auto part = ((clen + n - 1) / n + 3) / 4 * 4;
+    auto first = at + p * part;
+    auto end = tl::minimum(first + part, at + clen);
+    tl::if_then(first < end, [&] {
+      auto token = tl::for_range(0, n, 1, tl::scalar(0, tl::int64), [&](Tensor r, Tensor) {
+        return shmem::signal_wait_until(flags + r * nb + b, shmem::Cmp::ge, base + j.to(tl::int64) + 1);
+      });
+      auto rows = dist::consume_token(staging, token);
+      tl::for_range(first, end, BLOCK, [&](Tensor off) {
+        auto o = off + tl::arange(0, BLOCK);
+        auto m = o < end;
+        // Rank r's elements: from its staging row, or from the input for this rank's own.
+        auto row = [&](const Tensor& r) {
+          auto mine = r == me;
+          return tl::where(mine, tl::load(own + o, m & mine, 0.0f), tl::load(rows + (r * count).to(tl::int64) + o, m & !mine, 0.0f));
+        };
+        if (REDUCE) {
+          auto sum = tl::for_range(0, n, 1, tl::zeros({int(BLOCK)}, tl::float32), [&](Tensor r, Tensor acc) { return acc + row(r); });
+          tl::store(out + o, sum, m);
+        } else {
+          tl::for_range(0, n, 1, [&](Tensor r) { tl::store(out + (r * out_stride).to(tl::int64) + o, row(r), m); });
+        }
+      });
     });
-    auto rows = dist::consume_token(staging, token);
-    auto own = in + (me * in_stride).to(tl::int64);
-    tl::for_range(first, end, BLOCK, [&](Tensor off) {
-      auto o = off + tl::arange(0, BLOCK);
-      auto m = o < end;
-      // Rank r's elements: from its staging row, or from the input for this rank's own.
-      auto row = [&](const Tensor& r) {
-        auto mine = r == me;
-        return tl::where(mine, tl::load(own + o, m & mine, 0.0f), tl::load(rows + (r * count).to(tl::int64) + o, m & !mine, 0.0f));
-      };
-      if (REDUCE) {
-        auto sum = tl::for_range(0, n, 1, tl::zeros({BLOCK}, tl::float32), [&](Tensor r, Tensor acc) { return acc + row(r); });
-        tl::store(out + o, sum, m);
-      } else {
-        tl::for_range(0, n, 1, [&](Tensor r) { tl::store(out + (r * out_stride).to(tl::int64) + o, row(r), m); });
-      }
-    });
+  };
+  // A pipeline: push chunk j while the chunk before it is finished, so that the links and the
+  // local memory work at once.
+  tl::for_range(0, chunks, 1, [&](Tensor j) {
+    push(j);
+    tl::if_then(j > 0, [&] { finish(j - 1); });
   });
+  tl::if_then(chunks > 0, [&] { finish(chunks - 1); });
 }
 
-const std::vector<std::string> kParams = {"in",    "staging", "flags", "out",   "count",
-                                          "in_stride", "out_stride", "arrived", "BLOCK", "REDUCE"};
+const std::vector<std::string> kParams = {"in",         "staging", "flags",   "out",   "count", "in_stride",
+                                          "out_stride", "call",    "BLOCK",   "REDUCE", "CHUNK"};
 }  // namespace
 
 const KernelDef& all_gather_kernel() {
   static const KernelDef def =
-      KernelDef("all_gather", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 0}}).do_not_specialize({"arrived"});
+      KernelDef("all_gather", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 0}, {"CHUNK", 16384}})
+          .do_not_specialize({"call"});
   return def;
 }
 const KernelDef& reduce_scatter_kernel() {
   static const KernelDef def =
-      KernelDef("reduce_scatter", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 1}}).do_not_specialize({"arrived"});
+      KernelDef("reduce_scatter", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 1}, {"CHUNK", 16384}})
+          .do_not_specialize({"call"});
   return def;
 }
 const KernelDef& all_reduce_kernel() {
   static const KernelDef def =
-      KernelDef("all_reduce", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 1}}).do_not_specialize({"arrived"});
+      KernelDef("all_reduce", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 1}, {"CHUNK", 16384}})
+          .do_not_specialize({"call"});
   return def;
 }
 TILEDIST_REGISTER(all_gather_kernel());
@@ -85,8 +111,8 @@ struct Collectives::State {
   int ranks = 1;
   size_t capacity = 0;  // elements per rank row of a staging half
   float* staging = nullptr;
-  int64_t* flags = nullptr;  // flags[r]: slices rank r has sent us, over all calls
-  int64_t calls = 0, slices = 0;  // slices: what each flag holds once the current call has arrived
+  int64_t* flags = nullptr;  // flags[r * P + b]: call << 20 | chunks of slice b rank r has sent us
+  int64_t calls = 0;
   int programs = 1;  // per destination rank
   Kernel gather, reduce;
 };
@@ -98,8 +124,8 @@ Collectives::Collectives(const Target& target, size_t capacity_bytes) : s_(std::
   s.ranks = detail::world_ranks(target);
   s.capacity = std::max<size_t>(capacity_bytes / 4 / 2 / s.ranks / 4 * 4, 4);
   s.staging = static_cast<float*>(detail::symm_zeroed(target, 2 * s.ranks * s.capacity * 4));
-  s.flags = static_cast<int64_t*>(detail::symm_zeroed(target, s.ranks * 8));
   s.programs = gpu ? std::max(1, cuda::device().sms / s.ranks) : 2;
+  s.flags = static_cast<int64_t*>(detail::symm_zeroed(target, size_t(s.ranks) * s.programs * 8));
   barrier_all();  // no rank signals before every rank has zeroed its flags
   CompileOptions options = CompileOptions::from_env();
   if (gpu) options.num_warps = 16;  // more bytes in flight per program
@@ -122,7 +148,6 @@ void Collectives::run(bool reduce, const float* in, float* out, size_t count, si
     float* half = s.staging + (++s.calls % 2) * s.ranks * s.capacity;
     // Programs per destination: about 16 KiB each, up to the device's share.
     int programs = static_cast<int>(std::clamp<size_t>((piece * 4 + 16383) / 16384, 1, size_t(s.programs)));
-    s.slices += programs;
     const float* src = in + done;
     float* dst = out + done;
     auto ints = [](size_t v) { return static_cast<int64_t>(v); };
@@ -130,9 +155,9 @@ void Collectives::run(bool reduce, const float* in, float* out, size_t count, si
     if (gpu)
       k.launch({programs, s.ranks}, cuda::DevicePtr<const float>{src, 0}, cuda::DevicePtr<float>{half, 0},
                cuda::DevicePtr<int64_t>{s.flags, 0}, cuda::DevicePtr<float>{dst, 0}, ints(piece), ints(in_stride),
-               ints(out_stride), s.slices);
+               ints(out_stride), s.calls);
     else
-      k.launch({programs, s.ranks}, src, half, s.flags, dst, ints(piece), ints(in_stride), ints(out_stride), s.slices);
+      k.launch({programs, s.ranks}, src, half, s.flags, dst, ints(piece), ints(in_stride), ints(out_stride), s.calls);
   }
 }
 
