@@ -86,19 +86,19 @@ const std::vector<std::string> kParams = {"in",         "staging", "flags",   "o
 
 const KernelDef& all_gather_kernel() {
   static const KernelDef def =
-      KernelDef("all_gather", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 0}, {"CHUNK", 16384}})
+      KernelDef("all_gather", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 0}, {"CHUNK", 65536}})
           .do_not_specialize({"call"});
   return def;
 }
 const KernelDef& reduce_scatter_kernel() {
   static const KernelDef def =
-      KernelDef("reduce_scatter", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 1}, {"CHUNK", 16384}})
+      KernelDef("reduce_scatter", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 1}, {"CHUNK", 65536}})
           .do_not_specialize({"call"});
   return def;
 }
 const KernelDef& all_reduce_kernel() {
   static const KernelDef def =
-      KernelDef("all_reduce", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 1}, {"CHUNK", 16384}})
+      KernelDef("all_reduce", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 1}, {"CHUNK", 65536}})
           .do_not_specialize({"call"});
   return def;
 }

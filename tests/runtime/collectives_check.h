@@ -45,11 +45,12 @@ inline std::vector<bf16> to_bf16(const std::vector<float>& v) {
 
 /// Memory<T>::make(std::vector<T>) -> an object with ptr() and get() (a host copy).
 template <template <class> class Memory>
-void check(const Target& target, size_t capacity_bytes) {
+void check(const Target& target, size_t capacity_bytes,
+           std::initializer_list<size_t> counts = {size_t(1), size_t(5), size_t(4099), size_t(100003)}) {
   kernels::Collectives c(target, capacity_bytes);
   const int n = c.ranks(), me = rank();
   int call = 0;
-  for (size_t count : {size_t(1), size_t(5), size_t(4099), size_t(100003)}) {
+  for (size_t count : counts) {
     ++call;
     {
       auto in = Memory<float>::make(values(me, count, call));

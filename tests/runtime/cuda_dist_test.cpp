@@ -124,6 +124,10 @@ struct DeviceMemory {
 TEST(GpuKernels, LibraryCollectives) {
   testing_collectives::check<DeviceMemory>(Target::cuda(), 256 << 10);  // 100003 floats go in pieces
 }
+TEST(GpuKernels, LibraryCollectivesInPipelinedChunks) {
+  // One piece, slices of over 65536 floats per program: chunks pipelined, the last one ragged.
+  testing_collectives::check<DeviceMemory>(Target::cuda(), 256 << 20, {9000001});
+}
 TEST(GpuKernels, AllGatherGemm) {
   const int n = cuda::World::get().size();
   testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 40 * n, 72, 48);      // small tiles, ragged

@@ -360,6 +360,10 @@ struct HostMemory {
 TEST(Library, AllGatherReduceScatterAllReduce) {
   testing_collectives::check<HostMemory>(Target::host(), 64 << 10);  // 100003 floats go in pieces
 }
+TEST(Library, CollectivesInPipelinedChunks) {
+  // One piece, slices of 150004 floats: three chunks of 65536 each program pipelines.
+  testing_collectives::check<HostMemory>(Target::host(), 32 << 20, {300007});
+}
 TEST(Library, AllGatherGemm) {
   // Rows per rank that are not a multiple of the tile: tiles that wait for two ranks.
   testing_collectives::check_ag_gemm<HostMemory>(Target::host(), 40 * world_size(), 72, 48);
