@@ -65,6 +65,28 @@ struct Nccl {
   }
 };
 
+/// Floors of a small collective's time: a distributed kernel that does nothing (the host's
+/// launch and wait), and one that signals every peer and waits for every peer's signal (plus
+/// one crossing of NVLink each way).
+void floor_launch(tl::Ptr<int64_t> flags) {
+  tl::if_then(dist::rank() < 0, [&] { tl::store(flags, tl::scalar(0, tl::int64)); });
+}
+void floor_signal(tl::Ptr<int64_t> flags, tl::Int64 call, tl::Const<int> SCOPE) {
+  auto me = dist::rank(), n = dist::num_ranks();
+  if (SCOPE == 0) {  // shmem's signals: release and acquire at system scope
+    tl::for_range(1, n, 1, [&](tl::Tensor i) { shmem::signal_op(flags + me, call, shmem::SIGNAL_SET, (me + i) % n); });
+    tl::for_range(1, n, 1, [&](tl::Tensor i) { shmem::signal_wait_until(flags + (me + i) % n, shmem::Cmp::ge, call); });
+    return;
+  }
+  // 1: release/acquire at GPU scope; 2: relaxed at system scope (latency only, no ordering)
+  tl::AtomicOpts o{SCOPE == 1 ? "release" : "relaxed", SCOPE == 1 ? "gpu" : "sys"};
+  tl::for_range(1, n, 1, [&](tl::Tensor i) { tl::atomic_xchg(dist::symm_at(flags + me, (me + i) % n), call, {}, o); });
+  tl::for_range(1, n, 1, [&](tl::Tensor i) {
+    dist::wait(flags + (me + i) % n, 1, SCOPE == 1 ? dist::Scope::gpu : dist::Scope::sys,
+               SCOPE == 1 ? dist::Semantic::acquire : dist::Semantic::relaxed, call);
+  });
+}
+
 /// Median microseconds of `reps` calls of `fn`, after `warmup` calls; every rank runs the same.
 double time_us(const std::function<void()>& fn, int reps, int warmup = 5) {
   for (int i = 0; i < warmup; ++i) fn();
@@ -98,6 +120,27 @@ int main(int argc, char** argv) {
     if (me == 0)
       std::printf("collectives on %d x %s (f32), microseconds per call; busbw in GB/s\n%-28s %10s %10s %8s %10s %10s\n", n,
                   cuda::device().name.c_str(), "", "ours", "NCCL", "NCCL/ours", "ours busbw", "NCCL busbw");
+    if (only != "ag_gemm") {
+      static const KernelDef launch_def("floor_launch", floor_launch, {"flags"});
+      static const KernelDef signal_def =
+          KernelDef("floor_signal", floor_signal, {"flags", "call", "SCOPE"}).do_not_specialize({"call"});
+      Kernel k_launch = compile(launch_def, {}, Target::cuda());
+      auto* flags = static_cast<int64_t*>(cuda::World::get().alloc(size_t(n) * 8));
+      cuda::memset(flags, 0, size_t(n) * 8);
+      cuda::synchronize();
+      barrier_all();
+      int64_t call = 0;
+      double t_launch = time_us([&] { k_launch.launch({1}, cuda::DevicePtr<int64_t>{flags, 0}); }, 200);
+      if (me == 0) std::printf("%-28s %10.1f\n", "floor: launch + wait", t_launch);
+      for (int scope : {0, 1, 2}) {
+        Kernel k_signal = compile(signal_def, {{"SCOPE", scope}}, Target::cuda());
+        double t = time_us([&] { k_signal.launch({1}, cuda::DevicePtr<int64_t>{flags, 0}, ++call); }, 200);
+        const char* names[] = {"floor: signal, sys acq/rel", "floor: signal, gpu acq/rel", "floor: signal, sys relaxed"};
+        if (me == 0) std::printf("%-28s %10.1f\n", names[scope], t);
+      }
+      barrier_all();
+      cuda::World::get().free(flags);
+    }
     for (size_t bytes : {size_t(8) << 10, size_t(256) << 10, size_t(4) << 20, size_t(64) << 20, size_t(512) << 20}) {
       if (only == "ag_gemm") break;
       const size_t count = bytes / 4;
