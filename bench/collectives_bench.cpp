@@ -288,6 +288,53 @@ int main(int argc, char** argv) {
                     t_rs_cseq, ratio(t_rs_cseq, t_rs));
       }
     }
+    // ---- GEMM + AllReduce (row-parallel layers: each rank holds a K-slice, all want the sum),
+    // at decoding and prefill-like M: ours against our GEMM or cuBLAS followed by NCCL.
+    for (int64_t M : {int64_t(128), int64_t(1024)}) {
+      if (only == "collectives") break;
+      const int64_t N = 8192, K = 8192;
+      cuda::Buffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
+      cuda::Buffer<float> out(size_t(M) * N), partial(size_t(M) * N), want(size_t(M) * N);
+      for (auto* buf : {&a, &b}) {
+        std::vector<float> r = reference::random_floats(buf->size());
+        std::vector<bf16> h(r.size());
+        for (size_t i = 0; i < r.size(); ++i) h[i] = bf16(r[i]);
+        buf->upload(h);
+      }
+      kernels::GemmAr ar(Target::cuda(), M, N, K);
+      kernels::GemmConfig cfg = kernels::gemm_config(Target::cuda(), M, N, K);
+      Kernel gemm = compile(kernels::gemm_kernel(ir::DType::bf16), cfg.constants, Target::cuda(), cfg.options);
+      auto ours = [&] { ar.run(a.data(), b.data(), out.data()); };
+      auto then_nccl = [&] {
+        nccl.check(nccl.all_reduce(partial.data(), want.data(), size_t(M) * N, Nccl::kFloat32, Nccl::kSum, nccl.comm,
+                                   stream.handle()), "ncclAllReduce");
+        stream.synchronize();
+      };
+      auto gemm_then_nccl = [&] {
+        gemm.launch(cfg.grid(M, N), a, b, partial, int(M), int(N), int(K));
+        cuda::synchronize();
+        then_nccl();
+      };
+      bench::CublasLt::Plan plan{};
+      if (have_cublas) plan = cublas.plan(int(M), int(N), int(K));
+      auto cublas_then_nccl = [&] {
+        cublas.gemm(plan, a.data(), b.data(), partial.data());
+        cuda::synchronize();
+        then_nccl();
+      };
+      if (!have_nccl) break;
+      ours();
+      gemm_then_nccl();
+      double err = reference::rel_error(out.download(), want.download());
+      if (err > 1e-5) throw Error(str_cat("collectives_bench: gemm_ar differs from GEMM + all-reduce (", err, ")"));
+      const int reps = 30;
+      double t_ours = time_us(ours, reps), t_seq = time_us(gemm_then_nccl, reps);
+      double t_cseq = have_cublas ? time_us(cublas_then_nccl, reps) : 0;
+      if (me == 0)
+        std::printf("GEMM+AllReduce     M=%-4lld N=K=8192 ours %8.1f   GEMM, NCCL AR %8.1f (speedup %.3f)   cuBLAS, NCCL AR %8.1f "
+                    "(speedup %.3f)\n",
+                    static_cast<long long>(M), t_ours, t_seq, t_seq / t_ours, t_cseq, t_cseq / t_ours);
+    }
     if (me == 0 && !have_nccl) std::printf("(NCCL not found: set TILEDIST_NCCL to libnccl.so.2's path)\n");
   } catch (const Error& e) {
     std::fprintf(stderr, "rank %d: %s\n", rank(), e.what());
