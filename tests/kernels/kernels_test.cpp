@@ -75,32 +75,43 @@ TEST(Gemm, BF16) { check_gemm<bf16>(ir::DType::bf16, 1e-6); }
 TEST(Gemm, F16) { check_gemm<f16>(ir::DType::f16, 1e-6); }
 
 // Shapes that are multiples of 16 get the launch-time specialization for aligned arguments: on
-// the GPU a cp.async pipeline feeding ldmatrix and mma.sync. Ragged edges (M, N not multiples of
+// the GPU a cp.async pipeline feeding ldmatrix and mma.sync, or wgmma where sm_90a's tile rules
+// allow (codegen/nvptx.cpp, wgmma_eligible). Ragged edges (M, N not multiples of
 // the tile, K ending half-way through one) and more than 48 KB of shared memory (4 stages of
 // 128x128x32) included.
+struct PipelinedCase {
+  int M, N, K, bm, bn, bk, warps, stages;
+};
+template <class T>
+void check_pipelined(ir::DType dt, const PipelinedCase& t) {
+  auto af = ref::random_floats(size_t(t.M) * t.K), bf = ref::random_floats(size_t(t.K) * t.N);
+  std::vector<T> a(af.size()), b(bf.size());
+  for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = T(af[i]));
+  for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(b[i] = T(bf[i]));
+  std::vector<float> c(size_t(t.M) * t.N, 7.0f), want;
+  CompileOptions opts = CompileOptions::from_env();
+  opts.num_warps = t.warps;
+  opts.num_stages = t.stages;
+  compile(kernels::gemm_kernel(dt), {{"BM", t.bm}, {"BN", t.bn}, {"BK", t.bk}}, Target::default_target(), opts)
+      .launch({tl::cdiv(t.M, t.bm), tl::cdiv(t.N, t.bn)}, a, b, c, t.M, t.N, t.K);
+  ref::gemm(af, bf, want, t.M, t.N, t.K);
+  EXPECT_LT(ref::rel_error(c, want), 1e-6) << ir::dtype_name(dt) << " " << t.M << "x" << t.N << "x" << t.K << " tiles "
+                                           << t.bm << "x" << t.bn << "x" << t.bk << " seed " << ref::last_seed();
+}
 TEST(Gemm, AlignedShapesWithPipelinedTiles) {
-  struct Case {
-    int M, N, K, bm, bn, bk, warps, stages;
-  };
+  using Case = PipelinedCase;
   for (Case t : {Case{80, 48, 48, 64, 64, 32, 4, 3}, Case{256, 256, 256, 128, 128, 32, 4, 4},
                  Case{144, 272, 96, 128, 128, 32, 8, 3}, Case{64, 128, 1024, 64, 128, 64, 4, 2},
                  // on sm_90a, wgmma: one or two warpgroups, N of 1, 2 or 4 column blocks, K of 1 or 2
                  Case{304, 528, 208, 128, 256, 64, 8, 4}, Case{256, 192, 320, 128, 128, 128, 8, 3},
-                 Case{128, 512, 128, 64, 256, 64, 4, 3}, Case{96, 64, 80, 64, 64, 64, 4, 5}}) {
-    auto af = ref::random_floats(size_t(t.M) * t.K), bf = ref::random_floats(size_t(t.K) * t.N);
-    std::vector<bf16> a(af.size()), b(bf.size());
-    for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = bf16(af[i]));
-    for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(b[i] = bf16(bf[i]));
-    std::vector<float> c(size_t(t.M) * t.N, 7.0f), want;
-    CompileOptions opts = CompileOptions::from_env();
-    opts.num_warps = t.warps;
-    opts.num_stages = t.stages;
-    compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", t.bm}, {"BN", t.bn}, {"BK", t.bk}}, Target::default_target(), opts)
-        .launch({tl::cdiv(t.M, t.bm), tl::cdiv(t.N, t.bn)}, a, b, c, t.M, t.N, t.K);
-    ref::gemm(af, bf, want, t.M, t.N, t.K);
-    EXPECT_LT(ref::rel_error(c, want), 1e-6) << t.M << "x" << t.N << "x" << t.K << " tiles " << t.bm << "x" << t.bn << "x"
-                                             << t.bk << " seed " << ref::last_seed();
-  }
+                 Case{128, 512, 128, 64, 256, 64, 4, 3}, Case{96, 64, 80, 64, 64, 64, 4, 5}})
+    check_pipelined<bf16>(ir::DType::bf16, t);
+}
+// f16 operands take the same pipelines (wgmma on sm_90a).
+TEST(Gemm, F16WithPipelinedTiles) {
+  using Case = PipelinedCase;
+  for (Case t : {Case{144, 272, 96, 128, 128, 32, 8, 3}, Case{304, 528, 208, 128, 256, 64, 8, 4}})
+    check_pipelined<f16>(ir::DType::f16, t);
 }
 
 TEST(Gemm, ConfigurationsChosenForTheTarget) {
