@@ -36,7 +36,7 @@ struct Nccl {
   int (*all_reduce)(const void*, void*, size_t, int, int, Comm, void*) = nullptr;
   int (*all_gather)(const void*, void*, size_t, int, Comm, void*) = nullptr;
   int (*reduce_scatter)(const void*, void*, size_t, int, int, Comm, void*) = nullptr;
-  static constexpr int kFloat32 = 7, kSum = 0;
+  static constexpr int kFloat32 = 7, kBfloat16 = 9, kSum = 0;
 
   bool load() {
     if (const char* p = std::getenv("TILEDIST_NCCL")) lib = dlopen(p, RTLD_NOW);
@@ -147,6 +147,13 @@ int main(int argc, char** argv) {
       cuda::Buffer<float> in(count * n), out(count * n), theirs(count * n);
       std::vector<float> r = reference::random_floats(count * n);
       in.upload(r);
+      const size_t count_b = bytes / 2;  // the same bytes in bf16
+      cuda::Buffer<bf16> in_b(count_b), out_b(count_b), theirs_b(count_b);
+      {
+        std::vector<bf16> h(count_b);
+        for (size_t i = 0; i < count_b; ++i) h[i] = bf16(r[i % r.size()]);
+        in_b.upload(h);
+      }
       const int reps = bytes <= (size_t(4) << 20) ? 200 : bytes <= (size_t(64) << 20) ? 40 : 10;
       struct Op {
         const char* name;
@@ -163,6 +170,13 @@ int main(int argc, char** argv) {
            2.0 * (n - 1) / n},
           {"  one-shot", [&] { ours.all_reduce(in.data(), out.data(), count, Algo::one_shot); }, nullptr, 2.0 * (n - 1) / n},
           {"  two-shot", [&] { ours.all_reduce(in.data(), out.data(), count, Algo::two_shot); }, nullptr, 2.0 * (n - 1) / n},
+          {"all_reduce bf16", [&] { ours.all_reduce(in_b.data(), out_b.data(), count_b); },
+           [&] {
+             nccl.check(nccl.all_reduce(in_b.data(), theirs_b.data(), count_b, Nccl::kBfloat16, Nccl::kSum, nccl.comm,
+                                        stream.handle()), "ncclAllReduce");
+             stream.synchronize();
+           },
+           2.0 * (n - 1) / n},
           {"all_gather", [&] { ours.all_gather(in.data(), out.data(), count / n); },
            [&] {
              nccl.check(nccl.all_gather(in.data(), theirs.data(), count / n, Nccl::kFloat32, nccl.comm, stream.handle()), "ncclAllGather");
@@ -183,6 +197,17 @@ int main(int argc, char** argv) {
           op.nccl();
           err = reference::rel_error(out.download(), theirs.download());
           if (err > 1e-5) throw Error(str_cat("collectives_bench: our all_reduce of ", bytes, " bytes differs from NCCL's (", err, ")"));
+        }
+        if (have_nccl && std::string(op.name) == "all_reduce bf16") {  // within bf16 rounding of NCCL's
+          op.ours();
+          op.nccl();
+          auto widen = [](const std::vector<bf16>& v) {
+            std::vector<float> f(v.size());
+            for (size_t i = 0; i < v.size(); ++i) f[i] = float(v[i]);
+            return f;
+          };
+          err = reference::rel_error(widen(out_b.download()), widen(theirs_b.download()));
+          if (err > 1e-2) throw Error(str_cat("collectives_bench: our bf16 all_reduce of ", bytes, " bytes differs from NCCL's (", err, ")"));
         }
         double us = time_us(op.ours, reps), them = have_nccl && op.nccl ? time_us(op.nccl, reps) : 0;
         if (me == 0) {

@@ -12,6 +12,9 @@
 // the call have arrived, so a rank writes a peer's half of call k+1 only after it has received
 // that peer's pushes of call k, which the peer made after finishing call k-1, the last reader
 // of that half.
+#include <optional>
+#include <type_traits>
+
 #include "kernels/kernels.h"
 #include "kernels/symmetric.h"
 
@@ -20,12 +23,16 @@ namespace tiledist::kernels {
 namespace {
 using tl::Tensor;
 
-void push_collective(tl::Ptr<float> in, tl::Ptr<float> staging, tl::Ptr<int64_t> flags, tl::Ptr<float> out,
-                     tl::Int count, tl::Int in_stride, tl::Int out_stride, tl::Int64 call, tl::Const<int> BLOCK,
-                     tl::Const<int> REDUCE, tl::Const<int> CHUNK) {
+/// f32 or bf16 elements (sums of bf16 are taken in f32 and rounded once).
+template <class T>
+void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, tl::Ptr<T> out, tl::Int count,
+                     tl::Int in_stride, tl::Int out_stride, tl::Int64 call, tl::Const<int> BLOCK, tl::Const<int> REDUCE,
+                     tl::Const<int> CHUNK) {
+  constexpr int kSize = sizeof(T), kAlign = 16 / kSize;  // bytes per element, elements per 16 bytes
+  const auto dtype = kSize == 4 ? tl::float32 : tl::bfloat16;
   auto me = dist::rank(), n = dist::num_ranks();
   auto b = tl::program_id(0), nb = tl::num_programs(0), p = tl::program_id(1);
-  auto per = ((count + nb - 1) / nb + 3) / 4 * 4;  // 16-byte slices
+  auto per = ((count + nb - 1) / nb + kAlign - 1) / kAlign * kAlign;  // 16-byte slices
   auto lo = b * per;
   auto len = tl::maximum(tl::minimum(count - lo, per), 0);
   auto chunks = (len + CHUNK - 1) / CHUNK;
@@ -37,7 +44,7 @@ void push_collective(tl::Ptr<float> in, tl::Ptr<float> staging, tl::Ptr<int64_t>
   // Chunk j of slice b goes to rank p (only the signal where p is this rank).
   auto push = [&](const Tensor& j) {
     auto at = chunk_at(j);
-    auto bytes = tl::where(p == me, 0, chunk_len(j)).to(tl::int64) * 4;
+    auto bytes = tl::where(p == me, 0, chunk_len(j)).to(tl::int64) * kSize;
     shmem::putmem_signal_nbi_block(staging + (me * count + at).to(tl::int64), in + (p * in_stride + at).to(tl::int64), bytes,
                                    flags + me * nb + b, base + j.to(tl::int64) + 1, shmem::SIGNAL_SET, p);
   };
@@ -46,7 +53,7 @@ void push_collective(tl::Ptr<float> in, tl::Ptr<float> staging, tl::Ptr<int64_t>
   auto own = in + (me * in_stride).to(tl::int64);
   auto finish = [&](const Tensor& j) {
     auto at = chunk_at(j), clen = chunk_len(j);
-    auto part = ((clen + n - 1) / n + 3) / 4 * 4;
+    auto part = ((clen + n - 1) / n + kAlign - 1) / kAlign * kAlign;
     auto first = at + p * part;
     auto end = tl::minimum(first + part, at + clen);
     tl::if_then(first < end, [&] {
@@ -63,8 +70,9 @@ void push_collective(tl::Ptr<float> in, tl::Ptr<float> staging, tl::Ptr<int64_t>
           return tl::where(mine, tl::load(own + o, m & mine, 0.0f), tl::load(rows + (r * count).to(tl::int64) + o, m & !mine, 0.0f));
         };
         if (REDUCE) {
-          auto sum = tl::for_range(0, n, 1, tl::zeros({int(BLOCK)}, tl::float32), [&](Tensor r, Tensor acc) { return acc + row(r); });
-          tl::store(out + o, sum, m);
+          auto sum = tl::for_range(0, n, 1, tl::zeros({int(BLOCK)}, tl::float32),
+                                   [&](Tensor r, Tensor acc) { return acc + row(r).to(tl::float32); });
+          tl::store(out + o, sum.to(dtype), m);
         } else {
           tl::for_range(0, n, 1, [&](Tensor r) { tl::store(out + (r * out_stride).to(tl::int64) + o, row(r), m); });
         }
@@ -84,37 +92,57 @@ const std::vector<std::string> kParams = {"in",         "staging", "flags",   "o
                                           "out_stride", "call",    "BLOCK",   "REDUCE", "CHUNK"};
 }  // namespace
 
-const KernelDef& all_gather_kernel() {
-  static const KernelDef def =
-      KernelDef("all_gather", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 0}, {"CHUNK", 65536}})
-          .do_not_specialize({"call"});
-  return def;
+namespace {
+template <class T>
+KernelDef collective_def(const std::string& name, int reduce) {
+  const int chunk = 256 * 1024 / int(sizeof(T));  // 256 KiB (bench/RESULTS.md)
+  const int block = 8192 / int(sizeof(T));         // 16 bytes per thread of 16 warps
+  return KernelDef(name, push_collective<T>, kParams, {{"BLOCK", block}, {"REDUCE", reduce}, {"CHUNK", chunk}})
+      .do_not_specialize({"call"});
 }
-const KernelDef& reduce_scatter_kernel() {
-  static const KernelDef def =
-      KernelDef("reduce_scatter", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 1}, {"CHUNK", 65536}})
-          .do_not_specialize({"call"});
-  return def;
+ir::DType collective_dtype(ir::DType dtype) {
+  if (dtype != ir::DType::f32 && dtype != ir::DType::bf16)
+    throw Error(str_cat("tiledist: collectives take f32 or bf16, not ", ir::dtype_name(dtype)));
+  return dtype;
 }
-const KernelDef& all_reduce_kernel() {
-  static const KernelDef def =
-      KernelDef("all_reduce", push_collective, kParams, {{"BLOCK", 1024}, {"REDUCE", 1}, {"CHUNK", 65536}})
-          .do_not_specialize({"call"});
-  return def;
+}  // namespace
+
+const KernelDef& all_gather_kernel(ir::DType dtype) {
+  static const KernelDef f32 = collective_def<float>("all_gather", 0), b16 = collective_def<bf16>("all_gather_bf16", 0);
+  return collective_dtype(dtype) == ir::DType::f32 ? f32 : b16;
 }
-TILEDIST_REGISTER(all_gather_kernel());
-TILEDIST_REGISTER(reduce_scatter_kernel());
-TILEDIST_REGISTER(all_reduce_kernel());
+const KernelDef& reduce_scatter_kernel(ir::DType dtype) {
+  static const KernelDef f32 = collective_def<float>("reduce_scatter", 1),
+                         b16 = collective_def<bf16>("reduce_scatter_bf16", 1);
+  return collective_dtype(dtype) == ir::DType::f32 ? f32 : b16;
+}
+const KernelDef& all_reduce_kernel(ir::DType dtype) {
+  static const KernelDef f32 = collective_def<float>("all_reduce", 1), b16 = collective_def<bf16>("all_reduce_bf16", 1);
+  return collective_dtype(dtype) == ir::DType::f32 ? f32 : b16;
+}
+TILEDIST_REGISTER(all_gather_kernel(ir::DType::f32));
+TILEDIST_REGISTER(reduce_scatter_kernel(ir::DType::f32));
+TILEDIST_REGISTER(all_reduce_kernel(ir::DType::f32));
+TILEDIST_REGISTER(all_gather_kernel(ir::DType::bf16));
+TILEDIST_REGISTER(reduce_scatter_kernel(ir::DType::bf16));
+TILEDIST_REGISTER(all_reduce_kernel(ir::DType::bf16));
 
 struct Collectives::State {
   Target target;
   int ranks = 1;
-  size_t capacity = 0;  // elements per rank row of a staging half
-  float* staging = nullptr;
+  size_t row_bytes = 0;  // per rank row of a staging half (a multiple of 16)
+  char* staging = nullptr;
   int64_t* flags = nullptr;  // flags[r * P + b]: call << 20 | chunks of slice b rank r has sent us
   int64_t calls = 0;
   int programs = 1;  // per destination rank
-  Kernel gather, reduce;
+  CompileOptions options;
+  std::optional<Kernel> kernels[2][2];  // [bf16][reduce], compiled at their first use
+  const Kernel& kernel(bool is_bf16, bool reduce) {
+    std::optional<Kernel>& k = kernels[is_bf16][reduce];
+    const ir::DType d = is_bf16 ? ir::DType::bf16 : ir::DType::f32;
+    if (!k) k = compile(reduce ? reduce_scatter_kernel(d) : all_gather_kernel(d), {}, target, options);
+    return *k;
+  }
 };
 
 Collectives::Collectives(const Target& target, size_t capacity_bytes) : s_(std::make_shared<State>()) {
@@ -122,15 +150,15 @@ Collectives::Collectives(const Target& target, size_t capacity_bytes) : s_(std::
   s.target = target;
   const bool gpu = detail::on_gpu(target);
   s.ranks = detail::world_ranks(target);
-  s.capacity = std::max<size_t>(capacity_bytes / 4 / 2 / s.ranks / 4 * 4, 4);
-  s.staging = static_cast<float*>(detail::symm_zeroed(target, 2 * s.ranks * s.capacity * 4));
+  s.row_bytes = std::max<size_t>(capacity_bytes / 2 / s.ranks / 16 * 16, 16);
+  s.staging = static_cast<char*>(detail::symm_zeroed(target, 2 * s.ranks * s.row_bytes));
   s.programs = gpu ? std::max(1, cuda::device().sms / s.ranks) : 2;
   s.flags = static_cast<int64_t*>(detail::symm_zeroed(target, size_t(s.ranks) * s.programs * 8));
   barrier_all();  // no rank signals before every rank has zeroed its flags
-  CompileOptions options = CompileOptions::from_env();
-  if (gpu) options.num_warps = 16;  // more bytes in flight per program
-  s.gather = compile(all_gather_kernel(), {}, target, options);
-  s.reduce = compile(reduce_scatter_kernel(), {}, target, options);
+  s.options = CompileOptions::from_env();
+  if (gpu) s.options.num_warps = 16;  // more bytes in flight per program
+  s.kernel(false, false);
+  s.kernel(false, true);
 }
 
 Collectives::~Collectives() {
@@ -140,42 +168,55 @@ Collectives::~Collectives() {
 
 int Collectives::ranks() const { return s_->ranks; }
 
-void Collectives::run(bool reduce, const float* in, float* out, size_t count, size_t in_stride, size_t out_stride) {
+template <class T>
+void Collectives::run(bool reduce, const T* in, T* out, size_t count, size_t in_stride, size_t out_stride) {
   State& s = *s_;
   const bool gpu = s.target.kind == Target::Kind::nvptx;
-  for (size_t done = 0; done < count; done += s.capacity) {
-    const size_t piece = std::min(s.capacity, count - done);
-    float* half = s.staging + (++s.calls % 2) * s.ranks * s.capacity;
+  const Kernel& k = s.kernel(std::is_same_v<T, bf16>, reduce);
+  const size_t capacity = s.row_bytes / sizeof(T);  // elements per row
+  for (size_t done = 0; done < count; done += capacity) {
+    const size_t piece = std::min(capacity, count - done);
+    T* half = reinterpret_cast<T*>(s.staging + (++s.calls % 2) * s.ranks * s.row_bytes);
     // Programs per destination: about 16 KiB each, up to the device's share.
-    int programs = static_cast<int>(std::clamp<size_t>((piece * 4 + 16383) / 16384, 1, size_t(s.programs)));
-    const float* src = in + done;
-    float* dst = out + done;
+    int programs = static_cast<int>(std::clamp<size_t>((piece * sizeof(T) + 16383) / 16384, 1, size_t(s.programs)));
+    const T* src = in + done;
+    T* dst = out + done;
     auto ints = [](size_t v) { return static_cast<int64_t>(v); };
-    const Kernel& k = reduce ? s.reduce : s.gather;
     if (gpu)
-      k.launch({programs, s.ranks}, cuda::DevicePtr<const float>{src, 0}, cuda::DevicePtr<float>{half, 0},
-               cuda::DevicePtr<int64_t>{s.flags, 0}, cuda::DevicePtr<float>{dst, 0}, ints(piece), ints(in_stride),
+      k.launch({programs, s.ranks}, cuda::DevicePtr<const T>{src, 0}, cuda::DevicePtr<T>{half, 0},
+               cuda::DevicePtr<int64_t>{s.flags, 0}, cuda::DevicePtr<T>{dst, 0}, ints(piece), ints(in_stride),
                ints(out_stride), s.calls);
     else
       k.launch({programs, s.ranks}, src, half, s.flags, dst, ints(piece), ints(in_stride), ints(out_stride), s.calls);
   }
 }
 
+template <class T>
+void Collectives::all_reduce_of(const T* in, T* out, size_t count, AllReduce algorithm) {
+  const State& s = *s_;
+  if (algorithm == AllReduce::automatic)
+    algorithm = s.ranks > 2 && count * sizeof(T) >= kTwoShotBytes ? AllReduce::two_shot : AllReduce::one_shot;
+  // Two shots: each rank sums one part (16-byte aligned) and gathers the others' sums; the
+  // elements past ranks whole parts, fewer than 16 bytes' worth per rank, go in one shot.
+  constexpr size_t align = 16 / sizeof(T);
+  const size_t part = count / s.ranks / align * align;
+  if (algorithm == AllReduce::one_shot || s.ranks == 1 || part == 0) return run(true, in, out, count, 0, 0);
+  T* mine = out + detail::world_rank(s.target) * part;
+  run(true, in, mine, part, part, 0);
+  run(false, static_cast<const T*>(mine), out, part, 0, part);
+  const size_t body = part * s.ranks;
+  if (body < count) run(true, in + body, out + body, count - body, 0, 0);
+}
+
 void Collectives::all_gather(const float* in, float* out, size_t count) { run(false, in, out, count, 0, count); }
 void Collectives::reduce_scatter(const float* in, float* out, size_t count) { run(true, in, out, count, count, 0); }
 void Collectives::all_reduce(const float* in, float* out, size_t count, AllReduce algorithm) {
-  const State& s = *s_;
-  if (algorithm == AllReduce::automatic)
-    algorithm = s.ranks > 2 && count * 4 >= kTwoShotBytes ? AllReduce::two_shot : AllReduce::one_shot;
-  // Two shots: each rank sums one part (16-byte aligned) and gathers the others' sums; the
-  // elements past ranks whole parts, fewer than 4 per rank, go in one shot.
-  const size_t part = count / s.ranks / 4 * 4;
-  if (algorithm == AllReduce::one_shot || s.ranks == 1 || part == 0) return run(true, in, out, count, 0, 0);
-  float* mine = out + detail::world_rank(s.target) * part;
-  run(true, in, mine, part, part, 0);
-  run(false, mine, out, part, 0, part);
-  const size_t body = part * s.ranks;
-  if (body < count) run(true, in + body, out + body, count - body, 0, 0);
+  all_reduce_of(in, out, count, algorithm);
+}
+void Collectives::all_gather(const bf16* in, bf16* out, size_t count) { run(false, in, out, count, 0, count); }
+void Collectives::reduce_scatter(const bf16* in, bf16* out, size_t count) { run(true, in, out, count, count, 0); }
+void Collectives::all_reduce(const bf16* in, bf16* out, size_t count, AllReduce algorithm) {
+  all_reduce_of(in, out, count, algorithm);
 }
 
 }  // namespace tiledist::kernels

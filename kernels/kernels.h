@@ -77,13 +77,13 @@ class GemmAr : public GemmRs {
 };
 
 /// The collectives' kernel (kernels/collectives.cpp), registered as all_gather, reduce_scatter
-/// and all_reduce; launched by Collectives.
-const KernelDef& all_gather_kernel();
-const KernelDef& reduce_scatter_kernel();
-const KernelDef& all_reduce_kernel();
+/// and all_reduce (f32) and the same with _bf16; launched by Collectives.
+const KernelDef& all_gather_kernel(ir::DType dtype = ir::DType::f32);
+const KernelDef& reduce_scatter_kernel(ir::DType dtype = ir::DType::f32);
+const KernelDef& all_reduce_kernel(ir::DType dtype = ir::DType::f32);
 
-/// All-gather, reduce-scatter and all-reduce of f32 over every rank of the world, one-shot
-/// (every rank pushes to every rank), through a symmetric staging area of `capacity_bytes`
+/// All-gather, reduce-scatter and all-reduce of f32 or bf16 (summed in f32, rounded once) over
+/// every rank of the world, pushed rank to rank (in chunks, pipelined against the sums), through a symmetric staging area of `capacity_bytes`
 /// (larger messages go in pieces). On a GPU target `in` and `out` are device memory of this
 /// rank (any: they need not be symmetric), on the host target host memory. Construction is
 /// collective, and so is every call: the same calls, in the same order, on every rank. Each
@@ -105,11 +105,17 @@ class Collectives {
   static constexpr size_t kTwoShotBytes = size_t(4) << 20;
   /// out[i] = sum over ranks r of in_r[i]. Every rank gets the same bits.
   void all_reduce(const float* in, float* out, size_t count, AllReduce algorithm = AllReduce::automatic);
+  void all_gather(const bf16* in, bf16* out, size_t count);
+  void reduce_scatter(const bf16* in, bf16* out, size_t count);
+  void all_reduce(const bf16* in, bf16* out, size_t count, AllReduce algorithm = AllReduce::automatic);
   int ranks() const;
 
  private:
   struct State;
-  void run(bool reduce, const float* in, float* out, size_t count, size_t in_stride, size_t out_stride);
+  template <class T>
+  void run(bool reduce, const T* in, T* out, size_t count, size_t in_stride, size_t out_stride);
+  template <class T>
+  void all_reduce_of(const T* in, T* out, size_t count, AllReduce algorithm);
   std::shared_ptr<State> s_;
 };
 

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <type_traits>
+
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
 
@@ -43,46 +45,57 @@ inline std::vector<bf16> to_bf16(const std::vector<float>& v) {
   return h;
 }
 
-/// Memory<T>::make(std::vector<T>) -> an object with ptr() and get() (a host copy).
-template <template <class> class Memory>
+/// Memory<T>::make(std::vector<T>) -> an object with ptr() and get() (a host copy). T: float or
+/// bf16 (inputs rounded to bf16, sums taken in f32 in rank order and rounded once, as the
+/// kernels do).
+template <template <class> class Memory, class T = float>
 void check(const Target& target, size_t capacity_bytes,
            std::initializer_list<size_t> counts = {size_t(1), size_t(5), size_t(4099), size_t(100003)}) {
   kernels::Collectives c(target, capacity_bytes);
   const int n = c.ranks(), me = rank();
+  const char* type = std::is_same_v<T, float> ? "f32" : "bf16";
+  auto typed = [](const std::vector<float>& v) {
+    std::vector<T> t(v.size());
+    for (size_t i = 0; i < v.size(); ++i) t[i] = T(v[i]);
+    return t;
+  };
+  auto elem = [](int r, int64_t i, int call) { return float(T(value(r, i, call))); };  // as the kernel sees it
   int call = 0;
   for (size_t count : counts) {
     ++call;
     {
-      auto in = Memory<float>::make(values(me, count, call));
-      auto out = Memory<float>::make(std::vector<float>(n * count, -1.0f));
+      auto in = Memory<T>::make(typed(values(me, count, call)));
+      auto out = Memory<T>::make(std::vector<T>(n * count, T(-1.0f)));
       c.all_gather(in.ptr(), out.ptr(), count);
-      std::vector<float> got = out.get();
-      for (int r = 0; r < n; ++r) {
-        std::vector<float> want = values(r, count, call);
+      std::vector<T> got = out.get();
+      for (int r = 0; r < n; ++r)
         for (size_t i = 0; i < count; ++i)
-          ASSERT_EQ(got[r * count + i], want[i]) << "all_gather of " << count << ": rank " << r << "'s element " << i;
-      }
+          ASSERT_EQ(float(got[r * count + i]), elem(r, static_cast<int64_t>(i), call))
+              << type << " all_gather of " << count << ": rank " << r << "'s element " << i;
     }
     {
-      auto in = Memory<float>::make(values(me, n * count, call));
-      auto out = Memory<float>::make(std::vector<float>(count, -1.0f));
+      auto in = Memory<T>::make(typed(values(me, n * count, call)));
+      auto out = Memory<T>::make(std::vector<T>(count, T(-1.0f)));
       c.reduce_scatter(in.ptr(), out.ptr(), count);
-      std::vector<float> got = out.get(), want(count, 0.0f);
+      std::vector<T> got = out.get();
+      std::vector<float> want(count, 0.0f);
       for (int r = 0; r < n; ++r)
-        for (size_t i = 0; i < count; ++i) want[i] += value(r, static_cast<int64_t>(me * count + i), call);
-      for (size_t i = 0; i < count; ++i) ASSERT_EQ(got[i], want[i]) << "reduce_scatter of " << count << ": element " << i;
+        for (size_t i = 0; i < count; ++i) want[i] += elem(r, static_cast<int64_t>(me * count + i), call);
+      for (size_t i = 0; i < count; ++i)
+        ASSERT_EQ(float(got[i]), float(T(want[i]))) << type << " reduce_scatter of " << count << ": element " << i;
     }
     using Algo = kernels::Collectives::AllReduce;
     for (Algo algo : {Algo::one_shot, Algo::two_shot, Algo::automatic}) {
       const char* name = algo == Algo::one_shot ? "one-shot" : algo == Algo::two_shot ? "two-shot" : "automatic";
-      auto in = Memory<float>::make(values(me, count, call));
-      auto out = Memory<float>::make(std::vector<float>(count, -1.0f));
+      auto in = Memory<T>::make(typed(values(me, count, call)));
+      auto out = Memory<T>::make(std::vector<T>(count, T(-1.0f)));
       c.all_reduce(in.ptr(), out.ptr(), count, algo);
-      std::vector<float> got = out.get(), want(count, 0.0f);
+      std::vector<T> got = out.get();
+      std::vector<float> want(count, 0.0f);
       for (int r = 0; r < n; ++r)
-        for (size_t i = 0; i < count; ++i) want[i] += value(r, static_cast<int64_t>(i), call);
+        for (size_t i = 0; i < count; ++i) want[i] += elem(r, static_cast<int64_t>(i), call);
       for (size_t i = 0; i < count; ++i)
-        ASSERT_EQ(got[i], want[i]) << name << " all_reduce of " << count << ": element " << i;
+        ASSERT_EQ(float(got[i]), float(T(want[i]))) << type << " " << name << " all_reduce of " << count << ": element " << i;
     }
   }
 }

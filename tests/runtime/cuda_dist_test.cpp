@@ -124,6 +124,10 @@ struct DeviceMemory {
 TEST(GpuKernels, LibraryCollectives) {
   testing_collectives::check<DeviceMemory>(Target::cuda(), 256 << 10);  // 100003 floats go in pieces
 }
+TEST(GpuKernels, LibraryCollectivesOfBf16) {
+  testing_collectives::check<DeviceMemory, bf16>(Target::cuda(), 256 << 10);
+  testing_collectives::check<DeviceMemory, bf16>(Target::cuda(), 256 << 20, {18000001});  // pipelined chunks
+}
 TEST(GpuKernels, LibraryCollectivesInPipelinedChunks) {
   // One piece, slices of over 65536 floats per program: chunks pipelined, the last one ragged.
   testing_collectives::check<DeviceMemory>(Target::cuda(), 256 << 20, {9000001});

@@ -360,6 +360,10 @@ struct HostMemory {
 TEST(Library, AllGatherReduceScatterAllReduce) {
   testing_collectives::check<HostMemory>(Target::host(), 64 << 10);  // 100003 floats go in pieces
 }
+TEST(Library, CollectivesOfBf16) {
+  testing_collectives::check<HostMemory, bf16>(Target::host(), 64 << 10);
+  testing_collectives::check<HostMemory, bf16>(Target::host(), 32 << 20, {600011});  // pipelined chunks
+}
 TEST(Library, CollectivesInPipelinedChunks) {
   // One piece, slices of 150004 floats: three chunks of 65536 each program pipelines.
   testing_collectives::check<HostMemory>(Target::host(), 32 << 20, {300007});
