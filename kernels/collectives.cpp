@@ -61,22 +61,32 @@ void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, 
         return shmem::signal_wait_until(flags + r * nb + b, shmem::Cmp::ge, base + j.to(tl::int64) + 1);
       });
       auto rows = dist::consume_token(staging, token);
-      tl::for_range(first, end, BLOCK, [&](Tensor off) {
-        auto o = off + tl::arange(0, BLOCK);
-        auto m = o < end;
-        // Rank r's elements: from its staging row, or from the input for this rank's own.
-        auto row = [&](const Tensor& r) {
-          auto mine = r == me;
-          return tl::where(mine, tl::load(own + o, m & mine, 0.0f), tl::load(rows + (r * count).to(tl::int64) + o, m & !mine, 0.0f));
-        };
-        if (REDUCE) {
-          auto sum = tl::for_range(0, n, 1, tl::zeros({int(BLOCK)}, tl::float32),
-                                   [&](Tensor r, Tensor acc) { return acc + row(r).to(tl::float32); });
-          tl::store(out + o, sum.to(dtype), m);
-        } else {
-          tl::for_range(0, n, 1, [&](Tensor r) { tl::store(out + (r * out_stride).to(tl::int64) + o, row(r), m); });
-        }
-      });
+      // [first, whole) in 16-byte runs, whose masks the compiler can prove uniform per run
+      // (16-byte loads and stores); then the ragged end (the piece's last, unaligned elements).
+      // (Slices, chunks and parts are all multiples of 16 bytes, so `first` is one too.)
+      auto start = tl::multiple_of(first, kAlign);
+      auto whole = tl::multiple_of(tl::maximum(end / kAlign * kAlign, first), kAlign);
+      auto span = [&](const Tensor& from, const Tensor& to, int block) {
+        tl::for_range(from, to, block, [&](Tensor off) {
+          auto o = off + tl::arange(0, block);
+          auto m = o < to;
+          // Rank r's elements: from its staging row, or from the input for this rank's own.
+          auto row = [&](const Tensor& r) {
+            auto mine = r == me;
+            return tl::where(mine, tl::load(own + o, m & mine, 0.0f),
+                             tl::load(rows + (r * count).to(tl::int64) + o, m & !mine, 0.0f));
+          };
+          if (REDUCE) {
+            auto sum = tl::for_range(0, n, 1, tl::zeros({block}, tl::float32),
+                                     [&](Tensor r, Tensor acc) { return acc + row(r).to(tl::float32); });
+            tl::store(out + o, sum.to(dtype), m);
+          } else {
+            tl::for_range(0, n, 1, [&](Tensor r) { tl::store(out + (r * out_stride).to(tl::int64) + o, row(r), m); });
+          }
+        });
+      };
+      span(start, whole, BLOCK);
+      span(whole, end, kAlign);
     });
   };
   // A pipeline: push chunk j while the chunk before it is finished, so that the links and the
