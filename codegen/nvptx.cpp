@@ -1282,7 +1282,9 @@ class NvptxLowering : public Elements {
       auto a = operand(0), b = operand(1);
       if (!a || !b) continue;
       Pipeline p{&loop, dot, *a, *b, std::max(2, opts_.num_stages), 0};
-      p.wgmma = wgmma_eligible(p);
+      // The accumulator of a wgmma is in flight until the next iteration's wait: nothing else in
+      // the body may read it.
+      p.wgmma = wgmma_eligible(p) && uses[dot->results[0].get()] == 1 && uses[body.args[i + 1].get()] == 1;
       int64_t limit = kPipelineSmemBytes;
       if (p.wgmma) {
         p.a.blocked = p.b.blocked = true;
@@ -1804,9 +1806,11 @@ class NvptxLowering : public Elements {
     std::optional<Pipeline> pipe = match_pipeline(op);
     int64_t outer_floor = smem_floor_;
     if (pipe) {
-      pipe->base = smem_floor_;
-      smem_bytes_ = std::max(smem_bytes_, smem_floor_ + pipe->stages * pipe->stage_bytes);
-      smem_floor_ += (pipe->stages * pipe->stage_bytes + 127) / 128 * 128;
+      // wgmma's swizzle atoms (and descriptors' base offset 0) need 1024-byte aligned stages.
+      const int64_t align = pipe->wgmma ? 1024 : 128;
+      pipe->base = (smem_floor_ + align - 1) / align * align;
+      smem_bytes_ = std::max(smem_bytes_, pipe->base + pipe->stages * pipe->stage_bytes);
+      smem_floor_ = pipe->base + (pipe->stages * pipe->stage_bytes + 127) / 128 * 128;
       barrier();  // the buffers may still be read by an earlier op
       const int ahead = pipe->wgmma ? pipe->stages - 2 : pipe->stages - 1;
       for (int s = 0; s < ahead; ++s) {

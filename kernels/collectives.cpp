@@ -26,7 +26,8 @@ using tl::Tensor;
 /// f32 or bf16 elements (sums of bf16 are taken in f32 and rounded once).
 template <class T>
 void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, tl::Ptr<T> out, tl::Int count,
-                     tl::Int in_stride, tl::Int out_stride, tl::Int64 call, tl::Const<int> BLOCK, tl::Const<int> REDUCE,
+                     tl::Int in_stride, tl::Int out_stride, tl::Int64 call, tl::Int slots, tl::Const<int> BLOCK,
+                     tl::Const<int> REDUCE,
                      tl::Const<int> CHUNK) {
   constexpr int kSize = sizeof(T), kAlign = 16 / kSize;  // bytes per element, elements per 16 bytes
   const auto dtype = kSize == 4 ? tl::float32 : tl::bfloat16;
@@ -46,7 +47,7 @@ void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, 
     auto at = chunk_at(j);
     auto bytes = tl::where(p == me, 0, chunk_len(j)).to(tl::int64) * kSize;
     shmem::putmem_signal_nbi_block(staging + (me * count + at).to(tl::int64), in + (p * in_stride + at).to(tl::int64), bytes,
-                                   flags + me * nb + b, base + j.to(tl::int64) + 1, shmem::SIGNAL_SET, p);
+                                   flags + me * slots + b, base + j.to(tl::int64) + 1, shmem::SIGNAL_SET, p);
   };
   // Part p of chunk j, once every rank's chunk j has arrived: copied out (all-gather) or summed
   // in rank order (reduce-scatter, all-reduce).
@@ -58,7 +59,7 @@ void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, 
     auto end = tl::minimum(first + part, at + clen);
     tl::if_then(first < end, [&] {
       auto token = tl::for_range(0, n, 1, tl::scalar(0, tl::int64), [&](Tensor r, Tensor) {
-        return shmem::signal_wait_until(flags + r * nb + b, shmem::Cmp::ge, base + j.to(tl::int64) + 1);
+        return shmem::signal_wait_until(flags + r * slots + b, shmem::Cmp::ge, base + j.to(tl::int64) + 1);
       });
       auto rows = dist::consume_token(staging, token);
       // [first, whole) in 16-byte runs, whose masks the compiler can prove uniform per run
@@ -98,8 +99,8 @@ void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, 
   tl::if_then(chunks > 0, [&] { finish(chunks - 1); });
 }
 
-const std::vector<std::string> kParams = {"in",         "staging", "flags",   "out",   "count", "in_stride",
-                                          "out_stride", "call",    "BLOCK",   "REDUCE", "CHUNK"};
+const std::vector<std::string> kParams = {"in",         "staging", "flags", "out",   "count",  "in_stride",
+                                          "out_stride", "call",    "slots", "BLOCK", "REDUCE", "CHUNK"};
 }  // namespace
 
 namespace {
@@ -108,7 +109,7 @@ KernelDef collective_def(const std::string& name, int reduce) {
   const int chunk = 256 * 1024 / int(sizeof(T));  // 256 KiB (bench/RESULTS.md)
   const int block = 8192 / int(sizeof(T));         // 16 bytes per thread of 16 warps
   return KernelDef(name, push_collective<T>, kParams, {{"BLOCK", block}, {"REDUCE", reduce}, {"CHUNK", chunk}})
-      .do_not_specialize({"call"});
+      .do_not_specialize({"call", "slots"});
 }
 ir::DType collective_dtype(ir::DType dtype) {
   if (dtype != ir::DType::f32 && dtype != ir::DType::bf16)
@@ -142,7 +143,11 @@ struct Collectives::State {
   int ranks = 1;
   size_t row_bytes = 0;  // per rank row of a staging half (a multiple of 16)
   char* staging = nullptr;
-  int64_t* flags = nullptr;  // flags[r * P + b]: call << 20 | chunks of slice b rank r has sent us
+  // flags[r * programs + b]: call << 20 | chunks of slice b rank r has sent us. The stride is
+  // the most programs a call uses, not the call's own count: calls of different sizes use
+  // different counts, and a word must have one sender over all calls, or a sender already in
+  // the next call could set (and release) a word that a receiver still waits on in this one.
+  int64_t* flags = nullptr;
   int64_t calls = 0;
   int programs = 1;  // per destination rank
   CompileOptions options;
@@ -195,9 +200,10 @@ void Collectives::run(bool reduce, const T* in, T* out, size_t count, size_t in_
     if (gpu)
       k.launch({programs, s.ranks}, cuda::DevicePtr<const T>{src, 0}, cuda::DevicePtr<T>{half, 0},
                cuda::DevicePtr<int64_t>{s.flags, 0}, cuda::DevicePtr<T>{dst, 0}, ints(piece), ints(in_stride),
-               ints(out_stride), s.calls);
+               ints(out_stride), s.calls, s.programs);
     else
-      k.launch({programs, s.ranks}, src, half, s.flags, dst, ints(piece), ints(in_stride), ints(out_stride), s.calls);
+      k.launch({programs, s.ranks}, src, half, s.flags, dst, ints(piece), ints(in_stride), ints(out_stride), s.calls,
+               s.programs);
   }
 }
 

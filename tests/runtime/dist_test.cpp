@@ -364,6 +364,23 @@ TEST(Library, CollectivesOfBf16) {
   testing_collectives::check<HostMemory, bf16>(Target::host(), 64 << 10);
   testing_collectives::check<HostMemory, bf16>(Target::host(), 32 << 20, {600011});  // pipelined chunks
 }
+// Calls of different sizes use different numbers of programs; each signal word must still have
+// one sender over all calls (a word shared by two senders let a rank already in the next call
+// release a wait of this one: stale data, then a hang). Many calls, alternating.
+TEST(Library, CollectivesOfAlternatingSizes) {
+  kernels::Collectives c(Target::host(), 64 << 20);
+  const int n = c.ranks(), me = rank();
+  auto val = [](int r, size_t i, int call) { return float((r * 7919 + int64_t(i) * 104729 + call * 31) % 100003); };
+  for (int call = 0; call < 1500; ++call) {
+    const size_t count = call % 2 ? 8 : 8192;  // two programs per destination, then one
+    std::vector<float> in(count), out(n * count, -1.0f);
+    for (size_t i = 0; i < count; ++i) in[i] = val(me, i, call);
+    c.all_gather(in.data(), out.data(), count);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i)
+        ASSERT_EQ(out[r * count + i], val(r, i, call)) << "call " << call << ": rank " << r << "'s element " << i;
+  }
+}
 TEST(Library, CollectivesInPipelinedChunks) {
   // One piece, slices of 150004 floats: three chunks of 65536 each program pipelines.
   testing_collectives::check<HostMemory>(Target::host(), 32 << 20, {300007});
