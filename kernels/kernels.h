@@ -85,7 +85,8 @@ const KernelDef& all_reduce_kernel(ir::DType dtype = ir::DType::f32);
 /// All-gather, reduce-scatter and all-reduce of f32 or bf16 (summed in f32, rounded once) over
 /// every rank of the world, pushed rank to rank (in chunks, pipelined against the sums), through a symmetric staging area of `capacity_bytes`
 /// (larger messages go in pieces). On a GPU target `in` and `out` are device memory of this
-/// rank (any: they need not be symmetric), on the host target host memory. Construction is
+/// rank (any: they need not be symmetric), on the host target host memory; `in` and `out` must
+/// not overlap (a program may write sums while another still reads the input). Construction is
 /// collective, and so is every call: the same calls, in the same order, on every rank. Each
 /// call returns when its result is in `out`.
 class Collectives {
