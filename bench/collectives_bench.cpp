@@ -246,10 +246,19 @@ int main(int argc, char** argv) {
         gemm.launch(cfg.grid(M, N), gathered, b, c_ref, int(M), int(N), int(K));
         cuda::synchronize();
       };
-      auto nccl_then_gemm = [&] {
+      // NCCL's all-gather of the A shards (bf16, moved as f32 words) and reduce-scatter of C.
+      auto nccl_gather = [&] {
         nccl.check(nccl.all_gather(a.data(), gathered.data(), size_t(rows) * K * 2 / 4, Nccl::kFloat32, nccl.comm,
                                    stream.handle()), "ncclAllGather");
         stream.synchronize();
+      };
+      auto nccl_scatter = [&] {
+        nccl.check(nccl.reduce_scatter(c_ref.data(), rs_ref.data(), size_t(rows) * N, Nccl::kFloat32, Nccl::kSum, nccl.comm,
+                                       stream.handle()), "ncclReduceScatter");
+        stream.synchronize();
+      };
+      auto nccl_then_gemm = [&] {
+        nccl_gather();
         gemm_alone();
       };
       bench::CublasLt::Plan plan{};
@@ -259,16 +268,12 @@ int main(int argc, char** argv) {
         cuda::synchronize();
       };
       auto nccl_then_cublas = [&] {
-        nccl.check(nccl.all_gather(a.data(), gathered.data(), size_t(rows) * K * 2 / 4, Nccl::kFloat32, nccl.comm,
-                                   stream.handle()), "ncclAllGather");
-        stream.synchronize();
+        nccl_gather();
         cublas_alone();
       };
       auto cublas_then_nccl = [&] {
         cublas_alone();
-        nccl.check(nccl.reduce_scatter(c_ref.data(), rs_ref.data(), size_t(rows) * N, Nccl::kFloat32, Nccl::kSum, nccl.comm,
-                                       stream.handle()), "ncclReduceScatter");
-        stream.synchronize();
+        nccl_scatter();
       };
       double err = 0;
       if (have_nccl) {  // ours against NCCL's gather and our GEMM
@@ -281,9 +286,7 @@ int main(int argc, char** argv) {
       auto rs_ours = [&] { rs.run(gathered.data(), b.data(), rs_out.data()); };
       auto gemm_then_nccl = [&] {
         gemm_alone();
-        nccl.check(nccl.reduce_scatter(c_ref.data(), rs_ref.data(), size_t(rows) * N, Nccl::kFloat32, Nccl::kSum, nccl.comm,
-                                       stream.handle()), "ncclReduceScatter");
-        stream.synchronize();
+        nccl_scatter();
       };
       if (have_nccl) {
         rs_ours();

@@ -114,6 +114,17 @@ double seconds_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+/// Each of `runs` launched back to back for `span` seconds, in turn, twice: a line per phase
+/// with its wall-clock span (to line up with nvidia-smi's samples) and its throughput.
+void phases(const char* mode, int width, const std::vector<std::pair<const char*, std::function<void()>>>& runs,
+            double span, double flop) {
+  for (int round = 0; round < 2; ++round)
+    for (const auto& [name, fn] : runs) {
+      double t0 = seconds_now(), rate = steady_rate(fn, 0, span), t = seconds_now();
+      std::printf("%s %-*s %.3f..%.3f  %.1f TFLOP/s\n", mode, width, name, t0, t, rate * flop / 1e12);
+    }
+}
+
 /// `gpu_bench gemm M N K BM BN BK WARPS STAGES [bf16|f8e4m3]`: one GEMM configuration on random
 /// inputs, launched three times (for a profiler: `ncu --launch-skip 2 --launch-count 1 gpu_bench
 /// gemm ...`).
@@ -148,12 +159,7 @@ int one_gemm(const std::string& mode, char** argv, const std::string& last) {
       if (!cublas.load()) throw Error("gpu_bench sustain: cuBLAS not found (set TILEDIST_CUBLASLT)");
       CublasLt::Plan plan = cublas.plan(M, N, K);
       auto theirs = [&] { cublas.gemm(plan, a.data(), b.data(), c.data()); };
-      const double span = std::atof(last.c_str());
-      for (int round = 0; round < 2; ++round)
-        for (auto [name, fn] : {std::pair{"ours", std::function<void()>(ours)}, {"cuBLAS", std::function<void()>(theirs)}}) {
-          double t0 = seconds_now(), rate = steady_rate(fn, 0, span), t = seconds_now();
-          std::printf("sustain %-6s %.3f..%.3f  %.1f TFLOP/s\n", name, t0, t, rate * flop / 1e12);
-        }
+      phases("sustain", 6, {{"ours", ours}, {"cuBLAS", theirs}}, std::atof(last.c_str()), flop);
       return 0;
     }
     ms = time_ms(ours, 1, 2);
@@ -185,15 +191,11 @@ int energy(char** argv) {
   CublasLt cublas;
   if (!cublas.load()) throw Error("gpu_bench energy: cuBLAS not found (set TILEDIST_CUBLASLT)");
   CublasLt::Plan plan = cublas.plan(M, N, K);
-  const std::pair<const char*, std::function<void()>> runs[] = {
-      {"gemm", [&] { real.launch(grid, a, b, c, M, N, K); }},
-      {"probe-l2", [&] { l2.launch(grid, a, b, c, M, N, K); }},
-      {"cuBLAS", [&] { cublas.gemm(plan, a.data(), b.data(), c.data()); }}};
-  for (int round = 0; round < 2; ++round)
-    for (const auto& [name, fn] : runs) {
-      double t0 = seconds_now(), rate = steady_rate(fn, 0, span), t = seconds_now();
-      std::printf("energy %-13s %.3f..%.3f  %.1f TFLOP/s\n", name, t0, t, rate * flop / 1e12);
-    }
+  phases("energy", 13,
+         {{"gemm", [&] { real.launch(grid, a, b, c, M, N, K); }},
+          {"probe-l2", [&] { l2.launch(grid, a, b, c, M, N, K); }},
+          {"cuBLAS", [&] { cublas.gemm(plan, a.data(), b.data(), c.data()); }}},
+         span, flop);
   return 0;
 }
 

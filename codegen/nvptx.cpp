@@ -1218,6 +1218,8 @@ class NvptxLowering : public Elements {
     /// tiles from shared memory; the loop prefetches `stages - 2` ahead, so that a stage is
     /// rewritten only after the wgmma groups that read it have completed (wait_group 1).
     bool wgmma = false;
+    /// How many iterations the loop's copies run ahead of its dot.
+    int ahead() const { return wgmma ? stages - 2 : stages - 1; }
     int64_t base = 0;  // of the first buffer in dynamic shared memory
     llvm::Value* read_stage = nullptr;  // the stage the current iteration's dot reads
     llvm::Value* next_stage = nullptr;  // the next iteration's
@@ -1563,6 +1565,14 @@ class NvptxLowering : public Elements {
     llvm::Value* addr = b_.CreateAnd(b_.CreateLShr(b_.CreatePtrToInt(at, b_.getInt32Ty()), 4), b_.getInt32(0x3FFF));
     return b_.CreateOr(b_.CreateZExt(addr, b_.getInt64Ty()), b_.getInt64(fixed));
   }
+  /// Inline-asm constraints for `n` f32 registers read and written in place ("=f" outputs, the
+  /// inputs tied to them), followed by `more` (with its leading comma).
+  static std::string tied_f32(size_t n, const std::string& more) {
+    std::string cons;
+    for (size_t i = 0; i < n; ++i) cons += str_cat(i ? "," : "", "=f");
+    for (size_t i = 0; i < n; ++i) cons += str_cat(",", i);
+    return cons + more;
+  }
   /// An instruction of the wgmma protocol that touches no registers (fences, commit, wait).
   void wgmma_sync(const std::string& text) { ptx(b_.getVoidTy(), text, "", {}); }
   /// wgmma.wait_group with the accumulator passed through it, so that nothing reads the
@@ -1571,12 +1581,9 @@ class NvptxLowering : public Elements {
     const size_t n = acc.slots.size();
     std::vector<llvm::Type*> fs(n, b_.getFloatTy());
     auto* ty = llvm::FunctionType::get(llvm::StructType::get(ctx_, fs), fs, false);
-    std::string cons;
-    for (size_t i = 0; i < n; ++i) cons += str_cat(i ? "," : "", "=f");
-    for (size_t i = 0; i < n; ++i) cons += str_cat(",", i);
-    cons += ",~{memory}";
-    llvm::Value* r = b_.CreateCall(ty, llvm::InlineAsm::get(ty, str_cat("wgmma.wait_group.sync.aligned ", pending, ";"), cons, true),
-                                   acc.slots);
+    llvm::Value* r = b_.CreateCall(
+        ty, llvm::InlineAsm::get(ty, str_cat("wgmma.wait_group.sync.aligned ", pending, ";"), tied_f32(n, ",~{memory}"), true),
+        acc.slots);
     for (size_t i = 0; i < n; ++i) acc.slots[i] = b_.CreateExtractValue(r, static_cast<unsigned>(i));
   }
   /// The dot of a wgmma pipeline: each warpgroup issues K/16 wgmma.m64nNk16 on its 64 rows of
@@ -1598,14 +1605,12 @@ class NvptxLowering : public Elements {
     ins.push_back(b_.getInt64Ty());
     ins.push_back(b_.getInt64Ty());
     auto* ty = llvm::FunctionType::get(llvm::StructType::get(ctx_, fs), ins, false);
-    std::string regs, cons;
-    for (int64_t i = 0; i < n; ++i) regs += str_cat(i ? ", " : "", "$", i), cons += str_cat(i ? "," : "", "=f");
-    for (int64_t i = 0; i < n; ++i) cons += str_cat(",", i);
-    cons += ",l,l,~{memory}";
+    std::string regs;
+    for (int64_t i = 0; i < n; ++i) regs += str_cat(i ? ", " : "", "$", i);
     auto* wgmma = llvm::InlineAsm::get(
         ty, str_cat("wgmma.mma_async.sync.aligned.m64n", N, "k16.f32.", ptx_type(da), ".", ptx_type(da), " {", regs, "}, $", 2 * n,
                     ", $", 2 * n + 1, ", 1, 1, 1, 0, 1;"),
-        cons, true);
+        tied_f32(n, ",l,l,~{memory}"), true);
     wgmma_sync("wgmma.fence.sync.aligned;");
     for (int64_t ks = 0; ks < p.a.cols / 16; ++ks) {
       // A (K-major): 32 bytes per k16 within a 128-byte block, the next block rows * 128 on.
@@ -1812,8 +1817,7 @@ class NvptxLowering : public Elements {
       smem_bytes_ = std::max(smem_bytes_, pipe->base + pipe->stages * pipe->stage_bytes);
       smem_floor_ = pipe->base + (pipe->stages * pipe->stage_bytes + 127) / 128 * 128;
       barrier();  // the buffers may still be read by an earlier op
-      const int ahead = pipe->wgmma ? pipe->stages - 2 : pipe->stages - 1;
-      for (int s = 0; s < ahead; ++s) {
+      for (int s = 0; s < pipe->ahead(); ++s) {
         pipe_issue(*pipe, lo, step, hi, b_.getInt32(s), b_.getInt32(s));
         pipe_store_staged(*pipe);
       }
@@ -1848,31 +1852,27 @@ class NvptxLowering : public Elements {
     }
     b_.CreateCondBr(b_.CreateICmpSLT(iv, hi), body_bb, exit);
     b_.SetInsertPoint(body_bb);
-    if (pipe && pipe->wgmma) {
-      // This iteration's tiles have landed (each thread's copies, made visible to the async
-      // proxy, then everyone's). Past the barrier, every warpgroup has completed the wgmma
-      // group of two iterations back (wait_group 1 after the last one), whose stage this
-      // prefetch overwrites.
-      const int s = pipe->stages;
-      b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(s - 3)});
-      wgmma_sync("fence.proxy.async.shared::cta;");
-      barrier();
-      llvm::Value* target = b_.CreateSelect(b_.CreateICmpSGE(stage, b_.getInt32(2)), b_.CreateSub(stage, b_.getInt32(2)),
-                                            b_.CreateAdd(stage, b_.getInt32(s - 2)));
-      pipe_issue(*pipe, lo, step, hi, b_.CreateAdd(count, b_.getInt32(s - 2)), target);
+    if (pipe) {
+      if (pipe->wgmma) {
+        // This iteration's tiles have landed (each thread's copies, made visible to the async
+        // proxy, then everyone's). Past the barrier, every warpgroup has completed the wgmma
+        // group of two iterations back (wait_group 1 after the last one), whose stage the
+        // prefetch below overwrites.
+        b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(pipe->stages - 3)});
+        wgmma_sync("fence.proxy.async.shared::cta;");
+        barrier();
+      }
+      // Iteration count + ahead goes to stage (stage + ahead) % stages: for mma.sync the one the
+      // previous iteration read (every thread is past that iteration's barrier, see pipe_dot),
+      // for wgmma the one of two iterations back.
+      auto plus = [&](int64_t k) {
+        llvm::Value* sum = b_.CreateAdd(stage, b_.getInt32(static_cast<int32_t>(k)));
+        return b_.CreateSelect(b_.CreateICmpSGE(sum, b_.getInt32(pipe->stages)),
+                               b_.CreateSub(sum, b_.getInt32(pipe->stages)), sum);
+      };
+      pipe_issue(*pipe, lo, step, hi, b_.CreateAdd(count, b_.getInt32(pipe->ahead())), plus(pipe->ahead()));
       pipe->read_stage = stage;
-      pipe->next_stage = b_.CreateSelect(b_.CreateICmpEQ(stage, b_.getInt32(s - 1)), b_.getInt32(0),
-                                         b_.CreateAdd(stage, b_.getInt32(1)));
-    } else if (pipe) {
-      // Every thread is past the barrier of the previous iteration, so done reading the buffer
-      // that this prefetch overwrites (see pipe_dot).
-      // Iteration count + stages - 1 goes to the stage read by the previous iteration.
-      llvm::Value* last = b_.getInt32(pipe->stages - 1);
-      llvm::Value* ahead = b_.CreateAdd(count, last);
-      llvm::Value* first = b_.CreateICmpEQ(stage, b_.getInt32(0));
-      pipe_issue(*pipe, lo, step, hi, ahead, b_.CreateSelect(first, last, b_.CreateSub(stage, b_.getInt32(1))));
-      pipe->read_stage = stage;
-      pipe->next_stage = b_.CreateSelect(b_.CreateICmpEQ(stage, last), b_.getInt32(0), b_.CreateAdd(stage, b_.getInt32(1)));
+      pipe->next_stage = plus(1);
     }
     vals_[body.args[0].get()] = GVal{iv, {}};
     for (size_t i = 0; i < phis.size(); ++i) vals_[body.args[i + 1].get()] = phis[i];

@@ -27,19 +27,21 @@ using tl::Tensor;
 template <class T>
 void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, tl::Ptr<T> out, tl::Int count,
                      tl::Int in_stride, tl::Int out_stride, tl::Int64 call, tl::Int slots, tl::Const<int> BLOCK,
-                     tl::Const<int> REDUCE,
-                     tl::Const<int> CHUNK) {
+                     tl::Const<int> REDUCE, tl::Const<int> CHUNK) {
   constexpr int kSize = sizeof(T), kAlign = 16 / kSize;  // bytes per element, elements per 16 bytes
   const auto dtype = kSize == 4 ? tl::float32 : tl::bfloat16;
   auto me = dist::rank(), n = dist::num_ranks();
   auto b = tl::program_id(0), nb = tl::num_programs(0), p = tl::program_id(1);
-  auto per = ((count + nb - 1) / nb + kAlign - 1) / kAlign * kAlign;  // 16-byte slices
+  // ceil(x / parts), rounded up to whole 16 bytes: slices of the piece, parts of a chunk.
+  auto share = [&](const Tensor& x, const Tensor& parts) { return ((x + parts - 1) / parts + kAlign - 1) / kAlign * kAlign; };
+  auto per = share(count, nb);
   auto lo = b * per;
   auto len = tl::maximum(tl::minimum(count - lo, per), 0);
   auto chunks = (len + CHUNK - 1) / CHUNK;
   // Signal words hold call << 20 | chunks of slice b received, one word per (sender, slice):
   // set, not added, by the one program that pushes that slice here, so they only grow.
   auto base = call * (int64_t(1) << 20);
+  auto arrived = [&](const Tensor& j) { return base + j.to(tl::int64) + 1; };  // chunk j of this call
   auto chunk_at = [&](const Tensor& j) { return lo + j * CHUNK; };
   auto chunk_len = [&](const Tensor& j) { return tl::minimum(lo + len - chunk_at(j), int(CHUNK)); };
   // Chunk j of slice b goes to rank p (only the signal where p is this rank).
@@ -47,19 +49,19 @@ void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, 
     auto at = chunk_at(j);
     auto bytes = tl::where(p == me, 0, chunk_len(j)).to(tl::int64) * kSize;
     shmem::putmem_signal_nbi_block(staging + (me * count + at).to(tl::int64), in + (p * in_stride + at).to(tl::int64), bytes,
-                                   flags + me * slots + b, base + j.to(tl::int64) + 1, shmem::SIGNAL_SET, p);
+                                   flags + me * slots + b, arrived(j), shmem::SIGNAL_SET, p);
   };
   // Part p of chunk j, once every rank's chunk j has arrived: copied out (all-gather) or summed
   // in rank order (reduce-scatter, all-reduce).
   auto own = in + (me * in_stride).to(tl::int64);
   auto finish = [&](const Tensor& j) {
     auto at = chunk_at(j), clen = chunk_len(j);
-    auto part = ((clen + n - 1) / n + kAlign - 1) / kAlign * kAlign;
+    auto part = share(clen, n);
     auto first = at + p * part;
     auto end = tl::minimum(first + part, at + clen);
     tl::if_then(first < end, [&] {
       auto token = tl::for_range(0, n, 1, tl::scalar(0, tl::int64), [&](Tensor r, Tensor) {
-        return shmem::signal_wait_until(flags + r * slots + b, shmem::Cmp::ge, base + j.to(tl::int64) + 1);
+        return shmem::signal_wait_until(flags + r * slots + b, shmem::Cmp::ge, arrived(j));
       });
       auto rows = dist::consume_token(staging, token);
       // [first, whole) in 16-byte runs, whose masks the compiler can prove uniform per run
@@ -101,9 +103,7 @@ void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, 
 
 const std::vector<std::string> kParams = {"in",         "staging", "flags", "out",   "count",  "in_stride",
                                           "out_stride", "call",    "slots", "BLOCK", "REDUCE", "CHUNK"};
-}  // namespace
 
-namespace {
 template <class T>
 KernelDef collective_def(const std::string& name, int reduce) {
   const int chunk = 256 * 1024 / int(sizeof(T));  // 256 KiB (bench/RESULTS.md)
