@@ -5,7 +5,7 @@
 // all-gather followed by our GEMM.
 // Both sides are timed the same way: each call is waited for before the next (ours returns when
 // its result is there; NCCL's stream is synchronized), medians of the host's wall clock over
-// many calls. Our all-reduce is checked against NCCL's first. Rank 0 prints the table; exits 0
+// many calls; small all-reduces also queued back to back on a stream (the "queued" rows). Our all-reduce is checked against NCCL's first. Rank 0 prints the table; exits 0
 // without printing one where there is no GPU.
 #include <dlfcn.h>
 
@@ -101,6 +101,23 @@ double time_us(const std::function<void()>& fn, int reps, int warmup = 5) {
   return t[t.size() / 2];
 }
 
+/// Microseconds per call of `reps` calls queued back to back on `stream`, waited for after the
+/// last (as nccl-tests time): the median of 5 rounds; every rank runs the same.
+double queued_us(const std::function<void()>& enqueue, const cuda::Stream& stream, int reps) {
+  for (int i = 0; i < 10; ++i) enqueue();
+  stream.synchronize();
+  std::vector<double> t;
+  for (int round = 0; round < 5; ++round) {
+    barrier_all();
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) enqueue();
+    stream.synchronize();
+    t.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / reps);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,6 +149,8 @@ int main(int argc, char** argv) {
       int64_t call = 0;
       double t_launch = time_us([&] { k_launch.launch({1}, cuda::DevicePtr<int64_t>{flags, 0}); }, 200);
       if (me == 0) std::printf("%-28s %10.1f\n", "floor: launch + wait", t_launch);
+      t_launch = queued_us([&] { k_launch.launch_on(stream, {1}, cuda::DevicePtr<int64_t>{flags, 0}); }, stream, 1000);
+      if (me == 0) std::printf("%-28s %10.1f\n", "floor: launch, queued", t_launch);
       for (int scope : {0, 1, 2}) {
         Kernel k_signal = compile(signal_def, {{"SCOPE", scope}}, Target::cuda());
         double t = time_us([&] { k_signal.launch({1}, cuda::DevicePtr<int64_t>{flags, 0}, ++call); }, 200);
@@ -140,6 +159,41 @@ int main(int argc, char** argv) {
       }
       barrier_all();
       cuda::World::get().free(flags);
+    }
+    // Small all-reduces queued on a stream, back to back (how frameworks issue them, and how
+    // nccl-tests time them): per call, the host's launch and the GPU's work overlap.
+    for (size_t bytes : {size_t(8) << 10, size_t(64) << 10, size_t(256) << 10, size_t(1) << 20, size_t(4) << 20}) {
+      if (only == "ag_gemm") break;
+      const size_t count = bytes / 4, count_b = bytes / 2;
+      cuda::Buffer<float> in(reference::random_floats(count)), out(count), theirs(count);
+      cuda::Buffer<bf16> in_b(count_b), out_b(count_b), theirs_b(count_b);
+      cuda::memset(in_b.data(), 0x3f, count_b * 2);
+      cuda::synchronize();
+      const int reps = 1000;
+      double t_ours = queued_us([&] { ours.all_reduce(in.data(), out.data(), count, &stream); }, stream, reps);
+      double t_ours_b = queued_us([&] { ours.all_reduce(in_b.data(), out_b.data(), count_b, &stream); }, stream, reps);
+      double t_nccl = 0, t_nccl_b = 0;
+      if (have_nccl) {
+        t_nccl = queued_us([&] {
+          nccl.check(nccl.all_reduce(in.data(), theirs.data(), count, Nccl::kFloat32, Nccl::kSum, nccl.comm, stream.handle()), "ncclAllReduce");
+        }, stream, reps);
+        t_nccl_b = queued_us([&] {
+          nccl.check(nccl.all_reduce(in_b.data(), theirs_b.data(), count_b, Nccl::kBfloat16, Nccl::kSum, nccl.comm, stream.handle()),
+                     "ncclAllReduce");
+        }, stream, reps);
+        if (double err = reference::rel_error(out.download(), theirs.download()); err > 1e-5)
+          throw Error(str_cat("collectives_bench: our queued all_reduce of ", bytes, " bytes differs from NCCL's (", err, ")"));
+      }
+      if (me == 0) {
+        auto row = [&](const char* name, double us, double them) {
+          char label[64];
+          std::snprintf(label, sizeof label, "%s %zu KiB, queued", name, bytes >> 10);
+          auto busbw = [&](double t) { return t > 0 ? bytes * 2.0 * (n - 1) / n / t / 1e3 : 0.0; };
+          std::printf("%-28s %10.1f %10.1f %8.2f %10.1f %10.1f\n", label, us, them, us > 0 ? them / us : 0, busbw(us), busbw(them));
+        };
+        row("all_reduce", t_ours, t_nccl);
+        row("all_reduce bf16", t_ours_b, t_nccl_b);
+      }
     }
     for (size_t bytes : {size_t(8) << 10, size_t(256) << 10, size_t(4) << 20, size_t(64) << 20, size_t(512) << 20}) {
       if (only == "ag_gemm") break;
@@ -195,7 +249,13 @@ int main(int argc, char** argv) {
         if (have_nccl && std::string(op.name) == "all_reduce") {  // ours against NCCL's sums
           op.ours();
           op.nccl();
-          err = reference::rel_error(out.download(), theirs.download());
+          // (Only the first `count` elements: the buffers hold n * count for the gathers.)
+          auto head = [&](const cuda::Buffer<float>& b) {
+            std::vector<float> v = b.download();
+            v.resize(count);
+            return v;
+          };
+          err = reference::rel_error(head(out), head(theirs));
           if (err > 1e-5) throw Error(str_cat("collectives_bench: our all_reduce of ", bytes, " bytes differs from NCCL's (", err, ")"));
         }
         if (have_nccl && std::string(op.name) == "all_reduce bf16") {  // within bf16 rounding of NCCL's

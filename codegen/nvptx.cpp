@@ -66,6 +66,7 @@ class NvptxLowering : public Elements {
     for (auto& a : f_.body.args) vals_[a.get()] = GVal{fn_->getArg(a->index), {}};
     if (with_world) world_ = fn_->getArg(static_cast<unsigned>(f_.body.args.size()));
     uses_ = ir::count_uses(f_.body);
+    max_vec_ = narrow_memory(f_.body) ? 8 : 4;
     find_wgmma_loops(f_.body);
     if (!wgmma_shapes_.empty()) smem_->setAlignment(llvm::Align(1024));  // wgmma's 128-byte swizzle atoms
     emit_block(f_.body);
@@ -175,13 +176,34 @@ class NvptxLowering : public Elements {
   }
 
   // ---- layout: element index of slot j of this thread, and validity
-  /// Consecutive elements per thread: 4 (16-byte accesses for f32), or 2, where every thread
-  /// gets whole vectors of them, else 1. A function of the element count only, so that every
-  /// operand of an elementwise op has the same layout.
+  /// Consecutive elements per thread: max_vec_ (16-byte accesses: 4 f32, or 8 bf16 where the
+  /// kernel's tensor memory is all 16-bit or narrower), or down to 2, where every thread gets
+  /// whole vectors of them, else 1. A function of the element count only (within a kernel), so
+  /// that every operand of an elementwise op has the same layout.
   int64_t vec_of(const ir::Type& t) const {
-    for (int64_t v : {4, 2})
+    for (int64_t v = max_vec_; v >= 2; v /= 2)
       if (t.numel() % (v * threads_) == 0) return v;
     return 1;
+  }
+  /// Whether every tensor the kernel loads or stores has elements of at most 2 bytes (and there
+  /// is at least one).
+  static bool narrow_memory(const ir::Block& block) {
+    bool any = false;
+    std::function<bool(const ir::Block&)> walk = [&](const ir::Block& b) {
+      for (const auto& op : b.ops) {
+        const ir::Type* t = op->code == OpCode::Load ? &op->results[0]->type
+                            : op->code == OpCode::Store ? &op->operands[0]->type
+                                                        : nullptr;
+        if (t && t->is_tensor()) {
+          if (ir::dtype_bytes(t->dtype) > 2) return false;
+          any = true;
+        }
+        for (const auto& r : op->regions)
+          if (!walk(*r)) return false;
+      }
+      return true;
+    };
+    return walk(block) && any;
   }
   int64_t slots_of(const ir::Type& t) const { return (t.numel() + threads_ - 1) / threads_; }
   /// Slot j of this thread holds element (j / V) * V * T + tid * V + j % V.
@@ -801,6 +823,7 @@ class NvptxLowering : public Elements {
       field(offsetof(runtime::DeviceFailureRecord, address), b_.CreatePtrToInt(address, i64));
       field(offsetof(runtime::DeviceFailureRecord, expected), b_.CreateSExt(expected, i64));
       field(offsetof(runtime::DeviceFailureRecord, seen), b_.CreateSExt(seen, i64));
+      field(offsetof(runtime::DeviceFailureRecord, kernel), b_.getInt32(runtime::kernel_tag(f_.name)));
       fence("seq_cst", "sys");
       field(offsetof(runtime::DeviceFailureRecord, complete), b_.getInt32(1));
       fence("seq_cst", "sys");
@@ -1969,6 +1992,7 @@ class NvptxLowering : public Elements {
   int threads_;
   llvm::Function* fn_ = nullptr;
   llvm::GlobalVariable* smem_ = nullptr;
+  int64_t max_vec_ = 4;  // vec_of's widest vector (8 for kernels of 16-bit memory)
   llvm::Value* world_ = nullptr;  // the DeviceWorld parameter of kernels with distributed ops
   std::map<const ir::Value*, int> uses_;
   llvm::Value* tid_ = nullptr;

@@ -161,25 +161,20 @@ void Kernel::launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<
     std::shared_ptr<cuda::Module> module;
     {
       std::lock_guard<std::mutex> lock(loaded.gpu_mutex);
-      if (!loaded.gpu_module)
+      if (!loaded.gpu_module) {
         loaded.gpu_module = std::make_shared<cuda::Module>(loaded.artifact.binary, loaded.artifact.kernel);
+        if (world) world->note_kernel(loaded.artifact.kernel);  // for its failure record
+      }
       module = std::static_pointer_cast<cuda::Module>(loaded.gpu_module);
     }
     const int g[3] = {grid.x, grid.y, grid.z};
     module->launch(loaded.artifact.entry, g, loaded.artifact.threads, static_cast<size_t>(loaded.artifact.scratch_bytes),
                    ptrs.data(), stream ? stream->handle() : nullptr);
-    if (world) {
-      // A distributed kernel is waited for: a program that gives up (a wait past the timeout)
-      // traps, which leaves only a CUDA error name; the world's failure record says what it was.
-      try {
-        if (stream) stream->synchronize();
-        else cuda::synchronize();
-      } catch (const Error& e) {
-        std::string why = world->failure(loaded.artifact.kernel);
-        if (!why.empty()) throw Error(str_cat(why, " (", e.what(), ")"));
-        throw;
-      }
-    }
+    // A distributed kernel launched without a stream is waited for, so that a program that
+    // gives up (a wait past the timeout: it traps) is reported here; on a stream it runs
+    // asynchronously, and the stream's synchronize reports it. Either way the Error carries
+    // the world's failure record (cuda::set_failure_explainer).
+    if (world && !stream) cuda::synchronize();
     if (!staged.empty()) {
       if (stream) stream->synchronize();
       else cuda::synchronize();

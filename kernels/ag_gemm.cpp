@@ -57,6 +57,8 @@ struct AgGemm::State {
   GemmConfig config;
   Kernel kernel;
   std::unique_ptr<cuda::Stream> copies;
+  std::unique_ptr<cuda::Event> ready;  // the run's stream, as the run starts
+  detail::RunStreams streams;
   bool gpu() const { return detail::on_gpu(target); }
   void* at(const void* p, int r) const { return detail::symm_on(target, p, r); }
 };
@@ -71,7 +73,10 @@ AgGemm::AgGemm(const Target& target, int64_t M, int64_t N, int64_t K) : s_(std::
   s.M = M, s.N = N, s.K = K, s.rows = M / s.ranks;
   s.gathered = static_cast<bf16*>(detail::symm_zeroed(target, 2 * size_t(M) * K * sizeof(bf16)));
   s.flags = static_cast<int32_t*>(detail::symm_zeroed(target, s.ranks * sizeof(int32_t)));
-  if (s.gpu()) s.copies = std::make_unique<cuda::Stream>();
+  if (s.gpu()) {
+    s.copies = std::make_unique<cuda::Stream>();
+    s.ready = std::make_unique<cuda::Event>(false);
+  }
   barrier_all();  // no rank signals before every rank has zeroed its flags
   s.config = gemm_config(target, M, N, K);
   Constants constants = s.config.constants;
@@ -80,26 +85,33 @@ AgGemm::AgGemm(const Target& target, int64_t M, int64_t N, int64_t K) : s_(std::
 }
 
 AgGemm::~AgGemm() {
+  s_->streams.finish();
   if (s_->copies) s_->copies->synchronize();
   detail::symm_release(s_->target, s_->flags);
   detail::symm_release(s_->target, s_->gathered);
 }
 
-void AgGemm::run(const bf16* a, const bf16* b, float* c) {
+void AgGemm::run(const bf16* a, const bf16* b, float* c, const cuda::Stream* stream) {
   State& s = *s_;
   const int32_t call = ++s.calls;
   bf16* gathered = s.gathered + (call % 2) * s.M * s.K;
   bf16* mine = gathered + s.rank * s.rows * s.K;
   const size_t bytes = size_t(s.rows) * s.K * sizeof(bf16);
-  if (s.gpu()) {
-    // Our own rows first, before the GEMM starts: a copy within one GPU runs as a kernel, which
-    // would find every SM taken by GEMM programs waiting for it.
-    cuda::copy_device_to_device(mine, a, bytes);
-    cuda::copy_to_device(s.flags + s.rank, &call, sizeof call);
+  const cuda::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
+  if (on) {
+    // The peers' copies start once `a` is ready and our last run's GEMM is done (its half of
+    // the gathered rows is then free on every rank: a peer's GEMM of this run waits for our
+    // copies, and ours waited for theirs of the last run).
+    s.ready->record(on);
+    s.ready->make_wait(*s.copies);
+    // Our own rows before the GEMM starts, on its stream: a copy within one GPU runs as a
+    // kernel, which would find every SM taken by GEMM programs waiting for it.
+    cuda::copy_async(mine, a, bytes, *on);
+    cuda::write_value(s.flags + s.rank, static_cast<uint32_t>(call), *on);
   }
   for (int k = 1; k <= s.ranks; ++k) {  // the next rank first, ourselves last
     const int r = (s.rank + k) % s.ranks;
-    if (s.gpu()) {
+    if (on) {
       if (r == s.rank) continue;
       cuda::copy_async(s.at(mine, r), a, bytes, *s.copies);  // peer to peer: the copy engine
       cuda::write_value(s.at(s.flags + s.rank, r), static_cast<uint32_t>(call), *s.copies);
@@ -108,10 +120,11 @@ void AgGemm::run(const bf16* a, const bf16* b, float* c) {
       std::atomic_ref<int32_t>(*static_cast<int32_t*>(s.at(s.flags + s.rank, r))).store(call, std::memory_order_release);
     }
   }
-  if (s.gpu())
-    s.kernel.launch(s.config.grid(s.M, s.N), cuda::DevicePtr<bf16>{gathered, 0}, cuda::DevicePtr<const bf16>{b, 0},
-                    cuda::DevicePtr<float>{c, 0}, cuda::DevicePtr<int32_t>{s.flags, 0}, s.M, s.N, s.K, call);
-  else
+  if (on) {
+    s.kernel.launch_on(*on, s.config.grid(s.M, s.N), cuda::DevicePtr<bf16>{gathered, 0}, cuda::DevicePtr<const bf16>{b, 0},
+                       cuda::DevicePtr<float>{c, 0}, cuda::DevicePtr<int32_t>{s.flags, 0}, s.M, s.N, s.K, call);
+    s.streams.leave(*on, stream);
+  } else
     s.kernel.launch(s.config.grid(s.M, s.N), gathered, b, c, s.flags, s.M, s.N, s.K, call);
 }
 

@@ -151,6 +151,15 @@ struct Collectives::State {
   int64_t calls = 0;
   int programs = 1;  // per destination rank
   CompileOptions options;
+  detail::RunStreams streams;
+  /// Runs `body` with the stream its launches go on (null on the host target).
+  template <class F>
+  void call(const cuda::Stream* stream, F&& body) {
+    if (!detail::on_gpu(target)) return body(nullptr);
+    const cuda::Stream& on = streams.enter(stream);
+    body(&on);
+    streams.leave(on, stream);
+  }
   std::optional<Kernel> kernels[2][2];  // [bf16][reduce], compiled at their first use
   const Kernel& kernel(bool is_bf16, bool reduce) {
     std::optional<Kernel>& k = kernels[is_bf16][reduce];
@@ -177,6 +186,7 @@ Collectives::Collectives(const Target& target, size_t capacity_bytes) : s_(std::
 }
 
 Collectives::~Collectives() {
+  s_->streams.finish();
   detail::symm_release(s_->target, s_->flags);
   detail::symm_release(s_->target, s_->staging);
 }
@@ -184,7 +194,8 @@ Collectives::~Collectives() {
 int Collectives::ranks() const { return s_->ranks; }
 
 template <class T>
-void Collectives::run(bool reduce, const T* in, T* out, size_t count, size_t in_stride, size_t out_stride) {
+void Collectives::run(bool reduce, const T* in, T* out, size_t count, size_t in_stride, size_t out_stride,
+                      const cuda::Stream* stream) {
   State& s = *s_;
   const bool gpu = s.target.kind == Target::Kind::nvptx;
   const Kernel& k = s.kernel(std::is_same_v<T, bf16>, reduce);
@@ -198,7 +209,7 @@ void Collectives::run(bool reduce, const T* in, T* out, size_t count, size_t in_
     T* dst = out + done;
     auto ints = [](size_t v) { return static_cast<int64_t>(v); };
     if (gpu)
-      k.launch({programs, s.ranks}, cuda::DevicePtr<const T>{src, 0}, cuda::DevicePtr<T>{half, 0},
+      k.launch_on(*stream, {programs, s.ranks}, cuda::DevicePtr<const T>{src, 0}, cuda::DevicePtr<T>{half, 0},
                cuda::DevicePtr<int64_t>{s.flags, 0}, cuda::DevicePtr<T>{dst, 0}, ints(piece), ints(in_stride),
                ints(out_stride), s.calls, s.programs);
     else
@@ -208,7 +219,7 @@ void Collectives::run(bool reduce, const T* in, T* out, size_t count, size_t in_
 }
 
 template <class T>
-void Collectives::all_reduce_of(const T* in, T* out, size_t count, AllReduce algorithm) {
+void Collectives::all_reduce_of(const T* in, T* out, size_t count, AllReduce algorithm, const cuda::Stream* stream) {
   const State& s = *s_;
   if (algorithm == AllReduce::automatic)
     algorithm = s.ranks > 2 && count * sizeof(T) >= kTwoShotBytes ? AllReduce::two_shot : AllReduce::one_shot;
@@ -216,23 +227,31 @@ void Collectives::all_reduce_of(const T* in, T* out, size_t count, AllReduce alg
   // elements past ranks whole parts, fewer than 16 bytes' worth per rank, go in one shot.
   constexpr size_t align = 16 / sizeof(T);
   const size_t part = count / s.ranks / align * align;
-  if (algorithm == AllReduce::one_shot || s.ranks == 1 || part == 0) return run(true, in, out, count, 0, 0);
+  if (algorithm == AllReduce::one_shot || s.ranks == 1 || part == 0) return run(true, in, out, count, 0, 0, stream);
   T* mine = out + detail::world_rank(s.target) * part;
-  run(true, in, mine, part, part, 0);
-  run(false, static_cast<const T*>(mine), out, part, 0, part);
+  run(true, in, mine, part, part, 0, stream);
+  run(false, static_cast<const T*>(mine), out, part, 0, part, stream);
   const size_t body = part * s.ranks;
-  if (body < count) run(true, in + body, out + body, count - body, 0, 0);
+  if (body < count) run(true, in + body, out + body, count - body, 0, 0, stream);
 }
 
-void Collectives::all_gather(const float* in, float* out, size_t count) { run(false, in, out, count, 0, count); }
-void Collectives::reduce_scatter(const float* in, float* out, size_t count) { run(true, in, out, count, count, 0); }
-void Collectives::all_reduce(const float* in, float* out, size_t count, AllReduce algorithm) {
-  all_reduce_of(in, out, count, algorithm);
+void Collectives::all_gather(const float* in, float* out, size_t count, const cuda::Stream* stream) {
+  s_->call(stream, [&](const cuda::Stream* on) { run(false, in, out, count, 0, count, on); });
 }
-void Collectives::all_gather(const bf16* in, bf16* out, size_t count) { run(false, in, out, count, 0, count); }
-void Collectives::reduce_scatter(const bf16* in, bf16* out, size_t count) { run(true, in, out, count, count, 0); }
-void Collectives::all_reduce(const bf16* in, bf16* out, size_t count, AllReduce algorithm) {
-  all_reduce_of(in, out, count, algorithm);
+void Collectives::reduce_scatter(const float* in, float* out, size_t count, const cuda::Stream* stream) {
+  s_->call(stream, [&](const cuda::Stream* on) { run(true, in, out, count, count, 0, on); });
+}
+void Collectives::all_reduce(const float* in, float* out, size_t count, AllReduce algorithm, const cuda::Stream* stream) {
+  s_->call(stream, [&](const cuda::Stream* on) { all_reduce_of(in, out, count, algorithm, on); });
+}
+void Collectives::all_gather(const bf16* in, bf16* out, size_t count, const cuda::Stream* stream) {
+  s_->call(stream, [&](const cuda::Stream* on) { run(false, in, out, count, 0, count, on); });
+}
+void Collectives::reduce_scatter(const bf16* in, bf16* out, size_t count, const cuda::Stream* stream) {
+  s_->call(stream, [&](const cuda::Stream* on) { run(true, in, out, count, count, 0, on); });
+}
+void Collectives::all_reduce(const bf16* in, bf16* out, size_t count, AllReduce algorithm, const cuda::Stream* stream) {
+  s_->call(stream, [&](const cuda::Stream* on) { all_reduce_of(in, out, count, algorithm, on); });
 }
 
 }  // namespace tiledist::kernels

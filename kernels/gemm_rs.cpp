@@ -95,6 +95,7 @@ struct GemmRs::State {
   int64_t tiles = 0;  // tiles of one rank's rows, pushed by each rank per call
   GemmConfig config;
   Kernel gemm, reduce;
+  detail::RunStreams streams;
   bool gpu() const { return detail::on_gpu(target); }
 };
 
@@ -118,21 +119,24 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, bool all) 
 }
 
 GemmRs::~GemmRs() {
+  s_->streams.finish();
   detail::symm_release(s_->target, s_->flags);
   detail::symm_release(s_->target, s_->staging);
 }
 
-void GemmRs::run(const bf16* a, const bf16* b, float* out) {
+void GemmRs::run(const bf16* a, const bf16* b, float* out, const cuda::Stream* stream) {
   State& s = *s_;
   float* half = s.staging + (++s.calls % 2) * s.ranks * s.rows * s.N;
   s.arrived += s.tiles;
   const int64_t elems = s.rows * s.N;
   const Grid reduce_grid{static_cast<int>((elems + 1023) / 1024)};
   if (s.gpu()) {
-    s.gemm.launch(s.config.grid(s.M, s.N), cuda::DevicePtr<const bf16>{a, 0}, cuda::DevicePtr<const bf16>{b, 0},
-                  cuda::DevicePtr<float>{half, 0}, cuda::DevicePtr<int32_t>{s.flags, 0}, s.M, s.N, s.K);
-    s.reduce.launch(reduce_grid, cuda::DevicePtr<float>{half, 0}, cuda::DevicePtr<int32_t>{s.flags, 0},
-                    cuda::DevicePtr<float>{out, 0}, elems, s.arrived);
+    const cuda::Stream& on = s.streams.enter(stream);
+    s.gemm.launch_on(on, s.config.grid(s.M, s.N), cuda::DevicePtr<const bf16>{a, 0}, cuda::DevicePtr<const bf16>{b, 0},
+                     cuda::DevicePtr<float>{half, 0}, cuda::DevicePtr<int32_t>{s.flags, 0}, s.M, s.N, s.K);
+    s.reduce.launch_on(on, reduce_grid, cuda::DevicePtr<float>{half, 0}, cuda::DevicePtr<int32_t>{s.flags, 0},
+                       cuda::DevicePtr<float>{out, 0}, elems, s.arrived);
+    s.streams.leave(on, stream);
   } else {
     s.gemm.launch(s.config.grid(s.M, s.N), a, b, half, s.flags, s.M, s.N, s.K);
     s.reduce.launch(reduce_grid, half, s.flags, out, elems, s.arrived);

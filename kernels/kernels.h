@@ -32,11 +32,19 @@ const KernelDef& ag_gemm_kernel();
 /// the gather by the copy engine (GPU) overlapped with the GEMM, whose programs wait only for
 /// the rows their tile needs. `a` (this rank's rows), `b` and `c` are device memory on a GPU
 /// target, host memory on the host target. Construction and every run are collective.
+///
+/// Streams (GPU), here as in GemmRs and Collectives: a run given a stream is queued on it,
+/// after the work already there, and returns at once; its result is in place once the stream
+/// has got past it, and a failure (a peer that never signals: the device-side timeout) is
+/// reported by the stream's synchronize. Without a stream a run returns when its result is
+/// there (it runs on the default stream, and waits for it). Consecutive runs of one object
+/// may use different streams (each run is ordered after the one before it). The host target
+/// has no streams: every run returns when done.
 class AgGemm {
  public:
   AgGemm(const Target& target, int64_t M, int64_t N, int64_t K);
   ~AgGemm();
-  void run(const bf16* a, const bf16* b, float* c);
+  void run(const bf16* a, const bf16* b, float* c, const cuda::Stream* stream = nullptr);
   /// The gathered A of the last run (device memory on a GPU target).
   const bf16* gathered() const;
 
@@ -59,7 +67,7 @@ class GemmRs {
  public:
   GemmRs(const Target& target, int64_t M, int64_t N, int64_t K) : GemmRs(target, M, N, K, false) {}
   ~GemmRs();
-  void run(const bf16* a, const bf16* b, float* out);
+  void run(const bf16* a, const bf16* b, float* out, const cuda::Stream* stream = nullptr);
 
  protected:
   GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, bool all);
@@ -87,16 +95,17 @@ const KernelDef& all_reduce_kernel(ir::DType dtype = ir::DType::f32);
 /// (larger messages go in pieces). On a GPU target `in` and `out` are device memory of this
 /// rank (any: they need not be symmetric), on the host target host memory; `in` and `out` must
 /// not overlap (a program may write sums while another still reads the input). Construction is
-/// collective, and so is every call: the same calls, in the same order, on every rank. Each
-/// call returns when its result is in `out`.
+/// collective, and so is every call: the same calls, in the same order, on every rank. A call
+/// given a stream is queued on it and returns at once (AgGemm says how streams behave); without
+/// one it returns when its result is in `out`.
 class Collectives {
  public:
   explicit Collectives(const Target& target = Target::default_target(), size_t capacity_bytes = size_t(64) << 20);
   ~Collectives();
   /// out[r * count + i] = in_r[i].
-  void all_gather(const float* in, float* out, size_t count);
+  void all_gather(const float* in, float* out, size_t count, const cuda::Stream* stream = nullptr);
   /// out[i] = sum over ranks r of in_r[rank * count + i] (in holds ranks * count).
-  void reduce_scatter(const float* in, float* out, size_t count);
+  void reduce_scatter(const float* in, float* out, size_t count, const cuda::Stream* stream = nullptr);
   /// How all_reduce moves the data: one shot (every rank sends all of its input to every other
   /// and sums everything itself) or two (reduce-scatter, then all-gather of the sums: each
   /// rank sends 2 (n - 1) / n of its input instead of n - 1 times it); `automatic` takes two
@@ -105,18 +114,26 @@ class Collectives {
   enum class AllReduce { automatic, one_shot, two_shot };
   static constexpr size_t kTwoShotBytes = size_t(4) << 20;
   /// out[i] = sum over ranks r of in_r[i]. Every rank gets the same bits.
-  void all_reduce(const float* in, float* out, size_t count, AllReduce algorithm = AllReduce::automatic);
-  void all_gather(const bf16* in, bf16* out, size_t count);
-  void reduce_scatter(const bf16* in, bf16* out, size_t count);
-  void all_reduce(const bf16* in, bf16* out, size_t count, AllReduce algorithm = AllReduce::automatic);
+  void all_reduce(const float* in, float* out, size_t count, AllReduce algorithm = AllReduce::automatic,
+                  const cuda::Stream* stream = nullptr);
+  void all_reduce(const float* in, float* out, size_t count, const cuda::Stream* stream) {
+    all_reduce(in, out, count, AllReduce::automatic, stream);
+  }
+  void all_gather(const bf16* in, bf16* out, size_t count, const cuda::Stream* stream = nullptr);
+  void reduce_scatter(const bf16* in, bf16* out, size_t count, const cuda::Stream* stream = nullptr);
+  void all_reduce(const bf16* in, bf16* out, size_t count, AllReduce algorithm = AllReduce::automatic,
+                  const cuda::Stream* stream = nullptr);
+  void all_reduce(const bf16* in, bf16* out, size_t count, const cuda::Stream* stream) {
+    all_reduce(in, out, count, AllReduce::automatic, stream);
+  }
   int ranks() const;
 
  private:
   struct State;
   template <class T>
-  void run(bool reduce, const T* in, T* out, size_t count, size_t in_stride, size_t out_stride);
+  void run(bool reduce, const T* in, T* out, size_t count, size_t in_stride, size_t out_stride, const cuda::Stream* stream);
   template <class T>
-  void all_reduce_of(const T* in, T* out, size_t count, AllReduce algorithm);
+  void all_reduce_of(const T* in, T* out, size_t count, AllReduce algorithm, const cuda::Stream* stream);
   std::shared_ptr<State> s_;
 };
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstring>
+#include <memory>
 
 #include "tiledist.h"
 
@@ -30,6 +31,39 @@ inline void symm_release(const Target& target, void* p) {
   if (on_gpu(target)) cuda::World::get().free(p);
   else symm_free(p);
 }
+/// The streams of a library object's runs on a GPU (kernels.h, AgGemm, says what users see):
+/// a run goes on the caller's stream, else on the default stream and is waited for; a run on
+/// another stream than the last run's is ordered after that one (the objects' protocols need
+/// their runs in order on each rank).
+class RunStreams {
+ public:
+  /// The stream of a run about to start.
+  const cuda::Stream& enter(const cuda::Stream* stream) {
+    const cuda::Stream& s = stream ? *stream : cuda::Stream::legacy();
+    if (!last_) last_ = std::make_unique<cuda::Event>(false);
+    else if (s.handle() != last_stream_) last_->make_wait(s);
+    return s;
+  }
+  /// The run is queued on `s`: marks its end, and without a caller's stream waits for it (a
+  /// failure, such as a peer's signal that never came, is reported here).
+  void leave(const cuda::Stream& s, const cuda::Stream* stream) {
+    last_->record(&s);
+    last_stream_ = s.handle();
+    if (!stream) s.synchronize();
+  }
+  /// For the object's destructor: waits for its last run (a failure is the stream's to report).
+  void finish() const noexcept {
+    try {
+      if (last_) last_->synchronize();
+    } catch (const Error&) {
+    }
+  }
+
+ private:
+  std::unique_ptr<cuda::Event> last_;  // recorded after the last run
+  void* last_stream_ = nullptr;
+};
+
 /// Symmetric `p` on `rank`, as mapped here.
 inline void* symm_on(const Target& target, const void* p, int rank) {
   return on_gpu(target) ? cuda::World::get().at(p, rank) : symm_at(p, rank);

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 
@@ -169,17 +170,26 @@ Driver& driver() {
   return *d;
 }
 
+std::atomic<std::string (*)()> failure_explainer{nullptr};
+
 void check(CUresult r, const char* call) {
   if (r == 0) return;
   const char* name = "unknown error";
   driver().cuGetErrorName(r, &name);
-  throw Error(str_cat("tiledist: ", call, " failed: ", name, " (", r, ")"));
+  std::string what = str_cat(call, " failed: ", name, " (", r, ")");
+  // After a kernel has trapped every call fails: say why the kernel gave up, where we know.
+  if (auto explain = failure_explainer.load()) {
+    std::string why = explain();
+    if (!why.empty()) throw Error(str_cat(why, " (", what, ")"));
+  }
+  throw Error("tiledist: " + what);
 }
 #define TD_CU(call) check(driver().call, #call)
 
 }  // namespace
 
 bool available() { return driver_or_null()->error.empty(); }
+void set_failure_explainer(std::string (*explain)()) { failure_explainer = explain; }
 std::string unavailable_reason() { return driver_or_null()->error; }
 
 std::string DeviceInfo::arch() const {
@@ -337,14 +347,23 @@ Module::~Module() {
 }
 
 void Module::launch(const std::string& entry, const int grid[3], int threads, size_t shared_bytes, void** args, void* stream) {
-  CUfunction f = nullptr;
-  check(driver().cuModuleGetFunction(&f, module_, entry.c_str()), "cuModuleGetFunction");
-  if (shared_bytes > 48 * 1024) {
+  // The function and its shared-memory limit are looked up and set once (launches of small
+  // kernels are host-bound: bench/RESULTS.md).
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!function_ || entry != entry_) {
+    check(driver().cuModuleGetFunction(&function_, module_, entry.c_str()), "cuModuleGetFunction");
+    entry_ = entry;
+    shared_set_ = 0;
+  }
+  CUfunction f = function_;
+  if (shared_bytes > 48 * 1024 && shared_bytes > shared_set_) {
     if (shared_bytes > device().max_shared_per_block_optin)
       throw Error(str_cat("tiledist: kernel '", name_, "' needs ", shared_bytes, " bytes of shared memory; ",
                           device().name, " allows ", device().max_shared_per_block_optin));
     TD_CU(cuFuncSetAttribute(f, kFuncAttrMaxDynamicShared, static_cast<int>(shared_bytes)));
+    shared_set_ = shared_bytes;
   }
+  lock.unlock();
   check(driver().cuLaunchKernel(f, grid[0], grid[1], grid[2], threads, 1, 1, static_cast<unsigned>(shared_bytes), stream,
                                 args, nullptr),
         "cuLaunchKernel");
@@ -361,6 +380,10 @@ Stream::~Stream() {
   if (stream_ && available()) driver().cuStreamDestroy(stream_);
 }
 void Stream::synchronize() const { TD_CU(cuStreamSynchronize(stream_)); }
+const Stream& Stream::legacy() {
+  static const Stream s{Legacy{}};
+  return s;
+}
 /// A query's answer: finished (true), not yet (false), or an error (thrown).
 static bool finished(CUresult r, const char* call) {
   if (r == kErrorNotReady) return false;
@@ -369,9 +392,10 @@ static bool finished(CUresult r, const char* call) {
 }
 bool Stream::idle() const { return finished(driver().cuStreamQuery(stream_), "cuStreamQuery"); }
 
-Event::Event() {
+Event::Event(bool timing) {
   device();
-  TD_CU(cuEventCreate(&event_, 0));
+  constexpr unsigned kDisableTiming = 2;
+  TD_CU(cuEventCreate(&event_, timing ? 0 : kDisableTiming));
 }
 Event::~Event() {
   if (event_ && available()) driver().cuEventDestroy(event_);

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,9 @@ namespace tiledist::cuda {
 bool available();
 /// Why not, when available() is false.
 std::string unavailable_reason();
+/// After a kernel has trapped, every CUDA call fails; where `explain` (the GPU world's failure
+/// record) then says why, the Error carries that first. Null: none.
+void set_failure_explainer(std::string (*explain)());
 
 struct DeviceInfo {
   int ordinal = 0;
@@ -70,6 +74,10 @@ class Module {
  private:
   void* module_ = nullptr;
   std::string name_;
+  std::mutex mutex_;  // guards the cached function
+  void* function_ = nullptr;
+  std::string entry_;
+  size_t shared_set_ = 0;  // the dynamic shared memory the function is allowed
 };
 
 /// `count` elements of T in device memory, copied to and from host vectors.
@@ -124,8 +132,13 @@ class Stream {
   bool idle() const;
   /// The CUstream (for launches and interop).
   void* handle() const { return stream_; }
+  /// The context's default (legacy) stream: it waits for, and is waited for by, the work of
+  /// the default stream's other users (host copies, launches without a stream).
+  static const Stream& legacy();
 
  private:
+  struct Legacy {};
+  explicit Stream(Legacy) {}
   void* stream_ = nullptr;
 };
 
@@ -133,7 +146,8 @@ class Stream {
 /// stream, and timed against another event.
 class Event {
  public:
-  Event();
+  /// `timing`: whether elapsed_since may measure it (events without are cheaper to record).
+  explicit Event(bool timing = true);
   ~Event();
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;

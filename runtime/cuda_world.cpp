@@ -84,13 +84,22 @@ int recv_fd(int s, int32_t* from, int me) {
 
 }  // namespace
 
+static World* the_world = nullptr;  // once bootstrapped
+
 World& World::get() {
   static World* world = [] {
     auto* w = new World();  // lives until exit, as the host World does
     w->bootstrap();
+    the_world = w;
+    set_failure_explainer([]() -> std::string { return the_world ? the_world->failure() : std::string(); });
     return w;
   }();
   return *world;
+}
+
+void World::note_kernel(const std::string& name) {
+  std::lock_guard<std::mutex> lock(kernels_mutex_);
+  kernels_.emplace(runtime::kernel_tag(name), name);
 }
 
 World::World() = default;
@@ -198,7 +207,7 @@ void* World::at(const void* p, int rank) const {
   return const_cast<char*>(static_cast<const char*>(p)) + (rank - rank_) * static_cast<std::ptrdiff_t>(heap_size_);
 }
 
-std::string World::failure(const std::string& kernel) const {
+std::string World::failure() const {
   using runtime::DeviceFailure;
   volatile runtime::DeviceFailureRecord* f = failure_;
   if (!f || f->kind == 0) return "";
@@ -215,7 +224,12 @@ std::string World::failure(const std::string& kernel) const {
     std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(a));
     return str_cat("address ", hex, " (outside the GPU heaps)");
   };
-  std::string head = str_cat("tiledist: kernel '", kernel, "' on rank ", rank_, ", program ", f->block, ": ");
+  std::string kernel = "(a kernel this process did not launch)";
+  {
+    std::lock_guard<std::mutex> lock(kernels_mutex_);
+    if (auto k = kernels_.find(uint32_t{f->kernel}); k != kernels_.end()) kernel = str_cat("'", k->second, "'");
+  }
+  std::string head = str_cat("tiledist: kernel ", kernel, " on rank ", rank_, ", program ", f->block, ": ");
   switch (static_cast<DeviceFailure>(f->kind)) {
     case DeviceFailure::wait_timeout:
       return str_cat(head, "gave up after ", timeout_s_, " s ($TILEDIST_WAIT_TIMEOUT) waiting for the signal word at ",

@@ -11,8 +11,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/cuda.h"
@@ -43,8 +45,12 @@ class World {
 
   /// The DeviceWorld in device memory (the trailing parameter of kernels with distributed ops).
   void* device_world() const { return device_world_; }
-  /// What the failure record says, for `kernel`: an empty string while no kernel has failed.
-  std::string failure(const std::string& kernel) const;
+  /// What the failure record says: an empty string while no kernel has failed. A failure is
+  /// reported by the first CUDA call after it (cuda::set_failure_explainer): the launch of a
+  /// distributed kernel without a stream, or the synchronize of the stream it was launched on.
+  std::string failure() const;
+  /// Names the kernels that failure() can report (distributed kernels, before their launch).
+  void note_kernel(const std::string& name);
 
  private:
   World();
@@ -58,6 +64,8 @@ class World {
   void* device_world_ = nullptr;
   runtime::DeviceFailureRecord* failure_ = nullptr;  // host-mapped
   double timeout_s_ = 120;
+  mutable std::mutex kernels_mutex_;
+  std::unordered_map<uint32_t, std::string> kernels_;  // by runtime::kernel_tag
 };
 
 /// A symmetric GPU buffer of `count` elements of T: allocated collectively in every rank's heap,

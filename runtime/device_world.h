@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace tiledist::runtime {
 
@@ -28,8 +29,16 @@ struct DeviceFailureRecord {
   int64_t expected;    // wait: the value waited for; symm_at: the rank asked for
   int64_t seen;        // wait: the last value read
   uint32_t complete;   // 1 once the fields above are written
-  uint32_t reserved;
+  uint32_t kernel;     // kernel_tag() of the failing kernel's name
 };
+
+/// What a failure record names a kernel by: the FNV-1a hash of its name (written by the code
+/// generator, looked up by the host among the kernels it has launched).
+constexpr uint32_t kernel_tag(std::string_view name) {
+  uint32_t h = 2166136261u;
+  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+  return h;
+}
 
 struct DeviceWorld {
   int32_t rank;
@@ -46,7 +55,7 @@ static_assert(offsetof(DeviceWorld, rank) == 0 && offsetof(DeviceWorld, num_rank
               "codegen/nvptx.cpp reads DeviceWorld by these offsets");
 static_assert(offsetof(DeviceFailureRecord, block) == 4 && offsetof(DeviceFailureRecord, address) == 8 &&
                   offsetof(DeviceFailureRecord, expected) == 16 && offsetof(DeviceFailureRecord, seen) == 24 &&
-                  offsetof(DeviceFailureRecord, complete) == 32,
+                  offsetof(DeviceFailureRecord, complete) == 32 && offsetof(DeviceFailureRecord, kernel) == 36,
               "codegen/nvptx.cpp writes DeviceFailureRecord by these offsets");
 
 }  // namespace tiledist::runtime

@@ -101,21 +101,29 @@ void check(const Target& target, size_t capacity_bytes,
 }
 
 /// AllGather + GEMM on every rank against a host GEMM of the gathered rows (in f32 from the
-/// same bf16 inputs), over a few calls in a row.
+/// same bf16 inputs), over a few calls in a row: on `streams` (GPU) the calls are queued back to
+/// back, each on the next stream in turn, and checked after the last has been waited for.
 template <template <class> class Memory>
-void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K) {
+void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K, std::vector<const cuda::Stream*> streams = {nullptr}) {
   kernels::AgGemm op(target, M, N, K);
   const int n = world_size(), me = rank();
   const int64_t rows = M / n;
-  for (int call = 1; call <= 3; ++call) {
+  constexpr int kCalls = 3;
+  std::vector<Memory<bf16>> as, bs;
+  std::vector<Memory<float>> cs;
+  for (int call = 1; call <= kCalls; ++call) {
+    as.push_back(Memory<bf16>::make(to_bf16(values(me, rows * K, call))));
+    bs.push_back(Memory<bf16>::make(to_bf16(values(1000, K * N, call))));
+    cs.push_back(Memory<float>::make(std::vector<float>(M * N, -1.0f)));
+    op.run(as.back().ptr(), bs.back().ptr(), cs.back().ptr(), streams[call % streams.size()]);
+  }
+  for (const cuda::Stream* s : streams)
+    if (s) s->synchronize();
+  for (int call = 1; call <= kCalls; ++call) {
     std::vector<std::vector<bf16>> shards;
     for (int r = 0; r < n; ++r) shards.push_back(to_bf16(values(r, rows * K, call)));
     std::vector<bf16> bh = to_bf16(values(1000, K * N, call));
-    auto a = Memory<bf16>::make(shards[me]);
-    auto b = Memory<bf16>::make(bh);
-    auto c = Memory<float>::make(std::vector<float>(M * N, -1.0f));
-    op.run(a.ptr(), b.ptr(), c.ptr());
-    std::vector<float> got = c.get(), want(M * N, 0.0f);
+    std::vector<float> got = cs[call - 1].get(), want(M * N, 0.0f);
     for (int64_t i = 0; i < M; ++i)
       for (int64_t k = 0; k < K; ++k) {
         float av = float(shards[i / rows][(i % rows) * K + k]);
@@ -126,25 +134,32 @@ void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K) {
 }
 
 /// GEMM + ReduceScatter (or, with Op = GemmAr, + AllReduce) on every rank: out = our rows (or
-/// all rows) of the sum over ranks of A_r @ B_r,
-/// against the host's sum of f32 products of the same bf16 inputs, over a few calls in a row.
+/// all rows) of the sum over ranks of A_r @ B_r, against the host's sum of f32 products of the
+/// same bf16 inputs, over a few calls in a row (on `streams` as check_ag_gemm does).
 template <template <class> class Memory, class Op = kernels::GemmRs>
-void check_gemm_rs(const Target& target, int64_t M, int64_t N, int64_t K) {
+void check_gemm_rs(const Target& target, int64_t M, int64_t N, int64_t K, std::vector<const cuda::Stream*> streams = {nullptr}) {
   Op op(target, M, N, K);
   const bool all = std::is_same_v<Op, kernels::GemmAr>;  // GEMM + AllReduce: every row is ours
   const int n = world_size(), me = rank();
   const int64_t rows = all ? M : M / n, first = all ? 0 : me * rows;  // the rows we get
-  for (int call = 1; call <= 3; ++call) {
+  constexpr int kCalls = 3;
+  std::vector<Memory<bf16>> a_in, b_in;
+  std::vector<Memory<float>> outs;
+  for (int call = 1; call <= kCalls; ++call) {
+    a_in.push_back(Memory<bf16>::make(to_bf16(values(me, M * K, call))));
+    b_in.push_back(Memory<bf16>::make(to_bf16(values(100 + me, K * N, call))));
+    outs.push_back(Memory<float>::make(std::vector<float>(rows * N, -1.0f)));
+    op.run(a_in.back().ptr(), b_in.back().ptr(), outs.back().ptr(), streams[call % streams.size()]);
+  }
+  for (const cuda::Stream* s : streams)
+    if (s) s->synchronize();
+  for (int call = 1; call <= kCalls; ++call) {
     std::vector<std::vector<bf16>> as, bs;
     for (int r = 0; r < n; ++r) {
       as.push_back(to_bf16(values(r, M * K, call)));
       bs.push_back(to_bf16(values(100 + r, K * N, call)));
     }
-    auto a = Memory<bf16>::make(as[me]);
-    auto b = Memory<bf16>::make(bs[me]);
-    auto out = Memory<float>::make(std::vector<float>(rows * N, -1.0f));
-    op.run(a.ptr(), b.ptr(), out.ptr());
-    std::vector<float> got = out.get(), want(rows * N, 0.0f);
+    std::vector<float> got = outs[call - 1].get(), want(rows * N, 0.0f);
     for (int r = 0; r < n; ++r)
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t k = 0; k < K; ++k) {

@@ -132,19 +132,77 @@ TEST(GpuKernels, LibraryCollectivesInPipelinedChunks) {
   // One piece, slices of over 65536 floats per program: chunks pipelined, the last one ragged.
   testing_collectives::check<DeviceMemory>(Target::cuda(), 256 << 20, {9000001});
 }
+// Calls queued back to back on two streams in turn, sizes alternating (one in pieces, through
+// both staging halves), nothing waited for until the last: every result checked after.
+TEST(GpuKernels, LibraryCollectivesQueuedOnStreams) {
+  using testing_collectives::values;
+  kernels::Collectives c(Target::cuda(), 256 << 10);
+  const int n = c.ranks(), me = cuda::World::get().rank();
+  cuda::Stream first, second;
+  const size_t sizes[] = {5, 100003, 1, 4099, 65536};
+  struct Call {
+    size_t count;
+    bool gather;
+    std::unique_ptr<cuda::Buffer<float>> in, out;
+  };
+  std::vector<Call> calls;
+  for (int call = 0; call < 40; ++call) {
+    const size_t count = sizes[call % 5];
+    const bool gather = call % 3 == 1;
+    auto in = std::make_unique<cuda::Buffer<float>>(values(me, count, call));
+    auto out = std::make_unique<cuda::Buffer<float>>(std::vector<float>(gather ? n * count : count, -1.0f));
+    const cuda::Stream* on = call % 4 < 2 ? &first : &second;
+    if (gather) c.all_gather(in->data(), out->data(), count, on);
+    else c.all_reduce(in->data(), out->data(), count, on);
+    calls.push_back({count, gather, std::move(in), std::move(out)});
+  }
+  // Then one without a stream (on the default stream, after the queued ones), at once.
+  const size_t count = 4099;
+  cuda::Buffer<float> in(values(me, count, 40)), out(count);
+  c.all_reduce(in.data(), out.data(), count);
+  std::vector<float> got = out.download();
+  for (size_t i = 0; i < count; ++i) {
+    float want = 0;
+    for (int r = 0; r < n; ++r) want += testing_collectives::value(r, int64_t(i), 40);
+    ASSERT_EQ(got[i], want) << "all_reduce without a stream after queued ones: element " << i;
+  }
+  first.synchronize();
+  second.synchronize();
+  for (int call = 0; call < 40; ++call) {
+    const Call& k = calls[call];
+    std::vector<float> got = k.out->download();
+    for (size_t i = 0; i < k.count; ++i) {
+      if (k.gather) {
+        for (int r = 0; r < n; ++r)
+          ASSERT_EQ(got[r * k.count + i], testing_collectives::value(r, int64_t(i), call))
+              << "queued all_gather " << call << " of " << k.count << ": rank " << r << "'s element " << i;
+      } else {
+        float want = 0;
+        for (int r = 0; r < n; ++r) want += testing_collectives::value(r, int64_t(i), call);
+        ASSERT_EQ(got[i], want) << "queued all_reduce " << call << " of " << k.count << ": element " << i;
+      }
+    }
+  }
+}
 TEST(GpuKernels, AllGatherGemm) {
   const int n = cuda::World::get().size();
   testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 40 * n, 72, 48);      // small tiles, ragged
   testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 320 * n, 512, 256);   // pipelined mma tiles
+  cuda::Stream first, second;
+  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 40 * n, 72, 48, {&first, &second});  // queued
 }
 TEST(GpuKernels, GemmReduceScatter) {
   const int n = cuda::World::get().size();
   testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 64 * n, 72, 48);    // 64-row tiles, ragged N, K
   testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 256 * n, 256, 512);  // pipelined 256-row tiles
+  cuda::Stream first, second;
+  testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 64 * n, 72, 48, {&first, &second});  // queued
 }
 TEST(GpuKernels, GemmAllReduce) {
   testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 70, 72, 48);    // ragged
   testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 128, 256, 512);  // skinny, pipelined
+  cuda::Stream stream;
+  testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 70, 72, 48, {&stream});  // queued
 }
 
 // Run alone (its trap ends the CUDA context): rank 0 waits for a signal nobody sends.
@@ -170,6 +228,31 @@ TEST(GpuFaults, AWaitThatNeverCompletesNamesKernelRankAndSignal) {
     }
   }
   // (No barrier after: the other ranks would give up on it first, under the same timeout.)
+}
+// Run alone too: on a stream the launch returns at once, and the stream's synchronize reports
+// the failure as the launch without one does.
+TEST(GpuFaults, AWaitOnAStreamIsReportedByTheStreamsSynchronize) {
+  auto& w = cuda::World::get();
+  cuda::SymmBuffer<int32_t> sig(8);
+  cuda::memset(sig.data(), 0, 32);
+  barrier_all();
+  if (w.rank() != 0) return;
+  Kernel k = gpu_compile(KernelDef("wait_forever", wait_forever, {"sig"}));
+  cuda::Stream stream;
+  k.launch_on(stream, {2}, sig);
+  EXPECT_FALSE(stream.idle()) << "the launch waited for the kernel ($TILEDIST_WAIT_TIMEOUT=2 s: it should still wait)";
+  try {
+    stream.synchronize();
+    FAIL() << "the stream's wait returned";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    std::printf("%s\n", m.c_str());
+    EXPECT_NE(m.find("kernel 'wait_forever' on rank 0, program "), std::string::npos) << m;
+    EXPECT_NE(m.find(str_cat("signal word at byte offset ", w.offset_of(sig.data() + 3), " of rank 0's GPU heap")),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("cuStreamSynchronize"), std::string::npos) << m;
+  }
 }
 
 }  // namespace
