@@ -356,6 +356,18 @@ int main(int argc, char** argv) {
       }
       const int reps = size >= 8192 ? 10 : 30;
       double t_ours = time_us(ours, reps), t_gemm = time_us(gemm_alone, reps);
+      // The gather by SM puts instead, with a few counts of pushing programs.
+      std::vector<std::pair<int, double>> t_puts;
+      for (int puts : {8, 16, 32}) {
+        kernels::AgGemm by_puts(Target::cuda(), M, N, K, kernels::AgGemm::Gather::sm_puts, puts);
+        auto run = [&] { by_puts.run(a.data(), b.data(), c.data()); };
+        if (have_nccl) {
+          run();
+          if (double e = reference::rel_error(c.download(), c_ref.download()); e > 1e-5)
+            throw Error(str_cat("collectives_bench: ag_gemm by SM puts differs from all-gather + GEMM (", e, ")"));
+        }
+        t_puts.emplace_back(puts, time_us(run, reps));
+      }
       double t_seq = have_nccl ? time_us(nccl_then_gemm, reps) : 0;
       double t_rs = time_us(rs_ours, reps), t_rs_seq = have_nccl ? time_us(gemm_then_nccl, reps) : 0;
       const bool both = have_nccl && have_cublas;
@@ -370,6 +382,9 @@ int main(int argc, char** argv) {
                     "(speedup %.3f)   cuBLAS %8.1f   NCCL AG, cuBLAS %8.1f (speedup %.3f)\n",
                     static_cast<long long>(size), t_ours, t_gemm, t_ours / t_gemm, t_seq, ratio(t_seq, t_ours), t_cublas, t_cseq,
                     ratio(t_cseq, t_ours));
+        for (auto [puts, t] : t_puts)
+          std::printf("  by SM puts, %2d programs pushing  ours %8.1f   (ours/alone %.3f)   speedup over NCCL AG, GEMM %.3f; "
+                      "over NCCL AG, cuBLAS %.3f\n", puts, t, t / t_gemm, ratio(t_seq, t), ratio(t_cseq, t));
         std::printf("GEMM+ReduceScatter M=N=K=%-6lld ours %8.1f   GEMM alone %8.1f (ours/alone %.3f)   GEMM, NCCL RS %8.1f "
                     "(speedup %.3f)   cuBLAS %8.1f   cuBLAS, NCCL RS %8.1f (speedup %.3f)\n",
                     static_cast<long long>(size), t_rs, t_gemm, t_rs / t_gemm, t_rs_seq, ratio(t_rs_seq, t_rs), t_cublas,

@@ -1,10 +1,16 @@
 // AllGather + GEMM, overlapped: C[M, N] = all_gather(A)[M, K] @ B[K, N], where each rank holds
-// M / ranks rows of A. The gather is the copy engine's (GPU; the host's memcpy on the CPU): each
-// rank copies its rows into every rank's gathered A and then writes the call's number into the
-// signal word for its rows there (its own copy before the GEMM starts, the peers' on a stream
-// of their own). The GEMM starts at once: a program waits only for the ranks
-// whose rows its tile covers, and the programs start with this rank's own rows, which are
-// already there, so the wait for the others' overlaps the first tiles' math.
+// M / ranks rows of A, gathered into every rank's copy of the whole A one of two ways:
+// - by the copy engine (GPU; the host's memcpy on the CPU): each rank copies its rows into every
+//   rank's gathered A and then writes the call's number into the signal word for its rows
+//   there (its own copy before the GEMM starts, the peers' on a stream of their own);
+// - by SM puts: the first PUTS programs of the GEMM's grid push a slice of this rank's rows
+//   each, to every rank (itself first), with putmem_signal, one signal word per (rank, slice).
+//   They wait for nothing, and come first in the grid, so they are resident before any GEMM
+//   program that waits for them (the hardware starts programs in order; a GEMM program of a
+//   peer's rows may then wait, but never for a program that cannot start).
+// The GEMM starts at once: a program waits only for the slices of rows its tile covers, and
+// the programs start with this rank's own rows, so the wait for the others' overlaps the first
+// tiles' math.
 //
 // Calls alternate between two gathered buffers, and signal words only grow (as in the
 // collectives): a rank copies call k+1 into a peer's buffer only after its GEMM of call k has
@@ -22,27 +28,50 @@ namespace tiledist::kernels {
 namespace {
 using tl::Tensor;
 
+/// `a`: the gathered A (symmetric); `shard`: this rank's rows (read by the SM puts only).
+/// flags[r * slices + s]: the last call whose slice s of rank r's rows is here.
 template <class T>
-void ag_gemm(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Ptr<int32_t> flags, tl::Int M, tl::Int N, tl::Int K,
-             tl::Int call, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M) {
+void ag_gemm(tl::Ptr<T> a, tl::Ptr<T> shard, tl::Ptr<T> b, tl::Ptr<float> c, tl::Ptr<int32_t> flags, tl::Int M, tl::Int N,
+             tl::Int K, tl::Int call, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M,
+             tl::Const<int> PUTS) {
   auto n = dist::num_ranks(), me = dist::rank();
   auto rows = M / n;  // per rank
-  auto [grouped_m, pid_n] = detail::grouped_tile(GROUP_M);
-  auto pid_m = (grouped_m + me * rows / BM) % tl::num_programs(0);  // our own rows first
-  auto first = pid_m * BM / rows;
-  auto last = tl::minimum((pid_m * BM + BM - 1) / rows, n - 1);
-  auto token = tl::for_range(first, last + 1, 1, tl::scalar(0, tl::int32), [&](Tensor owner, Tensor) {
-    return shmem::signal_wait_until(flags + owner, shmem::Cmp::ge, call);
+  const int slices = PUTS > 0 ? int(PUTS) : 1;
+  auto slice_rows = (rows + slices - 1) / slices;
+  auto word = [&](const Tensor& row) { return row / rows * slices + row % rows / slice_rows; };  // row's signal word
+  auto num_m = (M + BM - 1) / BM, num_n = (N + BN - 1) / BN;
+  auto gemm = [&](const std::pair<Tensor, Tensor>& tile) {
+    auto pid_m = (tile.first + me * rows / BM) % num_m;  // our own rows first
+    auto pid_n = tile.second;
+    auto top = pid_m * BM, bottom = tl::minimum(top + BM, M) - 1;
+    auto token = tl::for_range(word(top), word(bottom) + 1, 1, tl::scalar(0, tl::int32), [&](Tensor w, Tensor) {
+      return shmem::signal_wait_until(flags + w, shmem::Cmp::ge, call);
+    });
+    detail::gemm_tile(tl::Ptr<T>(dist::consume_token(a, token).value()), b, c, M, N, K, pid_m, pid_n, BM, BN, BK);
+  };
+  if (PUTS == 0) return gemm(detail::grouped_tile(GROUP_M));
+  // Programs [0, PUTS) push slice `pid` of our rows to every rank, ourselves first; the rest
+  // are the GEMM's, over a 1-D grid.
+  auto pid = tl::program_id(0);
+  tl::if_then(pid < int(PUTS), [&] {
+    auto lo = pid * slice_rows;
+    auto count = tl::maximum(tl::minimum(slice_rows, rows - lo), 0);
+    auto bytes = count.to(tl::int64) * K.to(tl::int64) * int64_t(sizeof(T));
+    tl::for_range(0, n, 1, [&](Tensor i) {
+      shmem::putmem_signal_nbi_block(a + (me * rows + lo).to(tl::int64) * K.to(tl::int64), shard + lo.to(tl::int64) * K.to(tl::int64),
+                                     bytes, flags + me * slices + pid, call, shmem::SIGNAL_SET, (me + i) % n);
+    });
   });
-  detail::gemm_tile(tl::Ptr<T>(dist::consume_token(a, token).value()), b, c, M, N, K, pid_m, pid_n, BM, BN, BK);
+  tl::if_then(pid >= int(PUTS), [&] { gemm(detail::grouped_tile(pid - int(PUTS), num_m, num_n, GROUP_M)); });
 }
 }  // namespace
 
 const KernelDef& ag_gemm_kernel() {
-  static const KernelDef def = KernelDef("ag_gemm", ag_gemm<bf16>,
-                                         {"a", "b", "c", "flags", "M", "N", "K", "call", "BM", "BN", "BK", "GROUP_M"},
-                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}})
-                                   .do_not_specialize({"call"});
+  static const KernelDef def =
+      KernelDef("ag_gemm", ag_gemm<bf16>,
+                {"a", "shard", "b", "c", "flags", "M", "N", "K", "call", "BM", "BN", "BK", "GROUP_M", "PUTS"},
+                {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"PUTS", 0}})
+          .do_not_specialize({"call"});
   return def;
 }
 TILEDIST_REGISTER(ag_gemm_kernel());
@@ -52,7 +81,9 @@ struct AgGemm::State {
   int rank = 0, ranks = 1;
   int64_t M = 0, N = 0, K = 0, rows = 0;
   bf16* gathered = nullptr;  // two buffers of M x K
-  int32_t* flags = nullptr;   // flags[r]: the last call whose rows of rank r are here
+  Gather gather = Gather::copy_engine;
+  int puts = 0;               // SM puts: the programs that push (slices of each rank's rows)
+  int32_t* flags = nullptr;   // flags[r * slices + s]: the last call whose slice s of rank r's rows is here
   int32_t calls = 0;
   GemmConfig config;
   Kernel kernel;
@@ -63,7 +94,8 @@ struct AgGemm::State {
   void* at(const void* p, int r) const { return detail::symm_on(target, p, r); }
 };
 
-AgGemm::AgGemm(const Target& target, int64_t M, int64_t N, int64_t K) : s_(std::make_shared<State>()) {
+AgGemm::AgGemm(const Target& target, int64_t M, int64_t N, int64_t K, Gather gather, int puts)
+    : s_(std::make_shared<State>()) {
   State& s = *s_;
   s.target = target;
   s.rank = detail::world_rank(target);
@@ -71,9 +103,14 @@ AgGemm::AgGemm(const Target& target, int64_t M, int64_t N, int64_t K) : s_(std::
   if (M % s.ranks)
     throw Error(str_cat("tiledist: ag_gemm: M = ", M, " rows do not split evenly over ", s.ranks, " ranks"));
   s.M = M, s.N = N, s.K = K, s.rows = M / s.ranks;
+  s.gather = gather;
+  if (gather == Gather::sm_puts) {
+    if (puts < 0) throw Error(str_cat("tiledist: ag_gemm: ", puts, " programs cannot push the rows"));
+    s.puts = static_cast<int>(std::clamp<int64_t>(puts ? puts : s.gpu() ? kDefaultPuts : 2, 1, std::max<int64_t>(s.rows, 1)));
+  }
   s.gathered = static_cast<bf16*>(detail::symm_zeroed(target, 2 * size_t(M) * K * sizeof(bf16)));
-  s.flags = static_cast<int32_t*>(detail::symm_zeroed(target, s.ranks * sizeof(int32_t)));
-  if (s.gpu()) {
+  s.flags = static_cast<int32_t*>(detail::symm_zeroed(target, size_t(s.ranks) * std::max(s.puts, 1) * sizeof(int32_t)));
+  if (s.gpu() && gather == Gather::copy_engine) {
     s.copies = std::make_unique<cuda::Stream>();
     s.ready = std::make_unique<cuda::Event>(false);
   }
@@ -81,6 +118,7 @@ AgGemm::AgGemm(const Target& target, int64_t M, int64_t N, int64_t K) : s_(std::
   s.config = gemm_config(target, M, N, K);
   Constants constants = s.config.constants;
   constants.insert_or_assign("GROUP_M", ConstValue(8));
+  constants.insert_or_assign("PUTS", ConstValue(s.puts));
   s.kernel = compile(ag_gemm_kernel(), constants, target, s.config.options);
 }
 
@@ -98,6 +136,18 @@ void AgGemm::run(const bf16* a, const bf16* b, float* c, const cuda::Stream* str
   bf16* mine = gathered + s.rank * s.rows * s.K;
   const size_t bytes = size_t(s.rows) * s.K * sizeof(bf16);
   const cuda::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
+  if (s.puts) {  // the kernel's first programs push the rows
+    const Grid grid{static_cast<int>(s.puts + s.config.grid(s.M, s.N).x * int64_t(s.config.grid(s.M, s.N).y))};
+    if (on) {
+      s.kernel.launch_on(*on, grid, cuda::DevicePtr<bf16>{gathered, 0}, cuda::DevicePtr<const bf16>{a, 0},
+                         cuda::DevicePtr<const bf16>{b, 0}, cuda::DevicePtr<float>{c, 0}, cuda::DevicePtr<int32_t>{s.flags, 0},
+                         s.M, s.N, s.K, call);
+      s.streams.leave(*on, stream);
+    } else {
+      s.kernel.launch(grid, gathered, a, b, c, s.flags, s.M, s.N, s.K, call);
+    }
+    return;
+  }
   if (on) {
     // The peers' copies start once `a` is ready and our last run's GEMM is done (its half of
     // the gathered rows is then free on every rank: a peer's GEMM of this run waits for our
@@ -121,11 +171,12 @@ void AgGemm::run(const bf16* a, const bf16* b, float* c, const cuda::Stream* str
     }
   }
   if (on) {
-    s.kernel.launch_on(*on, s.config.grid(s.M, s.N), cuda::DevicePtr<bf16>{gathered, 0}, cuda::DevicePtr<const bf16>{b, 0},
-                       cuda::DevicePtr<float>{c, 0}, cuda::DevicePtr<int32_t>{s.flags, 0}, s.M, s.N, s.K, call);
+    s.kernel.launch_on(*on, s.config.grid(s.M, s.N), cuda::DevicePtr<bf16>{gathered, 0}, cuda::DevicePtr<const bf16>{a, 0},
+                       cuda::DevicePtr<const bf16>{b, 0}, cuda::DevicePtr<float>{c, 0}, cuda::DevicePtr<int32_t>{s.flags, 0},
+                       s.M, s.N, s.K, call);
     s.streams.leave(*on, stream);
   } else
-    s.kernel.launch(s.config.grid(s.M, s.N), gathered, b, c, s.flags, s.M, s.N, s.K, call);
+    s.kernel.launch(s.config.grid(s.M, s.N), gathered, a, b, c, s.flags, s.M, s.N, s.K, call);
 }
 
 const bf16* AgGemm::gathered() const { return s_->gathered + (s_->calls % 2) * s_->M * s_->K; }

@@ -5,16 +5,20 @@
 
 namespace tiledist::kernels::detail {
 
-/// This program's tile (pid_m, pid_n) over a (cdiv(M, BM), cdiv(N, BN)) grid, in groups of
+/// Tile number `pid`'s (pid_m, pid_n) over a (num_m, num_n) grid of tiles, in groups of
 /// GROUP_M rows of tiles taken column by column, so that the programs running at once share
 /// operand tiles in L2.
-inline std::pair<tl::Tensor, tl::Tensor> grouped_tile(int group_m_tiles) {
-  auto num_m = tl::num_programs(0), num_n = tl::num_programs(1);
-  auto pid = tl::program_id(1) * num_m + tl::program_id(0);
+inline std::pair<tl::Tensor, tl::Tensor> grouped_tile(const tl::Tensor& pid, const tl::Tensor& num_m, const tl::Tensor& num_n,
+                                                        int group_m_tiles) {
   auto in_group = num_n * group_m_tiles;
   auto first_m = pid / in_group * group_m_tiles;
   auto group_m = tl::minimum(num_m - first_m, group_m_tiles);
   return {first_m + pid % in_group % group_m, pid % in_group / group_m};
+}
+/// The same, the tile numbered by the program's place in the 2-D grid.
+inline std::pair<tl::Tensor, tl::Tensor> grouped_tile(int group_m_tiles) {
+  auto num_m = tl::num_programs(0);
+  return grouped_tile(tl::program_id(1) * num_m + tl::program_id(0), num_m, tl::num_programs(1), group_m_tiles);
 }
 
 /// The f32 accumulator of output tile (pid_m, pid_n): A[rows of the tile, :] @ B[:, its columns].

@@ -29,9 +29,12 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K);
 const KernelDef& ag_gemm_kernel();
 
 /// C[M, N] (f32) = all_gather(A)[M, K] @ B[K, N] (bf16), each rank holding M / ranks rows of A:
-/// the gather by the copy engine (GPU) overlapped with the GEMM, whose programs wait only for
-/// the rows their tile needs. `a` (this rank's rows), `b` and `c` are device memory on a GPU
-/// target, host memory on the host target. Construction and every run are collective.
+/// the gather overlapped with the GEMM, whose programs wait only for the rows their tile needs.
+/// The gather goes by the copy engine (GPU: no SM spent on it), or by SM puts: the kernel's
+/// first `puts` programs (kDefaultPuts where 0) push slices of this rank's rows to every rank,
+/// which lets a GEMM tile start once its slice is there. `a` (this rank's rows), `b` and `c` are
+/// device memory on a GPU target, host memory on the host target. Construction and every run
+/// are collective.
 ///
 /// Streams (GPU), here as in GemmRs and Collectives: a run given a stream is queued on it,
 /// after the work already there, and returns at once; its result is in place once the stream
@@ -42,7 +45,9 @@ const KernelDef& ag_gemm_kernel();
 /// has no streams: every run returns when done.
 class AgGemm {
  public:
-  AgGemm(const Target& target, int64_t M, int64_t N, int64_t K);
+  enum class Gather { copy_engine, sm_puts };
+  static constexpr int kDefaultPuts = 16;
+  AgGemm(const Target& target, int64_t M, int64_t N, int64_t K, Gather gather = Gather::copy_engine, int puts = 0);
   ~AgGemm();
   void run(const bf16* a, const bf16* b, float* c, const cuda::Stream* stream = nullptr);
   /// The gathered A of the last run (device memory on a GPU target).

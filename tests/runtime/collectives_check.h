@@ -104,8 +104,9 @@ void check(const Target& target, size_t capacity_bytes,
 /// same bf16 inputs), over a few calls in a row: on `streams` (GPU) the calls are queued back to
 /// back, each on the next stream in turn, and checked after the last has been waited for.
 template <template <class> class Memory>
-void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K, std::vector<const cuda::Stream*> streams = {nullptr}) {
-  kernels::AgGemm op(target, M, N, K);
+void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K, std::vector<const cuda::Stream*> streams = {nullptr},
+                   kernels::AgGemm::Gather gather = kernels::AgGemm::Gather::copy_engine, int puts = 0) {
+  kernels::AgGemm op(target, M, N, K, gather, puts);
   const int n = world_size(), me = rank();
   const int64_t rows = M / n;
   constexpr int kCalls = 3;

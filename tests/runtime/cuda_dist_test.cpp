@@ -191,6 +191,14 @@ TEST(GpuKernels, AllGatherGemm) {
   cuda::Stream first, second;
   testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 40 * n, 72, 48, {&first, &second});  // queued
 }
+TEST(GpuKernels, AllGatherGemmBySmPuts) {
+  const int n = cuda::World::get().size();
+  using Gather = kernels::AgGemm::Gather;
+  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 40 * n, 72, 48, {nullptr}, Gather::sm_puts, 3);  // ragged slices
+  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 320 * n, 512, 256, {nullptr}, Gather::sm_puts);   // 16 slices
+  cuda::Stream first, second;
+  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 256 * n, 256, 128, {&first, &second}, Gather::sm_puts, 5);
+}
 TEST(GpuKernels, GemmReduceScatter) {
   const int n = cuda::World::get().size();
   testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 64 * n, 72, 48);    // 64-row tiles, ragged N, K

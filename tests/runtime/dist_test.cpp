@@ -388,6 +388,9 @@ TEST(Library, CollectivesInPipelinedChunks) {
 TEST(Library, AllGatherGemm) {
   // Rows per rank that are not a multiple of the tile: tiles that wait for two ranks.
   testing_collectives::check_ag_gemm<HostMemory>(Target::host(), 40 * world_size(), 72, 48);
+  // By SM puts: 3 programs push slices of 14, 14 and 12 rows.
+  testing_collectives::check_ag_gemm<HostMemory>(Target::host(), 40 * world_size(), 72, 48, {nullptr},
+                                                 kernels::AgGemm::Gather::sm_puts, 3);
 }
 TEST(Library, GemmReduceScatter) {
   testing_collectives::check_gemm_rs<HostMemory>(Target::host(), 64 * world_size(), 72, 48);  // 64-row tiles
