@@ -4,8 +4,10 @@
 // only the signal), and after pushing chunk j finishes part p of chunk j - 1 of slice b, once
 // every rank's chunk j - 1 has arrived: copying the rows (all-gather) or summing them in rank
 // order (reduce-scatter, all-reduce: the same order on every rank, so every rank gets the same
-// bits), its own row read from its input. The two-shot all-reduce is a reduce-scatter and an
-// all-gather of the sums.
+// bits), its own row read from its input. With SPLIT the roles are apart instead: the programs
+// for peers only push, chunk after chunk, and the program for this rank finishes each chunk
+// whole as it arrives (the links never wait for a sum). The two-shot all-reduce is a
+// reduce-scatter and an all-gather of the sums.
 //
 // Reuse without a barrier: calls alternate between two staging halves, and signal words only
 // grow (call << 20 | chunks received). A call's kernel ends only once every rank's chunks of
@@ -27,7 +29,7 @@ using tl::Tensor;
 template <class T>
 void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, tl::Ptr<T> out, tl::Int count,
                      tl::Int in_stride, tl::Int out_stride, tl::Int64 call, tl::Int slots, tl::Const<int> BLOCK,
-                     tl::Const<int> REDUCE, tl::Const<int> CHUNK) {
+                     tl::Const<int> REDUCE, tl::Const<int> CHUNK, tl::Const<int> SPLIT) {
   constexpr int kSize = sizeof(T), kAlign = 16 / kSize;  // bytes per element, elements per 16 bytes
   const auto dtype = kSize == 4 ? tl::float32 : tl::bfloat16;
   auto me = dist::rank(), n = dist::num_ranks();
@@ -56,8 +58,8 @@ void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, 
   auto own = in + (me * in_stride).to(tl::int64);
   auto finish = [&](const Tensor& j) {
     auto at = chunk_at(j), clen = chunk_len(j);
-    auto part = share(clen, n);
-    auto first = at + p * part;
+    auto part = SPLIT ? clen : share(clen, n);
+    auto first = SPLIT ? at : at + p * part;
     auto end = tl::minimum(first + part, at + clen);
     tl::if_then(first < end, [&] {
       auto token = tl::for_range(0, n, 1, tl::scalar(0, tl::int64), [&](Tensor r, Tensor) {
@@ -94,6 +96,16 @@ void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, 
   };
   // A pipeline: push chunk j while the chunk before it is finished, so that the links and the
   // local memory work at once.
+  if (SPLIT) {
+    // Roles: the programs for peers push every chunk, one after another; the program for this
+    // rank signals its own chunks and finishes every chunk whole as it arrives.
+    tl::if_then(p != me, [&] { tl::for_range(0, chunks, 1, [&](Tensor j) { push(j); }); });
+    tl::if_then(p == me, [&] {
+      tl::for_range(0, chunks, 1, [&](Tensor j) { push(j); });
+      tl::for_range(0, chunks, 1, [&](Tensor j) { finish(j); });
+    });
+    return;
+  }
   tl::for_range(0, chunks, 1, [&](Tensor j) {
     push(j);
     tl::if_then(j > 0, [&] { finish(j - 1); });
@@ -102,13 +114,13 @@ void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, 
 }
 
 const std::vector<std::string> kParams = {"in",         "staging", "flags", "out",   "count",  "in_stride",
-                                          "out_stride", "call",    "slots", "BLOCK", "REDUCE", "CHUNK"};
+                                          "out_stride", "call",    "slots", "BLOCK", "REDUCE", "CHUNK", "SPLIT"};
 
 template <class T>
 KernelDef collective_def(const std::string& name, int reduce) {
   const int chunk = 256 * 1024 / int(sizeof(T));  // 256 KiB (bench/RESULTS.md)
   const int block = 8192 / int(sizeof(T));         // 16 bytes per thread of 16 warps
-  return KernelDef(name, push_collective<T>, kParams, {{"BLOCK", block}, {"REDUCE", reduce}, {"CHUNK", chunk}})
+  return KernelDef(name, push_collective<T>, kParams, {{"BLOCK", block}, {"REDUCE", reduce}, {"CHUNK", chunk}, {"SPLIT", 0}})
       .do_not_specialize({"call", "slots"});
 }
 ir::DType collective_dtype(ir::DType dtype) {
@@ -164,7 +176,11 @@ struct Collectives::State {
   const Kernel& kernel(bool is_bf16, bool reduce) {
     std::optional<Kernel>& k = kernels[is_bf16][reduce];
     const ir::DType d = is_bf16 ? ir::DType::bf16 : ir::DType::f32;
-    if (!k) k = compile(reduce ? reduce_scatter_kernel(d) : all_gather_kernel(d), {}, target, options);
+    // Pushing and summing by separate programs measured faster for f32 sums on 2 ranks (0.98 of
+    // NCCL's all-reduce at 512 MiB, against 0.88), slower for bf16 sums and for copies
+    // (bench/RESULTS.md); other rank counts are not measured yet.
+    const int split = reduce && !is_bf16 && ranks == 2;
+    if (!k) k = compile(reduce ? reduce_scatter_kernel(d) : all_gather_kernel(d), {{"SPLIT", split}}, target, options);
     return *k;
   }
 };
