@@ -298,6 +298,7 @@ int main(int argc, char** argv) {
       fill(b);
       kernels::AgGemm ag(Target::cuda(), M, N, K);
       kernels::GemmRs rs(Target::cuda(), M, N, K);
+      kernels::GemmRs rs_pushes(Target::cuda(), M, N, K, kernels::GemmRs::Scatter::sm_pushes);
       cuda::Buffer<float> rs_out(size_t(rows) * N), rs_ref(size_t(rows) * N);
       kernels::GemmConfig cfg = kernels::gemm_config(Target::cuda(), M, N, K);
       Kernel gemm = compile(kernels::gemm_kernel(ir::DType::bf16), cfg.constants, Target::cuda(), cfg.options);
@@ -344,6 +345,7 @@ int main(int argc, char** argv) {
       }
       // GEMM + ReduceScatter: the same GEMM (B now each rank's own), then our rows of the sum.
       auto rs_ours = [&] { rs.run(gathered.data(), b.data(), rs_out.data()); };
+      auto rs_by_pushes = [&] { rs_pushes.run(gathered.data(), b.data(), rs_out.data()); };
       auto gemm_then_nccl = [&] {
         gemm_alone();
         nccl_scatter();
@@ -353,6 +355,9 @@ int main(int argc, char** argv) {
         gemm_then_nccl();
         double rs_err = reference::rel_error(rs_out.download(), rs_ref.download());
         if (rs_err > 1e-5) throw Error(str_cat("collectives_bench: gemm_rs differs from GEMM + reduce-scatter (", rs_err, ")"));
+        rs_by_pushes();
+        rs_err = reference::rel_error(rs_out.download(), rs_ref.download());
+        if (rs_err > 1e-5) throw Error(str_cat("collectives_bench: gemm_rs by pushes differs from GEMM + reduce-scatter (", rs_err, ")"));
       }
       const int reps = size >= 8192 ? 10 : 30;
       double t_ours = time_us(ours, reps), t_gemm = time_us(gemm_alone, reps);
@@ -370,6 +375,7 @@ int main(int argc, char** argv) {
       }
       double t_seq = have_nccl ? time_us(nccl_then_gemm, reps) : 0;
       double t_rs = time_us(rs_ours, reps), t_rs_seq = have_nccl ? time_us(gemm_then_nccl, reps) : 0;
+      double t_rs_pushes = time_us(rs_by_pushes, reps);
       const bool both = have_nccl && have_cublas;
       double t_cublas = have_cublas ? time_us(cublas_alone, reps) : 0;
       double t_cseq = both ? time_us(nccl_then_cublas, reps) : 0, t_rs_cseq = both ? time_us(cublas_then_nccl, reps) : 0;
@@ -389,6 +395,9 @@ int main(int argc, char** argv) {
                     "(speedup %.3f)   cuBLAS %8.1f   cuBLAS, NCCL RS %8.1f (speedup %.3f)\n",
                     static_cast<long long>(size), t_rs, t_gemm, t_rs / t_gemm, t_rs_seq, ratio(t_rs_seq, t_rs), t_cublas,
                     t_rs_cseq, ratio(t_rs_cseq, t_rs));
+        std::printf("  by SM pushes                  ours %8.1f   (ours/alone %.3f)   speedup over GEMM, NCCL RS %.3f; over "
+                    "cuBLAS, NCCL RS %.3f\n", t_rs_pushes, t_rs_pushes / t_gemm, ratio(t_rs_seq, t_rs_pushes),
+                    ratio(t_rs_cseq, t_rs_pushes));
       }
     }
     // ---- GEMM + AllReduce (row-parallel layers: each rank holds a K-slice, all want the sum),

@@ -124,7 +124,10 @@ AgGemm::AgGemm(const Target& target, int64_t M, int64_t N, int64_t K, Gather gat
 
 AgGemm::~AgGemm() {
   s_->streams.finish();
-  if (s_->copies) s_->copies->synchronize();
+  try {
+    if (s_->copies) s_->copies->synchronize();
+  } catch (const Error&) {  // (reported by the run's stream)
+  }
   detail::symm_release(s_->target, s_->flags);
   detail::symm_release(s_->target, s_->gathered);
 }

@@ -22,9 +22,9 @@ namespace {
 using tl::Tensor;
 
 template <class T>
-void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Int M, tl::Int N,
-             tl::Int K, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M,
-             tl::Const<int> ALL) {
+void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> partial,
+             tl::Ptr<int32_t> counters, tl::Ptr<float> out, tl::Int M, tl::Int N, tl::Int K, tl::Int call, tl::Const<int> BM,
+             tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> ALL, tl::Const<int> COPY) {
   auto n = dist::num_ranks(), me = dist::rank();
   auto [grouped_m, pid_n] = detail::grouped_tile(GROUP_M);
   auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
@@ -43,6 +43,34 @@ void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t
   auto pid_m = (grouped_m + (me + 1) % n * (rows / BM)) % tl::num_programs(0);  // the next rank's rows first
   auto acc = detail::gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK);
   auto owner = pid_m * BM / rows;
+  if (COPY) {
+    // Every tile goes to `partial` here and is counted per row of tiles; the copy engine takes
+    // each finished row of tiles of a peer's rows to that peer. Our own rows come last: their
+    // tiles wait for every peer's copies of them and write ours plus theirs, in rank order
+    // from ours, to `out`, a few rows at a time (what the tile's threads hold stays small).
+    auto tiles = rows / BM;  // rows of tiles per rank
+    auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);  // global
+    tl::store(partial + row * N + col, acc, (row < M) & (col < N));
+    tl::atomic_add(counters + pid_m, 1, {}, {"release", "sys"});  // (after every thread's stores)
+    tl::if_then(owner == me, [&] {
+      auto t = pid_m - me * tiles;
+      auto token = tl::for_range(1, n, 1, tl::scalar(0, tl::int32), [&](Tensor k, Tensor) {
+        return shmem::signal_wait_until(flags + (me + k) % n * tiles + t, shmem::Cmp::ge, call);
+      });
+      auto slots = dist::consume_token(staging, token);
+      constexpr int kRows = 8;
+      tl::for_range(0, int(BM), kRows, [&](Tensor r0) {
+        auto local = tl::expand_dims(t * BM + r0 + tl::arange(0, kRows), 1);  // within our rows
+        auto mask = (local < rows) & (col < N);
+        auto mine = tl::load(partial + (local + me * rows) * N + col, mask, 0.0f);
+        auto sum = tl::for_range(1, n, 1, mine, [&](Tensor k, Tensor s) {
+          return s + tl::load(slots + ((me + k) % n * rows * N).to(tl::int64) + local * N + col, mask, 0.0f);
+        });
+        tl::store(out + local * N + col, sum, mask);
+      });
+    });
+    return;
+  }
   auto row = tl::expand_dims(pid_m * BM - owner * rows + tl::arange(0, BM), 1);  // within the owner's rows
   auto slot = dist::symm_at(staging, owner) + (me * rows * N).to(tl::int64);
   tl::store(slot + row * N + col, acc, (row < rows) & (col < N));
@@ -65,14 +93,20 @@ void rs_reduce(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> ou
 }
 }  // namespace
 
-const std::vector<std::string> kParams = {"a", "b", "staging", "flags", "M", "N", "K", "BM", "BN", "BK", "GROUP_M", "ALL"};
+const std::vector<std::string> kParams = {"a",    "b", "staging", "flags", "partial", "counters", "out", "M",
+                                          "N",    "K", "call",    "BM",    "BN",      "BK",       "GROUP_M", "ALL",
+                                          "COPY"};
 
 const KernelDef& gemm_rs_kernel() {
-  static const KernelDef def("gemm_rs", gemm_rs<bf16>, kParams, {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 0}});
+  static const KernelDef def = KernelDef("gemm_rs", gemm_rs<bf16>, kParams,
+                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 0}, {"COPY", 0}})
+                                   .do_not_specialize({"call"});
   return def;
 }
 const KernelDef& gemm_ar_kernel() {
-  static const KernelDef def("gemm_ar", gemm_rs<bf16>, kParams, {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 1}});
+  static const KernelDef def = KernelDef("gemm_ar", gemm_rs<bf16>, kParams,
+                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 1}, {"COPY", 0}})
+                                   .do_not_specialize({"call"});
   return def;
 }
 const KernelDef& rs_reduce_kernel() {
@@ -90,16 +124,25 @@ struct GemmRs::State {
   int ranks = 1;
   int64_t M = 0, N = 0, K = 0, rows = 0;
   float* staging = nullptr;  // two halves of [ranks][rows][N]
-  int32_t* flags = nullptr;  // flags[r]: tiles of our rows rank r has pushed, over all calls
+  // Pushes: flags[r]: tiles of our rows rank r has pushed, over all calls. Copies: flags[r *
+  // tile_rows + t]: the last call whose row of tiles t of our rows rank r has copied here.
+  int32_t* flags = nullptr;
   int64_t calls = 0, arrived = 0;
   int64_t tiles = 0;  // tiles of one rank's rows, pushed by each rank per call
+  bool copy = false;  // the copy engine scatters
+  int64_t tile_rows = 0, tile_cols = 0;  // per rank's rows; over N
+  float* partial = nullptr;     // copies: our tiles of the peers' rows (M x N, device memory)
+  int32_t* counters = nullptr;  // copies: tiles finished per row of tiles, over all calls
+  std::unique_ptr<cuda::Stream> copies;
+  std::unique_ptr<cuda::Event> ready, copied;  // the run's stream as it starts; the copies' end
   GemmConfig config;
   Kernel gemm, reduce;
   detail::RunStreams streams;
   bool gpu() const { return detail::on_gpu(target); }
 };
 
-GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, bool all) : s_(std::make_shared<State>()) {
+GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter scatter, bool all)
+    : s_(std::make_shared<State>()) {
   State& s = *s_;
   s.target = target;
   s.ranks = detail::world_ranks(target);
@@ -108,18 +151,39 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, bool all) 
   if (!all && (M % s.ranks || s.rows % s.config.bm))
     throw Error(str_cat("tiledist: gemm_rs: M = ", M, " must split into ", s.ranks, " ranks' rows, each a multiple of the ",
                         s.config.bm, "-row tile"));
-  s.tiles = (s.rows + s.config.bm - 1) / s.config.bm * ((N + s.config.bn - 1) / s.config.bn);
+  s.tile_rows = (s.rows + s.config.bm - 1) / s.config.bm;
+  s.tile_cols = (N + s.config.bn - 1) / s.config.bn;
+  s.tiles = s.tile_rows * s.tile_cols;
+  s.copy = !all && s.gpu() && scatter == Scatter::copy_engine;
   s.staging = static_cast<float*>(detail::symm_zeroed(target, 2 * size_t(s.ranks) * s.rows * N * 4));
-  s.flags = static_cast<int32_t*>(detail::symm_zeroed(target, s.ranks * 4));
+  s.flags = static_cast<int32_t*>(detail::symm_zeroed(target, size_t(s.ranks) * (s.copy ? s.tile_rows : 1) * 4));
+  if (s.copy) {
+    s.partial = static_cast<float*>(cuda::malloc(size_t(M) * N * 4));
+    s.counters = static_cast<int32_t*>(cuda::malloc(size_t(s.ranks) * s.tile_rows * 4));
+    cuda::memset(s.counters, 0, size_t(s.ranks) * s.tile_rows * 4);
+    cuda::synchronize();
+    s.copies = std::make_unique<cuda::Stream>();
+    s.ready = std::make_unique<cuda::Event>(false);
+    s.copied = std::make_unique<cuda::Event>(false);
+  }
   barrier_all();  // no rank signals before every rank has zeroed its flags
   Constants constants = s.config.constants;
   constants.insert_or_assign("GROUP_M", ConstValue(8));
+  constants.insert_or_assign("COPY", ConstValue(s.copy ? 1 : 0));
   s.gemm = compile(all ? gemm_ar_kernel() : gemm_rs_kernel(), constants, target, s.config.options);
   s.reduce = compile(rs_reduce_kernel(), {}, target);
 }
 
 GemmRs::~GemmRs() {
   s_->streams.finish();
+  if (s_->copies) {
+    try {
+      s_->copies->synchronize();
+    } catch (const Error&) {  // (reported by the run's stream)
+    }
+    cuda::free(s_->partial);
+    cuda::free(s_->counters);
+  }
   detail::symm_release(s_->target, s_->flags);
   detail::symm_release(s_->target, s_->staging);
 }
@@ -130,15 +194,47 @@ void GemmRs::run(const bf16* a, const bf16* b, float* out, const cuda::Stream* s
   s.arrived += s.tiles;
   const int64_t elems = s.rows * s.N;
   const Grid reduce_grid{static_cast<int>((elems + 1023) / 1024)};
+  const int32_t call = static_cast<int32_t>(s.calls);
+  if (s.copy) {
+    const cuda::Stream& on = s.streams.enter(stream);
+    // `partial` is ours again once the last run's copies are done; a peer's half of the
+    // staging area once our last GEMM is done (it waited for every peer's copies of the last
+    // run, made after that peer's GEMM before it, the last reader of this half).
+    s.copied->make_wait(on);
+    s.ready->record(&on);
+    s.ready->make_wait(*s.copies);
+    s.gemm.launch_on(on, s.config.grid(s.M, s.N), cuda::DevicePtr<const bf16>{a, 0}, cuda::DevicePtr<const bf16>{b, 0},
+                     cuda::DevicePtr<float>{half, 0}, cuda::DevicePtr<int32_t>{s.flags, 0}, cuda::DevicePtr<float>{s.partial, 0},
+                     cuda::DevicePtr<int32_t>{s.counters, 0}, cuda::DevicePtr<float>{out, 0}, s.M, s.N, s.K, call);
+    // Each row of tiles of a peer's rows to that peer as soon as its tiles are done, in the
+    // order the GEMM makes them (the next rank's rows first).
+    const int me = detail::world_rank(s.target);
+    const size_t bytes = size_t(s.config.bm) * s.N * 4;
+    for (int k = 1; k < s.ranks; ++k) {
+      const int p = (me + k) % s.ranks;
+      auto* theirs = static_cast<float*>(detail::symm_on(s.target, half, p)) + size_t(me) * s.rows * s.N;
+      auto* words = static_cast<int32_t*>(detail::symm_on(s.target, s.flags, p)) + size_t(me) * s.tile_rows;
+      for (int64_t t = 0; t < s.tile_rows; ++t) {
+        const int64_t g = p * s.tile_rows + t;  // the row of tiles, over all M
+        cuda::wait_value(s.counters + g, static_cast<uint32_t>(int64_t(call) * s.tile_cols), *s.copies);
+        cuda::copy_async(theirs + t * s.config.bm * s.N, s.partial + g * s.config.bm * s.N, bytes, *s.copies);
+        cuda::write_value(words + t, static_cast<uint32_t>(call), *s.copies);
+      }
+    }
+    s.copied->record(s.copies.get());
+    s.streams.leave(on, stream);
+    return;
+  }
   if (s.gpu()) {
     const cuda::Stream& on = s.streams.enter(stream);
     s.gemm.launch_on(on, s.config.grid(s.M, s.N), cuda::DevicePtr<const bf16>{a, 0}, cuda::DevicePtr<const bf16>{b, 0},
-                     cuda::DevicePtr<float>{half, 0}, cuda::DevicePtr<int32_t>{s.flags, 0}, s.M, s.N, s.K);
+                     cuda::DevicePtr<float>{half, 0}, cuda::DevicePtr<int32_t>{s.flags, 0}, cuda::DevicePtr<float>{half, 0},
+                     cuda::DevicePtr<int32_t>{s.flags, 0}, cuda::DevicePtr<float>{out, 0}, s.M, s.N, s.K, call);
     s.reduce.launch_on(on, reduce_grid, cuda::DevicePtr<float>{half, 0}, cuda::DevicePtr<int32_t>{s.flags, 0},
                        cuda::DevicePtr<float>{out, 0}, elems, s.arrived);
     s.streams.leave(on, stream);
   } else {
-    s.gemm.launch(s.config.grid(s.M, s.N), a, b, half, s.flags, s.M, s.N, s.K);
+    s.gemm.launch(s.config.grid(s.M, s.N), a, b, half, s.flags, half, s.flags, out, s.M, s.N, s.K, call);
     s.reduce.launch(reduce_grid, half, s.flags, out, elems, s.arrived);
   }
 }

@@ -65,17 +65,23 @@ const KernelDef& gemm_ar_kernel();
 const KernelDef& rs_reduce_kernel();
 
 /// out[M / ranks, N] (f32) = rows [rank * M / ranks, ...) of the sum over ranks r of
-/// A_r[M, K] @ B_r[K, N] (bf16): each GEMM tile is pushed to its rows' owner as it is produced.
-/// M / ranks must be a multiple of the GEMM's row tile. Device memory on a GPU target, host
-/// memory on the host target. Construction and every run are collective.
+/// A_r[M, K] @ B_r[K, N] (bf16), each tile sent to its rows' owner as it is produced: by the
+/// copy engine (GPU, the default): a peer's tiles are stored here and each finished row of
+/// tiles is copied to its owner, whose own tiles (made last) add the peers' copies in their
+/// epilogue; or by SM pushes (the host target always): each tile stored straight into its
+/// owner's staging area, and a reduce kernel after the GEMM. M / ranks must be a multiple of
+/// the GEMM's row tile. Device memory on a GPU target, host memory on the host target.
+/// Construction and every run are collective.
 class GemmRs {
  public:
-  GemmRs(const Target& target, int64_t M, int64_t N, int64_t K) : GemmRs(target, M, N, K, false) {}
+  enum class Scatter { copy_engine, sm_pushes };
+  GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter scatter = Scatter::copy_engine)
+      : GemmRs(target, M, N, K, scatter, false) {}
   ~GemmRs();
   void run(const bf16* a, const bf16* b, float* out, const cuda::Stream* stream = nullptr);
 
  protected:
-  GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, bool all);
+  GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter scatter, bool all);
 
  private:
   struct State;
@@ -86,7 +92,7 @@ class GemmRs {
 /// AllReduce, every tile pushed to every rank as it is produced (registered as gemm_ar).
 class GemmAr : public GemmRs {
  public:
-  GemmAr(const Target& target, int64_t M, int64_t N, int64_t K) : GemmRs(target, M, N, K, true) {}
+  GemmAr(const Target& target, int64_t M, int64_t N, int64_t K) : GemmRs(target, M, N, K, Scatter::sm_pushes, true) {}
 };
 
 /// The collectives' kernel (kernels/collectives.cpp), registered as all_gather, reduce_scatter

@@ -206,6 +206,15 @@ TEST(GpuKernels, GemmReduceScatter) {
   cuda::Stream first, second;
   testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 64 * n, 72, 48, {&first, &second});  // queued
 }
+// The same by SM pushes (the copy engine is the default on GPUs).
+struct GemmRsBySmPushes : kernels::GemmRs {
+  GemmRsBySmPushes(const Target& t, int64_t M, int64_t N, int64_t K) : GemmRs(t, M, N, K, Scatter::sm_pushes) {}
+};
+TEST(GpuKernels, GemmReduceScatterBySmPushes) {
+  const int n = cuda::World::get().size();
+  testing_collectives::check_gemm_rs<DeviceMemory, GemmRsBySmPushes>(Target::cuda(), 64 * n, 72, 48);
+  testing_collectives::check_gemm_rs<DeviceMemory, GemmRsBySmPushes>(Target::cuda(), 256 * n, 256, 512);
+}
 TEST(GpuKernels, GemmAllReduce) {
   testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 70, 72, 48);    // ragged
   testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 128, 256, 512);  // skinny, pipelined
