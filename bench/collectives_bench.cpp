@@ -5,7 +5,8 @@
 // all-gather followed by our GEMM.
 // Both sides are timed the same way: each call is waited for before the next (ours returns when
 // its result is there; NCCL's stream is synchronized), medians of the host's wall clock over
-// many calls; small all-reduces also queued back to back on a stream (the "queued" rows). Our all-reduce is checked against NCCL's first. Rank 0 prints the table; exits 0
+// many calls; small all-reduces also queued back to back on a stream (the "queued" rows). The
+// overlapped GEMMs and their baselines are timed in turns, one call of each per round. Our all-reduce is checked against NCCL's first. Rank 0 prints the table; exits 0
 // without printing one where there is no GPU.
 #include <dlfcn.h>
 
@@ -99,6 +100,30 @@ double time_us(const std::function<void()>& fn, int reps, int warmup = 5) {
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+/// Median microseconds of each of `fns` (null: skipped, 0), timed in turns, one call of each
+/// per round, so that the GPU's drift (clocks under the power cap, temperature) falls on all
+/// of them alike; every rank runs the same.
+std::vector<double> time_in_turns(const std::vector<std::function<void()>>& fns, int reps, int warmup = 3) {
+  for (int i = 0; i < warmup; ++i)
+    for (const auto& fn : fns)
+      if (fn) fn();
+  barrier_all();
+  std::vector<std::vector<double>> t(fns.size());
+  for (int i = 0; i < reps; ++i)
+    for (size_t f = 0; f < fns.size(); ++f) {
+      if (!fns[f]) continue;
+      auto t0 = std::chrono::steady_clock::now();
+      fns[f]();
+      t[f].push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    }
+  std::vector<double> medians;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    medians.push_back(v.empty() ? 0.0 : v[v.size() / 2]);
+  }
+  return medians;
 }
 
 /// Microseconds per call of `reps` calls queued back to back on `stream`, waited for after the
@@ -359,26 +384,29 @@ int main(int argc, char** argv) {
         rs_err = reference::rel_error(rs_out.download(), rs_ref.download());
         if (rs_err > 1e-5) throw Error(str_cat("collectives_bench: gemm_rs by pushes differs from GEMM + reduce-scatter (", rs_err, ")"));
       }
-      const int reps = size >= 8192 ? 10 : 30;
-      double t_ours = time_us(ours, reps), t_gemm = time_us(gemm_alone, reps);
+      const int reps = size >= 8192 ? 15 : 30;
       // The gather by SM puts instead, with a few counts of pushing programs.
-      std::vector<std::pair<int, double>> t_puts;
-      for (int puts : {8, 16, 32}) {
-        kernels::AgGemm by_puts(Target::cuda(), M, N, K, kernels::AgGemm::Gather::sm_puts, puts);
-        auto run = [&] { by_puts.run(a.data(), b.data(), c.data()); };
+      const int put_counts[] = {8, 16, 32};
+      std::vector<std::unique_ptr<kernels::AgGemm>> by_puts;
+      for (int puts : put_counts) {
+        by_puts.push_back(std::make_unique<kernels::AgGemm>(Target::cuda(), M, N, K, kernels::AgGemm::Gather::sm_puts, puts));
         if (have_nccl) {
-          run();
+          by_puts.back()->run(a.data(), b.data(), c.data());
           if (double e = reference::rel_error(c.download(), c_ref.download()); e > 1e-5)
             throw Error(str_cat("collectives_bench: ag_gemm by SM puts differs from all-gather + GEMM (", e, ")"));
         }
-        t_puts.emplace_back(puts, time_us(run, reps));
       }
-      double t_seq = have_nccl ? time_us(nccl_then_gemm, reps) : 0;
-      double t_rs = time_us(rs_ours, reps), t_rs_seq = have_nccl ? time_us(gemm_then_nccl, reps) : 0;
-      double t_rs_pushes = time_us(rs_by_pushes, reps);
+      auto puts_run = [&](int i) { return [&, i] { by_puts[i]->run(a.data(), b.data(), c.data()); }; };
       const bool both = have_nccl && have_cublas;
-      double t_cublas = have_cublas ? time_us(cublas_alone, reps) : 0;
-      double t_cseq = both ? time_us(nccl_then_cublas, reps) : 0, t_rs_cseq = both ? time_us(cublas_then_nccl, reps) : 0;
+      auto when = [](bool ok, std::function<void()> fn) { return ok ? fn : std::function<void()>(); };
+      std::vector<double> t = time_in_turns(
+          {ours, gemm_alone, when(have_nccl, nccl_then_gemm), rs_ours, when(have_nccl, gemm_then_nccl), rs_by_pushes,
+           when(have_cublas, cublas_alone), when(both, nccl_then_cublas), when(both, cublas_then_nccl), puts_run(0), puts_run(1),
+           puts_run(2)},
+          reps);
+      double t_ours = t[0], t_gemm = t[1], t_seq = t[2], t_rs = t[3], t_rs_seq = t[4], t_rs_pushes = t[5], t_cublas = t[6],
+             t_cseq = t[7], t_rs_cseq = t[8];
+      std::vector<std::pair<int, double>> t_puts = {{put_counts[0], t[9]}, {put_counts[1], t[10]}, {put_counts[2], t[11]}};
       if (me == 0) {
         if (size == 4096)
           std::printf("\nOverlapped GEMMs, bf16 (f32 out), microseconds: ours; our GEMM alone; our GEMM and NCCL one after "
@@ -440,8 +468,9 @@ int main(int argc, char** argv) {
       double err = reference::rel_error(out.download(), want.download());
       if (err > 1e-5) throw Error(str_cat("collectives_bench: gemm_ar differs from GEMM + all-reduce (", err, ")"));
       const int reps = 30;
-      double t_ours = time_us(ours, reps), t_seq = time_us(gemm_then_nccl, reps);
-      double t_cseq = have_cublas ? time_us(cublas_then_nccl, reps) : 0;
+      std::vector<double> t =
+          time_in_turns({ours, gemm_then_nccl, have_cublas ? std::function<void()>(cublas_then_nccl) : nullptr}, reps);
+      double t_ours = t[0], t_seq = t[1], t_cseq = t[2];
       if (me == 0)
         std::printf("GEMM+AllReduce     M=%-4lld N=K=8192 ours %8.1f   GEMM, NCCL AR %8.1f (speedup %.3f)   cuBLAS, NCCL AR %8.1f "
                     "(speedup %.3f)\n",

@@ -24,7 +24,8 @@ using tl::Tensor;
 template <class T>
 void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> partial,
              tl::Ptr<int32_t> counters, tl::Ptr<float> out, tl::Int M, tl::Int N, tl::Int K, tl::Int call, tl::Const<int> BM,
-             tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> ALL, tl::Const<int> COPY) {
+             tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> ALL, tl::Const<int> COPY,
+             tl::Const<int> EPILOGUE_ROWS) {
   auto n = dist::num_ranks(), me = dist::rank();
   auto [grouped_m, pid_n] = detail::grouped_tile(GROUP_M);
   auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
@@ -47,7 +48,7 @@ void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t
     // Every tile goes to `partial` here and is counted per row of tiles; the copy engine takes
     // each finished row of tiles of a peer's rows to that peer. Our own rows come last: their
     // tiles wait for every peer's copies of them and write ours plus theirs, in rank order
-    // from ours, to `out`, a few rows at a time (what the tile's threads hold stays small).
+    // from ours, to `out`, EPILOGUE_ROWS rows at a time (32: bench/RESULTS.md).
     auto tiles = rows / BM;  // rows of tiles per rank
     auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);  // global
     tl::store(partial + row * N + col, acc, (row < M) & (col < N));
@@ -58,7 +59,7 @@ void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t
         return shmem::signal_wait_until(flags + (me + k) % n * tiles + t, shmem::Cmp::ge, call);
       });
       auto slots = dist::consume_token(staging, token);
-      constexpr int kRows = 8;
+      const int kRows = std::min(int(EPILOGUE_ROWS), int(BM));
       tl::for_range(0, int(BM), kRows, [&](Tensor r0) {
         auto local = tl::expand_dims(t * BM + r0 + tl::arange(0, kRows), 1);  // within our rows
         auto mask = (local < rows) & (col < N);
@@ -95,17 +96,17 @@ void rs_reduce(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> ou
 
 const std::vector<std::string> kParams = {"a",    "b", "staging", "flags", "partial", "counters", "out", "M",
                                           "N",    "K", "call",    "BM",    "BN",      "BK",       "GROUP_M", "ALL",
-                                          "COPY"};
+                                          "COPY", "EPILOGUE_ROWS"};
 
 const KernelDef& gemm_rs_kernel() {
   static const KernelDef def = KernelDef("gemm_rs", gemm_rs<bf16>, kParams,
-                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 0}, {"COPY", 0}})
+                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 0}, {"COPY", 0}, {"EPILOGUE_ROWS", 32}})
                                    .do_not_specialize({"call"});
   return def;
 }
 const KernelDef& gemm_ar_kernel() {
   static const KernelDef def = KernelDef("gemm_ar", gemm_rs<bf16>, kParams,
-                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 1}, {"COPY", 0}})
+                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 1}, {"COPY", 0}, {"EPILOGUE_ROWS", 32}})
                                    .do_not_specialize({"call"});
   return def;
 }
