@@ -206,6 +206,14 @@ class NvptxLowering : public Elements {
     return walk(block) && any;
   }
   int64_t slots_of(const ir::Type& t) const { return (t.numel() + threads_ - 1) / threads_; }
+  /// The widest vector access for a load or store of `t` at `ptr` under `mask`: a power of two
+  /// up to vec_of(t) whose runs the axis analysis proves contiguous, aligned and masked as a
+  /// whole (the slots of a layout vector are contiguous, so are its halves); 1 for none.
+  int64_t vector_width(const ir::Type& t, const ir::Value* ptr, const ir::Value* mask) {
+    for (int64_t v = vec_of(t); v > 1; v /= 2)
+      if (axis_.vectorizable(ptr, mask, v)) return v;
+    return 1;
+  }
   /// Slot j of this thread holds element (j / V) * V * T + tid * V + j % V.
   llvm::Value* element_index(const ir::Type& t, int64_t j) {
     int64_t v = vec_of(t);
@@ -639,9 +647,9 @@ class NvptxLowering : public Elements {
     // loads it and shares it, rather than each thread reading memory that may be changing.
     if (!rt.is_tensor()) return define(op, {from_thread0(reg_type(rt), [&] { return one(0, b_.getTrue()); }), {}});
     GVal g;
-    int64_t v = vec_of(rt);
     const ir::Value* mask = op.operands.size() > 1 ? op.operands[1] : nullptr;
-    if (v > 1 && axis_.vectorizable(op.operands[0], mask, v)) {
+    int64_t v = vector_width(rt, op.operands[0], mask);
+    if (v > 1) {
       // Each vector of slots is contiguous and aligned in memory, and masked as a whole.
       auto* vt = llvm::FixedVectorType::get(mem_type(d), static_cast<unsigned>(v));
       llvm::Align align(v * ir::dtype_bytes(d));
@@ -703,9 +711,9 @@ class NvptxLowering : public Elements {
       when(cond, [&] { b_.CreateStore(to_mem(element(op.operands[1], j), d), element(op.operands[0], j)); });
     };
     if (!pt.is_tensor()) return one(0, is_thread0());
-    int64_t v = vec_of(pt);
     const ir::Value* mask = op.operands.size() > 2 ? op.operands[2] : nullptr;
-    if (v > 1 && axis_.vectorizable(op.operands[0], mask, v)) {
+    int64_t v = vector_width(pt, op.operands[0], mask);
+    if (v > 1) {
       auto* vt = llvm::FixedVectorType::get(mem_type(d), static_cast<unsigned>(v));
       llvm::Align align(v * ir::dtype_bytes(d));
       for (int64_t j = 0; j < slots_of(pt); j += v)

@@ -88,7 +88,7 @@ struct AgGemm::State {
   GemmConfig config;
   Kernel kernel;
   std::unique_ptr<cuda::Stream> copies;
-  std::unique_ptr<cuda::Event> ready;  // the run's stream, as the run starts
+  std::unique_ptr<cuda::Event> ready, copied;  // the run's stream as the run starts; our copies' end
   detail::RunStreams streams;
   bool gpu() const { return detail::on_gpu(target); }
   void* at(const void* p, int r) const { return detail::symm_on(target, p, r); }
@@ -113,6 +113,7 @@ AgGemm::AgGemm(const Target& target, int64_t M, int64_t N, int64_t K, Gather gat
   if (s.gpu() && gather == Gather::copy_engine) {
     s.copies = std::make_unique<cuda::Stream>();
     s.ready = std::make_unique<cuda::Event>(false);
+    s.copied = std::make_unique<cuda::Event>(false);
   }
   barrier_all();  // no rank signals before every rank has zeroed its flags
   s.config = gemm_config(target, M, N, K);
@@ -177,6 +178,9 @@ void AgGemm::run(const bf16* a, const bf16* b, float* c, const cuda::Stream* str
     s.kernel.launch_on(*on, s.config.grid(s.M, s.N), cuda::DevicePtr<bf16>{gathered, 0}, cuda::DevicePtr<const bf16>{a, 0},
                        cuda::DevicePtr<const bf16>{b, 0}, cuda::DevicePtr<float>{c, 0}, cuda::DevicePtr<int32_t>{s.flags, 0},
                        s.M, s.N, s.K, call);
+    // The run ends once our copies have read `a` too (the GEMM waits only for the peers').
+    s.copied->record(s.copies.get());
+    s.copied->make_wait(*on);
     s.streams.leave(*on, stream);
   } else
     s.kernel.launch(s.config.grid(s.M, s.N), gathered, a, b, c, s.flags, s.M, s.N, s.K, call);

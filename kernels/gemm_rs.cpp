@@ -12,6 +12,8 @@
 //
 // GEMM + AllReduce is the same with every tile pushed to every rank (ALL): one-shot, suited to
 // the small M of decoding more than to large GEMMs.
+#include <numeric>
+
 #include "kernels/gemm_tile.h"
 #include "kernels/kernels.h"
 #include "kernels/symmetric.h"
@@ -169,7 +171,10 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter sc
   }
   barrier_all();  // no rank signals before every rank has zeroed its flags
   Constants constants = s.config.constants;
-  constants.insert_or_assign("GROUP_M", ConstValue(8));
+  // By the copy engine, a rank's own rows must come after every peer's in the tile order (its
+  // tiles wait for the peers' copies, which wait for whole rows of tiles on the peers): groups
+  // of rows of tiles must not straddle two ranks' rows.
+  constants.insert_or_assign("GROUP_M", ConstValue(s.copy ? static_cast<int>(std::gcd<int64_t>(8, s.tile_rows)) : 8));
   constants.insert_or_assign("COPY", ConstValue(s.copy ? 1 : 0));
   s.gemm = compile(all ? gemm_ar_kernel() : gemm_rs_kernel(), constants, target, s.config.options);
   s.reduce = compile(rs_reduce_kernel(), {}, target);

@@ -205,6 +205,10 @@ TEST(GpuKernels, GemmReduceScatter) {
   testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 256 * n, 256, 512);  // pipelined 256-row tiles
   cuda::Stream first, second;
   testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 64 * n, 72, 48, {&first, &second});  // queued
+  // 4 rows of 128-row tiles per rank, 64 columns of tiles: groups of 8 rows of tiles would mix
+  // the ranks' rows, and more waiting tiles of our rows than SMs would starve the peers' (a
+  // deadlock found in review).
+  testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 512 * n, 16384, 64);
 }
 // The same by SM pushes (the copy engine is the default on GPUs).
 struct GemmRsBySmPushes : kernels::GemmRs {
