@@ -397,12 +397,23 @@ int main(int argc, char** argv) {
         }
       }
       auto puts_run = [&](int i) { return [&, i] { by_puts[i]->run(a.data(), b.data(), c.data()); }; };
+      // In place: our rows already where the run wants them (both buffers it alternates
+      // between hold them), so it does not copy them there first.
+      kernels::AgGemm in_place(Target::cuda(), M, N, K);
+      for (int i = 0; i < 2; ++i) {
+        cuda::copy_device_to_device(in_place.next_input(), a.data(), a.size() * sizeof(bf16));
+        in_place.run(in_place.next_input(), b.data(), c.data());
+      }
+      if (have_nccl)
+        if (double e = reference::rel_error(c.download(), c_ref.download()); e > 1e-5)
+          throw Error(str_cat("collectives_bench: ag_gemm in place differs from all-gather + GEMM (", e, ")"));
+      auto in_place_run = [&] { in_place.run(in_place.next_input(), b.data(), c.data()); };
       const bool both = have_nccl && have_cublas;
       auto when = [](bool ok, std::function<void()> fn) { return ok ? fn : std::function<void()>(); };
       std::vector<double> t = time_in_turns(
           {ours, gemm_alone, when(have_nccl, nccl_then_gemm), rs_ours, when(have_nccl, gemm_then_nccl), rs_by_pushes,
            when(have_cublas, cublas_alone), when(both, nccl_then_cublas), when(both, cublas_then_nccl), puts_run(0), puts_run(1),
-           puts_run(2)},
+           puts_run(2), in_place_run},
           reps);
       double t_ours = t[0], t_gemm = t[1], t_seq = t[2], t_rs = t[3], t_rs_seq = t[4], t_rs_pushes = t[5], t_cublas = t[6],
              t_cseq = t[7], t_rs_cseq = t[8];
@@ -416,6 +427,8 @@ int main(int argc, char** argv) {
                     "(speedup %.3f)   cuBLAS %8.1f   NCCL AG, cuBLAS %8.1f (speedup %.3f)\n",
                     static_cast<long long>(size), t_ours, t_gemm, t_ours / t_gemm, t_seq, ratio(t_seq, t_ours), t_cublas, t_cseq,
                     ratio(t_cseq, t_ours));
+        std::printf("  in place (no copy of our rows)  ours %8.1f   (ours/alone %.3f)   speedup over NCCL AG, GEMM %.3f; over "
+                    "NCCL AG, cuBLAS %.3f\n", t[12], t[12] / t_gemm, ratio(t_seq, t[12]), ratio(t_cseq, t[12]));
         for (auto [puts, t] : t_puts)
           std::printf("  by SM puts, %2d programs pushing  ours %8.1f   (ours/alone %.3f)   speedup over NCCL AG, GEMM %.3f; "
                       "over NCCL AG, cuBLAS %.3f\n", puts, t, t / t_gemm, ratio(t_seq, t), ratio(t_cseq, t));

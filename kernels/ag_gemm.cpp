@@ -158,9 +158,10 @@ void AgGemm::run(const bf16* a, const bf16* b, float* c, const cuda::Stream* str
     // copies, and ours waited for theirs of the last run).
     s.ready->record(on);
     s.ready->make_wait(*s.copies);
-    // Our own rows before the GEMM starts, on its stream: a copy within one GPU runs as a
-    // kernel, which would find every SM taken by GEMM programs waiting for it.
-    cuda::copy_async(mine, a, bytes, *on);
+    // Our own rows before the GEMM starts, on its stream (unless they are there: in place): a
+    // copy within one GPU runs as a kernel, which would find every SM taken by GEMM programs
+    // waiting for it.
+    if (a != mine) cuda::copy_async(mine, a, bytes, *on);
     cuda::write_value(s.flags + s.rank, static_cast<uint32_t>(call), *on);
   }
   for (int k = 1; k <= s.ranks; ++k) {  // the next rank first, ourselves last
@@ -170,7 +171,7 @@ void AgGemm::run(const bf16* a, const bf16* b, float* c, const cuda::Stream* str
       cuda::copy_async(s.at(mine, r), a, bytes, *s.copies);  // peer to peer: the copy engine
       cuda::write_value(s.at(s.flags + s.rank, r), static_cast<uint32_t>(call), *s.copies);
     } else {
-      std::memcpy(s.at(mine, r), a, bytes);
+      if (s.at(mine, r) != a) std::memcpy(s.at(mine, r), a, bytes);
       std::atomic_ref<int32_t>(*static_cast<int32_t*>(s.at(s.flags + s.rank, r))).store(call, std::memory_order_release);
     }
   }
@@ -187,5 +188,6 @@ void AgGemm::run(const bf16* a, const bf16* b, float* c, const cuda::Stream* str
 }
 
 const bf16* AgGemm::gathered() const { return s_->gathered + (s_->calls % 2) * s_->M * s_->K; }
+bf16* AgGemm::next_input() const { return s_->gathered + ((s_->calls + 1) % 2) * s_->M * s_->K + s_->rank * s_->rows * s_->K; }
 
 }  // namespace tiledist::kernels

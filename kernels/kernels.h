@@ -52,6 +52,10 @@ class AgGemm {
   void run(const bf16* a, const bf16* b, float* c, const cuda::Stream* stream = nullptr);
   /// The gathered A of the last run (device memory on a GPU target).
   const bf16* gathered() const;
+  /// Where the next run keeps this rank's rows (M / ranks x K) in the gathered A: a run given
+  /// `a == next_input()` does not copy them there (in place, as NCCL's in-place all-gather).
+  /// It changes with every run (the runs alternate between two buffers).
+  bf16* next_input() const;
 
  private:
   struct State;

@@ -39,6 +39,8 @@ inline void ring_all_gather(tl::Ptr<float> out, tl::Ptr<int32_t> flags, tl::Int 
   tl::if_then(n > 1, [&] { dist::wait(flags + last, 1); });
 }
 
+inline bool detail_on_gpu(const Target& target) { return target.kind == Target::Kind::nvptx; }
+
 inline std::vector<bf16> to_bf16(const std::vector<float>& v) {
   std::vector<bf16> h(v.size());
   for (size_t i = 0; i < v.size(); ++i) h[i] = bf16(v[i]);
@@ -105,10 +107,11 @@ void check(const Target& target, size_t capacity_bytes,
 /// back, each on the next stream in turn, and checked after the last has been waited for.
 template <template <class> class Memory>
 void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K, std::vector<const cuda::Stream*> streams = {nullptr},
-                   kernels::AgGemm::Gather gather = kernels::AgGemm::Gather::copy_engine, int puts = 0) {
+                   kernels::AgGemm::Gather gather = kernels::AgGemm::Gather::copy_engine, int puts = 0,
+                   bool in_place = false) {
   kernels::AgGemm op(target, M, N, K, gather, puts);
   const int n = world_size(), me = rank();
-  const int64_t rows = M / n;
+  const int64_t rows = M / n, rows_k = rows * K;
   constexpr int kCalls = 3;
   std::vector<Memory<bf16>> as, bs;
   std::vector<Memory<float>> cs;
@@ -116,7 +119,14 @@ void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K, std::v
     as.push_back(Memory<bf16>::make(to_bf16(values(me, rows * K, call))));
     bs.push_back(Memory<bf16>::make(to_bf16(values(1000, K * N, call))));
     cs.push_back(Memory<float>::make(std::vector<float>(M * N, -1.0f)));
-    op.run(as.back().ptr(), bs.back().ptr(), cs.back().ptr(), streams[call % streams.size()]);
+    bf16* input = as.back().ptr();
+    if (in_place) {  // this rank's rows where the run wants them, written as a producer would
+      input = op.next_input();
+      std::vector<bf16> rows = to_bf16(values(me, rows_k, call));
+      if (detail_on_gpu(target)) cuda::copy_to_device(input, rows.data(), rows.size() * sizeof(bf16));
+      else std::copy(rows.begin(), rows.end(), input);
+    }
+    op.run(input, bs.back().ptr(), cs.back().ptr(), streams[call % streams.size()]);
   }
   for (const cuda::Stream* s : streams)
     if (s) s->synchronize();

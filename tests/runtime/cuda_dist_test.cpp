@@ -190,6 +190,8 @@ TEST(GpuKernels, AllGatherGemm) {
   testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 320 * n, 512, 256);   // pipelined mma tiles
   cuda::Stream first, second;
   testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 40 * n, 72, 48, {&first, &second});  // queued
+  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 320 * n, 512, 256, {nullptr},  // in place
+                                                   kernels::AgGemm::Gather::copy_engine, 0, true);
 }
 TEST(GpuKernels, AllGatherGemmBySmPuts) {
   const int n = cuda::World::get().size();

@@ -391,6 +391,9 @@ TEST(Library, AllGatherGemm) {
   // By SM puts: 3 programs push slices of 14, 14 and 12 rows.
   testing_collectives::check_ag_gemm<HostMemory>(Target::host(), 40 * world_size(), 72, 48, {nullptr},
                                                  kernels::AgGemm::Gather::sm_puts, 3);
+  // In place: each rank's rows written where the run wants them.
+  testing_collectives::check_ag_gemm<HostMemory>(Target::host(), 40 * world_size(), 72, 48, {nullptr},
+                                                 kernels::AgGemm::Gather::copy_engine, 0, true);
 }
 TEST(Library, GemmReduceScatter) {
   testing_collectives::check_gemm_rs<HostMemory>(Target::host(), 64 * world_size(), 72, 48);  // 64-row tiles
