@@ -28,8 +28,8 @@ using tl::Tensor;
 /// f32 or bf16 elements (sums of bf16 are taken in f32 and rounded once).
 template <class T>
 void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, tl::Ptr<T> out, tl::Int count,
-                     tl::Int in_stride, tl::Int out_stride, tl::Int64 call, tl::Int slots, tl::Const<int> BLOCK,
-                     tl::Const<int> REDUCE, tl::Const<int> CHUNK, tl::Const<int> SPLIT) {
+                     tl::Int in_stride, tl::Int out_stride, tl::Int64 call, tl::Int slots, tl::Int guard,
+                     tl::Const<int> BLOCK, tl::Const<int> REDUCE, tl::Const<int> CHUNK, tl::Const<int> SPLIT) {
   constexpr int kSize = sizeof(T), kAlign = 16 / kSize;  // bytes per element, elements per 16 bytes
   const auto dtype = kSize == 4 ? tl::float32 : tl::bfloat16;
   auto me = dist::rank(), n = dist::num_ranks();
@@ -52,6 +52,11 @@ void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, 
     auto bytes = tl::where(p == me, 0, chunk_len(j)).to(tl::int64) * kSize;
     shmem::putmem_signal_nbi_block(staging + (me * count + at).to(tl::int64), in + (p * in_stride + at).to(tl::int64), bytes,
                                    flags + me * slots + b, arrived(j), shmem::SIGNAL_SET, p);
+    // In place (guard): the sums overwrite the input, so this rank's finishers wait until
+    // every program has read its chunk: pushed[p][b], after the signal words, set here.
+    tl::if_then((guard != 0) & (p != me), [&] {
+      tl::atomic_xchg(flags + (n * slots + p * slots + b).to(tl::int64), arrived(j), {}, {"release", "gpu"});
+    });
   };
   // Part p of chunk j, once every rank's chunk j has arrived: copied out (all-gather) or summed
   // in rank order (reduce-scatter, all-reduce).
@@ -64,6 +69,13 @@ void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, 
     tl::if_then(first < end, [&] {
       auto token = tl::for_range(0, n, 1, tl::scalar(0, tl::int64), [&](Tensor r, Tensor) {
         return shmem::signal_wait_until(flags + r * slots + b, shmem::Cmp::ge, arrived(j));
+      });
+      tl::if_then(guard != 0, [&] {
+        tl::for_range(0, n, 1, [&](Tensor r) {
+          tl::if_then(r != me, [&] {
+            shmem::signal_wait_until(flags + (n * slots + r * slots + b).to(tl::int64), shmem::Cmp::ge, arrived(j));
+          });
+        });
       });
       auto rows = dist::consume_token(staging, token);
       // [first, whole) in 16-byte runs, whose masks the compiler can prove uniform per run
@@ -113,15 +125,15 @@ void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, 
   tl::if_then(chunks > 0, [&] { finish(chunks - 1); });
 }
 
-const std::vector<std::string> kParams = {"in",         "staging", "flags", "out",   "count",  "in_stride",
-                                          "out_stride", "call",    "slots", "BLOCK", "REDUCE", "CHUNK", "SPLIT"};
+const std::vector<std::string> kParams = {"in",    "staging", "flags",  "out",   "count", "in_stride", "out_stride",
+                                          "call",  "slots",   "guard",  "BLOCK", "REDUCE", "CHUNK",    "SPLIT"};
 
 template <class T>
 KernelDef collective_def(const std::string& name, int reduce) {
   const int chunk = 256 * 1024 / int(sizeof(T));  // 256 KiB (bench/RESULTS.md)
   const int block = 8192 / int(sizeof(T));         // 16 bytes per thread of 16 warps
   return KernelDef(name, push_collective<T>, kParams, {{"BLOCK", block}, {"REDUCE", reduce}, {"CHUNK", chunk}, {"SPLIT", 0}})
-      .do_not_specialize({"call", "slots"});
+      .do_not_specialize({"call", "slots", "guard"});
 }
 ir::DType collective_dtype(ir::DType dtype) {
   if (dtype != ir::DType::f32 && dtype != ir::DType::bf16)
@@ -193,7 +205,7 @@ Collectives::Collectives(const Target& target, size_t capacity_bytes) : s_(std::
   s.row_bytes = std::max<size_t>(capacity_bytes / 2 / s.ranks / 16 * 16, 16);
   s.staging = static_cast<char*>(detail::symm_zeroed(target, 2 * s.ranks * s.row_bytes));
   s.programs = gpu ? std::max(1, cuda::device().sms / s.ranks) : 2;
-  s.flags = static_cast<int64_t*>(detail::symm_zeroed(target, size_t(s.ranks) * s.programs * 8));
+  s.flags = static_cast<int64_t*>(detail::symm_zeroed(target, 2 * size_t(s.ranks) * s.programs * 8));  // + pushed[][]
   barrier_all();  // no rank signals before every rank has zeroed its flags
   s.options = CompileOptions::from_env();
   if (gpu) s.options.num_warps = 16;  // more bytes in flight per program
@@ -211,7 +223,7 @@ int Collectives::ranks() const { return s_->ranks; }
 
 template <class T>
 void Collectives::run(bool reduce, const T* in, T* out, size_t count, size_t in_stride, size_t out_stride,
-                      const cuda::Stream* stream) {
+                      const cuda::Stream* stream, bool in_place) {
   State& s = *s_;
   const bool gpu = s.target.kind == Target::Kind::nvptx;
   const Kernel& k = s.kernel(std::is_same_v<T, bf16>, reduce);
@@ -227,10 +239,10 @@ void Collectives::run(bool reduce, const T* in, T* out, size_t count, size_t in_
     if (gpu)
       k.launch_on(*stream, {programs, s.ranks}, cuda::DevicePtr<const T>{src, 0}, cuda::DevicePtr<T>{half, 0},
                cuda::DevicePtr<int64_t>{s.flags, 0}, cuda::DevicePtr<T>{dst, 0}, ints(piece), ints(in_stride),
-               ints(out_stride), s.calls, s.programs);
+               ints(out_stride), s.calls, s.programs, int(in_place));
     else
       k.launch({programs, s.ranks}, src, half, s.flags, dst, ints(piece), ints(in_stride), ints(out_stride), s.calls,
-               s.programs);
+               s.programs, int(in_place));
   }
 }
 
@@ -243,27 +255,51 @@ void Collectives::all_reduce_of(const T* in, T* out, size_t count, AllReduce alg
   // elements past ranks whole parts, fewer than 16 bytes' worth per rank, go in one shot.
   constexpr size_t align = 16 / sizeof(T);
   const size_t part = count / s.ranks / align * align;
-  if (algorithm == AllReduce::one_shot || s.ranks == 1 || part == 0) return run(true, in, out, count, 0, 0, stream);
+  const bool in_place = check_overlap("all_reduce", in, count, out, count, count);
+  if (algorithm == AllReduce::one_shot || s.ranks == 1 || part == 0) return run(true, in, out, count, 0, 0, stream, in_place);
+  // (In place, the reduce-scatter writes our part over our input's and the all-gather reads
+  // it there: both in place as NCCL's are, safe without a guard.)
   T* mine = out + detail::world_rank(s.target) * part;
   run(true, in, mine, part, part, 0, stream);
   run(false, static_cast<const T*>(mine), out, part, 0, part, stream);
   const size_t body = part * s.ranks;
-  if (body < count) run(true, in + body, out + body, count - body, 0, 0, stream);
+  if (body < count) run(true, in + body, out + body, count - body, 0, 0, stream, in_place);
+}
+
+/// Whether `in` and `out` (of their counts) overlap as the collective's in-place form allows:
+/// all_reduce in == out (true: the one-shot kernel must then guard its input), reduce_scatter
+/// out == in + rank * count and all_gather in == out + rank * count (false: no guard needed, the
+/// kernels read and write each element of this rank's own row in the same thread); apart is
+/// false; any other overlap throws.
+template <class T>
+bool Collectives::check_overlap(const char* op, const T* in, size_t in_count, const T* out, size_t out_count,
+                                size_t count) const {
+  if (in + in_count <= out || out + out_count <= in) return false;
+  const std::string name = op;
+  const size_t own = static_cast<size_t>(detail::world_rank(s_->target)) * count;
+  if (name == "all_reduce" && in == out) return true;
+  if ((name == "reduce_scatter" && out == in + own) || (name == "all_gather" && in == out + own)) return false;
+  throw Error(str_cat("tiledist: ", op, ": the input and output overlap; they must be apart, or in place as NCCL's are ",
+                      "(all_reduce: in == out; reduce_scatter: out == in + rank * count; all_gather: in == out + rank * count)"));
 }
 
 void Collectives::all_gather(const float* in, float* out, size_t count, const cuda::Stream* stream) {
+  check_overlap("all_gather", in, count, out, count * s_->ranks, count);
   s_->call(stream, [&](const cuda::Stream* on) { run(false, in, out, count, 0, count, on); });
 }
 void Collectives::reduce_scatter(const float* in, float* out, size_t count, const cuda::Stream* stream) {
+  check_overlap("reduce_scatter", in, count * s_->ranks, out, count, count);
   s_->call(stream, [&](const cuda::Stream* on) { run(true, in, out, count, count, 0, on); });
 }
 void Collectives::all_reduce(const float* in, float* out, size_t count, AllReduce algorithm, const cuda::Stream* stream) {
   s_->call(stream, [&](const cuda::Stream* on) { all_reduce_of(in, out, count, algorithm, on); });
 }
 void Collectives::all_gather(const bf16* in, bf16* out, size_t count, const cuda::Stream* stream) {
+  check_overlap("all_gather", in, count, out, count * s_->ranks, count);
   s_->call(stream, [&](const cuda::Stream* on) { run(false, in, out, count, 0, count, on); });
 }
 void Collectives::reduce_scatter(const bf16* in, bf16* out, size_t count, const cuda::Stream* stream) {
+  check_overlap("reduce_scatter", in, count * s_->ranks, out, count, count);
   s_->call(stream, [&](const cuda::Stream* on) { run(true, in, out, count, count, 0, on); });
 }
 void Collectives::all_reduce(const bf16* in, bf16* out, size_t count, AllReduce algorithm, const cuda::Stream* stream) {

@@ -108,8 +108,9 @@ const KernelDef& all_reduce_kernel(ir::DType dtype = ir::DType::f32);
 /// All-gather, reduce-scatter and all-reduce of f32 or bf16 (summed in f32, rounded once) over
 /// every rank of the world, pushed rank to rank (in chunks, pipelined against the sums), through a symmetric staging area of `capacity_bytes`
 /// (larger messages go in pieces). On a GPU target `in` and `out` are device memory of this
-/// rank (any: they need not be symmetric), on the host target host memory; `in` and `out` must
-/// not overlap (a program may write sums while another still reads the input). Construction is
+/// rank (any: they need not be symmetric), on the host target host memory; `in` and `out` are
+/// apart or in place as NCCL's are (all_reduce: in == out; reduce_scatter: out == in + rank *
+/// count; all_gather: in == out + rank * count), any other overlap throws. Construction is
 /// collective, and so is every call: the same calls, in the same order, on every rank. A call
 /// given a stream is queued on it and returns at once (AgGemm says how streams behave); without
 /// one it returns when its result is in `out`.
@@ -146,7 +147,10 @@ class Collectives {
  private:
   struct State;
   template <class T>
-  void run(bool reduce, const T* in, T* out, size_t count, size_t in_stride, size_t out_stride, const cuda::Stream* stream);
+  void run(bool reduce, const T* in, T* out, size_t count, size_t in_stride, size_t out_stride, const cuda::Stream* stream,
+           bool in_place = false);
+  template <class T>
+  bool check_overlap(const char* op, const T* in, size_t in_count, const T* out, size_t out_count, size_t count) const;
   template <class T>
   void all_reduce_of(const T* in, T* out, size_t count, AllReduce algorithm, const cuda::Stream* stream);
   std::shared_ptr<State> s_;

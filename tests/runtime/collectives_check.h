@@ -99,6 +99,46 @@ void check(const Target& target, size_t capacity_bytes,
       for (size_t i = 0; i < count; ++i)
         ASSERT_EQ(float(got[i]), float(T(want[i]))) << type << " " << name << " all_reduce of " << count << ": element " << i;
     }
+    // In place, as NCCL's: all_reduce in == out (every algorithm), reduce_scatter into our
+    // part of the input, all_gather from our part of the output.
+    for (Algo algo : {Algo::one_shot, Algo::two_shot}) {
+      auto buf = Memory<T>::make(typed(values(me, count, call)));
+      c.all_reduce(buf.ptr(), buf.ptr(), count, algo);
+      std::vector<T> got = buf.get();
+      for (size_t i = 0; i < count; ++i) {
+        float want = 0;
+        for (int r = 0; r < n; ++r) want += elem(r, static_cast<int64_t>(i), call);
+        ASSERT_EQ(float(got[i]), float(T(want))) << type << " all_reduce in place of " << count << ": element " << i;
+      }
+    }
+    {
+      auto buf = Memory<T>::make(typed(values(me, n * count, call)));
+      c.reduce_scatter(buf.ptr(), buf.ptr() + me * count, count);
+      std::vector<T> got = buf.get();
+      for (size_t i = 0; i < count; ++i) {
+        float want = 0;
+        for (int r = 0; r < n; ++r) want += elem(r, static_cast<int64_t>(me * count + i), call);
+        ASSERT_EQ(float(got[me * count + i]), float(T(want))) << type << " reduce_scatter in place of " << count << ": element " << i;
+      }
+    }
+    {
+      std::vector<T> start(n * count, T(-1.0f));
+      std::vector<T> mine = typed(values(me, count, call));
+      std::copy(mine.begin(), mine.end(), start.begin() + me * count);
+      auto buf = Memory<T>::make(start);
+      c.all_gather(buf.ptr() + me * count, buf.ptr(), count);
+      std::vector<T> got = buf.get();
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < count; ++i)
+          ASSERT_EQ(float(got[r * count + i]), elem(r, static_cast<int64_t>(i), call))
+              << type << " all_gather in place of " << count << ": rank " << r << "'s element " << i;
+    }
+  }
+  // Overlap other than in place is refused, naming the op, before anything runs.
+  if (n > 1) {
+    auto buf = Memory<T>::make(std::vector<T>(n * 8, T(0.0f)));
+    EXPECT_THROW(c.all_reduce(buf.ptr(), buf.ptr() + 1, 8), Error);
+    EXPECT_THROW(c.reduce_scatter(buf.ptr(), buf.ptr() + (me + 1) % n * 8, 8), Error);
   }
 }
 
