@@ -292,6 +292,7 @@ void Collectives::reduce_scatter(const float* in, float* out, size_t count, cons
   s_->call(stream, [&](const cuda::Stream* on) { run(true, in, out, count, count, 0, on); });
 }
 void Collectives::all_reduce(const float* in, float* out, size_t count, AllReduce algorithm, const cuda::Stream* stream) {
+  check_overlap("all_reduce", in, count, out, count, count);  // (bad input throws before anything is queued)
   s_->call(stream, [&](const cuda::Stream* on) { all_reduce_of(in, out, count, algorithm, on); });
 }
 void Collectives::all_gather(const bf16* in, bf16* out, size_t count, const cuda::Stream* stream) {
@@ -303,6 +304,7 @@ void Collectives::reduce_scatter(const bf16* in, bf16* out, size_t count, const 
   s_->call(stream, [&](const cuda::Stream* on) { run(true, in, out, count, count, 0, on); });
 }
 void Collectives::all_reduce(const bf16* in, bf16* out, size_t count, AllReduce algorithm, const cuda::Stream* stream) {
+  check_overlap("all_reduce", in, count, out, count, count);
   s_->call(stream, [&](const cuda::Stream* on) { all_reduce_of(in, out, count, algorithm, on); });
 }
 

@@ -42,7 +42,8 @@ const KernelDef& ag_gemm_kernel();
 /// reported by the stream's synchronize. Without a stream a run returns when its result is
 /// there (it runs on the default stream, and waits for it). Consecutive runs of one object
 /// may use different streams (each run is ordered after the one before it). The host target
-/// has no streams: every run returns when done.
+/// has no streams: every run returns when done. Bad arguments throw before anything is queued;
+/// a run that fails on the GPU (a trap) ends the CUDA context, and the object with it.
 class AgGemm {
  public:
   enum class Gather { copy_engine, sm_puts };
