@@ -81,14 +81,12 @@ struct AgGemm::State {
   int rank = 0, ranks = 1;
   int64_t M = 0, N = 0, K = 0, rows = 0;
   bf16* gathered = nullptr;  // two buffers of M x K
-  Gather gather = Gather::copy_engine;
   int puts = 0;               // SM puts: the programs that push (slices of each rank's rows)
   int32_t* flags = nullptr;   // flags[r * slices + s]: the last call whose slice s of rank r's rows is here
   int32_t calls = 0;
   GemmConfig config;
   Kernel kernel;
-  std::unique_ptr<cuda::Stream> copies;
-  std::unique_ptr<cuda::Event> ready, copied;  // the run's stream as the run starts; our copies' end
+  std::unique_ptr<detail::SideStream> copies;  // the copy engine's gather
   detail::RunStreams streams;
   bool gpu() const { return detail::on_gpu(target); }
   void* at(const void* p, int r) const { return detail::symm_on(target, p, r); }
@@ -103,18 +101,13 @@ AgGemm::AgGemm(const Target& target, int64_t M, int64_t N, int64_t K, Gather gat
   if (M % s.ranks)
     throw Error(str_cat("tiledist: ag_gemm: M = ", M, " rows do not split evenly over ", s.ranks, " ranks"));
   s.M = M, s.N = N, s.K = K, s.rows = M / s.ranks;
-  s.gather = gather;
   if (gather == Gather::sm_puts) {
     if (puts < 0) throw Error(str_cat("tiledist: ag_gemm: ", puts, " programs cannot push the rows"));
     s.puts = static_cast<int>(std::clamp<int64_t>(puts ? puts : s.gpu() ? kDefaultPuts : 2, 1, std::max<int64_t>(s.rows, 1)));
   }
   s.gathered = static_cast<bf16*>(detail::symm_zeroed(target, 2 * size_t(M) * K * sizeof(bf16)));
   s.flags = static_cast<int32_t*>(detail::symm_zeroed(target, size_t(s.ranks) * std::max(s.puts, 1) * sizeof(int32_t)));
-  if (s.gpu() && gather == Gather::copy_engine) {
-    s.copies = std::make_unique<cuda::Stream>();
-    s.ready = std::make_unique<cuda::Event>(false);
-    s.copied = std::make_unique<cuda::Event>(false);
-  }
+  if (s.gpu() && gather == Gather::copy_engine) s.copies = std::make_unique<detail::SideStream>();
   barrier_all();  // no rank signals before every rank has zeroed its flags
   s.config = gemm_config(target, M, N, K);
   Constants constants = s.config.constants;
@@ -125,10 +118,7 @@ AgGemm::AgGemm(const Target& target, int64_t M, int64_t N, int64_t K, Gather gat
 
 AgGemm::~AgGemm() {
   s_->streams.finish();
-  try {
-    if (s_->copies) s_->copies->synchronize();
-  } catch (const Error&) {  // (reported by the run's stream)
-  }
+  if (s_->copies) s_->copies->finish();
   detail::symm_release(s_->target, s_->flags);
   detail::symm_release(s_->target, s_->gathered);
 }
@@ -140,51 +130,36 @@ void AgGemm::run(const bf16* a, const bf16* b, float* c, const cuda::Stream* str
   bf16* mine = gathered + s.rank * s.rows * s.K;
   const size_t bytes = size_t(s.rows) * s.K * sizeof(bf16);
   const cuda::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
+  const Grid tiles = s.config.grid(s.M, s.N);
+  auto gemm = [&](Grid grid) { detail::launch(s.kernel, on, grid, gathered, a, b, c, s.flags, s.M, s.N, s.K, call); };
   if (s.puts) {  // the kernel's first programs push the rows
-    const Grid grid{static_cast<int>(s.puts + s.config.grid(s.M, s.N).x * int64_t(s.config.grid(s.M, s.N).y))};
-    if (on) {
-      s.kernel.launch_on(*on, grid, cuda::DevicePtr<bf16>{gathered, 0}, cuda::DevicePtr<const bf16>{a, 0},
-                         cuda::DevicePtr<const bf16>{b, 0}, cuda::DevicePtr<float>{c, 0}, cuda::DevicePtr<int32_t>{s.flags, 0},
-                         s.M, s.N, s.K, call);
-      s.streams.leave(*on, stream);
-    } else {
-      s.kernel.launch(grid, gathered, a, b, c, s.flags, s.M, s.N, s.K, call);
-    }
-    return;
-  }
-  if (on) {
+    gemm({static_cast<int>(s.puts + int64_t(tiles.x) * tiles.y)});
+  } else if (on) {
     // The peers' copies start once `a` is ready and our last run's GEMM is done (its half of
     // the gathered rows is then free on every rank: a peer's GEMM of this run waits for our
     // copies, and ours waited for theirs of the last run).
-    s.ready->record(on);
-    s.ready->make_wait(*s.copies);
+    s.copies->fork(*on);
     // Our own rows before the GEMM starts, on its stream (unless they are there: in place): a
     // copy within one GPU runs as a kernel, which would find every SM taken by GEMM programs
     // waiting for it.
     if (a != mine) cuda::copy_async(mine, a, bytes, *on);
     cuda::write_value(s.flags + s.rank, static_cast<uint32_t>(call), *on);
-  }
-  for (int k = 1; k <= s.ranks; ++k) {  // the next rank first, ourselves last
-    const int r = (s.rank + k) % s.ranks;
-    if (on) {
-      if (r == s.rank) continue;
-      cuda::copy_async(s.at(mine, r), a, bytes, *s.copies);  // peer to peer: the copy engine
-      cuda::write_value(s.at(s.flags + s.rank, r), static_cast<uint32_t>(call), *s.copies);
-    } else {
+    for (int k = 1; k < s.ranks; ++k) {  // the next rank first
+      const int r = (s.rank + k) % s.ranks;
+      cuda::copy_async(s.at(mine, r), a, bytes, s.copies->stream());  // peer to peer: the copy engine
+      cuda::write_value(s.at(s.flags + s.rank, r), static_cast<uint32_t>(call), s.copies->stream());
+    }
+    gemm(tiles);
+    s.copies->join(*on);  // the run ends once our copies have read `a` too (the GEMM waits only for the peers')
+  } else {
+    for (int k = 1; k <= s.ranks; ++k) {  // the next rank first, ourselves last
+      const int r = (s.rank + k) % s.ranks;
       if (s.at(mine, r) != a) std::memcpy(s.at(mine, r), a, bytes);
       std::atomic_ref<int32_t>(*static_cast<int32_t*>(s.at(s.flags + s.rank, r))).store(call, std::memory_order_release);
     }
+    gemm(tiles);
   }
-  if (on) {
-    s.kernel.launch_on(*on, s.config.grid(s.M, s.N), cuda::DevicePtr<bf16>{gathered, 0}, cuda::DevicePtr<const bf16>{a, 0},
-                       cuda::DevicePtr<const bf16>{b, 0}, cuda::DevicePtr<float>{c, 0}, cuda::DevicePtr<int32_t>{s.flags, 0},
-                       s.M, s.N, s.K, call);
-    // The run ends once our copies have read `a` too (the GEMM waits only for the peers').
-    s.copied->record(s.copies.get());
-    s.copied->make_wait(*on);
-    s.streams.leave(*on, stream);
-  } else
-    s.kernel.launch(s.config.grid(s.M, s.N), gathered, a, b, c, s.flags, s.M, s.N, s.K, call);
+  if (on) s.streams.leave(*on, stream);
 }
 
 const bf16* AgGemm::gathered() const { return s_->gathered + (s_->calls % 2) * s_->M * s_->K; }

@@ -225,7 +225,6 @@ template <class T>
 void Collectives::run(bool reduce, const T* in, T* out, size_t count, size_t in_stride, size_t out_stride,
                       const cuda::Stream* stream, bool in_place) {
   State& s = *s_;
-  const bool gpu = s.target.kind == Target::Kind::nvptx;
   const Kernel& k = s.kernel(std::is_same_v<T, bf16>, reduce);
   const size_t capacity = s.row_bytes / sizeof(T);  // elements per row
   for (size_t done = 0; done < count; done += capacity) {
@@ -233,21 +232,15 @@ void Collectives::run(bool reduce, const T* in, T* out, size_t count, size_t in_
     T* half = reinterpret_cast<T*>(s.staging + (++s.calls % 2) * s.ranks * s.row_bytes);
     // Programs per destination: about 16 KiB each, up to the device's share.
     int programs = static_cast<int>(std::clamp<size_t>((piece * sizeof(T) + 16383) / 16384, 1, size_t(s.programs)));
-    const T* src = in + done;
-    T* dst = out + done;
     auto ints = [](size_t v) { return static_cast<int64_t>(v); };
-    if (gpu)
-      k.launch_on(*stream, {programs, s.ranks}, cuda::DevicePtr<const T>{src, 0}, cuda::DevicePtr<T>{half, 0},
-               cuda::DevicePtr<int64_t>{s.flags, 0}, cuda::DevicePtr<T>{dst, 0}, ints(piece), ints(in_stride),
-               ints(out_stride), s.calls, s.programs, int(in_place));
-    else
-      k.launch({programs, s.ranks}, src, half, s.flags, dst, ints(piece), ints(in_stride), ints(out_stride), s.calls,
-               s.programs, int(in_place));
+    detail::launch(k, stream, {programs, s.ranks}, in + done, half, s.flags, out + done, ints(piece), ints(in_stride),
+                   ints(out_stride), s.calls, s.programs, int(in_place));
   }
 }
 
 template <class T>
-void Collectives::all_reduce_of(const T* in, T* out, size_t count, AllReduce algorithm, const cuda::Stream* stream) {
+void Collectives::all_reduce_of(const T* in, T* out, size_t count, AllReduce algorithm, bool in_place,
+                                const cuda::Stream* stream) {
   const State& s = *s_;
   if (algorithm == AllReduce::automatic)
     algorithm = s.ranks > 2 && count * sizeof(T) >= kTwoShotBytes ? AllReduce::two_shot : AllReduce::one_shot;
@@ -255,7 +248,6 @@ void Collectives::all_reduce_of(const T* in, T* out, size_t count, AllReduce alg
   // elements past ranks whole parts, fewer than 16 bytes' worth per rank, go in one shot.
   constexpr size_t align = 16 / sizeof(T);
   const size_t part = count / s.ranks / align * align;
-  const bool in_place = check_overlap("all_reduce", in, count, out, count, count);
   if (algorithm == AllReduce::one_shot || s.ranks == 1 || part == 0) return run(true, in, out, count, 0, 0, stream, in_place);
   // (In place, the reduce-scatter writes our part over our input's and the all-gather reads
   // it there: both in place as NCCL's are, safe without a guard.)
@@ -266,46 +258,54 @@ void Collectives::all_reduce_of(const T* in, T* out, size_t count, AllReduce alg
   if (body < count) run(true, in + body, out + body, count - body, 0, 0, stream, in_place);
 }
 
-/// Whether `in` and `out` (of their counts) overlap as the collective's in-place form allows:
-/// all_reduce in == out (true: the one-shot kernel must then guard its input), reduce_scatter
-/// out == in + rank * count and all_gather in == out + rank * count (false: no guard needed, the
-/// kernels read and write each element of this rank's own row in the same thread); apart is
-/// false; any other overlap throws.
-template <class T>
-bool Collectives::check_overlap(const char* op, const T* in, size_t in_count, const T* out, size_t out_count,
-                                size_t count) const {
-  if (in + in_count <= out || out + out_count <= in) return false;
-  const std::string name = op;
-  const size_t own = static_cast<size_t>(detail::world_rank(s_->target)) * count;
-  if (name == "all_reduce" && in == out) return true;
-  if ((name == "reduce_scatter" && out == in + own) || (name == "all_gather" && in == out + own)) return false;
+/// Whether [in, in + in_count) and [out, out + out_count) overlap: false where they are apart,
+/// true where they overlap in the op's in-place form (`in_place_form`: all_reduce in == out,
+/// reduce_scatter out == in + rank * count, all_gather in == out + rank * count); any other
+/// overlap throws. Of the in-place forms only the one-shot all-reduce needs its input guarded:
+/// the others read and write each element of this rank's own row in the same thread.
+static bool overlapping(const char* op, const void* in, size_t in_bytes, const void* out, size_t out_bytes, bool in_place_form) {
+  const char *i = static_cast<const char*>(in), *o = static_cast<const char*>(out);
+  if (i + in_bytes <= o || o + out_bytes <= i) return false;
+  if (in_place_form) return true;
   throw Error(str_cat("tiledist: ", op, ": the input and output overlap; they must be apart, or in place as NCCL's are ",
                       "(all_reduce: in == out; reduce_scatter: out == in + rank * count; all_gather: in == out + rank * count)"));
 }
 
-void Collectives::all_gather(const float* in, float* out, size_t count, const cuda::Stream* stream) {
-  check_overlap("all_gather", in, count, out, count * s_->ranks, count);
+template <class T>
+void Collectives::all_gather_of(const T* in, T* out, size_t count, const cuda::Stream* stream) {
+  const size_t own = size_t(detail::world_rank(s_->target)) * count;
+  overlapping("all_gather", in, count * sizeof(T), out, count * s_->ranks * sizeof(T), in == out + own);
   s_->call(stream, [&](const cuda::Stream* on) { run(false, in, out, count, 0, count, on); });
+}
+template <class T>
+void Collectives::reduce_scatter_of(const T* in, T* out, size_t count, const cuda::Stream* stream) {
+  const size_t own = size_t(detail::world_rank(s_->target)) * count;
+  overlapping("reduce_scatter", in, count * s_->ranks * sizeof(T), out, count * sizeof(T), out == in + own);
+  s_->call(stream, [&](const cuda::Stream* on) { run(true, in, out, count, count, 0, on); });
+}
+template <class T>
+void Collectives::all_reduce_checked(const T* in, T* out, size_t count, AllReduce algorithm, const cuda::Stream* stream) {
+  const bool in_place = overlapping("all_reduce", in, count * sizeof(T), out, count * sizeof(T), in == out);
+  s_->call(stream, [&](const cuda::Stream* on) { all_reduce_of(in, out, count, algorithm, in_place, on); });
+}
+
+void Collectives::all_gather(const float* in, float* out, size_t count, const cuda::Stream* stream) {
+  all_gather_of(in, out, count, stream);
 }
 void Collectives::reduce_scatter(const float* in, float* out, size_t count, const cuda::Stream* stream) {
-  check_overlap("reduce_scatter", in, count * s_->ranks, out, count, count);
-  s_->call(stream, [&](const cuda::Stream* on) { run(true, in, out, count, count, 0, on); });
+  reduce_scatter_of(in, out, count, stream);
 }
 void Collectives::all_reduce(const float* in, float* out, size_t count, AllReduce algorithm, const cuda::Stream* stream) {
-  check_overlap("all_reduce", in, count, out, count, count);  // (bad input throws before anything is queued)
-  s_->call(stream, [&](const cuda::Stream* on) { all_reduce_of(in, out, count, algorithm, on); });
+  all_reduce_checked(in, out, count, algorithm, stream);
 }
 void Collectives::all_gather(const bf16* in, bf16* out, size_t count, const cuda::Stream* stream) {
-  check_overlap("all_gather", in, count, out, count * s_->ranks, count);
-  s_->call(stream, [&](const cuda::Stream* on) { run(false, in, out, count, 0, count, on); });
+  all_gather_of(in, out, count, stream);
 }
 void Collectives::reduce_scatter(const bf16* in, bf16* out, size_t count, const cuda::Stream* stream) {
-  check_overlap("reduce_scatter", in, count * s_->ranks, out, count, count);
-  s_->call(stream, [&](const cuda::Stream* on) { run(true, in, out, count, count, 0, on); });
+  reduce_scatter_of(in, out, count, stream);
 }
 void Collectives::all_reduce(const bf16* in, bf16* out, size_t count, AllReduce algorithm, const cuda::Stream* stream) {
-  check_overlap("all_reduce", in, count, out, count, count);
-  s_->call(stream, [&](const cuda::Stream* on) { all_reduce_of(in, out, count, algorithm, on); });
+  all_reduce_checked(in, out, count, algorithm, stream);
 }
 
 }  // namespace tiledist::kernels

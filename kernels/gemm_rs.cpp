@@ -136,8 +136,7 @@ struct GemmRs::State {
   int64_t tile_rows = 0, tile_cols = 0;  // per rank's rows; over N
   float* partial = nullptr;     // copies: our tiles of the peers' rows (M x N, device memory)
   int32_t* counters = nullptr;  // copies: tiles finished per row of tiles, over all calls
-  std::unique_ptr<cuda::Stream> copies;
-  std::unique_ptr<cuda::Event> ready, copied;  // the run's stream as it starts; the copies' end
+  std::unique_ptr<detail::SideStream> copies;  // the copy engine's scatter
   GemmConfig config;
   Kernel gemm, reduce;
   detail::RunStreams streams;
@@ -165,9 +164,7 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter sc
     s.counters = static_cast<int32_t*>(cuda::malloc(size_t(s.ranks) * s.tile_rows * 4));
     cuda::memset(s.counters, 0, size_t(s.ranks) * s.tile_rows * 4);
     cuda::synchronize();
-    s.copies = std::make_unique<cuda::Stream>();
-    s.ready = std::make_unique<cuda::Event>(false);
-    s.copied = std::make_unique<cuda::Event>(false);
+    s.copies = std::make_unique<detail::SideStream>();
   }
   barrier_all();  // no rank signals before every rank has zeroed its flags
   Constants constants = s.config.constants;
@@ -177,16 +174,13 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter sc
   constants.insert_or_assign("GROUP_M", ConstValue(s.copy ? static_cast<int>(std::gcd<int64_t>(8, s.tile_rows)) : 8));
   constants.insert_or_assign("COPY", ConstValue(s.copy ? 1 : 0));
   s.gemm = compile(all ? gemm_ar_kernel() : gemm_rs_kernel(), constants, target, s.config.options);
-  s.reduce = compile(rs_reduce_kernel(), {}, target);
+  if (!s.copy) s.reduce = compile(rs_reduce_kernel(), {}, target);
 }
 
 GemmRs::~GemmRs() {
   s_->streams.finish();
   if (s_->copies) {
-    try {
-      s_->copies->synchronize();
-    } catch (const Error&) {  // (reported by the run's stream)
-    }
+    s_->copies->finish();
     cuda::free(s_->partial);
     cuda::free(s_->counters);
   }
@@ -201,19 +195,17 @@ void GemmRs::run(const bf16* a, const bf16* b, float* out, const cuda::Stream* s
   const int64_t elems = s.rows * s.N;
   const Grid reduce_grid{static_cast<int>((elems + 1023) / 1024)};
   const int32_t call = static_cast<int32_t>(s.calls);
+  const cuda::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
   if (s.copy) {
-    const cuda::Stream& on = s.streams.enter(stream);
     // `partial` is ours again once the last run's copies are done; a peer's half of the
     // staging area once our last GEMM is done (it waited for every peer's copies of the last
     // run, made after that peer's GEMM before it, the last reader of this half).
-    s.copied->make_wait(on);
-    s.ready->record(&on);
-    s.ready->make_wait(*s.copies);
-    s.gemm.launch_on(on, s.config.grid(s.M, s.N), cuda::DevicePtr<const bf16>{a, 0}, cuda::DevicePtr<const bf16>{b, 0},
-                     cuda::DevicePtr<float>{half, 0}, cuda::DevicePtr<int32_t>{s.flags, 0}, cuda::DevicePtr<float>{s.partial, 0},
-                     cuda::DevicePtr<int32_t>{s.counters, 0}, cuda::DevicePtr<float>{out, 0}, s.M, s.N, s.K, call);
+    s.copies->join(*on);
+    s.copies->fork(*on);
+    detail::launch(s.gemm, on, s.config.grid(s.M, s.N), a, b, half, s.flags, s.partial, s.counters, out, s.M, s.N, s.K, call);
     // Each row of tiles of a peer's rows to that peer as soon as its tiles are done, in the
     // order the GEMM makes them (the next rank's rows first).
+    const cuda::Stream& copies = s.copies->stream();
     const int me = detail::world_rank(s.target);
     const size_t bytes = size_t(s.config.bm) * s.N * 4;
     for (int k = 1; k < s.ranks; ++k) {
@@ -222,27 +214,17 @@ void GemmRs::run(const bf16* a, const bf16* b, float* out, const cuda::Stream* s
       auto* words = static_cast<int32_t*>(detail::symm_on(s.target, s.flags, p)) + size_t(me) * s.tile_rows;
       for (int64_t t = 0; t < s.tile_rows; ++t) {
         const int64_t g = p * s.tile_rows + t;  // the row of tiles, over all M
-        cuda::wait_value(s.counters + g, static_cast<uint32_t>(int64_t(call) * s.tile_cols), *s.copies);
-        cuda::copy_async(theirs + t * s.config.bm * s.N, s.partial + g * s.config.bm * s.N, bytes, *s.copies);
-        cuda::write_value(words + t, static_cast<uint32_t>(call), *s.copies);
+        cuda::wait_value(s.counters + g, static_cast<uint32_t>(int64_t(call) * s.tile_cols), copies);
+        cuda::copy_async(theirs + t * s.config.bm * s.N, s.partial + g * s.config.bm * s.N, bytes, copies);
+        cuda::write_value(words + t, static_cast<uint32_t>(call), copies);
       }
     }
-    s.copied->record(s.copies.get());
-    s.streams.leave(on, stream);
-    return;
-  }
-  if (s.gpu()) {
-    const cuda::Stream& on = s.streams.enter(stream);
-    s.gemm.launch_on(on, s.config.grid(s.M, s.N), cuda::DevicePtr<const bf16>{a, 0}, cuda::DevicePtr<const bf16>{b, 0},
-                     cuda::DevicePtr<float>{half, 0}, cuda::DevicePtr<int32_t>{s.flags, 0}, cuda::DevicePtr<float>{half, 0},
-                     cuda::DevicePtr<int32_t>{s.flags, 0}, cuda::DevicePtr<float>{out, 0}, s.M, s.N, s.K, call);
-    s.reduce.launch_on(on, reduce_grid, cuda::DevicePtr<float>{half, 0}, cuda::DevicePtr<int32_t>{s.flags, 0},
-                       cuda::DevicePtr<float>{out, 0}, elems, s.arrived);
-    s.streams.leave(on, stream);
   } else {
-    s.gemm.launch(s.config.grid(s.M, s.N), a, b, half, s.flags, half, s.flags, out, s.M, s.N, s.K, call);
-    s.reduce.launch(reduce_grid, half, s.flags, out, elems, s.arrived);
+    // (`partial`, `counters` unused by the pushes: the staging area and flags stand in.)
+    detail::launch(s.gemm, on, s.config.grid(s.M, s.N), a, b, half, s.flags, half, s.flags, out, s.M, s.N, s.K, call);
+    detail::launch(s.reduce, on, reduce_grid, half, s.flags, out, elems, s.arrived);
   }
+  if (on) s.streams.leave(*on, stream);
 }
 
 }  // namespace tiledist::kernels

@@ -151,9 +151,13 @@ class Collectives {
   void run(bool reduce, const T* in, T* out, size_t count, size_t in_stride, size_t out_stride, const cuda::Stream* stream,
            bool in_place = false);
   template <class T>
-  bool check_overlap(const char* op, const T* in, size_t in_count, const T* out, size_t out_count, size_t count) const;
+  void all_gather_of(const T* in, T* out, size_t count, const cuda::Stream* stream);
   template <class T>
-  void all_reduce_of(const T* in, T* out, size_t count, AllReduce algorithm, const cuda::Stream* stream);
+  void reduce_scatter_of(const T* in, T* out, size_t count, const cuda::Stream* stream);
+  template <class T>
+  void all_reduce_checked(const T* in, T* out, size_t count, AllReduce algorithm, const cuda::Stream* stream);
+  template <class T>
+  void all_reduce_of(const T* in, T* out, size_t count, AllReduce algorithm, bool in_place, const cuda::Stream* stream);
   std::shared_ptr<State> s_;
 };
 

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 #include "tiledist.h"
 
@@ -63,6 +64,47 @@ class RunStreams {
   std::unique_ptr<cuda::Event> last_;  // recorded after the last run
   void* last_stream_ = nullptr;
 };
+
+/// A stream beside a run's stream, for the copy engine's work: fork() starts its next work after
+/// what the run's stream has queued so far; join() makes the run's stream wait for what it
+/// has queued so far.
+class SideStream {
+ public:
+  void fork(const cuda::Stream& on) {
+    forked_.record(&on);
+    forked_.make_wait(stream_);
+  }
+  void join(const cuda::Stream& on) {
+    joined_.record(&stream_);
+    joined_.make_wait(on);
+  }
+  const cuda::Stream& stream() const { return stream_; }
+  /// For the object's destructor (a failure is the run's stream's to report).
+  void finish() const noexcept {
+    try {
+      stream_.synchronize();
+    } catch (const Error&) {
+    }
+  }
+
+ private:
+  cuda::Stream stream_;
+  cuda::Event forked_{false}, joined_{false};
+};
+
+/// A pointer argument as a launch on the GPU takes device memory; other arguments as they are.
+template <class A>
+auto device_arg(A a) {
+  if constexpr (std::is_pointer_v<A>) return cuda::DevicePtr<std::remove_pointer_t<A>>{a, 0};
+  else return a;
+}
+/// Launches `k` over `grid`: on the GPU stream `on` (its pointer arguments device memory), or
+/// on the host target where `on` is null.
+template <class... A>
+void launch(const Kernel& k, const cuda::Stream* on, Grid grid, A... args) {
+  if (on) k.launch_on(*on, grid, device_arg(args)...);
+  else k.launch(grid, args...);
+}
 
 /// Symmetric `p` on `rank`, as mapped here.
 inline void* symm_on(const Target& target, const void* p, int rank) {

@@ -10,6 +10,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
+#include "kernels/symmetric.h"
 
 namespace tiledist::testing_collectives {
 
@@ -38,8 +39,6 @@ inline void ring_all_gather(tl::Ptr<float> out, tl::Ptr<int32_t> flags, tl::Int 
   auto last = (me + 1) % n;
   tl::if_then(n > 1, [&] { dist::wait(flags + last, 1); });
 }
-
-inline bool detail_on_gpu(const Target& target) { return target.kind == Target::Kind::nvptx; }
 
 inline std::vector<bf16> to_bf16(const std::vector<float>& v) {
   std::vector<bf16> h(v.size());
@@ -163,7 +162,7 @@ void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K, std::v
     if (in_place) {  // this rank's rows where the run wants them, written as a producer would
       input = op.next_input();
       std::vector<bf16> rows = to_bf16(values(me, rows_k, call));
-      if (detail_on_gpu(target)) cuda::copy_to_device(input, rows.data(), rows.size() * sizeof(bf16));
+      if (kernels::detail::on_gpu(target)) cuda::copy_to_device(input, rows.data(), rows.size() * sizeof(bf16));
       else std::copy(rows.begin(), rows.end(), input);
     }
     op.run(input, bs.back().ptr(), cs.back().ptr(), streams[call % streams.size()]);
