@@ -66,8 +66,8 @@ class NvptxLowering : public Elements {
     for (auto& a : f_.body.args) vals_[a.get()] = GVal{fn_->getArg(a->index), {}};
     if (with_world) world_ = fn_->getArg(static_cast<unsigned>(f_.body.args.size()));
     uses_ = ir::count_uses(f_.body);
-    max_vec_ = narrow_memory(f_.body) ? 8 : 4;
-    find_wgmma_loops(f_.body);
+    max_vec_ = narrow_memory(f_) ? 8 : 4;
+    find_wgmma_loops();
     if (!wgmma_shapes_.empty()) smem_->setAlignment(llvm::Align(1024));  // wgmma's 128-byte swizzle atoms
     emit_block(f_.body);
     verify_lowered("nvptx");
@@ -187,23 +187,15 @@ class NvptxLowering : public Elements {
   }
   /// Whether every tensor the kernel loads or stores has elements of at most 2 bytes (and there
   /// is at least one).
-  static bool narrow_memory(const ir::Block& block) {
-    bool any = false;
-    std::function<bool(const ir::Block&)> walk = [&](const ir::Block& b) {
-      for (const auto& op : b.ops) {
-        const ir::Type* t = op->code == OpCode::Load ? &op->results[0]->type
-                            : op->code == OpCode::Store ? &op->operands[0]->type
-                                                        : nullptr;
-        if (t && t->is_tensor()) {
-          if (ir::dtype_bytes(t->dtype) > 2) return false;
-          any = true;
-        }
-        for (const auto& r : op->regions)
-          if (!walk(*r)) return false;
-      }
-      return true;
-    };
-    return walk(block) && any;
+  static bool narrow_memory(const ir::Function& f) {
+    bool any = false, wide = false;
+    f.walk([&](const ir::Op& op) {
+      const ir::Type* t = op.code == OpCode::Load ? &op.results[0]->type : op.code == OpCode::Store ? &op.operands[0]->type : nullptr;
+      if (!t || !t->is_tensor()) return;
+      any = true;
+      wide |= ir::dtype_bytes(t->dtype) > 2;
+    });
+    return any && !wide;
   }
   int64_t slots_of(const ir::Type& t) const { return (t.numel() + threads_ - 1) / threads_; }
   /// The widest vector access for a load or store of `t` at `ptr` under `mask`: a power of two
@@ -760,6 +752,8 @@ class NvptxLowering : public Elements {
     constraints += constraints.empty() ? "~{memory}" : ",~{memory}";
     return b_.CreateCall(ty, llvm::InlineAsm::get(ty, text, constraints, true), args);
   }
+  /// An instruction with no operands that keeps its place (fences, commits, waits).
+  void ptx_void(const std::string& text) { ptx(b_.getVoidTy(), text, "", {}); }
   static std::string ptx_scope(const std::string& scope) { return scope == "cta" ? "cta" : scope == "gpu" ? "gpu" : "sys"; }
   static const char* reg_constraint(llvm::Type* t) {
     return t->isFloatTy() ? "f" : t->isDoubleTy() ? "d" : t->getPrimitiveSizeInBits() == 64 ? "l" : "r";
@@ -1314,19 +1308,16 @@ class NvptxLowering : public Elements {
       };
       auto a = operand(0), b = operand(1);
       if (!a || !b) continue;
-      Pipeline p{&loop, dot, *a, *b, std::max(2, opts_.num_stages), 0};
+      Pipeline p{&loop, dot, *a, *b, 0, 0};
       // The accumulator of a wgmma is in flight until the next iteration's wait: nothing else in
       // the body may read it.
       p.wgmma = wgmma_eligible(p) && uses[dot->results[0].get()] == 1 && uses[body.args[i + 1].get()] == 1;
-      int64_t limit = kPipelineSmemBytes;
-      if (p.wgmma) {
-        p.a.blocked = p.b.blocked = true;
-        p.stages = std::max(3, p.stages);
-        limit = kWgmmaSmemBytes;
-      }
+      if (p.wgmma) p.a.blocked = p.b.blocked = true;
+      const int min_stages = p.wgmma ? 3 : 2;
+      const int64_t limit = p.wgmma ? kWgmmaSmemBytes : kPipelineSmemBytes;
+      p.stages = std::max(min_stages, opts_.num_stages);
       p.b.offset = a->bytes();
       p.stage_bytes = p.b.offset + b->bytes();
-      const int min_stages = p.wgmma ? 3 : 2;
       while (p.stages > min_stages && p.stages * p.stage_bytes > limit) --p.stages;
       if (p.stages * p.stage_bytes > limit) continue;
       return p;
@@ -1347,15 +1338,14 @@ class NvptxLowering : public Elements {
   }
   /// The shapes of the dots that wgmma pipelines make: mma_tiles gives them the wgmma layout,
   /// decided before lowering so that every value of the shape agrees.
-  void find_wgmma_loops(const ir::Block& block) {
-    for (const auto& op : block.ops) {
-      if (op->code == OpCode::For)
-        if (auto p = match_pipeline(*op); p && p->wgmma) {
-          const ir::Type& t = p->dot->results[0]->type;
-          wgmma_shapes_.insert({t.shape[0], t.shape[1]});
-        }
-      for (const auto& r : op->regions) find_wgmma_loops(*r);
-    }
+  void find_wgmma_loops() {
+    f_.walk([&](const ir::Op& op) {
+      if (op.code != OpCode::For) return;
+      if (auto p = match_pipeline(op); p && p->wgmma) {
+        const ir::Type& t = p->dot->results[0]->type;
+        wgmma_shapes_.insert({t.shape[0], t.shape[1]});
+      }
+    });
   }
   /// Byte offset of 16-byte chunk `chunk` of row `row` in a tile of `rows` rows stored in
   /// column blocks of 128 bytes (block after block, each `rows` x 128 bytes), with the 128-byte
@@ -1596,27 +1586,22 @@ class NvptxLowering : public Elements {
     llvm::Value* addr = b_.CreateAnd(b_.CreateLShr(b_.CreatePtrToInt(at, b_.getInt32Ty()), 4), b_.getInt32(0x3FFF));
     return b_.CreateOr(b_.CreateZExt(addr, b_.getInt64Ty()), b_.getInt64(fixed));
   }
-  /// Inline-asm constraints for `n` f32 registers read and written in place ("=f" outputs, the
-  /// inputs tied to them), followed by `more` (with its leading comma).
-  static std::string tied_f32(size_t n, const std::string& more) {
+  /// Inline PTX that reads and writes the f32 registers of `acc` in place ($0.. are outputs, the
+  /// inputs tied to them), with `more` operands after them (constraints `more_cons`, each with
+  /// its leading comma).
+  void ptx_on_acc(GVal& acc, const std::string& text, const std::string& more_cons, const std::vector<llvm::Value*>& more) {
+    const size_t n = acc.slots.size();
     std::string cons;
     for (size_t i = 0; i < n; ++i) cons += str_cat(i ? "," : "", "=f");
     for (size_t i = 0; i < n; ++i) cons += str_cat(",", i);
-    return cons + more;
-  }
-  /// An instruction of the wgmma protocol that touches no registers (fences, commit, wait).
-  void wgmma_sync(const std::string& text) { ptx(b_.getVoidTy(), text, "", {}); }
-  /// wgmma.wait_group with the accumulator passed through it, so that nothing reads the
-  /// registers before the wgmma that writes them has completed.
-  void wgmma_wait(GVal& acc, int pending) {
-    const size_t n = acc.slots.size();
-    std::vector<llvm::Type*> fs(n, b_.getFloatTy());
-    auto* ty = llvm::FunctionType::get(llvm::StructType::get(ctx_, fs), fs, false);
-    llvm::Value* r = b_.CreateCall(
-        ty, llvm::InlineAsm::get(ty, str_cat("wgmma.wait_group.sync.aligned ", pending, ";"), tied_f32(n, ",~{memory}"), true),
-        acc.slots);
+    std::vector<llvm::Value*> args = acc.slots;
+    args.insert(args.end(), more.begin(), more.end());
+    llvm::Value* r = ptx(llvm::StructType::get(ctx_, std::vector<llvm::Type*>(n, b_.getFloatTy())), text, cons + more_cons, args);
     for (size_t i = 0; i < n; ++i) acc.slots[i] = b_.CreateExtractValue(r, static_cast<unsigned>(i));
   }
+  /// wgmma.wait_group with the accumulator passed through it, so that nothing reads the
+  /// registers before the wgmma that writes them has completed.
+  void wgmma_wait(GVal& acc, int pending) { ptx_on_acc(acc, str_cat("wgmma.wait_group.sync.aligned ", pending, ";"), "", {}); }
   /// The dot of a wgmma pipeline: each warpgroup issues K/16 wgmma.m64nNk16 on its 64 rows of
   /// A and all of B (both from the stage buffer through descriptors), chained on the
   /// accumulator, commits them as a group, and waits until the previous iteration's group has
@@ -1631,31 +1616,20 @@ class NvptxLowering : public Elements {
     llvm::Value* group = b_.CreateLShr(tid_, 7);
     llvm::Value* a_tile = b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateAdd(c(p.a.offset), b_.CreateMul(group, c(64 * 128))));
     llvm::Value* b_tile = b_.CreateGEP(b_.getInt8Ty(), base, c(p.b.offset));
-    std::vector<llvm::Type*> fs(n, b_.getFloatTy());
-    std::vector<llvm::Type*> ins = fs;
-    ins.push_back(b_.getInt64Ty());
-    ins.push_back(b_.getInt64Ty());
-    auto* ty = llvm::FunctionType::get(llvm::StructType::get(ctx_, fs), ins, false);
     std::string regs;
     for (int64_t i = 0; i < n; ++i) regs += str_cat(i ? ", " : "", "$", i);
-    auto* wgmma = llvm::InlineAsm::get(
-        ty, str_cat("wgmma.mma_async.sync.aligned.m64n", N, "k16.f32.", ptx_type(da), ".", ptx_type(da), " {", regs, "}, $", 2 * n,
-                    ", $", 2 * n + 1, ", 1, 1, 1, 0, 1;"),
-        tied_f32(n, ",l,l,~{memory}"), true);
-    wgmma_sync("wgmma.fence.sync.aligned;");
+    const std::string wgmma = str_cat("wgmma.mma_async.sync.aligned.m64n", N, "k16.f32.", ptx_type(da), ".", ptx_type(da), " {",
+                                      regs, "}, $", 2 * n, ", $", 2 * n + 1, ", 1, 1, 1, 0, 1;");
+    ptx_void("wgmma.fence.sync.aligned;");
     for (int64_t ks = 0; ks < p.a.cols / 16; ++ks) {
       // A (K-major): 32 bytes per k16 within a 128-byte block, the next block rows * 128 on.
       llvm::Value* a_at = b_.CreateConstGEP1_64(b_.getInt8Ty(), a_tile, (ks / 4) * p.a.rows * 128 + (ks % 4) * 32);
       // B (N-major): 16 rows of 128 bytes per k16.
       llvm::Value* b_at = b_.CreateConstGEP1_64(b_.getInt8Ty(), b_tile, ks * 16 * 128);
-      std::vector<llvm::Value*> args = acc.slots;
-      args.push_back(wgmma_desc(a_at, 16, 1024));
-      args.push_back(wgmma_desc(b_at, p.b.rows * 128, 1024));
-      llvm::Value* r = b_.CreateCall(ty, wgmma, args);
-      for (int64_t i = 0; i < n; ++i) acc.slots[i] = b_.CreateExtractValue(r, static_cast<unsigned>(i));
+      ptx_on_acc(acc, wgmma, ",l,l", {wgmma_desc(a_at, 16, 1024), wgmma_desc(b_at, p.b.rows * 128, 1024)});
     }
-    wgmma_sync("wgmma.commit_group.sync.aligned;");
-    wgmma_sync("wgmma.wait_group.sync.aligned 1;");
+    ptx_void("wgmma.commit_group.sync.aligned;");
+    ptx_void("wgmma.wait_group.sync.aligned 1;");
     define(op, acc);
   }
 
@@ -1889,8 +1863,8 @@ class NvptxLowering : public Elements {
         // proxy, then everyone's). Past the barrier, every warpgroup has completed the wgmma
         // group of two iterations back (wait_group 1 after the last one), whose stage the
         // prefetch below overwrites.
-        b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(pipe->stages - 3)});
-        wgmma_sync("fence.proxy.async.shared::cta;");
+        b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(pipe->ahead() - 1)});
+        ptx_void("fence.proxy.async.shared::cta;");
         barrier();
       }
       // Iteration count + ahead goes to stage (stage + ahead) % stages: for mma.sync the one the
