@@ -19,6 +19,7 @@
 #include <functional>
 
 #include "bench/cublas_lt.h"
+#include "bench/fill_random.h"
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
 
@@ -88,20 +89,6 @@ void floor_signal(tl::Ptr<int64_t> flags, tl::Int64 call, tl::Const<int> SCOPE) 
   });
 }
 
-/// Median microseconds of `reps` calls of `fn`, after `warmup` calls; every rank runs the same.
-double time_us(const std::function<void()>& fn, int reps, int warmup = 5) {
-  for (int i = 0; i < warmup; ++i) fn();
-  barrier_all();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 /// Median microseconds of each of `fns` (null: skipped, 0), timed in turns, one call of each
 /// per round, so that the GPU's drift (clocks under the power cap, temperature) falls on all
 /// of them alike; every rank runs the same.
@@ -125,6 +112,11 @@ std::vector<double> time_in_turns(const std::vector<std::function<void()>>& fns,
   }
   return medians;
 }
+
+/// Median microseconds of `reps` calls of `fn`, after `warmup` calls; every rank runs the same.
+double time_us(const std::function<void()>& fn, int reps, int warmup = 5) { return time_in_turns({fn}, reps, warmup)[0]; }
+/// `fn` where `ok`, else nothing to time (a baseline that is not there).
+std::function<void()> when(bool ok, std::function<void()> fn) { return ok ? fn : std::function<void()>(); }
 
 /// Microseconds per call of `reps` calls queued back to back on `stream`, waited for after the
 /// last (as nccl-tests time): the median of 5 rounds; every rank runs the same.
@@ -238,6 +230,19 @@ int main(int argc, char** argv) {
         const char* name;
         std::function<void()> ours, nccl;
         double bus;  // bus bandwidth factor (NCCL's convention)
+        std::function<double()> error = nullptr;  // ours against NCCL's, after one call of each
+        double tolerance = 0;
+      };
+      // (Only the first `count` elements: the buffers hold n * count for the gathers.)
+      auto f32_error = [&] {
+        std::vector<float> a = out.download(), b = theirs.download();
+        a.resize(count);
+        b.resize(count);
+        return reference::rel_error(a, b);
+      };
+      auto bf16_error = [&] {
+        auto widen = [](const std::vector<bf16>& v) { return std::vector<float>(v.begin(), v.end()); };
+        return reference::rel_error(widen(out_b.download()), widen(theirs_b.download()));
       };
       using Algo = kernels::Collectives::AllReduce;
       std::vector<Op> ops = {
@@ -246,7 +251,7 @@ int main(int argc, char** argv) {
              nccl.check(nccl.all_reduce(in.data(), theirs.data(), count, Nccl::kFloat32, Nccl::kSum, nccl.comm, stream.handle()), "ncclAllReduce");
              stream.synchronize();
            },
-           2.0 * (n - 1) / n},
+           2.0 * (n - 1) / n, f32_error, 1e-5},
           {"  one-shot", [&] { ours.all_reduce(in.data(), out.data(), count, Algo::one_shot); }, nullptr, 2.0 * (n - 1) / n},
           {"  two-shot", [&] { ours.all_reduce(in.data(), out.data(), count, Algo::two_shot); }, nullptr, 2.0 * (n - 1) / n},
           {"all_reduce bf16", [&] { ours.all_reduce(in_b.data(), out_b.data(), count_b); },
@@ -255,7 +260,7 @@ int main(int argc, char** argv) {
                                         stream.handle()), "ncclAllReduce");
              stream.synchronize();
            },
-           2.0 * (n - 1) / n},
+           2.0 * (n - 1) / n, bf16_error, 1e-2},  // within bf16 rounding
           {"all_gather", [&] { ours.all_gather(in.data(), out.data(), count / n); },
            [&] {
              nccl.check(nccl.all_gather(in.data(), theirs.data(), count / n, Nccl::kFloat32, nccl.comm, stream.handle()), "ncclAllGather");
@@ -270,29 +275,11 @@ int main(int argc, char** argv) {
            double(n - 1) / n},
       };
       for (const Op& op : ops) {
-        double err = 0;
-        if (have_nccl && std::string(op.name) == "all_reduce") {  // ours against NCCL's sums
+        if (have_nccl && op.error) {
           op.ours();
           op.nccl();
-          // (Only the first `count` elements: the buffers hold n * count for the gathers.)
-          auto head = [&](const cuda::Buffer<float>& b) {
-            std::vector<float> v = b.download();
-            v.resize(count);
-            return v;
-          };
-          err = reference::rel_error(head(out), head(theirs));
-          if (err > 1e-5) throw Error(str_cat("collectives_bench: our all_reduce of ", bytes, " bytes differs from NCCL's (", err, ")"));
-        }
-        if (have_nccl && std::string(op.name) == "all_reduce bf16") {  // within bf16 rounding of NCCL's
-          op.ours();
-          op.nccl();
-          auto widen = [](const std::vector<bf16>& v) {
-            std::vector<float> f(v.size());
-            for (size_t i = 0; i < v.size(); ++i) f[i] = float(v[i]);
-            return f;
-          };
-          err = reference::rel_error(widen(out_b.download()), widen(theirs_b.download()));
-          if (err > 1e-2) throw Error(str_cat("collectives_bench: our bf16 all_reduce of ", bytes, " bytes differs from NCCL's (", err, ")"));
+          if (double err = op.error(); err > op.tolerance)
+            throw Error(str_cat("collectives_bench: our ", op.name, " of ", bytes, " bytes differs from NCCL's (", err, ")"));
         }
         double us = time_us(op.ours, reps), them = have_nccl && op.nccl ? time_us(op.nccl, reps) : 0;
         if (me == 0) {
@@ -313,14 +300,8 @@ int main(int argc, char** argv) {
       const int64_t M = size, N = size, K = size, rows = M / n;
       cuda::Buffer<bf16> a(size_t(rows) * K), b(size_t(K) * N), gathered(size_t(M) * K);
       cuda::Buffer<float> c(size_t(M) * N), c_ref(size_t(M) * N);
-      auto fill = [&](cuda::Buffer<bf16>& buf) {
-        std::vector<float> r = reference::random_floats(buf.size());
-        std::vector<bf16> h(r.size());
-        for (size_t i = 0; i < r.size(); ++i) h[i] = bf16(r[i]);
-        buf.upload(h);
-      };
-      fill(a);
-      fill(b);
+      bench::fill_random(a);
+      bench::fill_random(b);
       kernels::AgGemm ag(Target::cuda(), M, N, K);
       kernels::GemmRs rs(Target::cuda(), M, N, K);
       kernels::GemmRs rs_pushes(Target::cuda(), M, N, K, kernels::GemmRs::Scatter::sm_pushes);
@@ -361,12 +342,11 @@ int main(int argc, char** argv) {
         cublas_alone();
         nccl_scatter();
       };
-      double err = 0;
       if (have_nccl) {  // ours against NCCL's gather and our GEMM
         ours();
         nccl_then_gemm();
-        err = reference::rel_error(c.download(), c_ref.download());
-        if (err > 1e-5) throw Error(str_cat("collectives_bench: ag_gemm differs from all-gather + GEMM (", err, ")"));
+        if (double err = reference::rel_error(c.download(), c_ref.download()); err > 1e-5)
+          throw Error(str_cat("collectives_bench: ag_gemm differs from all-gather + GEMM (", err, ")"));
       }
       // GEMM + ReduceScatter: the same GEMM (B now each rank's own), then our rows of the sum.
       auto rs_ours = [&] { rs.run(gathered.data(), b.data(), rs_out.data()); };
@@ -409,7 +389,6 @@ int main(int argc, char** argv) {
           throw Error(str_cat("collectives_bench: ag_gemm in place differs from all-gather + GEMM (", e, ")"));
       auto in_place_run = [&] { in_place.run(in_place.next_input(), b.data(), c.data()); };
       const bool both = have_nccl && have_cublas;
-      auto when = [](bool ok, std::function<void()> fn) { return ok ? fn : std::function<void()>(); };
       std::vector<double> t = time_in_turns(
           {ours, gemm_alone, when(have_nccl, nccl_then_gemm), rs_ours, when(have_nccl, gemm_then_nccl), rs_by_pushes,
            when(have_cublas, cublas_alone), when(both, nccl_then_cublas), when(both, cublas_then_nccl), puts_run(0), puts_run(1),
@@ -444,16 +423,12 @@ int main(int argc, char** argv) {
     // ---- GEMM + AllReduce (row-parallel layers: each rank holds a K-slice, all want the sum),
     // at decoding and prefill-like M: ours against our GEMM or cuBLAS followed by NCCL.
     for (int64_t M : {int64_t(128), int64_t(1024)}) {
-      if (only == "collectives") break;
+      if (only == "collectives" || !have_nccl) break;
       const int64_t N = 8192, K = 8192;
       cuda::Buffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
       cuda::Buffer<float> out(size_t(M) * N), partial(size_t(M) * N), want(size_t(M) * N);
-      for (auto* buf : {&a, &b}) {
-        std::vector<float> r = reference::random_floats(buf->size());
-        std::vector<bf16> h(r.size());
-        for (size_t i = 0; i < r.size(); ++i) h[i] = bf16(r[i]);
-        buf->upload(h);
-      }
+      bench::fill_random(a);
+      bench::fill_random(b);
       kernels::GemmAr ar(Target::cuda(), M, N, K);
       kernels::GemmConfig cfg = kernels::gemm_config(Target::cuda(), M, N, K);
       Kernel gemm = compile(kernels::gemm_kernel(ir::DType::bf16), cfg.constants, Target::cuda(), cfg.options);
@@ -475,14 +450,12 @@ int main(int argc, char** argv) {
         cuda::synchronize();
         then_nccl();
       };
-      if (!have_nccl) break;
       ours();
       gemm_then_nccl();
       double err = reference::rel_error(out.download(), want.download());
       if (err > 1e-5) throw Error(str_cat("collectives_bench: gemm_ar differs from GEMM + all-reduce (", err, ")"));
       const int reps = 30;
-      std::vector<double> t =
-          time_in_turns({ours, gemm_then_nccl, have_cublas ? std::function<void()>(cublas_then_nccl) : nullptr}, reps);
+      std::vector<double> t = time_in_turns({ours, gemm_then_nccl, when(have_cublas, cublas_then_nccl)}, reps);
       double t_ours = t[0], t_seq = t[1], t_cseq = t[2];
       if (me == 0)
         std::printf("GEMM+AllReduce     M=%-4lld N=K=8192 ours %8.1f   GEMM, NCCL AR %8.1f (speedup %.3f)   cuBLAS, NCCL AR %8.1f "

@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <string>
 #include <type_traits>
 
 #include "tiledist.h"
@@ -35,7 +34,6 @@ struct CublasLt {
   Status (*heuristic)(void*, void*, void*, void*, void*, void*, void*, int, HeuristicResult*, int*) = nullptr;
   Status (*matmul)(void*, void*, const void*, const void*, void*, const void*, void*, const void*, const void*, void*, void*,
                    void*, const void*, void*, size_t, void*) = nullptr;
-  std::string error;
 
   bool load() {
     const char* names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"};

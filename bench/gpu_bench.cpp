@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "bench/cublas_lt.h"
+#include "bench/fill_random.h"
 #include "kernels/gemm_tile.h"
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
@@ -21,6 +22,7 @@
 namespace {
 using namespace tiledist;
 using bench::CublasLt;
+using bench::fill_random;
 
 /// Median of `reps` timed runs of `fn`, after `warmup` untimed ones, in milliseconds.
 double time_ms(const std::function<void()>& fn, int reps = 10, int warmup = 2) {
@@ -99,16 +101,6 @@ void gemm_probe(tl::Ptr<bf16> a, tl::Ptr<bf16> b, tl::Ptr<float> c, tl::Int M, t
 }
 
 }  // namespace
-
-/// Random inputs in [-1, 1): the tensor cores draw more power on random bits than on a
-/// constant, so timings on constant inputs flatter a power-limited kernel.
-template <class T>
-void fill_random(cuda::Buffer<T>& buf) {
-  std::vector<float> r = reference::random_floats(buf.size());
-  std::vector<T> h(r.size());
-  for (size_t i = 0; i < r.size(); ++i) h[i] = T(r[i]);
-  buf.upload(h);
-}
 
 double seconds_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
