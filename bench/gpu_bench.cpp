@@ -128,7 +128,7 @@ int one_gemm(const std::string& mode, char** argv, const std::string& last) {
   for (int i = 0; i < 8; ++i) v[i] = std::atoi(argv[i]);
   auto [M, N, K, bm, bn, bk, warps, stages] = std::tuple{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
   const std::string dtype = mode == "gemm" ? last : "bf16";
-  CompileOptions opts;
+  CompileOptions opts = CompileOptions::from_env();  // ($TILEDIST_TMA=0: cp.async)
   opts.num_warps = warps;
   opts.num_stages = stages;
   cuda::Buffer<float> c(size_t(M) * N);
@@ -246,13 +246,15 @@ int main(int argc, char** argv) {
     }
     std::printf("bf16 GEMM (f32 out), TFLOP/s: steady = each launched back to back for 1.5 s, in turn (at the\n"
                 "power limit); burst = single launches after a second idle (clock at its maximum)\n");
-    std::printf("%-40s %8s %8s %7s   %8s %8s %7s %9s\n", "", "steady", "cuBLAS", "ratio", "burst", "cuBLAS", "ratio",
+    std::printf("%-50s %8s %8s %7s   %8s %8s %7s %9s\n", "", "steady", "cuBLAS", "ratio", "burst", "cuBLAS", "ratio",
                 "rel.err");
     struct Config {
       int bm, bn, bk, warps, stages, group;
+      bool tma = true;  // sm_90a's wgmma loops: tiles by TMA, else cp.async
     };
-    const Config configs[] = {{256, 128, 32, 8, 3, 8}, {128, 256, 64, 8, 4, 8}, {128, 256, 64, 8, 3, 8},
-                              {128, 128, 64, 8, 4, 8}, {64, 128, 64, 4, 4, 8}};
+    const Config configs[] = {{256, 128, 32, 8, 3, 8},       {128, 256, 64, 8, 4, 8}, {128, 256, 64, 8, 4, 8, false},
+                              {128, 256, 64, 8, 3, 8},       {128, 128, 64, 8, 4, 8}, {64, 128, 64, 4, 4, 8},
+                              {64, 128, 64, 4, 4, 8, false}};
     for (auto [M, N, K] : {std::tuple{4096, 4096, 4096}, {8192, 8192, 8192}, {128, 8192, 8192}}) {
       cuda::Buffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
       cuda::Buffer<float> c(size_t(M) * N), wrk(size_t(M) * N);
@@ -268,6 +270,7 @@ int main(int argc, char** argv) {
         CompileOptions opts;
         opts.num_warps = cfg.warps;
         opts.num_stages = cfg.stages;
+        opts.tma = cfg.tma;
         auto g = compile(kernels::gemm_kernel(ir::DType::bf16),
                          {{"BM", cfg.bm}, {"BN", cfg.bn}, {"BK", cfg.bk}, {"GROUP_M", cfg.group}}, target, opts);
         cuda::memset(c.data(), 0xFF, c.size() * 4);  // NaN: a result not written is caught
@@ -277,9 +280,9 @@ int main(int argc, char** argv) {
         auto [burst_ours, burst_theirs] = burst_pair(ours, theirs);
         double steady_ours = steady_rate(ours) * flop / 1e12, steady_theirs = steady_rate(theirs) * flop / 1e12;
         char shape[96];
-        std::snprintf(shape, sizeof shape, "M=%d N=%d K=%d %dx%dx%d/%dw/%ds/g%d", M, N, K, cfg.bm, cfg.bn, cfg.bk,
-                      cfg.warps, cfg.stages, cfg.group);
-        std::printf("%-40s %8.1f %8.1f %7.3f   %8.1f %8.1f %7.3f %9.1e\n", shape, steady_ours, steady_theirs,
+        std::snprintf(shape, sizeof shape, "M=%d N=%d K=%d %dx%dx%d/%dw/%ds/g%d%s", M, N, K, cfg.bm, cfg.bn, cfg.bk,
+                      cfg.warps, cfg.stages, cfg.group, cfg.tma ? "" : " cp.async");
+        std::printf("%-50s %8.1f %8.1f %7.3f   %8.1f %8.1f %7.3f %9.1e\n", shape, steady_ours, steady_theirs,
                     steady_ours / steady_theirs, flop / burst_ours / 1e9, flop / burst_theirs / 1e9,
                     burst_theirs / burst_ours, err);
         if (err > 1e-4) throw Error(str_cat("gpu_bench: our GEMM ", shape, " disagrees with cuBLAS (relative error ", err, ")"));

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ir/ir.h"
+#include "runtime/tma.h"
 
 namespace llvm {
 class LLVMContext;
@@ -34,6 +35,7 @@ struct NvptxOptions {
   std::string arch = "sm_90a";
   int num_warps = 4;
   int num_stages = 3;  // operand buffers of pipelined dot loops
+  bool tma = true;     // sm_90a: wgmma pipelines copy their tiles with TMA where they can
 };
 
 /// The NVPTX lowering of a kernel: a module with one kernel named after it, taking the runtime
@@ -46,6 +48,9 @@ struct NvptxModule {
   int threads = 128;
   /// Takes a trailing parameter: the address of a runtime::DeviceWorld (distributed ops).
   bool distributed = false;
+  /// Takes a trailing 128-byte parameter per recipe (after the world's): a TMA tensor map that
+  /// the launch encodes from its arguments.
+  std::vector<runtime::TmaRecipe> tma;
 };
 
 /// Lowers a verified function for NVIDIA GPUs. Throws Error for ops this target lacks.

@@ -46,10 +46,26 @@ class NvptxLowering : public Elements {
     for (auto& a : f_.body.args) params.push_back(reg_type(a->type));
     const bool with_world = uses_world(f_.body);
     if (with_world) params.push_back(b_.getPtrTy(1));  // the DeviceWorld (runtime/device_world.h)
+    find_wgmma_loops();  // (and the TMA tensor maps they take)
+    first_map_ = static_cast<unsigned>(params.size());
+    for (size_t i = 0; i < tma_recipes_.size(); ++i) params.push_back(b_.getPtrTy());
     auto* fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
     fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, f_.name, module_.get());
     fn_->setCallingConv(llvm::CallingConv::PTX_Kernel);
     llvm::NamedMDNode* annotations = module_->getOrInsertNamedMetadata("nvvm.annotations");
+    if (!tma_recipes_.empty()) {
+      // Tensor maps: 128 bytes by value, 64-byte aligned, read where they are (grid constants:
+      // cp.async.bulk.tensor takes the parameter's generic address, cvta.param).
+      auto* map_type = llvm::ArrayType::get(b_.getInt8Ty(), 128);
+      std::vector<llvm::Metadata*> indices;
+      for (unsigned i = first_map_; i < params.size(); ++i) {
+        fn_->addParamAttr(i, llvm::Attribute::getWithByValType(ctx_, map_type));
+        fn_->addParamAttr(i, llvm::Attribute::getWithAlignment(ctx_, llvm::Align(64)));
+        indices.push_back(llvm::ValueAsMetadata::get(b_.getInt32(static_cast<int32_t>(i + 1))));  // counted from 1
+      }
+      annotations->addOperand(llvm::MDNode::get(ctx_, {llvm::ValueAsMetadata::get(fn_), llvm::MDString::get(ctx_, "grid_constant"),
+                                                       llvm::MDNode::get(ctx_, indices)}));
+    }
     auto md = [&](const char* key, int v) {
       annotations->addOperand(llvm::MDNode::get(
           ctx_, {llvm::ValueAsMetadata::get(fn_), llvm::MDString::get(ctx_, key),
@@ -67,11 +83,10 @@ class NvptxLowering : public Elements {
     if (with_world) world_ = fn_->getArg(static_cast<unsigned>(f_.body.args.size()));
     uses_ = ir::count_uses(f_.body);
     max_vec_ = narrow_memory(f_) ? 8 : 4;
-    find_wgmma_loops();
     if (!wgmma_shapes_.empty()) smem_->setAlignment(llvm::Align(1024));  // wgmma's 128-byte swizzle atoms
     emit_block(f_.body);
     verify_lowered("nvptx");
-    return NvptxModule{std::move(module_), f_.name, smem_bytes_, threads_, with_world};
+    return NvptxModule{std::move(module_), f_.name, smem_bytes_, threads_, with_world, tma_recipes_};
   }
 
  private:
@@ -1221,6 +1236,14 @@ class NvptxLowering : public Elements {
     /// (128-byte swizzle atoms of 8 rows; see blocked_swizzled).
     bool blocked = false;
     int64_t esize = 2;  // bytes per element: 2 (f16, bf16) or 1 (f8)
+    /// Copied by TMA (Pipeline::tma): tensor map `map` (tma_recipes_), one box per 128 bytes of
+    /// a row; tile element (i, j) is the tensor's (row0 + i, col0 + j), where for the iteration
+    /// copied row0 = row_start + row_offset and col0 = col_start + col_offset (a null start: 0).
+    int map = -1;
+    const ir::Value* row_start = nullptr;
+    const ir::Value* col_start = nullptr;
+    int64_t row_offset = 0, col_offset = 0;
+    bool after_wait = false;  // its address is ordered after a wait (consume_token)
     int64_t per_chunk() const { return 16 / esize; }  // elements per 16-byte chunk
     int64_t row_bytes() const { return (transposed ? rows : cols) * esize; }
     int64_t bytes() const { return rows * cols * esize; }
@@ -1243,6 +1266,10 @@ class NvptxLowering : public Elements {
     /// tiles from shared memory; the loop prefetches `stages - 2` ahead, so that a stage is
     /// rewritten only after the wgmma groups that read it have completed (wait_group 1).
     bool wgmma = false;
+    /// wgmma pipelines whose tiles TMA copies: one thread issues a stage's copies, which complete
+    /// on the stage's mbarrier (at `bars`, 8 bytes per stage) that the others wait on.
+    bool tma = false;
+    int64_t bars = 0;
     /// How many iterations the loop's copies run ahead of its dot.
     int ahead() const { return wgmma ? stages - 2 : stages - 1; }
     int64_t base = 0;  // of the first buffer in dynamic shared memory
@@ -1344,8 +1371,147 @@ class NvptxLowering : public Elements {
       if (auto p = match_pipeline(op); p && p->wgmma) {
         const ir::Type& t = p->dot->results[0]->type;
         wgmma_shapes_.insert({t.shape[0], t.shape[1]});
+        if (!opts_.tma) return;
+        auto a = tma_operand(p->a), b = tma_operand(p->b);
+        if (!a || !b) return;
+        for (auto* o : {&*a, &*b}) {
+          o->op.map = static_cast<int>(tma_recipes_.size());
+          tma_recipes_.push_back(o->recipe);
+        }
+        tma_loops_[&op] = {a->op, b->op};
       }
     });
+  }
+
+  // ---- TMA operands
+  static const ir::Value* through(const ir::Value* v, std::initializer_list<OpCode> codes) {
+    while (v->def && std::find(codes.begin(), codes.end(), v->def->code) != codes.end()) v = v->def->operands[0];
+    return v;
+  }
+  /// A 2-D integer tensor that counts along one axis: v[i][j] = start + offset + (i or j).
+  struct TileIndex {
+    const ir::Value* start = nullptr;  // a scalar, or null for 0
+    int64_t offset = 0;
+    int axis = 0;
+    bool operator==(const TileIndex&) const = default;
+  };
+  static std::optional<TileIndex> tile_index(const ir::Value* v) {
+    v = through(v, {OpCode::Broadcast});
+    if (!v->def || v->def->code != OpCode::ExpandDims || v->type.shape.size() != 2) return std::nullopt;
+    TileIndex t;
+    t.axis = std::get<int64_t>(v->def->attrs.at("axis")) == 1 ? 0 : 1;  // [n, 1] counts along rows
+    const ir::Value* x = v->def->operands[0];
+    auto arange = [&](const ir::Value* r) {
+      if (!r->def || r->def->code != OpCode::Arange) return false;
+      t.offset = std::get<int64_t>(r->def->attrs.at("start"));
+      return true;
+    };
+    if (arange(x)) return t;
+    if (!x->def || x->def->code != OpCode::Add) return std::nullopt;
+    for (int k = 0; k < 2; ++k) {
+      const ir::Value* s = x->def->operands[k];
+      if (s->def && s->def->code == OpCode::Splat && arange(x->def->operands[1 - k])) {
+        t.start = s->def->operands[0];
+        return t;
+      }
+    }
+    return std::nullopt;
+  }
+  /// A size the host knows at launch: a runtime parameter or a constant.
+  std::optional<runtime::TmaRecipe::Dim> host_size(const ir::Value* v) const {
+    v = through(v, {OpCode::Hint, OpCode::Cast});
+    if (!v->def && v->owner == &f_.body && !v->type.is_tensor() && !v->type.is_ptr && !v->type.is_float())
+      return runtime::TmaRecipe::Dim{static_cast<int>(v->index), 0};
+    if (v->def && v->def->code == OpCode::Constant && std::holds_alternative<int64_t>(v->def->attrs.at("value")))
+      return runtime::TmaRecipe::Dim{-1, std::get<int64_t>(v->def->attrs.at("value"))};
+    return std::nullopt;
+  }
+  struct TmaMatch {
+    PipeOperand op;
+    runtime::TmaRecipe recipe;
+  };
+  /// Whether TMA can copy the operand's tiles: its address is `base + row * stride + col` and
+  /// its mask `row < rows & col < cols` (in any order and grouping), where the base pointer is a
+  /// 16-byte aligned parameter, stride, rows and cols parameters or constants (the row stride a
+  /// multiple of 16 bytes), and row and col count from scalars along the tile's two axes. TMA
+  /// reads zeros where the mask is off, as the load would give.
+  std::optional<TmaMatch> tma_operand(const PipeOperand& o) {
+    if (o.staged || o.transposed || o.rows > 256 || (o.cols * o.esize) % 128) return std::nullopt;
+    const ir::Op& ld = *o.load;
+    if (ld.operands.size() < 2) return std::nullopt;
+    // The address: a splat base and offset terms, each an index times an optional stride.
+    const ir::Value* base = nullptr;
+    std::vector<std::pair<const ir::Value*, const ir::Value*>> terms;  // (index, stride or null)
+    std::function<bool(const ir::Value*)> offsets = [&](const ir::Value* v) {
+      v = through(v, {OpCode::Broadcast});
+      if (v->def && v->def->code == OpCode::Add) return offsets(v->def->operands[0]) && offsets(v->def->operands[1]);
+      if (v->def && v->def->code == OpCode::Mul)
+        for (int k = 0; k < 2; ++k) {
+          const ir::Value* s = through(v->def->operands[k], {OpCode::Broadcast});
+          if (s->def && s->def->code == OpCode::Splat) {
+            terms.emplace_back(v->def->operands[1 - k], s->def->operands[0]);
+            return true;
+          }
+        }
+      terms.emplace_back(v, nullptr);
+      return true;
+    };
+    std::function<bool(const ir::Value*)> address = [&](const ir::Value* v) {
+      v = through(v, {OpCode::Broadcast});
+      if (v->def && v->def->code == OpCode::AddPtr) return address(v->def->operands[0]) && offsets(v->def->operands[1]);
+      if (v->def && v->def->code == OpCode::Splat && !base) {
+        base = v->def->operands[0];
+        return true;
+      }
+      return false;
+    };
+    if (!address(ld.operands[0]) || !base || terms.size() != 2) return std::nullopt;
+    std::optional<TileIndex> row, col;
+    const ir::Value* stride = nullptr;
+    for (auto& [index, by] : terms) {
+      auto t = tile_index(index);
+      if (!t) return std::nullopt;
+      if (t->axis == 0 && by && !row) row = t, stride = by;
+      else if (t->axis == 1 && !by && !col) col = t;
+      else return std::nullopt;
+    }
+    if (!row || !col) return std::nullopt;
+    // The mask: one bound per axis, on the same indices.
+    std::optional<runtime::TmaRecipe::Dim> rows, cols;
+    std::function<bool(const ir::Value*)> bounds = [&](const ir::Value* v) {
+      v = through(v, {OpCode::Broadcast});
+      if (!v->def) return false;
+      if (v->def->code == OpCode::And) return bounds(v->def->operands[0]) && bounds(v->def->operands[1]);
+      if (v->def->code != OpCode::Cmp || std::get<std::string>(v->def->attrs.at("pred")) != "lt") return false;
+      auto t = tile_index(v->def->operands[0]);
+      const ir::Value* bound = through(v->def->operands[1], {OpCode::Broadcast});
+      if (!t || !bound->def || bound->def->code != OpCode::Splat) return false;
+      auto size = host_size(bound->def->operands[0]);
+      auto* slot = *t == *row ? &rows : *t == *col ? &cols : nullptr;
+      if (!size || !slot || *slot) return false;
+      *slot = size;
+      return true;
+    };
+    if (!bounds(ld.operands[1]) || !rows || !cols) return std::nullopt;
+    // The base: a pointer parameter, 16-byte aligned; the stride a multiple of 16 bytes.
+    TmaMatch m{o, {}};
+    const ir::Value* p = base;
+    while (p->def && p->def->code == OpCode::ConsumeToken) {
+      m.op.after_wait = true;
+      p = p->def->operands[0];
+    }
+    if (axis_.of(p).divisibility % 16) return std::nullopt;
+    p = through(p, {OpCode::Hint});
+    if (p->def || p->owner != &f_.body || !p->type.is_ptr) return std::nullopt;
+    auto st = host_size(stride);
+    if (!st || (st->param < 0 ? st->value * o.esize % 16 : axis_.of(stride).divisibility * o.esize % 16)) return std::nullopt;
+    m.recipe.pointer = static_cast<int>(p->index);
+    m.recipe.dtype = o.load->results[0]->type.dtype;
+    m.recipe.cols = *cols, m.recipe.rows = *rows, m.recipe.stride = *st;
+    m.recipe.box_cols = 128 / o.esize, m.recipe.box_rows = o.rows;
+    m.op.row_start = row->start, m.op.row_offset = row->offset;
+    m.op.col_start = col->start, m.op.col_offset = col->offset;
+    return m;
   }
   /// Byte offset of 16-byte chunk `chunk` of row `row` in a tile of `rows` rows stored in
   /// column blocks of 128 bytes (block after block, each `rows` x 128 bytes), with the 128-byte
@@ -1517,6 +1683,68 @@ class NvptxLowering : public Elements {
   /// keep their order around it.
   void cp_async_16(llvm::Value* dst, llvm::Value* src, llvm::Value* size) {
     ptx(b_.getVoidTy(), "cp.async.cg.shared.global [$0], [$1], 16, $2;", "r,l,r", {b_.CreatePtrToInt(dst, b_.getInt32Ty()), src, size});
+  }
+
+  // ---- TMA copies completing on mbarriers (sm_90a)
+  llvm::Value* shared_u32(llvm::Value* p) { return b_.CreatePtrToInt(p, b_.getInt32Ty()); }
+  llvm::Value* stage_bar(const Pipeline& p, llvm::Value* stage) {
+    return b_.CreateGEP(b_.getInt8Ty(), smem_, b_.CreateAdd(b_.getInt32(static_cast<int32_t>(p.bars)), b_.CreateMul(stage, b_.getInt32(8))));
+  }
+  void mbar_init(llvm::Value* bar, int count) {
+    ptx(b_.getVoidTy(), "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r", {shared_u32(bar), b_.getInt32(count)});
+  }
+  /// Arrives on `bar`, which then also waits for `bytes` of asynchronous copies.
+  void mbar_expect(llvm::Value* bar, int64_t bytes) {
+    ptx(b_.getVoidTy(), "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r",
+        {shared_u32(bar), b_.getInt32(static_cast<int32_t>(bytes))});
+  }
+  /// Waits until `bar` has completed the phase of parity `parity`.
+  void mbar_wait(llvm::Value* bar, llvm::Value* parity) {
+    auto* head = llvm::BasicBlock::Create(ctx_, "mbar.wait", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "mbar.done", fn_);
+    b_.CreateBr(head);
+    b_.SetInsertPoint(head);
+    llvm::Value* ok = ptx(b_.getInt32Ty(),
+                          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2;\nselp.u32 $0, 1, 0, p;\n}",
+                          "=r,r,r", {shared_u32(bar), parity});
+    b_.CreateCondBr(b_.CreateICmpNE(ok, b_.getInt32(0)), done, head);
+    b_.SetInsertPoint(done);
+  }
+  /// Thread 0 starts the TMA copies of iteration `j`'s tiles into buffer `stage` (none past the
+  /// end of the loop); they complete on the stage's mbarrier, which expects their bytes.
+  void tma_issue(Pipeline& p, llvm::Value* iv0, llvm::Value* step, llvm::Value* hi, llvm::Value* j, llvm::Value* stage) {
+    const ir::Block& body = *p.loop->regions[0];
+    llvm::Value* iv = b_.CreateAdd(iv0, b_.CreateMul(b_.CreateZExtOrTrunc(j, iv0->getType()), step));
+    when(b_.CreateAnd(is_thread0(), b_.CreateICmpSLT(iv, hi)), [&] {
+      subst_[body.args[0].get()] = iv;
+      subst_body_ = &body;
+      subst_iteration_ = j;
+      auto coord = [&](const ir::Value* start, int64_t offset) {
+        llvm::Value* o = b_.getInt32(static_cast<int32_t>(offset));
+        return start ? b_.CreateAdd(b_.CreateSExtOrTrunc(recompute_scalar(start), b_.getInt32Ty()), o) : o;
+      };
+      // Data that a wait acquired (generic proxy) is read by the copies (async proxy).
+      if (p.a.after_wait || p.b.after_wait) ptx_void("fence.proxy.async.global;");
+      llvm::Value* bar = shared_u32(stage_bar(p, stage));
+      mbar_expect(stage_bar(p, stage), p.stage_bytes);
+      llvm::Value* base = stage_base(p, stage);
+      for (const PipeOperand* o : {&p.a, &p.b}) {
+        llvm::Value* row0 = coord(o->row_start, o->row_offset);
+        llvm::Value* col0 = coord(o->col_start, o->col_offset);
+        const int64_t box_cols = 128 / o->esize;
+        for (int64_t k = 0; k < o->cols / box_cols; ++k) {
+          llvm::Value* dst = b_.CreateConstGEP1_64(b_.getInt8Ty(), base, o->offset + k * o->rows * 128);
+          ptx(b_.getVoidTy(),
+              "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];",
+              "r,l,r,r,r",
+              {shared_u32(dst), fn_->getArg(first_map_ + static_cast<unsigned>(o->map)),
+               b_.CreateAdd(col0, b_.getInt32(static_cast<int32_t>(k * box_cols))), row0, bar});
+        }
+      }
+      subst_.clear();
+      subst_body_ = nullptr;
+      subst_iteration_ = nullptr;
+    });
   }
 
   static const char* ptx_type(DType d) {
@@ -1816,13 +2044,32 @@ class NvptxLowering : public Elements {
     std::optional<Pipeline> pipe = match_pipeline(op);
     int64_t outer_floor = smem_floor_;
     if (pipe) {
+      if (auto it = tma_loops_.find(&op); pipe->wgmma && it != tma_loops_.end()) {
+        pipe->tma = true;
+        pipe->a = it->second.first;
+        pipe->b = it->second.second;
+      }
       // wgmma's swizzle atoms (and descriptors' base offset 0) need 1024-byte aligned stages.
       const int64_t align = pipe->wgmma ? 1024 : 128;
       pipe->base = (smem_floor_ + align - 1) / align * align;
-      smem_bytes_ = std::max(smem_bytes_, pipe->base + pipe->stages * pipe->stage_bytes);
-      smem_floor_ = pipe->base + (pipe->stages * pipe->stage_bytes + 127) / 128 * 128;
+      pipe->bars = pipe->base + pipe->stages * pipe->stage_bytes;
+      const int64_t end = pipe->bars + (pipe->tma ? 8 * pipe->stages : 0);
+      smem_bytes_ = std::max(smem_bytes_, end);
+      smem_floor_ = (end + 127) / 128 * 128;
       barrier();  // the buffers may still be read by an earlier op
+      if (pipe->tma) {
+        when(is_thread0(), [&] {
+          for (int s = 0; s < pipe->stages; ++s) mbar_init(stage_bar(*pipe, b_.getInt32(s)), 1);
+          ptx_void("fence.mbarrier_init.release.cluster;");
+          ptx_void("fence.proxy.async.shared::cta;");  // (the buffers were written as scratch)
+        });
+        barrier();
+      }
       for (int s = 0; s < pipe->ahead(); ++s) {
+        if (pipe->tma) {
+          tma_issue(*pipe, lo, step, hi, b_.getInt32(s), b_.getInt32(s));
+          continue;
+        }
         pipe_issue(*pipe, lo, step, hi, b_.getInt32(s), b_.getInt32(s));
         pipe_store_staged(*pipe);
       }
@@ -1843,9 +2090,14 @@ class NvptxLowering : public Elements {
     llvm::PHINode* count = b_.CreatePHI(b_.getInt32Ty(), 2, "iteration");
     count->addIncoming(b_.getInt32(0), pre);
     llvm::PHINode* stage = nullptr;  // count % stages, carried (no division in the loop)
+    llvm::PHINode* phase = nullptr;  // TMA: count / stages % 2, the parity of the stage's mbarrier
     if (pipe) {
       stage = b_.CreatePHI(b_.getInt32Ty(), 2, "stage");
       stage->addIncoming(b_.getInt32(0), pre);
+    }
+    if (pipe && pipe->tma) {
+      phase = b_.CreatePHI(b_.getInt32Ty(), 2, "phase");
+      phase->addIncoming(b_.getInt32(0), pre);
     }
     std::vector<llvm::PHINode*> frag_phis;
     if (pipe) {
@@ -1860,11 +2112,13 @@ class NvptxLowering : public Elements {
     if (pipe) {
       if (pipe->wgmma) {
         // This iteration's tiles have landed (each thread's copies, made visible to the async
-        // proxy, then everyone's). Past the barrier, every warpgroup has completed the wgmma
-        // group of two iterations back (wait_group 1 after the last one), whose stage the
-        // prefetch below overwrites.
-        b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(pipe->ahead() - 1)});
-        ptx_void("fence.proxy.async.shared::cta;");
+        // proxy, then everyone's; TMA copies are waited for below). Past the barrier, every
+        // warpgroup has completed the wgmma group of two iterations back (wait_group 1 after
+        // the last one), whose stage the prefetch below overwrites.
+        if (!pipe->tma) {
+          b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(pipe->ahead() - 1)});
+          ptx_void("fence.proxy.async.shared::cta;");
+        }
         barrier();
       }
       // Iteration count + ahead goes to stage (stage + ahead) % stages: for mma.sync the one the
@@ -1875,7 +2129,12 @@ class NvptxLowering : public Elements {
         return b_.CreateSelect(b_.CreateICmpSGE(sum, b_.getInt32(pipe->stages)),
                                b_.CreateSub(sum, b_.getInt32(pipe->stages)), sum);
       };
-      pipe_issue(*pipe, lo, step, hi, b_.CreateAdd(count, b_.getInt32(pipe->ahead())), plus(pipe->ahead()));
+      if (pipe->tma) {
+        tma_issue(*pipe, lo, step, hi, b_.CreateAdd(count, b_.getInt32(pipe->ahead())), plus(pipe->ahead()));
+        mbar_wait(stage_bar(*pipe, stage), phase);
+      } else {
+        pipe_issue(*pipe, lo, step, hi, b_.CreateAdd(count, b_.getInt32(pipe->ahead())), plus(pipe->ahead()));
+      }
       pipe->read_stage = stage;
       pipe->next_stage = plus(1);
     }
@@ -1891,6 +2150,9 @@ class NvptxLowering : public Elements {
     iv->addIncoming(iv_next, latch);
     count->addIncoming(b_.CreateAdd(count, b_.getInt32(1)), latch);
     if (stage) stage->addIncoming(pipe->next_stage, latch);
+    if (phase)
+      phase->addIncoming(b_.CreateSelect(b_.CreateICmpEQ(pipe->next_stage, b_.getInt32(0)), b_.CreateXor(phase, b_.getInt32(1)), phase),
+                         latch);
     for (size_t k = 0; k < frag_phis.size(); ++k) frag_phis[k]->addIncoming(pipe->next_frags[k], latch);
     close_phis(phis, next, latch);
     b_.CreateBr(header);
@@ -1899,8 +2161,14 @@ class NvptxLowering : public Elements {
       for (size_t i = 0; i < phis.size(); ++i)
         if (yield.operands[i]->def == pipe->dot) wgmma_wait(phis[i], 0);
     if (pipe) {
-      b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(0)});
+      if (!pipe->tma) b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(0)});
       barrier();  // the buffers become scratch again
+      if (pipe->tma) {  // (every copy issued has been waited for: none goes past the loop's end)
+        when(is_thread0(), [&] {
+          for (int s = 0; s < pipe->stages; ++s) ptx(b_.getVoidTy(), "mbarrier.inval.shared::cta.b64 [$0];", "r", {shared_u32(stage_bar(*pipe, b_.getInt32(s)))});
+        });
+        barrier();
+      }
       pipe_dots_.erase(pipe->dot);
       smem_floor_ = outer_floor;
     }
@@ -1983,6 +2251,9 @@ class NvptxLowering : public Elements {
   AxisAnalysis axis_;
   std::map<const ir::Op*, Pipeline*> pipe_dots_;  // dots of the pipelined loops being lowered
   std::set<std::pair<int64_t, int64_t>> wgmma_shapes_;  // see find_wgmma_loops
+  std::vector<runtime::TmaRecipe> tma_recipes_;        // the kernel's tensor maps, in parameter order
+  std::map<const ir::Op*, std::pair<PipeOperand, PipeOperand>> tma_loops_;  // wgmma loops copying by TMA
+  unsigned first_map_ = 0;                             // the first tensor map's parameter
   std::set<const ir::Op*> deferred_loads_;        // loads that pipelines do instead
   std::map<const ir::Value*, llvm::Value*> subst_;  // recompute(): values for the iteration prefetched
   const ir::Block* subst_body_ = nullptr;            // recompute(): the body whose scalars are recomputed

@@ -78,6 +78,8 @@ CacheRead read_cache_entry(const std::string& dir, const std::string& key, Artif
   out.distributed = fields["distributed"] == "1";
   out.threads = std::atoi(fields["threads"].c_str());
   out.spec = fields.count("spec") ? fields["spec"] : "";
+  out.tma = fields.count("tma") ? fields["tma"] : "";
+  if (!runtime::parse_tma_recipes(out.tma)) return CacheRead::corrupt;
   if (out.threads < 1 || out.threads > 1024) return CacheRead::corrupt;
   out.binary = std::move(payload);
   return CacheRead::hit;
@@ -94,8 +96,8 @@ void write_cache_entry(const std::string& dir, const Artifact& a) {
   std::string spec = a.spec;  // one header line, whatever the names in it hold
   std::replace(spec.begin(), spec.end(), '\n', ' ');
   std::string header = str_cat(kMagic, "\nkey ", a.key, "\nkernel ", a.kernel, "\ntarget ", a.target, "\nentry ", a.entry,
-                               "\nspec ", spec, "\nscratch ", a.scratch_bytes,                                "\ndistributed ", int(a.distributed), "\nthreads ", a.threads, "\nsize ",
-                               a.binary.size());
+                               "\nspec ", spec, "\nscratch ", a.scratch_bytes, "\ndistributed ", int(a.distributed),
+                               "\nthreads ", a.threads, a.tma.empty() ? "" : "\ntma " + a.tma, "\nsize ", a.binary.size());
   std::string content = str_cat(header, "\nchecksum ", hex(fnv1a(header + a.binary)), "\n\n");
   content += a.binary;
   static std::atomic<uint64_t> counter{0};

@@ -222,7 +222,7 @@ struct Context::Impl {
   /// Lowers and optimizes for NVPTX.
   codegen::NvptxModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const Target& target,
                                  const CompileOptions& options, bool optimize = true) {
-    codegen::NvptxModule nm = codegen::lower_nvptx(f, ctx, {target.arch, options.num_warps, options.num_stages});
+    codegen::NvptxModule nm = codegen::lower_nvptx(f, ctx, {target.arch, options.num_warps, options.num_stages, options.tma});
     llvm::TargetMachine& machine = gpu_tm(target);
     nm.module->setDataLayout(machine.createDataLayout());
     if (optimize) run_o3(*nm.module, machine);
@@ -284,6 +284,7 @@ struct Context::Impl {
       a.scratch_bytes = nm.shared_bytes;
       a.threads = nm.threads;
       a.distributed = nm.distributed;
+      a.tma = runtime::tma_recipes_str(nm.tma);
       a.binary = emit_file(*nm.module, llvm::CodeGenFileType::AssemblyFile, &gpu_tm(target));
     } else {
       codegen::HostModule hm = lower(f, ctx, options);
@@ -379,6 +380,7 @@ std::shared_ptr<const Loaded> Context::compile(const KernelDef& def, const Const
     loaded->artifact = std::move(a);
     loaded->ir = std::move(fn);
     loaded->runtime_params = def.runtime_params();
+    loaded->tma = *runtime::parse_tma_recipes(loaded->artifact.tma);  // (checked when read from disk)
     loaded->options = options;
     impl_->by_key[key] = loaded;
   }

@@ -12,6 +12,7 @@
 #include "ir/ir.h"
 #include "jit/target.h"
 #include "runtime/host_abi.h"
+#include "runtime/tma.h"
 
 namespace tiledist::jit {
 
@@ -26,6 +27,7 @@ struct Artifact {
   int threads = 1;           // GPU: threads per CTA
   std::string binary;        // host: an ELF relocatable object; NVPTX: PTX text
   std::string spec;          // the specialization it was compiled for (Specialization::str), for listings
+  std::string tma;           // NVPTX: the TMA tensor maps it takes (runtime::tma_recipes_str)
 };
 
 /// A compiled kernel, ready to launch.
@@ -33,6 +35,7 @@ struct Loaded {
   Artifact artifact;
   std::unique_ptr<ir::Function> ir;  // the optimized IR it was compiled from
   std::vector<ParamInfo> runtime_params;
+  std::vector<runtime::TmaRecipe> tma;  // parsed from artifact.tma
   runtime::HostKernelFn host_fn = nullptr;
   CompileOptions options;
   Target target;

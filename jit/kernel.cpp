@@ -158,6 +158,28 @@ void Kernel::launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<
     for (size_t i = 0; i < slots.size(); ++i) ptrs[i] = &slots[i];
     void* device_world = world ? world->device_world() : nullptr;
     if (world) ptrs.push_back(&device_world);
+    // TMA tensor maps, by value after everything else, encoded from this launch's arguments.
+    std::vector<cuda::TensorMap> maps;
+    maps.reserve(loaded.tma.size());
+    for (const runtime::TmaRecipe& r : loaded.tma) {
+      auto size = [&](const runtime::TmaRecipe::Dim& d) -> uint64_t {
+        int64_t v = d.param >= 0 ? args.at(static_cast<size_t>(d.param)).i : d.value;
+        return static_cast<uint64_t>(std::max<int64_t>(v, 1));  // (an empty tensor: the grid reads none of it)
+      };
+      cuda::TensorMapShape t;
+      std::memcpy(&t.base, &slots.at(static_cast<size_t>(r.pointer)), sizeof(void*));
+      t.element_bytes = static_cast<int>(ir::dtype_bytes(r.dtype));
+      t.bf16 = r.dtype == ir::DType::bf16;
+      t.cols = size(r.cols), t.rows = size(r.rows), t.stride_bytes = size(r.stride) * static_cast<uint64_t>(t.element_bytes);
+      t.box_cols = static_cast<unsigned>(r.box_cols), t.box_rows = static_cast<unsigned>(r.box_rows);
+      try {
+        maps.push_back(cuda::encode_tensor_map(t));
+      } catch (const Error& e) {
+        throw Error(str_cat("tiledist: kernel '", loaded.artifact.kernel, "', argument ", r.pointer, " ('",
+                            params[static_cast<size_t>(r.pointer)].name, "'): ", e.what()));
+      }
+    }
+    for (auto& m : maps) ptrs.push_back(m.bytes);
     std::shared_ptr<cuda::Module> module;
     {
       std::lock_guard<std::mutex> lock(loaded.gpu_mutex);

@@ -37,7 +37,8 @@ llvm::json::Value to_json(const Specialization& s) {
                             {"constants", std::move(constants)},
                             {"options", llvm::json::Object{{"num_warps", s.options.num_warps},
                                                            {"num_stages", s.options.num_stages},
-                                                           {"check_bounds", s.options.check_bounds}}},
+                                                           {"check_bounds", s.options.check_bounds},
+                                                           {"tma", s.options.tma}}},
                             {"args", facts_str(s.facts)}};
 }
 
@@ -86,6 +87,10 @@ Specialization from_json(const llvm::json::Value& v, const std::string& where) {
       if (!cb->getAsBoolean()) throw bad("option \"check_bounds\" must be true or false");
       s.options.check_bounds = *cb->getAsBoolean();
     }
+    if (const llvm::json::Value* t = opt->get("tma")) {
+      if (!t->getAsBoolean()) throw bad("option \"tma\" must be true or false");
+      s.options.tma = *t->getAsBoolean();
+    }
     s.options.validate();
   }
   if (const llvm::json::Value* av = o->get("args")) {
@@ -130,6 +135,7 @@ std::string Specialization::warmup_command() const {
   std::string cmd = str_cat("tiledist-warmup --target ", target, " --kernels ", kernel);
   for (auto& [k, v] : constants) cmd += str_cat(" --const ", k, "=", v.str());
   cmd += str_cat(" --num-warps ", options.num_warps, " --num-stages ", options.num_stages);
+  if (!options.tma) cmd += " --no-tma";
   if (!facts.empty()) cmd += " --args " + facts_str(facts);
   return cmd;
 }

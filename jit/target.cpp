@@ -70,6 +70,8 @@ CompileOptions CompileOptions::from_env() {
   CompileOptions o;
   const char* cb = std::getenv("TILEDIST_CHECK_BOUNDS");
   o.check_bounds = cb && std::strcmp(cb, "0") != 0 && *cb;
+  const char* tma = std::getenv("TILEDIST_TMA");
+  o.tma = !(tma && std::strcmp(tma, "0") == 0);
   return o;
 }
 
@@ -80,7 +82,8 @@ void CompileOptions::validate() const {
 }
 
 std::string CompileOptions::key() const {
-  return str_cat("check_bounds=", check_bounds, ",num_warps=", num_warps, ",num_stages=", num_stages);
+  // (tma=1, the default, leaves the key as it was before the option)
+  return str_cat("check_bounds=", check_bounds, ",num_warps=", num_warps, ",num_stages=", num_stages, tma ? "" : ",tma=0");
 }
 
 }  // namespace tiledist

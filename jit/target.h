@@ -31,6 +31,7 @@ struct CompileOptions {
   bool check_bounds = false;  // CPU backend: report out-of-bounds accesses ($TILEDIST_CHECK_BOUNDS=1)
   int num_warps = 4;
   int num_stages = 3;  // GPU: shared-memory buffers of a pipelined dot loop
+  bool tma = true;     // sm_90a: wgmma loops copy their tiles with TMA where they can ($TILEDIST_TMA=0: cp.async)
 
   /// Defaults, with the environment's overrides applied.
   static CompileOptions from_env();

@@ -103,6 +103,9 @@ struct Driver {
   CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
   CUresult (*cuStreamWriteValue32)(CUstream, CUdeviceptr, unsigned, unsigned);
   CUresult (*cuStreamWaitValue32)(CUstream, CUdeviceptr, unsigned, unsigned);
+  // TMA tensor maps (CUDA 12 drivers; optional: null where the driver lacks it).
+  CUresult (*cuTensorMapEncodeTiled)(void*, int, unsigned, void*, const uint64_t*, const uint64_t*, const unsigned*,
+                                     const unsigned*, int, int, int, int) = nullptr;
 
   template <class F>
   bool bind(F& fn, std::initializer_list<const char*> names) {
@@ -146,7 +149,11 @@ struct Driver {
            bind(cuMemHostGetDevicePointer, {"cuMemHostGetDevicePointer_v2", "cuMemHostGetDevicePointer"}) &&
            bind(cuMemFreeHost, {"cuMemFreeHost"}) && bind(cuMemcpyDtoDAsync, {"cuMemcpyDtoDAsync_v2"}) &&
            bind(cuStreamWriteValue32, {"cuStreamWriteValue32_v2", "cuStreamWriteValue32"}) &&
-           bind(cuStreamWaitValue32, {"cuStreamWaitValue32_v2", "cuStreamWaitValue32"});
+           bind(cuStreamWaitValue32, {"cuStreamWaitValue32_v2", "cuStreamWaitValue32"}) && optional_symbols();
+  }
+  bool optional_symbols() {
+    cuTensorMapEncodeTiled = reinterpret_cast<decltype(cuTensorMapEncodeTiled)>(dlsym(lib, "cuTensorMapEncodeTiled"));
+    return true;
   }
 };
 
@@ -251,6 +258,29 @@ void copy_device_to_device(void* dst, const void* src, size_t bytes) {
   TD_CU(cuMemcpyDtoD(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes));
 }
 void synchronize() { TD_CU(cuCtxSynchronize()); }
+
+TensorMap encode_tensor_map(const TensorMapShape& t) {
+  Driver& d = driver();
+  if (!d.cuTensorMapEncodeTiled) throw Error("tiledist: this CUDA driver lacks cuTensorMapEncodeTiled (TMA needs CUDA 12)");
+  // CUtensorMapDataType: UINT8 0, FLOAT16 6, BFLOAT16 9; swizzle 128B 3; L2 promotion 256B 3;
+  // out-of-bounds elements read as zeros (fill NONE 0).
+  int type = t.element_bytes == 1 ? 0 : t.bf16 ? 9 : 6;
+  const uint64_t dims[2] = {t.cols, t.rows};
+  const uint64_t strides[1] = {t.stride_bytes};
+  const unsigned box[2] = {t.box_cols, t.box_rows};
+  const unsigned element_strides[2] = {1, 1};
+  TensorMap m;
+  CUresult r = d.cuTensorMapEncodeTiled(m.bytes, type, 2, t.base, dims, strides, box, element_strides, 0, 3, 3, 0);
+  if (r != 0) {
+    const char* name = "unknown error";
+    d.cuGetErrorName(r, &name);
+    throw Error(str_cat("tiledist: cuTensorMapEncodeTiled failed: ", name, " (", r, ") for a tensor at ", t.base, " of ", t.rows,
+                        " rows x ", t.cols, " elements of ", t.element_bytes, " bytes, rows ", t.stride_bytes,
+                        " bytes apart, boxes of ", t.box_rows, " x ", t.box_cols,
+                        " (the base must be 16-byte aligned and the row stride a multiple of 16 bytes)"));
+  }
+  return m;
+}
 
 void copy_async(void* dst, const void* src, size_t bytes, const Stream& stream) {
   if (bytes)

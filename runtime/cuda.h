@@ -43,6 +43,22 @@ void memset(void* dst, int value, size_t bytes);
 void copy_device_to_device(void* dst, const void* src, size_t bytes);
 void synchronize();
 
+/// A TMA tensor map (CUtensorMap): what cp.async.bulk.tensor reads to copy a box of a tensor.
+struct alignas(64) TensorMap {
+  unsigned char bytes[128] = {};
+};
+/// A 2-D row-major tensor of `rows` rows of `cols` elements, `stride_bytes` apart, copied in
+/// boxes of box_rows x box_cols with the 128-byte swizzle (box_cols x element_bytes = 128).
+struct TensorMapShape {
+  void* base = nullptr;
+  int element_bytes = 2;
+  bool bf16 = true;  // 2-byte elements: bf16, else f16
+  uint64_t cols = 0, rows = 0, stride_bytes = 0;
+  unsigned box_cols = 0, box_rows = 0;
+};
+/// Encodes the tensor map (cuTensorMapEncodeTiled); throws Error naming the shape it rejects.
+TensorMap encode_tensor_map(const TensorMapShape& t);
+
 /// CUDA virtual memory (VMM) on the current device, for heaps that other processes map:
 /// physical memory exportable as a POSIX file descriptor, address ranges, mappings (with
 /// read-write access for the current device, peers' memory included where P2P allows).

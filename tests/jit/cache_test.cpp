@@ -104,6 +104,39 @@ TEST(Cache, DamagedHeaderFieldIsRecompiled) {
   });
 }
 
+// A GPU entry carries the TMA tensor maps its kernel takes; the launch builds them from this
+// field, so one that does not parse makes the entry corrupt (recompiled, never guessed at).
+TEST(Cache, TensorMapRecipesRoundTripAndBadOnesAreCorrupt) {
+  runtime::TmaRecipe r;
+  r.pointer = 0;
+  r.dtype = ir::DType::bf16;
+  r.cols = {5, 0}, r.rows = {3, 0}, r.stride = {-1, 4096};
+  r.box_cols = 64, r.box_rows = 128;
+  EXPECT_EQ(r.str(), "0 bf16 p5 p3 4096 64 128");
+  runtime::TmaRecipe b = r;
+  b.pointer = 1, b.box_rows = 64;
+  auto both = runtime::parse_tma_recipes(runtime::tma_recipes_str({r, b}));
+  ASSERT_TRUE(both);
+  EXPECT_EQ(*both, (std::vector<runtime::TmaRecipe>{r, b}));
+  EXPECT_EQ(runtime::parse_tma_recipes("")->size(), 0u);
+  for (const char* bad : {"0 bf16 p5 p3", "0 bf16 p5 p3 4096 64 128 9", "p0 bf16 p5 p3 4096 64 128", "0 b16 p5 p3 4096 64 128",
+                          "0 bf16 p5 q3 4096 64 128", "0 bf16 p5 p3 4096 64 512", "0 bf16 p5 p3 -4 64 128",
+                          "0 bf16 p5 p3 4096 64 128;"})
+    EXPECT_FALSE(runtime::parse_tma_recipes(bad)) << bad;
+
+  TempDir dir;
+  Artifact a;
+  a.key = "k1", a.kernel = "gemm", a.target = "sm_90a", a.entry = "gemm", a.threads = 256, a.binary = "// ptx";
+  a.tma = runtime::tma_recipes_str({r, b});
+  jit::write_cache_entry(dir.path.string(), a);
+  Artifact back;
+  ASSERT_EQ(jit::read_cache_entry(dir.path.string(), "k1", back), jit::CacheRead::hit);
+  EXPECT_EQ(back.tma, a.tma);
+  a.key = "k2", a.tma = "0 bf16 p5 p3 4096 64 999";
+  jit::write_cache_entry(dir.path.string(), a);  // (a valid checksum over a field that does not parse)
+  EXPECT_EQ(jit::read_cache_entry(dir.path.string(), "k2", back), jit::CacheRead::corrupt);
+}
+
 TEST(Cache, ConcurrentProcessesShareOneEntry) {
   TempDir dir;
   std::vector<std::future<std::string>> runs;
