@@ -208,8 +208,10 @@ int main(int argc, char** argv) {
   const auto& dev = cuda::device();
   std::printf("gpu_bench on %s (%s, %d SMs)\n\n", dev.name.c_str(), dev.arch().c_str(), dev.sms);
   Target target = Target::cuda();  // the arch of the device found
+  const bool only_fp8 = mode == "fp8";  // `gpu_bench fp8`: the f8 GEMM rows alone
   try {
     // ---- bandwidth-bound kernels against the copy engine's device-to-device copy
+    if (!only_fp8) {
     size_t n = size_t(64) << 20;  // 64 Mi floats = 256 MiB per buffer
     cuda::Buffer<float> x(n), y(n), out(n);
     cuda::memset(x.data(), 0, n * 4);
@@ -236,6 +238,7 @@ int main(int argc, char** argv) {
     // hit L2, so they are not counted.
     double ln_gbs = 2.0 * rows * cols * 4 / ln_ms / 1e6;
     std::printf("%-40s %10.3f %10.0f %9.0f%%\n\n", "layernorm, 65536 x 1024 f32", ln_ms, ln_gbs, 100 * ln_gbs / copy_gbs);
+    }
 
     // ---- GEMM against cuBLAS
     CublasLt cublas;
@@ -256,6 +259,7 @@ int main(int argc, char** argv) {
                               {128, 256, 64, 8, 3, 8},       {128, 128, 64, 8, 4, 8}, {64, 128, 64, 4, 4, 8},
                               {64, 128, 64, 4, 4, 8, false}};
     for (auto [M, N, K] : {std::tuple{4096, 4096, 4096}, {8192, 8192, 8192}, {128, 8192, 8192}}) {
+      if (only_fp8) break;
       cuda::Buffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
       cuda::Buffer<float> c(size_t(M) * N), wrk(size_t(M) * N);
       fill_random(a);
@@ -286,6 +290,46 @@ int main(int argc, char** argv) {
                     steady_ours / steady_theirs, flop / burst_ours / 1e9, flop / burst_theirs / 1e9,
                     burst_theirs / burst_ours, err);
         if (err > 1e-4) throw Error(str_cat("gpu_bench: our GEMM ", shape, " disagrees with cuBLAS (relative error ", err, ")"));
+      }
+    }
+
+    // ---- scaled e4m3 GEMM ("TN": B transposed) against cuBLAS's, with and without its fast
+    // accumulation (ours keeps every partial sum in the tensor cores' accumulator, as fast
+    // accumulation does). Checked against cuBLAS's default (promoted) result.
+    std::printf("\ne4m3 GEMM, B transposed, scaled (f32 out), TFLOP/s\n");
+    std::printf("%-50s %8s %8s %7s   %8s %8s %7s %9s\n", "", "steady", "cuBLAS", "ratio", "burst", "cuBLAS", "ratio",
+                "rel.err");
+    for (int S : {4096, 8192}) {
+      const int M = S, N = S, K = S;
+      cuda::Buffer<f8e4m3> a(size_t(M) * K), bt(size_t(N) * K);
+      cuda::Buffer<float> c(size_t(M) * N), wrk(size_t(M) * N), scale_a_buf(1), scale_b_buf(1);
+      fill_random(a);
+      fill_random(bt);
+      scale_a_buf.upload({0.5f});
+      scale_b_buf.upload({1.5f});
+      const float* scale_a = scale_a_buf.data();
+      const float* scale_b = scale_b_buf.data();
+      const double flop = 2.0 * M * N * K;
+      auto cfg = kernels::gemm_fp8_config(target, M, N, K);
+      auto g = compile(kernels::gemm_fp8_kernel(ir::DType::f8e4m3), cfg.constants, target, cfg.options);
+      auto ours = [&] { g.launch(cfg.grid(M, N), a, bt, c, cuda::DevicePtr<float>{const_cast<float*>(scale_a), 1},
+                                 cuda::DevicePtr<float>{const_cast<float*>(scale_b), 1}, M, N, K); };
+      for (bool fast : {false, true}) {
+        CublasLt::Plan plan = cublas.plan_fp8(M, N, K, scale_a, scale_b, fast);
+        cublas.gemm(plan, a.data(), bt.data(), wrk.data());
+        const std::vector<float> want = wrk.download();
+        auto theirs = [&] { cublas.gemm(plan, a.data(), bt.data(), wrk.data()); };
+        cuda::memset(c.data(), 0xFF, c.size() * 4);
+        ours();
+        double err = reference::rel_error(c.download(), want);
+        auto [burst_ours, burst_theirs] = burst_pair(ours, theirs);
+        double steady_ours = steady_rate(ours) * flop / 1e12, steady_theirs = steady_rate(theirs) * flop / 1e12;
+        char shape[96];
+        std::snprintf(shape, sizeof shape, "M=N=K=%d %dx%d/%dw/%ds, cuBLAS %s", S, cfg.bm, cfg.bn, cfg.options.num_warps,
+                      cfg.options.num_stages, fast ? "fast accum" : "default");
+        std::printf("%-50s %8.1f %8.1f %7.3f   %8.1f %8.1f %7.3f %9.1e\n", shape, steady_ours, steady_theirs,
+                    steady_ours / steady_theirs, flop / burst_ours / 1e9, flop / burst_theirs / 1e9, burst_theirs / burst_ours, err);
+        if (err > 1e-2) throw Error(str_cat("gpu_bench: our e4m3 GEMM ", shape, " disagrees with cuBLAS (relative error ", err, ")"));
       }
     }
   } catch (const Error& e) {

@@ -474,8 +474,10 @@ class NvptxLowering : public Elements {
       case OpCode::ExpandDims:
       case OpCode::ConsumeToken:
         return define(op, val(op.operands[0]));  // the same elements in the same order
-      case OpCode::Broadcast:
-      case OpCode::Trans: return emit_permute(op);
+      case OpCode::Broadcast: return emit_permute(op);
+      case OpCode::Trans:
+        if (deferred_loads_.count(&op)) return;  // B^T's tile, which its pipelined loop reads K-major
+        return emit_permute(op);
       case OpCode::Load:
         if (deferred_loads_.count(&op)) return;  // filled by its pipelined loop
         return emit_load(op);
@@ -1235,6 +1237,10 @@ class NvptxLowering : public Elements {
     /// wgmma operands: the tile in column blocks of 128 bytes, each block's rows contiguous
     /// (128-byte swizzle atoms of 8 rows; see blocked_swizzled).
     bool blocked = false;
+    /// B given as trans(load of B^T): the tile loaded is [N][K], stored like A (K-major), and
+    /// wgmma reads it untransposed (the only form f8 wgmma takes). wgmma pipelines only.
+    bool k_major = false;
+    const ir::Op* trans = nullptr;  // k_major: the trans op, which the pipeline does instead
     int64_t esize = 2;  // bytes per element: 2 (f16, bf16) or 1 (f8)
     /// Copied by TMA (Pipeline::tma): tensor map `map` (tma_recipes_), one box per 128 bytes of
     /// a row; tile element (i, j) is the tensor's (row0 + i, col0 + j), where for the iteration
@@ -1317,6 +1323,12 @@ class NvptxLowering : public Elements {
       if (!m.warps_n) continue;
       auto operand = [&](int k) -> std::optional<PipeOperand> {
         const ir::Value* v = dot->operands[k];
+        const ir::Op* trans = nullptr;
+        if (k == 1 && v->def && v->def->code == OpCode::Trans && v->def->parent == &body && uses[v] == 1) {
+          trans = v->def;
+          v = v->def->operands[0];
+        }
+        const bool k_major = trans;
         const ir::Op* ld = v->def;
         if (!ld || ld->code != OpCode::Load || ld->parent != &body || uses[v] != 1) return std::nullopt;
         if (ld->operands.size() > 2 && !is_zero(ld->operands[2])) return std::nullopt;
@@ -1324,7 +1336,9 @@ class NvptxLowering : public Elements {
         if (!loop_recomputable(ld->operands[0], body) || (mask && !loop_recomputable(mask, body))) return std::nullopt;
         PipeOperand o{ld, v->type.shape[0], v->type.shape[1], 0};
         o.esize = esize;
-        o.transposed = esize == 1 && k == 1;
+        o.k_major = k_major;
+        o.trans = trans;
+        o.transposed = esize == 1 && k == 1 && !k_major;
         o.vector_rows = o.transposed && axis_.vectorizable(ld->operands[0], mask, 16);
         if (o.transposed || !axis_.vectorizable(ld->operands[0], mask, o.per_chunk())) {
           o.staged = true;
@@ -1340,6 +1354,7 @@ class NvptxLowering : public Elements {
       // the body may read it.
       p.wgmma = wgmma_eligible(p) && uses[dot->results[0].get()] == 1 && uses[body.args[i + 1].get()] == 1;
       if (p.wgmma) p.a.blocked = p.b.blocked = true;
+      if (p.b.k_major && !p.wgmma) continue;  // (other dots stage a transposed B themselves)
       const int min_stages = p.wgmma ? 3 : 2;
       const int64_t limit = p.wgmma ? kWgmmaSmemBytes : kPipelineSmemBytes;
       p.stages = std::max(min_stages, opts_.num_stages);
@@ -1354,14 +1369,15 @@ class NvptxLowering : public Elements {
   static constexpr int64_t kPipelineSmemBytes = 160 * 1024;  // of the 227 KB a CTA may have
   static constexpr int64_t kWgmmaSmemBytes = 208 * 1024;
 
-  /// wgmma.mma_async takes the pipeline's dot on sm_90a where both 16-bit tiles come by
-  /// cp.async, each warpgroup's share of the tile is m64 x N (M = 16 x warps: the accumulator
-  /// layout of mma_tiles, one warp per 16 rows), N is a multiple of 64 up to 256 and K of 64
-  /// (rows of 128 bytes: the 128-byte swizzle of the operand descriptors).
+  /// wgmma.mma_async takes the pipeline's dot on sm_90a where both tiles come whole by cp.async
+  /// or TMA (16-bit, or f8 with B K-major), each warpgroup's share of the tile is m64 x N (M =
+  /// 16 x warps: the accumulator layout of mma_tiles, one warp per 16 rows), N is a multiple of
+  /// 64 up to 256 and K a multiple of 128 bytes (the 128-byte swizzle of the descriptors).
   bool wgmma_eligible(const Pipeline& p) const {
-    if (opts_.arch != "sm_90a" || p.a.esize != 2 || p.a.staged || p.b.staged || threads_ % 128) return false;
-    const int64_t M = p.a.rows, K = p.a.cols, N = p.b.cols;
-    return M == 16 * (threads_ / 32) && N % 64 == 0 && N <= 256 && K % 64 == 0;
+    if (opts_.arch != "sm_90a" || p.a.staged || p.b.staged || threads_ % 128) return false;
+    if (p.a.esize != 2 && !(p.a.esize == 1 && p.b.k_major)) return false;  // f8: both K-major
+    const int64_t M = p.a.rows, K = p.a.cols, N = p.b.k_major ? p.b.rows : p.b.cols;
+    return M == 16 * (threads_ / 32) && N % 64 == 0 && N <= 256 && (K * p.a.esize) % 128 == 0;
   }
   /// The shapes of the dots that wgmma pipelines make: mma_tiles gives them the wgmma layout,
   /// decided before lowering so that every value of the shape agrees.
@@ -1846,15 +1862,23 @@ class NvptxLowering : public Elements {
     llvm::Value* b_tile = b_.CreateGEP(b_.getInt8Ty(), base, c(p.b.offset));
     std::string regs;
     for (int64_t i = 0; i < n; ++i) regs += str_cat(i ? ", " : "", "$", i);
-    const std::string wgmma = str_cat("wgmma.mma_async.sync.aligned.m64n", N, "k16.f32.", ptx_type(da), ".", ptx_type(da), " {",
-                                      regs, "}, $", 2 * n, ", $", 2 * n + 1, ", 1, 1, 1, 0, 1;");
+    // 32 bytes of K per instruction: k16 of 16-bit types, k32 of f8 (whose operands are both
+    // K-major: no transpose flags). B N-major is read transposed (the last flag).
+    const bool f8 = p.a.esize == 1;
+    const std::string wgmma = str_cat("wgmma.mma_async.sync.aligned.m64n", N, f8 ? "k32" : "k16", ".f32.", ptx_type(da), ".",
+                                      ptx_type(op.operands[1]->type.dtype), " {", regs, "}, $", 2 * n, ", $", 2 * n + 1,
+                                      f8 ? ", 1, 1, 1;" : p.b.k_major ? ", 1, 1, 1, 0, 0;" : ", 1, 1, 1, 0, 1;");
     ptx_void("wgmma.fence.sync.aligned;");
-    for (int64_t ks = 0; ks < p.a.cols / 16; ++ks) {
-      // A (K-major): 32 bytes per k16 within a 128-byte block, the next block rows * 128 on.
-      llvm::Value* a_at = b_.CreateConstGEP1_64(b_.getInt8Ty(), a_tile, (ks / 4) * p.a.rows * 128 + (ks % 4) * 32);
-      // B (N-major): 16 rows of 128 bytes per k16.
-      llvm::Value* b_at = b_.CreateConstGEP1_64(b_.getInt8Ty(), b_tile, ks * 16 * 128);
-      ptx_on_acc(acc, wgmma, ",l,l", {wgmma_desc(a_at, 16, 1024), wgmma_desc(b_at, p.b.rows * 128, 1024)});
+    for (int64_t ks = 0; ks < p.a.cols * p.a.esize / 32; ++ks) {
+      // K-major (A, and B^T): 32 bytes per step within a 128-byte block, the next block rows * 128 on.
+      auto k_major_at = [&](llvm::Value* tile, const PipeOperand& o) {
+        return b_.CreateConstGEP1_64(b_.getInt8Ty(), tile, (ks / 4) * o.rows * 128 + (ks % 4) * 32);
+      };
+      llvm::Value* a_desc = wgmma_desc(k_major_at(a_tile, p.a), 16, 1024);
+      // B N-major: 16 rows of 128 bytes per k16.
+      llvm::Value* b_desc = p.b.k_major ? wgmma_desc(k_major_at(b_tile, p.b), 16, 1024)
+                                        : wgmma_desc(b_.CreateConstGEP1_64(b_.getInt8Ty(), b_tile, ks * 16 * 128), p.b.rows * 128, 1024);
+      ptx_on_acc(acc, wgmma, ",l,l", {a_desc, b_desc});
     }
     ptx_void("wgmma.commit_group.sync.aligned;");
     ptx_void("wgmma.wait_group.sync.aligned 1;");
@@ -2077,6 +2101,7 @@ class NvptxLowering : public Elements {
       pipe_dots_[pipe->dot] = &*pipe;
       deferred_loads_.insert(pipe->a.load);
       deferred_loads_.insert(pipe->b.load);
+      if (pipe->b.trans) deferred_loads_.insert(pipe->b.trans);
     }
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(ctx_, "for.header", fn_);
@@ -2254,7 +2279,7 @@ class NvptxLowering : public Elements {
   std::vector<runtime::TmaRecipe> tma_recipes_;        // the kernel's tensor maps, in parameter order
   std::map<const ir::Op*, std::pair<PipeOperand, PipeOperand>> tma_loops_;  // wgmma loops copying by TMA
   unsigned first_map_ = 0;                             // the first tensor map's parameter
-  std::set<const ir::Op*> deferred_loads_;        // loads that pipelines do instead
+  std::set<const ir::Op*> deferred_loads_;        // loads (and B's trans) that pipelines do instead
   std::map<const ir::Value*, llvm::Value*> subst_;  // recompute(): values for the iteration prefetched
   const ir::Block* subst_body_ = nullptr;            // recompute(): the body whose scalars are recomputed
   llvm::Value* subst_iteration_ = nullptr;           // recompute(): the iteration (from 0) prefetched

@@ -18,7 +18,47 @@ void gemm(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl
 
 const std::vector<std::string> kParams = {"a", "b", "c", "M", "N", "K", "BM", "BN", "BK", "GROUP_M"};
 const Constants kDefaults = {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}};
+
+/// B comes transposed (Bt[N, K], K contiguous), as f8 tensor cores read both operands.
+template <class T>
+void gemm_fp8(tl::Ptr<T> a, tl::Ptr<T> bt, tl::Ptr<float> c, tl::Ptr<float> scale_a, tl::Ptr<float> scale_b, tl::Int M,
+              tl::Int N, tl::Int K, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M) {
+  auto [pid_m, pid_n] = detail::grouped_tile(GROUP_M);
+  auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);  // [BM, 1]
+  auto n = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 1);    // [BN, 1]: rows of Bt
+  auto rk = tl::arange(0, BK);
+  auto acc = tl::for_range(0, K, BK, tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
+    auto ka = tl::expand_dims(k + rk, 0);  // [1, BK]
+    auto at = tl::load(a + row * K + ka, (row < M) & (ka < K), 0.0f);
+    auto bt_tile = tl::load(bt + n * K + ka, (n < N) & (ka < K), 0.0f);
+    return tl::dot(at, tl::trans(bt_tile), acc);
+  });
+  auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);  // [1, BN]
+  tl::store(c + row * N + col, acc * (tl::load(scale_a) * tl::load(scale_b)), (row < M) & (col < N));
+}
+const std::vector<std::string> kFp8Params = {"a", "bt", "c", "scale_a", "scale_b", "M", "N", "K", "BM", "BN", "BK", "GROUP_M"};
+const Constants kFp8Defaults = {{"BM", 64}, {"BN", 64}, {"BK", 64}, {"GROUP_M", 8}};
 }  // namespace
+
+const KernelDef& gemm_fp8_kernel(ir::DType dtype) {
+  static const KernelDef e4m3_def("gemm_fp8", gemm_fp8<f8e4m3>, kFp8Params, kFp8Defaults);
+  static const KernelDef e5m2_def("gemm_fp8_e5m2", gemm_fp8<f8e5m2>, kFp8Params, kFp8Defaults);
+  if (dtype == ir::DType::f8e4m3) return e4m3_def;
+  if (dtype == ir::DType::f8e5m2) return e5m2_def;
+  throw Error(str_cat("tiledist: no scaled f8 gemm for ", ir::dtype_name(dtype), " (f8e4m3, f8e5m2)"));
+}
+GemmConfig gemm_fp8_config(const Target& target, int64_t M, int64_t N, int64_t K) {
+  GemmConfig g;
+  g.options = CompileOptions::from_env();
+  g.constants = kFp8Defaults;
+  // wgmma: two warpgroups of m64n256, K of 128 bytes, 4 stages of 48 KiB (K-aligned shapes;
+  // others take the generic variant's smaller tiles).
+  if (target.arch == "sm_90a" && M % 16 == 0 && N % 16 == 0 && K % 16 == 0 && M > 64) {
+    g.bm = 128, g.bn = 256, g.options.num_warps = 8, g.options.num_stages = 4;
+    g.constants = {{"BM", 128}, {"BN", 256}, {"BK", 128}};
+  }
+  return g;
+}
 
 const KernelDef& gemm_kernel(ir::DType dtype) {
   static const KernelDef bf16_def("gemm", gemm<bf16>, kParams, kDefaults);
@@ -59,5 +99,7 @@ TILEDIST_REGISTER(gemm_kernel(ir::DType::bf16));
 TILEDIST_REGISTER(gemm_kernel(ir::DType::f16));
 TILEDIST_REGISTER(gemm_kernel(ir::DType::f32));
 TILEDIST_REGISTER(gemm_kernel(ir::DType::f8e4m3));
+TILEDIST_REGISTER(gemm_fp8_kernel(ir::DType::f8e4m3));
+TILEDIST_REGISTER(gemm_fp8_kernel(ir::DType::f8e5m2));
 
 }  // namespace tiledist::kernels
