@@ -30,8 +30,10 @@ int64_t pow2_floor(int64_t v) {
   return v < 1 ? 1 : p;
 }
 
+}  // namespace
+
 /// Whether every element of `v` is >= 0 (for x % m, whose sign follows x in C).
-bool nonneg(const ir::Value* v, int depth = 0) {
+bool nonneg(const ir::Value* v, int depth) {
   if (depth > 16 || v->type.is_float() || v->type.is_ptr) return false;
   if (!v->def) {
     const ir::Op* loop = v->owner ? v->owner->parent : nullptr;
@@ -44,16 +46,19 @@ bool nonneg(const ir::Value* v, int depth = 0) {
   switch (d.code) {
     case OpCode::Constant: return std::holds_alternative<int64_t>(d.attrs.at("value")) && std::get<int64_t>(d.attrs.at("value")) >= 0;
     case OpCode::Arange: return d.int_attr("start") >= 0;
-    case OpCode::ProgramId: case OpCode::NumPrograms: return true;
+    case OpCode::ProgramId: case OpCode::NumPrograms: case OpCode::Rank: case OpCode::NumRanks: return true;
     case OpCode::Splat: case OpCode::ExpandDims: case OpCode::Broadcast: case OpCode::Reshape: case OpCode::Trans:
     case OpCode::Hint: case OpCode::Rem: case OpCode::ConsumeToken:
       return nonneg(d.operands[0], depth + 1);
-    case OpCode::Add: case OpCode::Mul: case OpCode::Min: case OpCode::Max: case OpCode::And:
+    case OpCode::Add: case OpCode::Mul: case OpCode::Div: case OpCode::Min: case OpCode::And:
       return nonneg(d.operands[0], depth + 1) && nonneg(d.operands[1], depth + 1);
+    case OpCode::Max: return nonneg(d.operands[0], depth + 1) || nonneg(d.operands[1], depth + 1);
     case OpCode::Cast: return !d.operands[0]->type.is_float() && v->type.dtype != ir::DType::i1 && nonneg(d.operands[0], depth + 1);
     default: return false;
   }
 }
+
+namespace {
 
 bool defined_outside(const ir::Value* v, const ir::Block& body) {
   return v->def ? v->def->parent != &body : v->owner != &body;

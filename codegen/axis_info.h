@@ -23,6 +23,10 @@ struct AxisInfo {
   int64_t constancy = 1;
 };
 
+/// Whether every element of `v` is provably >= 0 (from constants, aranges, program and rank
+/// ids, loop counters from a non-negative start, and the ops that keep signs).
+bool nonneg(const ir::Value* v, int depth = 0);
+
 /// A value carried by a for loop that advances by a loop-invariant step each iteration
 /// (`p = p + inc` with p a carried pointer or integer tensor): its value at iteration j is
 /// `init + j * inc`. Null fields where `v` is not such a value.

@@ -1249,7 +1249,6 @@ class NvptxLowering : public Elements {
     const ir::Value* row_start = nullptr;
     const ir::Value* col_start = nullptr;
     int64_t row_offset = 0, col_offset = 0;
-    bool after_wait = false;  // its address is ordered after a wait (consume_token)
     int64_t per_chunk() const { return 16 / esize; }  // elements per 16-byte chunk
     int64_t row_bytes() const { return (transposed ? rows : cols) * esize; }
     int64_t bytes() const { return rows * cols * esize; }
@@ -1433,12 +1432,21 @@ class NvptxLowering : public Elements {
     }
     return std::nullopt;
   }
-  /// A size the host knows at launch: a runtime parameter or a constant.
+  /// A size the host knows at launch: a runtime parameter (through hints and widening casts:
+  /// the launch reads the parameter's value) or a positive constant.
   std::optional<runtime::TmaRecipe::Dim> host_size(const ir::Value* v) const {
-    v = through(v, {OpCode::Hint, OpCode::Cast});
+    for (;;) {
+      if (v->def && v->def->code == OpCode::Hint) v = v->def->operands[0];
+      else if (v->def && v->def->code == OpCode::Cast && !v->type.is_float() && !v->def->operands[0]->type.is_float() &&
+               ir::dtype_bytes(v->def->operands[0]->type.dtype) <= ir::dtype_bytes(v->type.dtype) &&
+               v->def->operands[0]->type.dtype != DType::i1)
+        v = v->def->operands[0];
+      else break;
+    }
     if (!v->def && v->owner == &f_.body && !v->type.is_tensor() && !v->type.is_ptr && !v->type.is_float())
       return runtime::TmaRecipe::Dim{static_cast<int>(v->index), 0};
-    if (v->def && v->def->code == OpCode::Constant && std::holds_alternative<int64_t>(v->def->attrs.at("value")))
+    if (v->def && v->def->code == OpCode::Constant && std::holds_alternative<int64_t>(v->def->attrs.at("value")) &&
+        std::get<int64_t>(v->def->attrs.at("value")) > 0)
       return runtime::TmaRecipe::Dim{-1, std::get<int64_t>(v->def->attrs.at("value"))};
     return std::nullopt;
   }
@@ -1449,8 +1457,9 @@ class NvptxLowering : public Elements {
   /// Whether TMA can copy the operand's tiles: its address is `base + row * stride + col` and
   /// its mask `row < rows & col < cols` (in any order and grouping), where the base pointer is a
   /// 16-byte aligned parameter, stride, rows and cols parameters or constants (the row stride a
-  /// multiple of 16 bytes), and row and col count from scalars along the tile's two axes. TMA
-  /// reads zeros where the mask is off, as the load would give.
+  /// multiple of 16 bytes), and row and col count up from scalars that are never negative along
+  /// the tile's two axes. TMA reads zeros where the mask is off, as the load would give (and
+  /// for negative coordinates too, where the load would read memory: hence the last rule).
   std::optional<TmaMatch> tma_operand(const PipeOperand& o) {
     if (o.staged || o.transposed || o.rows > 256 || (o.cols * o.esize) % 128) return std::nullopt;
     const ir::Op& ld = *o.load;
@@ -1492,6 +1501,8 @@ class NvptxLowering : public Elements {
       else return std::nullopt;
     }
     if (!row || !col) return std::nullopt;
+    for (const TileIndex* t : {&*row, &*col})
+      if (t->offset < 0 || (t->start && !nonneg(t->start))) return std::nullopt;
     // The mask: one bound per axis, on the same indices.
     std::optional<runtime::TmaRecipe::Dim> rows, cols;
     std::function<bool(const ir::Value*)> bounds = [&](const ir::Value* v) {
@@ -1512,10 +1523,7 @@ class NvptxLowering : public Elements {
     // The base: a pointer parameter, 16-byte aligned; the stride a multiple of 16 bytes.
     TmaMatch m{o, {}};
     const ir::Value* p = base;
-    while (p->def && p->def->code == OpCode::ConsumeToken) {
-      m.op.after_wait = true;
-      p = p->def->operands[0];
-    }
+    while (p->def && p->def->code == OpCode::ConsumeToken) p = p->def->operands[0];  // (see the prologue's fence)
     if (axis_.of(p).divisibility % 16) return std::nullopt;
     p = through(p, {OpCode::Hint});
     if (p->def || p->owner != &f_.body || !p->type.is_ptr) return std::nullopt;
@@ -1739,8 +1747,6 @@ class NvptxLowering : public Elements {
         llvm::Value* o = b_.getInt32(static_cast<int32_t>(offset));
         return start ? b_.CreateAdd(b_.CreateSExtOrTrunc(recompute_scalar(start), b_.getInt32Ty()), o) : o;
       };
-      // Data that a wait acquired (generic proxy) is read by the copies (async proxy).
-      if (p.a.after_wait || p.b.after_wait) ptx_void("fence.proxy.async.global;");
       llvm::Value* bar = shared_u32(stage_bar(p, stage));
       mbar_expect(stage_bar(p, stage), p.stage_bytes);
       llvm::Value* base = stage_base(p, stage);
@@ -2080,12 +2086,17 @@ class NvptxLowering : public Elements {
       const int64_t end = pipe->bars + (pipe->tma ? 8 * pipe->stages : 0);
       smem_bytes_ = std::max(smem_bytes_, end);
       smem_floor_ = (end + 127) / 128 * 128;
-      barrier();  // the buffers may still be read by an earlier op
+      // The buffers may have been written as scratch (generic proxy) by any thread, which TMA
+      // (async proxy) now overwrites; and may still be read by an earlier op.
+      if (pipe->tma) ptx_void("fence.proxy.async.shared::cta;");
+      barrier();
       if (pipe->tma) {
         when(is_thread0(), [&] {
           for (int s = 0; s < pipe->stages; ++s) mbar_init(stage_bar(*pipe, b_.getInt32(s)), 1);
           ptx_void("fence.mbarrier_init.release.cluster;");
-          ptx_void("fence.proxy.async.shared::cta;");  // (the buffers were written as scratch)
+          // What the kernel wrote or a wait acquired before the loop (generic proxy, made
+          // visible to this thread by the barrier) is ordered before the copies (async proxy).
+          ptx_void("fence.proxy.async.global;");
         });
         barrier();
       }

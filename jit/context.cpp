@@ -380,7 +380,9 @@ std::shared_ptr<const Loaded> Context::compile(const KernelDef& def, const Const
     loaded->artifact = std::move(a);
     loaded->ir = std::move(fn);
     loaded->runtime_params = def.runtime_params();
-    loaded->tma = *runtime::parse_tma_recipes(loaded->artifact.tma);  // (checked when read from disk)
+    auto recipes = runtime::parse_tma_recipes(loaded->artifact.tma);  // (checked when read from disk)
+    TD_ASSERT(recipes, "the code generator made a TMA recipe it cannot read back: ", loaded->artifact.tma);
+    loaded->tma = std::move(*recipes);
     loaded->options = options;
     impl_->by_key[key] = loaded;
   }

@@ -46,7 +46,7 @@ const jit::Loaded& Kernel::variant_for(const std::vector<LaunchArg>& args) const
       // host data is copied to a fresh (aligned) device buffer
       if (!a.on_device || reinterpret_cast<uintptr_t>(a.ptr) % 16 == 0) facts[i] = ArgFact::aligned16;
     } else if (a.kind == LaunchArg::Kind::integer && p.kind == ParamKind::scalar && !p.type.is_float()) {
-      if (a.i % 16 == 0) facts[i] = ArgFact::aligned16;
+      if (a.i % 16 == 0 && a.i > 0) facts[i] = ArgFact::aligned16;  // (0 and negatives: the generic variant)
       else if (a.i == 1) facts[i] = ArgFact::one;
     }
     any |= facts[i] != ArgFact::none;
@@ -162,16 +162,22 @@ void Kernel::launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<
     std::vector<cuda::TensorMap> maps;
     maps.reserve(loaded.tma.size());
     for (const runtime::TmaRecipe& r : loaded.tma) {
-      auto size = [&](const runtime::TmaRecipe::Dim& d) -> uint64_t {
-        int64_t v = d.param >= 0 ? args.at(static_cast<size_t>(d.param)).i : d.value;
-        return static_cast<uint64_t>(std::max<int64_t>(v, 1));  // (an empty tensor: the grid reads none of it)
+      auto size = [&](const runtime::TmaRecipe::Dim& d) {
+        return d.param >= 0 ? args.at(static_cast<size_t>(d.param)).i : d.value;
       };
       cuda::TensorMapShape t;
       std::memcpy(&t.base, &slots.at(static_cast<size_t>(r.pointer)), sizeof(void*));
       t.element_bytes = static_cast<int>(ir::dtype_bytes(r.dtype));
       t.bf16 = r.dtype == ir::DType::bf16;
-      t.cols = size(r.cols), t.rows = size(r.rows), t.stride_bytes = size(r.stride) * static_cast<uint64_t>(t.element_bytes);
       t.box_cols = static_cast<unsigned>(r.box_cols), t.box_rows = static_cast<unsigned>(r.box_rows);
+      const int64_t cols = size(r.cols), rows = size(r.rows), stride = size(r.stride);
+      if (cols > 0 && rows > 0) {
+        t.cols = static_cast<uint64_t>(cols), t.rows = static_cast<uint64_t>(rows);
+        t.stride_bytes = static_cast<uint64_t>(stride) * static_cast<uint64_t>(t.element_bytes);
+      } else {  // an empty tensor, whose every element reads as zero: a map of zeros
+        t.base = cuda::zeros_for_tensor_maps();
+        t.cols = t.box_cols, t.rows = t.box_rows, t.stride_bytes = 128;
+      }
       try {
         maps.push_back(cuda::encode_tensor_map(t));
       } catch (const Error& e) {

@@ -35,7 +35,8 @@ void ag_gemm(tl::Ptr<T> a, tl::Ptr<T> shard, tl::Ptr<T> b, tl::Ptr<float> c, tl:
              tl::Int K, tl::Int call, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M,
              tl::Const<int> PUTS) {
   auto n = dist::num_ranks(), me = dist::rank();
-  auto rows = M / n;  // per rank
+  auto rows = tl::maximum(M, 0) / n;  // per rank
+  // (M >= 0 said so: the compiler then knows the tile coordinates are, as TMA copies need)
   const int slices = PUTS > 0 ? int(PUTS) : 1;
   auto slice_rows = (rows + slices - 1) / slices;
   auto word = [&](const Tensor& row) { return row / rows * slices + row % rows / slice_rows; };  // row's signal word

@@ -42,7 +42,8 @@ void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t
     });
     return;
   }
-  auto rows = M / n;  // per rank, a multiple of BM (the host checks)
+  auto rows = tl::maximum(M, 0) / n;  // per rank, a multiple of BM (the host checks)
+  // (M >= 0 said so: the compiler then knows the tile coordinates are, as TMA copies need)
   auto pid_m = (grouped_m + (me + 1) % n * (rows / BM)) % tl::num_programs(0);  // the next rank's rows first
   auto acc = detail::gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK);
   auto owner = pid_m * BM / rows;

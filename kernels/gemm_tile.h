@@ -12,7 +12,9 @@ inline std::pair<tl::Tensor, tl::Tensor> grouped_tile(const tl::Tensor& pid, con
                                                         int group_m_tiles) {
   auto in_group = num_n * group_m_tiles;
   auto first_m = pid / in_group * group_m_tiles;
-  auto group_m = tl::minimum(num_m - first_m, group_m_tiles);
+  // (at least 1: the maximum says so to the compiler, whose TMA copies need tile coordinates
+  // it can prove non-negative)
+  auto group_m = tl::maximum(tl::minimum(num_m - first_m, group_m_tiles), 1);
   return {first_m + pid % in_group % group_m, pid % in_group / group_m};
 }
 /// The same, the tile numbered by the program's place in the 2-D grid.

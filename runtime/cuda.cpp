@@ -259,6 +259,15 @@ void copy_device_to_device(void* dst, const void* src, size_t bytes) {
 }
 void synchronize() { TD_CU(cuCtxSynchronize()); }
 
+void* zeros_for_tensor_maps() {
+  static void* zeros = [] {
+    void* p = cuda::malloc(256 * 128);
+    cuda::memset(p, 0, 256 * 128);
+    return p;
+  }();
+  return zeros;
+}
+
 TensorMap encode_tensor_map(const TensorMapShape& t) {
   Driver& d = driver();
   if (!d.cuTensorMapEncodeTiled) throw Error("tiledist: this CUDA driver lacks cuTensorMapEncodeTiled (TMA needs CUDA 12)");

@@ -58,6 +58,9 @@ struct TensorMapShape {
 };
 /// Encodes the tensor map (cuTensorMapEncodeTiled); throws Error naming the shape it rejects.
 TensorMap encode_tensor_map(const TensorMapShape& t);
+/// 32 KiB of zeros in device memory (allocated once): what a tensor map of an empty tensor
+/// points at (256 rows of 128 bytes, every box of which reads as zeros).
+void* zeros_for_tensor_maps();
 
 /// CUDA virtual memory (VMM) on the current device, for heaps that other processes map:
 /// physical memory exportable as a POSIX file descriptor, address ranges, mappings (with

@@ -1,6 +1,7 @@
 // tiledist-opt: parses tile IR, runs passes, prints the result (the driver of the FileCheck
 // tests in tests/ir/).
-//   tiledist-opt [--pass NAME ...] [--pipeline] [--locs] [--target T] [--emit llvm-lowered|llvm|asm] FILE|-
+//   tiledist-opt [--pass NAME ...] [--pipeline] [--locs] [--target T] [--emit llvm-lowered|llvm|asm]
+//                [--num-warps N] [--num-stages N] FILE|-
 // --emit lowers the result for the target (the host CPU unless --target names another, as
 // tiledist-compile does) and prints LLVM IR or assembly instead.
 #include <cstdio>
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   bool locs = false;
   std::string emit;
   std::string target = "host";
+  CompileOptions options;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--pass" && i + 1 < argc) passes.push_back(argv[++i]);
@@ -28,9 +30,13 @@ int main(int argc, char** argv) {
     else if (a == "--locs") locs = true;
     else if (a == "--emit" && i + 1 < argc) emit = argv[++i];
     else if (a == "--target" && i + 1 < argc) target = argv[++i];
+    else if (a == "--num-warps" && i + 1 < argc) options.num_warps = std::atoi(argv[++i]);
+    else if (a == "--num-stages" && i + 1 < argc) options.num_stages = std::atoi(argv[++i]);
     else if (file.empty()) file = a;
     else {
-      std::fprintf(stderr, "usage: tiledist-opt [--pass NAME ...] [--pipeline] [--locs] [--target T] [--emit llvm-lowered|llvm|asm] FILE|-\n");
+      std::fprintf(stderr,
+                   "usage: tiledist-opt [--pass NAME ...] [--pipeline] [--locs] [--target T] [--emit llvm-lowered|llvm|asm]\n"
+                   "                    [--num-warps N] [--num-stages N] FILE|-\n");
       return 2;
     }
   }
@@ -46,6 +52,7 @@ int main(int argc, char** argv) {
     ss << in.rdbuf();
   }
   try {
+    options.validate();
     const Target t = Target::parse(target);
     auto fns = ir::parse(ss.str(), file.empty() ? "<stdin>" : file);
     for (auto& f : fns) {
@@ -67,7 +74,7 @@ int main(int argc, char** argv) {
       } else if (emit == "llvm" || emit == "llvm-lowered" || emit == "asm") {
         jit::Context ctx;
         jit::Stage stage = emit == "llvm" ? jit::Stage::llvm : emit == "asm" ? jit::Stage::asm_ : jit::Stage::llvm_lowered;
-        std::fputs(ctx.emit(*f, t, CompileOptions{}, stage).c_str(), stdout);
+        std::fputs(ctx.emit(*f, t, options, stage).c_str(), stdout);
       } else {
         std::fprintf(stderr, "tiledist-opt: --emit takes llvm-lowered, llvm or asm\n");
         return 2;
