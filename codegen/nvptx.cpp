@@ -1239,8 +1239,8 @@ class NvptxLowering : public Elements {
     bool blocked = false;
     /// B given as trans(load of B^T): the tile loaded is [N][K], stored like A (K-major), and
     /// wgmma reads it untransposed (the only form f8 wgmma takes). wgmma pipelines only.
-    bool k_major = false;
-    const ir::Op* trans = nullptr;  // k_major: the trans op, which the pipeline does instead
+    const ir::Op* trans = nullptr;  // the trans op, which the pipeline does instead
+    bool k_major() const { return trans != nullptr; }
     int64_t esize = 2;  // bytes per element: 2 (f16, bf16) or 1 (f8)
     /// Copied by TMA (Pipeline::tma): tensor map `map` (tma_recipes_), one box per 128 bytes of
     /// a row; tile element (i, j) is the tensor's (row0 + i, col0 + j), where for the iteration
@@ -1327,7 +1327,6 @@ class NvptxLowering : public Elements {
           trans = v->def;
           v = v->def->operands[0];
         }
-        const bool k_major = trans;
         const ir::Op* ld = v->def;
         if (!ld || ld->code != OpCode::Load || ld->parent != &body || uses[v] != 1) return std::nullopt;
         if (ld->operands.size() > 2 && !is_zero(ld->operands[2])) return std::nullopt;
@@ -1335,9 +1334,8 @@ class NvptxLowering : public Elements {
         if (!loop_recomputable(ld->operands[0], body) || (mask && !loop_recomputable(mask, body))) return std::nullopt;
         PipeOperand o{ld, v->type.shape[0], v->type.shape[1], 0};
         o.esize = esize;
-        o.k_major = k_major;
         o.trans = trans;
-        o.transposed = esize == 1 && k == 1 && !k_major;
+        o.transposed = esize == 1 && k == 1 && !trans;
         o.vector_rows = o.transposed && axis_.vectorizable(ld->operands[0], mask, 16);
         if (o.transposed || !axis_.vectorizable(ld->operands[0], mask, o.per_chunk())) {
           o.staged = true;
@@ -1353,7 +1351,7 @@ class NvptxLowering : public Elements {
       // the body may read it.
       p.wgmma = wgmma_eligible(p) && uses[dot->results[0].get()] == 1 && uses[body.args[i + 1].get()] == 1;
       if (p.wgmma) p.a.blocked = p.b.blocked = true;
-      if (p.b.k_major && !p.wgmma) continue;  // (other dots stage a transposed B themselves)
+      if (p.b.k_major() && !p.wgmma) continue;  // (other dots stage a transposed B themselves)
       const int min_stages = p.wgmma ? 3 : 2;
       const int64_t limit = p.wgmma ? kWgmmaSmemBytes : kPipelineSmemBytes;
       p.stages = std::max(min_stages, opts_.num_stages);
@@ -1374,8 +1372,8 @@ class NvptxLowering : public Elements {
   /// 64 up to 256 and K a multiple of 128 bytes (the 128-byte swizzle of the descriptors).
   bool wgmma_eligible(const Pipeline& p) const {
     if (opts_.arch != "sm_90a" || p.a.staged || p.b.staged || threads_ % 128) return false;
-    if (p.a.esize != 2 && !(p.a.esize == 1 && p.b.k_major)) return false;  // f8: both K-major
-    const int64_t M = p.a.rows, K = p.a.cols, N = p.b.k_major ? p.b.rows : p.b.cols;
+    if (p.a.esize != 2 && !(p.a.esize == 1 && p.b.k_major())) return false;  // f8: both K-major
+    const int64_t M = p.a.rows, K = p.a.cols, N = p.b.k_major() ? p.b.rows : p.b.cols;
     return M == 16 * (threads_ / 32) && N % 64 == 0 && N <= 256 && (K * p.a.esize) % 128 == 0;
   }
   /// The shapes of the dots that wgmma pipelines make: mma_tiles gives them the wgmma layout,
@@ -1637,12 +1635,8 @@ class NvptxLowering : public Elements {
   /// into registers, for pipe_store_staged.
 
   void pipe_issue(Pipeline& p, llvm::Value* iv0, llvm::Value* step, llvm::Value* hi, llvm::Value* j, llvm::Value* stage) {
-    const ir::Block& body = *p.loop->regions[0];
-    llvm::Value* iv = b_.CreateAdd(iv0, b_.CreateMul(b_.CreateZExtOrTrunc(j, iv0->getType()), step));
+    llvm::Value* iv = prefetch_iteration(p, iv0, step, j);
     llvm::Value* live = b_.CreateICmpSLT(iv, hi);
-    subst_[body.args[0].get()] = iv;
-    subst_body_ = &body;
-    subst_iteration_ = j;
     llvm::Value* base = stage_base(p, stage);
     auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
     for (const PipeOperand* o : {&p.a, &p.b}) {
@@ -1695,10 +1689,23 @@ class NvptxLowering : public Elements {
         p.in_registers.push_back(sc);
       }
     }
+    end_prefetch();
+    b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_commit_group, {}, {});
+  }
+  /// Iteration `j`'s induction variable, set for recompute() of the loop body's values for that
+  /// iteration until end_prefetch.
+  llvm::Value* prefetch_iteration(const Pipeline& p, llvm::Value* iv0, llvm::Value* step, llvm::Value* j) {
+    const ir::Block& body = *p.loop->regions[0];
+    llvm::Value* iv = b_.CreateAdd(iv0, b_.CreateMul(b_.CreateZExtOrTrunc(j, iv0->getType()), step));
+    subst_[body.args[0].get()] = iv;
+    subst_body_ = &body;
+    subst_iteration_ = j;
+    return iv;
+  }
+  void end_prefetch() {
     subst_.clear();
     subst_body_ = nullptr;
     subst_iteration_ = nullptr;
-    b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_commit_group, {}, {});
   }
 
   /// cp.async.cg of 16 bytes (`size` of them read, the rest zero-filled) to a shared address.
@@ -1737,12 +1744,8 @@ class NvptxLowering : public Elements {
   /// Thread 0 starts the TMA copies of iteration `j`'s tiles into buffer `stage` (none past the
   /// end of the loop); they complete on the stage's mbarrier, which expects their bytes.
   void tma_issue(Pipeline& p, llvm::Value* iv0, llvm::Value* step, llvm::Value* hi, llvm::Value* j, llvm::Value* stage) {
-    const ir::Block& body = *p.loop->regions[0];
-    llvm::Value* iv = b_.CreateAdd(iv0, b_.CreateMul(b_.CreateZExtOrTrunc(j, iv0->getType()), step));
+    llvm::Value* iv = prefetch_iteration(p, iv0, step, j);
     when(b_.CreateAnd(is_thread0(), b_.CreateICmpSLT(iv, hi)), [&] {
-      subst_[body.args[0].get()] = iv;
-      subst_body_ = &body;
-      subst_iteration_ = j;
       auto coord = [&](const ir::Value* start, int64_t offset) {
         llvm::Value* o = b_.getInt32(static_cast<int32_t>(offset));
         return start ? b_.CreateAdd(b_.CreateSExtOrTrunc(recompute_scalar(start), b_.getInt32Ty()), o) : o;
@@ -1763,10 +1766,8 @@ class NvptxLowering : public Elements {
                b_.CreateAdd(col0, b_.getInt32(static_cast<int32_t>(k * box_cols))), row0, bar});
         }
       }
-      subst_.clear();
-      subst_body_ = nullptr;
-      subst_iteration_ = nullptr;
     });
+    end_prefetch();
   }
 
   static const char* ptx_type(DType d) {
@@ -1873,7 +1874,7 @@ class NvptxLowering : public Elements {
     const bool f8 = p.a.esize == 1;
     const std::string wgmma = str_cat("wgmma.mma_async.sync.aligned.m64n", N, f8 ? "k32" : "k16", ".f32.", ptx_type(da), ".",
                                       ptx_type(op.operands[1]->type.dtype), " {", regs, "}, $", 2 * n, ", $", 2 * n + 1,
-                                      f8 ? ", 1, 1, 1;" : p.b.k_major ? ", 1, 1, 1, 0, 0;" : ", 1, 1, 1, 0, 1;");
+                                      f8 ? ", 1, 1, 1;" : p.b.k_major() ? ", 1, 1, 1, 0, 0;" : ", 1, 1, 1, 0, 1;");
     ptx_void("wgmma.fence.sync.aligned;");
     for (int64_t ks = 0; ks < p.a.cols * p.a.esize / 32; ++ks) {
       // K-major (A, and B^T): 32 bytes per step within a 128-byte block, the next block rows * 128 on.
@@ -1882,7 +1883,7 @@ class NvptxLowering : public Elements {
       };
       llvm::Value* a_desc = wgmma_desc(k_major_at(a_tile, p.a), 16, 1024);
       // B N-major: 16 rows of 128 bytes per k16.
-      llvm::Value* b_desc = p.b.k_major ? wgmma_desc(k_major_at(b_tile, p.b), 16, 1024)
+      llvm::Value* b_desc = p.b.k_major() ? wgmma_desc(k_major_at(b_tile, p.b), 16, 1024)
                                         : wgmma_desc(b_.CreateConstGEP1_64(b_.getInt8Ty(), b_tile, ks * 16 * 128), p.b.rows * 128, 1024);
       ptx_on_acc(acc, wgmma, ",l,l", {a_desc, b_desc});
     }
