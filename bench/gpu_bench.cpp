@@ -254,10 +254,17 @@ int main(int argc, char** argv) {
     struct Config {
       int bm, bn, bk, warps, stages, group;
       bool tma = true;  // sm_90a's wgmma loops: tiles by TMA, else cp.async
+      bool persistent = false;  // a program per SM walking the tiles
+      bool ws = false;          // warp specialized: a producer warpgroup issues the TMA copies
     };
-    const Config configs[] = {{256, 128, 32, 8, 3, 8},       {128, 256, 64, 8, 4, 8}, {128, 256, 64, 8, 4, 8, false},
-                              {128, 256, 64, 8, 3, 8},       {128, 128, 64, 8, 4, 8}, {64, 128, 64, 4, 4, 8},
-                              {64, 128, 64, 4, 4, 8, false}};
+    const Config configs[] = {{256, 128, 32, 8, 3, 8},
+                              {128, 256, 64, 8, 4, 8},
+                              {128, 256, 64, 8, 4, 8, false},
+                              {128, 256, 64, 8, 4, 8, true, true, false},
+                              {128, 256, 64, 8, 4, 8, true, false, true},
+                              {128, 256, 64, 8, 4, 8, true, true, true},
+                              {64, 128, 64, 4, 4, 8},
+                              {64, 128, 64, 4, 4, 8, true, true, true}};
     for (auto [M, N, K] : {std::tuple{4096, 4096, 4096}, {8192, 8192, 8192}, {128, 8192, 8192}}) {
       if (only_fp8) break;
       cuda::Buffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
@@ -275,17 +282,22 @@ int main(int argc, char** argv) {
         opts.num_warps = cfg.warps;
         opts.num_stages = cfg.stages;
         opts.tma = cfg.tma;
+        opts.warp_specialize = cfg.ws;
         auto g = compile(kernels::gemm_kernel(ir::DType::bf16),
-                         {{"BM", cfg.bm}, {"BN", cfg.bn}, {"BK", cfg.bk}, {"GROUP_M", cfg.group}}, target, opts);
+                         {{"BM", cfg.bm}, {"BN", cfg.bn}, {"BK", cfg.bk}, {"GROUP_M", cfg.group}, {"PERSISTENT", cfg.persistent}},
+                         target, opts);
         cuda::memset(c.data(), 0xFF, c.size() * 4);  // NaN: a result not written is caught
-        auto ours = [&] { g.launch({tl::cdiv(M, cfg.bm), tl::cdiv(N, cfg.bn)}, a, b, c, M, N, K); };
+        const int tiles = tl::cdiv(M, cfg.bm) * tl::cdiv(N, cfg.bn);
+        const Grid grid = cfg.persistent ? Grid(std::min(tiles, dev.sms)) : Grid(tl::cdiv(M, cfg.bm), tl::cdiv(N, cfg.bn));
+        auto ours = [&] { g.launch(grid, a, b, c, M, N, K); };
         ours();
         double err = reference::rel_error(c.download(), want);
         auto [burst_ours, burst_theirs] = burst_pair(ours, theirs);
         double steady_ours = steady_rate(ours) * flop / 1e12, steady_theirs = steady_rate(theirs) * flop / 1e12;
         char shape[96];
-        std::snprintf(shape, sizeof shape, "M=%d N=%d K=%d %dx%dx%d/%dw/%ds/g%d%s", M, N, K, cfg.bm, cfg.bn, cfg.bk,
-                      cfg.warps, cfg.stages, cfg.group, cfg.tma ? "" : " cp.async");
+        std::snprintf(shape, sizeof shape, "M=%d N=%d K=%d %dx%dx%d/%dw/%ds/g%d%s%s%s", M, N, K, cfg.bm, cfg.bn, cfg.bk,
+                      cfg.warps, cfg.stages, cfg.group, cfg.tma ? "" : " cp.async", cfg.persistent ? " P" : "",
+                      cfg.ws ? " WS" : "");
         std::printf("%-50s %8.1f %8.1f %7.3f   %8.1f %8.1f %7.3f %9.1e\n", shape, steady_ours, steady_theirs,
                     steady_ours / steady_theirs, flop / burst_ours / 1e9, flop / burst_theirs / 1e9,
                     burst_theirs / burst_ours, err);

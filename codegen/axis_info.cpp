@@ -38,9 +38,9 @@ bool nonneg(const ir::Value* v, int depth) {
   if (!v->def) {
     const ir::Op* loop = v->owner ? v->owner->parent : nullptr;
     if (!loop || loop->code != OpCode::For || v->index != 0) return false;
-    const ir::Op* step = loop->operands[2]->def;  // iv >= lo when the step is positive
-    return nonneg(loop->operands[0], depth + 1) && step && step->code == OpCode::Constant &&
-           std::get<int64_t>(step->attrs.at("value")) > 0;
+    const ir::Op* step = loop->operands[2]->def;  // iv >= lo when the step is positive (a program count is)
+    return nonneg(loop->operands[0], depth + 1) && step &&
+           ((step->code == OpCode::Constant && std::get<int64_t>(step->attrs.at("value")) > 0) || step->code == OpCode::NumPrograms);
   }
   const ir::Op& d = *v->def;
   switch (d.code) {

@@ -36,6 +36,7 @@ struct NvptxOptions {
   int num_warps = 4;
   int num_stages = 3;  // operand buffers of pipelined dot loops
   bool tma = true;     // sm_90a: wgmma pipelines copy their tiles with TMA where they can
+  bool warp_specialize = false;  // sm_90a: a producer warpgroup issues a TMA loop's copies
 };
 
 /// The NVPTX lowering of a kernel: a module with one kernel named after it, taking the runtime

@@ -72,7 +72,7 @@ class NvptxLowering : public Elements {
                  llvm::ValueAsMetadata::get(b_.getInt32(v))}));
     };
     md("kernel", 1);
-    md("maxntidx", threads_);
+    md("maxntidx", block_threads());
     smem_ = new llvm::GlobalVariable(*module_, llvm::ArrayType::get(b_.getInt8Ty(), 0), false,
                                      llvm::GlobalValue::ExternalLinkage, nullptr, "tiledist_smem", nullptr,
                                      llvm::GlobalValue::NotThreadLocal, 3);
@@ -84,10 +84,13 @@ class NvptxLowering : public Elements {
     uses_ = ir::count_uses(f_.body);
     max_vec_ = narrow_memory(f_) ? 8 : 4;
     if (!wgmma_shapes_.empty()) smem_->setAlignment(llvm::Align(1024));  // wgmma's 128-byte swizzle atoms
+    if (ws_) emit_warp_specialized_entry();
     emit_block(f_.body);
     verify_lowered("nvptx");
-    return NvptxModule{std::move(module_), f_.name, smem_bytes_, threads_, with_world, tma_recipes_};
+    return NvptxModule{std::move(module_), f_.name, smem_bytes_, block_threads(), with_world, tma_recipes_};
   }
+  /// Threads per program: the layouts' threads_, and a producer warpgroup where warp specialized.
+  int block_threads() const { return threads_ + (ws_ ? 128 : 0); }
 
  private:
   NvptxLowering(const ir::Function& f, llvm::LLVMContext& ctx, const NvptxOptions& opts, std::unique_ptr<llvm::Module> m)
@@ -259,7 +262,13 @@ class NvptxLowering : public Elements {
     smem_bytes_ = std::max(smem_bytes_, smem_floor_ + base + bytes);
     return b_.CreateConstGEP1_64(b_.getInt8Ty(), smem_, smem_floor_ + base);
   }
-  void barrier() { b_.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {}); }
+  /// The program's threads meet: all of them, or where warp specialized the consumers (named
+  /// barrier 1; the producer warpgroup never takes part).
+  void barrier() {
+    TD_ASSERT(!producer_, "a barrier in the producer's code");
+    if (ws_) b_.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier_sync_cnt, {}, {b_.getInt32(1), b_.getInt32(threads_)});
+    else b_.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
+  }
   llvm::Type* buf_type(const ir::Type& t) { return !t.is_ptr && t.dtype == DType::i1 ? b_.getInt8Ty() : reg_type(t); }
   int64_t elem_bytes(const ir::Type& t) {
     return static_cast<int64_t>(module_->getDataLayout().getTypeAllocSize(buf_type(t)));
@@ -284,6 +293,7 @@ class NvptxLowering : public Elements {
   llvm::Value* is_thread0() { return b_.CreateICmpEQ(tid_, b_.getInt32(0)); }
   /// A scalar computed by thread 0 only (a side effect), made known to every thread.
   llvm::Value* from_thread0(llvm::Type* t, const std::function<llvm::Value*()>& value) {
+    if (producer_) return value();  // (one thread runs the producer's code)
     llvm::Value* v = when_value(is_thread0(), t, llvm::UndefValue::get(t), value);
     int64_t bytes = static_cast<int64_t>(module_->getDataLayout().getTypeAllocSize(t));
     llvm::Value* slot = scratch(0, bytes);
@@ -1249,6 +1259,7 @@ class NvptxLowering : public Elements {
     const ir::Value* row_start = nullptr;
     const ir::Value* col_start = nullptr;
     int64_t row_offset = 0, col_offset = 0;
+    const ir::Value* base = nullptr;  // TMA: the base pointer (through the waits that order the copies)
     int64_t per_chunk() const { return 16 / esize; }  // elements per 16-byte chunk
     int64_t row_bytes() const { return (transposed ? rows : cols) * esize; }
     int64_t bytes() const { return rows * cols * esize; }
@@ -1275,14 +1286,18 @@ class NvptxLowering : public Elements {
     /// on the stage's mbarrier (at `bars`, 8 bytes per stage) that the others wait on.
     bool tma = false;
     int64_t bars = 0;
+    /// Warp specialized (see WarpSpec): the producer warpgroup issues the copies; consumers wait
+    /// on the `full` mbarriers (at `bars`) and arrive on the `empty` ones once a stage is read.
+    bool ws = false;
+    llvm::Value* iteration = nullptr;  // the current iteration of this run of the loop, from 0
     /// How many iterations the loop's copies run ahead of its dot.
     int ahead() const { return wgmma ? stages - 2 : stages - 1; }
     int64_t base = 0;  // of the first buffer in dynamic shared memory
     llvm::Value* read_stage = nullptr;  // the stage the current iteration's dot reads
     llvm::Value* next_stage = nullptr;  // the next iteration's
-    std::vector<llvm::Value*> frags;       // the current iteration's first fragments (loop-carried)
-    std::vector<llvm::Value*> next_frags;  // the next iteration's, once the dot has loaded them
-    std::vector<StagedChunk> in_registers;  // staged operands' chunks not yet in shared memory
+    std::vector<llvm::Value*> frags{};      // the current iteration's first fragments (loop-carried)
+    std::vector<llvm::Value*> next_frags{};  // the next iteration's, once the dot has loaded them
+    std::vector<StagedChunk> in_registers{};  // staged operands' chunks not yet in shared memory
   };
 
   static bool is_zero(const ir::Value* v) {
@@ -1394,6 +1409,10 @@ class NvptxLowering : public Elements {
         tma_loops_[&op] = {a->op, b->op};
       }
     });
+    if (opts_.warp_specialize && tma_loops_.size() == 1) {
+      const auto& [loop, ops] = *tma_loops_.begin();
+      plan_warp_specialization(*loop, ops.first, ops.second);
+    }
   }
 
   // ---- TMA operands
@@ -1531,6 +1550,7 @@ class NvptxLowering : public Elements {
     m.recipe.dtype = o.load->results[0]->type.dtype;
     m.recipe.cols = *cols, m.recipe.rows = *rows, m.recipe.stride = *st;
     m.recipe.box_cols = 128 / o.esize, m.recipe.box_rows = o.rows;
+    m.op.base = base;
     m.op.row_start = row->start, m.op.row_offset = row->offset;
     m.op.col_start = col->start, m.op.col_offset = col->offset;
     return m;
@@ -1745,28 +1765,279 @@ class NvptxLowering : public Elements {
   /// end of the loop); they complete on the stage's mbarrier, which expects their bytes.
   void tma_issue(Pipeline& p, llvm::Value* iv0, llvm::Value* step, llvm::Value* hi, llvm::Value* j, llvm::Value* stage) {
     llvm::Value* iv = prefetch_iteration(p, iv0, step, j);
-    when(b_.CreateAnd(is_thread0(), b_.CreateICmpSLT(iv, hi)), [&] {
-      auto coord = [&](const ir::Value* start, int64_t offset) {
-        llvm::Value* o = b_.getInt32(static_cast<int32_t>(offset));
-        return start ? b_.CreateAdd(b_.CreateSExtOrTrunc(recompute_scalar(start), b_.getInt32Ty()), o) : o;
-      };
-      llvm::Value* bar = shared_u32(stage_bar(p, stage));
-      mbar_expect(stage_bar(p, stage), p.stage_bytes);
-      llvm::Value* base = stage_base(p, stage);
-      for (const PipeOperand* o : {&p.a, &p.b}) {
-        llvm::Value* row0 = coord(o->row_start, o->row_offset);
-        llvm::Value* col0 = coord(o->col_start, o->col_offset);
-        const int64_t box_cols = 128 / o->esize;
-        for (int64_t k = 0; k < o->cols / box_cols; ++k) {
-          llvm::Value* dst = b_.CreateConstGEP1_64(b_.getInt8Ty(), base, o->offset + k * o->rows * 128);
-          ptx(b_.getVoidTy(),
-              "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];",
-              "r,l,r,r,r",
-              {shared_u32(dst), fn_->getArg(first_map_ + static_cast<unsigned>(o->map)),
-               b_.CreateAdd(col0, b_.getInt32(static_cast<int32_t>(k * box_cols))), row0, bar});
-        }
+    when(b_.CreateAnd(is_thread0(), b_.CreateICmpSLT(iv, hi)), [&] { tma_copy(p, stage); });
+    end_prefetch();
+  }
+  /// The copies of the iteration being prefetched (prefetch_iteration) into buffer `stage`,
+  /// whose mbarrier this thread arrives on, expecting their bytes.
+  void tma_copy(Pipeline& p, llvm::Value* stage) {
+    auto coord = [&](const ir::Value* start, int64_t offset) {
+      llvm::Value* o = b_.getInt32(static_cast<int32_t>(offset));
+      return start ? b_.CreateAdd(b_.CreateSExtOrTrunc(recompute_scalar(start), b_.getInt32Ty()), o) : o;
+    };
+    llvm::Value* bar = shared_u32(stage_bar(p, stage));
+    mbar_expect(stage_bar(p, stage), p.stage_bytes);
+    llvm::Value* base = stage_base(p, stage);
+    for (const PipeOperand* o : {&p.a, &p.b}) {
+      llvm::Value* row0 = coord(o->row_start, o->row_offset);
+      llvm::Value* col0 = coord(o->col_start, o->col_offset);
+      const int64_t box_cols = 128 / o->esize;
+      for (int64_t k = 0; k < o->cols / box_cols; ++k) {
+        llvm::Value* dst = b_.CreateConstGEP1_64(b_.getInt8Ty(), base, o->offset + k * o->rows * 128);
+        ptx(b_.getVoidTy(),
+            "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];",
+            "r,l,r,r,r",
+            {shared_u32(dst), fn_->getArg(first_map_ + static_cast<unsigned>(o->map)),
+             b_.CreateAdd(col0, b_.getInt32(static_cast<int32_t>(k * box_cols))), row0, bar});
       }
+    }
+  }
+
+  // ---- warp specialization (sm_90a, NvptxOptions::warp_specialize)
+  // The program gets a producer warpgroup after its `threads_` consumer threads. One producer
+  // thread runs the kernel's producer slice: the scalar ops, waits and control flow that the
+  // copies of the TMA loop need (see plan_warp_specialization), and for each iteration of each
+  // run of the loop, waits until its next buffer is free (the buffer's `empty` mbarrier) and
+  // issues the iteration's copies into it (completing on its `full` mbarrier). The buffers and
+  // mbarriers stay put for the whole kernel, and the producer and the consumers count the same
+  // iterations (stage and parity in locals), so the producer runs ahead across runs of the
+  // loop: a persistent kernel's next tile loads under this tile's epilogue. The consumers wait
+  // on `full`, and every consumer thread arrives on `empty` once the wgmma group that read the
+  // buffer has completed (wait_group 1 in the next iteration, wait_group 0 after the loop); no
+  // barrier in the loop. Their other barriers are named barrier 1, of the consumers only.
+  struct WarpSpec {
+    const ir::Op* loop = nullptr;
+    std::set<const ir::Op*> ops;    // the producer's: the slice, the control flow around it, the loop
+    std::set<const ir::Op*> loops;  // of those, loops whose carried values the producer computes too
+    int stages = 0;
+    int64_t stage_bytes = 0, base = 0, full = 0, empty = 0, end = 0;
+    llvm::Value* stage = nullptr;  // locals: the next iteration's buffer and its parity
+    llvm::Value* phase = nullptr;
+  };
+  llvm::Value* next_of(llvm::Value* s, int stages) {
+    llvm::Value* n = b_.CreateAdd(s, b_.getInt32(1));
+    return b_.CreateSelect(b_.CreateICmpEQ(n, b_.getInt32(stages)), b_.getInt32(0), n);
+  }
+  llvm::Value* prev_of(llvm::Value* s, int stages) {
+    return b_.CreateSelect(b_.CreateICmpEQ(s, b_.getInt32(0)), b_.getInt32(stages - 1), b_.CreateSub(s, b_.getInt32(1)));
+  }
+  llvm::Value* empty_bar(llvm::Value* stage) {
+    return b_.CreateGEP(b_.getInt8Ty(), smem_, b_.CreateAdd(b_.getInt32(static_cast<int32_t>(ws_->empty)), b_.CreateMul(stage, b_.getInt32(8))));
+  }
+  /// This thread arrives on buffer `stage`'s empty mbarrier if `cond` (no branch: predicated).
+  void empty_arrive(llvm::Value* stage, llvm::Value* cond) {
+    ptx(b_.getVoidTy(), "{\n.reg .pred p;\nsetp.ne.u32 p, $1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [$0];\n}", "r,r",
+        {shared_u32(empty_bar(stage)), b_.CreateZExt(cond, b_.getInt32Ty())});
+  }
+
+  /// Warp specialization for the kernel's TMA loop `loop` where the producer can compute what
+  /// its copies need: the loop's bounds, the scalars the copies' coordinates are recomputed
+  /// from, the base pointers (through the waits their tokens carry), and the conditions and
+  /// bounds of the control flow around all of these, each made only of scalar ops that move
+  /// no data (pure ops, waits, symm_at) and of loops carrying scalars. Sets ws_ and reserves
+  /// the buffers and mbarriers at the start of shared memory.
+  void plan_warp_specialization(const ir::Op& loop, const PipeOperand& a, const PipeOperand& b) {
+    if (threads_ + 128 > 1024) return;
+    WarpSpec w;
+    w.loop = &loop;
+    bool ok = true;
+    std::vector<const ir::Value*> work;
+    const ir::Block& body = *loop.regions[0];
+    std::function<void(const ir::Value*)> outer = [&](const ir::Value* v) {  // what recompute_scalar reads
+      if (!v->def && v->owner == &body) {
+        if (v->index == 0) return;
+        CarriedStep c = carried_step(v);
+        if (!c.init) ok = false;
+        else outer(c.init), outer(c.inc);
+      } else if (v->def && v->def->parent == &body) {
+        for (const ir::Value* o : v->def->operands) outer(o);
+      } else {
+        work.push_back(v);
+      }
+    };
+    for (const PipeOperand* o : {&a, &b}) {
+      for (const ir::Value* s : {o->row_start, o->col_start})
+        if (s) outer(s);
+      work.push_back(o->base);
+    }
+    std::function<void(const ir::Block*)> enclose = [&](const ir::Block* blk) {  // the control flow around blk
+      for (; blk && blk->parent; blk = blk->parent->parent) {
+        const ir::Op* c = blk->parent;
+        if (!w.ops.insert(c).second) return;  // (and its own)
+        if (c->code == OpCode::For) work.insert(work.end(), {c->operands[0], c->operands[1], c->operands[2]});
+        else if (c->code == OpCode::If) work.push_back(c->operands[0]);
+        else ok = false;
+      }
+    };
+    auto carrying = [&](const ir::Op* f) {  // a loop whose carried values the producer needs
+      if (f == &loop || f->code != OpCode::For) return void(ok = false);
+      if (!w.loops.insert(f).second) return;
+      w.ops.insert(f);
+      for (const ir::Value* v : f->operands) work.push_back(v);
+      for (const ir::Value* v : f->regions[0]->terminator()->operands) work.push_back(v);
+      enclose(f->parent);
+    };
+    w.ops.insert(&loop);
+    enclose(loop.parent);
+    work.insert(work.end(), {loop.operands[0], loop.operands[1], loop.operands[2]});
+    std::set<const ir::Value*> seen;
+    while (ok && !work.empty()) {
+      const ir::Value* v = work.back();
+      work.pop_back();
+      if (!seen.insert(v).second) continue;
+      if (v->type.is_tensor()) ok = false;
+      else if (!v->def) {  // a parameter, or a loop's induction variable or carried value
+        if (v->owner == &f_.body) continue;
+        const ir::Op* f = v->owner->parent;
+        if (v->index > 0) carrying(f);
+        else if (f == &loop || f->code != OpCode::For) ok = false;
+        else enclose(v->owner);
+      } else if (v->def->code == OpCode::For) {
+        carrying(v->def);
+      } else if (!v->def->regions.empty() ||
+                 !(v->def->is_pure() || v->def->code == OpCode::Wait || v->def->code == OpCode::SymmAt)) {
+        ok = false;
+      } else if (w.ops.insert(v->def).second) {
+        for (const ir::Value* o : v->def->operands) work.push_back(o);
+        enclose(v->def->parent);
+      }
+    }
+    if (!ok) return;
+    auto p = match_pipeline(loop);
+    w.stages = p->stages;
+    w.stage_bytes = p->stage_bytes;
+    w.full = w.stages * w.stage_bytes;  // (base 0: 1024-byte aligned)
+    w.empty = w.full + 8 * w.stages;
+    w.end = w.empty + 8 * w.stages;
+    smem_bytes_ = std::max(smem_bytes_, w.end);
+    smem_floor_ = (w.end + 127) / 128 * 128;
+    ws_ = std::move(w);
+  }
+
+  /// Kernel entry, warp specialized: thread 0 sets up the mbarriers, everyone meets, and the
+  /// producer warpgroup gives registers to the consumers (setmaxnreg, with two consumer
+  /// warpgroups: 40 and 232 a thread, as CUTLASS's kernels of 384 threads), runs the producer
+  /// slice on one thread and returns. The consumers go on to the kernel's body.
+  void emit_warp_specialized_entry() {
+    ws_->stage = local(b_.getInt32Ty(), b_.getInt32(0));
+    ws_->phase = local(b_.getInt32Ty(), b_.getInt32(0));
+    when(is_thread0(), [&] {
+      for (int s = 0; s < ws_->stages; ++s) {
+        mbar_init(b_.CreateConstGEP1_64(b_.getInt8Ty(), smem_, ws_->full + 8 * s), 1);
+        mbar_init(b_.CreateConstGEP1_64(b_.getInt8Ty(), smem_, ws_->empty + 8 * s), threads_);
+      }
+      ptx_void("fence.mbarrier_init.release.cluster;");
     });
+    b_.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});  // (every thread: both sides)
+    const bool realloc = threads_ == 256;
+    auto* producer = llvm::BasicBlock::Create(ctx_, "producer", fn_);
+    auto* consumer = llvm::BasicBlock::Create(ctx_, "consumer", fn_);
+    b_.CreateCondBr(b_.CreateICmpUGE(tid_, b_.getInt32(threads_)), producer, consumer);
+    b_.SetInsertPoint(producer);
+    if (realloc) ptx_void("setmaxnreg.dec.sync.aligned.u32 40;");
+    when(b_.CreateICmpEQ(tid_, b_.getInt32(threads_)), [&] {
+      auto outer_vals = vals_;
+      producer_ = true;
+      emit_producer_block(f_.body);
+      producer_ = false;
+      vals_ = std::move(outer_vals);  // (the consumers' code is not dominated by the producer's)
+    });
+    b_.CreateRetVoid();
+    b_.SetInsertPoint(consumer);
+    if (realloc) ptx_void("setmaxnreg.inc.sync.aligned.u32 232;");
+  }
+
+  void emit_producer_block(const ir::Block& block) {
+    for (auto& op : block.ops) {
+      if (!ws_->ops.count(op.get())) continue;
+      if (op.get() == ws_->loop) producer_loop(*op);
+      else if (op->code == OpCode::For) producer_for(*op);
+      else if (op->code == OpCode::If) producer_if(*op);
+      else emit(*op);
+    }
+  }
+  /// A loop around the producer's work, or one whose carried scalars it needs.
+  void producer_for(const ir::Op& op) {
+    const ir::Block& body = *op.regions[0];
+    const bool carries = ws_->loops.count(&op) > 0;
+    std::vector<ir::Type> types;
+    std::vector<GVal> init;
+    if (carries)
+      for (size_t i = 3; i < op.operands.size(); ++i) types.push_back(op.operands[i]->type), init.push_back(val(op.operands[i]));
+    llvm::Value* lo = val(op.operands[0]).scalar;
+    llvm::Value* hi = val(op.operands[1]).scalar;
+    llvm::Value* step = val(op.operands[2]).scalar;
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx_, "producer.for", fn_);
+    auto* body_bb = llvm::BasicBlock::Create(ctx_, "producer.body", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "producer.end", fn_);
+    b_.CreateBr(header);
+    auto phis = carried_phis(types, init, header, pre);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* iv = b_.CreatePHI(lo->getType(), 2, "iv");
+    iv->addIncoming(lo, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(iv, hi), body_bb, exit);
+    b_.SetInsertPoint(body_bb);
+    vals_[body.args[0].get()] = GVal{iv, {}};
+    for (size_t i = 0; i < phis.size(); ++i) vals_[body.args[i + 1].get()] = phis[i];
+    emit_producer_block(body);
+    std::vector<GVal> next = carries ? values_of(*body.terminator(), 0) : std::vector<GVal>{};
+    llvm::BasicBlock* latch = b_.GetInsertBlock();
+    iv->addIncoming(b_.CreateAdd(iv, step), latch);
+    close_phis(phis, next, latch);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
+    for (size_t i = 0; i < phis.size(); ++i) vals_[op.results[i].get()] = phis[i];
+  }
+  /// A condition around the producer's work (its results are the consumers' only).
+  void producer_if(const ir::Op& op) {
+    auto* then_bb = llvm::BasicBlock::Create(ctx_, "producer.then", fn_);
+    auto* else_bb = llvm::BasicBlock::Create(ctx_, "producer.else", fn_);
+    auto* join = llvm::BasicBlock::Create(ctx_, "producer.join", fn_);
+    b_.CreateCondBr(val(op.operands[0]).scalar, then_bb, else_bb);
+    for (int r = 0; r < 2; ++r) {
+      b_.SetInsertPoint(r == 0 ? then_bb : else_bb);
+      emit_producer_block(*op.regions[r]);
+      b_.CreateBr(join);
+    }
+    b_.SetInsertPoint(join);
+  }
+  /// The TMA loop, on the producer's side: per iteration, wait until the next buffer is free,
+  /// then copy the iteration's tiles into it.
+  void producer_loop(const ir::Op& loop) {
+    Pipeline p = *match_pipeline(loop);
+    p.tma = p.ws = true;
+    p.a = tma_loops_.at(&loop).first;
+    p.b = tma_loops_.at(&loop).second;
+    p.base = ws_->base;
+    p.bars = ws_->full;
+    llvm::Value* lo = val(loop.operands[0]).scalar;
+    llvm::Value* hi = val(loop.operands[1]).scalar;
+    llvm::Value* step = val(loop.operands[2]).scalar;
+    // What the kernel wrote or a wait acquired before (generic proxy) is ordered before the copies.
+    ptx_void("fence.proxy.async.global;");
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx_, "producer.copies", fn_);
+    auto* body_bb = llvm::BasicBlock::Create(ctx_, "producer.copy", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "producer.copied", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* j = b_.CreatePHI(b_.getInt32Ty(), 2, "iteration");
+    j->addIncoming(b_.getInt32(0), pre);
+    llvm::Value* iv = prefetch_iteration(p, lo, step, j);
+    b_.CreateCondBr(b_.CreateICmpSLT(iv, hi), body_bb, exit);
+    b_.SetInsertPoint(body_bb);
+    llvm::Value* stage = b_.CreateLoad(b_.getInt32Ty(), ws_->stage);
+    llvm::Value* phase = b_.CreateLoad(b_.getInt32Ty(), ws_->phase);
+    // (a buffer's first use waits for the phase before its first: complete at once)
+    mbar_wait(empty_bar(stage), b_.CreateXor(phase, b_.getInt32(1)));
+    tma_copy(p, stage);
+    llvm::Value* next = next_of(stage, p.stages);
+    b_.CreateStore(next, ws_->stage);
+    b_.CreateStore(b_.CreateSelect(b_.CreateICmpEQ(next, b_.getInt32(0)), b_.CreateXor(phase, b_.getInt32(1)), phase), ws_->phase);
+    j->addIncoming(b_.CreateAdd(j, b_.getInt32(1)), b_.GetInsertBlock());
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
     end_prefetch();
   }
 
@@ -1889,6 +2160,8 @@ class NvptxLowering : public Elements {
     }
     ptx_void("wgmma.commit_group.sync.aligned;");
     ptx_void("wgmma.wait_group.sync.aligned 1;");
+    // Warp specialized: the previous iteration's group has completed, and its buffer is free.
+    if (p.ws) empty_arrive(prev_of(p.read_stage, p.stages), b_.CreateICmpNE(p.iteration, b_.getInt32(0)));
     define(op, acc);
   }
 
@@ -2080,6 +2353,13 @@ class NvptxLowering : public Elements {
         pipe->a = it->second.first;
         pipe->b = it->second.second;
       }
+      pipe->ws = ws_ && ws_->loop == &op;
+    }
+    if (pipe && pipe->ws) {  // buffers and mbarriers set up at the kernel's start; no prologue
+      TD_ASSERT(pipe->tma && pipe->stages == ws_->stages && pipe->stage_bytes == ws_->stage_bytes, "the warp-specialized loop changed");
+      pipe->base = ws_->base;
+      pipe->bars = ws_->full;
+    } else if (pipe) {
       // wgmma's swizzle atoms (and descriptors' base offset 0) need 1024-byte aligned stages.
       const int64_t align = pipe->wgmma ? 1024 : 128;
       pipe->base = (smem_floor_ + align - 1) / align * align;
@@ -2110,10 +2390,20 @@ class NvptxLowering : public Elements {
         pipe_store_staged(*pipe);
       }
       if (!pipe->wgmma) pipe_advance(*pipe, mma_tiles(pipe->dot->results[0]->type), b_.getInt32(0));
+    }
+    if (pipe) {
       pipe_dots_[pipe->dot] = &*pipe;
       deferred_loads_.insert(pipe->a.load);
       deferred_loads_.insert(pipe->b.load);
       if (pipe->b.trans) deferred_loads_.insert(pipe->b.trans);
+    }
+    // The buffer and parity of the first iteration: 0, or where warp specialized those after the
+    // loop's last run (the producer and the consumers count the same iterations).
+    llvm::Value* stage0 = b_.getInt32(0);
+    llvm::Value* phase0 = b_.getInt32(0);
+    if (pipe && pipe->ws) {
+      stage0 = b_.CreateLoad(b_.getInt32Ty(), ws_->stage);
+      phase0 = b_.CreateLoad(b_.getInt32Ty(), ws_->phase);
     }
     llvm::BasicBlock* pre = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(ctx_, "for.header", fn_);
@@ -2130,11 +2420,11 @@ class NvptxLowering : public Elements {
     llvm::PHINode* phase = nullptr;  // TMA: count / stages % 2, the parity of the stage's mbarrier
     if (pipe) {
       stage = b_.CreatePHI(b_.getInt32Ty(), 2, "stage");
-      stage->addIncoming(b_.getInt32(0), pre);
+      stage->addIncoming(stage0, pre);
     }
     if (pipe && pipe->tma) {
       phase = b_.CreatePHI(b_.getInt32Ty(), 2, "phase");
-      phase->addIncoming(b_.getInt32(0), pre);
+      phase->addIncoming(phase0, pre);
     }
     std::vector<llvm::PHINode*> frag_phis;
     if (pipe) {
@@ -2146,7 +2436,12 @@ class NvptxLowering : public Elements {
     }
     b_.CreateCondBr(b_.CreateICmpSLT(iv, hi), body_bb, exit);
     b_.SetInsertPoint(body_bb);
-    if (pipe) {
+    if (pipe && pipe->ws) {
+      mbar_wait(stage_bar(*pipe, stage), phase);  // this iteration's tiles have landed
+      pipe->read_stage = stage;
+      pipe->next_stage = next_of(stage, pipe->stages);
+      pipe->iteration = count;
+    } else if (pipe) {
       if (pipe->wgmma) {
         // This iteration's tiles have landed (each thread's copies, made visible to the async
         // proxy, then everyone's; TMA copies are waited for below). Past the barrier, every
@@ -2197,7 +2492,13 @@ class NvptxLowering : public Elements {
     if (pipe && pipe->wgmma)  // the last wgmma group completes before its result is read
       for (size_t i = 0; i < phis.size(); ++i)
         if (yield.operands[i]->def == pipe->dot) wgmma_wait(phis[i], 0);
-    if (pipe) {
+    if (pipe && pipe->ws) {
+      // The last iteration's group has completed (above): its buffer is free.
+      empty_arrive(prev_of(stage, pipe->stages), b_.CreateICmpNE(count, b_.getInt32(0)));
+      b_.CreateStore(stage, ws_->stage);
+      b_.CreateStore(phase, ws_->phase);
+      pipe_dots_.erase(pipe->dot);
+    } else if (pipe) {
       if (!pipe->tma) b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(0)});
       barrier();  // the buffers become scratch again
       if (pipe->tma) {  // (every copy issued has been waited for: none goes past the loop's end)
@@ -2291,6 +2592,8 @@ class NvptxLowering : public Elements {
   std::vector<runtime::TmaRecipe> tma_recipes_;        // the kernel's tensor maps, in parameter order
   std::map<const ir::Op*, std::pair<PipeOperand, PipeOperand>> tma_loops_;  // wgmma loops copying by TMA
   unsigned first_map_ = 0;                             // the first tensor map's parameter
+  std::optional<WarpSpec> ws_;                         // warp specialized (see WarpSpec)
+  bool producer_ = false;                              // emitting the producer's code
   std::set<const ir::Op*> deferred_loads_;        // loads (and B's trans) that pipelines do instead
   std::map<const ir::Value*, llvm::Value*> subst_;  // recompute(): values for the iteration prefetched
   const ir::Block* subst_body_ = nullptr;            // recompute(): the body whose scalars are recomputed

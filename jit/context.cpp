@@ -222,7 +222,7 @@ struct Context::Impl {
   /// Lowers and optimizes for NVPTX.
   codegen::NvptxModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const Target& target,
                                  const CompileOptions& options, bool optimize = true) {
-    codegen::NvptxModule nm = codegen::lower_nvptx(f, ctx, {target.arch, options.num_warps, options.num_stages, options.tma});
+    codegen::NvptxModule nm = codegen::lower_nvptx(f, ctx, {target.arch, options.num_warps, options.num_stages, options.tma, options.warp_specialize});
     llvm::TargetMachine& machine = gpu_tm(target);
     nm.module->setDataLayout(machine.createDataLayout());
     if (optimize) run_o3(*nm.module, machine);

@@ -38,7 +38,8 @@ llvm::json::Value to_json(const Specialization& s) {
                             {"options", llvm::json::Object{{"num_warps", s.options.num_warps},
                                                            {"num_stages", s.options.num_stages},
                                                            {"check_bounds", s.options.check_bounds},
-                                                           {"tma", s.options.tma}}},
+                                                           {"tma", s.options.tma},
+                                                           {"warp_specialize", s.options.warp_specialize}}},
                             {"args", facts_str(s.facts)}};
 }
 
@@ -83,14 +84,15 @@ Specialization from_json(const llvm::json::Value& v, const std::string& where) {
     };
     integer("num_warps", s.options.num_warps);
     integer("num_stages", s.options.num_stages);
-    if (const llvm::json::Value* cb = opt->get("check_bounds")) {
-      if (!cb->getAsBoolean()) throw bad("option \"check_bounds\" must be true or false");
-      s.options.check_bounds = *cb->getAsBoolean();
-    }
-    if (const llvm::json::Value* t = opt->get("tma")) {
-      if (!t->getAsBoolean()) throw bad("option \"tma\" must be true or false");
-      s.options.tma = *t->getAsBoolean();
-    }
+    auto boolean = [&](const char* name, bool& out) {
+      const llvm::json::Value* v = opt->get(name);
+      if (!v) return;
+      if (!v->getAsBoolean()) throw bad(str_cat("option \"", name, "\" must be true or false"));
+      out = *v->getAsBoolean();
+    };
+    boolean("check_bounds", s.options.check_bounds);
+    boolean("tma", s.options.tma);
+    boolean("warp_specialize", s.options.warp_specialize);
     s.options.validate();
   }
   if (const llvm::json::Value* av = o->get("args")) {
@@ -136,6 +138,7 @@ std::string Specialization::warmup_command() const {
   for (auto& [k, v] : constants) cmd += str_cat(" --const ", k, "=", v.str());
   cmd += str_cat(" --num-warps ", options.num_warps, " --num-stages ", options.num_stages);
   if (!options.tma) cmd += " --no-tma";
+  if (options.warp_specialize) cmd += " --warp-specialize";
   if (!facts.empty()) cmd += " --args " + facts_str(facts);
   return cmd;
 }

@@ -72,6 +72,8 @@ CompileOptions CompileOptions::from_env() {
   o.check_bounds = cb && std::strcmp(cb, "0") != 0 && *cb;
   const char* tma = std::getenv("TILEDIST_TMA");
   o.tma = !(tma && std::strcmp(tma, "0") == 0);
+  const char* ws = std::getenv("TILEDIST_WS");
+  o.warp_specialize = ws && std::strcmp(ws, "1") == 0;
   return o;
 }
 
@@ -82,8 +84,9 @@ void CompileOptions::validate() const {
 }
 
 std::string CompileOptions::key() const {
-  // (tma=1, the default, leaves the key as it was before the option)
-  return str_cat("check_bounds=", check_bounds, ",num_warps=", num_warps, ",num_stages=", num_stages, tma ? "" : ",tma=0");
+  // (the defaults of later options, tma=1 and ws=0, leave the key as it was before them)
+  return str_cat("check_bounds=", check_bounds, ",num_warps=", num_warps, ",num_stages=", num_stages, tma ? "" : ",tma=0",
+                 warp_specialize ? ",ws=1" : "");
 }
 
 }  // namespace tiledist

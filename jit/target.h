@@ -32,6 +32,12 @@ struct CompileOptions {
   int num_warps = 4;
   int num_stages = 3;  // GPU: shared-memory buffers of a pipelined dot loop
   bool tma = true;     // sm_90a: wgmma loops copy their tiles with TMA where they can ($TILEDIST_TMA=0: cp.async)
+  /// sm_90a: a TMA wgmma loop gets a producer warpgroup of its own (128 threads more per CTA),
+  /// which issues the copies ahead of the math warps, across the loop's runs (persistent tile
+  /// loops: the next tile's loads under this one's epilogue); setmaxnreg moves registers to
+  /// the math warps. Kernels without such a loop are unchanged. ($TILEDIST_WS=1 turns it on
+  /// for every compile, 0 off for the kernel library's too.)
+  bool warp_specialize = false;
 
   /// Defaults, with the environment's overrides applied.
   static CompileOptions from_env();

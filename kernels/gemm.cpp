@@ -9,15 +9,26 @@ namespace tiledist::kernels {
 namespace {
 using tl::Tensor;
 
+/// PERSISTENT: a 1-D grid of programs (as many as the GPU has SMs) walks the tiles, program p
+/// taking tiles p, p + programs, ... in the grouped order; with warp specialization the next
+/// tile's loads then run under this one's epilogue.
 template <class T>
 void gemm(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K, tl::Const<int> BM,
-          tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M) {
-  auto [pid_m, pid_n] = detail::grouped_tile(GROUP_M);
-  detail::gemm_tile(a, b, c, M, N, K, pid_m, pid_n, BM, BN, BK);
+          tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> PERSISTENT) {
+  if (PERSISTENT == 0) {
+    auto [pid_m, pid_n] = detail::grouped_tile(GROUP_M);
+    return detail::gemm_tile(a, b, c, M, N, K, pid_m, pid_n, BM, BN, BK);
+  }
+  // (counts of tiles that the compiler knows are not negative: see grouped_tile)
+  auto num_m = (tl::maximum(M, 0) + (BM - 1)) / BM, num_n = (tl::maximum(N, 0) + (BN - 1)) / BN;
+  tl::for_range(tl::program_id(0), num_m * num_n, tl::num_programs(0), [&](Tensor tile) {
+    auto [pid_m, pid_n] = detail::grouped_tile(tile, num_m, num_n, GROUP_M);
+    detail::gemm_tile(a, b, c, M, N, K, pid_m, pid_n, BM, BN, BK);
+  });
 }
 
-const std::vector<std::string> kParams = {"a", "b", "c", "M", "N", "K", "BM", "BN", "BK", "GROUP_M"};
-const Constants kDefaults = {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}};
+const std::vector<std::string> kParams = {"a", "b", "c", "M", "N", "K", "BM", "BN", "BK", "GROUP_M", "PERSISTENT"};
+const Constants kDefaults = {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"PERSISTENT", 0}};
 
 /// B comes transposed (Bt[N, K], K contiguous), as f8 tensor cores read both operands.
 template <class T>
@@ -88,6 +99,13 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
   } else if (target.arch == "sm_90a") {  // wgmma: two warpgroups of m64n256, 4 stages of 48 KB
     g.bm = 128, g.bn = 256, g.options.num_warps = 8, g.options.num_stages = 4;
     g.constants = {{"BM", 128}, {"BN", 256}, {"BK", 64}};
+    // Persistent and warp specialized (TMA's producer warpgroup), unless $TILEDIST_WS=0.
+    const char* ws = std::getenv("TILEDIST_WS");
+    if (!(ws && std::string(ws) == "0")) {
+      g.constants.insert_or_assign("PERSISTENT", 1);
+      g.options.warp_specialize = true;
+      g.programs = cuda::available() ? cuda::device().sms : 132;
+    }
   } else {
     g.bm = 256, g.bn = 128, g.options.num_warps = 8, g.options.num_stages = 3;
     g.constants = {{"BM", 256}, {"BN", 128}, {"BK", 32}};

@@ -12,7 +12,8 @@ const KernelDef& softmax_kernel();
 /// Row-wise layer normalization y = (x - mean) * rstd * w + b. Constants: BLOCK.
 const KernelDef& layernorm_kernel();
 /// C[M,N] (f32) = A[M,K] @ B[K,N], row-major, A and B in `dtype`. Constants: BM, BN, BK,
-/// GROUP_M. Launch over {cdiv(M, BM), cdiv(N, BN)}.
+/// GROUP_M, PERSISTENT. Launch over {cdiv(M, BM), cdiv(N, BN)}, or with PERSISTENT=1 over any
+/// number of programs {P} (best: the SMs), which walk the tiles.
 const KernelDef& gemm_kernel(ir::DType dtype);
 
 /// Tile sizes and options for a GEMM of this shape on `target` (what bench/RESULTS.md found best
@@ -21,7 +22,21 @@ struct GemmConfig {
   Constants constants;
   CompileOptions options;
   int bm = 64, bn = 64;
-  Grid grid(int64_t M, int64_t N) const { return {static_cast<int>((M + bm - 1) / bm), static_cast<int>((N + bn - 1) / bn)}; }
+  int programs = 0;  // persistent (PERSISTENT=1): at most this many programs, walking the tiles
+  Grid grid(int64_t M, int64_t N) const {
+    const int64_t tiles_m = (M + bm - 1) / bm, tiles_n = (N + bn - 1) / bn;
+    if (programs > 0) return {static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(tiles_m * tiles_n, programs))), 1};
+    return {static_cast<int>(tiles_m), static_cast<int>(tiles_n)};
+  }
+  /// The same tiles, a program per tile, without warp specialization unless the environment
+  /// asks for it: for kernels that order their tiles themselves (ag_gemm, gemm_rs).
+  GemmConfig per_tile() const {
+    GemmConfig g = *this;
+    g.constants.erase("PERSISTENT");
+    g.programs = 0;
+    g.options.warp_specialize = CompileOptions::from_env().warp_specialize;
+    return g;
+  }
 };
 GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K);
 

@@ -1,6 +1,6 @@
 // tiledist-compile: prints any stage of a registered kernel.
 //   tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942] [--emit tile-ir|opt-ir|llvm|asm]
-//                    [--const NAME=VALUE ...] [--aligned all|none|NAME,...] [--num-warps N] [--num-stages N] [--no-tma]
+//                    [--const NAME=VALUE ...] [--aligned all|none|NAME,...] [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize]
 // GPU targets print by default the variant a launch with 16-aligned arguments gets (what runs
 // in practice: integers that are multiples of 16, 16-byte aligned pointers); --aligned none
 // prints the generic one.
@@ -18,7 +18,7 @@ int usage(const char* msg) {
                "tiledist-compile: %s\n"
                "usage: tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942] "
                "[--emit tile-ir|opt-ir|llvm|asm] [--const NAME=VALUE ...]\n"
-               "                        [--aligned all|none|NAME,...] [--num-warps N] [--num-stages N] [--no-tma]\n"
+               "                        [--aligned all|none|NAME,...] [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize]\n"
                "       tiledist-compile --list\n",
                msg);
   return 2;
@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
       else if (a == "--num-warps") options.num_warps = count(a, value("--num-warps"));
       else if (a == "--num-stages") options.num_stages = count(a, value("--num-stages"));
       else if (a == "--no-tma") options.tma = false;
+      else if (a == "--warp-specialize") options.warp_specialize = true;
       else if (a == "--const") {
         std::string kv = value("--const");
         size_t eq = kv.find('=');

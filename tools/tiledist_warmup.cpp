@@ -2,7 +2,7 @@
 // target, on any machine (PTX needs no GPU).
 //   tiledist-warmup manifest.json [--target sm_90a,sm_80]     what a recorded job compiled
 //   tiledist-warmup --kernels all|NAME,... --target sm_90a,host  the registry's kernels
-//       [--const NAME=VALUE ...] [--num-warps N] [--num-stages N] [--no-tma] [--args FACTS]
+//       [--const NAME=VALUE ...] [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize] [--args FACTS]
 //   tiledist-warmup my_kernels.cpp --target sm_90a [--kernels NAME,...]  a user's source file:
 //       compiled in-process by clang against tiledist's headers, its registered kernels warmed
 //   common: [--jobs N] [--cache DIR]
@@ -35,7 +35,7 @@ int usage(const char* msg) {
                "tiledist-warmup: %s\n"
                "usage: tiledist-warmup MANIFEST.json [--target T,...] [--jobs N] [--cache DIR]\n"
                "       tiledist-warmup --kernels all|NAME,... --target T,... [--const NAME=VALUE ...]\n"
-               "                       [--num-warps N] [--num-stages N] [--no-tma] [--args FACTS] [--jobs N] [--cache DIR]\n"
+               "                       [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize] [--args FACTS] [--jobs N] [--cache DIR]\n"
                "targets: host, sm_80, sm_90a (gfx942, gfx90a: not yet)\n",
                msg);
   return 2;
@@ -112,6 +112,7 @@ int main(int argc, char** argv) {
       else if (a == "--num-warps") options.num_warps = parse_count(a, value()), options_given = true;
       else if (a == "--num-stages") options.num_stages = parse_count(a, value()), options_given = true;
       else if (a == "--no-tma") options.tma = false, options_given = true;
+      else if (a == "--warp-specialize") options.warp_specialize = true, options_given = true;
       else if (a == "--args") args_arg = value();
       else if (a == "--const") {
         std::string kv = value();
@@ -136,7 +137,7 @@ int main(int argc, char** argv) {
     }
     if (manifest.empty() == kernels_arg.empty()) return usage("give a manifest, --kernels or a source file");
     if (!manifest.empty() && (!constants.empty() || options_given || !args_arg.empty()))
-      return usage("--const, --num-warps, --num-stages, --no-tma and --args go with --kernels (a manifest has its own)");
+      return usage("--const, --num-warps, --num-stages, --no-tma, --warp-specialize and --args go with --kernels (a manifest has its own)");
 
     std::vector<Target> targets;
     for (const std::string& t : split(targets_arg)) targets.push_back(Target::parse(t));

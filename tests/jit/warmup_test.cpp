@@ -94,6 +94,28 @@ TEST(Manifest, FloatConstantsKeepTheirTypeAndValue) {
   EXPECT_TRUE(std::isinf(std::get<double>(all[0].constants.at("big").v)));
 }
 
+// Options other than their defaults come back, and key a cache entry of their own.
+TEST(Manifest, OptionsRoundTripAndChangeTheKey) {
+  TempDir dir;
+  std::string path = (dir.path / "m.json").string();
+  jit::Specialization s = spec("add", 1024);
+  s.options.tma = false;
+  s.options.warp_specialize = true;
+  s.options.num_stages = 5;
+  jit::record_specialization(path, s);
+  auto all = jit::read_manifest(path);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_FALSE(all[0].options.tma);
+  EXPECT_TRUE(all[0].options.warp_specialize);
+  EXPECT_EQ(all[0].options.num_stages, 5);
+  EXPECT_EQ(all[0].str(), s.str());
+  EXPECT_NE(all[0].warmup_command().find("--warp-specialize"), std::string::npos);
+  CompileOptions plain;
+  EXPECT_NE(plain.key(), s.options.key());
+  plain.warp_specialize = true;
+  EXPECT_NE(plain.key(), CompileOptions().key());
+}
+
 TEST(Manifest, BadValuesAreNamed) {
   TempDir dir;
   std::string path = (dir.path / "bad.json").string();
@@ -110,6 +132,7 @@ TEST(Manifest, BadValuesAreNamed) {
   EXPECT_NE(message(head + "\"options\": {\"num_warps\": 0}}]}").find("num_warps"), std::string::npos);
   EXPECT_NE(message(head + "\"options\": {\"num_warps\": 3}}]}").find("num_warps"), std::string::npos);
   EXPECT_NE(message(head + "\"options\": {\"num_warps\": \"8\"}}]}").find("num_warps"), std::string::npos);
+  EXPECT_NE(message(head + "\"options\": {\"warp_specialize\": 1}}]}").find("warp_specialize"), std::string::npos);
   EXPECT_NE(message(head + "\"args\": 42}]}").find("args"), std::string::npos);
   EXPECT_NE(message(head + "\"constants\": [1]}]}").find("constants"), std::string::npos);
   EXPECT_NE(message("{\"version\": 99, \"specializations\": []}").find("version 99"), std::string::npos);

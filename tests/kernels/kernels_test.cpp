@@ -84,8 +84,9 @@ TEST(Gemm, F16) { check_gemm<f16>(ir::DType::f16, 1e-6); }
 struct PipelinedCase {
   int M, N, K, bm, bn, bk, warps, stages;
 };
+/// `programs` > 0: persistent (PERSISTENT=1), that many programs walking the tiles.
 template <class T>
-void check_pipelined(ir::DType dt, const PipelinedCase& t, bool tma = true) {
+void check_pipelined(ir::DType dt, const PipelinedCase& t, bool tma = true, int programs = 0, bool ws = false) {
   auto af = ref::random_floats(size_t(t.M) * t.K), bf = ref::random_floats(size_t(t.K) * t.N);
   std::vector<T> a(af.size()), b(bf.size());
   for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = T(af[i]));
@@ -95,11 +96,15 @@ void check_pipelined(ir::DType dt, const PipelinedCase& t, bool tma = true) {
   opts.num_warps = t.warps;
   opts.num_stages = t.stages;
   opts.tma = opts.tma && tma;
-  compile(kernels::gemm_kernel(dt), {{"BM", t.bm}, {"BN", t.bn}, {"BK", t.bk}}, Target::default_target(), opts)
-      .launch({tl::cdiv(t.M, t.bm), tl::cdiv(t.N, t.bn)}, a, b, c, t.M, t.N, t.K);
+  opts.warp_specialize = ws;
+  const Grid grid = programs > 0 ? Grid(programs) : Grid(tl::cdiv(t.M, t.bm), tl::cdiv(t.N, t.bn));
+  compile(kernels::gemm_kernel(dt), {{"BM", t.bm}, {"BN", t.bn}, {"BK", t.bk}, {"PERSISTENT", programs > 0}},
+          Target::default_target(), opts)
+      .launch(grid, a, b, c, t.M, t.N, t.K);
   ref::gemm(af, bf, want, t.M, t.N, t.K);
   EXPECT_LT(ref::rel_error(c, want), 1e-6) << ir::dtype_name(dt) << " " << t.M << "x" << t.N << "x" << t.K << " tiles "
-                                           << t.bm << "x" << t.bn << "x" << t.bk << (opts.tma ? "" : " (no TMA)") << " seed "
+                                           << t.bm << "x" << t.bn << "x" << t.bk << (opts.tma ? "" : " (no TMA)")
+                                           << (ws ? " (warp specialized)" : "") << " programs " << programs << " seed "
                                            << ref::last_seed();
 }
 TEST(Gemm, AlignedShapesWithPipelinedTiles) {
@@ -118,6 +123,19 @@ TEST(Gemm, AlignedShapesWithoutTma) {
   for (Case t : {Case{304, 528, 208, 128, 256, 64, 8, 4}, Case{256, 192, 320, 128, 128, 128, 8, 3},
                  Case{96, 64, 80, 64, 64, 64, 4, 5}})
     check_pipelined<bf16>(ir::DType::bf16, t, false);
+}
+// Persistent: 3 programs walk the tiles (several each, some none, the K loop's buffers reused
+// across tiles), and on sm_90a a producer warpgroup issues the TMA copies (warp specialized,
+// with 4 and 8 consumer warps) or not; and warp specialized with a program per tile.
+TEST(Gemm, PersistentAndWarpSpecialized) {
+  using Case = PipelinedCase;
+  for (bool ws : {false, true}) {
+    for (Case t : {Case{304, 528, 208, 128, 256, 64, 8, 4}, Case{512, 512, 64, 128, 256, 64, 8, 4},
+                   Case{256, 192, 320, 128, 128, 128, 8, 3}, Case{96, 64, 80, 64, 64, 64, 4, 5},
+                   Case{80, 48, 48, 64, 64, 32, 4, 3}})
+      check_pipelined<bf16>(ir::DType::bf16, t, true, 3, ws);
+    check_pipelined<bf16>(ir::DType::bf16, Case{304, 528, 208, 128, 256, 64, 8, 4}, true, 0, ws);
+  }
 }
 // f16 operands take the same pipelines (wgmma on sm_90a).
 TEST(Gemm, F16WithPipelinedTiles) {
