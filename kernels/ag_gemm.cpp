@@ -33,14 +33,14 @@ using tl::Tensor;
 template <class T>
 void ag_gemm(tl::Ptr<T> a, tl::Ptr<T> shard, tl::Ptr<T> b, tl::Ptr<float> c, tl::Ptr<int32_t> flags, tl::Int M, tl::Int N,
              tl::Int K, tl::Int call, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M,
-             tl::Const<int> PUTS) {
+             tl::Const<int> PUTS, tl::Const<int> PERSISTENT) {
   auto n = dist::num_ranks(), me = dist::rank();
   auto rows = tl::maximum(M, 0) / n;  // per rank
   // (M >= 0 said so: the compiler then knows the tile coordinates are, as TMA copies need)
   const int slices = PUTS > 0 ? int(PUTS) : 1;
   auto slice_rows = (rows + slices - 1) / slices;
   auto word = [&](const Tensor& row) { return row / rows * slices + row % rows / slice_rows; };  // row's signal word
-  auto num_m = (M + BM - 1) / BM, num_n = (N + BN - 1) / BN;
+  auto [num_m, num_n] = detail::tile_counts(M, N, BM, BN);
   auto gemm = [&](const std::pair<Tensor, Tensor>& tile) {
     auto pid_m = (tile.first + me * rows / BM) % num_m;  // our own rows first
     auto pid_n = tile.second;
@@ -50,6 +50,9 @@ void ag_gemm(tl::Ptr<T> a, tl::Ptr<T> shard, tl::Ptr<T> b, tl::Ptr<float> c, tl:
     });
     detail::gemm_tile(tl::Ptr<T>(dist::consume_token(a, token).value()), b, c, M, N, K, pid_m, pid_n, BM, BN, BK);
   };
+  if (PUTS == 0 && PERSISTENT) {  // (PERSISTENT: the programs walk the tiles, as gemm's)
+    return detail::for_each_tile(num_m, num_n, GROUP_M, [&](const Tensor& m, const Tensor& n) { gemm({m, n}); });
+  }
   if (PUTS == 0) return gemm(detail::grouped_tile(GROUP_M));
   // Programs [0, PUTS) push slice `pid` of our rows to every rank, ourselves first; the rest
   // are the GEMM's, over a 1-D grid.
@@ -70,8 +73,8 @@ void ag_gemm(tl::Ptr<T> a, tl::Ptr<T> shard, tl::Ptr<T> b, tl::Ptr<float> c, tl:
 const KernelDef& ag_gemm_kernel() {
   static const KernelDef def =
       KernelDef("ag_gemm", ag_gemm<bf16>,
-                {"a", "shard", "b", "c", "flags", "M", "N", "K", "call", "BM", "BN", "BK", "GROUP_M", "PUTS"},
-                {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"PUTS", 0}})
+                {"a", "shard", "b", "c", "flags", "M", "N", "K", "call", "BM", "BN", "BK", "GROUP_M", "PUTS", "PERSISTENT"},
+                {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"PUTS", 0}, {"PERSISTENT", 0}})
           .do_not_specialize({"call"});
   return def;
 }
@@ -110,7 +113,8 @@ AgGemm::AgGemm(const Target& target, int64_t M, int64_t N, int64_t K, Gather gat
   s.flags = static_cast<int32_t*>(detail::symm_zeroed(target, size_t(s.ranks) * std::max(s.puts, 1) * sizeof(int32_t)));
   if (s.gpu() && gather == Gather::copy_engine) s.copies = std::make_unique<detail::SideStream>();
   barrier_all();  // no rank signals before every rank has zeroed its flags
-  s.config = gemm_config(target, M, N, K).per_tile();
+  s.config = gemm_config(target, M, N, K);
+  if (s.puts) s.config = s.config.per_tile();  // (the pushing programs come first in the grid)
   Constants constants = s.config.constants;
   constants.insert_or_assign("GROUP_M", ConstValue(8));
   constants.insert_or_assign("PUTS", ConstValue(s.puts));

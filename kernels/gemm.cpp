@@ -2,6 +2,8 @@
 // grid is (cdiv(M, BM), cdiv(N, BN)); programs take their tiles in groups of GROUP_M rows of
 // tiles, column by column, so that the programs running at once share operand tiles in L2.
 #include "kernels/kernels.h"
+#include <thread>
+
 #include "kernels/gemm_tile.h"
 
 namespace tiledist::kernels {
@@ -19,10 +21,8 @@ void gemm(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl
     auto [pid_m, pid_n] = detail::grouped_tile(GROUP_M);
     return detail::gemm_tile(a, b, c, M, N, K, pid_m, pid_n, BM, BN, BK);
   }
-  // (counts of tiles that the compiler knows are not negative: see grouped_tile)
-  auto num_m = (tl::maximum(M, 0) + (BM - 1)) / BM, num_n = (tl::maximum(N, 0) + (BN - 1)) / BN;
-  tl::for_range(tl::program_id(0), num_m * num_n, tl::num_programs(0), [&](Tensor tile) {
-    auto [pid_m, pid_n] = detail::grouped_tile(tile, num_m, num_n, GROUP_M);
+  auto [num_m, num_n] = detail::tile_counts(M, N, BM, BN);
+  detail::for_each_tile(num_m, num_n, GROUP_M, [&](const Tensor& pid_m, const Tensor& pid_n) {
     detail::gemm_tile(a, b, c, M, N, K, pid_m, pid_n, BM, BN, BK);
   });
 }
@@ -88,7 +88,15 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
   GemmConfig g;
   g.options = CompileOptions::from_env();
   bool aligned = M % 16 == 0 && N % 16 == 0 && K % 16 == 0;  // else the launch gets the generic variant
-  if (target.kind == Target::Kind::host || N < 128) {
+  const char* ws = std::getenv("TILEDIST_WS");
+  const bool persistent = !(ws && std::string(ws) == "0");  // (and warp specialized where it can be)
+  if (target.kind == Target::Kind::host) {  // persistent: a few programs per core
+    g.constants = kDefaults;
+    if (persistent) {
+      g.constants.insert_or_assign("PERSISTENT", 1);
+      g.programs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()) * 2);
+    }
+  } else if (N < 128) {
     g.constants = kDefaults;
   } else if (!aligned) {  // element loads staged through registers: smaller warp tiles, more warps
     g.bm = 128, g.bn = 128, g.options.num_warps = 8, g.options.num_stages = 3;
@@ -100,8 +108,7 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
     g.bm = 128, g.bn = 256, g.options.num_warps = 8, g.options.num_stages = 4;
     g.constants = {{"BM", 128}, {"BN", 256}, {"BK", 64}};
     // Persistent and warp specialized (TMA's producer warpgroup), unless $TILEDIST_WS=0.
-    const char* ws = std::getenv("TILEDIST_WS");
-    if (!(ws && std::string(ws) == "0")) {
+    if (persistent) {
       g.constants.insert_or_assign("PERSISTENT", 1);
       g.options.warp_specialize = true;
       g.programs = cuda::available() ? cuda::device().sms : 132;

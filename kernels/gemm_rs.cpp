@@ -27,11 +27,11 @@ template <class T>
 void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> partial,
              tl::Ptr<int32_t> counters, tl::Ptr<float> out, tl::Int M, tl::Int N, tl::Int K, tl::Int call, tl::Const<int> BM,
              tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> ALL, tl::Const<int> COPY,
-             tl::Const<int> EPILOGUE_ROWS) {
+             tl::Const<int> EPILOGUE_ROWS, tl::Const<int> PERSISTENT) {
   auto n = dist::num_ranks(), me = dist::rank();
-  auto [grouped_m, pid_n] = detail::grouped_tile(GROUP_M);
-  auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
   if (ALL) {  // GEMM + AllReduce: every tile goes to every rank (all rows are everyone's)
+    auto [grouped_m, pid_n] = detail::grouped_tile(GROUP_M);
+    auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
     auto acc = detail::gemm_acc(a, b, M, N, K, grouped_m, pid_n, BM, BN, BK);
     auto row = tl::expand_dims(grouped_m * BM + tl::arange(0, BM), 1);
     tl::for_range(0, n, 1, [&](Tensor k) {
@@ -44,41 +44,49 @@ void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t
   }
   auto rows = tl::maximum(M, 0) / n;  // per rank, a multiple of BM (the host checks)
   // (M >= 0 said so: the compiler then knows the tile coordinates are, as TMA copies need)
-  auto pid_m = (grouped_m + (me + 1) % n * (rows / BM)) % tl::num_programs(0);  // the next rank's rows first
-  auto acc = detail::gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK);
-  auto owner = pid_m * BM / rows;
-  if (COPY) {
-    // Every tile goes to `partial` here and is counted per row of tiles; the copy engine takes
-    // each finished row of tiles of a peer's rows to that peer. Our own rows come last: their
-    // tiles wait for every peer's copies of them and write ours plus theirs, in rank order
-    // from ours, to `out`, EPILOGUE_ROWS rows at a time (32: bench/RESULTS.md).
-    auto tiles = rows / BM;  // rows of tiles per rank
-    auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);  // global
-    tl::store(partial + row * N + col, acc, (row < M) & (col < N));
-    tl::atomic_add(counters + pid_m, 1, {}, {"release", "sys"});  // (after every thread's stores)
-    tl::if_then(owner == me, [&] {
-      auto t = pid_m - me * tiles;
-      auto token = tl::for_range(1, n, 1, tl::scalar(0, tl::int32), [&](Tensor k, Tensor) {
-        return shmem::signal_wait_until(flags + (me + k) % n * tiles + t, shmem::Cmp::ge, call);
-      });
-      auto slots = dist::consume_token(staging, token);
-      const int kRows = std::min(int(EPILOGUE_ROWS), int(BM));
-      tl::for_range(0, int(BM), kRows, [&](Tensor r0) {
-        auto local = tl::expand_dims(t * BM + r0 + tl::arange(0, kRows), 1);  // within our rows
-        auto mask = (local < rows) & (col < N);
-        auto mine = tl::load(partial + (local + me * rows) * N + col, mask, 0.0f);
-        auto sum = tl::for_range(1, n, 1, mine, [&](Tensor k, Tensor s) {
-          return s + tl::load(slots + ((me + k) % n * rows * N).to(tl::int64) + local * N + col, mask, 0.0f);
+  auto [num_m, num_n] = detail::tile_counts(M, N, BM, BN);
+  auto tile = [&](const Tensor& grouped_m, const Tensor& pid_n) {
+    auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
+    auto pid_m = (grouped_m + (me + 1) % n * (rows / BM)) % num_m;  // the next rank's rows first
+    auto acc = detail::gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK);
+    auto owner = pid_m * BM / rows;
+    if (COPY) {
+      // Every tile goes to `partial` here and is counted per row of tiles; the copy engine takes
+      // each finished row of tiles of a peer's rows to that peer. Our own rows come last: their
+      // tiles wait for every peer's copies of them and write ours plus theirs, in rank order
+      // from ours, to `out`, EPILOGUE_ROWS rows at a time (32: bench/RESULTS.md).
+      auto tiles = rows / BM;  // rows of tiles per rank
+      auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);  // global
+      tl::store(partial + row * N + col, acc, (row < M) & (col < N));
+      tl::atomic_add(counters + pid_m, 1, {}, {"release", "sys"});  // (after every thread's stores)
+      tl::if_then(owner == me, [&] {
+        auto t = pid_m - me * tiles;
+        auto token = tl::for_range(1, n, 1, tl::scalar(0, tl::int32), [&](Tensor k, Tensor) {
+          return shmem::signal_wait_until(flags + (me + k) % n * tiles + t, shmem::Cmp::ge, call);
         });
-        tl::store(out + local * N + col, sum, mask);
+        auto slots = dist::consume_token(staging, token);
+        const int kRows = std::min(int(EPILOGUE_ROWS), int(BM));
+        tl::for_range(0, int(BM), kRows, [&](Tensor r0) {
+          auto local = tl::expand_dims(t * BM + r0 + tl::arange(0, kRows), 1);  // within our rows
+          auto mask = (local < rows) & (col < N);
+          auto mine = tl::load(partial + (local + me * rows) * N + col, mask, 0.0f);
+          auto sum = tl::for_range(1, n, 1, mine, [&](Tensor k, Tensor s) {
+            return s + tl::load(slots + ((me + k) % n * rows * N).to(tl::int64) + local * N + col, mask, 0.0f);
+          });
+          tl::store(out + local * N + col, sum, mask);
+        });
       });
-    });
-    return;
-  }
-  auto row = tl::expand_dims(pid_m * BM - owner * rows + tl::arange(0, BM), 1);  // within the owner's rows
-  auto slot = dist::symm_at(staging, owner) + (me * rows * N).to(tl::int64);
-  tl::store(slot + row * N + col, acc, (row < rows) & (col < N));
-  shmem::signal_op(flags + me, 1, shmem::SIGNAL_ADD, owner);
+      return;
+    }
+    auto row = tl::expand_dims(pid_m * BM - owner * rows + tl::arange(0, BM), 1);  // within the owner's rows
+    auto slot = dist::symm_at(staging, owner) + (me * rows * N).to(tl::int64);
+    tl::store(slot + row * N + col, acc, (row < rows) & (col < N));
+    shmem::signal_op(flags + me, 1, shmem::SIGNAL_ADD, owner);
+  };
+  // PERSISTENT: the programs walk the tiles, as gemm's (in the same order: own rows last).
+  if (PERSISTENT) return detail::for_each_tile(num_m, num_n, GROUP_M, tile);
+  auto [grouped_m, pid_n] = detail::grouped_tile(GROUP_M);
+  tile(grouped_m, pid_n);
 }
 
 void rs_reduce(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> out, tl::Int elems, tl::Int arrived,
@@ -99,17 +107,17 @@ void rs_reduce(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> ou
 
 const std::vector<std::string> kParams = {"a",    "b", "staging", "flags", "partial", "counters", "out", "M",
                                           "N",    "K", "call",    "BM",    "BN",      "BK",       "GROUP_M", "ALL",
-                                          "COPY", "EPILOGUE_ROWS"};
+                                          "COPY", "EPILOGUE_ROWS", "PERSISTENT"};
 
 const KernelDef& gemm_rs_kernel() {
   static const KernelDef def = KernelDef("gemm_rs", gemm_rs<bf16>, kParams,
-                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 0}, {"COPY", 0}, {"EPILOGUE_ROWS", 32}})
+                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 0}, {"COPY", 0}, {"EPILOGUE_ROWS", 32}, {"PERSISTENT", 0}})
                                    .do_not_specialize({"call"});
   return def;
 }
 const KernelDef& gemm_ar_kernel() {
   static const KernelDef def = KernelDef("gemm_ar", gemm_rs<bf16>, kParams,
-                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 1}, {"COPY", 0}, {"EPILOGUE_ROWS", 32}})
+                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 1}, {"COPY", 0}, {"EPILOGUE_ROWS", 32}, {"PERSISTENT", 0}})
                                    .do_not_specialize({"call"});
   return def;
 }
@@ -150,7 +158,8 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter sc
   s.target = target;
   s.ranks = detail::world_ranks(target);
   s.M = M, s.N = N, s.K = K, s.rows = all ? M : M / s.ranks;
-  s.config = gemm_config(target, M, N, K).per_tile();
+  s.config = gemm_config(target, M, N, K);
+  if (all) s.config = s.config.per_tile();
   if (!all && (M % s.ranks || s.rows % s.config.bm))
     throw Error(str_cat("tiledist: gemm_rs: M = ", M, " must split into ", s.ranks, " ranks' rows, each a multiple of the ",
                         s.config.bm, "-row tile"));

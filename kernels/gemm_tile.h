@@ -23,6 +23,20 @@ inline std::pair<tl::Tensor, tl::Tensor> grouped_tile(int group_m_tiles) {
   return grouped_tile(tl::program_id(1) * num_m + tl::program_id(0), num_m, tl::num_programs(1), group_m_tiles);
 }
 
+/// Rows and columns of BM x BN tiles over M x N (counts the compiler knows are not negative).
+inline std::pair<tl::Tensor, tl::Tensor> tile_counts(tl::Int M, tl::Int N, int BM, int BN) {
+  return {(tl::maximum(M, 0) + (BM - 1)) / BM, (tl::maximum(N, 0) + (BN - 1)) / BN};
+}
+/// A persistent kernel's tile loop: program p takes tiles p, p + programs, ... of the grouped
+/// order, `body(pid_m, pid_n)` for each.
+template <class F>
+void for_each_tile(const tl::Tensor& num_m, const tl::Tensor& num_n, int group_m_tiles, F body) {
+  tl::for_range(tl::program_id(0), num_m * num_n, tl::num_programs(0), [&](const tl::Tensor& tile) {
+    auto [pid_m, pid_n] = grouped_tile(tile, num_m, num_n, group_m_tiles);
+    body(pid_m, pid_n);
+  });
+}
+
 /// The f32 accumulator of output tile (pid_m, pid_n): A[rows of the tile, :] @ B[:, its columns].
 template <class T>
 tl::Tensor gemm_acc(tl::Ptr<T> a, tl::Ptr<T> b, tl::Int M, tl::Int N, tl::Int K, const tl::Tensor& pid_m,
