@@ -1409,9 +1409,9 @@ class NvptxLowering : public Elements {
         tma_loops_[&op] = {a->op, b->op};
       }
     });
-    if (opts_.warp_specialize && tma_loops_.size() == 1) {
+    if (tma_loops_.size() == 1) {  // (asked for by the options, or by the loop: tl::LoopHints)
       const auto& [loop, ops] = *tma_loops_.begin();
-      plan_warp_specialization(*loop, ops.first, ops.second);
+      if (opts_.warp_specialize || loop->attrs.count("warp_specialize")) plan_warp_specialization(*loop, ops.first, ops.second);
     }
   }
 

@@ -482,6 +482,14 @@ Tensor max_contiguous(const Tensor& x, int64_t n, SrcLoc loc) {
 
 Values for_range(const Operand& lo, const Operand& hi, const Operand& step, Values init,
                  const std::function<Values(Tensor, Values)>& body, SrcLoc loc) {
+  return for_range(lo, hi, step, std::move(init), body, LoopHints{}, loc);
+}
+Tensor for_range(const Operand& lo, const Operand& hi, const Operand& step, Tensor init,
+                 const std::function<Tensor(Tensor, Tensor)>& body, LoopHints hints, SrcLoc loc) {
+  return for_range(lo, hi, step, Values{init}, [&](Tensor iv, Values c) { return Values{body(iv, c[0])}; }, hints, loc)[0];
+}
+Values for_range(const Operand& lo, const Operand& hi, const Operand& step, Values init,
+                 const std::function<Values(Tensor, Values)>& body, LoopHints hints, SrcLoc loc) {
   const char* op = "for_range";
   DType it = DType::i32;
   for (const Operand* o : {&lo, &hi, &step})
@@ -501,6 +509,7 @@ Values for_range(const Operand& lo, const Operand& hi, const Operand& step, Valu
   }
   auto& b = builder(op, loc);
   ir::Op* f = b.create(OpCode::For, operands, carried);
+  if (hints.warp_specialize) f->attrs["warp_specialize"] = int64_t{1};
   ir::Block* outer = b.block();
   ir::Block* region = f->regions[0].get();
   Tensor iv(region->add_arg(Type::scalar(it)));

@@ -207,6 +207,16 @@ Tensor for_range(const Operand& lo, const Operand& hi, const Operand& step, Tens
 /// No carried value (the body stores its results).
 void for_range(const Operand& lo, const Operand& hi, const Operand& step, const std::function<void(Tensor)>& body,
                SrcLoc loc = SrcLoc::current());
+/// What a kernel asks of the compiler for one loop (as Triton's tl.range(..., warp_specialize=)).
+struct LoopHints {
+  /// On sm_90a, where the loop is a TMA wgmma pipeline: a producer warpgroup issues its copies
+  /// (CompileOptions::warp_specialize, for this loop whatever the options say).
+  bool warp_specialize = false;
+};
+Values for_range(const Operand& lo, const Operand& hi, const Operand& step, Values init,
+                 const std::function<Values(Tensor, Values)>& body, LoopHints hints, SrcLoc loc = SrcLoc::current());
+Tensor for_range(const Operand& lo, const Operand& hi, const Operand& step, Tensor init,
+                 const std::function<Tensor(Tensor, Tensor)>& body, LoopHints hints, SrcLoc loc = SrcLoc::current());
 /// cond ? then_fn() : else_fn(), both returning values of the same types.
 Values if_then_else(const Tensor& cond, const std::function<Values()>& then_fn, const std::function<Values()>& else_fn,
                     SrcLoc loc = SrcLoc::current());

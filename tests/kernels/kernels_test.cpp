@@ -278,6 +278,53 @@ TEST(Gemm, TritonTutorialStyleKernelIsPipelined) {
   EXPECT_NE(ptx.find("mma.sync.aligned.m16n8k16"), std::string::npos);
 }
 
+// A persistent GEMM as a kernel author writes it: the programs walk the tiles, and the K loop
+// asks for warp specialization itself (tl::LoopHints), whatever the compile options say.
+void persistent_matmul(tl::Ptr<bf16> a, tl::Ptr<bf16> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K,
+                       tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK) {
+  auto tiles_n = (tl::maximum(N, 0) + (BN - 1)) / BN;
+  auto tiles = (tl::maximum(M, 0) + (BM - 1)) / BM * tiles_n;
+  tl::for_range(tl::program_id(0), tiles, tl::num_programs(0), [&](Tensor t) {
+    auto rm = tl::expand_dims(t / tiles_n * BM + tl::arange(0, BM), 1);
+    auto rn = tl::expand_dims(t % tiles_n * BN + tl::arange(0, BN), 0);
+    auto rk = tl::arange(0, BK);
+    auto acc = tl::for_range(
+        0, K, BK, tl::zeros({BM, BN}, tl::float32),
+        [&](Tensor k, Tensor acc) {
+          auto ka = tl::expand_dims(k + rk, 0), kb = tl::expand_dims(k + rk, 1);
+          auto at = tl::load(a + rm * K + ka, (rm < M) & (ka < K), 0.0f);
+          auto bt = tl::load(b + kb * N + rn, (kb < K) & (rn < N), 0.0f);
+          return tl::dot(at, bt, acc);
+        },
+        tl::LoopHints{.warp_specialize = true});
+    tl::store(c + rm * N + rn, acc, (rm < M) & (rn < N));
+  });
+}
+const KernelDef kPersistent("persistent_matmul", persistent_matmul, {"a", "b", "c", "M", "N", "K", "BM", "BN", "BK"});
+
+TEST(Gemm, PersistentKernelAsksForWarpSpecialization) {
+  const Constants tiles = {{"BM", 128}, {"BN", 128}, {"BK", 64}};
+  CompileOptions opts;
+  opts.num_warps = 8;
+  opts.num_stages = 4;
+  for (auto [M, N, K] : {std::tuple{400, 272, 320}, {128, 512, 64}}) {
+    auto af = ref::random_floats(size_t(M) * K), bf = ref::random_floats(size_t(K) * N);
+    std::vector<bf16> a(af.size()), b(bf.size());
+    for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = bf16(af[i]));
+    for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(b[i] = bf16(bf[i]));
+    std::vector<float> c(size_t(M) * N, 7.0f), want;
+    compile(kPersistent, tiles, Target::default_target(), opts).launch({5}, a, b, c, M, N, K);
+    ref::gemm(af, bf, want, M, N, K);
+    EXPECT_LT(ref::rel_error(c, want), 1e-6) << M << "x" << N << "x" << K << " seed " << ref::last_seed();
+  }
+  // On sm_90a (no GPU needed): a producer warpgroup, though the options do not ask for one.
+  std::string ptx = jit::Context::global().emit(kPersistent, tiles, Target::cuda("sm_90a"), opts, jit::Stage::asm_,
+                                                ArgFacts(6, ArgFact::aligned16));
+  EXPECT_NE(ptx.find(".maxntid 384, 1, 1"), std::string::npos);
+  EXPECT_NE(ptx.find("setmaxnreg.dec.sync.aligned.u32 40;"), std::string::npos);
+  EXPECT_NE(ptx.find("cp.async.bulk.tensor.2d"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tiledist
 
