@@ -89,6 +89,7 @@ class NvptxLowering : public Elements {
     verify_lowered("nvptx");
     return NvptxModule{std::move(module_), f_.name, smem_bytes_, block_threads(), with_world, tma_recipes_};
   }
+  void without_warp_specialization() { ws_allowed_ = false; }
   /// Threads per program: the layouts' threads_, and a producer warpgroup where warp specialized.
   int block_threads() const { return threads_ + (ws_ ? 128 : 0); }
 
@@ -1830,18 +1831,52 @@ class NvptxLowering : public Elements {
         {shared_u32(empty_bar(stage)), b_.CreateZExt(cond, b_.getInt32Ty())});
   }
 
+  /// Whether `v` takes its value from a wait's result (a token passed on by consume_token does not).
+  bool from_wait(const ir::Value* v, int depth = 0) {
+    if (depth > 64) return true;
+    if (auto it = from_wait_.find(v); it != from_wait_.end()) return it->second;
+    from_wait_[v] = false;  // (a loop's carried value reaching itself)
+    bool r = false;
+    if (!v->def) {
+      const ir::Op* f = v->owner ? v->owner->parent : nullptr;
+      if (f && f->code == OpCode::For)
+        r = v->index == 0 ? from_wait(f->operands[0], depth + 1) || from_wait(f->operands[2], depth + 1)
+                          : from_wait(f->operands[2 + v->index], depth + 1) ||
+                                from_wait(f->regions[0]->terminator()->operands[v->index - 1], depth + 1);
+      else r = f != nullptr;  // (other regions' arguments: not followed)
+    } else if (v->def->code == OpCode::Wait) {
+      r = true;
+    } else if (v->def->code == OpCode::ConsumeToken) {
+      r = from_wait(v->def->operands[0], depth + 1);
+    } else if (v->def->code == OpCode::For) {
+      const size_t i = v->index;
+      r = from_wait(v->def->operands[3 + i], depth + 1) || from_wait(v->def->regions[0]->terminator()->operands[i], depth + 1);
+    } else {
+      for (const ir::Value* o : v->def->operands) r = r || from_wait(o, depth + 1);
+      r = r || !v->def->regions.empty();
+    }
+    return from_wait_[v] = r;
+  }
+
   /// Warp specialization for the kernel's TMA loop `loop` where the producer can compute what
   /// its copies need: the loop's bounds, the scalars the copies' coordinates are recomputed
   /// from, the base pointers (through the waits their tokens carry), and the conditions and
   /// bounds of the control flow around all of these, each made only of scalar ops that move
-  /// no data (pure ops, waits, symm_at) and of loops carrying scalars. Sets ws_ and reserves
-  /// the buffers and mbarriers at the start of shared memory.
+  /// no data (pure ops, waits, symm_at) and of loops carrying scalars. The producer and the
+  /// consumers must count the same iterations: no bound, coordinate or condition may come from
+  /// a wait's result (each side reads its own; a wait orders the copies through its token
+  /// only). The copies must not need ordering after anything the consumers do first: nothing
+  /// before the loop (in it and around it) writes memory or orders it but the producer's own
+  /// waits. (What the kernel writes after the loop, a persistent kernel's epilogue, is assumed
+  /// not to be what the loop's next run reads, as for any GEMM whose output is not its input.)
+  /// Sets ws_ and reserves the buffers and mbarriers at the start of shared memory.
   void plan_warp_specialization(const ir::Op& loop, const PipeOperand& a, const PipeOperand& b) {
-    if (threads_ + 128 > 1024) return;
+    if (threads_ + 128 > 1024 || !ws_allowed_) return;
     WarpSpec w;
     w.loop = &loop;
     bool ok = true;
     std::vector<const ir::Value*> work;
+    std::vector<const ir::Value*> counted;  // what decides the iterations and the coordinates
     const ir::Block& body = *loop.regions[0];
     std::function<void(const ir::Value*)> outer = [&](const ir::Value* v) {  // what recompute_scalar reads
       if (!v->def && v->owner == &body) {
@@ -1853,6 +1888,7 @@ class NvptxLowering : public Elements {
         for (const ir::Value* o : v->def->operands) outer(o);
       } else {
         work.push_back(v);
+        counted.push_back(v);
       }
     };
     for (const PipeOperand* o : {&a, &b}) {
@@ -1867,6 +1903,8 @@ class NvptxLowering : public Elements {
         if (c->code == OpCode::For) work.insert(work.end(), {c->operands[0], c->operands[1], c->operands[2]});
         else if (c->code == OpCode::If) work.push_back(c->operands[0]);
         else ok = false;
+        if (c->code == OpCode::For) counted.insert(counted.end(), {c->operands[0], c->operands[1], c->operands[2]});
+        else if (c->code == OpCode::If) counted.push_back(c->operands[0]);
       }
     };
     auto carrying = [&](const ir::Op* f) {  // a loop whose carried values the producer needs
@@ -1880,6 +1918,7 @@ class NvptxLowering : public Elements {
     w.ops.insert(&loop);
     enclose(loop.parent);
     work.insert(work.end(), {loop.operands[0], loop.operands[1], loop.operands[2]});
+    counted.insert(counted.end(), {loop.operands[0], loop.operands[1], loop.operands[2]});
     std::set<const ir::Value*> seen;
     while (ok && !work.empty()) {
       const ir::Value* v = work.back();
@@ -1900,6 +1939,24 @@ class NvptxLowering : public Elements {
       } else if (w.ops.insert(v->def).second) {
         for (const ir::Value* o : v->def->operands) work.push_back(o);
         enclose(v->def->parent);
+      }
+    }
+    for (const ir::Value* v : counted)
+      if (ok && from_wait(v)) ok = false;
+    // What runs before the loop, around it: no memory written or ordered but by the producer's waits.
+    std::function<bool(const ir::Op&)> orders = [&](const ir::Op& op) {
+      if ((op.info().flags & ir::MEM) && op.code != OpCode::Load && op.code != OpCode::SymmAt &&
+          !(op.code == OpCode::Wait && w.ops.count(&op)))
+        return true;
+      for (const auto& r : op.regions)
+        for (const auto& inner : r->ops)
+          if (orders(*inner)) return true;
+      return false;
+    };
+    for (const ir::Op* around = &loop; ok && around; around = around->parent->parent) {
+      for (const auto& op : around->parent->ops) {
+        if (op.get() == around) break;
+        if (orders(*op)) ok = false;
       }
     }
     if (!ok) return;
@@ -2346,6 +2403,7 @@ class NvptxLowering : public Elements {
     llvm::Value* hi = val(op.operands[1]).scalar;
     llvm::Value* step = val(op.operands[2]).scalar;
     std::optional<Pipeline> pipe = match_pipeline(op);
+    TD_ASSERT(!ws_ || ws_->loop != &op || pipe, "the warp-specialized loop lost its pipeline");
     int64_t outer_floor = smem_floor_;
     if (pipe) {
       if (auto it = tma_loops_.find(&op); pipe->wgmma && it != tma_loops_.end()) {
@@ -2593,6 +2651,8 @@ class NvptxLowering : public Elements {
   std::map<const ir::Op*, std::pair<PipeOperand, PipeOperand>> tma_loops_;  // wgmma loops copying by TMA
   unsigned first_map_ = 0;                             // the first tensor map's parameter
   std::optional<WarpSpec> ws_;                         // warp specialized (see WarpSpec)
+  bool ws_allowed_ = true;                             // (false: lowered again without, see lower_nvptx)
+  std::map<const ir::Value*, bool> from_wait_;
   bool producer_ = false;                              // emitting the producer's code
   std::set<const ir::Op*> deferred_loads_;        // loads (and B's trans) that pipelines do instead
   std::map<const ir::Value*, llvm::Value*> subst_;  // recompute(): values for the iteration prefetched
@@ -2605,7 +2665,17 @@ class NvptxLowering : public Elements {
 }  // namespace
 
 NvptxModule lower_nvptx(const ir::Function& f, llvm::LLVMContext& ctx, const NvptxOptions& opts) {
-  return NvptxLowering(f, ctx, opts).run();
+  NvptxModule m = NvptxLowering(f, ctx, opts).run();
+  // Warp specialization keeps the loop's buffers for the whole kernel, under the scratch of
+  // everything else (an epilogue that stages its tile): where that exceeds what a program may
+  // have (227 KiB on sm_90), the kernel is lowered again without it.
+  constexpr int64_t kMaxSharedBytes = 227 * 1024;
+  if (m.threads > opts.num_warps * 32 && m.shared_bytes > kMaxSharedBytes) {
+    NvptxLowering plain(f, ctx, opts);
+    plain.without_warp_specialization();
+    return plain.run();
+  }
+  return m;
 }
 
 }  // namespace tiledist::codegen

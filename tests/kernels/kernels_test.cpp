@@ -325,6 +325,29 @@ TEST(Gemm, PersistentKernelAsksForWarpSpecialization) {
   EXPECT_NE(ptx.find("cp.async.bulk.tensor.2d"), std::string::npos);
 }
 
+// Where warp specialization cannot be had, asking for it gives the kernel without it: the f8
+// GEMM's epilogue stages its 128x256 f32 tile in shared memory, which with the loop's buffers
+// kept would exceed 227 KiB; ag_gemm's SM puts write memory before the loop (the producer would
+// not be ordered after them).
+TEST(Gemm, WarpSpecializationOnlyWhereItHolds) {
+  CompileOptions opts;
+  opts.num_warps = 8;
+  opts.num_stages = 4;
+  opts.warp_specialize = true;
+  auto ptx = [&](const KernelDef& def, Constants c) {
+    return jit::Context::global().emit(def, c, Target::cuda("sm_90a"), opts, jit::Stage::asm_,
+                                       ArgFacts(def.runtime_params().size(), ArgFact::aligned16));
+  };
+  const std::string fp8 = ptx(kernels::gemm_fp8_kernel(ir::DType::f8e4m3), {{"BM", 128}, {"BN", 256}, {"BK", 128}});
+  EXPECT_NE(fp8.find("cp.async.bulk.tensor.2d"), std::string::npos);
+  EXPECT_EQ(fp8.find("setmaxnreg"), std::string::npos);
+  EXPECT_NE(fp8.find(".maxntid 256, 1, 1"), std::string::npos);
+  Constants ag = {{"BM", 128}, {"BN", 256}, {"BK", 64}};
+  EXPECT_NE(ptx(kernels::ag_gemm_kernel(), ag).find("setmaxnreg"), std::string::npos);
+  ag.insert_or_assign("PUTS", 4);
+  EXPECT_EQ(ptx(kernels::ag_gemm_kernel(), ag).find("setmaxnreg"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tiledist
 
