@@ -1819,6 +1819,10 @@ class NvptxLowering : public Elements {
     llvm::Value* n = b_.CreateAdd(s, b_.getInt32(1));
     return b_.CreateSelect(b_.CreateICmpEQ(n, b_.getInt32(stages)), b_.getInt32(0), n);
   }
+  /// The parity of the stage after `next_stage`'s predecessor: it flips where the stages wrap.
+  llvm::Value* next_phase(llvm::Value* next_stage, llvm::Value* phase) {
+    return b_.CreateSelect(b_.CreateICmpEQ(next_stage, b_.getInt32(0)), b_.CreateXor(phase, b_.getInt32(1)), phase);
+  }
   llvm::Value* prev_of(llvm::Value* s, int stages) {
     return b_.CreateSelect(b_.CreateICmpEQ(s, b_.getInt32(0)), b_.getInt32(stages - 1), b_.CreateSub(s, b_.getInt32(1)));
   }
@@ -2021,30 +2025,13 @@ class NvptxLowering : public Elements {
     std::vector<GVal> init;
     if (carries)
       for (size_t i = 3; i < op.operands.size(); ++i) types.push_back(op.operands[i]->type), init.push_back(val(op.operands[i]));
-    llvm::Value* lo = val(op.operands[0]).scalar;
-    llvm::Value* hi = val(op.operands[1]).scalar;
-    llvm::Value* step = val(op.operands[2]).scalar;
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    auto* header = llvm::BasicBlock::Create(ctx_, "producer.for", fn_);
-    auto* body_bb = llvm::BasicBlock::Create(ctx_, "producer.body", fn_);
-    auto* exit = llvm::BasicBlock::Create(ctx_, "producer.end", fn_);
-    b_.CreateBr(header);
-    auto phis = carried_phis(types, init, header, pre);
-    b_.SetInsertPoint(header);
-    llvm::PHINode* iv = b_.CreatePHI(lo->getType(), 2, "iv");
-    iv->addIncoming(lo, pre);
-    b_.CreateCondBr(b_.CreateICmpSLT(iv, hi), body_bb, exit);
-    b_.SetInsertPoint(body_bb);
-    vals_[body.args[0].get()] = GVal{iv, {}};
-    for (size_t i = 0; i < phis.size(); ++i) vals_[body.args[i + 1].get()] = phis[i];
+    LoopBlocks l = open_loop("producer", val(op.operands[0]).scalar, types, init);
+    enter_body(l, val(op.operands[1]).scalar);
+    vals_[body.args[0].get()] = GVal{l.iv, {}};
+    for (size_t i = 0; i < l.carried.size(); ++i) vals_[body.args[i + 1].get()] = l.carried[i];
     emit_producer_block(body);
-    std::vector<GVal> next = carries ? values_of(*body.terminator(), 0) : std::vector<GVal>{};
-    llvm::BasicBlock* latch = b_.GetInsertBlock();
-    iv->addIncoming(b_.CreateAdd(iv, step), latch);
-    close_phis(phis, next, latch);
-    b_.CreateBr(header);
-    b_.SetInsertPoint(exit);
-    for (size_t i = 0; i < phis.size(); ++i) vals_[op.results[i].get()] = phis[i];
+    close_loop(l, val(op.operands[2]).scalar, carries ? values_of(*body.terminator(), 0) : std::vector<GVal>{});
+    for (size_t i = 0; i < l.carried.size(); ++i) vals_[op.results[i].get()] = l.carried[i];
   }
   /// A condition around the producer's work (its results are the consumers' only).
   void producer_if(const ir::Op& op) {
@@ -2091,7 +2078,7 @@ class NvptxLowering : public Elements {
     tma_copy(p, stage);
     llvm::Value* next = next_of(stage, p.stages);
     b_.CreateStore(next, ws_->stage);
-    b_.CreateStore(b_.CreateSelect(b_.CreateICmpEQ(next, b_.getInt32(0)), b_.CreateXor(phase, b_.getInt32(1)), phase), ws_->phase);
+    b_.CreateStore(next_phase(next, phase), ws_->phase);
     j->addIncoming(b_.CreateAdd(j, b_.getInt32(1)), b_.GetInsertBlock());
     b_.CreateBr(header);
     b_.SetInsertPoint(exit);
@@ -2383,6 +2370,45 @@ class NvptxLowering : public Elements {
     return out;
   }
 
+  /// A loop's blocks: the header, with the induction variable and the carried values as phis,
+  /// the body and the exit. open_loop branches from where the builder is to the header and
+  /// leaves the builder there (for phis of the caller's own); enter_body tests iv < hi and
+  /// moves to the body; close_loop, at the body's end (the latch), steps iv, takes the next
+  /// carried values (`more(latch)`: the caller's phis), goes back and moves to the exit.
+  struct LoopBlocks {
+    llvm::BasicBlock* pre;
+    llvm::BasicBlock* header;
+    llvm::BasicBlock* body;
+    llvm::BasicBlock* exit;
+    llvm::PHINode* iv;
+    std::vector<GVal> carried;
+  };
+  LoopBlocks open_loop(const std::string& name, llvm::Value* lo, const std::vector<ir::Type>& types,
+                       const std::vector<GVal>& init) {
+    LoopBlocks l{b_.GetInsertBlock(), llvm::BasicBlock::Create(ctx_, name + ".header", fn_),
+                 llvm::BasicBlock::Create(ctx_, name + ".body", fn_), llvm::BasicBlock::Create(ctx_, name + ".end", fn_), nullptr, {}};
+    b_.CreateBr(l.header);
+    l.carried = carried_phis(types, init, l.header, l.pre);
+    b_.SetInsertPoint(l.header);
+    l.iv = b_.CreatePHI(lo->getType(), 2, "iv");
+    l.iv->addIncoming(lo, l.pre);
+    return l;
+  }
+  void enter_body(const LoopBlocks& l, llvm::Value* hi) {
+    b_.CreateCondBr(b_.CreateICmpSLT(l.iv, hi), l.body, l.exit);
+    b_.SetInsertPoint(l.body);
+  }
+  void close_loop(const LoopBlocks& l, llvm::Value* step, const std::vector<GVal>& next,
+                  const std::function<void(llvm::BasicBlock*)>& more = {}) {
+    llvm::Value* iv_next = b_.CreateAdd(l.iv, step);
+    llvm::BasicBlock* latch = b_.GetInsertBlock();
+    l.iv->addIncoming(iv_next, latch);
+    if (more) more(latch);
+    close_phis(l.carried, next, latch);
+    b_.CreateBr(l.header);
+    b_.SetInsertPoint(l.exit);
+  }
+
   void emit_for(const ir::Op& op) {
     const ir::Block& body = *op.regions[0];
     std::vector<ir::Type> types;
@@ -2463,15 +2489,10 @@ class NvptxLowering : public Elements {
       stage0 = b_.CreateLoad(b_.getInt32Ty(), ws_->stage);
       phase0 = b_.CreateLoad(b_.getInt32Ty(), ws_->phase);
     }
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    auto* header = llvm::BasicBlock::Create(ctx_, "for.header", fn_);
-    auto* body_bb = llvm::BasicBlock::Create(ctx_, "for.body", fn_);
-    auto* exit = llvm::BasicBlock::Create(ctx_, "for.end", fn_);
-    b_.CreateBr(header);
-    auto phis = carried_phis(types, init, header, pre);
-    b_.SetInsertPoint(header);
-    llvm::PHINode* iv = b_.CreatePHI(lo->getType(), 2, "iv");
-    iv->addIncoming(lo, pre);
+    LoopBlocks l = open_loop("for", lo, types, init);
+    llvm::BasicBlock* pre = l.pre;
+    std::vector<GVal>& phis = l.carried;
+    llvm::PHINode* iv = l.iv;
     llvm::PHINode* count = b_.CreatePHI(b_.getInt32Ty(), 2, "iteration");
     count->addIncoming(b_.getInt32(0), pre);
     llvm::PHINode* stage = nullptr;  // count % stages, carried (no division in the loop)
@@ -2492,8 +2513,7 @@ class NvptxLowering : public Elements {
       }
       pipe->frags.assign(frag_phis.begin(), frag_phis.end());
     }
-    b_.CreateCondBr(b_.CreateICmpSLT(iv, hi), body_bb, exit);
-    b_.SetInsertPoint(body_bb);
+    enter_body(l, hi);
     if (pipe && pipe->ws) {
       mbar_wait(stage_bar(*pipe, stage), phase);  // this iteration's tiles have landed
       pipe->read_stage = stage;
@@ -2535,18 +2555,12 @@ class NvptxLowering : public Elements {
     for (size_t i = 0; i < yield.operands.size(); ++i)
       next.push_back(as_mma[i] ? mma_from(yield.operands[i]) : val(yield.operands[i]));
     converted_.clear();
-    llvm::Value* iv_next = b_.CreateAdd(iv, step);
-    llvm::BasicBlock* latch = b_.GetInsertBlock();
-    iv->addIncoming(iv_next, latch);
-    count->addIncoming(b_.CreateAdd(count, b_.getInt32(1)), latch);
-    if (stage) stage->addIncoming(pipe->next_stage, latch);
-    if (phase)
-      phase->addIncoming(b_.CreateSelect(b_.CreateICmpEQ(pipe->next_stage, b_.getInt32(0)), b_.CreateXor(phase, b_.getInt32(1)), phase),
-                         latch);
-    for (size_t k = 0; k < frag_phis.size(); ++k) frag_phis[k]->addIncoming(pipe->next_frags[k], latch);
-    close_phis(phis, next, latch);
-    b_.CreateBr(header);
-    b_.SetInsertPoint(exit);
+    close_loop(l, step, next, [&](llvm::BasicBlock* latch) {
+      count->addIncoming(b_.CreateAdd(count, b_.getInt32(1)), latch);
+      if (stage) stage->addIncoming(pipe->next_stage, latch);
+      if (phase) phase->addIncoming(next_phase(pipe->next_stage, phase), latch);
+      for (size_t k = 0; k < frag_phis.size(); ++k) frag_phis[k]->addIncoming(pipe->next_frags[k], latch);
+    });
     if (pipe && pipe->wgmma)  // the last wgmma group completes before its result is read
       for (size_t i = 0; i < phis.size(); ++i)
         if (yield.operands[i]->def == pipe->dot) wgmma_wait(phis[i], 0);
