@@ -209,9 +209,10 @@ int main(int argc, char** argv) {
   std::printf("gpu_bench on %s (%s, %d SMs)\n\n", dev.name.c_str(), dev.arch().c_str(), dev.sms);
   Target target = Target::cuda();  // the arch of the device found
   const bool only_fp8 = mode == "fp8";  // `gpu_bench fp8`: the f8 GEMM rows alone
+  const bool only_tp = mode == "tp";    // `gpu_bench tp`: the library's GEMM at the TP shapes alone
   try {
     // ---- bandwidth-bound kernels against the copy engine's device-to-device copy
-    if (!only_fp8) {
+    if (!only_fp8 && !only_tp) {
       size_t n = size_t(64) << 20;  // 64 Mi floats = 256 MiB per buffer
       cuda::Buffer<float> x(n), y(n), out(n);
       cuda::memset(x.data(), 0, n * 4);
@@ -257,16 +258,9 @@ int main(int argc, char** argv) {
       bool persistent = false;  // a program per SM walking the tiles
       bool ws = false;          // warp specialized: a producer warpgroup issues the TMA copies
     };
-    const Config configs[] = {{256, 128, 32, 8, 3, 8},
-                              {128, 256, 64, 8, 4, 8},
-                              {128, 256, 64, 8, 4, 8, false},
-                              {128, 256, 64, 8, 4, 8, true, true, false},
-                              {128, 256, 64, 8, 4, 8, true, false, true},
-                              {128, 256, 64, 8, 4, 8, true, true, true},
-                              {64, 128, 64, 4, 4, 8},
-                              {64, 128, 64, 4, 4, 8, true, true, true}};
-    for (auto [M, N, K] : {std::tuple{4096, 4096, 4096}, {8192, 8192, 8192}, {128, 8192, 8192}}) {
-      if (only_fp8) break;
+    // One row of the table: our GEMM (`constants` and `opts`, over `grid`) beside cuBLAS's.
+    auto row = [&](int M, int N, int K, const std::string& label, const Constants& constants, const CompileOptions& opts,
+                   const Grid& grid) {
       cuda::Buffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
       cuda::Buffer<float> c(size_t(M) * N), wrk(size_t(M) * N);
       fill_random(a);
@@ -276,6 +270,28 @@ int main(int argc, char** argv) {
       cublas.gemm(plan, a.data(), b.data(), c.data());
       const std::vector<float> want = c.download();  // cuBLAS's result, which ours is checked against
       auto theirs = [&] { cublas.gemm(plan, a.data(), b.data(), wrk.data()); };
+      auto g = compile(kernels::gemm_kernel(ir::DType::bf16), constants, target, opts);
+      cuda::memset(c.data(), 0xFF, c.size() * 4);  // NaN: a result not written is caught
+      auto ours = [&] { g.launch(grid, a, b, c, M, N, K); };
+      ours();
+      double err = reference::rel_error(c.download(), want);
+      auto [burst_ours, burst_theirs] = burst_pair(ours, theirs);
+      double steady_ours = steady_rate(ours) * flop / 1e12, steady_theirs = steady_rate(theirs) * flop / 1e12;
+      std::printf("%-50s %8.1f %8.1f %7.3f   %8.1f %8.1f %7.3f %9.1e\n", label.c_str(), steady_ours, steady_theirs,
+                  steady_ours / steady_theirs, flop / burst_ours / 1e9, flop / burst_theirs / 1e9, burst_theirs / burst_ours,
+                  err);
+      if (err > 1e-4) throw Error(str_cat("gpu_bench: our GEMM ", label, " disagrees with cuBLAS (relative error ", err, ")"));
+    };
+    const Config configs[] = {{256, 128, 32, 8, 3, 8},
+                              {128, 256, 64, 8, 4, 8},
+                              {128, 256, 64, 8, 4, 8, false},
+                              {128, 256, 64, 8, 4, 8, true, true, false},
+                              {128, 256, 64, 8, 4, 8, true, false, true},
+                              {128, 256, 64, 8, 4, 8, true, true, true},
+                              {64, 128, 64, 4, 4, 8},
+                              {64, 128, 64, 4, 4, 8, true, true, true}};
+    for (auto [M, N, K] : {std::tuple{4096, 4096, 4096}, {8192, 8192, 8192}, {128, 8192, 8192}}) {
+      if (only_fp8 || only_tp) break;
       for (Config cfg : configs) {
         if (M < cfg.bm) continue;
         CompileOptions opts;
@@ -283,25 +299,31 @@ int main(int argc, char** argv) {
         opts.num_stages = cfg.stages;
         opts.tma = cfg.tma;
         opts.warp_specialize = cfg.ws;
-        auto g = compile(kernels::gemm_kernel(ir::DType::bf16),
-                         {{"BM", cfg.bm}, {"BN", cfg.bn}, {"BK", cfg.bk}, {"GROUP_M", cfg.group}, {"PERSISTENT", cfg.persistent}},
-                         target, opts);
-        cuda::memset(c.data(), 0xFF, c.size() * 4);  // NaN: a result not written is caught
         const int tiles = tl::cdiv(M, cfg.bm) * tl::cdiv(N, cfg.bn);
         const Grid grid = cfg.persistent ? Grid(std::min(tiles, dev.sms)) : Grid(tl::cdiv(M, cfg.bm), tl::cdiv(N, cfg.bn));
-        auto ours = [&] { g.launch(grid, a, b, c, M, N, K); };
-        ours();
-        double err = reference::rel_error(c.download(), want);
-        auto [burst_ours, burst_theirs] = burst_pair(ours, theirs);
-        double steady_ours = steady_rate(ours) * flop / 1e12, steady_theirs = steady_rate(theirs) * flop / 1e12;
         char shape[96];
         std::snprintf(shape, sizeof shape, "M=%d N=%d K=%d %dx%dx%d/%dw/%ds/g%d%s%s%s", M, N, K, cfg.bm, cfg.bn, cfg.bk,
                       cfg.warps, cfg.stages, cfg.group, cfg.tma ? "" : " cp.async", cfg.persistent ? " P" : "",
                       cfg.ws ? " WS" : "");
-        std::printf("%-50s %8.1f %8.1f %7.3f   %8.1f %8.1f %7.3f %9.1e\n", shape, steady_ours, steady_theirs,
-                    steady_ours / steady_theirs, flop / burst_ours / 1e9, flop / burst_theirs / 1e9,
-                    burst_theirs / burst_ours, err);
-        if (err > 1e-4) throw Error(str_cat("gpu_bench: our GEMM ", shape, " disagrees with cuBLAS (relative error ", err, ")"));
+        row(M, N, K, shape,
+            {{"BM", cfg.bm}, {"BN", cfg.bn}, {"BK", cfg.bk}, {"GROUP_M", cfg.group}, {"PERSISTENT", cfg.persistent}}, opts,
+            grid);
+      }
+    }
+    // The tensor-parallel layers of Triton-distributed's AllGather+GEMM and GEMM+ReduceScatter
+    // benchmarks (m, n, k), as each of 4 ranks computes them: AllGather+GEMM multiplies the
+    // gathered A by its n / 4 columns of B; GEMM+ReduceScatter its k / 4 slice of A by B's rows.
+    // The library's GEMM as gemm_config picks it (what AgGemm and GemmRs run).
+    if (!only_fp8) std::printf("\nTP shapes (per rank of 4), the library's configuration\n");
+    for (auto [m, n, k] : {std::tuple{8192, 4096, 12288}, {8192, 4096, 14336}, {8192, 3584, 14336}, {8192, 4608, 36864},
+                           {8192, 8192, 28672}, {8192, 8192, 30720}}) {
+      if (only_fp8) break;
+      for (bool ag : {true, false}) {
+        const int M = m, N = ag ? n / 4 : n, K = ag ? k : k / 4;
+        kernels::GemmConfig cfg = kernels::gemm_config(target, M, N, K);
+        char label[96];
+        std::snprintf(label, sizeof label, "%s %dx%dx%d: M=%d N=%d K=%d", ag ? "AG" : "RS", m, n, k, M, N, K);
+        row(M, N, K, label, cfg.constants, cfg.options, cfg.grid(M, N));
       }
     }
 

@@ -434,14 +434,17 @@ class NvptxLowering : public Elements {
 
   void emit(const ir::Op& op) {
     converted_.clear();
+    if (op.code == OpCode::Load && loads_into_mma(op)) return void(mma_loads_.insert(&op));  // done by its user
     // Operands in the MMA layout are converted up front, where the conversion dominates every
     // use inside the op (dot and hint take them as they are; loops manage their own).
+    const bool in_mma = in_mma_layout(op);
     bool keeps_layout = (op.code == OpCode::Dot && mma_eligible(op)) || op.code == OpCode::Hint || op.code == OpCode::For ||
-                        op.code == OpCode::Yield || !op.regions.empty() || stores_from_mma(op);
+                        op.code == OpCode::Yield || !op.regions.empty() || stores_from_mma(op) || in_mma;
     if (!keeps_layout)
       for (const ir::Value* v : op.operands)
         if (vals_.count(v) && raw(v).mma && !converted_.count(v)) converted_[v] = cyclic_from_mma(raw(v), v->type);
-    emit_op(op);
+    if (in_mma) emit_in_mma_layout(op);
+    else emit_op(op);
     converted_.clear();
   }
 
@@ -719,6 +722,139 @@ class NvptxLowering : public Elements {
           });
         }
       });
+  }
+
+  // ---- arithmetic in the MMA layout
+  // An accumulator's epilogue (acc + a tile loaded from memory, acc * a scale) is done where
+  // the accumulator is: each thread on its own fragment elements, loading its own elements of
+  // the other tile (in pairs of adjacent columns where they are aligned), rather than through
+  // shared memory into the cyclic layout.
+
+  /// Whether `def` (a loop body's) will be done in the MMA layout given its `carried` operand in
+  /// it: arithmetic whose other operands are recomputable or loads that can be left to it.
+  bool updates_in_mma(const ir::Op& def, const ir::Value* carried) {
+    if (!mma_arithmetic(def) || uses_[def.results[0].get()] != 1 ||
+        std::find(def.operands.begin(), def.operands.end(), carried) == def.operands.end())
+      return false;
+    for (const ir::Value* v : def.operands) {
+      if (v == carried || recomputable(v)) continue;
+      if (!v->def || v->def->code != OpCode::Load || uses_[v] != 1) return false;
+      for (const ir::Value* o : v->def->operands)
+        if (!recomputable(o)) return false;
+    }
+    return true;
+  }
+  /// Elementwise float arithmetic that can be done in the MMA layout (whose slots are f32
+  /// registers, as every float but f64 is).
+  static bool mma_arithmetic(const ir::Op& op) {
+    if (op.results.size() != 1 || !op.results[0]->type.is_tensor() || !op.results[0]->type.is_float() ||
+        op.results[0]->type.dtype == DType::f64)
+      return false;
+    switch (op.code) {
+      case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div: case OpCode::Min: case OpCode::Max:
+      case OpCode::Neg: case OpCode::Abs: case OpCode::Cast: case OpCode::Select:
+      case OpCode::Exp: case OpCode::Exp2: case OpCode::Log: case OpCode::Log2: case OpCode::Sqrt: case OpCode::Rsqrt:
+      case OpCode::Sin: case OpCode::Cos: case OpCode::Floor: case OpCode::Ceil: case OpCode::Erf:
+        return true;
+      default:
+        return false;
+    }
+  }
+  /// Whether `op` is done in the MMA layout: arithmetic with one use and an operand in it, every
+  /// other operand in it too, recomputable at any element, or a load left to `op` (`pending`, or one
+  /// already in mma_loads_).
+  bool in_mma_layout(const ir::Op& op, const ir::Op* pending = nullptr) {
+    // (With one use: a user that needs the cyclic layout converts the result once, as this op
+    // would have converted its operand; with more, each such user would convert it again.)
+    if (!mma_arithmetic(op) || uses_[op.results[0].get()] != 1) return false;
+    bool any = false;
+    for (const ir::Value* v : op.operands) {
+      if (mma_made(v, pending)) any = true;
+      else if (!(v->def && (v->def == pending || mma_loads_.count(v->def))) && !recomputable(v)) return false;
+    }
+    return any;
+  }
+  /// Whether `v` is (or, not lowered yet, will be) in the MMA layout.
+  bool mma_made(const ir::Value* v, const ir::Op* pending) {
+    if (vals_.count(v)) return raw(v).mma;
+    return v->def && in_mma_layout(*v->def, pending);
+  }
+  /// Whether load `op` is left to its one user, done in the MMA layout. Only pure ops may lie
+  /// between them: the load must not move past a store, a wait or a barrier.
+  bool loads_into_mma(const ir::Op& op) {
+    const ir::Value* r = op.results[0].get();
+    if (!r->type.is_tensor() || uses_[r] != 1 || !op.parent) return false;
+    for (const ir::Value* o : op.operands)
+      if (!recomputable(o)) return false;
+    auto it = std::find_if(op.parent->ops.begin(), op.parent->ops.end(), [&](const auto& p) { return p.get() == &op; });
+    for (++it; it != op.parent->ops.end(); ++it) {
+      const ir::Op& user = **it;
+      if (std::find(user.operands.begin(), user.operands.end(), r) != user.operands.end()) return in_mma_layout(user, &op);
+      if (!user.is_pure() || !user.regions.empty()) return false;
+    }
+    return false;
+  }
+  /// The elements e and e + 1 of `load`, loaded by this thread (`ok`: whether it holds them).
+  std::array<llvm::Value*, 2> load_pair(const ir::Op& load, llvm::Value* e, llvm::Value* ok) {
+    const ir::Value* ptr = load.operands[0];
+    const ir::Value* mask = load.operands.size() > 1 ? load.operands[1] : nullptr;
+    DType d = load.results[0]->type.dtype;
+    llvm::Type* t = reg_type(load.results[0]->type.element());
+    std::array<llvm::Value*, 2> at = {e, b_.CreateAdd(e, b_.getInt32(1))}, on, other;
+    for (int k = 0; k < 2; ++k) {
+      on[k] = mask ? recompute(mask, at[k]) : b_.getTrue();
+      if (ok != b_.getTrue()) on[k] = b_.CreateAnd(ok, on[k]);
+      other[k] = load.operands.size() > 2 ? recompute(load.operands[2], at[k]) : llvm::Constant::getNullValue(t);
+    }
+    if (ir::dtype_bytes(d) == 4 && axis_.vectorizable(ptr, mask, 2)) {
+      // The pair is contiguous, aligned and masked as a whole: one predicated load, no branch
+      // (branches around the loads would split the epilogue into blocks, each of whose loads
+      // stays in flight, its register held, up to the block where its sum is made).
+      llvm::Type* i32 = b_.getInt32Ty();
+      auto bits = [&](llvm::Value* v) { return b_.CreateBitCast(to_mem(v, d), i32); };
+      llvm::Value* x = ptx(llvm::StructType::get(ctx_, {i32, i32}),
+                           "{\nmov.b32 $0, $4;\nmov.b32 $1, $5;\n"
+                           "@$2 ld.global.v2.b32 {$0, $1}, [$3];\n}",
+                           "=r,=r,b,l,r,r",
+                           {on[0], b_.CreateAddrSpaceCast(recompute(ptr, e), b_.getPtrTy(1)),
+                            bits(other[0]), bits(other[1])});
+      for (int k = 0; k < 2; ++k) at[k] = from_mem(b_.CreateBitCast(b_.CreateExtractValue(x, unsigned(k)), mem_type(d)), d);
+      return at;
+    }
+    if (axis_.vectorizable(ptr, mask, 2)) {
+      auto* vt = llvm::FixedVectorType::get(mem_type(d), 2);
+      llvm::Value* x = when_value(on[0], vt, llvm::Constant::getNullValue(vt), [&] {
+        return b_.CreateAlignedLoad(vt, recompute(ptr, e), llvm::Align(2 * ir::dtype_bytes(d)));
+      });
+      for (int k = 0; k < 2; ++k) at[k] = b_.CreateSelect(on[0], from_mem(b_.CreateExtractElement(x, uint64_t(k)), d), other[k]);
+      return at;
+    }
+    for (int k = 0; k < 2; ++k)
+      at[k] = when_value(on[k], t, other[k], [&] { return from_mem(b_.CreateLoad(mem_type(d), recompute(ptr, at[k])), d); });
+    return at;
+  }
+  void emit_in_mma_layout(const ir::Op& op) {
+    MmaTiles m = mma_tiles(op.results[0]->type);
+    GVal out;
+    out.mma = true;
+    for (int64_t i = 0; i < m.per_warp; ++i) {
+      llvm::Value* ok = tile_ok(m, i);
+      llvm::Value* tile = tile_of(m, i);
+      for (int r = 0; r < 4; r += 2) {  // registers r and r + 1: elements e and e + 1
+        llvm::Value* e = mma_index(m, tile, r);
+        std::array<std::vector<llvm::Value*>, 2> in;
+        for (const ir::Value* v : op.operands) {
+          std::array<llvm::Value*, 2> x;
+          if (vals_.count(v) && raw(v).mma) x = {raw(v).slots[i * 4 + r], raw(v).slots[i * 4 + r + 1]};
+          else if (v->def && mma_loads_.count(v->def)) x = load_pair(*v->def, e, ok);
+          else x = {recompute(v, e), recompute(v, b_.CreateAdd(e, b_.getInt32(1)))};
+          in[0].push_back(x[0]), in[1].push_back(x[1]);
+        }
+        out.slots.push_back(elementwise(op, in[0]));
+        out.slots.push_back(elementwise(op, in[1]));
+      }
+    }
+    define(op, std::move(out));
   }
 
   void emit_store(const ir::Op& op) {
@@ -2413,12 +2549,16 @@ class NvptxLowering : public Elements {
     const ir::Block& body = *op.regions[0];
     std::vector<ir::Type> types;
     std::vector<GVal> init;
-    // A carried value that the body's last word makes with an MMA dot stays in the MMA layout.
+    // A carried value that the body's last word makes with an MMA dot stays in the MMA layout,
+    // as does one already in it that the body updates by arithmetic done in it (an epilogue's
+    // sum of loaded tiles: s + load(...)).
     const ir::Op& yield = *body.terminator();
     std::vector<bool> as_mma;
     for (size_t i = 3; i < op.operands.size(); ++i) {
       const ir::Op* def = yield.operands[i - 3]->def;
-      as_mma.push_back(def && def->code == OpCode::Dot && mma_eligible(*def));
+      const ir::Value* init = op.operands[i];
+      as_mma.push_back(def && ((def->code == OpCode::Dot && mma_eligible(*def)) ||
+                               (vals_.count(init) && raw(init).mma && updates_in_mma(*def, body.args[i - 2].get()))));
     }
     for (size_t i = 3; i < op.operands.size(); ++i) {
       types.push_back(op.operands[i]->type);
@@ -2668,6 +2808,7 @@ class NvptxLowering : public Elements {
   bool ws_allowed_ = true;                             // (false: lowered again without, see lower_nvptx)
   std::map<const ir::Value*, bool> from_wait_;
   bool producer_ = false;                              // emitting the producer's code
+  std::set<const ir::Op*> mma_loads_;             // loads that their user does in the MMA layout
   std::set<const ir::Op*> deferred_loads_;        // loads (and B's trans) that pipelines do instead
   std::map<const ir::Value*, llvm::Value*> subst_;  // recompute(): values for the iteration prefetched
   const ir::Block* subst_body_ = nullptr;            // recompute(): the body whose scalars are recomputed

@@ -30,25 +30,45 @@ void gemm(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl
 const std::vector<std::string> kParams = {"a", "b", "c", "M", "N", "K", "BM", "BN", "BK", "GROUP_M", "PERSISTENT"};
 const Constants kDefaults = {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"PERSISTENT", 0}};
 
-/// B comes transposed (Bt[N, K], K contiguous), as f8 tensor cores read both operands.
+/// B comes transposed (Bt[N, K], K contiguous), as f8 tensor cores read both operands. The
+/// scaling is done on the accumulator where it is (the MMA layout), straight into the stores.
 template <class T>
 void gemm_fp8(tl::Ptr<T> a, tl::Ptr<T> bt, tl::Ptr<float> c, tl::Ptr<float> scale_a, tl::Ptr<float> scale_b, tl::Int M,
-              tl::Int N, tl::Int K, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M) {
-  auto [pid_m, pid_n] = detail::grouped_tile(GROUP_M);
-  auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);  // [BM, 1]
-  auto n = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 1);    // [BN, 1]: rows of Bt
-  auto rk = tl::arange(0, BK);
-  auto acc = tl::for_range(0, K, BK, tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
-    auto ka = tl::expand_dims(k + rk, 0);  // [1, BK]
-    auto at = tl::load(a + row * K + ka, (row < M) & (ka < K), 0.0f);
-    auto bt_tile = tl::load(bt + n * K + ka, (n < N) & (ka < K), 0.0f);
-    return tl::dot(at, tl::trans(bt_tile), acc);
-  });
-  auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);  // [1, BN]
-  tl::store(c + row * N + col, acc * (tl::load(scale_a) * tl::load(scale_b)), (row < M) & (col < N));
+              tl::Int N, tl::Int K, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M,
+              tl::Const<int> PERSISTENT) {
+  auto scale = tl::load(scale_a) * tl::load(scale_b);
+  auto tile = [&](const Tensor& pid_m, const Tensor& pid_n) {
+    auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);  // [BM, 1]
+    auto n = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 1);    // [BN, 1]: rows of Bt
+    auto rk = tl::arange(0, BK);
+    auto acc = tl::for_range(0, K, BK, tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
+      auto ka = tl::expand_dims(k + rk, 0);  // [1, BK]
+      auto at = tl::load(a + row * K + ka, (row < M) & (ka < K), 0.0f);
+      auto bt_tile = tl::load(bt + n * K + ka, (n < N) & (ka < K), 0.0f);
+      return tl::dot(at, tl::trans(bt_tile), acc);
+    });
+    auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);  // [1, BN]
+    tl::store(c + row * N + col, acc * scale, (row < M) & (col < N));
+  };
+  if (PERSISTENT == 0) {
+    auto [pid_m, pid_n] = detail::grouped_tile(GROUP_M);
+    return tile(pid_m, pid_n);
+  }
+  auto [num_m, num_n] = detail::tile_counts(M, N, BM, BN);
+  detail::for_each_tile(num_m, num_n, GROUP_M, tile);
 }
-const std::vector<std::string> kFp8Params = {"a", "bt", "c", "scale_a", "scale_b", "M", "N", "K", "BM", "BN", "BK", "GROUP_M"};
-const Constants kFp8Defaults = {{"BM", 64}, {"BN", 64}, {"BK", 64}, {"GROUP_M", 8}};
+const std::vector<std::string> kFp8Params = {"a", "bt",  "c",  "scale_a", "scale_b", "M",         "N",
+                                            "K", "BM", "BN", "BK",      "GROUP_M", "PERSISTENT"};
+const Constants kFp8Defaults = {{"BM", 64}, {"BN", 64}, {"BK", 64}, {"GROUP_M", 8}, {"PERSISTENT", 0}};
+
+/// The library's GEMMs are persistent (and warp specialized on sm_90a) unless $TILEDIST_WS=0.
+/// (CompileOptions::from_env() reads the same variable the other way: "1" asks every compile
+/// for warp specialization.)
+bool library_persistent() {
+  const char* ws = std::getenv("TILEDIST_WS");
+  return !(ws && std::string(ws) == "0");
+}
+int sm_count() { return cuda::available() ? cuda::device().sms : 132; }
 }  // namespace
 
 const KernelDef& gemm_fp8_kernel(ir::DType dtype) {
@@ -67,6 +87,11 @@ GemmConfig gemm_fp8_config(const Target& target, int64_t M, int64_t N, int64_t K
   if (target.arch == "sm_90a" && M % 16 == 0 && N % 16 == 0 && K % 16 == 0 && M > 64) {
     g.bm = 128, g.bn = 256, g.options.num_warps = 8, g.options.num_stages = 4;
     g.constants = {{"BM", 128}, {"BN", 256}, {"BK", 128}};
+    if (library_persistent()) {
+      g.constants.insert_or_assign("PERSISTENT", 1);
+      g.options.warp_specialize = true;
+      g.programs = sm_count();
+    }
   }
   return g;
 }
@@ -88,8 +113,7 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
   GemmConfig g;
   g.options = CompileOptions::from_env();
   bool aligned = M % 16 == 0 && N % 16 == 0 && K % 16 == 0;  // else the launch gets the generic variant
-  const char* ws = std::getenv("TILEDIST_WS");
-  const bool persistent = !(ws && std::string(ws) == "0");  // (and warp specialized where it can be)
+  const bool persistent = library_persistent();
   if (target.kind == Target::Kind::host) {  // persistent: a few programs per core
     g.constants = kDefaults;
     if (persistent) {
@@ -111,7 +135,7 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
     if (persistent) {
       g.constants.insert_or_assign("PERSISTENT", 1);
       g.options.warp_specialize = true;
-      g.programs = cuda::available() ? cuda::device().sms : 132;
+      g.programs = sm_count();
     }
   } else {
     g.bm = 256, g.bn = 128, g.options.num_warps = 8, g.options.num_stages = 3;

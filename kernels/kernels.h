@@ -43,9 +43,10 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K);
 /// Scaled f8 GEMM, as torch._scaled_mm and cuBLAS take it ("TN"): C[M,N] (f32) =
 /// (A[M,K] @ Bt[N,K]^T) * scale_a[0] * scale_b[0], A and Bt row-major in `dtype` (f8e4m3 or
 /// f8e5m2), the scales f32 in device memory. Registered as gemm_fp8 and gemm_fp8_e5m2.
-/// Constants: BM, BN, BK, GROUP_M; launch over {cdiv(M, BM), cdiv(N, BN)}.
+/// Constants: BM, BN, BK, GROUP_M, PERSISTENT (as gemm's); launch over gemm_fp8_config's grid().
 const KernelDef& gemm_fp8_kernel(ir::DType dtype);
-/// Tiles for it (on sm_90a: wgmma m64n256k32 from TMA tiles of 128-byte rows).
+/// Tiles for it (on sm_90a: wgmma m64n256k32 from TMA tiles of 128-byte rows, persistent and
+/// warp specialized unless $TILEDIST_WS=0).
 GemmConfig gemm_fp8_config(const Target& target, int64_t M, int64_t N, int64_t K);
 
 /// AllGather + GEMM (kernels/ag_gemm.cpp), registered as ag_gemm; launched by AgGemm.
