@@ -27,7 +27,7 @@ template <class T>
 void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> partial,
              tl::Ptr<int32_t> counters, tl::Ptr<float> out, tl::Int M, tl::Int N, tl::Int K, tl::Int call, tl::Const<int> BM,
              tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> ALL, tl::Const<int> COPY,
-             tl::Const<int> PERSISTENT) {
+             tl::Const<int> EPILOGUE_ROWS, tl::Const<int> PERSISTENT) {
   auto n = dist::num_ranks(), me = dist::rank();
   if (ALL) {  // GEMM + AllReduce: every tile goes to every rank (all rows are everyone's)
     auto [grouped_m, pid_n] = detail::grouped_tile(GROUP_M);
@@ -51,29 +51,30 @@ void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t
     auto acc = detail::gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK);
     auto owner = pid_m * BM / rows;
     if (COPY) {
-      // A tile of a peer's rows goes to `partial` and is counted per row of tiles; the copy
-      // engine takes each finished row of tiles to that peer. Our own rows come last: a tile of
-      // them waits for every peer's copies of it and writes ours plus theirs, in rank order from
-      // ours, to `out`. The sum is made where the accumulator is, each thread loading the peers'
-      // elements of its own fragment (no staging of our tile in memory).
+      // Every tile goes to `partial` here and is counted per row of tiles; the copy engine takes
+      // each finished row of tiles of a peer's rows to that peer. Our own rows come last: their
+      // tiles wait for every peer's copies of them and write ours plus theirs, in rank order
+      // from ours, to `out`, EPILOGUE_ROWS rows at a time (32: bench/RESULTS.md).
       auto tiles = rows / BM;  // rows of tiles per rank
-      tl::if_then(owner != me, [&] {
-        auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);  // global
-        tl::store(partial + row * N + col, acc, (row < M) & (col < N));
-        tl::atomic_add(counters + pid_m, 1, {}, {"release", "sys"});  // (after every thread's stores)
-      });
+      auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);  // global
+      tl::store(partial + row * N + col, acc, (row < M) & (col < N));
+      tl::atomic_add(counters + pid_m, 1, {}, {"release", "sys"});  // (after every thread's stores)
       tl::if_then(owner == me, [&] {
         auto t = pid_m - me * tiles;
         auto token = tl::for_range(1, n, 1, tl::scalar(0, tl::int32), [&](Tensor k, Tensor) {
           return shmem::signal_wait_until(flags + (me + k) % n * tiles + t, shmem::Cmp::ge, call);
         });
         auto slots = dist::consume_token(staging, token);
-        auto local = tl::expand_dims(t * BM + tl::arange(0, BM), 1);  // within our rows
-        auto mask = (local < rows) & (col < N);
-        auto sum = tl::for_range(1, n, 1, acc, [&](Tensor k, Tensor s) {
-          return s + tl::load(slots + ((me + k) % n * rows * N).to(tl::int64) + local * N + col, mask, 0.0f);
+        const int kRows = std::min(int(EPILOGUE_ROWS), int(BM));
+        tl::for_range(0, int(BM), kRows, [&](Tensor r0) {
+          auto local = tl::expand_dims(t * BM + r0 + tl::arange(0, kRows), 1);  // within our rows
+          auto mask = (local < rows) & (col < N);
+          auto mine = tl::load(partial + (local + me * rows) * N + col, mask, 0.0f);
+          auto sum = tl::for_range(1, n, 1, mine, [&](Tensor k, Tensor s) {
+            return s + tl::load(slots + ((me + k) % n * rows * N).to(tl::int64) + local * N + col, mask, 0.0f);
+          });
+          tl::store(out + local * N + col, sum, mask);
         });
-        tl::store(out + local * N + col, sum, mask);
       });
       return;
     }
@@ -106,17 +107,17 @@ void rs_reduce(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> ou
 
 const std::vector<std::string> kParams = {"a",    "b", "staging", "flags", "partial", "counters", "out", "M",
                                           "N",    "K", "call",    "BM",    "BN",      "BK",       "GROUP_M", "ALL",
-                                          "COPY", "PERSISTENT"};
+                                          "COPY", "EPILOGUE_ROWS", "PERSISTENT"};
 
 const KernelDef& gemm_rs_kernel() {
   static const KernelDef def = KernelDef("gemm_rs", gemm_rs<bf16>, kParams,
-                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 0}, {"COPY", 0}, {"PERSISTENT", 0}})
+                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 0}, {"COPY", 0}, {"EPILOGUE_ROWS", 32}, {"PERSISTENT", 0}})
                                    .do_not_specialize({"call"});
   return def;
 }
 const KernelDef& gemm_ar_kernel() {
   static const KernelDef def = KernelDef("gemm_ar", gemm_rs<bf16>, kParams,
-                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 1}, {"COPY", 0}, {"PERSISTENT", 0}})
+                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 1}, {"COPY", 0}, {"EPILOGUE_ROWS", 32}, {"PERSISTENT", 0}})
                                    .do_not_specialize({"call"});
   return def;
 }

@@ -188,6 +188,7 @@ void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K, std::v
 /// same bf16 inputs, over a few calls in a row (on `streams` as check_ag_gemm does).
 template <template <class> class Memory, class Op = kernels::GemmRs>
 void check_gemm_rs(const Target& target, int64_t M, int64_t N, int64_t K, std::vector<const cuda::Stream*> streams = {nullptr}) {
+  SCOPED_TRACE(str_cat("M=", M, " N=", N, " K=", K));
   Op op(target, M, N, K);
   const bool all = std::is_same_v<Op, kernels::GemmAr>;  // GEMM + AllReduce: every row is ours
   const int n = world_size(), me = rank();
