@@ -383,6 +383,18 @@ TEST(Gemm, EpilogueInTheAccumulatorLayout) {
   EXPECT_NE(ptx.find("ld.global.v2.b32"), std::string::npos);  // D, two columns of a fragment at a time
 }
 
+// gemm_config's tiles on sm_90a: 128x256, but 128x128 where the last wave of 128x256 tiles
+// would leave the GPU's SMs (132 on an H100 or H200, and assumed without a GPU) mostly idle.
+TEST(Gemm, ConfigFillsTheLastWave) {
+  if (cuda::available() && cuda::device().sms != 132) GTEST_SKIP() << "the choices below are for 132 SMs";
+  const Target hopper = Target::cuda("sm_90a");
+  EXPECT_EQ(kernels::gemm_config(hopper, 8192, 8192, 8192).bn, 256);
+  EXPECT_EQ(kernels::gemm_config(hopper, 8192, 1024, 12288).bn, 256);     // 256 tiles: 2 full waves
+  EXPECT_EQ(kernels::gemm_config(hopper, 8192, 1152, 36864).bn, 128);     // 320 tiles: 2.4 waves
+  EXPECT_EQ(kernels::gemm_config(hopper, 8192, 1152, 36864).constants.at("BN"), ConstValue(128));
+  EXPECT_EQ(kernels::gemm_config(hopper, 8192, 1152, 36864).grid(8192, 1152).x, 132);  // of 576 tiles
+}
+
 // Where warp specialization cannot be had, asking for it gives the kernel without it: an
 // epilogue that reduces rows stages the 128x256 f32 tile in shared memory, which with the
 // loop's buffers kept would exceed 227 KiB; ag_gemm's SM puts write memory before the loop (the
