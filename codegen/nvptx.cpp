@@ -436,13 +436,19 @@ class NvptxLowering : public Elements {
     converted_.clear();
     if (op.code == OpCode::Load && loads_into_mma(op)) return void(mma_loads_.insert(&op));  // done by its user
     // Operands in the MMA layout are converted up front, where the conversion dominates every
-    // use inside the op (dot and hint take them as they are; loops manage their own).
+    // use inside the op (a dot its accumulator and hint take them as they are; loops manage their
+    // own). A dot's A and B in the MMA layout (a cast accumulator: attention's P) are converted
+    // here too, not where the dot stages them, which is shared memory the conversion would use.
     const bool in_mma = in_mma_layout(op);
-    bool keeps_layout = (op.code == OpCode::Dot && mma_eligible(op)) || op.code == OpCode::Hint || op.code == OpCode::For ||
-                        op.code == OpCode::Yield || !op.regions.empty() || stores_from_mma(op) || in_mma;
+    const bool mma_dot = op.code == OpCode::Dot && mma_eligible(op);
+    bool keeps_layout = op.code == OpCode::Hint || op.code == OpCode::For || op.code == OpCode::Yield ||
+                        !op.regions.empty() || stores_from_mma(op) || in_mma;
     if (!keeps_layout)
-      for (const ir::Value* v : op.operands)
+      for (size_t i = 0; i < op.operands.size(); ++i) {
+        const ir::Value* v = op.operands[i];
+        if (mma_dot && i == 2) continue;
         if (vals_.count(v) && raw(v).mma && !converted_.count(v)) converted_[v] = cyclic_from_mma(raw(v), v->type);
+      }
     if (in_mma) emit_in_mma_layout(op);
     else emit_op(op);
     converted_.clear();
@@ -576,7 +582,8 @@ class NvptxLowering : public Elements {
     switch (d.code) {
       case OpCode::Arange: return b_.CreateAdd(e, b_.getInt32(static_cast<int32_t>(d.int_attr("start"))));
       case OpCode::Splat: return recompute_scalar(d.operands[0]);
-      case OpCode::ExpandDims: case OpCode::Reshape: case OpCode::Hint: return recompute(d.operands[0], e);
+      case OpCode::ExpandDims: case OpCode::Reshape: case OpCode::Hint: case OpCode::ConsumeToken:
+        return recompute(d.operands[0], e);
       case OpCode::Broadcast: case OpCode::Trans:
         return recompute(d.operands[0], linear(multi_index(e, v->type.shape), permute_strides(d)));
       default: {
@@ -601,7 +608,7 @@ class NvptxLowering : public Elements {
     if (!subst_body_ || !v->def || v->def->parent != subst_body_) return val(v).scalar;
     const ir::Op& d = *v->def;
     if (d.code == OpCode::Constant) return constant(d);
-    if (d.code == OpCode::Hint) return recompute_scalar(d.operands[0]);
+    if (d.code == OpCode::Hint || d.code == OpCode::ConsumeToken) return recompute_scalar(d.operands[0]);
     std::vector<llvm::Value*> in;
     for (const ir::Value* o : d.operands) in.push_back(recompute_scalar(o));
     return elementwise(d, in);
@@ -738,11 +745,19 @@ class NvptxLowering : public Elements {
       return false;
     for (const ir::Value* v : def.operands) {
       if (v == carried || recomputable(v)) continue;
-      if (!v->def || v->def->code != OpCode::Load || uses_[v] != 1) return false;
+      if (!v->def || v->def->code != OpCode::Load || uses_[v] != 1 || !only_pure_between(*v->def, def)) return false;
       for (const ir::Value* o : v->def->operands)
         if (!recomputable(o)) return false;
     }
     return true;
+  }
+  /// Whether `to` follows `from` in its block with only pure, regionless ops between them.
+  static bool only_pure_between(const ir::Op& from, const ir::Op& to) {
+    if (!from.parent || from.parent != to.parent) return false;
+    auto it = std::find_if(from.parent->ops.begin(), from.parent->ops.end(), [&](const auto& p) { return p.get() == &from; });
+    for (++it; it != from.parent->ops.end() && it->get() != &to; ++it)
+      if (!(*it)->is_pure() || !(*it)->regions.empty()) return false;
+    return it != from.parent->ops.end();
   }
   /// Elementwise float arithmetic that can be done in the MMA layout (whose slots are f32
   /// registers, as every float but f64 is).
@@ -786,12 +801,9 @@ class NvptxLowering : public Elements {
     if (!r->type.is_tensor() || uses_[r] != 1 || !op.parent) return false;
     for (const ir::Value* o : op.operands)
       if (!recomputable(o)) return false;
-    auto it = std::find_if(op.parent->ops.begin(), op.parent->ops.end(), [&](const auto& p) { return p.get() == &op; });
-    for (++it; it != op.parent->ops.end(); ++it) {
-      const ir::Op& user = **it;
-      if (std::find(user.operands.begin(), user.operands.end(), r) != user.operands.end()) return in_mma_layout(user, &op);
-      if (!user.is_pure() || !user.regions.empty()) return false;
-    }
+    for (const auto& p : op.parent->ops)  // (its user: the op after it that takes it)
+      if (std::find(p->operands.begin(), p->operands.end(), r) != p->operands.end())
+        return only_pure_between(op, *p) && in_mma_layout(*p, &op);
     return false;
   }
   /// The elements e and e + 1 of `load`, loaded by this thread (`ok`: whether it holds them).

@@ -383,6 +383,56 @@ TEST(Gemm, EpilogueInTheAccumulatorLayout) {
   EXPECT_NE(ptx.find("ld.global.v2.b32"), std::string::npos);  // D, two columns of a fragment at a time
 }
 
+// Back-to-back dots through a cast accumulator, as attention does with P: O = bf16(A B) C
+// (P_AS_B: O = C bf16(A B)). P comes out of its dot in the MMA layout; as the next dot's operand
+// it must be converted before that dot stages its operands in shared memory (a conversion
+// there once overwrote the staged operand).
+void b2b_matmul(tl::Ptr<bf16> a, tl::Ptr<bf16> b, tl::Ptr<bf16> c, tl::Ptr<float> o, tl::Const<int> S,
+                tl::Const<int> P_AS_B) {
+  auto r = tl::expand_dims(tl::arange(0, S), 1), k = tl::expand_dims(tl::arange(0, S), 0);
+  auto p = tl::dot(tl::load(a + r * S + k), tl::load(b + r * S + k)).to(tl::bfloat16);
+  auto ct = tl::load(c + r * S + k);
+  tl::store(o + r * S + k, P_AS_B ? tl::dot(ct, p) : tl::dot(p, ct));
+}
+const KernelDef kB2b("b2b_matmul", b2b_matmul, {"a", "b", "c", "o", "S", "P_AS_B"});
+
+TEST(Gemm, BackToBackDotsThroughACastAccumulator) {
+  const int S = 64;
+  for (int p_as_b : {0, 1}) {
+    auto af = ref::random_floats(S * S), bf = ref::random_floats(S * S), cf = ref::random_floats(S * S);
+    std::vector<bf16> a(af.size()), b(bf.size()), c(cf.size());
+    for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = bf16(af[i]));
+    for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(b[i] = bf16(bf[i]));
+    for (size_t i = 0; i < cf.size(); ++i) cf[i] = float(c[i] = bf16(cf[i]));
+    std::vector<float> p, o(S * S, 7.0f), want;
+    ref::gemm(af, bf, p, S, S, S);
+    for (float& x : p) x = float(bf16(x));
+    if (p_as_b) ref::gemm(cf, p, want, S, S, S);
+    else ref::gemm(p, cf, want, S, S, S);
+    compile(kB2b, {{"S", S}, {"P_AS_B", p_as_b}}).launch({1}, a, b, c, o);
+    // (P rounded to bf16 from f32 sums made in another order may differ in its last bit)
+    EXPECT_LT(ref::rel_error(o, want), 2e-3) << "P_AS_B=" << p_as_b << " seed " << ref::last_seed();
+  }
+}
+
+// The load of an epilogue through a wait's token (dist::consume_token) is done in the
+// accumulator's layout too: it compiles for sm_90a (it once stopped the compiler).
+void matmul_plus_waited_tile(tl::Ptr<bf16> a, tl::Ptr<bf16> b, tl::Ptr<float> d, tl::Ptr<int32_t> flag,
+                             tl::Ptr<float> out, tl::Const<int> S) {
+  auto r = tl::expand_dims(tl::arange(0, S), 1), k = tl::expand_dims(tl::arange(0, S), 0);
+  auto acc = tl::dot(tl::load(a + r * S + k), tl::load(b + r * S + k));
+  auto token = dist::wait(flag, 1);
+  tl::store(out + r * S + k, acc + tl::load(dist::consume_token(d + r * S + k, token)));
+}
+const KernelDef kWaitedTile("matmul_plus_waited_tile", matmul_plus_waited_tile, {"a", "b", "d", "flag", "out", "S"});
+
+TEST(Gemm, EpilogueLoadThroughAWaitToken) {
+  std::string ptx = jit::Context::global().emit(kWaitedTile, {{"S", 64}}, Target::cuda("sm_90a"), CompileOptions{},
+                                                jit::Stage::asm_, ArgFacts(5, ArgFact::aligned16));
+  EXPECT_NE(ptx.find("ld.acquire.gpu"), std::string::npos);
+  EXPECT_NE(ptx.find("ld.global.v2.b32"), std::string::npos);  // D in the accumulator's layout
+}
+
 // gemm_config's tiles on sm_90a: 128x256, but 128x128 where the last wave of 128x256 tiles
 // would leave the GPU's SMs (132 on an H100 or H200, and assumed without a GPU) mostly idle.
 TEST(Gemm, ConfigFillsTheLastWave) {
