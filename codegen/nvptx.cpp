@@ -1070,6 +1070,8 @@ class NvptxLowering : public Elements {
   /// meet after it, so their later loads follow the acquire. The result is the last word read.
   void emit_wait(const ir::Op& op) {
     llvm::Type* t = reg_type(op.results[0]->type);
+    if (!producer_ && producer_only_waits_.count(&op))  // (warp specialized: the producer waits)
+      return define(op, {llvm::Constant::getNullValue(t), {}});
     const int bits = 8 * ir::dtype_bytes(op.results[0]->type.dtype);
     const std::string load = str_cat("ld.", op.str_attr("semantic") == "acquire" ? "acquire" : "relaxed", ".",
                                      ptx_scope(op.str_attr("scope")), ".global.b", bits, " $0, [$1];");
@@ -2121,6 +2123,44 @@ class NvptxLowering : public Elements {
     smem_bytes_ = std::max(smem_bytes_, w.end);
     smem_floor_ = (w.end + 127) / 128 * 128;
     ws_ = std::move(w);
+    find_producer_only_waits(a, b);
+  }
+
+  /// The waits of the producer slice that only order its copies: their results reach nothing
+  /// but the pointers of the TMA loop's A and B loads (through loops carrying them,
+  /// consume_token and pure ops). The consumers skip them: their tiles come through the full
+  /// mbarriers, after the producer's own wait (ag_gemm's signal waits: a spin and three
+  /// barriers per tile less on the consumers' side).
+  void find_producer_only_waits(const PipeOperand& a, const PipeOperand& b) {
+    std::map<const ir::Value*, std::vector<std::pair<const ir::Op*, size_t>>> users;
+    std::function<void(const ir::Block&)> walk = [&](const ir::Block& blk) {
+      for (const auto& op : blk.ops) {
+        for (size_t i = 0; i < op->operands.size(); ++i) users[op->operands[i]].push_back({op.get(), i});
+        for (const auto& r : op->regions) walk(*r);
+      }
+    };
+    walk(f_.body);
+    std::set<const ir::Value*> visiting;
+    std::function<bool(const ir::Value*)> to_copies = [&](const ir::Value* v) {
+      if (!visiting.insert(v).second) return true;  // (a loop's carried value reaching itself)
+      for (auto [u, i] : users[v]) {
+        if (u == a.load || u == b.load) {
+          if (i != 0) return false;  // (a mask or other value: the consumers' too)
+        } else if (u->code == OpCode::Yield && u->parent->parent && u->parent->parent->code == OpCode::For) {
+          const ir::Op* f = u->parent->parent;
+          if (!to_copies(f->results[i].get()) || !to_copies(u->parent->args[i + 1].get())) return false;
+        } else if (u->code == OpCode::For && i >= 3) {
+          if (!to_copies(u->results[i - 3].get()) || !to_copies(u->regions[0]->args[i - 2].get())) return false;
+        } else if ((u->is_pure() || u->code == OpCode::ConsumeToken) && u->regions.empty() && u->results.size() == 1) {
+          if (!to_copies(u->results[0].get())) return false;
+        } else {
+          return false;
+        }
+      }
+      return true;
+    };
+    for (const ir::Op* op : ws_->ops)
+      if (op->code == OpCode::Wait && to_copies(op->results[0].get())) producer_only_waits_.insert(op);
   }
 
   /// Kernel entry, warp specialized: thread 0 sets up the mbarriers, everyone meets, and the
@@ -2820,6 +2860,7 @@ class NvptxLowering : public Elements {
   bool ws_allowed_ = true;                             // (false: lowered again without, see lower_nvptx)
   std::map<const ir::Value*, bool> from_wait_;
   bool producer_ = false;                              // emitting the producer's code
+  std::set<const ir::Op*> producer_only_waits_;        // see find_producer_only_waits
   std::set<const ir::Op*> mma_loads_;             // loads that their user does in the MMA layout
   std::set<const ir::Op*> deferred_loads_;        // loads (and B's trans) that pipelines do instead
   std::map<const ir::Value*, llvm::Value*> subst_;  // recompute(): values for the iteration prefetched

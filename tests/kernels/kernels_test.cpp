@@ -466,6 +466,16 @@ TEST(Gemm, WarpSpecializationOnlyWhereItHolds) {
   EXPECT_NE(fp8.find("setmaxnreg"), std::string::npos);
   Constants ag = {{"BM", 128}, {"BN", 256}, {"BK", 64}};
   EXPECT_NE(ptx(kernels::ag_gemm_kernel(), ag).find("setmaxnreg"), std::string::npos);
+  // ag_gemm's signal waits order only its copies of A: the producer waits, the consumers do not
+  // (one acquiring load in the kernel, and no consumer barrier around a wait's result).
+  ag.insert_or_assign("PERSISTENT", 1);
+  const std::string persistent_ag = ptx(kernels::ag_gemm_kernel(), ag);
+  size_t acquires = 0;
+  for (size_t at = persistent_ag.find("ld.acquire"); at != std::string::npos; at = persistent_ag.find("ld.acquire", at + 1))
+    ++acquires;
+  EXPECT_EQ(acquires, 1u);
+  EXPECT_EQ(persistent_ag.find("barrier.sync \t1"), std::string::npos);
+  ag.erase("PERSISTENT");
   ag.insert_or_assign("PUTS", 4);
   EXPECT_EQ(ptx(kernels::ag_gemm_kernel(), ag).find("setmaxnreg"), std::string::npos);
 }
