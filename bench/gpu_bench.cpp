@@ -326,6 +326,11 @@ int main(int argc, char** argv) {
         row(M, N, K, label, cfg.constants, cfg.options, cfg.grid(M, N));
       }
     }
+    if (!only_fp8) {  // and a decode step's skinny GEMM
+      const int M = 128, N = 8192, K = 8192;
+      kernels::GemmConfig cfg = kernels::gemm_config(target, M, N, K);
+      row(M, N, K, "skinny: M=128 N=8192 K=8192", cfg.constants, cfg.options, cfg.grid(M, N));
+    }
 
     // ---- scaled e4m3 GEMM ("TN": B transposed) against cuBLAS's, with and without its fast
     // accumulation (ours keeps every partial sum in the tensor cores' accumulator, as fast

@@ -126,7 +126,9 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
     g.bm = 128, g.bn = 128, g.options.num_warps = 8, g.options.num_stages = 3;
     g.constants = {{"BM", 128}, {"BN", 128}, {"BK", 32}};
   } else if (M <= 256) {  // skinny: more, smaller tiles to fill the SMs
-    g.bm = 64, g.bn = 128, g.options.num_warps = 4, g.options.num_stages = 4;
+    // (on sm_90a, 8 stages of 24 KiB: the tiles' loads are what it waits for; 4 stages gave
+    // 0.82 of cuBLAS at M=128, N=K=8192: bench/RESULTS.md)
+    g.bm = 64, g.bn = 128, g.options.num_warps = 4, g.options.num_stages = target.arch == "sm_90a" ? 8 : 4;
     g.constants = {{"BM", 64}, {"BN", 128}, {"BK", 64}};
   } else if (target.arch == "sm_90a") {  // wgmma: two warpgroups of m64n256, 4 stages of 48 KB
     g.bm = 128, g.bn = 256, g.options.num_warps = 8, g.options.num_stages = 4;
