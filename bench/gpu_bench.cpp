@@ -258,17 +258,27 @@ int main(int argc, char** argv) {
       bool persistent = false;  // a program per SM walking the tiles
       bool ws = false;          // warp specialized: a producer warpgroup issues the TMA copies
     };
+    // A shape's inputs and cuBLAS's result, which ours is checked against (shared by its rows).
+    struct Problem {
+      int M, N, K;
+      cuda::Buffer<bf16> a, b;
+      cuda::Buffer<float> c, wrk;
+      CublasLt::Plan plan;
+      std::vector<float> want;
+      Problem(CublasLt& cublas, int m, int n, int k)
+          : M(m), N(n), K(k), a(size_t(m) * k), b(size_t(k) * n), c(size_t(m) * n), wrk(size_t(m) * n),
+            plan(cublas.plan(m, n, k)) {
+        fill_random(a);
+        fill_random(b);
+        cublas.gemm(plan, a.data(), b.data(), c.data());
+        want = c.download();
+      }
+    };
     // One row of the table: our GEMM (`constants` and `opts`, over `grid`) beside cuBLAS's.
-    auto row = [&](int M, int N, int K, const std::string& label, const Constants& constants, const CompileOptions& opts,
+    auto row = [&](Problem& p, const std::string& label, const Constants& constants, const CompileOptions& opts,
                    const Grid& grid) {
-      cuda::Buffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
-      cuda::Buffer<float> c(size_t(M) * N), wrk(size_t(M) * N);
-      fill_random(a);
-      fill_random(b);
+      auto& [M, N, K, a, b, c, wrk, plan, want] = p;
       const double flop = 2.0 * M * N * K;
-      CublasLt::Plan plan = cublas.plan(M, N, K);
-      cublas.gemm(plan, a.data(), b.data(), c.data());
-      const std::vector<float> want = c.download();  // cuBLAS's result, which ours is checked against
       auto theirs = [&] { cublas.gemm(plan, a.data(), b.data(), wrk.data()); };
       auto g = compile(kernels::gemm_kernel(ir::DType::bf16), constants, target, opts);
       cuda::memset(c.data(), 0xFF, c.size() * 4);  // NaN: a result not written is caught
@@ -292,6 +302,7 @@ int main(int argc, char** argv) {
                               {64, 128, 64, 4, 4, 8, true, true, true}};
     for (auto [M, N, K] : {std::tuple{4096, 4096, 4096}, {8192, 8192, 8192}, {128, 8192, 8192}}) {
       if (only_fp8 || only_tp) break;
+      Problem problem(cublas, M, N, K);
       for (Config cfg : configs) {
         if (M < cfg.bm) continue;
         CompileOptions opts;
@@ -305,7 +316,7 @@ int main(int argc, char** argv) {
         std::snprintf(shape, sizeof shape, "M=%d N=%d K=%d %dx%dx%d/%dw/%ds/g%d%s%s%s", M, N, K, cfg.bm, cfg.bn, cfg.bk,
                       cfg.warps, cfg.stages, cfg.group, cfg.tma ? "" : " cp.async", cfg.persistent ? " P" : "",
                       cfg.ws ? " WS" : "");
-        row(M, N, K, shape,
+        row(problem, shape,
             {{"BM", cfg.bm}, {"BN", cfg.bn}, {"BK", cfg.bk}, {"GROUP_M", cfg.group}, {"PERSISTENT", cfg.persistent}}, opts,
             grid);
       }
@@ -323,13 +334,15 @@ int main(int argc, char** argv) {
         kernels::GemmConfig cfg = kernels::gemm_config(target, M, N, K);
         char label[96];
         std::snprintf(label, sizeof label, "%s %dx%dx%d: M=%d N=%d K=%d", ag ? "AG" : "RS", m, n, k, M, N, K);
-        row(M, N, K, label, cfg.constants, cfg.options, cfg.grid(M, N));
+        Problem problem(cublas, M, N, K);
+        row(problem, label, cfg.constants, cfg.options, cfg.grid(M, N));
       }
     }
     if (!only_fp8) {  // and a decode step's skinny GEMM
       const int M = 128, N = 8192, K = 8192;
       kernels::GemmConfig cfg = kernels::gemm_config(target, M, N, K);
-      row(M, N, K, "skinny: M=128 N=8192 K=8192", cfg.constants, cfg.options, cfg.grid(M, N));
+      Problem problem(cublas, M, N, K);
+      row(problem, "skinny: M=128 N=8192 K=8192", cfg.constants, cfg.options, cfg.grid(M, N));
     }
 
     // ---- scaled e4m3 GEMM ("TN": B transposed) against cuBLAS's, with and without its fast
