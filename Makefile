@@ -6,7 +6,8 @@ CMAKE_FLAGS ?=
 
 # Debian packages the build needs; `deps` installs those that are missing.
 PACKAGES := cmake ninja-build g++ llvm-19-dev libclang-19-dev lld-19 llvm-19-tools libzstd-dev zlib1g-dev \
-            libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin libhwloc-dev
+            libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin libhwloc-dev \
+            liblld-19-dev rocm-device-libs libamdhip64-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps configure build test demo bench bundle clean

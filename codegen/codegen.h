@@ -31,18 +31,21 @@ struct HostModule {
 /// live in scratch memory and each op on them is a loop that LLVM vectorizes.
 HostModule lower_host(const ir::Function& f, llvm::LLVMContext& ctx, const HostOptions& opts);
 
-struct NvptxOptions {
-  std::string arch = "sm_90a";
-  int num_warps = 4;
-  int num_stages = 3;  // operand buffers of pipelined dot loops
-  bool tma = true;     // sm_90a: wgmma pipelines copy their tiles with TMA where they can
+struct GpuOptions {
+  std::string arch = "sm_90a";  // sm_80, sm_90a; gfx90a, gfx942
+  int num_warps = 4;    // warps (NVIDIA, 32 threads) or wavefronts (AMD, 64) per program
+  int num_stages = 3;   // operand buffers of pipelined dot loops
+  bool tma = true;      // sm_90a: wgmma pipelines copy their tiles with TMA where they can
   bool warp_specialize = false;  // sm_90a: a producer warpgroup issues a TMA loop's copies
+  /// The target machine's data layout, where the lowering needs it (AMDGCN: allocas and
+  /// globals live in their own address spaces).
+  std::string data_layout;
 };
 
-/// The NVPTX lowering of a kernel: a module with one kernel named after it, taking the runtime
+/// The GPU lowering of a kernel: a module with one kernel named after it, taking the runtime
 /// parameters in order, run by `threads` threads per program with `shared_bytes` of dynamic
-/// shared memory.
-struct NvptxModule {
+/// shared memory (LDS on AMD GPUs).
+struct GpuModule {
   std::unique_ptr<llvm::Module> module;
   std::string entry;
   int64_t shared_bytes = 0;
@@ -55,7 +58,10 @@ struct NvptxModule {
 };
 
 /// Lowers a verified function for NVIDIA GPUs. Throws Error for ops this target lacks.
-NvptxModule lower_nvptx(const ir::Function& f, llvm::LLVMContext& ctx, const NvptxOptions& opts);
+GpuModule lower_nvptx(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts);
+/// Lowers a verified function for AMD GPUs (wave64: gfx90a, gfx942); the module calls the ROCm
+/// device libraries' math functions (link_amdgcn_device_libs adds them).
+GpuModule lower_amdgcn(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts);
 
 /// Names of the helper functions host kernels call (narrow-float conversions, bounds checks).
 extern const char* const kHostHelperF32ToF8E4M3;

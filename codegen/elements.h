@@ -16,6 +16,34 @@
 
 namespace tiledist::codegen {
 
+/// The LLVM ordering of a memory order a kernel named.
+inline llvm::AtomicOrdering ordering(const std::string& order) {
+  if (order == "relaxed") return llvm::AtomicOrdering::Monotonic;
+  if (order == "seq_cst") return llvm::AtomicOrdering::SequentiallyConsistent;
+  if (order == "acquire") return llvm::AtomicOrdering::Acquire;
+  if (order == "release") return llvm::AtomicOrdering::Release;
+  return llvm::AtomicOrdering::AcquireRelease;
+}
+
+/// LLVM's atomic instruction on *p: `kind` add, max, min, xchg, and, or, xor (v the operand) or
+/// cas (v the expected value, `desired` the new one) on a value of dtype `d`; returns the old value.
+inline llvm::Value* llvm_atomic(llvm::IRBuilder<>& b, const std::string& kind, ir::DType d, llvm::Value* p, llvm::Value* v,
+                                llvm::Value* desired, llvm::AtomicOrdering order, llvm::SyncScope::ID scope) {
+  llvm::MaybeAlign align(ir::dtype_bytes(d));
+  if (kind == "cas") {
+    llvm::AtomicOrdering failure = order == llvm::AtomicOrdering::Release          ? llvm::AtomicOrdering::Monotonic
+                                   : order == llvm::AtomicOrdering::AcquireRelease ? llvm::AtomicOrdering::Acquire
+                                                                                   : order;
+    return b.CreateExtractValue(b.CreateAtomicCmpXchg(p, v, desired, align, order, failure, scope), 0);
+  }
+  bool fl = ir::is_float(d);
+  using B = llvm::AtomicRMWInst::BinOp;
+  B bop = kind == "add" ? (fl ? B::FAdd : B::Add) : kind == "max" ? (fl ? B::FMax : B::Max)
+        : kind == "min" ? (fl ? B::FMin : B::Min) : kind == "xchg" ? B::Xchg : kind == "and" ? B::And
+        : kind == "or" ? B::Or : B::Xor;
+  return b.CreateAtomicRMW(bop, p, v, align, order, scope);
+}
+
 class Elements {
  public:
   Elements(llvm::LLVMContext& ctx, llvm::Module& module) : b_(ctx), elem_module_(module) {}
@@ -193,35 +221,12 @@ class Elements {
   }
 
 
-  /// The LLVM ordering of a memory order the kernel named.
-  static llvm::AtomicOrdering ordering(const std::string& sem) {
-    if (sem == "relaxed") return llvm::AtomicOrdering::Monotonic;
-    if (sem == "seq_cst") return llvm::AtomicOrdering::SequentiallyConsistent;
-    if (sem == "acquire") return llvm::AtomicOrdering::Acquire;
-    if (sem == "release") return llvm::AtomicOrdering::Release;
-    return llvm::AtomicOrdering::AcquireRelease;
-  }
-
   /// One element of an atomic_rmw or atomic_cas op on *p (for CAS, `v` is the expected value
   /// and `desired` the new one); returns the old value.
   llvm::Value* atomic_update(const ir::Op& op, llvm::Value* p, llvm::Value* v, llvm::Value* desired,
                              llvm::SyncScope::ID scope = llvm::SyncScope::System) {
-    DType d = op.results[0]->type.dtype;
-    llvm::AtomicOrdering ord = ordering(op.str_attr("sem"));
-    llvm::MaybeAlign align(ir::dtype_bytes(d));
-    if (op.code == OpCode::AtomicCAS) {
-      llvm::AtomicOrdering failure = ord == llvm::AtomicOrdering::Release          ? llvm::AtomicOrdering::Monotonic
-                                     : ord == llvm::AtomicOrdering::AcquireRelease ? llvm::AtomicOrdering::Acquire
-                                                                                    : ord;
-      return b_.CreateExtractValue(b_.CreateAtomicCmpXchg(p, v, desired, align, ord, failure, scope), 0);
-    }
-    const std::string& k = op.str_attr("kind");
-    bool fl = ir::is_float(d);
-    using B = llvm::AtomicRMWInst::BinOp;
-    B bop = k == "add" ? (fl ? B::FAdd : B::Add) : k == "max" ? (fl ? B::FMax : B::Max)
-          : k == "min" ? (fl ? B::FMin : B::Min) : k == "xchg" ? B::Xchg : k == "and" ? B::And
-          : k == "or" ? B::Or : B::Xor;
-    return b_.CreateAtomicRMW(bop, p, v, align, ord, scope);
+    return llvm_atomic(b_, op.code == OpCode::AtomicCAS ? "cas" : op.str_attr("kind"), op.results[0]->type.dtype, p, v,
+                       desired, ordering(op.str_attr("sem")), scope);
   }
 
   /// The starting value of a reduction: 0 for sum, the far end of the type for max and min.

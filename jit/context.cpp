@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "codegen/codegen.h"
+#include "jit/amdgpu.h"
 #include "ir/builder.h"
 #include "ir/numeric.h"
 #include "ir/passes/passes.h"
@@ -41,6 +42,10 @@ void LLVMInitializeNVPTXTargetInfo();
 void LLVMInitializeNVPTXTarget();
 void LLVMInitializeNVPTXTargetMC();
 void LLVMInitializeNVPTXAsmPrinter();
+void LLVMInitializeAMDGPUTargetInfo();
+void LLVMInitializeAMDGPUTarget();
+void LLVMInitializeAMDGPUTargetMC();
+void LLVMInitializeAMDGPUAsmPrinter();
 static uint8_t tiledist_f32_to_f8e4m3(float f) { return tiledist::float_to_f8e4m3_bits(f); }
 static float tiledist_f8e4m3_to_f32(uint8_t b) { return tiledist::f8e4m3_bits_to_float(b); }
 static uint8_t tiledist_f32_to_f8e5m2(float f) { return tiledist::float_to_f8e5m2_bits(f); }
@@ -120,6 +125,10 @@ void init_llvm() {
     LLVMInitializeNVPTXTarget();
     LLVMInitializeNVPTXTargetMC();
     LLVMInitializeNVPTXAsmPrinter();
+    LLVMInitializeAMDGPUTargetInfo();
+    LLVMInitializeAMDGPUTarget();
+    LLVMInitializeAMDGPUTargetMC();
+    LLVMInitializeAMDGPUAsmPrinter();
     // 32-bit shared-memory addresses, as Triton and nvcc use: address arithmetic for ldmatrix
     // and cp.async stays in 32-bit registers. (A backend option read when a target machine is
     // made; it changes the NVPTX data layout only.)
@@ -159,19 +168,11 @@ bool jit_disabled() {
   throw Error(str_cat("tiledist: TILEDIST_JIT='", v, "': use off or on"));
 }
 
-void require_host(const Target& target, const std::string& kernel) {
-  if (target.kind == Target::Kind::amdgcn)
-    throw Error(str_cat("tiledist: kernel '", kernel, "': code generation for target ", target.name(),
-                        " is not implemented yet (host and NVPTX are); tile-ir and opt-ir can be emitted "
-                        "for any target"));
-}
-
 /// A specialization traced and optimized, with its cache key: the optimized IR, the target, the
 /// options and this build of the compiler.
 std::pair<std::unique_ptr<ir::Function>, std::string> trace_optimized(const KernelDef& def, const Constants& constants,
                                                                       const Target& target, const CompileOptions& options,
                                                                       const ArgFacts& facts) {
-  require_host(target, def.name());
   options.validate();
   std::unique_ptr<ir::Function> fn = def.trace(constants, facts);
   ir::optimize(*fn);
@@ -208,25 +209,35 @@ struct Context::Impl {
     if (!tm) {
       init_llvm();
       std::string err;
-      const char* triple = "nvptx64-nvidia-cuda";
+      const bool amd = target.kind == Target::Kind::amdgcn;
+      const char* triple = amd ? "amdgcn-amd-amdhsa" : "nvptx64-nvidia-cuda";
       const llvm::Target* t = llvm::TargetRegistry::lookupTarget(triple, err);
-      if (!t) throw Error(str_cat("tiledist: no NVPTX backend in this build: ", err));
-      // PTX 8.4 (CUDA 12.4 drivers) for Hopper: f8 mma.sync needs it; 8.0 elsewhere.
-      const char* ptx = target.arch == "sm_90a" ? "+ptx84" : "+ptx80";
-      tm.reset(t->createTargetMachine(triple, target.arch, ptx, llvm::TargetOptions(), std::nullopt, std::nullopt,
+      if (!t) throw Error(str_cat("tiledist: no ", amd ? "AMDGPU" : "NVPTX", " backend in this build: ", err));
+      // NVPTX: PTX 8.4 (CUDA 12.4 drivers) for Hopper: f8 mma.sync needs it; 8.0 elsewhere.
+      const char* features = amd ? "" : target.arch == "sm_90a" ? "+ptx84" : "+ptx80";
+      tm.reset(t->createTargetMachine(triple, target.arch, features, llvm::TargetOptions(),
+                                      amd ? std::optional(llvm::Reloc::PIC_) : std::nullopt, std::nullopt,
                                       llvm::CodeGenOptLevel::Aggressive));
     }
     return *tm;
   }
 
-  /// Lowers and optimizes for NVPTX.
-  codegen::NvptxModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const Target& target,
-                                 const CompileOptions& options, bool optimize = true) {
-    codegen::NvptxModule nm = codegen::lower_nvptx(f, ctx, {target.arch, options.num_warps, options.num_stages, options.tma, options.warp_specialize});
+  /// Lowers and optimizes for a GPU (AMDGCN: with the device libraries' functions it calls).
+  codegen::GpuModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const Target& target,
+                               const CompileOptions& options, bool optimize = true) {
     llvm::TargetMachine& machine = gpu_tm(target);
-    nm.module->setDataLayout(machine.createDataLayout());
-    if (optimize) run_o3(*nm.module, machine);
-    return nm;
+    codegen::GpuOptions o{target.arch, options.num_warps, options.num_stages, options.tma, options.warp_specialize, ""};
+    codegen::GpuModule gm;
+    if (target.kind == Target::Kind::amdgcn) {
+      o.data_layout = machine.createDataLayout().getStringRepresentation();
+      gm = codegen::lower_amdgcn(f, ctx, o);
+      if (optimize) link_amdgpu_device_libs(*gm.module, target.arch);
+    } else {
+      gm = codegen::lower_nvptx(f, ctx, o);
+    }
+    gm.module->setDataLayout(machine.createDataLayout());
+    if (optimize) run_o3(*gm.module, machine);
+    return gm;
   }
 
   static void run_o3(llvm::Module& m, llvm::TargetMachine& machine) {
@@ -278,14 +289,19 @@ struct Context::Impl {
     a.key = key;
     a.kernel = f.name;
     a.target = target.name();
-    if (target.kind == Target::Kind::nvptx) {
-      codegen::NvptxModule nm = lower_gpu(f, ctx, target, options);
-      a.entry = nm.entry;
-      a.scratch_bytes = nm.shared_bytes;
-      a.threads = nm.threads;
-      a.distributed = nm.distributed;
-      a.tma = runtime::tma_recipes_str(nm.tma);
-      a.binary = emit_file(*nm.module, llvm::CodeGenFileType::AssemblyFile, &gpu_tm(target));
+    if (target.kind != Target::Kind::host) {
+      codegen::GpuModule gm = lower_gpu(f, ctx, target, options);
+      a.entry = gm.entry;
+      a.scratch_bytes = gm.shared_bytes;
+      a.threads = gm.threads;
+      a.distributed = gm.distributed;
+      a.tma = runtime::tma_recipes_str(gm.tma);
+      if (target.kind == Target::Kind::amdgcn) {
+        check_lds(gm, target);
+        a.binary = link_amdgpu_code_object(emit_file(*gm.module, llvm::CodeGenFileType::ObjectFile, &gpu_tm(target)), f.name);
+      } else {
+        a.binary = emit_file(*gm.module, llvm::CodeGenFileType::AssemblyFile, &gpu_tm(target));
+      }
     } else {
       codegen::HostModule hm = lower(f, ctx, options);
       a.entry = hm.entry;
@@ -295,6 +311,14 @@ struct Context::Impl {
     }
     stats.compiles++;
     return a;
+  }
+
+  /// A workgroup has 64 KiB of LDS on gfx90a and gfx942.
+  static void check_lds(const codegen::GpuModule& gm, const Target& target) {
+    constexpr int64_t kMaxLds = 64 * 1024;
+    if (gm.shared_bytes > kMaxLds)
+      throw Error(str_cat("tiledist: kernel '", gm.entry, "' needs ", gm.shared_bytes, " bytes of shared memory (LDS) per program; ",
+                          target.arch, " has ", kMaxLds, ": use smaller tiles"));
   }
 
   runtime::HostKernelFn load(const Artifact& a) {
@@ -425,15 +449,19 @@ std::string Context::emit(const KernelDef& def, const Constants& constants, cons
 
 std::string Context::emit(const ir::Function& fn, const Target& target, const CompileOptions& options, Stage stage) {
   if (stage == Stage::tile_ir || stage == Stage::opt_ir) return ir::print(fn);
-  require_host(target, fn.name);
   std::lock_guard<std::mutex> lock(impl_->mu);
   llvm::LLVMContext ctx;
-  if (target.kind == Target::Kind::nvptx) {
-    codegen::NvptxModule nm = impl_->lower_gpu(fn, ctx, target, options, stage != Stage::llvm_lowered);
-    if (stage == Stage::asm_) return impl_->emit_file(*nm.module, llvm::CodeGenFileType::AssemblyFile, &impl_->gpu_tm(target));
+  if (target.kind != Target::Kind::host) {
+    codegen::GpuModule gm = impl_->lower_gpu(fn, ctx, target, options, stage != Stage::llvm_lowered);
+    llvm::TargetMachine* machine = &impl_->gpu_tm(target);
+    if (stage == Stage::binary && target.kind == Target::Kind::amdgcn) {
+      Impl::check_lds(gm, target);
+      return link_amdgpu_code_object(impl_->emit_file(*gm.module, llvm::CodeGenFileType::ObjectFile, machine), fn.name);
+    }
+    if (stage == Stage::asm_ || stage == Stage::binary) return impl_->emit_file(*gm.module, llvm::CodeGenFileType::AssemblyFile, machine);
     std::string s;
     llvm::raw_string_ostream os(s);
-    nm.module->print(os, nullptr);
+    gm.module->print(os, nullptr);
     return os.str();
   }
   codegen::HostModule hm = impl_->lower(fn, ctx, options, stage != Stage::llvm_lowered);
@@ -443,7 +471,7 @@ std::string Context::emit(const ir::Function& fn, const Target& target, const Co
     hm.module->print(os, nullptr);
     return os.str();
   }
-  return impl_->emit_file(*hm.module, llvm::CodeGenFileType::AssemblyFile);
+  return impl_->emit_file(*hm.module, stage == Stage::binary ? llvm::CodeGenFileType::ObjectFile : llvm::CodeGenFileType::AssemblyFile);
 }
 
 }  // namespace tiledist::jit

@@ -53,7 +53,9 @@ struct Stats {
 };
 
 /// Which stage `emit` prints.
-enum class Stage { tile_ir, opt_ir, llvm_lowered, llvm, asm_ };  // llvm_lowered: before LLVM's -O3
+/// llvm_lowered: before LLVM's -O3; binary: what is loaded (host: an object file, NVPTX: PTX,
+/// AMDGCN: a code object).
+enum class Stage { tile_ir, opt_ir, llvm_lowered, llvm, asm_, binary };
 
 class Context {
  public:

@@ -123,6 +123,9 @@ void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args, const cu
     }
   }
   if (loaded.target.kind == Target::Kind::nvptx) return launch_gpu(loaded, grid, args, slots, stream);
+  if (loaded.target.kind == Target::Kind::amdgcn)
+    throw Error(str_cat("tiledist: kernel '", loaded.artifact.kernel, "' is compiled for ", loaded.target.name(),
+                        "; launching on AMD GPUs needs the HIP runtime backend, which is not there yet"));
   runtime::launch_host(loaded.host_fn, grid, ptrs.data(), loaded.artifact.scratch_bytes, rt,
                        {loaded.options.check_bounds, loaded.artifact.distributed});
 }

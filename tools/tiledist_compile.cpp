@@ -1,10 +1,13 @@
 // tiledist-compile: prints any stage of a registered kernel.
-//   tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942] [--emit tile-ir|opt-ir|llvm|asm]
-//                    [--const NAME=VALUE ...] [--aligned all|none|NAME,...] [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize]
+//   tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942|gfx90a] [--emit tile-ir|opt-ir|llvm|asm|binary]
+//                    [-o FILE] [--const NAME=VALUE ...] [--aligned all|none|NAME,...] [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize]
 // GPU targets print by default the variant a launch with 16-aligned arguments gets (what runs
 // in practice: integers that are multiples of 16, 16-byte aligned pointers); --aligned none
-// prints the generic one.
+// prints the generic one. --emit binary writes what a launch loads: PTX for NVIDIA GPUs, a code
+// object for AMD GPUs, an object file for the host.
 //   tiledist-compile --list
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -16,8 +19,8 @@ namespace {
 int usage(const char* msg) {
   std::fprintf(stderr,
                "tiledist-compile: %s\n"
-               "usage: tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942] "
-               "[--emit tile-ir|opt-ir|llvm|asm] [--const NAME=VALUE ...]\n"
+               "usage: tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942|gfx90a] "
+               "[--emit tile-ir|opt-ir|llvm|asm|binary] [-o FILE] [--const NAME=VALUE ...]\n"
                "                        [--aligned all|none|NAME,...] [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize]\n"
                "       tiledist-compile --list\n",
                msg);
@@ -28,7 +31,7 @@ int usage(const char* msg) {
 
 int main(int argc, char** argv) {
   using namespace tiledist;
-  std::string kernel, target = "host", emit = "opt-ir";
+  std::string kernel, target = "host", emit = "opt-ir", output;
   Constants constants;
   bool list = false;
   std::string aligned_arg;
@@ -49,6 +52,7 @@ int main(int argc, char** argv) {
       if (a == "--list") list = true;
       else if (a == "--target") target = value("--target");
       else if (a == "--emit") emit = value("--emit");
+      else if (a == "-o") output = value("-o");
       else if (a == "--aligned") aligned_arg = value("--aligned");
       else if (a == "--num-warps") options.num_warps = count(a, value("--num-warps"));
       else if (a == "--num-stages") options.num_stages = count(a, value("--num-stages"));
@@ -101,7 +105,10 @@ int main(int argc, char** argv) {
   else if (emit == "llvm") stage = jit::Stage::llvm;
   else if (emit == "llvm-lowered") stage = jit::Stage::llvm_lowered;
   else if (emit == "asm") stage = jit::Stage::asm_;
-  else return usage(("unknown --emit '" + emit + "' (tile-ir, opt-ir, llvm, asm)").c_str());
+  else if (emit == "binary") stage = jit::Stage::binary;
+  else return usage(("unknown --emit '" + emit + "' (tile-ir, opt-ir, llvm, asm, binary)").c_str());
+  if (stage == jit::Stage::binary && output.empty() && isatty(STDOUT_FILENO))
+    return usage("--emit binary writes bytes: give -o FILE (or redirect the output)");
   try {
     Target t = Target::parse(target);
     std::vector<ParamInfo> runtime = def->runtime_params();
@@ -121,7 +128,11 @@ int main(int argc, char** argv) {
         start = end + 1;
       }
     }
-    std::fputs(jit::Context::global().emit(*def, constants, t, options, stage, aligned).c_str(), stdout);
+    const std::string text = jit::Context::global().emit(*def, constants, t, options, stage, aligned);
+    FILE* out = output.empty() ? stdout : std::fopen(output.c_str(), "wb");
+    if (!out) throw Error("tiledist-compile: cannot write " + output);
+    const bool ok = std::fwrite(text.data(), 1, text.size(), out) == text.size();
+    if ((out != stdout && std::fclose(out) != 0) || !ok) throw Error("tiledist-compile: writing " + (output.empty() ? "stdout" : output) + " failed");
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

@@ -1,0 +1,138 @@
+// AMDGCN: what AMD GPUs (CDNA: gfx90a, gfx942; wave64) give the shared GPU lowering
+// (codegen/gpu.cpp). Kernels take global pointers (address space 1) and use them as generic
+// ones (LLVM's address-space inference turns their accesses back into global ones); the
+// memory model is LLVM's own atomics and fences with AMDGPU's sync scopes (workgroup, agent,
+// system), which the backend lowers with the cache maintenance each needs; math functions are
+// the ROCm device libraries' (ocml), linked in by the JIT (jit/amdgpu.cpp).
+//
+// Written and checked without an AMD GPU: the ISA and the code object are checked on the CPU
+// machine; nothing here has run on one.
+#include "codegen/gpu_target.h"
+#include "ir/support.h"
+#include "llvm/IR/IntrinsicsAMDGPU.h"
+
+namespace tiledist::codegen {
+
+namespace {
+
+class AmdgcnTarget : public GpuTarget {
+ public:
+  AmdgcnTarget(llvm::IRBuilder<>& b, llvm::Module& m, const GpuOptions& opts) : GpuTarget(b, m), arch_(opts.arch) {
+    TD_ASSERT(!opts.data_layout.empty(), "the AMDGCN lowering needs the target's data layout (allocas live in address space 5)");
+  }
+
+  int warp_size() const override { return 64; }
+  bool static_shared_memory() const override { return true; }
+
+  const char* triple() const override { return "amdgcn-amd-amdhsa"; }
+  llvm::Type* param_type(llvm::Type* t) override {
+    return t->isPointerTy() && t->getPointerAddressSpace() == 0 ? b_.getPtrTy(1) : t;
+  }
+  void define_kernel(llvm::Function* fn, int threads, unsigned, unsigned maps) override {
+    TD_ASSERT(maps == 0, "TMA tensor maps on an AMD GPU");
+    fn->setCallingConv(llvm::CallingConv::AMDGPU_KERNEL);
+    fn->addFnAttr("amdgpu-flat-work-group-size", str_cat("1,", threads));
+    // Every launch is of whole programs: the backend may assume the grid is a multiple of them.
+    fn->addFnAttr("uniform-work-group-size", "true");
+  }
+  llvm::Value* param(llvm::Argument* a) override {
+    if (!a->getType()->isPointerTy() || a->getType()->getPointerAddressSpace() != 1) return a;
+    return b_.CreateAddrSpaceCast(a, b_.getPtrTy());
+  }
+
+  llvm::Value* thread_id() override { return b_.CreateIntrinsic(llvm::Intrinsic::amdgcn_workitem_id_x, {}, {}); }
+  llvm::Value* program_id(int axis) override {
+    static const llvm::Intrinsic::ID ids[] = {llvm::Intrinsic::amdgcn_workgroup_id_x, llvm::Intrinsic::amdgcn_workgroup_id_y,
+                                              llvm::Intrinsic::amdgcn_workgroup_id_z};
+    return b_.CreateIntrinsic(ids[axis], {}, {});
+  }
+  /// From the HSA dispatch packet: the grid's size in threads over the workgroup's, rounded up
+  /// (hsa_kernel_dispatch_packet_t: u16 workgroup_size_x at byte 4, u32 grid_size_x at 12).
+  llvm::Value* num_programs(int axis) override {
+    llvm::Value* packet = b_.CreateIntrinsic(llvm::Intrinsic::amdgcn_dispatch_ptr, {}, {});
+    auto field = [&](int64_t offset, llvm::Type* t) {
+      auto* ld = b_.CreateAlignedLoad(t, b_.CreateConstGEP1_64(b_.getInt8Ty(), packet, offset),
+                                      llvm::Align(t->getPrimitiveSizeInBits() / 8));
+      ld->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(module_.getContext(), {}));
+      return ld;
+    };
+    llvm::Value* group = b_.CreateZExt(field(4 + 2 * axis, b_.getInt16Ty()), b_.getInt32Ty());
+    llvm::Value* grid = field(12 + 4 * axis, b_.getInt32Ty());
+    return b_.CreateUDiv(b_.CreateAdd(grid, b_.CreateSub(group, b_.getInt32(1))), group);
+  }
+  /// s_barrier between workgroup-scope fences (what HIP's __syncthreads is): LDS and global
+  /// writes before it are visible to the workgroup after it.
+  void barrier() override {
+    llvm::SyncScope::ID wg = module_.getContext().getOrInsertSyncScopeID("workgroup");
+    b_.CreateFence(llvm::AtomicOrdering::Release, wg);
+    b_.CreateIntrinsic(llvm::Intrinsic::amdgcn_s_barrier, {}, {});
+    b_.CreateFence(llvm::AtomicOrdering::Acquire, wg);
+  }
+
+  /// ocml's functions, for f32 and f64 alike.
+  llvm::Value* math(ir::OpCode code, llvm::Value* x) override {
+    using ir::OpCode;
+    const char* name = code == OpCode::Exp ? "exp" : code == OpCode::Exp2 ? "exp2" : code == OpCode::Log ? "log"
+                     : code == OpCode::Log2 ? "log2" : code == OpCode::Sqrt ? "sqrt" : code == OpCode::Rsqrt ? "rsqrt"
+                     : code == OpCode::Sin ? "sin" : code == OpCode::Cos ? "cos" : code == OpCode::Floor ? "floor"
+                     : code == OpCode::Ceil ? "ceil" : "erf";
+    llvm::Type* t = x->getType();
+    auto fn = module_.getOrInsertFunction(str_cat("__ocml_", name, t->isDoubleTy() ? "_f64" : "_f32"),
+                                          llvm::FunctionType::get(t, {t}, false));
+    return b_.CreateCall(fn, {x});
+  }
+
+  /// ds_bpermute: each lane reads the lane whose byte address it gives (the lane index times 4).
+  llvm::Value* shuffle_xor(llvm::Value* v, int mask) override {
+    llvm::Value* lo = b_.CreateIntrinsic(llvm::Intrinsic::amdgcn_mbcnt_lo, {}, {b_.getInt32(-1), b_.getInt32(0)});
+    llvm::Value* lane = b_.CreateIntrinsic(llvm::Intrinsic::amdgcn_mbcnt_hi, {}, {b_.getInt32(-1), lo});
+    llvm::Value* address = b_.CreateShl(b_.CreateXor(lane, b_.getInt32(mask)), 2);
+    const bool fl = v->getType()->isFloatTy();
+    llvm::Value* bits = fl ? b_.CreateBitCast(v, b_.getInt32Ty()) : v;
+    llvm::Value* r = b_.CreateIntrinsic(llvm::Intrinsic::amdgcn_ds_bpermute, {}, {address, bits});
+    return fl ? b_.CreateBitCast(r, b_.getFloatTy()) : r;
+  }
+  /// s_memrealtime: a constant 100 MHz clock on gfx90a and gfx942.
+  llvm::Value* nanoseconds() override {
+    return b_.CreateMul(b_.CreateIntrinsic(llvm::Intrinsic::amdgcn_s_memrealtime, {}, {}), b_.getInt64(10));
+  }
+
+  llvm::Value* load(llvm::Type* t, llvm::Value* p, const std::string& order, const std::string& scope) override {
+    auto* ld = b_.CreateAlignedLoad(t, global(p), llvm::Align(t->getPrimitiveSizeInBits() / 8), /*volatile*/ true);
+    ld->setAtomic(ordering(order), sync_scope(scope));
+    return ld;
+  }
+  void store(llvm::Value* p, llvm::Value* v, const std::string& order, const std::string& scope) override {
+    auto* st = b_.CreateAlignedStore(v, global(p), llvm::Align(v->getType()->getPrimitiveSizeInBits() / 8), /*volatile*/ true);
+    st->setAtomic(ordering(order), sync_scope(scope));
+  }
+  void fence(const std::string& order, const std::string& scope) override {
+    if (order != "relaxed") b_.CreateFence(ordering(order), sync_scope(scope));
+  }
+  llvm::Value* atomic(const std::string& kind, ir::DType d, llvm::Value* p, llvm::Value* v, llvm::Value* desired,
+                      const std::string& order, const std::string& scope, bool) override {
+    return llvm_atomic(b_, kind, d, global(p), v, desired, ordering(order), sync_scope(scope));
+  }
+
+ private:
+  llvm::Value* global(llvm::Value* p) { return b_.CreateAddrSpaceCast(p, b_.getPtrTy(1)); }
+  /// AMDGPU's scopes: a workgroup (cta), the agent (gpu), the system (sys: other GPUs and the host).
+  llvm::SyncScope::ID sync_scope(const std::string& scope) {
+    if (scope == "sys") return llvm::SyncScope::System;
+    return module_.getContext().getOrInsertSyncScopeID(scope == "cta" ? "workgroup" : "agent");
+  }
+
+  std::string arch_;
+};
+
+std::unique_ptr<GpuTarget> make_amdgcn(llvm::IRBuilder<>& b, llvm::Module& m, const GpuOptions& opts) {
+  return std::make_unique<AmdgcnTarget>(b, m, opts);
+}
+
+}  // namespace
+
+GpuModule lower_amdgcn(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts) {
+  return lower_gpu(f, ctx, opts, make_amdgcn);
+}
+
+}  // namespace tiledist::codegen

@@ -1,0 +1,94 @@
+// What a GPU target gives the shared GPU lowering (codegen/gpu.cpp): its facts (warp size, the
+// matrix units it has) and the few instructions whose form differs between vendors: special
+// registers, the program's barrier, math functions, warp shuffles, the clock, and the memory
+// model's ordered loads, stores, atomics and fences. codegen/nvptx.cpp and codegen/amdgcn.cpp
+// implement it; everything else (layouts, loads and stores, reductions, control flow, the
+// distributed ops) is shared.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/codegen.h"
+#include "codegen/elements.h"
+#include "ir/ir.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/InlineAsm.h"
+
+namespace tiledist::codegen {
+
+class GpuTarget {
+ public:
+  GpuTarget(llvm::IRBuilder<>& b, llvm::Module& m) : b_(b), module_(m) {}
+  virtual ~GpuTarget() = default;
+
+  // ---- facts
+  /// Threads that run in lockstep (a warp, a wavefront).
+  virtual int warp_size() const = 0;
+  /// NVIDIA tensor cores: mma.sync, ldmatrix and cp.async pipelines (sm_80 and later).
+  virtual bool mma_sync() const { return false; }
+  /// Hopper: wgmma, TMA, mbarriers, setmaxnreg (sm_90a).
+  virtual bool hopper() const { return false; }
+  /// Shared memory is a static array of the size the kernel needs (AMD's LDS), rather than
+  /// dynamic shared memory that the launch sizes (NVIDIA's: beyond 48 KiB it must be).
+  virtual bool static_shared_memory() const { return false; }
+
+  // ---- the kernel
+  virtual const char* triple() const = 0;
+  /// The LLVM type of a kernel parameter whose value has type `t` in the lowering.
+  virtual llvm::Type* param_type(llvm::Type* t) { return t; }
+  /// Makes `fn` a kernel of `threads` threads per program; parameters [first_map, first_map +
+  /// maps) are TMA tensor maps passed by value (NVPTX only).
+  virtual void define_kernel(llvm::Function* fn, int threads, unsigned first_map, unsigned maps) = 0;
+  /// A parameter's value as the lowering uses it (pointers: generic).
+  virtual llvm::Value* param(llvm::Argument* a) { return a; }
+
+  // ---- registers, barrier, math
+  virtual llvm::Value* thread_id() = 0;
+  virtual llvm::Value* program_id(int axis) = 0;
+  virtual llvm::Value* num_programs(int axis) = 0;
+  /// Every thread of the program meets here; shared memory written before is visible after.
+  virtual void barrier() = 0;
+  /// exp, exp2, log, log2, sqrt, rsqrt, sin, cos, floor, ceil, erf of an f32 (or f64) value.
+  virtual llvm::Value* math(ir::OpCode code, llvm::Value* x) = 0;
+  /// |x| of an f32.
+  virtual llvm::Value* fabs(llvm::Value* x) { return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x); }
+  /// `v` (an f32 or i32) of the lane whose index is this lane's xor `mask`.
+  virtual llvm::Value* shuffle_xor(llvm::Value* v, int mask) = 0;
+  /// A clock in nanoseconds (for timeouts).
+  virtual llvm::Value* nanoseconds() = 0;
+
+  // ---- the memory model, on global memory, in the order and scope a kernel names
+  // (order: relaxed, acquire, release, acq_rel, seq_cst; scope: cta, gpu, sys)
+  virtual llvm::Value* load(llvm::Type* t, llvm::Value* p, const std::string& order, const std::string& scope) = 0;
+  virtual void store(llvm::Value* p, llvm::Value* v, const std::string& order, const std::string& scope) = 0;
+  virtual void fence(const std::string& order, const std::string& scope) = 0;
+  /// One atomic: `kind` add, max, min, xchg, and, or, xor (v the operand) or cas (v the expected
+  /// value, `desired` the new one) on a value of dtype `d`; returns the old value unless
+  /// `result_used` is false (then it may return undef).
+  virtual llvm::Value* atomic(const std::string& kind, ir::DType d, llvm::Value* p, llvm::Value* v, llvm::Value* desired,
+                              const std::string& order, const std::string& scope, bool result_used) = 0;
+
+ protected:
+  llvm::IRBuilder<>& b_;
+  llvm::Module& module_;
+};
+
+/// Inline assembly with side effects that clobbers memory: it keeps its place among loads,
+/// stores and barriers.
+inline llvm::Value* inline_asm(llvm::IRBuilder<>& b, llvm::Type* ret, const std::string& text, std::string constraints,
+                               const std::vector<llvm::Value*>& args) {
+  std::vector<llvm::Type*> types;
+  for (llvm::Value* a : args) types.push_back(a->getType());
+  auto* ty = llvm::FunctionType::get(ret, types, false);
+  constraints += constraints.empty() ? "~{memory}" : ",~{memory}";
+  return b.CreateCall(ty, llvm::InlineAsm::get(ty, text, constraints, true), args);
+}
+
+using MakeGpuTarget = std::unique_ptr<GpuTarget> (*)(llvm::IRBuilder<>& b, llvm::Module& m, const GpuOptions& opts);
+
+/// The shared GPU lowering, for the target `make` gives.
+GpuModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make);
+
+}  // namespace tiledist::codegen
