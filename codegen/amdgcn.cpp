@@ -24,6 +24,24 @@ class AmdgcnTarget : public GpuTarget {
   int warp_size() const override { return 64; }
   bool static_shared_memory() const override { return true; }
 
+  int64_t mfma_tile(int64_t M, int64_t N) const override {
+    if (M % 32 == 0 && N % 32 == 0) return 32;
+    return M % 16 == 0 && N % 16 == 0 ? 16 : 0;
+  }
+  /// v_mfma_f32_32x32x8_{bf16,f16} and v_mfma_f32_16x16x16_{bf16,f16} (gfx90a spells the bf16
+  /// ones with _1k).
+  llvm::Value* mfma(ir::DType d, int64_t side, llvm::Value* a, llvm::Value* b, llvm::Value* acc) override {
+    const bool bf16 = d == ir::DType::bf16;
+    TD_ASSERT(bf16 || d == ir::DType::f16, "MFMA on ", ir::dtype_name(d));
+    llvm::Intrinsic::ID id = side == 32 ? (bf16 ? llvm::Intrinsic::amdgcn_mfma_f32_32x32x8bf16_1k : llvm::Intrinsic::amdgcn_mfma_f32_32x32x8f16)
+                                        : (bf16 ? llvm::Intrinsic::amdgcn_mfma_f32_16x16x16bf16_1k : llvm::Intrinsic::amdgcn_mfma_f32_16x16x16f16);
+    if (!bf16) {
+      auto* half4 = llvm::FixedVectorType::get(b_.getHalfTy(), 4);
+      a = b_.CreateBitCast(a, half4), b = b_.CreateBitCast(b, half4);
+    }
+    return b_.CreateIntrinsic(id, {}, {a, b, acc, b_.getInt32(0), b_.getInt32(0), b_.getInt32(0)});
+  }
+
   const char* triple() const override { return "amdgcn-amd-amdhsa"; }
   llvm::Type* param_type(llvm::Type* t) override {
     return t->isPointerTy() && t->getPointerAddressSpace() == 0 ? b_.getPtrTy(1) : t;

@@ -290,12 +290,23 @@ class GpuLowering : public Elements {
   /// form a grid of WM x WN warp tiles of wtm x wtn elements (wtn a multiple of 16), warp w owns
   /// the warp tile (w / WN, w % WN) and its tiles in row-major order (operand fragments are
   /// reused across a warp tile); otherwise warp w takes the tiles w, w + W, ...
+  /// On AMD GPUs the tiles are MFMA's (GpuTarget::mfma_tile: 32x32 or 16x16, a wavefront's 64
+  /// lanes holding 16 or 4 registers each), wavefront w taking the tiles w, w + W, ...
   struct MmaTiles {
     int64_t M, N, tiles_n, tiles, per_warp;
     int64_t warps_n = 0, wtm = 0, wtn = 0;  // the warp grid, when warps_n > 0
+    int64_t tile = 0;  // MFMA: the tile's side (0: mma.sync's 16x8)
+    int regs = 4;      // registers per tile and thread
   };
   MmaTiles mma_tiles(const ir::Type& t) const {
-    int64_t M = t.shape[0], N = t.shape[1], tiles = (M / 16) * (N / 8), warps = threads_ / 32;
+    int64_t M = t.shape[0], N = t.shape[1];
+    if (int64_t side = target_->mfma_tile(M, N)) {
+      int64_t tiles = (M / side) * (N / side), waves = threads_ / target_->warp_size();
+      MmaTiles m{M, N, N / side, tiles, (tiles + waves - 1) / waves};
+      m.tile = side, m.regs = static_cast<int>(side * side / 64);
+      return m;
+    }
+    int64_t tiles = (M / 16) * (N / 8), warps = threads_ / 32;
     MmaTiles m{M, N, N / 8, tiles, (tiles + warps - 1) / warps};
     if (wgmma_shapes_.count({M, N})) {  // a warpgroup's wgmma.m64nN: warp w holds rows [16w, 16w + 16)
       m.warps_n = 1, m.wtm = 16, m.wtn = N, m.per_warp = N / 8;
@@ -316,14 +327,17 @@ class GpuLowering : public Elements {
     const ir::Type& at = dot.operands[0]->type;
     const ir::Type& bt = dot.operands[1]->type;
     const ir::Type& rt = dot.results[0]->type;
+    if (int64_t side = target_->mfma_tile(rt.shape[0], rt.shape[1]))
+      return (at.dtype == DType::bf16 || at.dtype == DType::f16) && bt.dtype == at.dtype && at.shape[1] % (256 / side) == 0;
     if (!target_->mma_sync() || rt.shape[0] % 16 != 0 || rt.shape[1] % 8 != 0) return false;
     if (at.dtype == DType::bf16 || at.dtype == DType::f16) return bt.dtype == at.dtype && at.shape[1] % 16 == 0;
     auto f8 = [](DType d) { return d == DType::f8e4m3 || d == DType::f8e5m2; };
     return f8(at.dtype) && f8(bt.dtype) && target_->hopper() && at.shape[1] % 32 == 0;
   }
-  llvm::Value* warp_id() { return b_.CreateLShr(tid_, 5); }
+  llvm::Value* warp_id() { return b_.CreateUDiv(tid_, b_.getInt32(target_->warp_size())); }
   /// Tile t's register r: its row-major element index; `tile_ok` whether this warp has tile i.
   llvm::Value* mma_index(const MmaTiles& m, llvm::Value* t, int r) {
+    if (m.tile) return mfma_index(m, t, r);
     llvm::Value* lane = b_.CreateAnd(tid_, b_.getInt32(31));
     llvm::Value* row = b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(t, b_.getInt32(static_cast<int32_t>(m.tiles_n))), b_.getInt32(16)),
                                     b_.CreateLShr(lane, 2));
@@ -331,6 +345,16 @@ class GpuLowering : public Elements {
     llvm::Value* col = b_.CreateAdd(b_.CreateMul(b_.CreateURem(t, b_.getInt32(static_cast<int32_t>(m.tiles_n))), b_.getInt32(8)),
                                     b_.CreateAdd(b_.CreateMul(b_.CreateAnd(lane, b_.getInt32(3)), b_.getInt32(2)), b_.getInt32(r & 1)));
     return b_.CreateAdd(b_.CreateMul(row, b_.getInt32(static_cast<int32_t>(m.N))), col);
+  }
+  /// MFMA's accumulator: in a tile of side S, register r of lane l holds row
+  /// 4 (64 / S) (r / 4) + 4 (l / S) + r % 4 and column l % S.
+  llvm::Value* mfma_index(const MmaTiles& m, llvm::Value* t, int r) {
+    auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
+    llvm::Value* lane = b_.CreateURem(tid_, c(64));
+    llvm::Value* row = b_.CreateAdd(c(4 * (64 / m.tile) * (r / 4) + r % 4), b_.CreateMul(b_.CreateUDiv(lane, c(m.tile)), c(4)));
+    row = b_.CreateAdd(row, b_.CreateMul(b_.CreateUDiv(t, c(m.tiles_n)), c(m.tile)));
+    llvm::Value* col = b_.CreateAdd(b_.CreateURem(lane, c(m.tile)), b_.CreateMul(b_.CreateURem(t, c(m.tiles_n)), c(m.tile)));
+    return b_.CreateAdd(b_.CreateMul(row, c(m.N)), col);
   }
   llvm::Value* tile_of(const MmaTiles& m, int64_t i) {
     auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
@@ -340,10 +364,10 @@ class GpuLowering : public Elements {
       llvm::Value* col = b_.CreateAdd(b_.CreateMul(b_.CreateURem(warp_id(), c(m.warps_n)), c(per_row)), c(i % per_row));
       return b_.CreateAdd(b_.CreateMul(row, c(m.tiles_n)), col);
     }
-    return b_.CreateAdd(warp_id(), c(i * (threads_ / 32)));
+    return b_.CreateAdd(warp_id(), c(i * (threads_ / target_->warp_size())));
   }
   llvm::Value* tile_ok(const MmaTiles& m, int64_t i) {
-    if (m.warps_n || (i + 1) * (threads_ / 32) <= m.tiles) return b_.getTrue();
+    if (m.warps_n || (i + 1) * (threads_ / target_->warp_size()) <= m.tiles) return b_.getTrue();
     return b_.CreateICmpSLT(tile_of(m, i), b_.getInt32(static_cast<int32_t>(m.tiles)));
   }
   GVal cyclic_from_mma(const GVal& g, const ir::Type& t) {
@@ -353,7 +377,8 @@ class GpuLowering : public Elements {
     barrier();
     for (int64_t i = 0; i < m.per_warp; ++i)
       when(tile_ok(m, i), [&] {
-        for (int r = 0; r < 4; ++r) b_.CreateStore(g.slots[i * 4 + r], b_.CreateGEP(f32, buf, mma_index(m, tile_of(m, i), r)));
+        for (int r = 0; r < m.regs; ++r)
+          b_.CreateStore(g.slots[i * m.regs + r], b_.CreateGEP(f32, buf, mma_index(m, tile_of(m, i), r)));
       });
     barrier();
     GVal out;
@@ -371,7 +396,7 @@ class GpuLowering : public Elements {
     if (v->def && v->def->code == OpCode::Splat) {  // the same value everywhere: no staging
       GVal out;
       out.mma = true;
-      out.slots.assign(m.per_warp * 4, val(v->def->operands[0]).scalar);
+      out.slots.assign(m.per_warp * m.regs, val(v->def->operands[0]).scalar);
       return out;
     }
     llvm::Value* arr = stage(v, 0);
@@ -379,7 +404,7 @@ class GpuLowering : public Elements {
     GVal out;
     out.mma = true;
     for (int64_t i = 0; i < m.per_warp; ++i)
-      for (int r = 0; r < 4; ++r)
+      for (int r = 0; r < m.regs; ++r)
         out.slots.push_back(when_value(tile_ok(m, i), f32, llvm::UndefValue::get(f32), [&] {
           return b_.CreateLoad(f32, b_.CreateGEP(f32, arr, mma_index(m, tile_of(m, i), r)));
         }));
@@ -669,17 +694,17 @@ class GpuLowering : public Elements {
     const ir::Value* mask = op.operands.size() > 2 ? op.operands[2] : nullptr;
     const GVal& g = raw(op.operands[1]);
     MmaTiles m = mma_tiles(pt);
-    bool pairs = axis_.vectorizable(op.operands[0], mask, 2);
+    bool pairs = !m.tile && axis_.vectorizable(op.operands[0], mask, 2);  // (MFMA: a thread's registers are rows)
     llvm::Type* mt = mem_type(d);
     for (int64_t i = 0; i < m.per_warp; ++i)
       when(tile_ok(m, i), [&] {
         llvm::Value* tile = tile_of(m, i);
-        for (int r = 0; r < 4; r += pairs ? 2 : 1) {
+        for (int r = 0; r < m.regs; r += pairs ? 2 : 1) {
           llvm::Value* e = mma_index(m, tile, r);
           llvm::Value* ok = mask ? recompute(mask, e) : b_.getTrue();
           when(ok, [&] {
             llvm::Value* p = recompute(op.operands[0], e);
-            if (!pairs) return void(b_.CreateStore(to_mem(g.slots[i * 4 + r], d), p));
+            if (!pairs) return void(b_.CreateStore(to_mem(g.slots[i * m.regs + r], d), p));
             llvm::Value* v = llvm::PoisonValue::get(llvm::FixedVectorType::get(mt, 2));
             v = b_.CreateInsertElement(v, to_mem(g.slots[i * 4 + r], d), uint64_t{0});
             v = b_.CreateInsertElement(v, to_mem(g.slots[i * 4 + r + 1], d), uint64_t{1});
@@ -698,7 +723,7 @@ class GpuLowering : public Elements {
   /// Whether `def` (a loop body's) will be done in the MMA layout given its `carried` operand in
   /// it: arithmetic whose other operands are recomputable or loads that can be left to it.
   bool updates_in_mma(const ir::Op& def, const ir::Value* carried) {
-    if (!mma_arithmetic(def) || uses_[def.results[0].get()] != 1 ||
+    if (!target_->mma_sync() || !mma_arithmetic(def) || uses_[def.results[0].get()] != 1 ||
         std::find(def.operands.begin(), def.operands.end(), carried) == def.operands.end())
       return false;
     for (const ir::Value* v : def.operands) {
@@ -739,7 +764,7 @@ class GpuLowering : public Elements {
   bool in_mma_layout(const ir::Op& op, const ir::Op* pending = nullptr) {
     // (With one use: a user that needs the cyclic layout converts the result once, as this op
     // would have converted its operand; with more, each such user would convert it again.)
-    if (!mma_arithmetic(op) || uses_[op.results[0].get()] != 1) return false;
+    if (!target_->mma_sync() || !mma_arithmetic(op) || uses_[op.results[0].get()] != 1) return false;
     bool any = false;
     for (const ir::Value* v : op.operands) {
       if (mma_made(v, pending)) any = true;
@@ -2334,7 +2359,7 @@ class GpuLowering : public Elements {
     const ir::Type& at = op.operands[0]->type;
     const ir::Type& rt = op.results[0]->type;
     int64_t M = at.shape[0], K = at.shape[1];
-    if (!mma_eligible(op)) return false;
+    if (!target_->mma_sync() || !mma_eligible(op)) return false;
     const int64_t eb = ir::dtype_bytes(at.dtype);  // 2, or 1 for f8
     const int64_t per_reg = 4 / eb, kstep = 8 * per_reg;  // elements per 32-bit register; K per mma
     int64_t a_bytes = (M * padded_row(K) * eb + 15) / 16 * 16;
@@ -2388,11 +2413,59 @@ class GpuLowering : public Elements {
     return true;
   }
 
+  /// dot on AMD's matrix cores (see mma_tiles): A and B are staged in LDS in their memory format
+  /// (B transposed), each wavefront walks its tiles issuing an MFMA per K step of 256 / S; lane
+  /// l's operands are the 4 elements of row (column) l % S of A (B) at k = 4 (l / S), 8 bytes of
+  /// LDS each. The result stays in the MFMA layout.
+  bool emit_dot_mfma(const ir::Op& op) {
+    const ir::Type& at = op.operands[0]->type;
+    const ir::Type& rt = op.results[0]->type;
+    if (!target_->mfma_tile(rt.shape[0], rt.shape[1]) || !mma_eligible(op)) return false;
+    MmaTiles m = mma_tiles(rt);
+    const int64_t M = at.shape[0], K = at.shape[1], kstep = 256 / m.tile;
+    auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
+    GVal acc_in = mma_from(op.operands[2]);
+    const int64_t a_bytes = (M * padded_row(K) * 2 + 15) / 16 * 16;
+    llvm::Value* a = stage_narrow(op.operands[0], 0, false);        // A[m][k], rows padded
+    llvm::Value* bb = stage_narrow(op.operands[1], a_bytes, true);  // B^T[n][k], rows padded
+    barrier();
+    llvm::Type* i16 = b_.getInt16Ty();
+    auto* frag = llvm::FixedVectorType::get(i16, 4);
+    auto* acc_t = llvm::FixedVectorType::get(b_.getFloatTy(), static_cast<unsigned>(m.regs));
+    llvm::Value* lane = b_.CreateURem(tid_, c(64));
+    llvm::Value* k_lane = b_.CreateMul(b_.CreateUDiv(lane, c(m.tile)), c(4));
+    auto load = [&](llvm::Value* arr, llvm::Value* row, llvm::Value* k) {
+      llvm::Value* at = b_.CreateAdd(b_.CreateMul(row, c(padded_row(K))), b_.CreateAdd(k, k_lane));
+      return b_.CreateAlignedLoad(frag, b_.CreateGEP(i16, arr, at), llvm::Align(8));
+    };
+    GVal out;
+    out.mma = true;
+    for (int64_t ti = 0; ti < m.per_warp; ++ti) {
+      llvm::Value* init = llvm::PoisonValue::get(acc_t);
+      for (int r = 0; r < m.regs; ++r) init = b_.CreateInsertElement(init, acc_in.slots[ti * m.regs + r], uint64_t(r));
+      llvm::Value* acc = local(acc_t, init);
+      when(tile_ok(m, ti), [&] {
+        llvm::Value* tile = tile_of(m, ti);
+        llvm::Value* row = b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(tile, c(m.tiles_n)), c(m.tile)), b_.CreateURem(lane, c(m.tile)));
+        llvm::Value* col = b_.CreateAdd(b_.CreateMul(b_.CreateURem(tile, c(m.tiles_n)), c(m.tile)), b_.CreateURem(lane, c(m.tile)));
+        counted_loop(c(0), c(K), kstep, [&](llvm::Value* k0) {
+          llvm::Value* d = target_->mfma(at.dtype, m.tile, load(a, row, k0), load(bb, col, k0), b_.CreateLoad(acc_t, acc));
+          b_.CreateStore(d, acc);
+        });
+      });
+      llvm::Value* result = b_.CreateLoad(acc_t, acc);
+      for (int r = 0; r < m.regs; ++r) out.slots.push_back(b_.CreateExtractElement(result, uint64_t(r)));
+    }
+    barrier();  // A and B may be restaged by the next op
+    define(op, out);
+    return true;
+  }
+
   /// dot: both operands staged; each thread accumulates its output elements with FMAs.
   void emit_dot(const ir::Op& op) {
     if (auto it = pipe_dots_.find(&op); it != pipe_dots_.end())
       return it->second->wgmma ? pipe_dot_wgmma(*it->second, op) : pipe_dot(*it->second, op);
-    if (emit_dot_mma(op)) return;
+    if (emit_dot_mma(op) || emit_dot_mfma(op)) return;
     const ir::Type& at = op.operands[0]->type;
     const ir::Type& bt = op.operands[1]->type;
     const ir::Type& rt = op.results[0]->type;

@@ -30,6 +30,15 @@ class GpuTarget {
   virtual bool mma_sync() const { return false; }
   /// Hopper: wgmma, TMA, mbarriers, setmaxnreg (sm_90a).
   virtual bool hopper() const { return false; }
+  /// AMD's matrix cores: the side of the square MFMA tile an M x N accumulator is made of (32,
+  /// else 16), or 0 where there is none.
+  virtual int64_t mfma_tile(int64_t M, int64_t N) const { return 0; }
+  /// One MFMA of tile side `side` on 16-bit floats of dtype `d`: K = 256 / side, `a` and `b` this
+  /// lane's 4 elements (<4 x i16> bits), `acc` its side * side / 64 accumulator registers.
+  virtual llvm::Value* mfma(ir::DType d, int64_t side, llvm::Value* a, llvm::Value* b, llvm::Value* acc) {
+    TD_ASSERT(false, "MFMA on a target without it");
+    return nullptr;
+  }
   /// Shared memory is a static array of the size the kernel needs (AMD's LDS), rather than
   /// dynamic shared memory that the launch sizes (NVIDIA's: beyond 48 KiB it must be).
   virtual bool static_shared_memory() const { return false; }
