@@ -1,6 +1,7 @@
 #include "jit/kernel.h"
 
 #include "runtime/cuda_world.h"
+#include "runtime/hip.h"
 
 #include <cstdint>
 #include <cstring>
@@ -9,6 +10,66 @@
 #include <limits>
 
 namespace tiledist {
+
+namespace {
+
+/// The device memory functions of a GPU runtime.
+struct DeviceMemory {
+  void* (*malloc)(size_t);
+  void (*free)(void*);
+  void (*to_device)(void*, const void*, size_t);
+  void (*to_host)(void*, const void*, size_t);
+};
+
+/// Host buffers given to a GPU launch: copied to device memory before it (their slots then hold
+/// the device copies), back after it (`finish`, once the launch is done), freed either way.
+class HostStaging {
+ public:
+  HostStaging(const DeviceMemory& mem, const jit::Loaded& loaded, const std::vector<LaunchArg>& args, std::vector<uint64_t>& slots)
+      : mem_(mem) {
+    const auto& params = loaded.runtime_params;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (params[i].kind != ParamKind::pointer || args[i].on_device) continue;
+      if (args[i].extent_bytes < 0)
+        throw Error(str_cat("tiledist: argument ", i, " ('", params[i].name, "') of GPU kernel '", loaded.artifact.kernel,
+                            "' is a raw host pointer: pass a device buffer, or a std::vector or std::span to copy"));
+      size_t bytes = static_cast<size_t>(args[i].extent_bytes);
+      void* d = mem_.malloc(bytes);
+      staged_.push_back({args[i].ptr, d, bytes});
+      mem_.to_device(d, args[i].ptr, bytes);
+      std::memcpy(&slots[i], &d, sizeof d);
+    }
+  }
+  ~HostStaging() {
+    // (After a kernel has trapped every call fails: the launch's own error is the one to see.)
+    for (auto& s : staged_) {
+      try {
+        mem_.free(s.device);
+      } catch (const Error&) {
+      }
+    }
+  }
+  HostStaging(const HostStaging&) = delete;
+  HostStaging& operator=(const HostStaging&) = delete;
+  bool empty() const { return staged_.empty(); }
+  void finish() {
+    for (auto& s : staged_) mem_.to_host(s.host, s.device, s.bytes);
+  }
+
+ private:
+  struct Staged {
+    void* host;
+    void* device;
+    size_t bytes;
+  };
+  DeviceMemory mem_;
+  std::vector<Staged> staged_;
+};
+
+const DeviceMemory kCudaMemory{cuda::malloc, cuda::free, cuda::copy_to_device, cuda::copy_to_host};
+const DeviceMemory kHipMemory{hip::malloc, hip::free, hip::copy_to_device, hip::copy_to_host};
+
+}  // namespace
 
 Kernel compile(const KernelDef& def, const Constants& constants, const Target& target, const CompileOptions& options,
                jit::Context& ctx) {
@@ -123,9 +184,7 @@ void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args, const cu
     }
   }
   if (loaded.target.kind == Target::Kind::nvptx) return launch_gpu(loaded, grid, args, slots, stream);
-  if (loaded.target.kind == Target::Kind::amdgcn)
-    throw Error(str_cat("tiledist: kernel '", loaded.artifact.kernel, "' is compiled for ", loaded.target.name(),
-                        "; launching on AMD GPUs needs the HIP runtime backend, which is not there yet"));
+  if (loaded.target.kind == Target::Kind::amdgcn) return launch_amdgpu(loaded, grid, args, slots, stream);
   runtime::launch_host(loaded.host_fn, grid, ptrs.data(), loaded.artifact.scratch_bytes, rt,
                        {loaded.options.check_bounds, loaded.artifact.distributed});
 }
@@ -136,86 +195,83 @@ void Kernel::launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<
   // Kernels with distributed ops take the GPU world as a trailing parameter.
   cuda::World* world = loaded.artifact.distributed ? &cuda::World::get() : nullptr;
   // Host buffers go to the device for the launch and come back after it.
-  struct Staged {
-    void* host;
-    void* device;
-    size_t bytes;
-  };
-  std::vector<Staged> staged;
-  auto release = [&] {
-    for (auto& s : staged) cuda::free(s.device);
-  };
-  try {
-    for (size_t i = 0; i < args.size(); ++i) {
-      if (params[i].kind != ParamKind::pointer || args[i].on_device) continue;
-      if (args[i].extent_bytes < 0)
-        throw Error(str_cat("tiledist: argument ", i, " ('", params[i].name, "') of GPU kernel '", loaded.artifact.kernel,
-                            "' is a raw host pointer: pass a cuda::Buffer, or a std::vector or std::span to copy"));
-      size_t bytes = static_cast<size_t>(args[i].extent_bytes);
-      void* d = cuda::malloc(bytes);
-      staged.push_back({args[i].ptr, d, bytes});
-      cuda::copy_to_device(d, args[i].ptr, bytes);
-      std::memcpy(&slots[i], &d, sizeof d);
+  HostStaging staged(kCudaMemory, loaded, args, slots);
+  std::vector<void*> ptrs(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) ptrs[i] = &slots[i];
+  void* device_world = world ? world->device_world() : nullptr;
+  if (world) ptrs.push_back(&device_world);
+  // TMA tensor maps, by value after everything else, encoded from this launch's arguments.
+  std::vector<cuda::TensorMap> maps;
+  maps.reserve(loaded.tma.size());
+  for (const runtime::TmaRecipe& r : loaded.tma) {
+    auto size = [&](const runtime::TmaRecipe::Dim& d) {
+      return d.param >= 0 ? args.at(static_cast<size_t>(d.param)).i : d.value;
+    };
+    cuda::TensorMapShape t;
+    std::memcpy(&t.base, &slots.at(static_cast<size_t>(r.pointer)), sizeof(void*));
+    t.element_bytes = static_cast<int>(ir::dtype_bytes(r.dtype));
+    t.bf16 = r.dtype == ir::DType::bf16;
+    t.box_cols = static_cast<unsigned>(r.box_cols), t.box_rows = static_cast<unsigned>(r.box_rows);
+    const int64_t cols = size(r.cols), rows = size(r.rows), stride = size(r.stride);
+    if (cols > 0 && rows > 0) {
+      t.cols = static_cast<uint64_t>(cols), t.rows = static_cast<uint64_t>(rows);
+      t.stride_bytes = static_cast<uint64_t>(stride) * static_cast<uint64_t>(t.element_bytes);
+    } else {  // an empty tensor, whose every element reads as zero: a map of zeros
+      t.base = cuda::zeros_for_tensor_maps();
+      t.cols = t.box_cols, t.rows = t.box_rows, t.stride_bytes = 128;
     }
-    std::vector<void*> ptrs(slots.size());
-    for (size_t i = 0; i < slots.size(); ++i) ptrs[i] = &slots[i];
-    void* device_world = world ? world->device_world() : nullptr;
-    if (world) ptrs.push_back(&device_world);
-    // TMA tensor maps, by value after everything else, encoded from this launch's arguments.
-    std::vector<cuda::TensorMap> maps;
-    maps.reserve(loaded.tma.size());
-    for (const runtime::TmaRecipe& r : loaded.tma) {
-      auto size = [&](const runtime::TmaRecipe::Dim& d) {
-        return d.param >= 0 ? args.at(static_cast<size_t>(d.param)).i : d.value;
-      };
-      cuda::TensorMapShape t;
-      std::memcpy(&t.base, &slots.at(static_cast<size_t>(r.pointer)), sizeof(void*));
-      t.element_bytes = static_cast<int>(ir::dtype_bytes(r.dtype));
-      t.bf16 = r.dtype == ir::DType::bf16;
-      t.box_cols = static_cast<unsigned>(r.box_cols), t.box_rows = static_cast<unsigned>(r.box_rows);
-      const int64_t cols = size(r.cols), rows = size(r.rows), stride = size(r.stride);
-      if (cols > 0 && rows > 0) {
-        t.cols = static_cast<uint64_t>(cols), t.rows = static_cast<uint64_t>(rows);
-        t.stride_bytes = static_cast<uint64_t>(stride) * static_cast<uint64_t>(t.element_bytes);
-      } else {  // an empty tensor, whose every element reads as zero: a map of zeros
-        t.base = cuda::zeros_for_tensor_maps();
-        t.cols = t.box_cols, t.rows = t.box_rows, t.stride_bytes = 128;
-      }
-      try {
-        maps.push_back(cuda::encode_tensor_map(t));
-      } catch (const Error& e) {
-        throw Error(str_cat("tiledist: kernel '", loaded.artifact.kernel, "', argument ", r.pointer, " ('",
-                            params[static_cast<size_t>(r.pointer)].name, "'): ", e.what()));
-      }
+    try {
+      maps.push_back(cuda::encode_tensor_map(t));
+    } catch (const Error& e) {
+      throw Error(str_cat("tiledist: kernel '", loaded.artifact.kernel, "', argument ", r.pointer, " ('",
+                          params[static_cast<size_t>(r.pointer)].name, "'): ", e.what()));
     }
-    for (auto& m : maps) ptrs.push_back(m.bytes);
-    std::shared_ptr<cuda::Module> module;
-    {
-      std::lock_guard<std::mutex> lock(loaded.gpu_mutex);
-      if (!loaded.gpu_module) {
-        loaded.gpu_module = std::make_shared<cuda::Module>(loaded.artifact.binary, loaded.artifact.kernel);
-        if (world) world->note_kernel(loaded.artifact.kernel);  // for its failure record
-      }
-      module = std::static_pointer_cast<cuda::Module>(loaded.gpu_module);
-    }
-    const int g[3] = {grid.x, grid.y, grid.z};
-    module->launch(loaded.artifact.entry, g, loaded.artifact.threads, static_cast<size_t>(loaded.artifact.scratch_bytes),
-                   ptrs.data(), stream ? stream->handle() : nullptr);
-    // A distributed kernel launched without a stream is waited for, so that a program that
-    // gives up (a wait past the timeout: it traps) is reported here; on a stream it runs
-    // asynchronously, and the stream's synchronize reports it. Either way the Error carries
-    // the world's failure record (cuda::set_failure_explainer).
-    if (world && !stream) cuda::synchronize();
-    if (!staged.empty()) {
-      if (stream) stream->synchronize();
-      else cuda::synchronize();
-      for (auto& s : staged) cuda::copy_to_host(s.host, s.device, s.bytes);
-    }
-  } catch (...) {
-    release();
-    throw;
   }
-  release();
+  for (auto& m : maps) ptrs.push_back(m.bytes);
+  std::shared_ptr<cuda::Module> module;
+  {
+    std::lock_guard<std::mutex> lock(loaded.gpu_mutex);
+    if (!loaded.gpu_module) {
+      loaded.gpu_module = std::make_shared<cuda::Module>(loaded.artifact.binary, loaded.artifact.kernel);
+      if (world) world->note_kernel(loaded.artifact.kernel);  // for its failure record
+    }
+    module = std::static_pointer_cast<cuda::Module>(loaded.gpu_module);
+  }
+  const int g[3] = {grid.x, grid.y, grid.z};
+  module->launch(loaded.artifact.entry, g, loaded.artifact.threads, static_cast<size_t>(loaded.artifact.scratch_bytes),
+                 ptrs.data(), stream ? stream->handle() : nullptr);
+  // A distributed kernel launched without a stream is waited for, so that a program that
+  // gives up (a wait past the timeout: it traps) is reported here; on a stream it runs
+  // asynchronously, and the stream's synchronize reports it. Either way the Error carries
+  // the world's failure record (cuda::set_failure_explainer).
+  if (world && !stream) cuda::synchronize();
+  if (!staged.empty()) {
+    if (stream) stream->synchronize();
+    else cuda::synchronize();
+    staged.finish();
+  }
+}
+
+void Kernel::launch_amdgpu(const jit::Loaded& loaded, Grid grid, const std::vector<LaunchArg>& args,
+                           std::vector<uint64_t>& slots, const cuda::Stream* stream) const {
+  const std::string& kernel = loaded.artifact.kernel;
+  if (stream) throw Error(str_cat("tiledist: kernel '", kernel, "' runs on an AMD GPU: a CUDA stream cannot order it"));
+  if (loaded.artifact.distributed)
+    throw Error(str_cat("tiledist: kernel '", kernel, "' has distributed ops: the symmetric heap on AMD GPUs (HIP IPC) is "
+                        "not wired to kernels yet"));
+  HostStaging staged(kHipMemory, loaded, args, slots);
+  std::vector<void*> ptrs(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) ptrs[i] = &slots[i];
+  std::shared_ptr<hip::Module> module;
+  {
+    std::lock_guard<std::mutex> lock(loaded.gpu_mutex);
+    if (!loaded.gpu_module) loaded.gpu_module = std::make_shared<hip::Module>(loaded.artifact.binary, kernel);
+    module = std::static_pointer_cast<hip::Module>(loaded.gpu_module);
+  }
+  const int g[3] = {grid.x, grid.y, grid.z};
+  module->launch(loaded.artifact.entry, g, loaded.artifact.threads, ptrs.data());
+  hip::synchronize();
+  staged.finish();
 }
 
 }  // namespace tiledist

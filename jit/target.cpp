@@ -7,6 +7,7 @@
 
 #include "ir/support.h"
 #include "runtime/cuda.h"
+#include "runtime/hip.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/TargetParser/Host.h"
 
@@ -38,8 +39,13 @@ Target Target::parse(const std::string& name) {
 Target Target::default_target() {
   const char* t = std::getenv("TILEDIST_TARGET");
   if (t && *t) return parse(t);
-  static const bool gpu = cuda::available();  // probed once: dlopen and device query
-  return gpu ? cuda() : host();
+  // Probed once (dlopen and a device query): an NVIDIA GPU, else an AMD GPU of an arch we target.
+  static const Target found = [] {
+    if (cuda::available()) return cuda();
+    if (hip::available() && (hip::device().arch == "gfx942" || hip::device().arch == "gfx90a")) return amdgcn(hip::device().arch);
+    return host();
+  }();
+  return found;
 }
 
 std::string Target::name() const { return kind == Kind::host ? "host" : arch; }

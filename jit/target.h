@@ -19,7 +19,8 @@ struct Target {
   /// throws Error naming the known targets.
   static Target parse(const std::string& name);
   /// What compile() uses when no target is given: $TILEDIST_TARGET if set ("host" keeps the CPU
-  /// where there is a GPU), else the CUDA GPU found (its arch), else the host.
+  /// where there is a GPU), else the CUDA GPU found (its arch), else an AMD GPU found (gfx942,
+  /// gfx90a), else the host.
   static Target default_target();
   /// The short name users type ("host", "sm_90a").
   std::string name() const;

@@ -36,7 +36,7 @@ int usage(const char* msg) {
                "usage: tiledist-warmup MANIFEST.json [--target T,...] [--jobs N] [--cache DIR]\n"
                "       tiledist-warmup --kernels all|NAME,... --target T,... [--const NAME=VALUE ...]\n"
                "                       [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize] [--args FACTS] [--jobs N] [--cache DIR]\n"
-               "targets: host, sm_80, sm_90a (gfx942, gfx90a: not yet)\n",
+               "targets: host, sm_80, sm_90a, gfx942, gfx90a\n",
                msg);
   return 2;
 }

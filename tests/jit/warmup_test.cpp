@@ -198,13 +198,16 @@ TEST(Warmup, JitOffRunsFromAWarmCacheAndNamesWhatIsMissing) {
   EXPECT_EQ(job.stats().disk_hits, 1);
 }
 
-TEST(Warmup, GpuVariantsWarmOnAMachineWithoutAGpu) {
+TEST(Warmup, GpuVariantsWarmOnAMachineWithoutAGpu) {  // NVIDIA and AMD alike
   TempDir dir;
   jit::Context ctx((dir.path / "cache").string());
   ArgFacts aligned(6, ArgFact::aligned16);
   EXPECT_TRUE(ctx.warm(kernels::gemm_kernel(ir::DType::bf16), {}, Target::cuda("sm_90a"), CompileOptions{}, aligned));
   EXPECT_TRUE(ctx.warm(kernels::gemm_kernel(ir::DType::bf16), {}, Target::cuda("sm_80"), CompileOptions{}, aligned));
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path / "cache"), fs::directory_iterator()), 2);
+  EXPECT_TRUE(ctx.warm(kernels::gemm_kernel(ir::DType::bf16), {}, Target::amdgcn("gfx942"), CompileOptions{}, aligned));
+  EXPECT_TRUE(ctx.warm(kernels::gemm_kernel(ir::DType::bf16), {}, Target::amdgcn("gfx90a"), CompileOptions{}, aligned));
+  EXPECT_FALSE(ctx.warm(kernels::gemm_kernel(ir::DType::bf16), {}, Target::amdgcn("gfx942"), CompileOptions{}, aligned));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path / "cache"), fs::directory_iterator()), 4);
 }
 
 }  // namespace

@@ -1,0 +1,283 @@
+#include "runtime/hip.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "ir/support.h"
+
+#define __HIP_PLATFORM_AMD__
+#include <hip/hip_runtime_api.h>
+
+namespace tiledist::hip {
+
+namespace {
+
+/// The HIP entry points we use, bound by name from libamdhip64.so (types from its header).
+struct Runtime {
+  void* lib = nullptr;
+  std::string error;
+#define TD_HIP_FN(name) decltype(&::name) name = nullptr;
+  TD_HIP_FN(hipInit)
+  TD_HIP_FN(hipGetErrorName)
+  TD_HIP_FN(hipGetDeviceCount)
+  TD_HIP_FN(hipSetDevice)
+  TD_HIP_FN(hipGetDeviceProperties)
+  TD_HIP_FN(hipDeviceSynchronize)
+  hipError_t (*hipMalloc)(void**, size_t) = nullptr;  // (the header overloads it for C++)
+  TD_HIP_FN(hipFree)
+  TD_HIP_FN(hipMemcpy)
+  TD_HIP_FN(hipMemset)
+  TD_HIP_FN(hipMemcpyAsync)
+  TD_HIP_FN(hipStreamCreateWithFlags)
+  TD_HIP_FN(hipStreamDestroy)
+  TD_HIP_FN(hipStreamSynchronize)
+  TD_HIP_FN(hipStreamWaitEvent)
+  TD_HIP_FN(hipStreamWriteValue32)
+  TD_HIP_FN(hipStreamWaitValue32)
+  TD_HIP_FN(hipEventCreate)
+  TD_HIP_FN(hipEventDestroy)
+  TD_HIP_FN(hipEventRecord)
+  TD_HIP_FN(hipEventSynchronize)
+  TD_HIP_FN(hipEventElapsedTime)
+  TD_HIP_FN(hipModuleLoadData)
+  TD_HIP_FN(hipModuleUnload)
+  TD_HIP_FN(hipModuleGetFunction)
+  TD_HIP_FN(hipModuleLaunchKernel)
+  TD_HIP_FN(hipIpcGetMemHandle)
+  TD_HIP_FN(hipIpcOpenMemHandle)
+  TD_HIP_FN(hipIpcCloseMemHandle)
+#undef TD_HIP_FN
+
+  template <class F>
+  bool bind(F& fn, const char* name) {
+    fn = reinterpret_cast<F>(dlsym(lib, name));
+    if (!fn) error = str_cat("libamdhip64.so lacks ", name);
+    return fn != nullptr;
+  }
+  bool load() {
+    for (const char* name : {"libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"})
+      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+    if (!lib) {
+      error = str_cat("cannot load libamdhip64.so (", dlerror(), ")");
+      return false;
+    }
+#define TD_BIND(name) bind(name, #name)
+    return TD_BIND(hipInit) && TD_BIND(hipGetErrorName) && TD_BIND(hipGetDeviceCount) && TD_BIND(hipSetDevice) &&
+           TD_BIND(hipGetDeviceProperties) && TD_BIND(hipDeviceSynchronize) && TD_BIND(hipMalloc) && TD_BIND(hipFree) &&
+           TD_BIND(hipMemcpy) && TD_BIND(hipMemset) && TD_BIND(hipMemcpyAsync) && TD_BIND(hipStreamCreateWithFlags) &&
+           TD_BIND(hipStreamDestroy) && TD_BIND(hipStreamSynchronize) && TD_BIND(hipStreamWaitEvent) &&
+           TD_BIND(hipStreamWriteValue32) && TD_BIND(hipStreamWaitValue32) && TD_BIND(hipEventCreate) &&
+           TD_BIND(hipEventDestroy) && TD_BIND(hipEventRecord) && TD_BIND(hipEventSynchronize) &&
+           TD_BIND(hipEventElapsedTime) && TD_BIND(hipModuleLoadData) && TD_BIND(hipModuleUnload) &&
+           TD_BIND(hipModuleGetFunction) && TD_BIND(hipModuleLaunchKernel) && TD_BIND(hipIpcGetMemHandle) &&
+           TD_BIND(hipIpcOpenMemHandle) && TD_BIND(hipIpcCloseMemHandle);
+#undef TD_BIND
+  }
+};
+
+/// The runtime, loaded and initialized once, with at least one device; or why not.
+struct State {
+  Runtime rt;
+  bool ok = false;
+  std::string why;
+  State() {
+    if (!rt.load()) {
+      why = rt.error;
+      return;
+    }
+    int count = 0;
+    hipError_t e = rt.hipInit(0);
+    if (e == hipSuccess) e = rt.hipGetDeviceCount(&count);
+    if (e != hipSuccess || count == 0) {
+      why = str_cat("no AMD GPU (", e == hipSuccess ? "hipGetDeviceCount found none" : rt.hipGetErrorName(e), ")");
+      return;
+    }
+    ok = true;
+  }
+};
+State& state() {
+  static State s;
+  return s;
+}
+
+/// The runtime, or an Error saying why there is none.
+Runtime& runtime() {
+  State& s = state();
+  if (!s.ok) throw Error(str_cat("tiledist: the HIP runtime is not usable here: ", s.why));
+  return s.rt;
+}
+
+void check(hipError_t e, const char* call) {
+  if (e != hipSuccess) throw Error(str_cat("tiledist: ", call, " failed: ", state().rt.hipGetErrorName(e)));
+}
+#define TD_HIP(call) check(runtime().call, #call)
+
+hipStream_t as_stream(void* s) { return static_cast<hipStream_t>(s); }
+
+}  // namespace
+
+bool available() { return state().ok; }
+std::string unavailable_reason() { return state().ok ? std::string() : state().why; }
+
+std::string arch_of(const std::string& gcn_arch_name) { return gcn_arch_name.substr(0, gcn_arch_name.find(':')); }
+
+std::string code_object_arch(const std::string& binary) {
+  // ELF64 header: e_ident[16], e_type (2), e_machine (2) at 18, e_flags (4) at 48.
+  if (binary.size() < 64 || binary.compare(0, 4, "\x7f" "ELF") != 0)
+    throw Error("tiledist: not a code object: the bytes are not an ELF file");
+  if (binary[4] != 2) throw Error("tiledist: not a code object: a 32-bit ELF file");
+  uint16_t machine;
+  uint32_t flags;
+  std::memcpy(&machine, binary.data() + 18, sizeof machine);
+  std::memcpy(&flags, binary.data() + 48, sizeof flags);
+  constexpr uint16_t kEmAmdgpu = 224;
+  if (machine != kEmAmdgpu) throw Error(str_cat("tiledist: not an AMDGPU code object (ELF machine ", machine, ")"));
+  switch (flags & 0xff) {  // EF_AMDGPU_MACH
+    case 0x3f: return "gfx90a";
+    case 0x40: return "gfx940";
+    case 0x4b: return "gfx941";
+    case 0x4c: return "gfx942";
+    default: throw Error(str_cat("tiledist: a code object for an AMD GPU tiledist does not target (EF_AMDGPU_MACH 0x", std::hex,
+                                 flags & 0xff, ")"));
+  }
+}
+
+const DeviceInfo& device() {
+  static std::once_flag once;
+  static DeviceInfo info;
+  std::call_once(once, [] {
+    Runtime& rt = runtime();
+    int count = 0;
+    TD_HIP(hipGetDeviceCount(&count));
+    int ordinal = 0;
+    if (const char* e = std::getenv("TILEDIST_DEVICE")) ordinal = std::atoi(e);
+    else if (const char* l = std::getenv("TILEDIST_LOCAL_RANK")) ordinal = std::atoi(l) % count;
+    else if (const char* l = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) ordinal = std::atoi(l) % count;
+    if (ordinal < 0 || ordinal >= count) throw Error(str_cat("tiledist: AMD GPU ", ordinal, " does not exist (", count, " found)"));
+    // (The properties of ROCm 5's layout, which later runtimes keep under this name; room to spare.)
+    alignas(hipDeviceProp_t) unsigned char storage[2 * sizeof(hipDeviceProp_t)] = {};
+    auto* props = reinterpret_cast<hipDeviceProp_t*>(storage);
+    check(rt.hipGetDeviceProperties(props, ordinal), "hipGetDeviceProperties");
+    info.ordinal = ordinal;
+    info.name = props->name;
+    info.arch = arch_of(props->gcnArchName);
+    info.compute_units = props->multiProcessorCount;
+  });
+  TD_HIP(hipSetDevice(info.ordinal));
+  return info;
+}
+
+void* malloc(size_t bytes) {
+  device();
+  void* p = nullptr;
+  if (bytes) TD_HIP(hipMalloc(&p, bytes));
+  return p;
+}
+void free(void* p) {
+  if (p) TD_HIP(hipFree(p));
+}
+void copy_to_device(void* dst, const void* src, size_t bytes) {
+  if (bytes) TD_HIP(hipMemcpy(dst, src, bytes, hipMemcpyHostToDevice));
+}
+void copy_to_host(void* dst, const void* src, size_t bytes) {
+  if (bytes) TD_HIP(hipMemcpy(dst, src, bytes, hipMemcpyDeviceToHost));
+}
+void memset(void* dst, int value, size_t bytes) {
+  if (bytes) TD_HIP(hipMemset(dst, value, bytes));
+}
+void synchronize() { TD_HIP(hipDeviceSynchronize()); }
+
+Stream::Stream() {
+  device();
+  hipStream_t s = nullptr;
+  TD_HIP(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
+  stream_ = s;
+}
+Stream::~Stream() {
+  if (stream_) (void)state().rt.hipStreamDestroy(as_stream(stream_));
+}
+void Stream::synchronize() const { TD_HIP(hipStreamSynchronize(as_stream(stream_))); }
+
+Event::Event() {
+  device();
+  hipEvent_t e = nullptr;
+  TD_HIP(hipEventCreate(&e));
+  event_ = e;
+}
+Event::~Event() {
+  if (event_) (void)state().rt.hipEventDestroy(static_cast<hipEvent_t>(event_));
+}
+void Event::record(const Stream* stream) {
+  TD_HIP(hipEventRecord(static_cast<hipEvent_t>(event_), stream ? as_stream(stream->handle()) : nullptr));
+}
+void Event::make_wait(const Stream& stream) const {
+  TD_HIP(hipStreamWaitEvent(as_stream(stream.handle()), static_cast<hipEvent_t>(event_), 0));
+}
+void Event::synchronize() const { TD_HIP(hipEventSynchronize(static_cast<hipEvent_t>(event_))); }
+float Event::elapsed_since(const Event& start) const {
+  float ms = 0;
+  TD_HIP(hipEventElapsedTime(&ms, static_cast<hipEvent_t>(start.event_), static_cast<hipEvent_t>(event_)));
+  return ms;
+}
+
+void copy_async(void* dst, const void* src, size_t bytes, const Stream& stream) {
+  if (bytes) TD_HIP(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, as_stream(stream.handle())));
+}
+void write_value(void* word, uint32_t value, const Stream& stream) {
+  TD_HIP(hipStreamWriteValue32(as_stream(stream.handle()), word, value, 0));
+}
+void wait_value(void* word, uint32_t value, const Stream& stream) {
+  TD_HIP(hipStreamWaitValue32(as_stream(stream.handle()), word, value, hipStreamWaitValueGte, 0xFFFFFFFFu));
+}
+
+Module::Module(const std::string& code_object, const std::string& name) : name_(name) {
+  const std::string arch = code_object_arch(code_object);
+  if (arch != device().arch)
+    throw Error(str_cat("tiledist: kernel '", name, "' was compiled for ", arch, ", and this GPU (", device().name, ") is ",
+                        device().arch, ": compile it for --target ", device().arch));
+  hipModule_t m = nullptr;
+  TD_HIP(hipModuleLoadData(&m, code_object.data()));
+  module_ = m;
+}
+Module::~Module() {
+  if (module_) (void)state().rt.hipModuleUnload(static_cast<hipModule_t>(module_));
+}
+void Module::launch(const std::string& entry, const int grid[3], int threads, void** args, void* stream) {
+  hipFunction_t f;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!function_ || entry_ != entry) {
+      hipFunction_t fn = nullptr;
+      check(runtime().hipModuleGetFunction(&fn, static_cast<hipModule_t>(module_), entry.c_str()),
+            str_cat("hipModuleGetFunction(", entry, ") of kernel '", name_, "'").c_str());
+      function_ = fn, entry_ = entry;
+    }
+    f = static_cast<hipFunction_t>(function_);
+  }
+  check(runtime().hipModuleLaunchKernel(f, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
+                                        static_cast<unsigned>(grid[2]), static_cast<unsigned>(threads), 1, 1, 0,
+                                        as_stream(stream), args, nullptr),
+        str_cat("hipModuleLaunchKernel of kernel '", name_, "'").c_str());
+}
+
+IpcHandle ipc_export(void* p) {
+  hipIpcMemHandle_t h;
+  TD_HIP(hipIpcGetMemHandle(&h, p));
+  IpcHandle out;
+  static_assert(sizeof out.bytes == sizeof h, "HIP's IPC handle is 64 bytes");
+  std::memcpy(out.bytes, &h, sizeof h);
+  return out;
+}
+void* ipc_import(const IpcHandle& handle) {
+  device();
+  hipIpcMemHandle_t h;
+  std::memcpy(&h, handle.bytes, sizeof h);
+  void* p = nullptr;
+  TD_HIP(hipIpcOpenMemHandle(&p, h, hipIpcMemLazyEnablePeerAccess));
+  return p;
+}
+void ipc_close(void* p) { TD_HIP(hipIpcCloseMemHandle(p)); }
+
+}  // namespace tiledist::hip
