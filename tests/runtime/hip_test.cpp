@@ -36,9 +36,19 @@ TEST(Hip, ArchOfAGcnArchName) {
   EXPECT_EQ(hip::arch_of("gfx90a"), "gfx90a");
 }
 
+// (add calls no math function: these tests need no device libraries.)
 TEST(Hip, CodeObjectsCarryTheirArch) {
-  EXPECT_EQ(hip::code_object_arch(code_object(kernels::softmax_kernel(), "gfx942")), "gfx942");
-  EXPECT_EQ(hip::code_object_arch(code_object(kernels::softmax_kernel(), "gfx90a")), "gfx90a");
+  EXPECT_EQ(hip::code_object_arch(code_object(kernels::add_kernel(), "gfx942")), "gfx942");
+  EXPECT_EQ(hip::code_object_arch(code_object(kernels::add_kernel(), "gfx90a")), "gfx90a");
+}
+
+TEST(Hip, MissingDeviceLibrariesAreNamed) {
+  ::setenv("TILEDIST_ROCM_DEVICE_LIBS", "/nonexistent/bitcode", 1);
+  std::string e = error_of([] { code_object(kernels::softmax_kernel(), "gfx942"); });
+  ::unsetenv("TILEDIST_ROCM_DEVICE_LIBS");
+  EXPECT_NE(e.find("kernel 'softmax' calls math functions of the ROCm device libraries"), std::string::npos) << e;
+  EXPECT_NE(e.find("/nonexistent/bitcode/ocml.bc cannot be read"), std::string::npos) << e;
+  EXPECT_NE(e.find("apt-get install rocm-device-libs"), std::string::npos) << e;
 }
 
 TEST(Hip, WhatIsNotACodeObjectIsNamed) {
@@ -46,10 +56,10 @@ TEST(Hip, WhatIsNotACodeObjectIsNamed) {
                 .find("not an ELF file"),
             std::string::npos);
   // The host's object file of the same kernel: an ELF for x86-64 (machine 62).
-  std::string host = jit::Context::global().emit(kernels::softmax_kernel(), {}, Target::host(), CompileOptions{}, jit::Stage::binary);
+  std::string host = jit::Context::global().emit(kernels::add_kernel(), {}, Target::host(), CompileOptions{}, jit::Stage::binary);
   EXPECT_NE(error_of([&] { hip::code_object_arch(host); }).find("not an AMDGPU code object (ELF machine 62)"), std::string::npos);
   // A code object whose arch field we do not target.
-  std::string other = code_object(kernels::softmax_kernel(), "gfx942");
+  std::string other = code_object(kernels::add_kernel(), "gfx942");
   other[48] = 0x30;  // EF_AMDGPU_MACH of gfx908
   EXPECT_NE(error_of([&] { hip::code_object_arch(other); }).find("does not target (EF_AMDGPU_MACH 0x30)"), std::string::npos);
 }
@@ -73,10 +83,10 @@ TEST(Hip, CodeObjectsGoThroughTheCacheLikeOtherBinaries) {
   test_util::TempDir dir;
   jit::Context ctx(dir.path);
   Target gfx = Target::amdgcn("gfx942");
-  compile(kernels::softmax_kernel(), {}, gfx, CompileOptions{}, ctx);
+  compile(kernels::add_kernel(), {}, gfx, CompileOptions{}, ctx);
   EXPECT_EQ(ctx.stats().compiles, 1);
   jit::Context again(dir.path);  // a new process: the entry comes from disk
-  compile(kernels::softmax_kernel(), {}, gfx, CompileOptions{}, again);
+  compile(kernels::add_kernel(), {}, gfx, CompileOptions{}, again);
   EXPECT_EQ(again.stats().compiles, 0);
   EXPECT_EQ(again.stats().disk_hits, 1);
 }
