@@ -28,19 +28,45 @@ class AmdgcnTarget : public GpuTarget {
     if (M % 32 == 0 && N % 32 == 0) return 32;
     return M % 16 == 0 && N % 16 == 0 ? 16 : 0;
   }
-  /// v_mfma_f32_32x32x8_{bf16,f16} and v_mfma_f32_16x16x16_{bf16,f16} (gfx90a spells the bf16
-  /// ones with _1k).
-  llvm::Value* mfma(ir::DType d, int64_t side, llvm::Value* a, llvm::Value* b, llvm::Value* acc) override {
-    const bool bf16 = d == ir::DType::bf16;
-    TD_ASSERT(bf16 || d == ir::DType::f16, "MFMA on ", ir::dtype_name(d));
-    llvm::Intrinsic::ID id = side == 32 ? (bf16 ? llvm::Intrinsic::amdgcn_mfma_f32_32x32x8bf16_1k : llvm::Intrinsic::amdgcn_mfma_f32_32x32x8f16)
-                                        : (bf16 ? llvm::Intrinsic::amdgcn_mfma_f32_16x16x16bf16_1k : llvm::Intrinsic::amdgcn_mfma_f32_16x16x16f16);
-    if (!bf16) {
-      auto* half4 = llvm::FixedVectorType::get(b_.getHalfTy(), 4);
-      a = b_.CreateBitCast(a, half4), b = b_.CreateBitCast(b, half4);
+  bool mfma_takes(ir::DType a, ir::DType b) const override {
+    if (a == b && (a == ir::DType::bf16 || a == ir::DType::f16)) return true;
+    return arch_ == "gfx942" && f8(a) && f8(b);  // (gfx90a has no f8 MFMA)
+  }
+  /// v_mfma_f32_32x32x8_{bf16,f16}, v_mfma_f32_16x16x16_{bf16,f16} (gfx90a spells the bf16 ones
+  /// with _1k), and on gfx942 v_mfma_f32_32x32x16_{fp8,bf8}_{fp8,bf8} and their 16x16x32.
+  llvm::Value* mfma(ir::DType da, ir::DType db, int64_t side, llvm::Value* a, llvm::Value* b, llvm::Value* acc) override {
+    using ir::DType;
+    const bool big = side == 32;
+    llvm::Intrinsic::ID id;
+    if (f8(da)) {
+      static const llvm::Intrinsic::ID ids[2][2][2] = {  // [32x32][a is e5m2][b is e5m2]
+          {{llvm::Intrinsic::amdgcn_mfma_f32_16x16x32_fp8_fp8, llvm::Intrinsic::amdgcn_mfma_f32_16x16x32_fp8_bf8},
+           {llvm::Intrinsic::amdgcn_mfma_f32_16x16x32_bf8_fp8, llvm::Intrinsic::amdgcn_mfma_f32_16x16x32_bf8_bf8}},
+          {{llvm::Intrinsic::amdgcn_mfma_f32_32x32x16_fp8_fp8, llvm::Intrinsic::amdgcn_mfma_f32_32x32x16_fp8_bf8},
+           {llvm::Intrinsic::amdgcn_mfma_f32_32x32x16_bf8_fp8, llvm::Intrinsic::amdgcn_mfma_f32_32x32x16_bf8_bf8}}};
+      id = ids[big][da == DType::f8e5m2][db == DType::f8e5m2];
+    } else {
+      const bool bf16 = da == DType::bf16;
+      id = big ? (bf16 ? llvm::Intrinsic::amdgcn_mfma_f32_32x32x8bf16_1k : llvm::Intrinsic::amdgcn_mfma_f32_32x32x8f16)
+               : (bf16 ? llvm::Intrinsic::amdgcn_mfma_f32_16x16x16bf16_1k : llvm::Intrinsic::amdgcn_mfma_f32_16x16x16f16);
+      auto* four = llvm::FixedVectorType::get(bf16 ? b_.getInt16Ty() : b_.getHalfTy(), 4);
+      a = b_.CreateBitCast(a, four), b = b_.CreateBitCast(b, four);
     }
     return b_.CreateIntrinsic(id, {}, {a, b, acc, b_.getInt32(0), b_.getInt32(0), b_.getInt32(0)});
   }
+  /// gfx942's f8 formats are the "FNUZ" ones: one more exponent bias than OCP's e4m3 and e5m2
+  /// (which tiledist's f8 dtypes are), no infinities, no negative zero, NaN 0x80. OCP bits read
+  /// as FNUZ are half the value, so the product is a quarter; -0 becomes +0, and NaN (and e5m2's
+  /// infinities, which FNUZ lacks) become NaN.
+  llvm::Value* mfma_operand(llvm::Value* bits, ir::DType d) override {
+    if (!f8(d)) return bits;
+    llvm::Value* magnitude = b_.CreateAnd(bits, b_.getInt8(0x7F));
+    llvm::Value* not_finite = d == ir::DType::f8e4m3 ? b_.CreateICmpEQ(magnitude, b_.getInt8(0x7F))
+                                                      : b_.CreateICmpUGE(magnitude, b_.getInt8(0x7C));
+    llvm::Value* r = b_.CreateSelect(b_.CreateICmpEQ(bits, b_.getInt8(static_cast<int8_t>(0x80))), b_.getInt8(0), bits);
+    return b_.CreateSelect(not_finite, b_.getInt8(static_cast<int8_t>(0x80)), r);
+  }
+  double mfma_product_scale(ir::DType a, ir::DType b) const override { return f8(a) ? 4.0 : 1.0; }
 
   const char* triple() const override { return "amdgcn-amd-amdhsa"; }
   llvm::Type* param_type(llvm::Type* t) override {
@@ -139,6 +165,8 @@ class AmdgcnTarget : public GpuTarget {
     if (scope == "sys") return llvm::SyncScope::System;
     return module_.getContext().getOrInsertSyncScopeID(scope == "cta" ? "workgroup" : "agent");
   }
+
+  static bool f8(ir::DType d) { return d == ir::DType::f8e4m3 || d == ir::DType::f8e5m2; }
 
   std::string arch_;
 };

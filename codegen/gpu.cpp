@@ -327,8 +327,8 @@ class GpuLowering : public Elements {
     const ir::Type& at = dot.operands[0]->type;
     const ir::Type& bt = dot.operands[1]->type;
     const ir::Type& rt = dot.results[0]->type;
-    if (int64_t side = target_->mfma_tile(rt.shape[0], rt.shape[1]))
-      return (at.dtype == DType::bf16 || at.dtype == DType::f16) && bt.dtype == at.dtype && at.shape[1] % (256 / side) == 0;
+    if (int64_t side = target_->mfma_tile(rt.shape[0], rt.shape[1]))  // K a multiple of the MFMA's
+      return target_->mfma_takes(at.dtype, bt.dtype) && at.shape[1] % (256 / side * 2 / ir::dtype_bytes(at.dtype)) == 0;
     if (!target_->mma_sync() || rt.shape[0] % 16 != 0 || rt.shape[1] % 8 != 0) return false;
     if (at.dtype == DType::bf16 || at.dtype == DType::f16) return bt.dtype == at.dtype && at.shape[1] % 16 == 0;
     auto f8 = [](DType d) { return d == DType::f8e4m3 || d == DType::f8e5m2; };
@@ -1259,7 +1259,8 @@ class GpuLowering : public Elements {
   /// rows a fragment load touches fall in different banks. Returns the array; its row length
   /// is `padded_row(...)`.
   static int64_t padded_row(int64_t n) { return n + 8; }
-  llvm::Value* stage_narrow(const ir::Value* v, int64_t base, bool transpose) {
+  llvm::Value* stage_narrow(const ir::Value* v, int64_t base, bool transpose,
+                            const std::function<llvm::Value*(llvm::Value*)>& bits = nullptr) {
     const ir::Type& t = v->type;
     int64_t rows = t.shape[0], cols = t.shape[1];
     int64_t stored_rows = transpose ? cols : rows, row_len = padded_row(transpose ? rows : cols);
@@ -1272,7 +1273,8 @@ class GpuLowering : public Elements {
         llvm::Value* r = b_.CreateUDiv(e, i(cols));
         llvm::Value* c = b_.CreateURem(e, i(cols));
         llvm::Value* at = transpose ? b_.CreateAdd(b_.CreateMul(c, i(row_len)), r) : b_.CreateAdd(b_.CreateMul(r, i(row_len)), c);
-        b_.CreateStore(to_mem(element(v, j), t.dtype), b_.CreateGEP(mt, arr, at));
+        llvm::Value* x = to_mem(element(v, j), t.dtype);
+        b_.CreateStore(bits ? bits(x) : x, b_.CreateGEP(mt, arr, at));
       });
     return arr;
   }
@@ -2413,48 +2415,53 @@ class GpuLowering : public Elements {
     return true;
   }
 
-  /// dot on AMD's matrix cores (see mma_tiles): A and B are staged in LDS in their memory format
-  /// (B transposed), each wavefront walks its tiles issuing an MFMA per K step of 256 / S; lane
-  /// l's operands are the 4 elements of row (column) l % S of A (B) at k = 4 (l / S), 8 bytes of
-  /// LDS each. The result stays in the MFMA layout.
+  /// dot on AMD's matrix cores (see mma_tiles): A and B are staged in LDS in the bits MFMA takes
+  /// (GpuTarget::mfma_operand; B transposed), each wavefront walks its tiles issuing an MFMA per
+  /// K step; lane l's operands are 8 bytes of row (column) l % S of A (B), the (l / S)-th 8 bytes
+  /// of the step's K. The result stays in the MFMA layout.
   bool emit_dot_mfma(const ir::Op& op) {
     const ir::Type& at = op.operands[0]->type;
     const ir::Type& rt = op.results[0]->type;
     if (!target_->mfma_tile(rt.shape[0], rt.shape[1]) || !mma_eligible(op)) return false;
     MmaTiles m = mma_tiles(rt);
-    const int64_t M = at.shape[0], K = at.shape[1], kstep = 256 / m.tile;
+    const DType da = at.dtype, db = op.operands[1]->type.dtype;
+    const int64_t M = at.shape[0], K = at.shape[1], eb = ir::dtype_bytes(da);
+    const int64_t per_lane = 8 / eb, kstep = per_lane * (64 / m.tile);
     auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
+    // The product falls short by `scale` (see mfma_product_scale): the accumulator is divided by
+    // it going in, multiplied coming out.
+    const double scale = target_->mfma_product_scale(da, db);
     GVal acc_in = mma_from(op.operands[2]);
-    const int64_t a_bytes = (M * padded_row(K) * 2 + 15) / 16 * 16;
-    llvm::Value* a = stage_narrow(op.operands[0], 0, false);        // A[m][k], rows padded
-    llvm::Value* bb = stage_narrow(op.operands[1], a_bytes, true);  // B^T[n][k], rows padded
+    const int64_t a_bytes = (M * padded_row(K) * eb + 15) / 16 * 16;
+    auto operand_bits = [&](DType d) { return [this, d](llvm::Value* x) { return target_->mfma_operand(x, d); }; };
+    llvm::Value* a = stage_narrow(op.operands[0], 0, false, operand_bits(da));        // A[m][k], rows padded
+    llvm::Value* bb = stage_narrow(op.operands[1], a_bytes, true, operand_bits(db));  // B^T[n][k], rows padded
     barrier();
-    llvm::Type* i16 = b_.getInt16Ty();
-    auto* frag = llvm::FixedVectorType::get(i16, 4);
     auto* acc_t = llvm::FixedVectorType::get(b_.getFloatTy(), static_cast<unsigned>(m.regs));
     llvm::Value* lane = b_.CreateURem(tid_, c(64));
-    llvm::Value* k_lane = b_.CreateMul(b_.CreateUDiv(lane, c(m.tile)), c(4));
+    llvm::Value* k_lane = b_.CreateMul(b_.CreateUDiv(lane, c(m.tile)), c(per_lane));
     auto load = [&](llvm::Value* arr, llvm::Value* row, llvm::Value* k) {
-      llvm::Value* at = b_.CreateAdd(b_.CreateMul(row, c(padded_row(K))), b_.CreateAdd(k, k_lane));
-      return b_.CreateAlignedLoad(frag, b_.CreateGEP(i16, arr, at), llvm::Align(8));
+      llvm::Value* at = b_.CreateMul(b_.CreateAdd(b_.CreateMul(row, c(padded_row(K))), b_.CreateAdd(k, k_lane)), c(eb));
+      return b_.CreateAlignedLoad(b_.getInt64Ty(), b_.CreateGEP(b_.getInt8Ty(), arr, at), llvm::Align(8));
     };
+    auto scaled = [&](llvm::Value* x, double f) { return f == 1.0 ? x : b_.CreateFMul(x, llvm::ConstantFP::get(b_.getFloatTy(), f)); };
     GVal out;
     out.mma = true;
     for (int64_t ti = 0; ti < m.per_warp; ++ti) {
       llvm::Value* init = llvm::PoisonValue::get(acc_t);
-      for (int r = 0; r < m.regs; ++r) init = b_.CreateInsertElement(init, acc_in.slots[ti * m.regs + r], uint64_t(r));
+      for (int r = 0; r < m.regs; ++r)
+        init = b_.CreateInsertElement(init, scaled(acc_in.slots[ti * m.regs + r], 1.0 / scale), uint64_t(r));
       llvm::Value* acc = local(acc_t, init);
       when(tile_ok(m, ti), [&] {
         llvm::Value* tile = tile_of(m, ti);
         llvm::Value* row = b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(tile, c(m.tiles_n)), c(m.tile)), b_.CreateURem(lane, c(m.tile)));
         llvm::Value* col = b_.CreateAdd(b_.CreateMul(b_.CreateURem(tile, c(m.tiles_n)), c(m.tile)), b_.CreateURem(lane, c(m.tile)));
         counted_loop(c(0), c(K), kstep, [&](llvm::Value* k0) {
-          llvm::Value* d = target_->mfma(at.dtype, m.tile, load(a, row, k0), load(bb, col, k0), b_.CreateLoad(acc_t, acc));
-          b_.CreateStore(d, acc);
+          b_.CreateStore(target_->mfma(da, db, m.tile, load(a, row, k0), load(bb, col, k0), b_.CreateLoad(acc_t, acc)), acc);
         });
       });
       llvm::Value* result = b_.CreateLoad(acc_t, acc);
-      for (int r = 0; r < m.regs; ++r) out.slots.push_back(b_.CreateExtractElement(result, uint64_t(r)));
+      for (int r = 0; r < m.regs; ++r) out.slots.push_back(scaled(b_.CreateExtractElement(result, uint64_t(r)), scale));
     }
     barrier();  // A and B may be restaged by the next op
     define(op, out);

@@ -31,14 +31,21 @@ class GpuTarget {
   /// Hopper: wgmma, TMA, mbarriers, setmaxnreg (sm_90a).
   virtual bool hopper() const { return false; }
   /// AMD's matrix cores: the side of the square MFMA tile an M x N accumulator is made of (32,
-  /// else 16), or 0 where there is none.
+  /// else 16), or 0 where there is none; and whether they take A and B of these dtypes.
   virtual int64_t mfma_tile(int64_t M, int64_t N) const { return 0; }
-  /// One MFMA of tile side `side` on 16-bit floats of dtype `d`: K = 256 / side, `a` and `b` this
-  /// lane's 4 elements (<4 x i16> bits), `acc` its side * side / 64 accumulator registers.
-  virtual llvm::Value* mfma(ir::DType d, int64_t side, llvm::Value* a, llvm::Value* b, llvm::Value* acc) {
+  virtual bool mfma_takes(ir::DType a, ir::DType b) const { return false; }
+  /// One MFMA of tile side `side`: `a` and `b` are this lane's 8 bytes of A and B (4 16-bit or 8
+  /// f8 elements along K, as mfma_operand made them), `acc` its side * side / 64 accumulator
+  /// registers; K is 256 / side for 16-bit operands, 512 / side for f8.
+  virtual llvm::Value* mfma(ir::DType da, ir::DType db, int64_t side, llvm::Value* a, llvm::Value* b, llvm::Value* acc) {
     TD_ASSERT(false, "MFMA on a target without it");
     return nullptr;
   }
+  /// The bits an operand element of dtype `d` is staged as for MFMA (its memory bits: `bits`),
+  /// and how much the MFMA's product of such operands falls short of the true one (a power of
+  /// two, undone on the accumulator).
+  virtual llvm::Value* mfma_operand(llvm::Value* bits, ir::DType d) { return bits; }
+  virtual double mfma_product_scale(ir::DType a, ir::DType b) const { return 1.0; }
   /// Shared memory is a static array of the size the kernel needs (AMD's LDS), rather than
   /// dynamic shared memory that the launch sizes (NVIDIA's: beyond 48 KiB it must be).
   virtual bool static_shared_memory() const { return false; }
