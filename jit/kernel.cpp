@@ -2,6 +2,7 @@
 
 #include "runtime/cuda_world.h"
 #include "runtime/hip.h"
+#include "runtime/hip_world.h"
 
 #include <cstdint>
 #include <cstring>
@@ -256,21 +257,30 @@ void Kernel::launch_amdgpu(const jit::Loaded& loaded, Grid grid, const std::vect
                            std::vector<uint64_t>& slots, const cuda::Stream* stream) const {
   const std::string& kernel = loaded.artifact.kernel;
   if (stream) throw Error(str_cat("tiledist: kernel '", kernel, "' runs on an AMD GPU: a CUDA stream cannot order it"));
-  if (loaded.artifact.distributed)
-    throw Error(str_cat("tiledist: kernel '", kernel, "' has distributed ops: the symmetric heap on AMD GPUs (HIP IPC) is "
-                        "not wired to kernels yet"));
+  // Kernels with distributed ops take the AMD GPU world as a trailing parameter.
+  hip::World* world = loaded.artifact.distributed ? &hip::World::get() : nullptr;
   HostStaging staged(kHipMemory, loaded, args, slots);
   std::vector<void*> ptrs(slots.size());
   for (size_t i = 0; i < slots.size(); ++i) ptrs[i] = &slots[i];
+  void* device_world = world ? world->device_world() : nullptr;
+  if (world) ptrs.push_back(&device_world);
   std::shared_ptr<hip::Module> module;
   {
     std::lock_guard<std::mutex> lock(loaded.gpu_mutex);
-    if (!loaded.gpu_module) loaded.gpu_module = std::make_shared<hip::Module>(loaded.artifact.binary, kernel);
+    if (!loaded.gpu_module) {
+      loaded.gpu_module = std::make_shared<hip::Module>(loaded.artifact.binary, kernel);
+      if (world) world->note_kernel(kernel);  // for its failure record
+    }
     module = std::static_pointer_cast<hip::Module>(loaded.gpu_module);
   }
   const int g[3] = {grid.x, grid.y, grid.z};
   module->launch(loaded.artifact.entry, g, loaded.artifact.threads, ptrs.data());
-  hip::synchronize();
+  try {
+    hip::synchronize();  // (a program that gave up has trapped: its record says why)
+  } catch (const Error& e) {
+    if (world && !world->failure().empty()) throw Error(str_cat(world->failure(), "\n(", e.what(), ")"));
+    throw;
+  }
   staged.finish();
 }
 

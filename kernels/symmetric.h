@@ -10,7 +10,12 @@
 
 namespace tiledist::kernels::detail {
 
-inline bool on_gpu(const Target& target) { return target.kind == Target::Kind::nvptx; }
+inline bool on_gpu(const Target& target) {
+  if (target.kind == Target::Kind::amdgcn)  // (their streams and heaps are CUDA's; kernels alone run there)
+    throw Error(str_cat("tiledist: the kernel library's communicating objects run on the host and on NVIDIA GPUs, not yet on ",
+                        target.name(), " (its kernels compile for it and launch through Kernel)"));
+  return target.kind == Target::Kind::nvptx;
+}
 inline int world_rank(const Target& target) { return on_gpu(target) ? cuda::World::get().rank() : rank(); }
 inline int world_ranks(const Target& target) { return on_gpu(target) ? cuda::World::get().size() : world_size(); }
 

@@ -9,10 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
-#include <cstdio>
 #include <cstring>
-#include <thread>
 
 #include "ir/support.h"
 
@@ -97,23 +94,12 @@ World& World::get() {
   return *world;
 }
 
-void World::note_kernel(const std::string& name) {
-  std::lock_guard<std::mutex> lock(kernels_mutex_);
-  kernels_.emplace(runtime::kernel_tag(name), name);
-}
-
 World::World() = default;
 
 void World::bootstrap() {
   runtime::World& host = runtime::World::get();
-  rank_ = host.rank();
-  size_ = host.size();
-  timeout_s_ = host.wait_timeout();
-  if (size_ > runtime::kMaxDeviceRanks)
-    throw Error(str_cat("tiledist: the GPU world holds at most ", runtime::kMaxDeviceRanks, " ranks, not ", size_));
   device();
-  const size_t g = vmm_granularity();
-  heap_size_ = (runtime::env_size("TILEDIST_GPU_HEAP_SIZE", size_t(1) << 30) + g - 1) / g * g;
+  start_bootstrap(host, vmm_granularity());
 
   // This rank's heap, and a socket on which peers ask for it.
   handles_.assign(size_, 0);
@@ -157,95 +143,8 @@ void World::bootstrap() {
                           ": can this GPU reach that one? every pair needs peer access, e.g. NVLink)"));
     }
   }
-  offsets_.reset(heap_size_);
-  offsets_.alloc(runtime::kHeapReservedBytes);  // the device barrier's words, at offset 0 everywhere
-  cuda::memset(base_ + rank_ * heap_size_, 0, runtime::kHeapReservedBytes);
-  cuda::synchronize();
-  host.barrier();  // every rank has mapped every heap
-
-  runtime::DeviceWorld w{};
-  w.rank = rank_;
-  w.num_ranks = size_;
-  w.heap_size = heap_size_;
-  w.timeout_ns = static_cast<uint64_t>(timeout_s_ * 1e9);
-  void* failure_on_device = nullptr;
-  failure_ = static_cast<runtime::DeviceFailureRecord*>(host_mapped_alloc(sizeof(runtime::DeviceFailureRecord), &failure_on_device));
-  w.failure = reinterpret_cast<uint64_t>(failure_on_device);
-  for (int r = 0; r < size_; ++r) w.bases[r] = reinterpret_cast<uint64_t>(base_ + r * heap_size_);
-  device_world_ = cuda::malloc(sizeof w);
-  copy_to_device(device_world_, &w, sizeof w);
-}
-
-void* World::alloc(size_t bytes) {
-  if (bytes > heap_size_)
-    throw Error(str_cat("tiledist: a GPU symmetric allocation of ", bytes, " bytes is larger than the GPU heap (",
-                        heap_size_, " bytes; set $TILEDIST_GPU_HEAP_SIZE)"));
-  runtime::World::get().agree_on_size(bytes, "GPU symmetric allocation");
-  int64_t off = offsets_.alloc(bytes);
-  if (off < 0)
-    throw Error(str_cat("tiledist: a GPU symmetric allocation of ", bytes, " bytes does not fit: the GPU heap holds ",
-                        heap_size_, " bytes and its largest free block is ", offsets_.largest_free(),
-                        " bytes (set $TILEDIST_GPU_HEAP_SIZE)"));
-  return base_ + rank_ * heap_size_ + off;
-}
-
-void World::free(void* p) {
-  if (!p) return;
-  if (!contains(p) || !offsets_.free(static_cast<size_t>(static_cast<char*>(p) - (base_ + rank_ * heap_size_))))
-    throw Error("tiledist: freeing a GPU pointer that the GPU symmetric heap did not allocate (or freed twice)");
-}
-
-bool World::contains(const void* p) const {
-  const char* c = static_cast<const char*>(p);
-  const char* mine = base_ + rank_ * heap_size_;
-  return c >= mine && c < mine + heap_size_;
-}
-
-void* World::at(const void* p, int rank) const {
-  if (rank < 0 || rank >= size_) throw Error(str_cat("tiledist: symm_at: rank ", rank, " is out of range (the world has ", size_, " ranks)"));
-  if (!contains(p)) throw Error(str_cat("tiledist: symm_at: pointer ", p, " is not in this rank's GPU symmetric heap"));
-  return const_cast<char*>(static_cast<const char*>(p)) + (rank - rank_) * static_cast<std::ptrdiff_t>(heap_size_);
-}
-
-std::string World::failure() const {
-  using runtime::DeviceFailure;
-  volatile runtime::DeviceFailureRecord* f = failure_;
-  if (!f || f->kind == 0) return "";
-  for (int i = 0; i < 1000 && !f->complete; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  // Where an address falls: rank and offset in the heaps mapped here.
-  auto where = [&](uint64_t a) {
-    const auto* c = reinterpret_cast<const char*>(a);
-    if (c >= base_ && c < base_ + heap_size_ * size_) {
-      int64_t off = c - base_;
-      return str_cat("byte offset ", off % static_cast<int64_t>(heap_size_), " of rank ", off / static_cast<int64_t>(heap_size_),
-                     "'s GPU heap");
-    }
-    char hex[32];
-    std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(a));
-    return str_cat("address ", hex, " (outside the GPU heaps)");
-  };
-  std::string kernel = "(a kernel this process did not launch)";
-  {
-    std::lock_guard<std::mutex> lock(kernels_mutex_);
-    if (auto k = kernels_.find(uint32_t{f->kernel}); k != kernels_.end()) kernel = str_cat("'", k->second, "'");
-  }
-  std::string head = str_cat("tiledist: kernel ", kernel, " on rank ", rank_, ", program ", f->block, ": ");
-  switch (static_cast<DeviceFailure>(f->kind)) {
-    case DeviceFailure::wait_timeout:
-      return str_cat(head, "gave up after ", timeout_s_, " s ($TILEDIST_WAIT_TIMEOUT) waiting for the signal word at ",
-                     where(f->address), " to reach ", f->expected, "; it last read ", f->seen);
-    case DeviceFailure::symm_at_outside_heap:
-      return str_cat(head, "symm_at of a pointer outside this rank's GPU symmetric heap (", where(f->address), ")");
-    case DeviceFailure::barrier_timeout:
-      return str_cat(head, "gave up after ", timeout_s_, " s ($TILEDIST_WAIT_TIMEOUT) in a device barrier (barrier_all, ",
-                     "sync_all): ", f->seen, " of ", f->expected, " programs of all ranks had arrived. A device barrier ",
-                     "needs every program of the grid resident at once on every rank: launch at most as many as the ",
-                     "GPU holds");
-    case DeviceFailure::symm_at_bad_rank:
-      return str_cat(head, "symm_at to rank ", f->expected, ", but the world has ", f->seen, " ranks");
-    default:
-      return str_cat(head, "failed (record kind ", f->kind, ")");
-  }
+  for (int r = 0; r < size_; ++r) bases_[r] = base_ + r * heap_size_;
+  finish_bootstrap(host, {cuda::malloc, cuda::copy_to_device, cuda::memset, cuda::synchronize, host_mapped_alloc});
 }
 
 }  // namespace tiledist::cuda

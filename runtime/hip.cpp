@@ -48,6 +48,8 @@ struct Runtime {
   TD_HIP_FN(hipIpcGetMemHandle)
   TD_HIP_FN(hipIpcOpenMemHandle)
   TD_HIP_FN(hipIpcCloseMemHandle)
+  hipError_t (*hipHostMalloc)(void**, size_t, unsigned) = nullptr;  // (overloaded for C++ too)
+  TD_HIP_FN(hipHostGetDevicePointer)
 #undef TD_HIP_FN
 
   template <class F>
@@ -72,7 +74,8 @@ struct Runtime {
            TD_BIND(hipEventDestroy) && TD_BIND(hipEventRecord) && TD_BIND(hipEventSynchronize) &&
            TD_BIND(hipEventElapsedTime) && TD_BIND(hipModuleLoadData) && TD_BIND(hipModuleUnload) &&
            TD_BIND(hipModuleGetFunction) && TD_BIND(hipModuleLaunchKernel) && TD_BIND(hipIpcGetMemHandle) &&
-           TD_BIND(hipIpcOpenMemHandle) && TD_BIND(hipIpcCloseMemHandle);
+           TD_BIND(hipIpcOpenMemHandle) && TD_BIND(hipIpcCloseMemHandle) && TD_BIND(hipHostMalloc) &&
+           TD_BIND(hipHostGetDevicePointer);
 #undef TD_BIND
   }
 };
@@ -188,6 +191,14 @@ void memset(void* dst, int value, size_t bytes) {
   if (bytes) TD_HIP(hipMemset(dst, value, bytes));
 }
 void synchronize() { TD_HIP(hipDeviceSynchronize()); }
+void* host_mapped_alloc(size_t bytes, void** device_address) {
+  device();
+  void* p = nullptr;
+  TD_HIP(hipHostMalloc(&p, bytes, hipHostMallocMapped));
+  std::memset(p, 0, bytes);
+  TD_HIP(hipHostGetDevicePointer(device_address, p, 0));
+  return p;
+}
 
 Stream::Stream() {
   device();

@@ -43,6 +43,9 @@ void copy_to_device(void* dst, const void* src, size_t bytes);
 void copy_to_host(void* dst, const void* src, size_t bytes);
 void memset(void* dst, int value, size_t bytes);
 void synchronize();
+/// Pinned, zeroed host memory that kernels read and write at `*device_address` (it stays
+/// readable by the host after a kernel has trapped).
+void* host_mapped_alloc(size_t bytes, void** device_address);
 
 /// A stream of its own: work launched on it runs in order, concurrently with other streams'.
 class Stream {

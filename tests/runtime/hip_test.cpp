@@ -79,6 +79,14 @@ TEST(Hip, WithoutAnAmdGpuEveryCallSaysWhy) {
   EXPECT_NE(e.find("the HIP runtime is not usable here"), std::string::npos) << e;
 }
 
+TEST(Hip, LibraryObjectsSayTheyDoNotRunThereYet) {
+  // The library's communicating objects keep their streams and heaps on CUDA for now.
+  std::string e = error_of([] { kernels::Collectives c(Target::amdgcn("gfx942"), 1 << 20); });
+  EXPECT_NE(e.find("run on the host and on NVIDIA GPUs, not yet on gfx942"), std::string::npos) << e;
+  e = error_of([] { kernels::GemmRs g(Target::amdgcn("gfx90a"), 256, 256, 256); });
+  EXPECT_NE(e.find("not yet on gfx90a"), std::string::npos) << e;
+}
+
 TEST(Hip, CodeObjectsGoThroughTheCacheLikeOtherBinaries) {
   test_util::TempDir dir;
   jit::Context ctx(dir.path);

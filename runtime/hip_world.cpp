@@ -1,0 +1,39 @@
+#include "runtime/hip_world.h"
+
+#include "ir/support.h"
+
+namespace tiledist::hip {
+
+World& World::get() {
+  static World* world = [] {
+    auto* w = new World();  // lives until exit, as the host World does
+    w->bootstrap();
+    return w;
+  }();
+  return *world;
+}
+
+void World::bootstrap() {
+  runtime::World& host = runtime::World::get();
+  device();
+  start_bootstrap(host, size_t(2) << 20);  // (whole 2 MiB pages)
+  bases_[rank_] = static_cast<char*>(hip::malloc(heap_size_));
+  // Each rank's IPC handle goes through the host world's heap; every rank opens the others'.
+  auto* handle = static_cast<IpcHandle*>(host.alloc(sizeof(IpcHandle)));
+  *handle = ipc_export(bases_[rank_]);
+  host.barrier();
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    try {
+      bases_[r] = static_cast<char*>(ipc_import(*static_cast<const IpcHandle*>(host.at(handle, r))));
+    } catch (const Error& e) {
+      throw Error(str_cat(e.what(), " (rank ", rank_, " opening the GPU heap of rank ", r,
+                          ": can this GPU reach that one? every pair needs peer access)"));
+    }
+  }
+  host.barrier();  // every rank has read every handle
+  host.free(handle);
+  finish_bootstrap(host, {hip::malloc, hip::copy_to_device, hip::memset, hip::synchronize, hip::host_mapped_alloc});
+}
+
+}  // namespace tiledist::hip
