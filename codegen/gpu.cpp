@@ -44,6 +44,9 @@ class GpuLowering : public Elements {
       : GpuLowering(f, ctx, opts, make, std::make_unique<llvm::Module>(f.name, ctx)) {}
 
   GpuModule run() {
+    if (threads_ > 1024)
+      throw Error(str_cat("tiledist: kernel '", f_.name, "': num_warps = ", opts_.num_warps, " makes ", threads_,
+                          " threads per program on ", opts_.arch, " (", target_->warp_size(), " a warp); at most 1024 run together"));
     module_->setTargetTriple(target_->triple());
     if (!opts_.data_layout.empty()) module_->setDataLayout(opts_.data_layout);
     std::vector<llvm::Type*> params;

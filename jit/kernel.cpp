@@ -29,27 +29,24 @@ class HostStaging {
   HostStaging(const DeviceMemory& mem, const jit::Loaded& loaded, const std::vector<LaunchArg>& args, std::vector<uint64_t>& slots)
       : mem_(mem) {
     const auto& params = loaded.runtime_params;
-    for (size_t i = 0; i < args.size(); ++i) {
-      if (params[i].kind != ParamKind::pointer || args[i].on_device) continue;
-      if (args[i].extent_bytes < 0)
-        throw Error(str_cat("tiledist: argument ", i, " ('", params[i].name, "') of GPU kernel '", loaded.artifact.kernel,
-                            "' is a raw host pointer: pass a device buffer, or a std::vector or std::span to copy"));
-      size_t bytes = static_cast<size_t>(args[i].extent_bytes);
-      void* d = mem_.malloc(bytes);
-      staged_.push_back({args[i].ptr, d, bytes});
-      mem_.to_device(d, args[i].ptr, bytes);
-      std::memcpy(&slots[i], &d, sizeof d);
-    }
-  }
-  ~HostStaging() {
-    // (After a kernel has trapped every call fails: the launch's own error is the one to see.)
-    for (auto& s : staged_) {
-      try {
-        mem_.free(s.device);
-      } catch (const Error&) {
+    try {
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (params[i].kind != ParamKind::pointer || args[i].on_device) continue;
+        if (args[i].extent_bytes < 0)
+          throw Error(str_cat("tiledist: argument ", i, " ('", params[i].name, "') of GPU kernel '", loaded.artifact.kernel,
+                              "' is a raw host pointer: pass a device buffer, or a std::vector or std::span to copy"));
+        size_t bytes = static_cast<size_t>(args[i].extent_bytes);
+        void* d = mem_.malloc(bytes);
+        staged_.push_back({args[i].ptr, d, bytes});
+        mem_.to_device(d, args[i].ptr, bytes);
+        std::memcpy(&slots[i], &d, sizeof d);
       }
+    } catch (...) {  // (no destructor runs for an object whose constructor throws)
+      release();
+      throw;
     }
   }
+  ~HostStaging() { release(); }
   HostStaging(const HostStaging&) = delete;
   HostStaging& operator=(const HostStaging&) = delete;
   bool empty() const { return staged_.empty(); }
@@ -58,6 +55,17 @@ class HostStaging {
   }
 
  private:
+  void release() {
+    // (After a kernel has trapped every call fails: the launch's own error is the one to see.)
+    for (auto& s : staged_) {
+      try {
+        mem_.free(s.device);
+      } catch (const Error&) {
+      }
+    }
+    staged_.clear();
+  }
+
   struct Staged {
     void* host;
     void* device;

@@ -79,6 +79,17 @@ TEST(Hip, WithoutAnAmdGpuEveryCallSaysWhy) {
   EXPECT_NE(e.find("the HIP runtime is not usable here"), std::string::npos) << e;
 }
 
+TEST(Hip, AWorkgroupHoldsAtMost1024Threads) {
+  // 16 wavefronts of 64 fill a workgroup; 32 warps are 1024 threads on NVIDIA, 2048 here.
+  CompileOptions o;
+  o.num_warps = 32;
+  std::string e = error_of([&] { jit::Context::global().emit(kernels::add_kernel(), {}, Target::amdgcn("gfx942"), o, jit::Stage::asm_); });
+  EXPECT_NE(e.find("num_warps = 32 makes 2048 threads per program on gfx942"), std::string::npos) << e;
+  o.num_warps = 16;
+  EXPECT_NE(jit::Context::global().emit(kernels::add_kernel(), {}, Target::amdgcn("gfx942"), o, jit::Stage::asm_).find(".max_flat_workgroup_size: 1024"),
+            std::string::npos);
+}
+
 TEST(Hip, LibraryObjectsSayTheyDoNotRunThereYet) {
   // The library's communicating objects keep their streams and heaps on CUDA for now.
   std::string e = error_of([] { kernels::Collectives c(Target::amdgcn("gfx942"), 1 << 20); });
