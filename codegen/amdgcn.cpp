@@ -141,6 +141,10 @@ class AmdgcnTarget : public GpuTarget {
     return b_.CreateMul(b_.CreateIntrinsic(llvm::Intrinsic::amdgcn_s_memrealtime, {}, {}), b_.getInt64(10));
   }
 
+  /// s_endpgm: the wavefront ends and the kernel completes. (A trap would make the HIP runtime
+  /// abort the process before the host could read the failure record; the launch reads it.)
+  void give_up() override { b_.CreateIntrinsic(llvm::Intrinsic::amdgcn_endpgm, {}, {}); }
+
   llvm::Value* load(llvm::Type* t, llvm::Value* p, const std::string& order, const std::string& scope) override {
     auto* ld = b_.CreateAlignedLoad(t, global(p), llvm::Align(t->getPrimitiveSizeInBits() / 8), /*volatile*/ true);
     ld->setAtomic(ordering(order), sync_scope(scope));

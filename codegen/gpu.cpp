@@ -915,7 +915,8 @@ class GpuLowering : public Elements {
   void fence(const std::string& order, const std::string& scope) { target_->fence(order, scope); }
 
   /// The thread gives up: it claims the world's failure record (the first to fail keeps it),
-  /// fills it, and traps; the host names the kernel, rank and what was waited for.
+  /// fills it, and ends the program (GpuTarget::give_up); the host names the kernel, rank and
+  /// what was waited for.
   void fail(runtime::DeviceFailure kind, llvm::Value* address, llvm::Value* expected, llvm::Value* seen) {
     llvm::Type* i64 = b_.getInt64Ty();
     llvm::Value* rec = b_.CreateIntToPtr(world_field(offsetof(runtime::DeviceWorld, failure), i64), b_.getPtrTy(1));
@@ -940,9 +941,9 @@ class GpuLowering : public Elements {
       field(offsetof(runtime::DeviceFailureRecord, complete), b_.getInt32(1));
       fence("seq_cst", "sys");
     });
-    b_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {});
+    target_->give_up();
   }
-  /// if (cond) fail(...): the failing path ends in a trap.
+  /// if (cond) fail(...): the failing path ends the program.
   void fail_if(llvm::Value* cond, runtime::DeviceFailure kind, llvm::Value* address, llvm::Value* expected, llvm::Value* seen) {
     auto* bad = llvm::BasicBlock::Create(ctx_, "fail", fn_);
     auto* ok = llvm::BasicBlock::Create(ctx_, "ok", fn_);
@@ -953,12 +954,13 @@ class GpuLowering : public Elements {
     b_.SetInsertPoint(ok);
   }
 
-  /// Spins until `poll()` (emitted in the loop) returns true; past the world's timeout the
-  /// thread fails with `kind`, reporting `report()` (address, expected, seen: emitted on the
-  /// slow path, after a poll).
+  /// Spins until `poll()` (emitted in the loop) returns true; past `timeout` nanoseconds (by
+  /// default the world's; 0: never) the thread fails with `kind`, reporting `report()`
+  /// (address, expected, seen: emitted on the slow path, after a poll), or in a kernel without a
+  /// world, where there is no record to fill, traps.
   void spin_until(const std::function<llvm::Value*()>& poll, runtime::DeviceFailure kind,
-                  const std::function<std::array<llvm::Value*, 3>()>& report) {
-    llvm::Value* timeout = world_field(offsetof(runtime::DeviceWorld, timeout_ns), b_.getInt64Ty());
+                  const std::function<std::array<llvm::Value*, 3>()>& report, llvm::Value* timeout = nullptr) {
+    if (!timeout) timeout = world_field(offsetof(runtime::DeviceWorld, timeout_ns), b_.getInt64Ty());
     llvm::Value* start = target_->nanoseconds();
     auto* spin = llvm::BasicBlock::Create(ctx_, "spin", fn_);
     auto* late = llvm::BasicBlock::Create(ctx_, "spin.late", fn_);
@@ -968,9 +970,13 @@ class GpuLowering : public Elements {
     b_.CreateCondBr(poll(), done, late);
     b_.SetInsertPoint(late);
     llvm::Value* waited = b_.CreateSub(target_->nanoseconds(), start);
-    auto [address, expected, seen] = report();
-    fail_if(b_.CreateAnd(b_.CreateICmpNE(timeout, b_.getInt64(0)), b_.CreateICmpUGT(waited, timeout)), kind, address,
-            expected, seen);
+    llvm::Value* late_enough = b_.CreateAnd(b_.CreateICmpNE(timeout, b_.getInt64(0)), b_.CreateICmpUGT(waited, timeout));
+    if (world_) {
+      auto [address, expected, seen] = report();
+      fail_if(late_enough, kind, address, expected, seen);
+    } else {
+      when(late_enough, [&] { b_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {}); });
+    }
     b_.CreateBr(spin);
     b_.SetInsertPoint(done);
   }
@@ -1835,15 +1841,27 @@ class GpuLowering : public Elements {
         {shared_u32(bar), b_.getInt32(static_cast<int32_t>(bytes))});
   }
   /// Waits until `bar` has completed the phase of parity `parity`.
+  /// Waits for phase `parity` of the mbarrier at `bar`: one try_wait, then a spin under a
+  /// timeout, twice the world's (a wait upstream of the pipeline, for a signal, then gives up
+  /// first and names its signal) or, in kernels without a world, kPipelineTimeoutNs. A pipeline
+  /// stuck that long is a bug to report, not a hang.
   void mbar_wait(llvm::Value* bar, llvm::Value* parity) {
-    auto* head = llvm::BasicBlock::Create(ctx_, "mbar.wait", fn_);
+    auto ready = [&] {
+      llvm::Value* ok = ptx(b_.getInt32Ty(),
+                            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2;\nselp.u32 $0, 1, 0, p;\n}",
+                            "=r,r,r", {shared_u32(bar), parity});
+      return b_.CreateICmpNE(ok, b_.getInt32(0));
+    };
+    auto* slow = llvm::BasicBlock::Create(ctx_, "mbar.slow", fn_);
     auto* done = llvm::BasicBlock::Create(ctx_, "mbar.done", fn_);
-    b_.CreateBr(head);
-    b_.SetInsertPoint(head);
-    llvm::Value* ok = ptx(b_.getInt32Ty(),
-                          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2;\nselp.u32 $0, 1, 0, p;\n}",
-                          "=r,r,r", {shared_u32(bar), parity});
-    b_.CreateCondBr(b_.CreateICmpNE(ok, b_.getInt32(0)), done, head);
+    b_.CreateCondBr(ready(), done, slow, llvm::MDBuilder(ctx_).createBranchWeights(1 << 10, 1));
+    b_.SetInsertPoint(slow);
+    constexpr int64_t kPipelineTimeoutNs = int64_t(100) * 1000 * 1000 * 1000;
+    llvm::Value* timeout = world_ ? b_.CreateShl(world_field(offsetof(runtime::DeviceWorld, timeout_ns), b_.getInt64Ty()), 1)
+                                  : b_.getInt64(kPipelineTimeoutNs);
+    spin_until(ready, runtime::DeviceFailure::pipeline_timeout,
+               [&] { return std::array<llvm::Value*, 3>{bar, parity, b_.getInt32(0)}; }, timeout);
+    b_.CreateBr(done);
     b_.SetInsertPoint(done);
   }
   /// Thread 0 starts the TMA copies of iteration `j`'s tiles into buffer `stage` (none past the

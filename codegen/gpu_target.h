@@ -74,6 +74,9 @@ class GpuTarget {
   virtual llvm::Value* shuffle_xor(llvm::Value* v, int mask) = 0;
   /// A clock in nanoseconds (for timeouts).
   virtual llvm::Value* nanoseconds() = 0;
+  /// Ends the program of a thread that gave up, its failure record filled (an unreachable
+  /// follows): a trap where the host is told by the launch's error.
+  virtual void give_up() { b_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {}); }
 
   // ---- the memory model, on global memory, in the order and scope a kernel names
   // (order: relaxed, acquire, release, acq_rel, seq_cst; scope: cta, gpu, sys)

@@ -14,7 +14,8 @@ namespace tiledist::runtime {
 inline constexpr int kMaxDeviceRanks = 64;
 
 enum class DeviceFailure : uint32_t {
-  none = 0, wait_timeout = 1, symm_at_outside_heap = 2, symm_at_bad_rank = 3, barrier_timeout = 4
+  none = 0, wait_timeout = 1, symm_at_outside_heap = 2, symm_at_bad_rank = 3, barrier_timeout = 4,
+  pipeline_timeout = 5  // a TMA/warp-specialized pipeline's mbarrier never completed (a compiler bug)
 };
 
 /// The first bytes of every rank's GPU heap belong to the runtime: the device barrier's arrival

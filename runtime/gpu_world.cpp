@@ -104,6 +104,10 @@ std::string GpuWorld::failure() const {
                      "sync_all): ", f->seen, " of ", f->expected, " programs of all ranks had arrived. A device barrier ",
                      "needs every program of the grid resident at once on every rank: launch at most as many as the ",
                      "GPU holds");
+    case DeviceFailure::pipeline_timeout:
+      return str_cat(head, "a pipeline stage (the mbarrier at shared-memory address ", f->address, ", phase ", f->expected,
+                     ") did not complete in twice the wait timeout ($TILEDIST_WAIT_TIMEOUT, ", timeout_s_,
+                     " s): tiledist's pipeline is stuck, a bug to report with the kernel and its options");
     case DeviceFailure::symm_at_bad_rank:
       return str_cat(head, "symm_at to rank ", f->expected, ", but the world has ", f->seen, " ranks");
     default:

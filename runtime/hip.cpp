@@ -26,6 +26,7 @@ struct Runtime {
   TD_HIP_FN(hipGetDeviceProperties)
   TD_HIP_FN(hipDeviceSynchronize)
   hipError_t (*hipMalloc)(void**, size_t) = nullptr;  // (the header overloads it for C++)
+  TD_HIP_FN(hipExtMallocWithFlags)
   TD_HIP_FN(hipFree)
   TD_HIP_FN(hipMemcpy)
   TD_HIP_FN(hipMemset)
@@ -67,7 +68,7 @@ struct Runtime {
     }
 #define TD_BIND(name) bind(name, #name)
     return TD_BIND(hipInit) && TD_BIND(hipGetErrorName) && TD_BIND(hipGetDeviceCount) && TD_BIND(hipSetDevice) &&
-           TD_BIND(hipGetDeviceProperties) && TD_BIND(hipDeviceSynchronize) && TD_BIND(hipMalloc) && TD_BIND(hipFree) &&
+           TD_BIND(hipGetDeviceProperties) && TD_BIND(hipDeviceSynchronize) && TD_BIND(hipMalloc) && TD_BIND(hipExtMallocWithFlags) && TD_BIND(hipFree) &&
            TD_BIND(hipMemcpy) && TD_BIND(hipMemset) && TD_BIND(hipMemcpyAsync) && TD_BIND(hipStreamCreateWithFlags) &&
            TD_BIND(hipStreamDestroy) && TD_BIND(hipStreamSynchronize) && TD_BIND(hipStreamWaitEvent) &&
            TD_BIND(hipStreamWriteValue32) && TD_BIND(hipStreamWaitValue32) && TD_BIND(hipEventCreate) &&
@@ -178,6 +179,12 @@ void* malloc(size_t bytes) {
   if (bytes) TD_HIP(hipMalloc(&p, bytes));
   return p;
 }
+void* malloc_fine_grained(size_t bytes) {
+  device();
+  void* p = nullptr;
+  if (bytes) TD_HIP(hipExtMallocWithFlags(&p, bytes, hipDeviceMallocFinegrained));
+  return p;
+}
 void free(void* p) {
   if (p) TD_HIP(hipFree(p));
 }
@@ -194,7 +201,7 @@ void synchronize() { TD_HIP(hipDeviceSynchronize()); }
 void* host_mapped_alloc(size_t bytes, void** device_address) {
   device();
   void* p = nullptr;
-  TD_HIP(hipHostMalloc(&p, bytes, hipHostMallocMapped));
+  TD_HIP(hipHostMalloc(&p, bytes, hipHostMallocMapped | hipHostMallocCoherent));  // (uncached: seen while a kernel runs)
   std::memset(p, 0, bytes);
   TD_HIP(hipHostGetDevicePointer(device_address, p, 0));
   return p;

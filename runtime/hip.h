@@ -38,6 +38,9 @@ std::string arch_of(const std::string& gcn_arch_name);
 std::string code_object_arch(const std::string& binary);
 
 void* malloc(size_t bytes);
+/// Fine-grained device memory: coherent while kernels run, for words that peers and the host
+/// read and write during a kernel (signals, the symmetric heap).
+void* malloc_fine_grained(size_t bytes);
 void free(void* p);
 void copy_to_device(void* dst, const void* src, size_t bytes);
 void copy_to_host(void* dst, const void* src, size_t bytes);

@@ -5,11 +5,21 @@
 namespace tiledist::hip {
 
 World& World::get() {
+  // A bootstrap that failed is not tried again (its collectives would no longer match the
+  // peers'): every later call gives its error.
+  static std::string error;
   static World* world = [] {
     auto* w = new World();  // lives until exit, as the host World does
-    w->bootstrap();
+    try {
+      w->bootstrap();
+    } catch (const Error& e) {
+      error = e.what();
+      runtime::World::get().report_failure(error);  // the peers' waits end now, naming it
+      return static_cast<World*>(nullptr);
+    }
     return w;
   }();
+  if (!world) throw Error(error);
   return *world;
 }
 
@@ -17,7 +27,7 @@ void World::bootstrap() {
   runtime::World& host = runtime::World::get();
   device();
   start_bootstrap(host, size_t(2) << 20);  // (whole 2 MiB pages)
-  bases_[rank_] = static_cast<char*>(hip::malloc(heap_size_));
+  bases_[rank_] = static_cast<char*>(hip::malloc_fine_grained(heap_size_));
   // Each rank's IPC handle goes through the host world's heap; every rank opens the others'.
   auto* handle = static_cast<IpcHandle*>(host.alloc(sizeof(IpcHandle)));
   *handle = ipc_export(bases_[rank_]);

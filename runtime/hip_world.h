@@ -1,7 +1,13 @@
 // The SHMEM-like world on AMD GPUs: one process per GPU, each owning a symmetric heap of device
-// memory (hipMalloc) whose IPC handle it publishes through the host world's heap; every rank
+// memory (hipExtMallocWithFlags) whose IPC handle it publishes through the host world's heap; every rank
 // opens every peer's handle (peer access over Infinity Fabric), so that a kernel reaches a
 // peer's heap at that peer's base as mapped here plus the symmetric offset.
+//
+// The heap is fine-grained memory (coherent while kernels run: peers write signals into it). The
+// bootstrap makes one collective allocation in the host world's heap, at the first distributed
+// launch on an AMD GPU: every rank must reach that launch at the same point of its own host
+// symmetric allocations (as for any collective). A bootstrap that fails tells the peers
+// (report_failure) and is not tried again.
 //
 // Written against HIP's API and compiled here; it has not run on an AMD GPU.
 #pragma once
