@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "ir/support.h"
 
@@ -84,14 +85,13 @@ int recv_fd(int s, int32_t* from, int me) {
 static World* the_world = nullptr;  // once bootstrapped
 
 World& World::get() {
-  static World* world = [] {
-    auto* w = new World();  // lives until exit, as the host World does
+  return once<World>([] {
+    std::unique_ptr<World> w(new World());  // lives until exit, as the host World does
     w->bootstrap();
-    the_world = w;
+    the_world = w.get();
     set_failure_explainer([]() -> std::string { return the_world ? the_world->failure() : std::string(); });
-    return w;
-  }();
-  return *world;
+    return w.release();
+  });
 }
 
 World::World() = default;

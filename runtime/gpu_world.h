@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ir/support.h"
 #include "runtime/device_world.h"
 #include "runtime/world.h"
 
@@ -54,6 +55,24 @@ class GpuWorld {
 
   GpuWorld() = default;
   ~GpuWorld() = default;
+  /// The process's world, made by `make()` on the first call. A bootstrap that throws tells the
+  /// peers (their waits end, naming it) and is not tried again (its collectives would no longer
+  /// match the peers'): every later call throws its error.
+  template <class W, class Make>
+  static W& once(Make make) {
+    static std::string error;
+    static W* world = [&]() -> W* {
+      try {
+        return make();
+      } catch (const Error& e) {
+        error = e.what();
+        runtime::World::get().report_failure(error);
+        return nullptr;
+      }
+    }();
+    if (!world) throw Error(error);
+    return *world;
+  }
   /// rank_, size_, the wait timeout from the host world, and the heap size (a multiple of
   /// `granularity`) from $TILEDIST_GPU_HEAP_SIZE; throws Error past kMaxDeviceRanks.
   void start_bootstrap(const runtime::World& host, size_t granularity);

@@ -1,26 +1,17 @@
 #include "runtime/hip_world.h"
 
+#include <memory>
+
 #include "ir/support.h"
 
 namespace tiledist::hip {
 
 World& World::get() {
-  // A bootstrap that failed is not tried again (its collectives would no longer match the
-  // peers'): every later call gives its error.
-  static std::string error;
-  static World* world = [] {
-    auto* w = new World();  // lives until exit, as the host World does
-    try {
-      w->bootstrap();
-    } catch (const Error& e) {
-      error = e.what();
-      runtime::World::get().report_failure(error);  // the peers' waits end now, naming it
-      return static_cast<World*>(nullptr);
-    }
-    return w;
-  }();
-  if (!world) throw Error(error);
-  return *world;
+  return once<World>([] {
+    std::unique_ptr<World> w(new World());  // lives until exit, as the host World does
+    w->bootstrap();
+    return w.release();
+  });
 }
 
 void World::bootstrap() {
