@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "ir/support.h"
+#include "runtime/world.h"
 
 namespace tiledist::cuda {
 
@@ -212,11 +213,7 @@ const DeviceInfo& device() {
     Driver& d = driver();
     int count = 0;
     TD_CU(cuDeviceGetCount(&count));
-    int ordinal = 0;
-    if (const char* e = std::getenv("TILEDIST_DEVICE")) ordinal = std::atoi(e);
-    else if (const char* l = std::getenv("TILEDIST_LOCAL_RANK")) ordinal = std::atoi(l) % count;
-    else if (const char* l = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) ordinal = std::atoi(l) % count;
-    if (ordinal < 0 || ordinal >= count) throw Error(str_cat("tiledist: CUDA device ", ordinal, " does not exist (", count, " found)"));
+    const int ordinal = runtime::device_ordinal(count, "CUDA device");
     CUdevice dev;
     TD_CU(cuDeviceGet(&dev, ordinal));
     char name[256] = {0};

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "ir/support.h"
+#include "runtime/world.h"
 
 #define __HIP_PLATFORM_AMD__
 #include <hip/hip_runtime_api.h>
@@ -155,11 +156,7 @@ const DeviceInfo& device() {
     Runtime& rt = runtime();
     int count = 0;
     TD_HIP(hipGetDeviceCount(&count));
-    int ordinal = 0;
-    if (const char* e = std::getenv("TILEDIST_DEVICE")) ordinal = std::atoi(e);
-    else if (const char* l = std::getenv("TILEDIST_LOCAL_RANK")) ordinal = std::atoi(l) % count;
-    else if (const char* l = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) ordinal = std::atoi(l) % count;
-    if (ordinal < 0 || ordinal >= count) throw Error(str_cat("tiledist: AMD GPU ", ordinal, " does not exist (", count, " found)"));
+    const int ordinal = runtime::device_ordinal(count, "AMD GPU");
     // (The properties of ROCm 5's layout, which later runtimes keep under this name; room to spare.)
     alignas(hipDeviceProp_t) unsigned char storage[2 * sizeof(hipDeviceProp_t)] = {};
     auto* props = reinterpret_cast<hipDeviceProp_t*>(storage);

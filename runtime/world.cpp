@@ -302,6 +302,15 @@ size_t env_size(const char* name, size_t fallback) {
   return (v + HeapOffsets::kAlign - 1) / HeapOffsets::kAlign * HeapOffsets::kAlign;
 }
 
+int device_ordinal(int count, const char* what) {
+  int ordinal = 0;
+  if (const char* e = std::getenv("TILEDIST_DEVICE")) ordinal = std::atoi(e);
+  else if (const char* l = std::getenv("TILEDIST_LOCAL_RANK")) ordinal = std::atoi(l) % count;
+  else if (const char* l = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) ordinal = std::atoi(l) % count;
+  if (ordinal < 0 || ordinal >= count) throw Error(str_cat("tiledist: ", what, " ", ordinal, " does not exist (", count, " found)"));
+  return ordinal;
+}
+
 bool World::contains(const void* p) const {
   const char* c = static_cast<const char*>(p);
   return c >= bases_[rank_] && c < bases_[rank_] + heap_size_;

@@ -54,6 +54,10 @@ class HeapOffsets {
 /// A size from the environment ("512M", "2G", or bytes), else `fallback`; Error names the
 /// variable when it is not a size.
 size_t env_size(const char* name, size_t fallback);
+/// The GPU a process uses among the `count` found: $TILEDIST_DEVICE, else its local rank
+/// (tiledist-run's or Open MPI's) modulo the count, else 0. Error names `what` ("CUDA device")
+/// when it does not exist.
+int device_ordinal(int count, const char* what);
 
 class World {
  public:
