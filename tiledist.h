@@ -5,4 +5,5 @@
 #include "dsl/kernel_def.h"
 #include "dsl/tl.h"
 #include "jit/kernel.h"
+#include "runtime/hip.h"
 #include "runtime/world.h"

@@ -30,13 +30,15 @@ double time_ms(F&& f) {
 }  // namespace
 
 int main() {
-  Target target = Target::default_target();
-  if (target.kind == Target::Kind::host)
-    std::printf("%s — showcase on the CPU backend (target host: %s)\n\n", jit::compiler_version(), target.arch.c_str());
-  else
-    std::printf("%s — showcase on %s (target %s; times include copying the host vectors to the GPU and back)\n\n",
-                jit::compiler_version(), cuda::device().name.c_str(), target.arch.c_str());
+  Target target = Target::host();
   try {
+    target = Target::default_target();
+    if (target.kind == Target::Kind::host)
+      std::printf("%s — showcase on the CPU backend (target host: %s)\n\n", jit::compiler_version(), target.arch.c_str());
+    else
+      std::printf("%s — showcase on %s (target %s; times include copying the host vectors to the GPU and back)\n\n",
+                  jit::compiler_version(),
+                  (target.kind == Target::Kind::amdgcn ? hip::device().name : cuda::device().name).c_str(), target.arch.c_str());
     {
       int n = 1000003;
       auto x = ref::random_floats(n), y = ref::random_floats(n);
