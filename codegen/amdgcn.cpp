@@ -146,12 +146,12 @@ class AmdgcnTarget : public GpuTarget {
   void give_up() override { b_.CreateIntrinsic(llvm::Intrinsic::amdgcn_endpgm, {}, {}); }
 
   llvm::Value* load(llvm::Type* t, llvm::Value* p, const std::string& order, const std::string& scope) override {
-    auto* ld = b_.CreateAlignedLoad(t, global(p), llvm::Align(t->getPrimitiveSizeInBits() / 8), /*volatile*/ true);
+    auto* ld = b_.CreateAlignedLoad(t, global_ptr(p), llvm::Align(t->getPrimitiveSizeInBits() / 8), /*volatile*/ true);
     ld->setAtomic(ordering(order), sync_scope(scope));
     return ld;
   }
   void store(llvm::Value* p, llvm::Value* v, const std::string& order, const std::string& scope) override {
-    auto* st = b_.CreateAlignedStore(v, global(p), llvm::Align(v->getType()->getPrimitiveSizeInBits() / 8), /*volatile*/ true);
+    auto* st = b_.CreateAlignedStore(v, global_ptr(p), llvm::Align(v->getType()->getPrimitiveSizeInBits() / 8), /*volatile*/ true);
     st->setAtomic(ordering(order), sync_scope(scope));
   }
   void fence(const std::string& order, const std::string& scope) override {
@@ -159,11 +159,10 @@ class AmdgcnTarget : public GpuTarget {
   }
   llvm::Value* atomic(const std::string& kind, ir::DType d, llvm::Value* p, llvm::Value* v, llvm::Value* desired,
                       const std::string& order, const std::string& scope, bool) override {
-    return llvm_atomic(b_, kind, d, global(p), v, desired, ordering(order), sync_scope(scope));
+    return llvm_atomic(b_, kind, d, global_ptr(p), v, desired, ordering(order), sync_scope(scope));
   }
 
  private:
-  llvm::Value* global(llvm::Value* p) { return b_.CreateAddrSpaceCast(p, b_.getPtrTy(1)); }
   /// AMDGPU's scopes: a workgroup (cta), the agent (gpu), the system (sys: other GPUs and the host).
   llvm::SyncScope::ID sync_scope(const std::string& scope) {
     if (scope == "sys") return llvm::SyncScope::System;

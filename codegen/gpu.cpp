@@ -331,12 +331,15 @@ class GpuLowering : public Elements {
     const ir::Type& bt = dot.operands[1]->type;
     const ir::Type& rt = dot.results[0]->type;
     if (int64_t side = target_->mfma_tile(rt.shape[0], rt.shape[1]))  // K a multiple of the MFMA's
-      return target_->mfma_takes(at.dtype, bt.dtype) && at.shape[1] % (256 / side * 2 / ir::dtype_bytes(at.dtype)) == 0;
+      return target_->mfma_takes(at.dtype, bt.dtype) && at.shape[1] % mfma_k(side, at.dtype) == 0;
     if (!target_->mma_sync() || rt.shape[0] % 16 != 0 || rt.shape[1] % 8 != 0) return false;
     if (at.dtype == DType::bf16 || at.dtype == DType::f16) return bt.dtype == at.dtype && at.shape[1] % 16 == 0;
     auto f8 = [](DType d) { return d == DType::f8e4m3 || d == DType::f8e5m2; };
     return f8(at.dtype) && f8(bt.dtype) && target_->hopper() && at.shape[1] % 32 == 0;
   }
+  /// K of one MFMA of tile side `side`: a lane's 8 bytes of operand times the 64 / side lanes
+  /// that share a row (32x32x8 and 16x16x16 for 16-bit operands, 32x32x16 and 16x16x32 for f8).
+  static int64_t mfma_k(int64_t side, DType d) { return 8 / ir::dtype_bytes(d) * (64 / side); }
   llvm::Value* warp_id() { return b_.CreateUDiv(tid_, b_.getInt32(target_->warp_size())); }
   /// Tile t's register r: its row-major element index; `tile_ok` whether this warp has tile i.
   llvm::Value* mma_index(const MmaTiles& m, llvm::Value* t, int r) {
@@ -709,8 +712,8 @@ class GpuLowering : public Elements {
             llvm::Value* p = recompute(op.operands[0], e);
             if (!pairs) return void(b_.CreateStore(to_mem(g.slots[i * m.regs + r], d), p));
             llvm::Value* v = llvm::PoisonValue::get(llvm::FixedVectorType::get(mt, 2));
-            v = b_.CreateInsertElement(v, to_mem(g.slots[i * 4 + r], d), uint64_t{0});
-            v = b_.CreateInsertElement(v, to_mem(g.slots[i * 4 + r + 1], d), uint64_t{1});
+            v = b_.CreateInsertElement(v, to_mem(g.slots[i * m.regs + r], d), uint64_t{0});
+            v = b_.CreateInsertElement(v, to_mem(g.slots[i * m.regs + r + 1], d), uint64_t{1});
             b_.CreateAlignedStore(v, p, llvm::Align(2 * ir::dtype_bytes(d)));
           });
         }
@@ -838,12 +841,12 @@ class GpuLowering : public Elements {
     for (int64_t i = 0; i < m.per_warp; ++i) {
       llvm::Value* ok = tile_ok(m, i);
       llvm::Value* tile = tile_of(m, i);
-      for (int r = 0; r < 4; r += 2) {  // registers r and r + 1: elements e and e + 1
+      for (int r = 0; r < m.regs; r += 2) {  // registers r and r + 1: elements e and e + 1 (mma.sync)
         llvm::Value* e = mma_index(m, tile, r);
         std::array<std::vector<llvm::Value*>, 2> in;
         for (const ir::Value* v : op.operands) {
           std::array<llvm::Value*, 2> x;
-          if (vals_.count(v) && raw(v).mma) x = {raw(v).slots[i * 4 + r], raw(v).slots[i * 4 + r + 1]};
+          if (vals_.count(v) && raw(v).mma) x = {raw(v).slots[i * m.regs + r], raw(v).slots[i * m.regs + r + 1]};
           else if (v->def && mma_loads_.count(v->def)) x = load_pair(*v->def, e, ok);
           else x = {recompute(v, e), recompute(v, b_.CreateAdd(e, b_.getInt32(1)))};
           in[0].push_back(x[0]), in[1].push_back(x[1]);
@@ -1026,7 +1029,7 @@ class GpuLowering : public Elements {
         llvm::Value* v = nullptr;
         spin_until(
             [&] {
-              v = target_->load(t, global_ptr(at), order, op.str_attr("scope"));
+              v = target_->load(t, at, order, op.str_attr("scope"));
               return b_.CreateICmp(pred, v, want);
             },
             runtime::DeviceFailure::wait_timeout, [&] { return std::array<llvm::Value*, 3>{at, want, v}; });
@@ -1840,7 +1843,6 @@ class GpuLowering : public Elements {
     ptx(b_.getVoidTy(), "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r",
         {shared_u32(bar), b_.getInt32(static_cast<int32_t>(bytes))});
   }
-  /// Waits until `bar` has completed the phase of parity `parity`.
   /// Waits for phase `parity` of the mbarrier at `bar`: one try_wait, then a spin under a
   /// timeout, twice the world's (a wait upstream of the pipeline, for a signal, then gives up
   /// first and names its signal) or, in kernels without a world, kPipelineTimeoutNs. A pipeline
@@ -2447,7 +2449,7 @@ class GpuLowering : public Elements {
     MmaTiles m = mma_tiles(rt);
     const DType da = at.dtype, db = op.operands[1]->type.dtype;
     const int64_t M = at.shape[0], K = at.shape[1], eb = ir::dtype_bytes(da);
-    const int64_t per_lane = 8 / eb, kstep = per_lane * (64 / m.tile);
+    const int64_t per_lane = 8 / eb, kstep = mfma_k(m.tile, da);
     auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
     // The product falls short by `scale` (see mfma_product_scale): the accumulator is divided by
     // it going in, multiplied coming out.

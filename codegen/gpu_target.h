@@ -90,6 +90,9 @@ class GpuTarget {
                               const std::string& order, const std::string& scope, bool result_used) = 0;
 
  protected:
+  /// `p` as a global-memory pointer (address space 1 on both vendors).
+  llvm::Value* global_ptr(llvm::Value* p) { return b_.CreateAddrSpaceCast(p, b_.getPtrTy(1)); }
+
   llvm::IRBuilder<>& b_;
   llvm::Module& module_;
 };

@@ -143,7 +143,6 @@ class NvptxTarget : public GpuTarget {
   static const char* reg_constraint(llvm::Type* t) {
     return t->isFloatTy() ? "f" : t->isDoubleTy() ? "d" : t->getPrimitiveSizeInBits() == 64 ? "l" : "r";
   }
-  llvm::Value* global_ptr(llvm::Value* p) { return b_.CreateAddrSpaceCast(p, b_.getPtrTy(1)); }
 
   /// erf(x) to ~1e-7 (Abramowitz-Stegun 7.1.26 is too coarse): erf = sign * (1 - t*exp(-x^2 + P(t))).
   llvm::Value* erf(llvm::Value* x) {

@@ -296,12 +296,8 @@ struct Context::Impl {
       a.threads = gm.threads;
       a.distributed = gm.distributed;
       a.tma = runtime::tma_recipes_str(gm.tma);
-      if (target.kind == Target::Kind::amdgcn) {
-        check_lds(gm, target);
-        a.binary = link_amdgpu_code_object(emit_file(*gm.module, llvm::CodeGenFileType::ObjectFile, &gpu_tm(target)), f.name);
-      } else {
-        a.binary = emit_file(*gm.module, llvm::CodeGenFileType::AssemblyFile, &gpu_tm(target));
-      }
+      a.binary = target.kind == Target::Kind::amdgcn ? code_object(gm, target)
+                                                      : emit_file(*gm.module, llvm::CodeGenFileType::AssemblyFile, &gpu_tm(target));
     } else {
       codegen::HostModule hm = lower(f, ctx, options);
       a.entry = hm.entry;
@@ -313,12 +309,14 @@ struct Context::Impl {
     return a;
   }
 
-  /// A workgroup has 64 KiB of LDS on gfx90a and gfx942.
-  static void check_lds(const codegen::GpuModule& gm, const Target& target) {
+  /// The AMDGPU code object of a lowered kernel: its object file linked by lld. A workgroup has
+  /// 64 KiB of LDS on gfx90a and gfx942.
+  std::string code_object(codegen::GpuModule& gm, const Target& target) {
     constexpr int64_t kMaxLds = 64 * 1024;
     if (gm.shared_bytes > kMaxLds)
       throw Error(str_cat("tiledist: kernel '", gm.entry, "' needs ", gm.shared_bytes, " bytes of shared memory (LDS) per program; ",
                           target.arch, " has ", kMaxLds, ": use smaller tiles"));
+    return link_amdgpu_code_object(emit_file(*gm.module, llvm::CodeGenFileType::ObjectFile, &gpu_tm(target)), gm.entry);
   }
 
   runtime::HostKernelFn load(const Artifact& a) {
@@ -453,12 +451,9 @@ std::string Context::emit(const ir::Function& fn, const Target& target, const Co
   llvm::LLVMContext ctx;
   if (target.kind != Target::Kind::host) {
     codegen::GpuModule gm = impl_->lower_gpu(fn, ctx, target, options, stage != Stage::llvm_lowered);
-    llvm::TargetMachine* machine = &impl_->gpu_tm(target);
-    if (stage == Stage::binary && target.kind == Target::Kind::amdgcn) {
-      Impl::check_lds(gm, target);
-      return link_amdgpu_code_object(impl_->emit_file(*gm.module, llvm::CodeGenFileType::ObjectFile, machine), fn.name);
-    }
-    if (stage == Stage::asm_ || stage == Stage::binary) return impl_->emit_file(*gm.module, llvm::CodeGenFileType::AssemblyFile, machine);
+    if (stage == Stage::binary && target.kind == Target::Kind::amdgcn) return impl_->code_object(gm, target);
+    if (stage == Stage::asm_ || stage == Stage::binary)
+      return impl_->emit_file(*gm.module, llvm::CodeGenFileType::AssemblyFile, &impl_->gpu_tm(target));
     std::string s;
     llvm::raw_string_ostream os(s);
     gm.module->print(os, nullptr);

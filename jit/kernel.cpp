@@ -76,6 +76,18 @@ class HostStaging {
   std::vector<Staged> staged_;
 };
 
+/// The kernel's module of a GPU runtime, loaded on its first launch (and its name noted with the
+/// world, where it has one, for its failure record).
+template <class Module>
+std::shared_ptr<Module> module_of(const jit::Loaded& loaded, runtime::GpuWorld* world) {
+  std::lock_guard<std::mutex> lock(loaded.gpu_mutex);
+  if (!loaded.gpu_module) {
+    loaded.gpu_module = std::make_shared<Module>(loaded.artifact.binary, loaded.artifact.kernel);
+    if (world) world->note_kernel(loaded.artifact.kernel);
+  }
+  return std::static_pointer_cast<Module>(loaded.gpu_module);
+}
+
 const DeviceMemory kCudaMemory{cuda::malloc, cuda::free, cuda::copy_to_device, cuda::copy_to_host};
 const DeviceMemory kHipMemory{hip::malloc, hip::free, hip::copy_to_device, hip::copy_to_host};
 
@@ -238,15 +250,7 @@ void Kernel::launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<
     }
   }
   for (auto& m : maps) ptrs.push_back(m.bytes);
-  std::shared_ptr<cuda::Module> module;
-  {
-    std::lock_guard<std::mutex> lock(loaded.gpu_mutex);
-    if (!loaded.gpu_module) {
-      loaded.gpu_module = std::make_shared<cuda::Module>(loaded.artifact.binary, loaded.artifact.kernel);
-      if (world) world->note_kernel(loaded.artifact.kernel);  // for its failure record
-    }
-    module = std::static_pointer_cast<cuda::Module>(loaded.gpu_module);
-  }
+  std::shared_ptr<cuda::Module> module = module_of<cuda::Module>(loaded, world);
   const int g[3] = {grid.x, grid.y, grid.z};
   module->launch(loaded.artifact.entry, g, loaded.artifact.threads, static_cast<size_t>(loaded.artifact.scratch_bytes),
                  ptrs.data(), stream ? stream->handle() : nullptr);
@@ -273,15 +277,7 @@ void Kernel::launch_amdgpu(const jit::Loaded& loaded, Grid grid, const std::vect
   for (size_t i = 0; i < slots.size(); ++i) ptrs[i] = &slots[i];
   void* device_world = world ? world->device_world() : nullptr;
   if (world) ptrs.push_back(&device_world);
-  std::shared_ptr<hip::Module> module;
-  {
-    std::lock_guard<std::mutex> lock(loaded.gpu_mutex);
-    if (!loaded.gpu_module) {
-      loaded.gpu_module = std::make_shared<hip::Module>(loaded.artifact.binary, kernel);
-      if (world) world->note_kernel(kernel);  // for its failure record
-    }
-    module = std::static_pointer_cast<hip::Module>(loaded.gpu_module);
-  }
+  std::shared_ptr<hip::Module> module = module_of<hip::Module>(loaded, world);
   const int g[3] = {grid.x, grid.y, grid.z};
   module->launch(loaded.artifact.entry, g, loaded.artifact.threads, ptrs.data());
   hip::synchronize();

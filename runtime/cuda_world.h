@@ -9,12 +9,7 @@
 // kernel's waits as it bounds the host's.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
-#include <mutex>
-#include <span>
-#include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "runtime/cuda.h"
