@@ -960,11 +960,15 @@ class GpuLowering : public Elements {
   /// Spins until `poll()` (emitted in the loop) returns true; past `timeout` nanoseconds (by
   /// default the world's; 0: never) the thread fails with `kind`, reporting `report()`
   /// (address, expected, seen: emitted on the slow path, after a poll), or in a kernel without a
-  /// world, where there is no record to fill, traps.
+  /// world, where there is no record to fill, traps. The clock is first read after a poll has
+  /// failed, not before the first poll: on H200 a %globaltimer read that ptxas placed just
+  /// before a wait's first load made that load fault (CUDA_ERROR_ILLEGAL_ADDRESS on a mapped
+  /// address) in some kernels (bench/RESULTS.md, 2026-11-23); a wait already satisfied then
+  /// reads no clock at all.
   void spin_until(const std::function<llvm::Value*()>& poll, runtime::DeviceFailure kind,
                   const std::function<std::array<llvm::Value*, 3>()>& report, llvm::Value* timeout = nullptr) {
     if (!timeout) timeout = world_field(offsetof(runtime::DeviceWorld, timeout_ns), b_.getInt64Ty());
-    llvm::Value* start = target_->nanoseconds();
+    llvm::Value* started = local(b_.getInt64Ty(), b_.getInt64(0));  // the clock at the first poll that failed
     auto* spin = llvm::BasicBlock::Create(ctx_, "spin", fn_);
     auto* late = llvm::BasicBlock::Create(ctx_, "spin.late", fn_);
     auto* done = llvm::BasicBlock::Create(ctx_, "spin.done", fn_);
@@ -972,7 +976,11 @@ class GpuLowering : public Elements {
     b_.SetInsertPoint(spin);
     b_.CreateCondBr(poll(), done, late);
     b_.SetInsertPoint(late);
-    llvm::Value* waited = b_.CreateSub(target_->nanoseconds(), start);
+    llvm::Value* now = target_->nanoseconds();
+    llvm::Value* was = b_.CreateLoad(b_.getInt64Ty(), started);
+    llvm::Value* start = b_.CreateSelect(b_.CreateICmpEQ(was, b_.getInt64(0)), now, was);
+    b_.CreateStore(start, started);
+    llvm::Value* waited = b_.CreateSub(now, start);
     llvm::Value* late_enough = b_.CreateAnd(b_.CreateICmpNE(timeout, b_.getInt64(0)), b_.CreateICmpUGT(waited, timeout));
     if (world_) {
       auto [address, expected, seen] = report();
@@ -2051,10 +2059,11 @@ class GpuLowering : public Elements {
     }
     for (const ir::Value* v : counted)
       if (ok && from_wait(v)) ok = false;
-    // What runs before the loop, around it: no memory written or ordered but by the producer's waits.
+    // What runs before the loop, around it: no memory written. Waits are the consumers' alone
+    // unless the loop's loads take a token from them (above): what a wait orders is what reads
+    // through its consumed token (dist::consume_token), and the loop's loads do not.
     std::function<bool(const ir::Op&)> orders = [&](const ir::Op& op) {
-      if ((op.info().flags & ir::MEM) && op.code != OpCode::Load && op.code != OpCode::SymmAt &&
-          !(op.code == OpCode::Wait && w.ops.count(&op)))
+      if ((op.info().flags & ir::MEM) && op.code != OpCode::Load && op.code != OpCode::SymmAt && op.code != OpCode::Wait)
         return true;
       for (const auto& r : op.regions)
         for (const auto& inner : r->ops)

@@ -27,7 +27,7 @@ template <class T>
 void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> partial,
              tl::Ptr<int32_t> counters, tl::Ptr<float> out, tl::Int M, tl::Int N, tl::Int K, tl::Int call, tl::Const<int> BM,
              tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> ALL, tl::Const<int> COPY,
-             tl::Const<int> EPILOGUE_ROWS, tl::Const<int> PERSISTENT) {
+             tl::Const<int> PERSISTENT) {
   auto n = dist::num_ranks(), me = dist::rank();
   if (ALL) {  // GEMM + AllReduce: every tile goes to every rank (all rows are everyone's)
     auto [grouped_m, pid_n] = detail::grouped_tile(GROUP_M);
@@ -48,36 +48,36 @@ void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t
   auto tile = [&](const Tensor& grouped_m, const Tensor& pid_n) {
     auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
     auto pid_m = (grouped_m + (me + 1) % n * (rows / BM)) % num_m;  // the next rank's rows first
-    auto acc = detail::gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK);
     auto owner = pid_m * BM / rows;
     if (COPY) {
-      // Every tile goes to `partial` here and is counted per row of tiles; the copy engine takes
-      // each finished row of tiles of a peer's rows to that peer. Our own rows come last: their
-      // tiles wait for every peer's copies of them and write ours plus theirs, in rank order
-      // from ours, to `out`, EPILOGUE_ROWS rows at a time (32: bench/RESULTS.md).
+      // The tiles of the peers' rows go to `partial`, counted per row of tiles; the copy engine
+      // takes each finished row of tiles of a peer's rows to that peer. Our own rows come last:
+      // their tiles wait for every peer's copies of them before their K loop (by then the peers,
+      // who made our rows early, have normally sent them), add them to the accumulator in
+      // registers, in rank order from ours, and write the sum to `out`.
       auto tiles = rows / BM;  // rows of tiles per rank
-      auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);  // global
-      tl::store(partial + row * N + col, acc, (row < M) & (col < N));
-      tl::atomic_add(counters + pid_m, 1, {}, {"release", "sys"});  // (after every thread's stores)
+      auto t = pid_m - me * tiles;
+      auto token = tl::for_range(1, tl::where(owner == me, n, 1), 1, tl::scalar(0, tl::int32), [&](Tensor k, Tensor) {
+        return shmem::signal_wait_until(flags + (me + k) % n * tiles + t, shmem::Cmp::ge, call);
+      });
+      auto slots = dist::consume_token(staging, token);
+      auto acc = detail::gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK);
+      tl::if_then(owner != me, [&] {
+        auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);  // global
+        tl::store(partial + row * N + col, acc, (row < M) & (col < N));
+        tl::atomic_add(counters + pid_m, 1, {}, {"release", "sys"});  // (after every thread's stores)
+      });
       tl::if_then(owner == me, [&] {
-        auto t = pid_m - me * tiles;
-        auto token = tl::for_range(1, n, 1, tl::scalar(0, tl::int32), [&](Tensor k, Tensor) {
-          return shmem::signal_wait_until(flags + (me + k) % n * tiles + t, shmem::Cmp::ge, call);
+        auto local = tl::expand_dims(t * BM + tl::arange(0, BM), 1);  // within our rows
+        auto mask = (local < rows) & (col < N);
+        auto sum = tl::for_range(1, n, 1, acc, [&](Tensor k, Tensor s) {
+          return s + tl::load(slots + ((me + k) % n * rows * N).to(tl::int64) + local * N + col, mask, 0.0f);
         });
-        auto slots = dist::consume_token(staging, token);
-        const int kRows = std::min(int(EPILOGUE_ROWS), int(BM));
-        tl::for_range(0, int(BM), kRows, [&](Tensor r0) {
-          auto local = tl::expand_dims(t * BM + r0 + tl::arange(0, kRows), 1);  // within our rows
-          auto mask = (local < rows) & (col < N);
-          auto mine = tl::load(partial + (local + me * rows) * N + col, mask, 0.0f);
-          auto sum = tl::for_range(1, n, 1, mine, [&](Tensor k, Tensor s) {
-            return s + tl::load(slots + ((me + k) % n * rows * N).to(tl::int64) + local * N + col, mask, 0.0f);
-          });
-          tl::store(out + local * N + col, sum, mask);
-        });
+        tl::store(out + local * N + col, sum, mask);
       });
       return;
     }
+    auto acc = detail::gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK);
     auto row = tl::expand_dims(pid_m * BM - owner * rows + tl::arange(0, BM), 1);  // within the owner's rows
     auto slot = dist::symm_at(staging, owner) + (me * rows * N).to(tl::int64);
     tl::store(slot + row * N + col, acc, (row < rows) & (col < N));
@@ -107,17 +107,17 @@ void rs_reduce(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> ou
 
 const std::vector<std::string> kParams = {"a",    "b", "staging", "flags", "partial", "counters", "out", "M",
                                           "N",    "K", "call",    "BM",    "BN",      "BK",       "GROUP_M", "ALL",
-                                          "COPY", "EPILOGUE_ROWS", "PERSISTENT"};
+                                          "COPY", "PERSISTENT"};
 
 const KernelDef& gemm_rs_kernel() {
   static const KernelDef def = KernelDef("gemm_rs", gemm_rs<bf16>, kParams,
-                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 0}, {"COPY", 0}, {"EPILOGUE_ROWS", 32}, {"PERSISTENT", 0}})
+                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 0}, {"COPY", 0}, {"PERSISTENT", 0}})
                                    .do_not_specialize({"call"});
   return def;
 }
 const KernelDef& gemm_ar_kernel() {
   static const KernelDef def = KernelDef("gemm_ar", gemm_rs<bf16>, kParams,
-                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 1}, {"COPY", 0}, {"EPILOGUE_ROWS", 32}, {"PERSISTENT", 0}})
+                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 1}, {"COPY", 0}, {"PERSISTENT", 0}})
                                    .do_not_specialize({"call"});
   return def;
 }
