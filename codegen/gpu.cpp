@@ -2059,11 +2059,10 @@ class GpuLowering : public Elements {
     }
     for (const ir::Value* v : counted)
       if (ok && from_wait(v)) ok = false;
-    // What runs before the loop, around it: no memory written. Waits are the consumers' alone
-    // unless the loop's loads take a token from them (above): what a wait orders is what reads
-    // through its consumed token (dist::consume_token), and the loop's loads do not.
+    // What runs before the loop, around it: no memory written or ordered but by the producer's waits.
     std::function<bool(const ir::Op&)> orders = [&](const ir::Op& op) {
-      if ((op.info().flags & ir::MEM) && op.code != OpCode::Load && op.code != OpCode::SymmAt && op.code != OpCode::Wait)
+      if ((op.info().flags & ir::MEM) && op.code != OpCode::Load && op.code != OpCode::SymmAt &&
+          !(op.code == OpCode::Wait && w.ops.count(&op)))
         return true;
       for (const auto& r : op.regions)
         for (const auto& inner : r->ops)

@@ -52,15 +52,12 @@ void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t
     if (COPY) {
       // The tiles of the peers' rows go to `partial`, counted per row of tiles; the copy engine
       // takes each finished row of tiles of a peer's rows to that peer. Our own rows come last:
-      // their tiles wait for every peer's copies of them before their K loop (by then the peers,
-      // who made our rows early, have normally sent them), add them to the accumulator in
-      // registers, in rank order from ours, and write the sum to `out`.
+      // their tiles wait for every peer's copies of them (by then normally sent: the peers make
+      // our rows early), add them to the accumulator in registers, in rank order from ours, and
+      // write the sum to `out` (waiting after the K loop rather than before it hides more of the
+      // copies where the GEMM is short: bench/RESULTS.md).
       auto tiles = rows / BM;  // rows of tiles per rank
       auto t = pid_m - me * tiles;
-      auto token = tl::for_range(1, tl::where(owner == me, n, 1), 1, tl::scalar(0, tl::int32), [&](Tensor k, Tensor) {
-        return shmem::signal_wait_until(flags + (me + k) % n * tiles + t, shmem::Cmp::ge, call);
-      });
-      auto slots = dist::consume_token(staging, token);
       auto acc = detail::gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK);
       tl::if_then(owner != me, [&] {
         auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);  // global
@@ -70,6 +67,10 @@ void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t
       tl::if_then(owner == me, [&] {
         auto local = tl::expand_dims(t * BM + tl::arange(0, BM), 1);  // within our rows
         auto mask = (local < rows) & (col < N);
+        auto token = tl::for_range(1, n, 1, tl::scalar(0, tl::int32), [&](Tensor k, Tensor) {
+          return shmem::signal_wait_until(flags + (me + k) % n * tiles + t, shmem::Cmp::ge, call);
+        });
+        auto slots = dist::consume_token(staging, token);
         auto sum = tl::for_range(1, n, 1, acc, [&](Tensor k, Tensor s) {
           return s + tl::load(slots + ((me + k) % n * rows * N).to(tl::int64) + local * N + col, mask, 0.0f);
         });
