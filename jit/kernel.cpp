@@ -22,6 +22,15 @@ struct DeviceMemory {
   void (*to_host)(void*, const void*, size_t);
 };
 
+/// A GPU launch's parameter addresses: each slot, then the GPU world's address (`*world`, the
+/// distributed kernels' trailing parameter) where there is one.
+std::vector<void*> param_addresses(std::vector<uint64_t>& slots, void** world) {
+  std::vector<void*> ptrs(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) ptrs[i] = &slots[i];
+  if (*world) ptrs.push_back(world);
+  return ptrs;
+}
+
 /// Host buffers given to a GPU launch: copied to device memory before it (their slots then hold
 /// the device copies), back after it (`finish`, once the launch is done), freed either way.
 class HostStaging {
@@ -218,10 +227,8 @@ void Kernel::launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<
   cuda::World* world = loaded.artifact.distributed ? &cuda::World::get() : nullptr;
   // Host buffers go to the device for the launch and come back after it.
   HostStaging staged(kCudaMemory, loaded, args, slots);
-  std::vector<void*> ptrs(slots.size());
-  for (size_t i = 0; i < slots.size(); ++i) ptrs[i] = &slots[i];
   void* device_world = world ? world->device_world() : nullptr;
-  if (world) ptrs.push_back(&device_world);
+  std::vector<void*> ptrs = param_addresses(slots, &device_world);
   // TMA tensor maps, by value after everything else, encoded from this launch's arguments.
   std::vector<cuda::TensorMap> maps;
   maps.reserve(loaded.tma.size());
@@ -273,10 +280,8 @@ void Kernel::launch_amdgpu(const jit::Loaded& loaded, Grid grid, const std::vect
   // Kernels with distributed ops take the AMD GPU world as a trailing parameter.
   hip::World* world = loaded.artifact.distributed ? &hip::World::get() : nullptr;
   HostStaging staged(kHipMemory, loaded, args, slots);
-  std::vector<void*> ptrs(slots.size());
-  for (size_t i = 0; i < slots.size(); ++i) ptrs[i] = &slots[i];
   void* device_world = world ? world->device_world() : nullptr;
-  if (world) ptrs.push_back(&device_world);
+  std::vector<void*> ptrs = param_addresses(slots, &device_world);
   std::shared_ptr<hip::Module> module = module_of<hip::Module>(loaded, world);
   const int g[3] = {grid.x, grid.y, grid.z};
   module->launch(loaded.artifact.entry, g, loaded.artifact.threads, ptrs.data());

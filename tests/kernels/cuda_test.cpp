@@ -5,6 +5,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
+#include "tests/jit/error_of.h"
 
 namespace tiledist {
 namespace {
@@ -14,15 +15,7 @@ bool on_gpu() { return Target::default_target().kind == Target::Kind::nvptx; }
 #define REQUIRE_GPU() \
   if (!on_gpu()) GTEST_SKIP() << "the default target is not a CUDA GPU (" << cuda::unavailable_reason() << ")"
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_util::error_of;
 
 TEST(Cuda, StreamsAndEventsOrderKernels) {
   REQUIRE_GPU();

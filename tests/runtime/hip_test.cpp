@@ -11,21 +11,13 @@
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
 #include "runtime/hip.h"
+#include "tests/jit/error_of.h"
 #include "tests/jit/temp_dir.h"
 
 namespace tiledist {
 namespace {
 namespace ref = tiledist::reference;
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_util::error_of;
 
 std::string code_object(const KernelDef& def, const std::string& arch, const Constants& constants = {}) {
   return jit::Context::global().emit(def, constants, Target::amdgcn(arch), CompileOptions{}, jit::Stage::binary);
