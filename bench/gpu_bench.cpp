@@ -275,14 +275,12 @@ int main(int argc, char** argv) {
       }
     };
     // One row of the table: our GEMM (`constants` and `opts`, over `grid`) beside cuBLAS's.
-    auto row = [&](Problem& p, const std::string& label, const Constants& constants, const CompileOptions& opts,
-                   const Grid& grid) {
+    // `ours` runs our GEMM of p into p.c.
+    auto row_of = [&](Problem& p, const std::string& label, const std::function<void()>& ours) {
       auto& [M, N, K, a, b, c, wrk, plan, want] = p;
       const double flop = 2.0 * M * N * K;
       auto theirs = [&] { cublas.gemm(plan, a.data(), b.data(), wrk.data()); };
-      auto g = compile(kernels::gemm_kernel(ir::DType::bf16), constants, target, opts);
       cuda::memset(c.data(), 0xFF, c.size() * 4);  // NaN: a result not written is caught
-      auto ours = [&] { g.launch(grid, a, b, c, M, N, K); };
       ours();
       double err = reference::rel_error(c.download(), want);
       auto [burst_ours, burst_theirs] = burst_pair(ours, theirs);
@@ -291,6 +289,18 @@ int main(int argc, char** argv) {
                   steady_ours / steady_theirs, flop / burst_ours / 1e9, flop / burst_theirs / 1e9, burst_theirs / burst_ours,
                   err);
       if (err > 1e-4) throw Error(str_cat("gpu_bench: our GEMM ", label, " disagrees with cuBLAS (relative error ", err, ")"));
+    };
+    auto row = [&](Problem& p, const std::string& label, const Constants& constants, const CompileOptions& opts,
+                   const Grid& grid) {
+      auto g = compile(kernels::gemm_kernel(ir::DType::bf16), constants, target, opts);
+      row_of(p, label, [&] { g.launch(grid, p.a, p.b, p.c, p.M, p.N, p.K); });
+    };
+    // The library's GEMM object (kernels::Gemm: stream-K's last wave where the tiles leave it
+    // part empty), queued on the default stream as the launches above are.
+    auto gemm_row = [&](Problem& p, const std::string& label, const kernels::GemmConfig& cfg) {
+      kernels::Gemm g(target, p.M, p.N, p.K, ir::DType::bf16, cfg);
+      row_of(p, str_cat(label, g.stream_k() ? " SK" : " (no SK)"),
+             [&] { g.run(p.a.data(), p.b.data(), p.c.data(), &cuda::Stream::legacy()); });
     };
     const Config configs[] = {{256, 128, 32, 8, 3, 8},
                               {128, 256, 64, 8, 4, 8},
@@ -336,8 +346,23 @@ int main(int argc, char** argv) {
         std::snprintf(label, sizeof label, "%s %dx%dx%d: M=%d N=%d K=%d", ag ? "AG" : "RS", m, n, k, M, N, K);
         Problem problem(cublas, M, N, K);
         row(problem, label, cfg.constants, cfg.options, cfg.grid(M, N));
+        gemm_row(problem, label, cfg);
+        if (cfg.bn == 128 && target.arch == "sm_90a") {  // the fuller waves' 128x128 tiles, against 128x256 ones, shared
+          kernels::GemmConfig wide = cfg;
+          wide.bn = 256;
+          wide.constants.insert_or_assign("BN", 256);
+          gemm_row(problem, str_cat(label, " 128x256"), wide);
+        }
       }
     }
+    if (only_tp)  // the square shapes, shared out over K
+      for (int S : {4096, 8192}) {
+        kernels::GemmConfig cfg = kernels::gemm_config(target, S, S, S);
+        Problem problem(cublas, S, S, S);
+        const std::string label = str_cat("M=N=K=", S);
+        row(problem, label, cfg.constants, cfg.options, cfg.grid(S, S));
+        gemm_row(problem, label, cfg);
+      }
     if (!only_fp8) {  // and a decode step's skinny GEMM
       const int M = 128, N = 8192, K = 8192;
       kernels::GemmConfig cfg = kernels::gemm_config(target, M, N, K);

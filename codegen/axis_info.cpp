@@ -53,6 +53,7 @@ bool nonneg(const ir::Value* v, int depth) {
     case OpCode::Add: case OpCode::Mul: case OpCode::Div: case OpCode::Min: case OpCode::And:
       return nonneg(d.operands[0], depth + 1) && nonneg(d.operands[1], depth + 1);
     case OpCode::Max: return nonneg(d.operands[0], depth + 1) || nonneg(d.operands[1], depth + 1);
+    case OpCode::Select: return nonneg(d.operands[1], depth + 1) && nonneg(d.operands[2], depth + 1);
     case OpCode::Cast: return !d.operands[0]->type.is_float() && v->type.dtype != ir::DType::i1 && nonneg(d.operands[0], depth + 1);
     default: return false;
   }
@@ -164,6 +165,17 @@ AxisInfo AxisAnalysis::compute(const ir::Value* v) {
       int64_t m_div = div_at(b, 1, 1);  // every divisor's
       int64_t c = b.constancy >= a.contiguity && nonneg(d.operands[0]) ? std::gcd(a.contiguity, std::gcd(a.divisibility, m_div)) : 1;
       return {c, std::gcd(div_at(a, c, 1), m_div), std::min(a.constancy, b.constancy)};
+    }
+    case OpCode::Select:
+    case OpCode::Min:
+    case OpCode::Max: {  // one of two values: a multiple of what both are multiples of
+      const bool select = d.code == OpCode::Select;
+      const AxisInfo& a = in(select ? 1 : 0);
+      const AxisInfo& b = in(select ? 2 : 1);
+      int64_t k = std::min(a.constancy, b.constancy);
+      if (select) k = std::min(k, in(0).constancy);
+      if (v->type.is_tensor()) k = std::min(k, L);
+      return {1, v->type.is_float() ? 1 : std::gcd(div_at(a, 1, 1), div_at(b, 1, 1)), k};
     }
     case OpCode::Cast:
       if (!v->type.is_float() && !d.operands[0]->type.is_float() && v->type.dtype != ir::DType::i1) return in(0);

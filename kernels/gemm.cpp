@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "kernels/gemm_tile.h"
+#include "kernels/symmetric.h"
 
 namespace tiledist::kernels {
 
@@ -29,6 +30,67 @@ void gemm(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl
 
 const std::vector<std::string> kParams = {"a", "b", "c", "M", "N", "K", "BM", "BN", "BK", "GROUP_M", "PERSISTENT"};
 const Constants kDefaults = {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"PERSISTENT", 0}};
+
+/// Persistent, with the last wave shared out over K (stream-K's "data-parallel + one stream-K
+/// wave", as CUTLASS schedules it). Of T tiles over P programs, the first T - T % P (full
+/// waves) are walked as gemm's persistent programs walk them, a program per tile. The last
+/// T % P tiles' K steps, laid end to end, are cut into P equal ranges (at least a MAX_PARTS-th
+/// of a tile each), one per program: a program's range covers pieces of one or a few tiles. A
+/// piece that is a whole tile is stored as is; the others are stored to `partials` (a slot per
+/// program and piece) and counted in `counts` (a word per tile of the last wave), and the piece
+/// that completes its tile's count sums the tile's pieces in program order (the same bits
+/// whichever finishes last), stores the sum, and clears the count for the next launch. No
+/// program waits for another. kernels::Gemm sizes the scratch and launches it.
+template <class T>
+void gemm_sk(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Ptr<float> partials, tl::Ptr<int32_t> counts, tl::Int M,
+             tl::Int N, tl::Int K, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M,
+             tl::Const<int> MAX_PARTS) {
+  auto [num_m, num_n] = detail::tile_counts(M, N, BM, BN);
+  auto tiles = num_m * num_n;
+  auto programs = tl::num_programs(0), p = tl::program_id(0);
+  auto steps = tl::maximum(tl::cdiv(tl::maximum(K, 0), BK), 1);  // K steps of a tile
+  auto full = tiles / programs * programs;                        // the tiles of the full waves
+  auto rest = tiles % programs;                                   // the last wave's
+  // K steps per program in the last wave (written so that the compiler sees they are not
+  // negative, nor then the tile coordinates, as TMA needs)
+  auto per = tl::maximum(tl::cdiv(rest * steps, programs), (steps + (MAX_PARTS.value() - 1)) / MAX_PARTS.value());
+  auto pieces = (per + steps - 1) / steps + 1;  // at most, per program (a range meets this many tiles)
+  auto begin = p * per, end = tl::minimum(begin + per, rest * steps);  // this program's range
+  tl::for_range(p, full + programs * pieces, programs, [&](const Tensor& u) {
+    auto whole = u < full;
+    auto j = tl::maximum(u - full, 0) / programs;  // in the last wave: the j-th piece of our range,
+    auto t = begin / steps + j;                    // of its tile t,
+    auto lo = tl::maximum(begin, t * steps), hi = tl::minimum(end, t * steps + steps);  // its K steps
+    auto first = t * steps / per, last = (t * steps + steps - 1) / per;  // the programs with pieces of t
+    auto [pid_m, pid_n] = detail::grouped_tile(tl::where(whole, u, full + t), num_m, num_n, GROUP_M);
+    auto k0 = tl::where(whole, 0, tl::maximum(lo - t * steps, 0) * BK);
+    auto k1 = tl::where(whole, K, tl::minimum((hi - t * steps) * BK, K));
+    auto acc = detail::gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK, k0, k1);
+    auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);
+    auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
+    auto mask = (row < M) & (col < N);
+    auto ours = hi > lo;  // (past the last wave's steps a range has no piece)
+    tl::if_then(whole | (ours & (first == last)), [&] { tl::store(c + row * N + col, acc, mask); });
+    tl::if_then(!whole & ours & (first != last), [&] {
+      auto in_tile = tl::expand_dims(tl::arange(0, BM), 1) * BN + tl::expand_dims(tl::arange(0, BN), 0);
+      auto slot = [&](const Tensor& q, const Tensor& piece) {  // program q's piece's
+        return partials + ((q * pieces + piece) * (BM.value() * BN.value())).to(tl::int64) + in_tile;
+      };
+      tl::store(slot(p, j), acc);
+      auto before = tl::atomic_add(counts + t, 1);  // (acq_rel: our piece out, the others' in)
+      tl::if_then(before == last - first, [&] {
+        auto sum = tl::for_range(first, last + 1, 1, tl::zeros({BM, BN}, tl::float32), [&](Tensor q, Tensor s) {
+          return s + tl::load(slot(q, t - q * per / steps));
+        });
+        tl::store(c + row * N + col, sum, mask);
+        tl::store(counts + t, 0);
+      });
+    });
+  });
+}
+const std::vector<std::string> kSkParams = {"a", "b",  "c",  "partials", "counts",  "M",
+                                            "N", "K", "BM", "BN",       "BK", "GROUP_M", "MAX_PARTS"};
+const Constants kSkDefaults = {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"MAX_PARTS", 4}};
 
 /// B comes transposed (Bt[N, K], K contiguous), as f8 tensor cores read both operands. The
 /// scaling is done on the accumulator where it is (the MMA layout), straight into the stores.
@@ -109,6 +171,20 @@ const KernelDef& gemm_kernel(ir::DType dtype) {
     default: throw Error(str_cat("tiledist: no gemm kernel for ", ir::dtype_name(dtype), " (bf16, f16, f32, f8e4m3)"));
   }
 }
+const KernelDef& gemm_sk_kernel(ir::DType dtype) {
+  static const KernelDef bf16_def("gemm_sk", gemm_sk<bf16>, kSkParams, kSkDefaults);
+  static const KernelDef f16_def("gemm_sk_f16", gemm_sk<f16>, kSkParams, kSkDefaults);
+  static const KernelDef f32_def("gemm_sk_f32", gemm_sk<float>, kSkParams, kSkDefaults);
+  static const KernelDef e4m3_def("gemm_sk_f8e4m3", gemm_sk<f8e4m3>, kSkParams, kSkDefaults);
+  switch (dtype) {
+    case ir::DType::bf16: return bf16_def;
+    case ir::DType::f16: return f16_def;
+    case ir::DType::f32: return f32_def;
+    case ir::DType::f8e4m3: return e4m3_def;
+    default: throw Error(str_cat("tiledist: no gemm_sk kernel for ", ir::dtype_name(dtype), " (bf16, f16, f32, f8e4m3)"));
+  }
+}
+
 GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
   GemmConfig g;
   g.options = CompileOptions::from_env();
@@ -154,10 +230,105 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
   return g;
 }
 
+struct Gemm::State {
+  Target target;
+  int64_t M = 0, N = 0, K = 0;
+  ir::DType dtype = ir::DType::bf16;
+  GemmConfig config;
+  Grid grid{1};
+  bool stream_k = false;
+  Kernel kernel;
+  float* partials = nullptr;  // stream-K's scratch: device memory on a GPU, else `host_scratch`
+  int32_t* counts = nullptr;
+  std::vector<float> host_partials;
+  std::vector<int32_t> host_counts;
+  detail::RunStreams streams;
+};
+
+Gemm::Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtype)
+    : Gemm(target, M, N, K, dtype, gemm_config(target, M, N, K)) {}
+
+Gemm::Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtype, const GemmConfig& config)
+    : s_(std::make_shared<State>()) {
+  State& s = *s_;
+  if (M < 0 || N < 0 || K < 0 || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
+    throw Error(str_cat("tiledist: gemm: M, N, K = ", M, ", ", N, ", ", K, " (each in [0, 2^31))"));
+  gemm_kernel(dtype);  // (names the dtypes there are)
+  s.target = target, s.M = M, s.N = N, s.K = K, s.dtype = dtype, s.config = config;
+  auto constant = [&](const char* name, int64_t otherwise) {
+    auto it = config.constants.find(name);
+    const int64_t* v = it == config.constants.end() ? nullptr : std::get_if<int64_t>(&it->second.v);
+    return v ? *v : otherwise;
+  };
+  const int64_t tiles = ((M + config.bm - 1) / config.bm) * ((N + config.bn - 1) / config.bn);
+  const int64_t programs = config.programs;
+  s.stream_k = constant("PERSISTENT", 0) && programs > 0 && tiles % programs != 0;
+  if (!s.stream_k) {
+    s.grid = config.grid(M, N);
+    s.kernel = compile(gemm_kernel(dtype), config.constants, target, config.options);
+    return;
+  }
+  // The kernel's arithmetic (gemm_sk), for the scratch: a slot per program and piece, a count
+  // per tile of the last wave.
+  Constants constants = config.constants;
+  constants.erase("PERSISTENT");
+  const int64_t bk = constant("BK", 32), max_parts = constant("MAX_PARTS", 4);
+  const int64_t steps = std::max<int64_t>((K + bk - 1) / bk, 1), rest = tiles % programs;
+  const int64_t per = std::max((rest * steps + programs - 1) / programs, (steps + max_parts - 1) / max_parts);
+  const int64_t pieces = (per + steps - 1) / steps + 1;
+  const size_t slots = size_t(programs * pieces) * config.bm * config.bn;
+  s.grid = Grid(static_cast<int>(programs));
+  s.kernel = compile(gemm_sk_kernel(dtype), constants, target, config.options);
+  if (detail::on_gpu(target)) {
+    s.partials = static_cast<float*>(cuda::malloc(slots * sizeof(float)));
+    s.counts = static_cast<int32_t*>(cuda::malloc(size_t(rest) * sizeof(int32_t)));
+    cuda::memset(s.counts, 0, size_t(rest) * sizeof(int32_t));
+    cuda::synchronize();
+  } else {
+    s.host_partials.resize(slots);
+    s.host_counts.assign(size_t(rest), 0);
+    s.partials = s.host_partials.data();
+    s.counts = s.host_counts.data();
+  }
+}
+
+Gemm::~Gemm() {
+  s_->streams.finish();
+  if (detail::on_gpu(s_->target) && s_->stream_k) {
+    cuda::free(s_->partials);
+    cuda::free(s_->counts);
+  }
+}
+
+template <class T>
+void Gemm::run(const T* a, const T* b, float* c, const cuda::Stream* stream) {
+  State& s = *s_;
+  if (dtype_of<T>() != s.dtype)
+    throw Error(str_cat("tiledist: gemm: run with ", ir::dtype_name(dtype_of<T>()), " operands on a Gemm made for ",
+                        ir::dtype_name(s.dtype)));
+  const cuda::Stream* on = detail::on_gpu(s.target) ? &s.streams.enter(stream) : nullptr;
+  const int M = static_cast<int>(s.M), N = static_cast<int>(s.N), K = static_cast<int>(s.K);
+  if (s.stream_k) detail::launch(s.kernel, on, s.grid, a, b, c, s.partials, s.counts, M, N, K);
+  else detail::launch(s.kernel, on, s.grid, a, b, c, M, N, K);
+  if (on) s.streams.leave(*on, stream);
+}
+template void Gemm::run(const bf16*, const bf16*, float*, const cuda::Stream*);
+template void Gemm::run(const f16*, const f16*, float*, const cuda::Stream*);
+template void Gemm::run(const float*, const float*, float*, const cuda::Stream*);
+template void Gemm::run(const f8e4m3*, const f8e4m3*, float*, const cuda::Stream*);
+
+const GemmConfig& Gemm::config() const { return s_->config; }
+bool Gemm::stream_k() const { return s_->stream_k; }
+Grid Gemm::grid() const { return s_->grid; }
+
 TILEDIST_REGISTER(gemm_kernel(ir::DType::bf16));
 TILEDIST_REGISTER(gemm_kernel(ir::DType::f16));
 TILEDIST_REGISTER(gemm_kernel(ir::DType::f32));
 TILEDIST_REGISTER(gemm_kernel(ir::DType::f8e4m3));
+TILEDIST_REGISTER(gemm_sk_kernel(ir::DType::bf16));
+TILEDIST_REGISTER(gemm_sk_kernel(ir::DType::f16));
+TILEDIST_REGISTER(gemm_sk_kernel(ir::DType::f32));
+TILEDIST_REGISTER(gemm_sk_kernel(ir::DType::f8e4m3));
 TILEDIST_REGISTER(gemm_fp8_kernel(ir::DType::f8e4m3));
 TILEDIST_REGISTER(gemm_fp8_kernel(ir::DType::f8e5m2));
 

@@ -37,21 +37,29 @@ void for_each_tile(const tl::Tensor& num_m, const tl::Tensor& num_n, int group_m
   });
 }
 
-/// The f32 accumulator of output tile (pid_m, pid_n): A[rows of the tile, :] @ B[:, its columns].
+/// The f32 accumulator of output tile (pid_m, pid_n) over columns [k_begin, k_end) of A (rows of
+/// B): A[rows of the tile, k_begin:k_end] @ B[k_begin:k_end, its columns]. k_begin must be a
+/// multiple of BK the compiler can prove non-negative (for TMA's coordinates), k_end <= K.
 template <class T>
 tl::Tensor gemm_acc(tl::Ptr<T> a, tl::Ptr<T> b, tl::Int M, tl::Int N, tl::Int K, const tl::Tensor& pid_m,
-                    const tl::Tensor& pid_n, int BM, int BN, int BK) {
+                    const tl::Tensor& pid_n, int BM, int BN, int BK, const tl::Operand& k_begin, const tl::Operand& k_end) {
   using tl::Tensor;
   auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);  // [BM, 1]
   auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);  // [1, BN]
   auto rk = tl::arange(0, BK);
-  return tl::for_range(0, K, BK, tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
+  return tl::for_range(k_begin, k_end, BK, tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
     auto ka = tl::expand_dims(k + rk, 0);  // [1, BK]
     auto kb = tl::expand_dims(k + rk, 1);  // [BK, 1]
     auto at = tl::load(a + row * K + ka, (row < M) & (ka < K), 0.0f);
     auto bt = tl::load(b + kb * N + col, (kb < K) & (col < N), 0.0f);
     return tl::dot(at, bt, acc);
   });
+}
+/// The same over all of K: A[rows of the tile, :] @ B[:, its columns].
+template <class T>
+tl::Tensor gemm_acc(tl::Ptr<T> a, tl::Ptr<T> b, tl::Int M, tl::Int N, tl::Int K, const tl::Tensor& pid_m,
+                    const tl::Tensor& pid_n, int BM, int BN, int BK) {
+  return gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK, 0, K);
 }
 
 /// C[tile] = A[rows of the tile, :] @ B[:, columns of the tile], f32 accumulation, masked edges.

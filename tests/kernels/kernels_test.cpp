@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
@@ -157,6 +158,66 @@ TEST(Gemm, ConfigurationsChosenForTheTarget) {
     ref::gemm(af, bf, want, M, N, K);
     EXPECT_LT(ref::rel_error(c, want), 1e-6) << M << "x" << N << "x" << K << " seed " << ref::last_seed();
   }
+}
+
+// kernels::Gemm on the default target: C through device buffers on a GPU (where the run is
+// queued on the default stream and waited for), host memory on the host.
+template <class T>
+std::vector<float> run_gemm(kernels::Gemm& g, const std::vector<T>& a, const std::vector<T>& b, size_t c_size) {
+  if (Target::default_target().kind == Target::Kind::nvptx) {
+    cuda::Buffer<T> da(a), db(b);
+    cuda::Buffer<float> dc(c_size);
+    cuda::memset(dc.data(), 0xFF, c_size * sizeof(float));  // NaN: every element must be written
+    g.run(da.data(), db.data(), dc.data());
+    return dc.download();
+  }
+  std::vector<float> c(c_size, std::nanf(""));
+  g.run(a.data(), b.data(), c.data());
+  return c;
+}
+
+// Stream-K's last wave (gemm_sk): the tiles past the full waves of programs shared out over K,
+// a tile's parts summed by whichever program finishes it last. Ragged shapes, 3 to 7 programs
+// (tiles split in 2 to 4 parts, programs with pieces of 2 tiles, programs with none, K = 0), the
+// library's own choice of tiles too (on a GPU: 128x256 wgmma, warp specialized, 132 programs);
+// each result against the host reference, and the same bits on a second run.
+TEST(Gemm, StreamKLastWave) {
+  const Target target = Target::default_target();
+  const bool gpu = target.kind == Target::Kind::nvptx;
+  struct Case {
+    int M, N, K, programs;  // programs 0: gemm_config's tiles and programs
+  };
+  std::vector<Case> cases = {{100, 70, 200, 5}, {100, 70, 200, 7}, {96, 96, 64, 4},  {33, 130, 47, 3},
+                             {64, 64, 0, 3},    {1, 1, 1, 2},     {300, 260, 200, 0}, {512, 384, 96, 0}};
+  if (gpu) cases.insert(cases.end(), {{1000, 1152, 4096, 0}, {2176, 2304, 1024, 0}, {8192, 1152, 2048, 0}});
+  int shared = 0;
+  for (Case t : cases) {
+    auto af = ref::random_floats(size_t(t.M) * t.K), bf = ref::random_floats(size_t(t.K) * t.N);
+    std::vector<bf16> a(af.size()), b(bf.size());
+    for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = bf16(af[i]));
+    for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(b[i] = bf16(bf[i]));
+    kernels::GemmConfig cfg = kernels::gemm_config(target, t.M, t.N, t.K);
+    if (t.programs) {
+      cfg.constants = {{"BM", 32}, {"BN", 32}, {"BK", 16}, {"PERSISTENT", 1}};
+      cfg.bm = cfg.bn = 32;
+      cfg.programs = t.programs;
+    }
+    kernels::Gemm g(target, t.M, t.N, t.K, ir::DType::bf16, cfg);
+    shared += g.stream_k();
+    std::vector<float> want;
+    ref::gemm(af, bf, want, t.M, t.N, t.K);
+    const std::vector<float> c = run_gemm(g, a, b, want.size()), again = run_gemm(g, a, b, want.size());
+    const double err = ref::rel_error(c, want);
+    std::printf("  %dx%dx%d, %d programs%s: relative error %.2e\n", t.M, t.N, t.K, g.grid().x,
+                g.stream_k() ? ", stream-K" : "", err);
+    EXPECT_LT(err, 1e-6) << t.M << "x" << t.N << "x" << t.K << " programs " << t.programs << " seed " << ref::last_seed();
+    EXPECT_EQ(std::memcmp(c.data(), again.data(), c.size() * sizeof(float)), 0) << "a second run differs";
+  }
+  EXPECT_GE(shared, 5);  // (the forced cases all share their last wave)
+  EXPECT_THROW(kernels::Gemm(target, 16, 16, -1), Error);
+  kernels::Gemm f16_gemm(target, 16, 16, 16, ir::DType::f16);
+  std::vector<bf16> x(256);
+  EXPECT_THROW(run_gemm(f16_gemm, x, x, 256), Error);  // bf16 operands on an f16 GEMM
 }
 
 // f8 inputs (on sm_90a: mma.sync.m16n8k32), exact products accumulated in f32.
