@@ -262,30 +262,30 @@ Gemm::Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtyp
   };
   const int64_t tiles = ((M + config.bm - 1) / config.bm) * ((N + config.bn - 1) / config.bn);
   const int64_t programs = config.programs;
-  s.stream_k = constant("PERSISTENT", 0) && programs > 0 && tiles % programs != 0;
+  // The kernel's arithmetic (gemm_sk), for the scratch: a slot per program and piece, a count
+  // per tile of the last wave. (Its 32-bit step and slot numbers must not overflow.)
+  const int64_t bk = constant("BK", 32), max_parts = std::max<int64_t>(constant("MAX_PARTS", 4), 1);
+  const int64_t rest = programs > 0 ? tiles % programs : 0, steps = std::max<int64_t>((K + bk - 1) / bk, 1);
+  const int64_t per = rest ? std::max((rest * steps + programs - 1) / programs, (steps + max_parts - 1) / max_parts) : 0;
+  const int64_t pieces = rest ? (per + steps - 1) / steps + 1 : 0;
+  const int64_t slots = programs * pieces * config.bm * config.bn;
+  s.stream_k = constant("PERSISTENT", 0) && rest > 0 && tiles * steps < INT32_MAX && slots < INT32_MAX;
   if (!s.stream_k) {
     s.grid = config.grid(M, N);
     s.kernel = compile(gemm_kernel(dtype), config.constants, target, config.options);
     return;
   }
-  // The kernel's arithmetic (gemm_sk), for the scratch: a slot per program and piece, a count
-  // per tile of the last wave.
   Constants constants = config.constants;
   constants.erase("PERSISTENT");
-  const int64_t bk = constant("BK", 32), max_parts = constant("MAX_PARTS", 4);
-  const int64_t steps = std::max<int64_t>((K + bk - 1) / bk, 1), rest = tiles % programs;
-  const int64_t per = std::max((rest * steps + programs - 1) / programs, (steps + max_parts - 1) / max_parts);
-  const int64_t pieces = (per + steps - 1) / steps + 1;
-  const size_t slots = size_t(programs * pieces) * config.bm * config.bn;
   s.grid = Grid(static_cast<int>(programs));
   s.kernel = compile(gemm_sk_kernel(dtype), constants, target, config.options);
   if (detail::on_gpu(target)) {
-    s.partials = static_cast<float*>(cuda::malloc(slots * sizeof(float)));
+    s.partials = static_cast<float*>(cuda::malloc(size_t(slots) * sizeof(float)));
     s.counts = static_cast<int32_t*>(cuda::malloc(size_t(rest) * sizeof(int32_t)));
     cuda::memset(s.counts, 0, size_t(rest) * sizeof(int32_t));
     cuda::synchronize();
   } else {
-    s.host_partials.resize(slots);
+    s.host_partials.resize(size_t(slots));
     s.host_counts.assign(size_t(rest), 0);
     s.partials = s.host_partials.data();
     s.counts = s.host_counts.data();
