@@ -58,6 +58,16 @@ class Elements {
   /// f32 <-> f8 bits.
   virtual llvm::Value* f8_to_bits(llvm::Value* v, DType d) = 0;
   virtual llvm::Value* f8_from_bits(llvm::Value* bits, DType d) = 0;
+  /// f32 -> bf16 bits, rounded to nearest even, NaN staying NaN: on the bits, unless the target
+  /// has an instruction for it.
+  virtual llvm::Value* bf16_bits(llvm::Value* v) {
+    llvm::Value* u = b_.CreateBitCast(v, b_.getInt32Ty());
+    llvm::Value* lsb = b_.CreateAnd(b_.CreateLShr(u, 16), 1);
+    llvm::Value* rounded = b_.CreateLShr(b_.CreateAdd(u, b_.CreateAdd(lsb, b_.getInt32(0x7FFF))), 16);
+    llvm::Value* nan = b_.CreateOr(b_.CreateLShr(u, 16), b_.getInt32(0x40));  // (a quiet NaN)
+    llvm::Value* is_nan = b_.CreateFCmpUNO(v, v);
+    return b_.CreateTrunc(b_.CreateSelect(is_nan, nan, rounded), b_.getInt16Ty());
+  }
 
   /// The lowered module must be valid LLVM IR; anything else is a bug in the lowering.
   void verify_lowered(const char* backend) {
@@ -101,15 +111,7 @@ class Elements {
     switch (d) {
       case DType::i1: return b_.CreateZExt(v, b_.getInt8Ty());
       case DType::f16: return b_.CreateFPTrunc(v, b_.getHalfTy());
-      case DType::bf16: {
-        // Round to nearest even on the bits (NaN stays NaN by forcing a quiet bit).
-        llvm::Value* u = b_.CreateBitCast(v, b_.getInt32Ty());
-        llvm::Value* lsb = b_.CreateAnd(b_.CreateLShr(u, 16), 1);
-        llvm::Value* rounded = b_.CreateLShr(b_.CreateAdd(u, b_.CreateAdd(lsb, b_.getInt32(0x7FFF))), 16);
-        llvm::Value* nan = b_.CreateOr(b_.CreateLShr(u, 16), b_.getInt32(0x40));
-        llvm::Value* is_nan = b_.CreateFCmpUNO(v, v);
-        return b_.CreateTrunc(b_.CreateSelect(is_nan, nan, rounded), b_.getInt16Ty());
-      }
+      case DType::bf16: return bf16_bits(v);
       case DType::f8e4m3:
       case DType::f8e5m2: return f8_to_bits(v, d);
       default: return v;

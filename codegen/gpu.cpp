@@ -104,6 +104,10 @@ class GpuLowering : public Elements {
 
   // ---- Elements' hooks
   llvm::Value* math(OpCode code, llvm::Value* x) override { return target_->math(code, x); }
+  llvm::Value* bf16_bits(llvm::Value* v) override {
+    if (!target_->bf16_convert()) return Elements::bf16_bits(v);
+    return b_.CreateBitCast(b_.CreateFPTrunc(v, b_.getBFloatTy()), b_.getInt16Ty());
+  }
   /// The values of an f8 format: all 256 codes (for decoding), or the non-negative finite ones
   /// in ascending order (for rounding), as constant arrays.
   llvm::GlobalVariable* f8_table(DType d, bool positive_only) {

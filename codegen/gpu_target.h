@@ -30,6 +30,8 @@ class GpuTarget {
   virtual bool mma_sync() const { return false; }
   /// Hopper: wgmma, TMA, mbarriers, setmaxnreg (sm_90a).
   virtual bool hopper() const { return false; }
+  /// f32 -> bf16 in one instruction (cvt.rn.bf16.f32, sm_80 and later), through LLVM's fptrunc.
+  virtual bool bf16_convert() const { return false; }
   /// AMD's matrix cores: the side of the square MFMA tile an M x N accumulator is made of (32,
   /// else 16), or 0 where there is none; and whether they take A and B of these dtypes.
   virtual int64_t mfma_tile(int64_t M, int64_t N) const { return 0; }

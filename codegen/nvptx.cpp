@@ -16,6 +16,7 @@ class NvptxTarget : public GpuTarget {
   int warp_size() const override { return 32; }
   bool mma_sync() const override { return arch_ != "sm_70"; }
   bool hopper() const override { return arch_ == "sm_90a"; }
+  bool bf16_convert() const override { return arch_ != "sm_70"; }
 
   const char* triple() const override { return "nvptx64-nvidia-cuda"; }
   void define_kernel(llvm::Function* fn, int threads, unsigned first_map, unsigned maps) override {
