@@ -158,31 +158,33 @@ GemmConfig gemm_fp8_config(const Target& target, int64_t M, int64_t N, int64_t K
   return g;
 }
 
-const KernelDef& gemm_kernel(ir::DType dtype) {
-  static const KernelDef bf16_def("gemm", gemm<bf16>, kParams, kDefaults);
-  static const KernelDef f16_def("gemm_f16", gemm<f16>, kParams, kDefaults);
-  static const KernelDef f32_def("gemm_f32", gemm<float>, kParams, kDefaults);
-  static const KernelDef e4m3_def("gemm_f8e4m3", gemm<f8e4m3>, kParams, kDefaults);
+namespace {
+/// One of a GEMM's four definitions, by its operands' dtype.
+const KernelDef& by_dtype(ir::DType dtype, const char* kernel, const KernelDef& bf16_def, const KernelDef& f16_def,
+                          const KernelDef& f32_def, const KernelDef& e4m3_def) {
   switch (dtype) {
     case ir::DType::bf16: return bf16_def;
     case ir::DType::f16: return f16_def;
     case ir::DType::f32: return f32_def;
     case ir::DType::f8e4m3: return e4m3_def;
-    default: throw Error(str_cat("tiledist: no gemm kernel for ", ir::dtype_name(dtype), " (bf16, f16, f32, f8e4m3)"));
+    default: throw Error(str_cat("tiledist: no ", kernel, " kernel for ", ir::dtype_name(dtype), " (bf16, f16, f32, f8e4m3)"));
   }
+}
+}  // namespace
+
+const KernelDef& gemm_kernel(ir::DType dtype) {
+  static const KernelDef bf16_def("gemm", gemm<bf16>, kParams, kDefaults);
+  static const KernelDef f16_def("gemm_f16", gemm<f16>, kParams, kDefaults);
+  static const KernelDef f32_def("gemm_f32", gemm<float>, kParams, kDefaults);
+  static const KernelDef e4m3_def("gemm_f8e4m3", gemm<f8e4m3>, kParams, kDefaults);
+  return by_dtype(dtype, "gemm", bf16_def, f16_def, f32_def, e4m3_def);
 }
 const KernelDef& gemm_sk_kernel(ir::DType dtype) {
   static const KernelDef bf16_def("gemm_sk", gemm_sk<bf16>, kSkParams, kSkDefaults);
   static const KernelDef f16_def("gemm_sk_f16", gemm_sk<f16>, kSkParams, kSkDefaults);
   static const KernelDef f32_def("gemm_sk_f32", gemm_sk<float>, kSkParams, kSkDefaults);
   static const KernelDef e4m3_def("gemm_sk_f8e4m3", gemm_sk<f8e4m3>, kSkParams, kSkDefaults);
-  switch (dtype) {
-    case ir::DType::bf16: return bf16_def;
-    case ir::DType::f16: return f16_def;
-    case ir::DType::f32: return f32_def;
-    case ir::DType::f8e4m3: return e4m3_def;
-    default: throw Error(str_cat("tiledist: no gemm_sk kernel for ", ir::dtype_name(dtype), " (bf16, f16, f32, f8e4m3)"));
-  }
+  return by_dtype(dtype, "gemm_sk", bf16_def, f16_def, f32_def, e4m3_def);
 }
 
 GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
