@@ -190,8 +190,10 @@ struct Collectives::State {
     const ir::DType d = is_bf16 ? ir::DType::bf16 : ir::DType::f32;
     // Pushing and summing by separate programs measured faster for f32 sums on 2 ranks (0.98 of
     // NCCL's all-reduce at 512 MiB, against 0.88), slower for bf16 sums and for copies
-    // (bench/RESULTS.md); other rank counts are not measured yet.
-    const int split = reduce && !is_bf16 && ranks == 2;
+    // (bench/RESULTS.md); other rank counts are not measured yet. $TILEDIST_SPLIT (0 or 1) sets
+    // it for sums, to measure.
+    const char* env = std::getenv("TILEDIST_SPLIT");
+    const int split = reduce && (env && *env ? std::string(env) == "1" : !is_bf16 && ranks == 2);
     if (!k) k = compile(reduce ? reduce_scatter_kernel(d) : all_gather_kernel(d), {{"SPLIT", split}}, target, options);
     return *k;
   }
