@@ -192,8 +192,10 @@ struct Collectives::State {
     // NCCL's all-reduce at 512 MiB, against 0.88), slower for bf16 sums and for copies
     // (bench/RESULTS.md); other rank counts are not measured yet. $TILEDIST_SPLIT (0 or 1) sets
     // it for sums, to measure.
-    const char* env = std::getenv("TILEDIST_SPLIT");
-    const int split = reduce && (env && *env ? std::string(env) == "1" : !is_bf16 && ranks == 2);
+    const std::string env = std::getenv("TILEDIST_SPLIT") ? std::getenv("TILEDIST_SPLIT") : "";
+    if (!env.empty() && env != "0" && env != "1")
+      throw Error(str_cat("tiledist: collectives: $TILEDIST_SPLIT = '", env, "' (0 or 1)"));
+    const int split = reduce && (env.empty() ? !is_bf16 && ranks == 2 : env == "1");
     if (!k) k = compile(reduce ? reduce_scatter_kernel(d) : all_gather_kernel(d), {{"SPLIT", split}}, target, options);
     return *k;
   }

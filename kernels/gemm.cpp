@@ -35,9 +35,10 @@ const Constants kDefaults = {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8},
 /// wave", as CUTLASS schedules it). Of T tiles over P programs, the first T - T % P (full
 /// waves) are walked as gemm's persistent programs walk them, a program per tile. The last
 /// T % P tiles' K steps, laid end to end, are cut into P equal ranges (at least a MAX_PARTS-th
-/// of a tile each), one per program: a program's range covers pieces of one or a few tiles. A
-/// piece that is a whole tile is stored as is; the others are stored to `partials` (a slot per
-/// program and piece) and counted in `counts` (a word per tile of the last wave), and the piece
+/// of a tile each, at most a tile: T % P < P), one per program: a program's range covers
+/// pieces of one or two tiles. A piece that is a whole tile is stored as is; the others are
+/// stored to `partials` (program q's piece of tile t in slot q + t: programs later along K have
+/// pieces of the same or later tiles, so no two share a slot) and counted in `counts` (a word per tile of the last wave), and the piece
 /// that completes its tile's count sums the tile's pieces in program order (the same bits
 /// whichever finishes last), stores the sum, and clears the count for the next launch. No
 /// program waits for another. kernels::Gemm sizes the scratch and launches it.
@@ -54,9 +55,8 @@ void gemm_sk(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Ptr<float> partia
   // K steps per program in the last wave (written so that the compiler sees they are not
   // negative, nor then the tile coordinates, as TMA needs)
   auto per = tl::maximum(tl::cdiv(rest * steps, programs), (steps + (MAX_PARTS.value() - 1)) / MAX_PARTS.value());
-  auto pieces = (per + steps - 1) / steps + 1;  // at most, per program (a range meets this many tiles)
   auto begin = p * per, end = tl::minimum(begin + per, rest * steps);  // this program's range
-  tl::for_range(p, full + programs * pieces, programs, [&](const Tensor& u) {
+  tl::for_range(p, full + programs * 2, programs, [&](const Tensor& u) {  // (2: its pieces, at most)
     auto whole = u < full;
     auto j = tl::maximum(u - full, 0) / programs;  // in the last wave: the j-th piece of our range,
     auto t = begin / steps + j;                    // of its tile t,
@@ -73,14 +73,14 @@ void gemm_sk(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Ptr<float> partia
     tl::if_then(whole | (ours & (first == last)), [&] { tl::store(c + row * N + col, acc, mask); });
     tl::if_then(!whole & ours & (first != last), [&] {
       auto in_tile = tl::expand_dims(tl::arange(0, BM), 1) * BN + tl::expand_dims(tl::arange(0, BN), 0);
-      auto slot = [&](const Tensor& q, const Tensor& piece) {  // program q's piece's
-        return partials + ((q * pieces + piece) * (BM.value() * BN.value())).to(tl::int64) + in_tile;
+      auto slot = [&](const Tensor& q) {  // program q's piece of tile t
+        return partials + ((q + t) * (BM.value() * BN.value())).to(tl::int64) + in_tile;
       };
-      tl::store(slot(p, j), acc);
+      tl::store(slot(p), acc);
       auto before = tl::atomic_add(counts + t, 1);  // (acq_rel: our piece out, the others' in)
       tl::if_then(before == last - first, [&] {
         auto sum = tl::for_range(first, last + 1, 1, tl::zeros({BM, BN}, tl::float32), [&](Tensor q, Tensor s) {
-          return s + tl::load(slot(q, t - q * per / steps));
+          return s + tl::load(slot(q));
         });
         tl::store(c + row * N + col, sum, mask);
         tl::store(counts + t, 0);
@@ -240,11 +240,16 @@ struct Gemm::State {
   Grid grid{1};
   bool stream_k = false;
   Kernel kernel;
-  float* partials = nullptr;  // stream-K's scratch: device memory on a GPU, else `host_scratch`
-  int32_t* counts = nullptr;
+  float* partials = nullptr;  // stream-K's scratch: device memory on a GPU, else host_partials'
+  int32_t* counts = nullptr;   // (likewise)
   std::vector<float> host_partials;
   std::vector<int32_t> host_counts;
   detail::RunStreams streams;
+  ~State() {  // (here, not in ~Gemm: copies of a Gemm share this)
+    streams.finish();
+    if (partials && partials != host_partials.data()) cuda::free(partials);
+    if (counts && counts != host_counts.data()) cuda::free(counts);
+  }
 };
 
 Gemm::Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtype)
@@ -253,8 +258,10 @@ Gemm::Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtyp
 Gemm::Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtype, const GemmConfig& config)
     : s_(std::make_shared<State>()) {
   State& s = *s_;
-  if (M < 0 || N < 0 || K < 0 || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
-    throw Error(str_cat("tiledist: gemm: M, N, K = ", M, ", ", N, ", ", K, " (each in [0, 2^31))"));
+  // (the kernels index A, B and C with 32-bit element numbers)
+  if (M < 0 || N < 0 || K < 0 || M * K > INT32_MAX || K * N > INT32_MAX || M * N > INT32_MAX)
+    throw Error(str_cat("tiledist: gemm: M, N, K = ", M, ", ", N, ", ", K,
+                        ": not negative, and A, B and C under 2^31 elements each"));
   gemm_kernel(dtype);  // (names the dtypes there are)
   s.target = target, s.M = M, s.N = N, s.K = K, s.dtype = dtype, s.config = config;
   auto constant = [&](const char* name, int64_t otherwise) {
@@ -262,16 +269,20 @@ Gemm::Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtyp
     const int64_t* v = it == config.constants.end() ? nullptr : std::get_if<int64_t>(&it->second.v);
     return v ? *v : otherwise;
   };
-  const int64_t tiles = ((M + config.bm - 1) / config.bm) * ((N + config.bn - 1) / config.bn);
-  const int64_t programs = config.programs;
-  // The kernel's arithmetic (gemm_sk), for the scratch: a slot per program and piece, a count
-  // per tile of the last wave. (Its 32-bit step and slot numbers must not overflow.)
-  const int64_t bk = constant("BK", 32), max_parts = std::max<int64_t>(constant("MAX_PARTS", 4), 1);
+  const int64_t bm = constant("BM", 64), bn = constant("BN", 64), bk = constant("BK", 32);
+  const int64_t max_parts = constant("MAX_PARTS", 4);
+  if (bm != config.bm || bn != config.bn || max_parts < 1)
+    throw Error(str_cat("tiledist: gemm: a configuration of ", config.bm, "x", config.bn, " tiles whose constants say BM = ",
+                        bm, ", BN = ", bn, ", MAX_PARTS = ", max_parts, " (the same tiles, MAX_PARTS >= 1)"));
+  // The kernel's arithmetic (gemm_sk), for the scratch: slots 0 .. programs + rest - 2 for
+  // the pieces, a count per tile of the last wave; and its 32-bit step numbers must not
+  // overflow (nor K plus a step).
+  const int64_t tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn), programs = config.programs;
   const int64_t rest = programs > 0 ? tiles % programs : 0, steps = std::max<int64_t>((K + bk - 1) / bk, 1);
   const int64_t per = rest ? std::max((rest * steps + programs - 1) / programs, (steps + max_parts - 1) / max_parts) : 0;
-  const int64_t pieces = rest ? (per + steps - 1) / steps + 1 : 0;
-  const int64_t slots = programs * pieces * config.bm * config.bn;
-  s.stream_k = constant("PERSISTENT", 0) && rest > 0 && tiles * steps < INT32_MAX && slots < INT32_MAX;
+  const int64_t slots = (programs + rest) * bm * bn;
+  s.stream_k = constant("PERSISTENT", 0) && rest > 0 && tiles * steps + steps < INT32_MAX &&
+               programs * per + 2 * steps < INT32_MAX && K + bk < INT32_MAX && slots < INT32_MAX;
   if (!s.stream_k) {
     s.grid = config.grid(M, N);
     s.kernel = compile(gemm_kernel(dtype), config.constants, target, config.options);
@@ -282,8 +293,8 @@ Gemm::Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtyp
   s.grid = Grid(static_cast<int>(programs));
   s.kernel = compile(gemm_sk_kernel(dtype), constants, target, config.options);
   if (detail::on_gpu(target)) {
-    s.partials = static_cast<float*>(cuda::malloc(size_t(slots) * sizeof(float)));
     s.counts = static_cast<int32_t*>(cuda::malloc(size_t(rest) * sizeof(int32_t)));
+    s.partials = static_cast<float*>(cuda::malloc(size_t(slots) * sizeof(float)));
     cuda::memset(s.counts, 0, size_t(rest) * sizeof(int32_t));
     cuda::synchronize();
   } else {
@@ -294,13 +305,7 @@ Gemm::Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtyp
   }
 }
 
-Gemm::~Gemm() {
-  s_->streams.finish();
-  if (detail::on_gpu(s_->target) && s_->stream_k) {
-    cuda::free(s_->partials);
-    cuda::free(s_->counts);
-  }
-}
+Gemm::~Gemm() = default;
 
 template <class T>
 void Gemm::run(const T* a, const T* b, float* c, const cuda::Stream* stream) {

@@ -42,8 +42,9 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K);
 
 /// gemm with the last wave of tiles shared out over K by all the programs (stream-K), registered
 /// as gemm_sk (and _f16, _f32, _f8e4m3). Parameters: gemm's, then `partials` and `counts`
-/// (scratch; kernels::Gemm sizes, zeroes and passes them); constants gemm's and MAX_PARTS (a
-/// program's share of the last wave is at least a MAX_PARTS-th of a tile's K). Always persistent.
+/// (scratch; kernels::Gemm sizes, zeroes and passes them); constants BM, BN, BK, GROUP_M and
+/// MAX_PARTS (a program's share of the last wave is at least a MAX_PARTS-th of a tile's K).
+/// Always persistent: launched over one program per SM.
 const KernelDef& gemm_sk_kernel(ir::DType dtype);
 
 /// C[M, N] (f32) = A[M, K] @ B[K, N], row-major, A and B in `dtype` (bf16, f16, f32 or f8e4m3),

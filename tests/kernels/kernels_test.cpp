@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
@@ -214,6 +215,21 @@ TEST(Gemm, StreamKLastWave) {
     EXPECT_EQ(std::memcmp(c.data(), again.data(), c.size() * sizeof(float)), 0) << "a second run differs";
   }
   EXPECT_GE(shared, 5);  // (the forced cases all share their last wave)
+  {  // copies share the scratch (and free it once)
+    kernels::GemmConfig cfg = kernels::gemm_config(target, 100, 70, 200);
+    cfg.constants = {{"BM", 32}, {"BN", 32}, {"BK", 16}, {"PERSISTENT", 1}};
+    cfg.bm = cfg.bn = 32;
+    cfg.programs = 5;
+    std::optional<kernels::Gemm> g(std::in_place, target, 100, 70, 200, ir::DType::bf16, cfg);
+    kernels::Gemm copy = *g;
+    g.reset();
+    std::vector<bf16> a(100 * 200, bf16(1.0f)), b(200 * 70, bf16(0.5f));
+    const std::vector<float> c = run_gemm(copy, a, b, 100 * 70);
+    EXPECT_EQ(c[0], 100.0f);
+    EXPECT_EQ(c[100 * 70 - 1], 100.0f);
+    cfg.bm = 64;  // tiles that are not the constants' BM
+    EXPECT_THROW(kernels::Gemm(target, 100, 70, 200, ir::DType::bf16, cfg), Error);
+  }
   EXPECT_THROW(kernels::Gemm(target, 16, 16, -1), Error);
   kernels::Gemm f16_gemm(target, 16, 16, 16, ir::DType::f16);
   std::vector<bf16> x(256);
