@@ -94,6 +94,12 @@ struct AgGemm::State {
   detail::RunStreams streams;
   bool gpu() const { return detail::on_gpu(target); }
   void* at(const void* p, int r) const { return detail::symm_on(target, p, r); }
+  ~State() {  // (here, not in ~AgGemm: copies share the state; it goes once, with the last)
+    streams.finish();
+    if (copies) copies->finish();
+    if (flags) detail::symm_release(target, flags);
+    if (gathered) detail::symm_release(target, gathered);
+  }
 };
 
 AgGemm::AgGemm(const Target& target, int64_t M, int64_t N, int64_t K, Gather gather, int puts)
@@ -121,12 +127,7 @@ AgGemm::AgGemm(const Target& target, int64_t M, int64_t N, int64_t K, Gather gat
   s.kernel = compile(ag_gemm_kernel(), constants, target, s.config.options);
 }
 
-AgGemm::~AgGemm() {
-  s_->streams.finish();
-  if (s_->copies) s_->copies->finish();
-  detail::symm_release(s_->target, s_->flags);
-  detail::symm_release(s_->target, s_->gathered);
-}
+AgGemm::~AgGemm() = default;
 
 void AgGemm::run(const bf16* a, const bf16* b, float* c, const cuda::Stream* stream) {
   State& s = *s_;

@@ -199,6 +199,11 @@ struct Collectives::State {
     if (!k) k = compile(reduce ? reduce_scatter_kernel(d) : all_gather_kernel(d), {{"SPLIT", split}}, target, options);
     return *k;
   }
+  ~State() {  // (here, not in ~Collectives: copies share the state; it goes once, with the last)
+    streams.finish();
+    if (flags) detail::symm_release(target, flags);
+    if (staging) detail::symm_release(target, staging);
+  }
 };
 
 Collectives::Collectives(const Target& target, size_t capacity_bytes) : s_(std::make_shared<State>()) {
@@ -217,11 +222,7 @@ Collectives::Collectives(const Target& target, size_t capacity_bytes) : s_(std::
   s.kernel(false, true);
 }
 
-Collectives::~Collectives() {
-  s_->streams.finish();
-  detail::symm_release(s_->target, s_->flags);
-  detail::symm_release(s_->target, s_->staging);
-}
+Collectives::~Collectives() = default;
 
 int Collectives::ranks() const { return s_->ranks; }
 

@@ -151,6 +151,16 @@ struct GemmRs::State {
   Kernel gemm, reduce;
   detail::RunStreams streams;
   bool gpu() const { return detail::on_gpu(target); }
+  ~State() {  // (here, not in ~GemmRs: copies share the state; it goes once, with the last)
+    streams.finish();
+    if (copies) {
+      copies->finish();
+      cuda::free(partial);
+      cuda::free(counters);
+    }
+    if (flags) detail::symm_release(target, flags);
+    if (staging) detail::symm_release(target, staging);
+  }
 };
 
 GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter scatter, bool all)
@@ -188,16 +198,7 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter sc
   if (!s.copy) s.reduce = compile(rs_reduce_kernel(), {}, target);
 }
 
-GemmRs::~GemmRs() {
-  s_->streams.finish();
-  if (s_->copies) {
-    s_->copies->finish();
-    cuda::free(s_->partial);
-    cuda::free(s_->counters);
-  }
-  detail::symm_release(s_->target, s_->flags);
-  detail::symm_release(s_->target, s_->staging);
-}
+GemmRs::~GemmRs() = default;
 
 void GemmRs::run(const bf16* a, const bf16* b, float* out, const cuda::Stream* stream) {
   State& s = *s_;

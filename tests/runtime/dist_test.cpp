@@ -3,6 +3,8 @@
 // reference the host computes from the inputs (peers' inputs read through host symm_at).
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include <numeric>
 
 #include "tiledist.h"
@@ -380,6 +382,24 @@ TEST(Library, CollectivesOfAlternatingSizes) {
       for (size_t i = 0; i < count; ++i)
         ASSERT_EQ(out[r * count + i], val(r, i, call)) << "call " << call << ": rank " << r << "'s element " << i;
   }
+}
+// The library's objects are handles: copies share one state, released once, with the last
+// (a copy's destruction used to release the symmetric memory a second time).
+TEST(Library, CopiesShareOneState) {
+  std::optional<kernels::Collectives> c(std::in_place, Target::host(), 1 << 20);
+  kernels::Collectives copy = *c;
+  c.reset();
+  const int n = copy.ranks();
+  std::vector<float> in(100, float(rank() + 1)), out(100, -1.0f);
+  copy.all_reduce(in.data(), out.data(), in.size());
+  for (float x : out) ASSERT_EQ(x, float(n * (n + 1) / 2));
+  std::optional<kernels::AgGemm> ag(std::in_place, Target::host(), 8 * n, 8, 8);
+  kernels::AgGemm ag_copy = *ag;
+  ag.reset();
+  std::optional<kernels::GemmRs> rs(std::in_place, Target::host(), 64 * n, 8, 8);
+  kernels::GemmRs rs_copy = *rs;
+  rs.reset();
+  barrier_all();
 }
 TEST(Library, CollectivesInPipelinedChunks) {
   // One piece, slices of 150004 floats: three chunks of 65536 each program pipelines.
