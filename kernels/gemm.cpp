@@ -262,7 +262,6 @@ Gemm::Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtyp
   if (M < 0 || N < 0 || K < 0 || M * K > INT32_MAX || K * N > INT32_MAX || M * N > INT32_MAX)
     throw Error(str_cat("tiledist: gemm: M, N, K = ", M, ", ", N, ", ", K,
                         ": not negative, and A, B and C under 2^31 elements each"));
-  gemm_kernel(dtype);  // (names the dtypes there are)
   s.target = target, s.M = M, s.N = N, s.K = K, s.dtype = dtype, s.config = config;
   auto constant = [&](const char* name, int64_t otherwise) {
     auto it = config.constants.find(name);
