@@ -295,12 +295,20 @@ int main(int argc, char** argv) {
       auto g = compile(kernels::gemm_kernel(ir::DType::bf16), constants, target, opts);
       row_of(p, label, [&] { g.launch(grid, p.a, p.b, p.c, p.M, p.N, p.K); });
     };
-    // The library's GEMM object (kernels::Gemm: stream-K's last wave where the tiles leave it
-    // part empty), queued on the default stream as the launches above are.
+    // The library's GEMM object (kernels::Gemm: the last wave split over K where its tiles
+    // would leave half the SMs idle), queued on the default stream as the launches above are.
     auto gemm_row = [&](Problem& p, const std::string& label, const kernels::GemmConfig& cfg) {
       kernels::Gemm g(target, p.M, p.N, p.K, ir::DType::bf16, cfg);
       row_of(p, str_cat(label, g.stream_k() ? " SK" : " (no SK)"),
              [&] { g.run(p.a.data(), p.b.data(), p.c.data(), &cuda::Stream::legacy()); });
+    };
+    // 256x128 tiles over four consumer warpgroups of m64n128 (sm_90a, warp specialized: 640
+    // threads, no register reallocation), against the library's 128x256 over two of m64n256
+    auto tall = [](kernels::GemmConfig cfg) {
+      cfg.bm = 256, cfg.bn = 128, cfg.options.num_warps = 16;
+      cfg.constants.insert_or_assign("BM", 256);
+      cfg.constants.insert_or_assign("BN", 128);
+      return cfg;
     };
     const Config configs[] = {{256, 128, 32, 8, 3, 8},
                               {128, 256, 64, 8, 4, 8},
@@ -352,6 +360,7 @@ int main(int argc, char** argv) {
           wide.bn = 256;
           wide.constants.insert_or_assign("BN", 256);
           gemm_row(problem, str_cat(label, " 128x256"), wide);
+          gemm_row(problem, str_cat(label, " 256x128/16w"), tall(cfg));
         }
       }
     }
@@ -362,6 +371,7 @@ int main(int argc, char** argv) {
         const std::string label = str_cat("M=N=K=", S);
         row(problem, label, cfg.constants, cfg.options, cfg.grid(S, S));
         gemm_row(problem, label, cfg);
+        if (target.arch == "sm_90a") gemm_row(problem, str_cat(label, " 256x128/16w"), tall(cfg));
       }
     if (!only_fp8) {  // and a decode step's skinny GEMM
       const int M = 128, N = 8192, K = 8192;

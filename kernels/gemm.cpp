@@ -31,17 +31,19 @@ void gemm(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl
 const std::vector<std::string> kParams = {"a", "b", "c", "M", "N", "K", "BM", "BN", "BK", "GROUP_M", "PERSISTENT"};
 const Constants kDefaults = {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"PERSISTENT", 0}};
 
-/// Persistent, with the last wave shared out over K (stream-K's "data-parallel + one stream-K
-/// wave", as CUTLASS schedules it). Of T tiles over P programs, the first T - T % P (full
-/// waves) are walked as gemm's persistent programs walk them, a program per tile. The last
-/// T % P tiles' K steps, laid end to end, are cut into P equal ranges (at least a MAX_PARTS-th
-/// of a tile each, at most a tile: T % P < P), one per program: a program's range covers
-/// pieces of one or two tiles. A piece that is a whole tile is stored as is; the others are
-/// stored to `partials` (program q's piece of tile t in slot q + t: programs later along K have
-/// pieces of the same or later tiles, so no two share a slot) and counted in `counts` (a word per tile of the last wave), and the piece
-/// that completes its tile's count sums the tile's pieces in program order (the same bits
-/// whichever finishes last), stores the sum, and clears the count for the next launch. No
-/// program waits for another. kernels::Gemm sizes the scratch and launches it.
+/// Persistent, with the last wave split over K. Of T tiles over P programs, the first T - T % P
+/// (the full waves) are walked as gemm's persistent programs walk them, a program per tile. Each
+/// of the last R = T % P tiles is cut into S = min(P / R, MAX_PARTS, K steps) equal runs of K
+/// steps, so that S * R <= P programs share the wave that R would leave P - R of idle. Program
+/// v of the wave computes run c = v / R of tile t = v % R: the programs of one run start at the
+/// same K and walk it in step, as the full waves do, so that their operands are read once from
+/// memory into L2 and shared there. (Contiguous stream-K ranges, each program at its own K,
+/// were measured slower than no split at all on an H200: the wave's reads no longer share L2
+/// and it waits on HBM.) With S = 1 the wave's tiles are whole. Otherwise each run is stored to
+/// `partials` (slot v) and counted in `counts` (a word per tile of the wave), and the run that
+/// completes its tile's count sums the tile's runs in K order (the same bits whichever finishes
+/// last), stores the sum and clears the count for the next launch. No program waits for
+/// another. kernels::Gemm sizes the scratch and launches it.
 template <class T>
 void gemm_sk(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Ptr<float> partials, tl::Ptr<int32_t> counts, tl::Int M,
              tl::Int N, tl::Int K, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M,
@@ -51,35 +53,32 @@ void gemm_sk(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Ptr<float> partia
   auto programs = tl::num_programs(0), p = tl::program_id(0);
   auto steps = tl::maximum(tl::cdiv(tl::maximum(K, 0), BK), 1);  // K steps of a tile
   auto full = tiles / programs * programs;                        // the tiles of the full waves
-  auto rest = tiles % programs;                                   // the last wave's
-  // K steps per program in the last wave (written so that the compiler sees they are not
-  // negative, nor then the tile coordinates, as TMA needs)
-  auto per = tl::maximum(tl::cdiv(rest * steps, programs), (steps + (MAX_PARTS.value() - 1)) / MAX_PARTS.value());
-  auto begin = p * per, end = tl::minimum(begin + per, rest * steps);  // this program's range
-  tl::for_range(p, full + programs * 2, programs, [&](const Tensor& u) {  // (2: its pieces, at most)
+  auto rest = tl::maximum(tiles % programs, 1);                   // the last wave's (at least 1)
+  auto parts = tl::maximum(tl::minimum(tl::minimum(programs / rest, MAX_PARTS.value()), steps), 1);
+  // (written so that the compiler sees that the K runs and tile coordinates are not negative,
+  // as TMA needs)
+  tl::for_range(p, full + programs, programs, [&](const Tensor& u) {
     auto whole = u < full;
-    auto j = tl::maximum(u - full, 0) / programs;  // in the last wave: the j-th piece of our range,
-    auto t = begin / steps + j;                    // of its tile t,
-    auto lo = tl::maximum(begin, t * steps), hi = tl::minimum(end, t * steps + steps);  // its K steps
-    auto first = t * steps / per, last = (t * steps + steps - 1) / per;  // the programs with pieces of t
+    auto v = tl::maximum(u - full, 0);         // in the last wave: program v,
+    auto part = v / rest, t = v % rest;        // with run `part` of tile t
+    auto ours = !whole & (v < rest * parts) & (full < tiles);
     auto [pid_m, pid_n] = detail::grouped_tile(tl::where(whole, u, full + t), num_m, num_n, GROUP_M);
-    auto k0 = tl::where(whole, 0, tl::maximum(lo - t * steps, 0) * BK);
-    auto k1 = tl::where(whole, K, tl::minimum((hi - t * steps) * BK, K));
+    auto k0 = tl::where(whole, 0, part * steps / parts * BK);
+    auto k1 = tl::where(whole, K, tl::where(ours, tl::minimum((part + 1) * steps / parts * BK, K), k0));
     auto acc = detail::gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK, k0, k1);
     auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);
     auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
     auto mask = (row < M) & (col < N);
-    auto ours = hi > lo;  // (past the last wave's steps a range has no piece)
-    tl::if_then(whole | (ours & (first == last)), [&] { tl::store(c + row * N + col, acc, mask); });
-    tl::if_then(!whole & ours & (first != last), [&] {
+    tl::if_then(whole | (ours & (parts == 1)), [&] { tl::store(c + row * N + col, acc, mask); });
+    tl::if_then(ours & (parts > 1), [&] {
       auto in_tile = tl::expand_dims(tl::arange(0, BM), 1) * BN + tl::expand_dims(tl::arange(0, BN), 0);
-      auto slot = [&](const Tensor& q) {  // program q's piece of tile t
-        return partials + ((q + t) * (BM.value() * BN.value())).to(tl::int64) + in_tile;
+      auto slot = [&](const Tensor& q) {  // run q of tile t
+        return partials + ((q * rest + t) * (BM.value() * BN.value())).to(tl::int64) + in_tile;
       };
-      tl::store(slot(p), acc);
-      auto before = tl::atomic_add(counts + t, 1);  // (acq_rel: our piece out, the others' in)
-      tl::if_then(before == last - first, [&] {
-        auto sum = tl::for_range(first, last + 1, 1, tl::zeros({BM, BN}, tl::float32), [&](Tensor q, Tensor s) {
+      tl::store(slot(part), acc);
+      auto before = tl::atomic_add(counts + t, 1);  // (acq_rel: our run out, the others' in)
+      tl::if_then(before == parts - 1, [&] {
+        auto sum = tl::for_range(0, parts, 1, tl::zeros({BM, BN}, tl::float32), [&](Tensor q, Tensor s) {
           return s + tl::load(slot(q));
         });
         tl::store(c + row * N + col, sum, mask);
@@ -273,15 +272,15 @@ Gemm::Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtyp
   if (bm != config.bm || bn != config.bn || max_parts < 1)
     throw Error(str_cat("tiledist: gemm: a configuration of ", config.bm, "x", config.bn, " tiles whose constants say BM = ",
                         bm, ", BN = ", bn, ", MAX_PARTS = ", max_parts, " (the same tiles, MAX_PARTS >= 1)"));
-  // The kernel's arithmetic (gemm_sk), for the scratch: slots 0 .. programs + rest - 2 for
-  // the pieces, a count per tile of the last wave; and its 32-bit step numbers must not
-  // overflow (nor K plus a step).
+  // The kernel's arithmetic (gemm_sk), for the scratch: a slot per program of the last wave
+  // (parts runs of each of its rest tiles), a count per tile of it; and its 32-bit step
+  // numbers must not overflow (nor K plus a step).
   const int64_t tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn), programs = config.programs;
   const int64_t rest = programs > 0 ? tiles % programs : 0, steps = std::max<int64_t>((K + bk - 1) / bk, 1);
-  const int64_t per = rest ? std::max((rest * steps + programs - 1) / programs, (steps + max_parts - 1) / max_parts) : 0;
-  const int64_t slots = (programs + rest) * bm * bn;
-  s.stream_k = constant("PERSISTENT", 0) && rest > 0 && tiles * steps + steps < INT32_MAX &&
-               programs * per + 2 * steps < INT32_MAX && K + bk < INT32_MAX && slots < INT32_MAX;
+  const int64_t parts = rest ? std::min({programs / rest, max_parts, steps}) : 1;
+  const int64_t slots = parts * rest * bm * bn;
+  s.stream_k = constant("PERSISTENT", 0) && parts > 1 && steps * parts < INT32_MAX && K + bk < INT32_MAX &&
+               slots < INT32_MAX;
   if (!s.stream_k) {
     s.grid = config.grid(M, N);
     s.kernel = compile(gemm_kernel(dtype), config.constants, target, config.options);

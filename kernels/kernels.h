@@ -40,19 +40,19 @@ struct GemmConfig {
 };
 GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K);
 
-/// gemm with the last wave of tiles shared out over K by all the programs (stream-K), registered
-/// as gemm_sk (and _f16, _f32, _f8e4m3). Parameters: gemm's, then `partials` and `counts`
-/// (scratch; kernels::Gemm sizes, zeroes and passes them); constants BM, BN, BK, GROUP_M and
-/// MAX_PARTS (a program's share of the last wave is at least a MAX_PARTS-th of a tile's K).
-/// Always persistent: launched over one program per SM.
+/// gemm with the last wave of tiles split over K among the programs that would idle through it,
+/// registered as gemm_sk (and _f16, _f32, _f8e4m3). Parameters: gemm's, then `partials` and
+/// `counts` (scratch; kernels::Gemm sizes, zeroes and passes them); constants BM, BN, BK,
+/// GROUP_M and MAX_PARTS (the most runs a tile of the last wave is cut into). Always
+/// persistent: launched over one program per SM.
 const KernelDef& gemm_sk_kernel(ir::DType dtype);
 
 /// C[M, N] (f32) = A[M, K] @ B[K, N], row-major, A and B in `dtype` (bf16, f16, f32 or f8e4m3),
 /// by the library's GEMM: gemm_config's tiles (or the given ones). Where its programs are
-/// persistent and the tiles do not fill their last wave, that wave's tiles are shared out over
-/// K among all the programs (gemm_sk), so that no SM idles through it: an SM-count's worth of
-/// programs each computes an equal share of the wave's K steps, and the last to finish a tile
-/// sums its parts in a fixed order (the same bits on every run). A, B and C are device memory
+/// persistent and the tiles of their last wave would leave at least half of them idle, each of
+/// that wave's tiles is cut over K into as many runs as the idle programs allow (up to
+/// MAX_PARTS, gemm_sk), the runs computed side by side and summed, by the last to finish, in
+/// a fixed order (the same bits on every run). A, B and C are device memory
 /// on a GPU target, host memory on the host; a run given a stream is queued on it (AgGemm says
 /// how the library's runs and streams behave). Runs of one object are ordered (they share its
 /// scratch).
@@ -64,7 +64,7 @@ class Gemm {
   template <class T>
   void run(const T* a, const T* b, float* c, const cuda::Stream* stream = nullptr);
   const GemmConfig& config() const;
-  /// Whether the last wave is shared out over K (else every program computes whole tiles).
+  /// Whether the last wave is split over K (else every program computes whole tiles).
   bool stream_k() const;
   /// The grid a run launches.
   Grid grid() const;

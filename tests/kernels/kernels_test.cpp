@@ -188,8 +188,11 @@ TEST(Gemm, StreamKLastWave) {
   struct Case {
     int M, N, K, programs;  // programs 0: gemm_config's tiles and programs
   };
-  std::vector<Case> cases = {{100, 70, 200, 5}, {100, 70, 200, 7}, {96, 96, 64, 4},  {33, 130, 47, 3},
-                             {64, 64, 0, 3},    {1, 1, 1, 2},     {300, 260, 200, 0}, {512, 384, 96, 0}};
+  // (forced: 32x32 tiles over the given programs; the first five split their last wave, into
+  // 2, 3, 4, 3 and 4 runs, the last of uneven runs: 7 K steps; the others have none to split)
+  std::vector<Case> cases = {{100, 70, 200, 5}, {100, 70, 200, 9}, {96, 96, 64, 4},   {33, 130, 47, 3},
+                             {65, 33, 100, 5},  {100, 70, 200, 7}, {64, 64, 0, 3},    {1, 1, 1, 2},
+                             {300, 260, 200, 0}, {512, 384, 96, 0}};
   if (gpu) cases.insert(cases.end(), {{1000, 1152, 4096, 0}, {2176, 2304, 1024, 0}, {8192, 1152, 2048, 0}});
   int shared = 0;
   for (Case t : cases) {
@@ -211,10 +214,11 @@ TEST(Gemm, StreamKLastWave) {
     const double err = ref::rel_error(c, want);
     std::printf("  %dx%dx%d, %d programs%s: relative error %.2e\n", t.M, t.N, t.K, g.grid().x,
                 g.stream_k() ? ", stream-K" : "", err);
-    EXPECT_LT(err, 1e-6) << t.M << "x" << t.N << "x" << t.K << " programs " << t.programs << " seed " << ref::last_seed();
+    // (f32 sums of K products: the reference's order differs, an error growing as sqrt(K))
+    EXPECT_LT(err, 1e-6 + 2e-7 * std::sqrt(double(t.K))) << t.M << "x" << t.N << "x" << t.K << " programs " << t.programs << " seed " << ref::last_seed();
     EXPECT_EQ(std::memcmp(c.data(), again.data(), c.size() * sizeof(float)), 0) << "a second run differs";
   }
-  EXPECT_GE(shared, 5);  // (the forced cases all share their last wave)
+  EXPECT_GE(shared, 5);  // (the forced cases that split their last wave)
   {  // copies share the scratch (and free it once)
     kernels::GemmConfig cfg = kernels::gemm_config(target, 100, 70, 200);
     cfg.constants = {{"BM", 32}, {"BN", 32}, {"BK", 16}, {"PERSISTENT", 1}};
