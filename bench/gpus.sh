@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The multi-GPU acceptance runs of issues 5 and 6, on the GPUs of one host, from `make bundle`'s
+# tarball (dist/tiledist-bundle.tar.xz, built elsewhere: nothing is built here).
+#
+#   bash bench/gpus.sh N [STAGE...]     (from the repository root; N ranks, one per GPU)
+#
+# Stages (default: all, in this order; each under its own time limit, logs in $OUT or /tmp):
+#   tests        cuda_dist_test on N ranks, then its fault tests (a wait that never completes)
+#   collectives  collectives_bench collectives: ours against NCCL, f32 and bf16
+#   gemms        collectives_bench ag_gemm: AllGather+GEMM, GEMM+ReduceScatter, GEMM+AllReduce
+#                against our GEMM then NCCL, and cuBLAS then NCCL
+#   torch        bench/torch_baseline.py: NCCL and PyTorch's fused symmetric-memory ops
+# Prints each stage's summary lines; the logs keep the rest.
+set -u
+n=${1:?usage: bash bench/gpus.sh N [tests|collectives|gemms|torch ...]}
+shift
+stages=${*:-tests collectives gemms torch}
+root=$(pwd)
+logs=${OUT:-/tmp/gpus-logs}
+mkdir -p "$logs" /tmp/td
+[ -x /tmp/td/tiledist/tools/tiledist-run ] || tar -C /tmp/td -xJf dist/tiledist-bundle.tar.xz || exit 1
+cd /tmp/td/tiledist || exit 1
+export TILEDIST_CACHE_DIR=/tmp/tiledist-cache NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TILEDIST_TEST_GPU=1
+export TILEDIST_NCCL=${TILEDIST_NCCL:-$(ls /usr/lib/x86_64-linux-gnu/libnccl.so.2 2>/dev/null || find / -name 'libnccl.so.2*' 2>/dev/null | head -1)}
+export TILEDIST_CUBLASLT=${TILEDIST_CUBLASLT:-$(find / -name 'libcublasLt.so.1[23]*' 2>/dev/null | head -1)}
+nvidia-smi --query-gpu=index,name,power.limit --format=csv,noheader | head -"$n"
+run() {  # run NAME SECONDS CMD...: the command under a limit, its rc on a line of its own
+  local name=$1 limit=$2
+  shift 2
+  echo "== $name"
+  timeout "$limit" "$@" > "$logs/$name.log" 2>&1
+  echo "   rc=$?  (log: $logs/$name.log)"
+}
+for stage in $stages; do
+  case $stage in
+    tests)
+      TILEDIST_WAIT_TIMEOUT=30 run dist 300 ./tools/tiledist-run -n "$n" --timeout 290 ./tests/cuda_dist_test --gtest_filter=-GpuFaults.*
+      grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/dist.log" | head -10
+      # (each fault test in a process of its own: a trapped kernel leaves its context unusable)
+      for t in AWaitThatNeverCompletesNamesKernelRankAndSignal AWaitOnAStreamIsReportedByTheStreamsSynchronize; do
+        TILEDIST_WAIT_TIMEOUT=2 run "fault-$t" 120 ./tools/tiledist-run -n "$n" --timeout 110 ./tests/cuda_dist_test --gtest_filter="GpuFaults.$t"
+        grep -E "^\[0\] \[  (PASSED|FAILED)" "$logs/fault-$t.log" | head -3
+      done ;;
+    collectives)
+      run collectives 400 ./tools/tiledist-run -n "$n" --timeout 390 ./bench/collectives_bench collectives
+      grep -E "^\[0\] " "$logs/collectives.log" | cut -c5-200 | grep -vE "^\s*$" | tail -40 ;;
+    gemms)
+      TILEDIST_GPU_HEAP_SIZE=3G run gemms 400 ./tools/tiledist-run -n "$n" --timeout 390 ./bench/collectives_bench ag_gemm
+      grep -E "^\[0\] " "$logs/gemms.log" | cut -c5-200 | grep -vE "^\s*$" | tail -30 ;;
+    torch)
+      run torch 300 /opt/torch/.venv/bin/torchrun --nproc-per-node "$n" "$root/bench/torch_baseline.py"
+      grep -vE "^(W|I)[0-9]{4}|Warning|warn" "$logs/torch.log" | tail -20 ;;
+    *) echo "gpus.sh: no stage '$stage' (tests, collectives, gemms, torch)"; exit 2 ;;
+  esac
+done
