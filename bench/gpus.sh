@@ -10,7 +10,9 @@
 #   gemms        collectives_bench ag_gemm: AllGather+GEMM, GEMM+ReduceScatter, GEMM+AllReduce
 #                against our GEMM then NCCL, and cuBLAS then NCCL
 #   torch        bench/torch_baseline.py: NCCL and PyTorch's fused symmetric-memory ops
-# Prints each stage's summary lines; the logs keep the rest.
+# Prints each stage's summary lines; the logs keep the rest. N may exceed the GPUs found: ranks
+# then share GPUs (local rank modulo the count), which tests the protocols but times nothing, so
+# only the tests stage runs (NCCL refuses two ranks on one GPU).
 set -u
 n=${1:?usage: bash bench/gpus.sh N [tests|collectives|gemms|torch ...]}
 shift
@@ -24,6 +26,7 @@ export TILEDIST_CACHE_DIR=/tmp/tiledist-cache NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE
 export TILEDIST_NCCL=${TILEDIST_NCCL:-$(ls /usr/lib/x86_64-linux-gnu/libnccl.so.2 2>/dev/null || find / -name 'libnccl.so.2*' 2>/dev/null | head -1)}
 export TILEDIST_CUBLASLT=${TILEDIST_CUBLASLT:-$(find / -name 'libcublasLt.so.1[23]*' 2>/dev/null | head -1)}
 nvidia-smi --query-gpu=index,name,power.limit --format=csv,noheader | head -"$n"
+gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 run() {  # run NAME SECONDS CMD...: the command under a limit, its rc on a line of its own
   local name=$1 limit=$2
   shift 2
@@ -32,6 +35,10 @@ run() {  # run NAME SECONDS CMD...: the command under a limit, its rc on a line 
   echo "   rc=$?  (log: $logs/$name.log)"
 }
 for stage in $stages; do
+  if [ "$stage" != tests ] && [ "$n" -gt "$gpus" ]; then
+    echo "== $stage: skipped ($n ranks on $gpus GPUs share them: no timings)"
+    continue
+  fi
   case $stage in
     tests)
       TILEDIST_WAIT_TIMEOUT=30 run dist 300 ./tools/tiledist-run -n "$n" --timeout 290 ./tests/cuda_dist_test --gtest_filter=-GpuFaults.*

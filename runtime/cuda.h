@@ -34,7 +34,9 @@ struct DeviceInfo {
 /// else 0), with its primary context made current on the calling thread.
 const DeviceInfo& device();
 
-/// Device memory.
+/// Device memory. copy_to_device and memset have completed when they return (what a rank
+/// wrote before barrier_all() is there for its peers); copy_device_to_device is queued on the
+/// default stream, as cuMemcpyDtoD is.
 void* malloc(size_t bytes);
 void free(void* p);
 void copy_to_device(void* dst, const void* src, size_t bytes);

@@ -192,7 +192,9 @@ void copy_to_host(void* dst, const void* src, size_t bytes) {
   if (bytes) TD_HIP(hipMemcpy(dst, src, bytes, hipMemcpyDeviceToHost));
 }
 void memset(void* dst, int value, size_t bytes) {
-  if (bytes) TD_HIP(hipMemset(dst, value, bytes));
+  if (!bytes) return;
+  TD_HIP(hipMemset(dst, value, bytes));
+  TD_HIP(hipStreamSynchronize(nullptr));  // hipMemset is asynchronous to the host (cuda.cpp: why)
 }
 void synchronize() { TD_HIP(hipDeviceSynchronize()); }
 void* host_mapped_alloc(size_t bytes, void** device_address) {
