@@ -35,7 +35,7 @@ test: build
 demo: build
 	$(BUILD)/tools/tiledist-demo
 	@echo
-	@echo "distributed kernels, 4 ranks as processes on this machine (tiledist-run -n 4):"
+	@echo "distributed kernels, 4 ranks as processes on this machine (tiledist-run -n 4), on the CPU backend, then on the GPUs where there are:"
 	$(BUILD)/tools/tiledist-run -n 4 --timeout 300 $(BUILD)/tools/tiledist-dist-demo
 
 bench: build
