@@ -305,7 +305,7 @@ Gemm::Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtyp
 
 Gemm::~Gemm() = default;
 
-template <class T>
+template <GemmOperand T>
 void Gemm::run(const T* a, const T* b, float* c, const cuda::Stream* stream) {
   State& s = *s_;
   if (dtype_of<T>() != s.dtype)

@@ -47,6 +47,10 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K);
 /// persistent: launched over one program per SM.
 const KernelDef& gemm_sk_kernel(ir::DType dtype);
 
+/// The operand types Gemm::run takes (another is a compile error, not a link error).
+template <class T>
+concept GemmOperand = std::is_same_v<T, bf16> || std::is_same_v<T, f16> || std::is_same_v<T, float> || std::is_same_v<T, f8e4m3>;
+
 /// C[M, N] (f32) = A[M, K] @ B[K, N], row-major, A and B in `dtype` (bf16, f16, f32 or f8e4m3),
 /// by the library's GEMM: gemm_config's tiles (or the given ones). Where its programs are
 /// persistent and the tiles of their last wave would leave at least half of them idle, each of
@@ -61,7 +65,8 @@ class Gemm {
   Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtype = ir::DType::bf16);
   Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtype, const GemmConfig& config);
   ~Gemm();
-  template <class T>
+  /// T is the dtype the Gemm was made for.
+  template <GemmOperand T>
   void run(const T* a, const T* b, float* c, const cuda::Stream* stream = nullptr);
   const GemmConfig& config() const;
   /// Whether the last wave is split over K (else every program computes whole tiles).
