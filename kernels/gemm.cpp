@@ -293,8 +293,7 @@ Gemm::Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtyp
   if (detail::on_gpu(target)) {
     s.counts = static_cast<int32_t*>(cuda::malloc(size_t(rest) * sizeof(int32_t)));
     s.partials = static_cast<float*>(cuda::malloc(size_t(slots) * sizeof(float)));
-    cuda::memset(s.counts, 0, size_t(rest) * sizeof(int32_t));
-    cuda::synchronize();
+    cuda::memset(s.counts, 0, size_t(rest) * sizeof(int32_t));  // done when it returns
   } else {
     s.host_partials.resize(size_t(slots));
     s.host_counts.assign(size_t(rest), 0);

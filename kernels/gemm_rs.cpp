@@ -183,8 +183,7 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter sc
   if (s.copy) {
     s.partial = static_cast<float*>(cuda::malloc(size_t(M) * N * 4));
     s.counters = static_cast<int32_t*>(cuda::malloc(size_t(s.ranks) * s.tile_rows * 4));
-    cuda::memset(s.counters, 0, size_t(s.ranks) * s.tile_rows * 4);
-    cuda::synchronize();
+    cuda::memset(s.counters, 0, size_t(s.ranks) * s.tile_rows * 4);  // done when it returns
     s.copies = std::make_unique<detail::SideStream>();
   }
   barrier_all();  // no rank signals before every rank has zeroed its flags

@@ -28,8 +28,7 @@ inline void* symm_zeroed(const Target& target, size_t bytes) {
     return p;
   }
   void* p = cuda::World::get().alloc(bytes);
-  cuda::memset(p, 0, bytes);
-  cuda::synchronize();
+  cuda::memset(p, 0, bytes);  // done when it returns
   return p;
 }
 /// In the same order on every rank, once every call that used it has completed everywhere.
