@@ -36,7 +36,7 @@ demo: build
 	$(BUILD)/tools/tiledist-demo
 	@echo
 	@echo "distributed kernels, 4 ranks as processes on this machine (tiledist-run -n 4), on the CPU backend, then on the GPUs where there are:"
-	$(BUILD)/tools/tiledist-run -n 4 --timeout 300 $(BUILD)/tools/tiledist-dist-demo
+	TILEDIST_GPU_HEAP_SIZE=64M $(BUILD)/tools/tiledist-run -n 4 --timeout 300 $(BUILD)/tools/tiledist-dist-demo
 
 bench: build
 	$(BUILD)/bench/compile_bench

@@ -118,7 +118,8 @@ class AgGemm {
   const bf16* gathered() const;
   /// Where the next run keeps this rank's rows (M / ranks x K) in the gathered A: a run given
   /// `a == next_input()` does not copy them there (in place, as NCCL's in-place all-gather).
-  /// It changes with every run (the runs alternate between two buffers).
+  /// It changes with every run (the runs alternate between two buffers): write into it only
+  /// once the run before last, which used the same buffer, has completed (runs on streams).
   bf16* next_input() const;
 
  private:

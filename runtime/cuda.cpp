@@ -243,7 +243,8 @@ void free(void* p) {
   if (p && available()) driver().cuMemFree(reinterpret_cast<CUdeviceptr>(p));
 }
 // From pageable memory cuMemcpyHtoD may return before its DMA lands, and cuMemsetD8 is
-// asynchronous: both are waited for on the default stream, so that what a rank wrote before
+// asynchronous: both are waited for on the default stream (handle 0, the legacy stream: the
+// binds are not the per-thread ones), so that what a rank wrote before
 // barrier_all() is there for its peers (two ranks on one GPU read zeros without this).
 void copy_to_device(void* dst, const void* src, size_t bytes) {
   if (!bytes) return;
@@ -254,6 +255,7 @@ void copy_to_host(void* dst, const void* src, size_t bytes) {
   if (bytes) TD_CU(cuMemcpyDtoH(dst, reinterpret_cast<CUdeviceptr>(src), bytes));
 }
 void memset(void* dst, int value, size_t bytes) {
+  if (!bytes) return;
   TD_CU(cuMemsetD8(reinterpret_cast<CUdeviceptr>(dst), static_cast<unsigned char>(value), bytes));
   TD_CU(cuStreamSynchronize(nullptr));
 }

@@ -186,7 +186,9 @@ void free(void* p) {
   if (p) TD_HIP(hipFree(p));
 }
 void copy_to_device(void* dst, const void* src, size_t bytes) {
-  if (bytes) TD_HIP(hipMemcpy(dst, src, bytes, hipMemcpyHostToDevice));
+  if (!bytes) return;
+  TD_HIP(hipMemcpy(dst, src, bytes, hipMemcpyHostToDevice));
+  TD_HIP(hipStreamSynchronize(nullptr));  // done when it returns, as cuda::copy_to_device
 }
 void copy_to_host(void* dst, const void* src, size_t bytes) {
   if (bytes) TD_HIP(hipMemcpy(dst, src, bytes, hipMemcpyDeviceToHost));
