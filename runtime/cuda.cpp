@@ -243,13 +243,12 @@ void free(void* p) {
   if (p && available()) driver().cuMemFree(reinterpret_cast<CUdeviceptr>(p));
 }
 // From pageable memory cuMemcpyHtoD may return before its DMA lands, and cuMemsetD8 is
-// asynchronous: both are waited for on the default stream (handle 0, the legacy stream: the
-// binds are not the per-thread ones), so that what a rank wrote before
-// barrier_all() is there for its peers (two ranks on one GPU read zeros without this).
+// asynchronous: both are waited for on the legacy stream they went on, so that what a rank
+// wrote before barrier_all() is there for its peers (two ranks on one GPU read zeros without).
 void copy_to_device(void* dst, const void* src, size_t bytes) {
   if (!bytes) return;
   TD_CU(cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(dst), src, bytes));
-  TD_CU(cuStreamSynchronize(nullptr));
+  Stream::legacy().synchronize();
 }
 void copy_to_host(void* dst, const void* src, size_t bytes) {
   if (bytes) TD_CU(cuMemcpyDtoH(dst, reinterpret_cast<CUdeviceptr>(src), bytes));
@@ -257,7 +256,7 @@ void copy_to_host(void* dst, const void* src, size_t bytes) {
 void memset(void* dst, int value, size_t bytes) {
   if (!bytes) return;
   TD_CU(cuMemsetD8(reinterpret_cast<CUdeviceptr>(dst), static_cast<unsigned char>(value), bytes));
-  TD_CU(cuStreamSynchronize(nullptr));
+  Stream::legacy().synchronize();
 }
 void copy_device_to_device(void* dst, const void* src, size_t bytes) {
   TD_CU(cuMemcpyDtoD(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes));

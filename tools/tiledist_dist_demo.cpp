@@ -39,6 +39,15 @@ void reduce_scatter(tl::Ptr<float> in, tl::Ptr<float> staging, tl::Ptr<int32_t> 
   });
 }
 
+const KernelDef& all_gather_def() {
+  static const KernelDef def("all_gather_demo", all_gather, {"buf", "flags", "chunk"});
+  return def;
+}
+const KernelDef& reduce_scatter_def() {
+  static const KernelDef def("reduce_scatter_demo", reduce_scatter, {"in", "staging", "flags", "out", "chunk", "BLOCK"});
+  return def;
+}
+
 // The two kernels again, on the GPU world: the heaps are device memory, mapped on every rank.
 int run_on_gpus(int chunk) {
   auto& w = cuda::World::get();
@@ -52,8 +61,7 @@ int run_on_gpus(int chunk) {
     buf.upload(mine);
     flags.upload(std::vector<int32_t>(n, 0));
     barrier_all();
-    static const KernelDef def("all_gather_demo", all_gather, {"buf", "flags", "chunk"});
-    compile(def, {}, Target::cuda()).launch({n}, buf, flags, chunk);
+    compile(all_gather_def(), {}, Target::cuda()).launch({n}, buf, flags, chunk);
     std::vector<float> got = buf.download();
     for (int r = 0; r < n; ++r)
       for (int i = 0; i < chunk; ++i) bad += got[size_t(r) * chunk + i] != input(r, i);
@@ -69,8 +77,7 @@ int run_on_gpus(int chunk) {
     in.upload(host_in);
     flags.upload(std::vector<int32_t>(n, 0));
     barrier_all();
-    static const KernelDef def("reduce_scatter_demo", reduce_scatter, {"in", "staging", "flags", "out", "chunk", "BLOCK"});
-    compile(def, {{"BLOCK", 1024}}, Target::cuda()).launch({n}, in, staging, flags, out, chunk);
+    compile(reduce_scatter_def(), {{"BLOCK", 1024}}, Target::cuda()).launch({n}, in, staging, flags, out, chunk);
     std::vector<float> got = out.download();
     int wrong = 0;
     for (int i = 0; i < chunk; ++i) {
@@ -98,8 +105,7 @@ int main() {
       for (int i = 0; i < chunk; ++i) buf[size_t(me) * chunk + i] = input(me, i);
       std::fill(flags.begin(), flags.end(), 0);
       barrier_all();
-      static const KernelDef def("all_gather_demo", all_gather, {"buf", "flags", "chunk"});
-      compile(def, {}, Target::host()).launch({n}, buf.data(), flags.data(), chunk);
+      compile(all_gather_def(), {}, Target::host()).launch({n}, buf.data(), flags.data(), chunk);
       for (int r = 0; r < n; ++r)
         for (int i = 0; i < chunk; ++i) bad += buf[size_t(r) * chunk + i] != input(r, i);
       std::printf("rank %d/%d: all-gather of %d x %d floats: %s\n", me, n, n, chunk, bad ? "WRONG" : "OK");
@@ -111,9 +117,7 @@ int main() {
       for (int i = 0; i < n * chunk; ++i) in[i] = input(me, i);
       std::fill(flags.begin(), flags.end(), 0);
       barrier_all();
-      static const KernelDef def("reduce_scatter_demo", reduce_scatter,
-                                 {"in", "staging", "flags", "out", "chunk", "BLOCK"});
-      compile(def, {{"BLOCK", 1024}}, Target::host()).launch({n}, in.data(), staging.data(), flags.data(), out, chunk);
+      compile(reduce_scatter_def(), {{"BLOCK", 1024}}, Target::host()).launch({n}, in.data(), staging.data(), flags.data(), out, chunk);
       int wrong = 0;
       for (int i = 0; i < chunk; ++i) {
         float want = 0;
