@@ -16,6 +16,22 @@
 // collectives): a rank copies call k+1 into a peer's buffer only after its GEMM of call k has
 // received every rank's rows of call k, which each peer sent after finishing call k-1, the last
 // reader of that buffer.
+//
+// What the protocol needs to make progress (a GEMM program that waits holds its SM until the
+// rows come):
+// - By the copy engine, a copy to a peer on another GPU runs on the copy engines, beside a GEMM
+//   whose programs may hold every SM while they wait. A copy to a peer that shares our GPU (a
+//   process whose context takes turns with ours on it) runs on its SMs, as a kernel of ours: it
+//   must come before our GEMM on its stream, or it can wait behind GEMM programs that wait, on
+//   every rank, for the copies of the others (the deadlock of 4 ranks on one H200 in the
+//   second run, when the GEMM no longer started late behind its first compile: the copies to
+//   the second and third peer, queued behind the first on the side stream, found every SM
+//   taken). So the copies to peers on our GPU are queued before the GEMM, on its stream; the
+//   GEMM starts once they are done, and then waits only for copies that need no SM of ours.
+// - By SM puts, the pushing programs wait for nothing and come first in a 1-D grid, which the
+//   hardware starts in order.
+// - Runs of one object, and of every communicating object of the library, are queued in one
+//   order per rank (detail::RunOrder): two side by side could hold the SMs the other needs.
 #include <atomic>
 #include <cstring>
 
@@ -145,15 +161,16 @@ void AgGemm::run(const bf16* a, const bf16* b, float* c, const cuda::Stream* str
     // the gathered rows is then free on every rank: a peer's GEMM of this run waits for our
     // copies, and ours waited for theirs of the last run).
     s.copies->fork(*on);
-    // Our own rows before the GEMM starts, on its stream (unless they are there: in place): a
-    // copy within one GPU runs as a kernel, which would find every SM taken by GEMM programs
-    // waiting for it.
+    // Our own rows, and the rows of peers on our GPU, before the GEMM starts, on its stream
+    // (our own unless they are there: in place): a copy within one GPU runs as a kernel, which
+    // would find every SM taken by GEMM programs waiting for it (the protocol, above).
     if (a != mine) cuda::copy_async(mine, a, bytes, *on);
     cuda::write_value(s.flags + s.rank, static_cast<uint32_t>(call), *on);
     for (int k = 1; k < s.ranks; ++k) {  // the next rank first
       const int r = (s.rank + k) % s.ranks;
-      cuda::copy_async(s.at(mine, r), a, bytes, s.copies->stream());  // peer to peer: the copy engine
-      cuda::write_value(s.at(s.flags + s.rank, r), static_cast<uint32_t>(call), s.copies->stream());
+      const cuda::Stream& by = detail::shares_gpu(s.target, r) ? *on : s.copies->stream();  // else peer to peer: the copy engine
+      cuda::copy_async(s.at(mine, r), a, bytes, by);
+      cuda::write_value(s.at(s.flags + s.rank, r), static_cast<uint32_t>(call), by);
     }
     gemm(tiles);
     s.copies->join(*on);  // the run ends once our copies have read `a` too (the GEMM waits only for the peers')

@@ -177,7 +177,13 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter sc
   s.tile_rows = (s.rows + s.config.bm - 1) / s.config.bm;
   s.tile_cols = (N + s.config.bn - 1) / s.config.bn;
   s.tiles = s.tile_rows * s.tile_cols;
-  s.copy = !all && s.gpu() && scatter == Scatter::copy_engine;
+  // By the copy engine, our own rows' tiles wait in the GEMM for the peers' copies, made while
+  // the peers' GEMMs run: a copy between two GPUs runs on their copy engines, but one between
+  // two ranks on one GPU runs on its SMs, which that rank's waiting tiles may all hold (every
+  // rank's, on every rank: a deadlock). Where ranks share a GPU, the tiles go by SM pushes,
+  // whose GEMM waits for nothing (its reduce kernel waits, after it). The choice is the
+  // world's, the same on every rank.
+  s.copy = !all && s.gpu() && scatter == Scatter::copy_engine && !detail::gpus_shared(target);
   s.staging = static_cast<float*>(detail::symm_zeroed(target, 2 * size_t(s.ranks) * s.rows * N * 4));
   s.flags = static_cast<int32_t*>(detail::symm_zeroed(target, size_t(s.ranks) * (s.copy ? s.tile_rows : 1) * 4));
   if (s.copy) {

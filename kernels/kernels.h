@@ -93,7 +93,8 @@ const KernelDef& ag_gemm_kernel();
 
 /// C[M, N] (f32) = all_gather(A)[M, K] @ B[K, N] (bf16), each rank holding M / ranks rows of A:
 /// the gather overlapped with the GEMM, whose programs wait only for the rows their tile needs.
-/// The gather goes by the copy engine (GPU: no SM spent on it), or by SM puts: the kernel's
+/// The gather goes by the copy engine (GPU: no SM spent on it; to a peer that shares this
+/// rank's GPU the copy runs on its SMs, before the GEMM), or by SM puts: the kernel's
 /// first `puts` programs (kDefaultPuts where 0) push slices of this rank's rows to every rank,
 /// which lets a GEMM tile start once its slice is there. `a` (this rank's rows), `b` and `c` are
 /// device memory on a GPU target, host memory on the host target. Construction and every run
@@ -103,8 +104,10 @@ const KernelDef& ag_gemm_kernel();
 /// after the work already there, and returns at once; its result is in place once the stream
 /// has got past it, and a failure (a peer that never signals: the device-side timeout) is
 /// reported by the stream's synchronize. Without a stream a run returns when its result is
-/// there (it runs on the default stream, and waits for it). Consecutive runs of one object
-/// may use different streams (each run is ordered after the one before it). The host target
+/// there (it runs on the default stream, and waits for it). Runs may use different streams:
+/// each run of a communicating object of the library (AgGemm, GemmRs, GemmAr, Collectives) is
+/// queued after the last such run on this rank, of any object, on any stream, since two side
+/// by side could deadlock (each holding SMs that the other's peers wait on). The host target
 /// has no streams: every run returns when done. Bad arguments throw before anything is queued;
 /// a run that fails on the GPU (a trap) ends the CUDA context, and the object with it.
 class AgGemm {
@@ -137,8 +140,9 @@ const KernelDef& rs_reduce_kernel();
 /// A_r[M, K] @ B_r[K, N] (bf16), each tile sent to its rows' owner as it is produced: by the
 /// copy engine (GPU, the default): a peer's tiles are stored here and each finished row of
 /// tiles is copied to its owner, whose own tiles (made last) add the peers' copies in their
-/// epilogue; or by SM pushes (the host target always): each tile stored straight into its
-/// owner's staging area, and a reduce kernel after the GEMM. M / ranks must be a multiple of
+/// epilogue; or by SM pushes (the host target always, and GPUs where two ranks share one,
+/// since a copy within a GPU needs the SMs that the waiting tiles hold): each tile stored
+/// straight into its owner's staging area, and a reduce kernel after the GEMM. M / ranks must be a multiple of
 /// the GEMM's row tile. Device memory on a GPU target, host memory on the host target.
 /// Construction and every run are collective.
 class GemmRs {

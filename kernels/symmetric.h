@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <type_traits>
 
 #include "tiledist.h"
@@ -36,24 +37,64 @@ inline void symm_release(const Target& target, void* p) {
   if (on_gpu(target)) cuda::World::get().free(p);
   else symm_free(p);
 }
+/// Whether `rank` uses this rank's GPU (on the host target there is none: false). A copy
+/// between two ranks that share a GPU runs on its SMs, as a kernel of the rank that queued it;
+/// a copy between two GPUs runs on their copy engines, beside whatever the SMs do.
+inline bool shares_gpu(const Target& target, int rank) {
+  return on_gpu(target) && rank != world_rank(target) && cuda::World::get().shares_gpu(rank);
+}
+/// Whether any two ranks of the target's world share a GPU (the same answer on every rank).
+inline bool gpus_shared(const Target& target) { return on_gpu(target) && cuda::World::get().gpus_shared(); }
+
+/// The order of the library's communicating runs on this rank's GPU: each run, of any object,
+/// on any stream, is queued after the one before it. Two runs side by side could deadlock: the
+/// programs of one, waiting for a peer, may hold every SM that the other needs to make the
+/// progress a peer of ours waits for (NCCL leaves this to its users; we order the runs, since
+/// every rank makes the same calls in the same order anyway). From one thread at a time, as the
+/// calls themselves.
+class RunOrder {
+ public:
+  static RunOrder& get() {
+    static RunOrder* order = new RunOrder();  // (never destroyed: events outlive static destructors' driver)
+    return *order;
+  }
+  /// Makes `s` wait for the last run queued (on another stream; on the same one it does anyway).
+  void after_last(const cuda::Stream& s) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (last_ && s.handle() != last_stream_) last_->make_wait(s);
+  }
+  /// A run has been queued on `s`.
+  void mark(const cuda::Stream& s) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!last_) last_ = std::make_unique<cuda::Event>(false);
+    last_->record(&s);
+    last_stream_ = s.handle();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unique_ptr<cuda::Event> last_;
+  void* last_stream_ = nullptr;
+};
+
 /// The streams of a library object's runs on a GPU (kernels.h, AgGemm, says what users see):
-/// a run goes on the caller's stream, else on the default stream and is waited for; a run on
-/// another stream than the last run's is ordered after that one (the objects' protocols need
-/// their runs in order on each rank).
+/// a run goes on the caller's stream, else on the default stream and is waited for; it is
+/// queued after the last communicating run of any object (RunOrder), so its own runs are in
+/// order on each rank too, as their protocols need.
 class RunStreams {
  public:
   /// The stream of a run about to start.
   const cuda::Stream& enter(const cuda::Stream* stream) {
     const cuda::Stream& s = stream ? *stream : cuda::Stream::legacy();
-    if (!last_) last_ = std::make_unique<cuda::Event>(false);
-    else if (s.handle() != last_stream_) last_->make_wait(s);
+    RunOrder::get().after_last(s);
     return s;
   }
   /// The run is queued on `s`: marks its end, and without a caller's stream waits for it (a
   /// failure, such as a peer's signal that never came, is reported here).
   void leave(const cuda::Stream& s, const cuda::Stream* stream) {
+    if (!last_) last_ = std::make_unique<cuda::Event>(false);
     last_->record(&s);
-    last_stream_ = s.handle();
+    RunOrder::get().mark(s);
     if (!stream) s.synchronize();
   }
   /// For the object's destructor: waits for its last run (a failure is the stream's to report).
@@ -65,8 +106,7 @@ class RunStreams {
   }
 
  private:
-  std::unique_ptr<cuda::Event> last_;  // recorded after the last run
-  void* last_stream_ = nullptr;
+  std::unique_ptr<cuda::Event> last_;  // recorded after this object's last run
 };
 
 /// A stream beside a run's stream, for the copy engine's work: fork() starts its next work after

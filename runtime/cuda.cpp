@@ -26,6 +26,7 @@ using CUdeviceptr = unsigned long long;
 constexpr int kAttrMultiprocessors = 16;
 constexpr int kAttrCcMajor = 75, kAttrCcMinor = 76;
 constexpr int kAttrMaxSharedOptin = 97;
+constexpr int kAttrPciBus = 33, kAttrPciDevice = 34, kAttrPciDomain = 50;
 constexpr int kFuncAttrMaxDynamicShared = 8;
 // CUmemAllocationProp, CUmemLocation and CUmemAccessDesc, laid out as cuda.h lays them out.
 struct MemLocation {
@@ -226,6 +227,11 @@ const DeviceInfo& device() {
     TD_CU(cuDeviceGetAttribute(&info.sms, kAttrMultiprocessors, dev));
     TD_CU(cuDeviceGetAttribute(&v, kAttrMaxSharedOptin, dev));
     info.max_shared_per_block_optin = static_cast<size_t>(v);
+    int bus = 0, device_id = 0, domain = 0;
+    TD_CU(cuDeviceGetAttribute(&bus, kAttrPciBus, dev));
+    TD_CU(cuDeviceGetAttribute(&device_id, kAttrPciDevice, dev));
+    TD_CU(cuDeviceGetAttribute(&domain, kAttrPciDomain, dev));
+    info.pci_location = uint64_t(uint32_t(domain)) << 32 | uint64_t(uint32_t(bus)) << 16 | uint32_t(device_id);
     TD_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
     (void)d;
   });

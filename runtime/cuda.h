@@ -26,6 +26,9 @@ struct DeviceInfo {
   int cc_major = 0, cc_minor = 0;
   int sms = 0;
   size_t max_shared_per_block_optin = 0;
+  /// The GPU's PCI domain, bus and device numbers in one word: the same on every process that
+  /// uses this GPU, whatever ordinal its CUDA_VISIBLE_DEVICES gives it.
+  uint64_t pci_location = 0;
   /// "sm_90a" for Hopper, "sm_80" for Ampere and Ada (what our code generator targets).
   std::string arch() const;
 };

@@ -144,7 +144,7 @@ void World::bootstrap() {
     }
   }
   for (int r = 0; r < size_; ++r) bases_[r] = base_ + r * heap_size_;
-  finish_bootstrap(host, {cuda::malloc, cuda::copy_to_device, cuda::memset, cuda::synchronize, host_mapped_alloc});
+  finish_bootstrap(host, {cuda::malloc, cuda::copy_to_device, cuda::memset, cuda::synchronize, host_mapped_alloc, device().pci_location});
 }
 
 }  // namespace tiledist::cuda

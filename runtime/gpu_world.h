@@ -36,6 +36,14 @@ class GpuWorld {
   /// The symmetric offset of `p`, a pointer into this rank's heap.
   size_t offset_of(const void* p) const { return static_cast<size_t>(static_cast<const char*>(p) - bases_[rank_]); }
 
+  /// Whether `rank` uses the same GPU as this rank (several ranks may share one: processes
+  /// whose contexts take turns on it). Protocols that need a copy to run while a kernel of
+  /// theirs waits for it ask this (kernels/symmetric.h: peers_share_gpu): a copy within one GPU
+  /// runs on its SMs, not on a copy engine.
+  bool shares_gpu(int rank) const { return gpus_[rank] == gpus_[rank_]; }
+  /// Whether any two ranks of the world share a GPU.
+  bool gpus_shared() const { return shared_; }
+
   /// The DeviceWorld in device memory (the trailing parameter of kernels with distributed ops).
   void* device_world() const { return device_world_; }
   /// What the failure record says: an empty string while no kernel has failed.
@@ -51,6 +59,7 @@ class GpuWorld {
     void (*memset)(void*, int, size_t);
     void (*synchronize)();
     void* (*host_mapped_alloc)(size_t, void**);
+    uint64_t gpu;  // this rank's GPU: the same number on every process that uses it
   };
 
   GpuWorld() = default;
@@ -83,6 +92,8 @@ class GpuWorld {
   int rank_ = 0, size_ = 1;
   size_t heap_size_ = 0;
   std::vector<char*> bases_;  // each rank's heap, as mapped here
+  std::vector<uint64_t> gpus_;  // each rank's Device::gpu
+  bool shared_ = false;
 
  private:
   runtime::HeapOffsets offsets_;

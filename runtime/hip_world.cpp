@@ -34,7 +34,10 @@ void World::bootstrap() {
   }
   host.barrier();  // every rank has read every handle
   host.free(handle);
-  finish_bootstrap(host, {hip::malloc, hip::copy_to_device, hip::memset, hip::synchronize, hip::host_mapped_alloc});
+  // (The ordinal names the GPU only where every rank sees the same devices; the library's
+  // communicating objects, the only users of shares_gpu, do not run on AMD GPUs yet.)
+  finish_bootstrap(host, {hip::malloc, hip::copy_to_device, hip::memset, hip::synchronize, hip::host_mapped_alloc,
+                          uint64_t(hip::device().ordinal)});
 }
 
 }  // namespace tiledist::hip

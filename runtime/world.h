@@ -31,6 +31,7 @@ struct ControlBlock {
   std::atomic<int64_t> device_barrier[kMaxRanks];  // calls of shmem::barrier_all() in kernels
   std::atomic<int64_t> alloc_seq[kMaxRanks];
   std::atomic<int64_t> alloc_size[kMaxRanks];
+  std::atomic<uint64_t> gpu[kMaxRanks];  // each rank's GPU (GpuWorld::gpu_of), written at its bootstrap
   char failure[kMaxRanks][256];  // each rank writes only its own, before publishing failed_rank
 };
 
