@@ -4,9 +4,13 @@
 // against what the host computes from the inputs.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <random>
 
 #include "tiledist.h"
+#include "kernels/reference.h"
 #include "tests/runtime/collectives_check.h"
 
 namespace tiledist {
@@ -226,6 +230,103 @@ TEST(GpuKernels, GemmAllReduce) {
   testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 128, 256, 512);  // skinny, pipelined
   cuda::Stream stream;
   testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 70, 72, 48, {&stream});  // queued
+}
+
+// ---- Regressions at Triton-distributed's own check shapes --------------------------------
+// Fresh random bf16 inputs in [-1, 1) from a seed that rank 0 draws and every rank shares (so
+// that each can draw the peers' inputs again for its reference); a run's output starts as NaN.
+uint64_t shared_seed() {
+  static uint64_t* seed = symm_alloc<uint64_t>(1).data();
+  if (rank() == 0) *seed = std::random_device{}() ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  barrier_all();
+  const uint64_t s = *symm_at(seed, 0);  // (rank 0's)
+  barrier_all();
+  return s;
+}
+std::vector<bf16> random_bf16(uint64_t seed, size_t n) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<bf16> v(n);
+  for (auto& x : v) x = bf16(dist(rng));
+  return v;
+}
+/// `got` against C = A[M, K] @ B[K, N] computed another way: every element against the library's
+/// plain GEMM (no communication) in relative norm, and 8 rows in double on the host; the bound
+/// is 1e-5 up to K = 1024, growing with sqrt(K) past it (f32 sums of bf16 products, in two
+/// computations: 4 ranks' K = 12288 gave 1.1e-5 against the plain GEMM).
+void expect_gemm(const std::vector<float>& got, const std::vector<bf16>& a, const std::vector<bf16>& b, int64_t M, int64_t N,
+                 int64_t K, const std::string& what) {
+  const double bound = 1e-5 * std::max(1.0, std::sqrt(double(K) / 1024.0));
+  cuda::Buffer<bf16> da(a), db(b);
+  cuda::Buffer<float> dc(std::vector<float>(size_t(M * N), NAN));
+  kernels::Gemm(Target::cuda(), M, N, K).run(da.data(), db.data(), dc.data());
+  EXPECT_LT(reference::rel_error(got, dc.download()), bound) << what << ": against the plain GEMM";
+  std::mt19937_64 pick(M + N + K);
+  std::vector<float> rows_got, rows_want;
+  for (int t = 0; t < 8; ++t) {
+    const int64_t i = std::uniform_int_distribution<int64_t>(0, M - 1)(pick);
+    std::vector<double> row(N, 0.0);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j) row[j] += double(float(a[i * K + k])) * float(b[k * N + j]);
+    for (int64_t j = 0; j < N; ++j) rows_got.push_back(got[i * N + j]), rows_want.push_back(float(row[j]));
+  }
+  EXPECT_LT(reference::rel_error(rows_got, rows_want), bound) << what << ": 8 rows against the host's double sums";
+}
+
+// AllGather+GEMM, each rank holding 4091 rows, N=5120, K=1024, ten runs in a row per object in
+// each gather mode: with 4 ranks on one GPU the copy engine's gather deadlocked in its second
+// run (kernels/ag_gemm.cpp says why).
+TEST(GpuKernels, AllGatherGemmAtTheSeedsCheckShape) {
+  const int n = world_size(), me = rank();
+  const int64_t rows = 4091, M = rows * n, N = 5120, K = 1024;
+  using Gather = kernels::AgGemm::Gather;
+  for (Gather gather : {Gather::copy_engine, Gather::sm_puts}) {
+    kernels::AgGemm op(Target::cuda(), M, N, K, gather);
+    for (int run = 1; run <= 10; ++run) {
+      const uint64_t seed = shared_seed();
+      std::vector<bf16> b = random_bf16(seed + 100 + me, K * N);
+      cuda::Buffer<bf16> a(random_bf16(seed + me, rows * K)), db(b);
+      cuda::Buffer<float> c(std::vector<float>(size_t(M * N), NAN));
+      op.run(a.data(), db.data(), c.data());
+      std::vector<bf16> gathered;
+      for (int r = 0; r < n; ++r) {
+        std::vector<bf16> shard = random_bf16(seed + r, rows * K);
+        gathered.insert(gathered.end(), shard.begin(), shard.end());
+      }
+      expect_gemm(c.download(), gathered, b, M, N, K,
+                  str_cat(gather == Gather::copy_engine ? "copy engine" : "SM puts", ", run ", run, ", seed ", seed));
+      barrier_all();  // (the next run's inputs are drawn after every rank's check)
+    }
+  }
+}
+
+// GEMM+ReduceScatter of 4096 x 4096 with K = 12288 split over the ranks (M rounded up to whole
+// row tiles per rank where the ranks do not divide it), three runs per object, both scatters.
+TEST(GpuKernels, GemmReduceScatterAtTheSeedsCheckShape) {
+  const int n = world_size(), me = rank();
+  const int64_t N = 4096, K = 12288 / n, tile = 256;
+  const int64_t rows = (4096 / n + tile - 1) / tile * tile, M = rows * n;
+  using Scatter = kernels::GemmRs::Scatter;
+  for (Scatter scatter : {Scatter::copy_engine, Scatter::sm_pushes}) {
+    kernels::GemmRs op(Target::cuda(), M, N, K, scatter);
+    for (int run = 1; run <= 3; ++run) {
+      const uint64_t seed = shared_seed();
+      cuda::Buffer<bf16> a(random_bf16(seed + me, M * K)), b(random_bf16(seed + 100 + me, K * N));
+      cuda::Buffer<float> out(std::vector<float>(size_t(rows * N), NAN));
+      op.run(a.data(), b.data(), out.data());
+      // Our rows of the sum over ranks of A_r B_r: [A_0 .. A_n-1] (rows x nK) @ [B_0; ..; B_n-1].
+      std::vector<bf16> wide(size_t(rows * n * K)), tall;
+      for (int r = 0; r < n; ++r) {
+        std::vector<bf16> ar = random_bf16(seed + r, M * K), br = random_bf16(seed + 100 + r, K * N);
+        for (int64_t i = 0; i < rows; ++i)
+          std::copy(ar.begin() + (me * rows + i) * K, ar.begin() + (me * rows + i + 1) * K, wide.begin() + i * n * K + r * K);
+        tall.insert(tall.end(), br.begin(), br.end());
+      }
+      expect_gemm(out.download(), wide, tall, rows, N, n * K,
+                  str_cat(scatter == Scatter::copy_engine ? "copy engine" : "SM pushes", ", run ", run, ", seed ", seed));
+      barrier_all();
+    }
+  }
 }
 
 // Run alone (its trap ends the CUDA context): rank 0 waits for a signal nobody sends.

@@ -1,0 +1,402 @@
+// The stress harness's objects and their references (cases.h).
+#include "tools/stress/cases.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/kernels.h"
+
+namespace tiledist::stress {
+
+namespace {
+
+using Algo = kernels::Collectives::AllReduce;
+
+/// Uniform values in [-1, 1) from `seed`, as T.
+template <class T>
+std::vector<T> random_values(uint64_t seed, size_t n) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<T> v(n);
+  for (auto& x : v) x = T(dist(rng));
+  return v;
+}
+
+/// A buffer of the job's target: device memory on a GPU, host memory on the host.
+template <class T>
+class Mem {
+ public:
+  Mem(bool gpu, const std::vector<T>& v) : size_(v.size()) {
+    if (gpu) device_ = std::make_unique<cuda::Buffer<T>>(v);
+    else host_ = v;
+  }
+  T* ptr() { return device_ ? device_->data() : host_.data(); }
+  /// A copy on the host (the runs that write it must be done).
+  std::vector<T> get() const { return device_ ? device_->download() : host_; }
+  size_t size() const { return size_; }
+
+ private:
+  size_t size_;
+  std::unique_ptr<cuda::Buffer<T>> device_;
+  std::vector<T> host_;
+};
+template <class T>
+std::shared_ptr<Mem<T>> mem(Job& job, const std::vector<T>& v) {
+  return std::make_shared<Mem<T>>(job.gpu(), v);
+}
+/// What an output holds before its run: NaN, so that an element the run does not write fails.
+template <class T>
+std::vector<T> poison(size_t n) {
+  return std::vector<T>(n, T(std::numeric_limits<float>::quiet_NaN()));
+}
+
+/// A size in [1, hi]: a few elements, or up to an eighth of `hi`, or up to `hi` (ragged: a
+/// multiple of nothing in particular).
+int64_t ragged(Job& job, int64_t hi) {
+  switch (job.draw(0, 3)) {
+    case 0: return job.draw(1, std::min<int64_t>(8, hi));
+    case 1: return job.draw(1, std::max<int64_t>(1, hi / 8));
+    default: return job.draw(1, hi);
+  }
+}
+
+/// Where an exact result first differs from what it should be, or "".
+template <class T>
+std::string first_difference(const std::vector<T>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return str_cat("holds ", got.size(), " elements, not ", want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    if (!(float(got[i]) == want[i]))  // (NaN: an element the run did not write)
+      return str_cat("element ", i, " of ", want.size(), " is ", float(got[i]), ", not ", want[i]);
+  return "";
+}
+
+/// The relative error in norm of `got` against C = A[M, K] @ B[K, N] (bf16), and whether it is
+/// within the bound for K (f32 sums: the error grows with sqrt(K)). Where M N K is small the
+/// whole of C is computed on the host in double; else on the GPU by the library's plain GEMM
+/// (no communication: another way to the same numbers), with 8 rows also in double.
+std::string check_gemm(Job& job, const std::vector<bf16>& a, const std::vector<bf16>& b, std::vector<float> got,
+                       int64_t M, int64_t N, int64_t K) {
+  job.tamper(got);
+  const double bound = 1e-5 * std::max(1.0, std::sqrt(double(K) / 1024.0));
+  auto row_of = [&](int64_t i, std::vector<double>& out) {
+    out.assign(N, 0.0);
+    for (int64_t k = 0; k < K; ++k) {
+      const double av = float(a[i * K + k]);
+      if (av == 0) continue;
+      for (int64_t j = 0; j < N; ++j) out[j] += av * float(b[k * N + j]);
+    }
+  };
+  auto verdict = [&](double num, double den, const char* how) -> std::string {
+    const double err = std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+    if (err <= bound) return "";
+    return str_cat("relative error ", err, " of C (M=", M, ", N=", N, ", K=", K, ") against ", how, " exceeds ", bound);
+  };
+  if (got.size() != size_t(M * N)) return str_cat("C holds ", got.size(), " elements, not ", M * N);
+  std::vector<double> row;
+  const bool small = double(M) * N * K <= 64e6;
+  if (small || !job.gpu()) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < M; ++i) {
+      row_of(i, row);
+      for (int64_t j = 0; j < N; ++j) {
+        const double d = got[i * N + j] - row[j];
+        num += std::isnan(d) ? INFINITY : d * d;
+        den += row[j] * row[j];
+      }
+    }
+    return verdict(num, den, "the host's double sums");
+  }
+  cuda::Buffer<bf16> da(a), db(b);
+  cuda::Buffer<float> dc(poison<float>(size_t(M * N)));
+  kernels::Gemm(Target::cuda(), M, N, K).run(da.data(), db.data(), dc.data());
+  const std::vector<float> want = dc.download();
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = double(got[i]) - want[i];
+    num += std::isnan(d) ? INFINITY : d * d;
+    den += double(want[i]) * want[i];
+  }
+  if (std::string v = verdict(num, den, "the library's plain GEMM"); !v.empty()) return v;
+  std::mt19937_64 pick(M * 31 + N * 17 + K);  // (rows of this rank's choosing: the check is local)
+  num = den = 0;
+  for (int t = 0; t < 8; ++t) {
+    const int64_t i = std::uniform_int_distribution<int64_t>(0, M - 1)(pick);
+    row_of(i, row);
+    for (int64_t j = 0; j < N; ++j) {
+      const double d = got[i * N + j] - row[j];
+      num += std::isnan(d) ? INFINITY : d * d;
+      den += row[j] * row[j];
+    }
+  }
+  return verdict(num, den, "the host's double sums of 8 rows");
+}
+
+// ---- Collectives: every op and algorithm, f32 and bf16, apart and in place ------------------
+
+class CollectivesSubject : public Subject {
+ public:
+  CollectivesSubject(Job& job, int id)
+      : id_(id), capacity_(size_t(16) << (2 * job.draw(5, job.gpu() ? 11 : 9))), c_(job.target(), capacity_) {}
+  std::string name() const override { return str_cat("collectives #", id_, " (staging ", capacity_, " bytes)"); }
+  void run_once(Job& job) override {
+    const int op = static_cast<int>(job.draw(0, 2));  // all_gather, reduce_scatter, all_reduce
+    const bool bf = job.chance(0.5), in_place = job.chance(0.3);
+    const size_t count = static_cast<size_t>(ragged(job, job.gpu() ? (int64_t(3) << 20) / job.ranks() : 60000));
+    const Algo algo = std::array{Algo::automatic, Algo::one_shot, Algo::two_shot}[job.draw(0, 2)];
+    const cuda::Stream* stream = job.pick_stream();
+    if (bf) go<bf16>(job, op, count, in_place, algo, stream);
+    else go<float>(job, op, count, in_place, algo, stream);
+  }
+
+ private:
+  template <class T>
+  void go(Job& job, int op, size_t count, bool in_place, Algo algo, const cuda::Stream* stream) {
+    const int n = job.ranks(), me = job.me();
+    const uint64_t seed = job.data_seed(uint64_t(id_) << 32 | ++runs_);
+    const size_t in_len = op == 1 ? n * count : count, out_len = op == 0 ? n * count : count;
+    auto input = [&](int r) { return random_values<T>(seed + r, in_len); };
+    std::vector<float> want(out_len);
+    std::vector<std::vector<T>> ins;
+    for (int r = 0; r < n; ++r) ins.push_back(input(r));
+    for (size_t i = 0; i < out_len; ++i) {
+      if (op == 0) {
+        want[i] = float(ins[i / count][i % count]);
+      } else {
+        float sum = 0;  // in rank order, in f32, rounded once: as the kernels sum
+        for (int r = 0; r < n; ++r) sum += float(ins[r][op == 1 ? me * count + i : i]);
+        want[i] = float(T(sum));
+      }
+    }
+    static const char* ops[] = {"all_gather", "reduce_scatter", "all_reduce"};
+    const std::string what = str_cat(name(), ": ", ops[op], " of ", count, std::is_same_v<T, bf16> ? " bf16" : " f32",
+                                     in_place ? " in place" : "", op == 2 ? str_cat(" (algorithm ", int(algo), ")") : "");
+    std::shared_ptr<Mem<T>> buf;  // what the check reads
+    size_t offset = 0;            // where our result starts in it
+    if (!in_place) {
+      auto in = mem(job, ins[me]);
+      buf = mem(job, poison<T>(out_len));
+      if (op == 0) c_.all_gather(in->ptr(), buf->ptr(), count, stream);
+      else if (op == 1) c_.reduce_scatter(in->ptr(), buf->ptr(), count, stream);
+      else c_.all_reduce(in->ptr(), buf->ptr(), count, algo, stream);
+      job.after(what, [in] { return std::string(); });  // (keeps the input until the run is done)
+    } else if (op == 0) {  // from our part of the output
+      std::vector<T> start = poison<T>(n * count);
+      std::copy(ins[me].begin(), ins[me].end(), start.begin() + me * count);
+      buf = mem(job, start);
+      c_.all_gather(buf->ptr() + me * count, buf->ptr(), count, stream);
+    } else if (op == 1) {  // into our part of the input
+      buf = mem(job, ins[me]);
+      offset = me * count;
+      c_.reduce_scatter(buf->ptr(), buf->ptr() + offset, count, stream);
+    } else {
+      buf = mem(job, ins[me]);
+      c_.all_reduce(buf->ptr(), buf->ptr(), count, algo, stream);
+    }
+    job.after(what, [&job, buf, offset, want = std::move(want)] {
+      std::vector<T> got = buf->get();
+      got = std::vector<T>(got.begin() + offset, got.begin() + offset + want.size());
+      job.tamper(got);
+      return first_difference(got, want);
+    });
+  }
+
+  int id_;
+  size_t capacity_;
+  kernels::Collectives c_;
+  int runs_ = 0;
+};
+
+// ---- AllGather + GEMM, by the copy engine and by SM puts, apart and in place ----------------
+
+class AgGemmSubject : public Subject {
+ public:
+  using Gather = kernels::AgGemm::Gather;
+  AgGemmSubject(Job& job, int id, int64_t rows, int64_t N, int64_t K, Gather gather, int puts)
+      : id_(id), rows_(rows), N_(N), K_(K), gather_(gather), op_(job.target(), rows * job.ranks(), N, K, gather, puts) {}
+  std::string name() const override {
+    return str_cat("ag_gemm by ", gather_ == Gather::copy_engine ? "copy engine" : "SM puts", " #", id_, " (", rows_,
+                   " rows per rank, N=", N_, ", K=", K_, ")");
+  }
+  void run_once(Job& job) override {
+    const int n = job.ranks(), me = job.me();
+    const int64_t M = rows_ * n;
+    const uint64_t seed = job.data_seed(uint64_t(id_) << 32 | ++runs_);
+    const bool in_place = job.chance(0.25);
+    const cuda::Stream* stream = job.pick_stream();
+    std::vector<bf16> mine = random_values<bf16>(seed + me, rows_ * K_), b = random_values<bf16>(seed + 1000 + me, K_ * N_);
+    auto bm = mem(job, b);
+    auto c = mem(job, poison<float>(M * N_));
+    std::shared_ptr<Mem<bf16>> a;
+    bf16* input = nullptr;
+    if (in_place) {  // our rows where the run wants them: the run before last, which read them there, must be done
+      job.drain();
+      input = op_.next_input();
+      if (job.gpu()) cuda::copy_to_device(input, mine.data(), mine.size() * sizeof(bf16));
+      else std::memcpy(input, mine.data(), mine.size() * sizeof(bf16));
+    } else {
+      a = mem(job, mine);
+      input = a->ptr();
+    }
+    op_.run(input, bm->ptr(), c->ptr(), stream);
+    const int64_t N = N_, K = K_, rows = rows_;
+    job.after(str_cat(name(), ": run ", runs_, in_place ? " in place" : ""), [&job, a, bm, c, b, seed, n, M, N, K, rows] {
+      std::vector<bf16> gathered;
+      for (int r = 0; r < n; ++r) {
+        std::vector<bf16> shard = random_values<bf16>(seed + r, rows * K);
+        gathered.insert(gathered.end(), shard.begin(), shard.end());
+      }
+      return check_gemm(job, gathered, b, c->get(), M, N, K);
+    });
+  }
+
+ private:
+  int id_;
+  int64_t rows_, N_, K_;
+  Gather gather_;
+  kernels::AgGemm op_;
+  int runs_ = 0;
+};
+
+// ---- GEMM + ReduceScatter (both scatters) and GEMM + AllReduce -------------------------------
+
+template <class Op>
+class GemmReduceSubject : public Subject {
+ public:
+  /// `all`: GEMM + AllReduce (every rank gets every row).
+  template <class... Extra>
+  GemmReduceSubject(Job& job, int id, int64_t M, int64_t N, int64_t K, std::string kind, Extra... extra)
+      : id_(id), M_(M), N_(N), K_(K), kind_(std::move(kind)), op_(job.target(), M, N, K, extra...) {}
+  std::string name() const override { return str_cat(kind_, " #", id_, " (M=", M_, ", N=", N_, ", K=", K_, " per rank)"); }
+  void run_once(Job& job) override {
+    constexpr bool all = std::is_same_v<Op, kernels::GemmAr>;
+    const int n = job.ranks(), me = job.me();
+    const int64_t rows = all ? M_ : M_ / n, first = all ? 0 : me * rows;
+    const uint64_t seed = job.data_seed(uint64_t(id_) << 32 | ++runs_);
+    const cuda::Stream* stream = job.pick_stream();
+    auto a = mem(job, random_values<bf16>(seed + me, M_ * K_));
+    auto b = mem(job, random_values<bf16>(seed + 500 + me, K_ * N_));
+    auto out = mem(job, poison<float>(rows * N_));
+    op_.run(a->ptr(), b->ptr(), out->ptr(), stream);
+    const int64_t N = N_, K = K_, M = M_;
+    job.after(str_cat(name(), ": run ", runs_), [&job, a, b, out, seed, n, rows, first, M, N, K] {
+      // The sum over ranks of A_r B_r, our rows: [A_0 .. A_n-1] (rows x nK) @ [B_0; ..; B_n-1].
+      std::vector<bf16> wide(rows * n * K), tall;
+      for (int r = 0; r < n; ++r) {
+        std::vector<bf16> ar = random_values<bf16>(seed + r, M * K), br = random_values<bf16>(seed + 500 + r, K * N);
+        for (int64_t i = 0; i < rows; ++i)
+          std::copy(ar.begin() + (first + i) * K, ar.begin() + (first + i + 1) * K, wide.begin() + i * n * K + r * K);
+        tall.insert(tall.end(), br.begin(), br.end());
+      }
+      return check_gemm(job, wide, tall, out->get(), rows, N, n * K);
+    });
+  }
+
+ private:
+  int id_;
+  int64_t M_, N_, K_;
+  std::string kind_;
+  Op op_;
+  int runs_ = 0;
+};
+
+/// GemmRs's rows per rank must be a multiple of its GEMM's row tile.
+int64_t gemm_rs_rows(Job& job, int64_t N, int64_t K, int64_t tiles) {
+  const int64_t unit = job.gpu() ? 256 : 64;  // (a multiple of every row tile gemm_config picks there)
+  const int64_t rows = unit * tiles;
+  const int bm = kernels::gemm_config(job.target(), rows * job.ranks(), N, K).bm;
+  return rows % bm == 0 ? rows : (rows + bm - 1) / bm * bm;
+}
+
+}  // namespace
+
+std::unique_ptr<Subject> make_subject(Job& job, int id) {
+  const bool gpu = job.gpu();
+  const int n = job.ranks();
+  switch (job.draw(0, 4)) {
+    case 0: return std::make_unique<CollectivesSubject>(job, id);
+    case 1:
+    case 2: {
+      using Gather = kernels::AgGemm::Gather;
+      const Gather gather = job.chance(0.5) ? Gather::copy_engine : Gather::sm_puts;
+      const int puts = gather == Gather::sm_puts ? static_cast<int>(job.draw(0, 20)) : 0;  // (0: the default)
+      if (gpu && job.chance(0.1))  // Triton-distributed's own check shape
+        return std::make_unique<AgGemmSubject>(job, id, 4091, 5120, 1024, gather, puts);
+      const int64_t rows = ragged(job, gpu ? 2048 : 40), N = ragged(job, gpu ? 2304 : 72), K = ragged(job, gpu ? 1536 : 72);
+      return std::make_unique<AgGemmSubject>(job, id, rows, N, K, gather, puts);
+    }
+    case 3: {
+      using Scatter = kernels::GemmRs::Scatter;
+      const Scatter scatter = job.chance(0.5) ? Scatter::copy_engine : Scatter::sm_pushes;
+      const char* kind = scatter == Scatter::copy_engine ? "gemm_rs by copy engine" : "gemm_rs by SM pushes";
+      if (gpu && job.chance(0.1)) {  // 4096 x 4096 with K = 12288 split over the ranks
+        const int64_t K = 12288 / n, M = gemm_rs_rows(job, 4096, K, (4096 / n + 255) / 256) * n;
+        return std::make_unique<GemmReduceSubject<kernels::GemmRs>>(job, id, M, 4096, K, kind, scatter);
+      }
+      const int64_t N = ragged(job, gpu ? 2048 : 72), K = ragged(job, gpu ? 1024 : 64);
+      const int64_t rows = gemm_rs_rows(job, N, K, job.draw(1, gpu ? 4 : 2));
+      return std::make_unique<GemmReduceSubject<kernels::GemmRs>>(job, id, rows * n, N, K, kind, scatter);
+    }
+    default: {
+      const int64_t M = ragged(job, gpu ? 512 : 40), N = ragged(job, gpu ? 2048 : 72), K = ragged(job, gpu ? 1024 : 64);
+      return std::make_unique<GemmReduceSubject<kernels::GemmAr>>(job, id, M, N, K, "gemm_ar");
+    }
+  }
+}
+
+// ---- The job -----------------------------------------------------------------------------
+
+Job::Job(const Target& target, uint64_t seed, int steps, bool self_test)
+    : target_(target),
+      gpu_(target.kind == Target::Kind::nvptx),
+      ranks_(gpu_ ? cuda::World::get().size() : world_size()),
+      me_(gpu_ ? cuda::World::get().rank() : rank()),
+      seed_(seed),
+      steps_(steps),
+      self_test_(self_test),
+      rng_(seed) {
+  if (gpu_)
+    for (int i = 0; i < 2; ++i) streams_.push_back(std::make_unique<cuda::Stream>());
+}
+Job::~Job() = default;
+
+const cuda::Stream* Job::pick_stream() {
+  const int64_t k = draw(0, 2);
+  return gpu_ && k > 0 ? streams_[k - 1].get() : nullptr;
+}
+
+void Job::after(std::string what, std::function<std::string()> check) { pending_.emplace_back(std::move(what), std::move(check)); }
+
+void Job::drain() {
+  for (auto& s : streams_) s->synchronize();
+  auto pending = std::move(pending_);
+  pending_.clear();
+  for (auto& [what, check] : pending)
+    if (std::string wrong = check(); !wrong.empty())
+      throw Error(str_cat("tiledist-stress: ", what, ": ", wrong, " (rank ", me_, " of ", ranks_, ", job seed ", seed_, ")"));
+}
+
+void Job::run() {
+  std::vector<std::unique_ptr<Subject>> live;
+  int next_id = 0;
+  live.push_back(make_subject(*this, next_id++));
+  for (int step = 0; step < steps_; ++step) {
+    if (live.size() < 3 && chance(0.25)) {
+      live.push_back(make_subject(*this, next_id++));
+    } else if (live.size() > 1 && chance(0.1)) {  // one goes (collectively), its runs drained first
+      drain();
+      live.erase(live.begin() + draw(0, int64_t(live.size()) - 1));
+    }
+    Subject& s = *live[draw(0, int64_t(live.size()) - 1)];
+    for (int64_t times = draw(1, 3); times > 0; --times) {  // back to back
+      s.run_once(*this);
+      count(s.name().substr(0, s.name().find(" #")));
+    }
+    if (chance(0.3)) drain();
+  }
+  drain();
+}
+
+}  // namespace tiledist::stress
