@@ -14,6 +14,12 @@
 // the call have arrived, so a rank writes a peer's half of call k+1 only after it has received
 // that peer's pushes of call k, which the peer made after finishing call k-1, the last reader
 // of that half.
+//
+// Progress needs every program of a call resident at once (a program waits for chunks that
+// the peers' programs of its slice push, and those may wait for ours): a call's grid is at most
+// one program per SM (SMs / ranks slices per destination), each of 16 warps, which an SM always
+// holds; on the host, programs are fibers. Runs are queued in one order per rank
+// (detail::RunOrder), so no other communicating kernel of the library holds SMs meanwhile.
 #include <optional>
 #include <type_traits>
 
