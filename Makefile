@@ -10,7 +10,7 @@ PACKAGES := cmake ninja-build g++ llvm-19-dev libclang-19-dev lld-19 llvm-19-too
             liblld-19-dev rocm-device-libs libamdhip64-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps configure build test demo bench bundle clean
+.PHONY: all deps configure build test test-sanitize demo bench bundle clean
 
 all: build
 
@@ -31,6 +31,33 @@ build: deps configure
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 900 -j $(JOBS)
+
+# The suite again under ASan+UBSan, in its own build tree. -Og compiles as fast as -O0 and runs
+# faster; -g1 (line tables only) names file and line in the reports for 5% more compile time,
+# where -g costs 45%. The sanitizers write their reports to files rather than to stderr: some
+# tests expect a failure or swallow a rank's output, and would pass over a report; any report
+# fails the target after ctest. Leaks are checked (.ci/lsan.supp names those of others' code).
+SANITIZE_BUILD ?= build-sanitize
+SANITIZE_LOGS = $(CURDIR)/$(SANITIZE_BUILD)/sanitizer-logs
+SANITIZE_ASAN = halt_on_error=1:check_initialization_order=1:strict_init_order=1:log_path=$(SANITIZE_LOGS)/asan
+SANITIZE_ENV = LSAN_OPTIONS=suppressions=$(CURDIR)/.ci/lsan.supp \
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:log_path=$(SANITIZE_LOGS)/ubsan
+# Run without the leak check: hwloc's PCI plugin leaks (libpciaccess, in hwloc_topology_load)
+# and is unloaded before LSan reports, so no suppression can name it.
+SANITIZE_NO_LEAK_CHECK = ^run\.topology$$
+test-sanitize: deps
+	cmake -S . -B $(SANITIZE_BUILD) -G Ninja -DTILEDIST_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-Og -g1 -DNDEBUG" $(CMAKE_FLAGS)
+	cmake --build $(SANITIZE_BUILD) -j $(JOBS)
+	rm -rf $(SANITIZE_LOGS) && mkdir -p $(SANITIZE_LOGS)
+	$(SANITIZE_ENV) ASAN_OPTIONS=$(SANITIZE_ASAN) \
+	  ctest --test-dir $(SANITIZE_BUILD) --output-on-failure --timeout 900 -j $(JOBS) -E '$(SANITIZE_NO_LEAK_CHECK)'; \
+	status=$$?; \
+	$(SANITIZE_ENV) ASAN_OPTIONS=$(SANITIZE_ASAN):detect_leaks=0 \
+	  ctest --test-dir $(SANITIZE_BUILD) --output-on-failure --timeout 900 -R '$(SANITIZE_NO_LEAK_CHECK)' || status=1; \
+	reports=$$(grep -lE 'ERROR: (Address|Leak)Sanitizer|runtime error:' $(SANITIZE_LOGS)/* 2>/dev/null); \
+	for f in $$reports; do echo "== $$f"; cat $$f; done; \
+	[ $$status -eq 0 ] && [ -z "$$reports" ]
 
 demo: build
 	$(BUILD)/tools/tiledist-demo

@@ -30,10 +30,13 @@ std::string describe(const World& w, const void* p) {
   return str_cat("address ", p, " (outside the symmetric heap)");
 }
 
-[[noreturn]] void fail(HostRuntime& rt, const std::string& message) {
-  std::string m = "tiledist: " + message;
-  if (rt.world) rt.world->report_failure(m);
-  rt.fibers->abort_current(m);
+/// Ends the program with `message` and tells the peers. Its frames are dropped, not unwound:
+/// the caller builds the message in a statement of its own and moves it here, and holds nothing
+/// else that owns memory (a temporary of this call's expression included), or that leaks.
+[[noreturn]] void fail(HostRuntime& rt, std::string&& message) {
+  message.insert(0, "tiledist: ");
+  if (rt.world) rt.world->report_failure(message);
+  rt.fibers->abort_current(std::move(message));
 }
 
 bool compare(int64_t v, int32_t cmp, int64_t want) {
@@ -70,10 +73,15 @@ void wait_for(HostRuntime& rt, Done done, Describe describe_wait) {
     if (done()) break;
     if (spins % 256 == 0) {
       std::string problem = w.peer_problem();
-      if (!problem.empty()) fail(rt, str_cat(where(rt), ": ", describe_wait(), " ended: ", problem));
-      if (Clock::now() - start > limit)
-        fail(rt, str_cat("wait timed out after ", w.wait_timeout(), " s in ", where(rt), ": ", describe_wait(),
-                         " ($TILEDIST_WAIT_TIMEOUT)"));
+      if (!problem.empty()) {
+        problem = str_cat(where(rt), ": ", describe_wait(), " ended: ", problem);
+        fail(rt, std::move(problem));
+      }
+      if (Clock::now() - start > limit) {
+        std::string message = str_cat("wait timed out after ", w.wait_timeout(), " s in ", where(rt), ": ",
+                                      describe_wait(), " ($TILEDIST_WAIT_TIMEOUT)");
+        fail(rt, std::move(message));
+      }
     }
   }
   rt.fibers->note_progress();
@@ -91,14 +99,20 @@ extern "C" int32_t tiledist_num_ranks(void* rt) { return runtime_of(rt).world->s
 extern "C" void* tiledist_symm_at(void* rtp, void* p, int64_t rank) {
   HostRuntime& rt = runtime_of(rtp);
   std::string err = rt.world->check_at(p, rank);
-  if (!err.empty()) fail(rt, str_cat("symm_at in ", where(rt), ": ", err));
+  if (!err.empty()) {
+    err = str_cat("symm_at in ", where(rt), ": ", err);
+    fail(rt, std::move(err));
+  }
   return rt.world->base(static_cast<int>(rank)) + (static_cast<char*>(p) - rt.world->base(rt.world->rank()));
 }
 
 extern "C" int64_t tiledist_wait(void* rtp, void* p, int32_t bytes, int32_t n, int32_t cmp, int64_t value,
                                  int32_t acquire) {
   HostRuntime& rt = runtime_of(rtp);
-  if (n < 0) fail(rt, str_cat("wait in ", where(rt), ": negative word count ", n));
+  if (n < 0) {
+    std::string message = str_cat("wait in ", where(rt), ": negative word count ", n);
+    fail(rt, std::move(message));
+  }
   char* words = static_cast<char*>(p);
   int64_t last = 0;
   for (int32_t i = 0; i < n; ++i) {
@@ -140,6 +154,9 @@ extern "C" void tiledist_barrier(void* rtp) {
 
 extern "C" void tiledist_memcpy(void* rtp, void* dst, const void* src, int64_t bytes) {
   HostRuntime& rt = runtime_of(rtp);
-  if (bytes < 0) fail(rt, str_cat("putmem/getmem in ", where(rt), ": negative size ", bytes));
+  if (bytes < 0) {
+    std::string message = str_cat("putmem/getmem in ", where(rt), ": negative size ", bytes);
+    fail(rt, std::move(message));
+  }
   std::memmove(dst, src, static_cast<size_t>(bytes));
 }

@@ -9,6 +9,18 @@
 
 #include "ir/support.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define TD_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TD_ASAN 1
+#endif
+#endif
+#ifdef TD_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 namespace tiledist::runtime {
 
 namespace {
@@ -17,6 +29,30 @@ constexpr size_t kGuardBytes = 4096;  // an overflow faults instead of corruptin
 constexpr size_t kMaxActive = 4096;
 thread_local FiberScheduler* t_scheduler = nullptr;
 thread_local void* t_starting = nullptr;
+
+// ASan tracks the stack it runs on (its bounds, the fake frames of its locals): every switch
+// between the scheduler's stack and a fiber's is announced before (the stack that comes next;
+// where to keep the fake frames of the one left, nowhere when it ends) and completed after it
+// (the fake frames to take back; on a fiber's first entry, the scheduler's stack). Without ASan
+// these do nothing.
+void start_switch(void** fake_stack, const void* bottom, size_t size) {
+#ifdef TD_ASAN
+  __sanitizer_start_switch_fiber(fake_stack, bottom, size);
+#endif
+}
+void finish_switch(void* fake_stack, const void** old_bottom, size_t* old_size) {
+#ifdef TD_ASAN
+  __sanitizer_finish_switch_fiber(fake_stack, old_bottom, old_size);
+#endif
+}
+/// A stack whose frames never returned (an aborted program; one waiting when the launch failed)
+/// still holds ASan's poison around their locals: cleared before the stack serves another
+/// fiber, or its pages another mapping.
+void forget_frames(char* stack) {
+#ifdef TD_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(stack + kGuardBytes, kStackBytes);
+#endif
+}
 }  // namespace
 
 FiberScheduler::FiberScheduler(HostKernelFn fn, const Grid& grid, void** args, int64_t scratch_bytes, HostRuntime* rt)
@@ -26,7 +62,10 @@ FiberScheduler::FiberScheduler(HostKernelFn fn, const Grid& grid, void** args, i
 }
 
 FiberScheduler::~FiberScheduler() {
-  for (Fiber* f : active_) release(f);
+  for (Fiber* f : active_) {
+    forget_frames(f->stack);
+    release(f);
+  }
   for (char* s : free_stacks_) munmap(s, kStackBytes + kGuardBytes);
   for (char* s : free_scratch_) std::free(s);
   rt_->fibers = nullptr;
@@ -35,8 +74,10 @@ FiberScheduler::~FiberScheduler() {
 void FiberScheduler::trampoline() {
   auto* f = static_cast<Fiber*>(t_starting);
   FiberScheduler* s = t_scheduler;
+  finish_switch(nullptr, &s->main_stack_bottom_, &s->main_stack_size_);
   s->fn_(s->args_, f->pid, s->nprog_, f->scratch, s->rt_);
   f->done = true;
+  start_switch(nullptr, s->main_stack_bottom_, s->main_stack_size_);
   // Returning resumes uc_link: the scheduler.
 }
 
@@ -79,7 +120,10 @@ void FiberScheduler::resume(Fiber* f) {
   for (int i = 0; i < 3; ++i) rt_->pid[i] = f->pid[i];
   current_ = f;
   t_scheduler = this;
+  void* fake_stack = nullptr;
+  start_switch(&fake_stack, f->stack + kGuardBytes, kStackBytes);
   swapcontext(&main_, &f->ctx);
+  finish_switch(fake_stack, nullptr, nullptr);
   current_ = nullptr;
 }
 
@@ -92,16 +136,21 @@ void FiberScheduler::release(Fiber* f) {
 void FiberScheduler::yield() {
   TD_ASSERT(current_ != nullptr, "yield outside of a program instance");
   Fiber* f = current_;
+  start_switch(&f->fake_stack, main_stack_bottom_, main_stack_size_);
   swapcontext(&f->ctx, &main_);
+  finish_switch(f->fake_stack, nullptr, nullptr);
 }
 
-void FiberScheduler::abort_current(const std::string& message) {
+void FiberScheduler::abort_current(std::string&& message) {
   TD_ASSERT(current_ != nullptr, "abort outside of a program instance");
   if (!failed_) {
     failed_ = true;
-    error_ = message;
+    error_ = std::move(message);
   }
+  std::string().swap(message);  // freed here: its owner's frame is never unwound
   current_->done = true;
+  forget_frames(current_->stack);
+  start_switch(nullptr, main_stack_bottom_, main_stack_size_);
   setcontext(&main_);
   std::abort();  // not reached
 }

@@ -24,8 +24,9 @@ class FiberScheduler {
   void run();
   /// From a program: lets the others run; returns when this one is resumed.
   void yield();
-  /// From a program: ends it (its stack is dropped) and fails the launch with `message`.
-  [[noreturn]] void abort_current(const std::string& message);
+  /// From a program: ends it and fails the launch with `message`, which it takes. The program's
+  /// stack is dropped, not unwound: what its frames own leaks.
+  [[noreturn]] void abort_current(std::string&& message);
   /// From a program: something it waited for happened (a round is not idle).
   void note_progress() { progress_ = true; }
   /// From a program: how many device barriers it has entered before this one.
@@ -39,6 +40,7 @@ class FiberScheduler {
     int32_t pid[3];
     int64_t barriers = 0;
     bool done = false;
+    void* fake_stack = nullptr;  // ASan's fake frames while the fiber is switched out
   };
   static void trampoline();
   Fiber* start(int64_t linear_pid);
@@ -51,7 +53,11 @@ class FiberScheduler {
   int64_t scratch_bytes_;
   HostRuntime* rt_;
   int32_t nprog_[3];
-  ucontext_t main_;
+  // (zeroed: ASan's swapcontext reads uc_stack, which swapcontext never writes)
+  ucontext_t main_{};
+  // The stack the scheduler runs on, as ASan knows it: each switch back to it names it.
+  const void* main_stack_bottom_ = nullptr;
+  size_t main_stack_size_ = 0;
   Fiber* current_ = nullptr;
   std::list<Fiber*> active_;
   std::vector<char*> free_stacks_, free_scratch_;
