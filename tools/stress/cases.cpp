@@ -95,42 +95,31 @@ std::string check_gemm(Job& job, const std::vector<bf16>& a, const std::vector<b
     return str_cat("relative error ", err, " of C (M=", M, ", N=", N, ", K=", K, ") against ", how, " exceeds ", bound);
   };
   if (got.size() != size_t(M * N)) return str_cat("C holds ", got.size(), " elements, not ", M * N);
+  double num = 0, den = 0;  // the squared norms of got - want and of want
+  auto add = [&](double g, double w) {
+    const double d = g - w;
+    num += std::isnan(d) ? INFINITY : d * d;
+    den += w * w;
+  };
   std::vector<double> row;
+  auto add_row = [&](int64_t i) {  // row i against double sums
+    row_of(i, row);
+    for (int64_t j = 0; j < N; ++j) add(got[i * N + j], row[j]);
+  };
   const bool small = double(M) * N * K <= 64e6;
   if (small || !job.gpu()) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < M; ++i) {
-      row_of(i, row);
-      for (int64_t j = 0; j < N; ++j) {
-        const double d = got[i * N + j] - row[j];
-        num += std::isnan(d) ? INFINITY : d * d;
-        den += row[j] * row[j];
-      }
-    }
+    for (int64_t i = 0; i < M; ++i) add_row(i);
     return verdict(num, den, "the host's double sums");
   }
   cuda::Buffer<bf16> da(a), db(b);
   cuda::Buffer<float> dc(poison<float>(size_t(M * N)));
   kernels::Gemm(Target::cuda(), M, N, K).run(da.data(), db.data(), dc.data());
   const std::vector<float> want = dc.download();
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double d = double(got[i]) - want[i];
-    num += std::isnan(d) ? INFINITY : d * d;
-    den += double(want[i]) * want[i];
-  }
+  for (size_t i = 0; i < want.size(); ++i) add(got[i], want[i]);
   if (std::string v = verdict(num, den, "the library's plain GEMM"); !v.empty()) return v;
   std::mt19937_64 pick(M * 31 + N * 17 + K);  // (rows of this rank's choosing: the check is local)
   num = den = 0;
-  for (int t = 0; t < 8; ++t) {
-    const int64_t i = std::uniform_int_distribution<int64_t>(0, M - 1)(pick);
-    row_of(i, row);
-    for (int64_t j = 0; j < N; ++j) {
-      const double d = got[i * N + j] - row[j];
-      num += std::isnan(d) ? INFINITY : d * d;
-      den += row[j] * row[j];
-    }
-  }
+  for (int t = 0; t < 8; ++t) add_row(std::uniform_int_distribution<int64_t>(0, M - 1)(pick));
   return verdict(num, den, "the host's double sums of 8 rows");
 }
 
