@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""PyTorch's side of bench/attention_bench (which runs this script as a child process, passing
+the same shapes, and prints both side by side): torch.nn.functional.scaled_dot_product_attention.
+
+    attention_baseline.py time  --b B --h H --s S --d D [--causal] [--warmup 3] [--reps 20]
+        prints "ms <median>" and "kernel <name>" (of SDPA's backend): the median of --reps single calls, each timed
+        with CUDA events, after --warmup untimed ones, on random bf16 inputs (as attention_bench
+        times ours).
+    attention_baseline.py check --b B --h H --s S --d D [--causal] --q Q --k K --v V --out O
+        reads q, k and v as raw bf16 files, writes SDPA's output (bf16) to O.
+
+Tensors are laid out as attention_bench's: rows of tokens, [B * S, H, D] (as FlashAttention's
+varlen API); SDPA gets them as [B, H, S, D] views of that memory (transposed, not copied), as a
+model calls it after its projections.
+"""
+import argparse
+import sys
+
+import torch
+import torch.nn.functional as F
+
+
+def as_bhsd(x, b, s, h, d):
+    return x.view(b, s, h, d).transpose(1, 2)
+
+
+def sdpa(q, k, v, causal):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def read_bf16(path, count):
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    if len(data) != 2 * count:
+        raise SystemExit(f"{path}: {len(data)} bytes, want {2 * count}")
+    return torch.frombuffer(data, dtype=torch.bfloat16)
+
+
+def main_kernel(fn):
+    """The name of the GPU kernel that takes most of `fn`'s time (which SDPA backend ran), or
+    "unknown" where the profiler cannot say."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+        events = [e for e in prof.key_averages() if getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)) > 0]
+        top = max(events, key=lambda e: getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)))
+        return top.key.split("(")[0].replace(" ", "")[:100]
+    except Exception:  # (a diagnostic only)
+        return "unknown"
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("mode", choices=["time", "check"])
+    p.add_argument("--b", type=int, required=True)
+    p.add_argument("--h", type=int, required=True)
+    p.add_argument("--s", type=int, required=True)
+    p.add_argument("--d", type=int, required=True)
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--q")
+    p.add_argument("--k")
+    p.add_argument("--v")
+    p.add_argument("--out")
+    args = p.parse_args()
+    b, h, s, d = args.b, args.h, args.s, args.d
+    n = b * s * h * d
+    if args.mode == "check":
+        q, k, v = (as_bhsd(read_bf16(path, n).cuda(), b, s, h, d) for path in (args.q, args.k, args.v))
+        o = sdpa(q, k, v, args.causal).transpose(1, 2).contiguous()  # back to [B, S, H, D]
+        with open(args.out, "wb") as f:
+            f.write(bytes(o.cpu().view(torch.uint8).flatten().tolist()))
+        return 0
+    q, k, v = (as_bhsd(torch.empty(n, dtype=torch.bfloat16, device="cuda").uniform_(-1, 1), b, s, h, d) for _ in range(3))
+    for _ in range(args.warmup):
+        sdpa(q, k, v, args.causal)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(args.reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        sdpa(q, k, v, args.causal)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    times.sort()
+    print(f"ms {times[len(times) // 2]:.6f}")
+    print(f"kernel {main_kernel(lambda: sdpa(q, k, v, args.causal))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
