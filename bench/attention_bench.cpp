@@ -73,7 +73,8 @@ std::pair<std::string, bool> run_command(const std::string& cmd) {
 std::string field(const std::string& out, const std::string& key) {
   for (size_t line = 0; line < out.size();) {
     const size_t end = std::min(out.find('\n', line), out.size());
-    if (out.compare(line, key.size() + 1, key + " ") == 0) return out.substr(line + key.size() + 1, end - line - key.size() - 1);
+    if (out.compare(line, key.size() + 1, key + " ") == 0)
+      return out.substr(line + key.size() + 1, end - line - key.size() - 1);
     line = end + 1;
   }
   return "";
@@ -93,7 +94,8 @@ struct Shape {
 /// disagreement names the wrong side); returns false where they disagree.
 bool check_against_torch(const Target& target, const std::string& python, const std::string& script, const Shape& s) {
   const size_t n = size_t(s.B) * s.S * s.H * s.D;
-  std::vector<float> qf = reference::random_floats(n), kf = reference::random_floats(n), vf = reference::random_floats(n);
+  std::vector<float> qf = reference::random_floats(n), kf = reference::random_floats(n),
+                     vf = reference::random_floats(n);
   std::vector<bf16> q(n), k(n), v(n);
   for (size_t i = 0; i < n; ++i) {
     qf[i] = float(q[i] = bf16(qf[i]));
@@ -101,18 +103,22 @@ bool check_against_torch(const Target& target, const std::string& python, const 
     vf[i] = float(v[i] = bf16(vf[i]));
   }
   cuda::Buffer<bf16> dq(q), dk(k), dv(v), dout(n);
-  Attention(target, s.H, s.H, s.D, ir::DType::bf16, s.causal).run(dq.data(), dk.data(), dv.data(), dout.data(), s.B, s.S);
+  Attention(target, s.H, s.H, s.D, ir::DType::bf16, s.causal)
+      .run(dq.data(), dk.data(), dv.data(), dout.data(), s.B, s.S);
   std::vector<bf16> ours = dout.download();
   char dir_template[] = "/tmp/attention_bench.XXXXXX";
   const std::string dir = mkdtemp(dir_template);
   auto write = [&](const std::string& name, const std::vector<bf16>& x) {
-    std::ofstream(dir + "/" + name, std::ios::binary).write(reinterpret_cast<const char*>(x.data()), std::streamsize(n * 2));
+    std::ofstream(dir + "/" + name, std::ios::binary)
+        .write(reinterpret_cast<const char*>(x.data()), std::streamsize(n * 2));
   };
   write("q", q), write("k", k), write("v", v);
-  auto [out, good] = run_command(python + " " + script + " check" + s.args() + " --q " + dir + "/q --k " + dir + "/k --v " +
-                                 dir + "/v --out " + dir + "/o");
+  auto [out, good] = run_command(python + " " + script + " check" + s.args() + " --q " + dir + "/q --k " + dir +
+                                 "/k --v " + dir + "/v --out " + dir + "/o");
   std::vector<bf16> theirs(n);
-  if (good) good = bool(std::ifstream(dir + "/o", std::ios::binary).read(reinterpret_cast<char*>(theirs.data()), std::streamsize(n * 2)));
+  if (good)
+    good = bool(std::ifstream(dir + "/o", std::ios::binary)
+                    .read(reinterpret_cast<char*>(theirs.data()), std::streamsize(n * 2)));
   run_command("rm -rf " + dir);
   if (!good) {
     std::printf("check against SDPA failed to run:\n%s\n", out.c_str());
@@ -142,9 +148,10 @@ bool check_against_torch(const Target& target, const std::string& python, const 
     }
     for (int d = 0; d < s.D; ++d) worst = std::max(worst, std::abs(b[size_t(i) * s.H * s.D + d] - o[d] / sum));
   }
-  std::printf("check %s: ours against SDPA, relative error %.2e (tolerance %.1e); SDPA against double on %d rows, "
-              "largest error %.2e\n\n",
-              s.str().c_str(), err, tol, rows, worst);
+  std::printf(
+      "check %s: ours against SDPA, relative error %.2e (tolerance %.1e); SDPA against double on %d rows, "
+      "largest error %.2e\n\n",
+      s.str().c_str(), err, tol, rows, worst);
   return err < tol;
 }
 
@@ -184,8 +191,9 @@ int main(int argc, char** argv) {
     auto [python, script] = find_torch(argv[0]);
     bool checked = true;
     if (python.empty()) {
-      std::printf("(SDPA baseline not run: no PyTorch python at $TILEDIST_TORCH_PYTHON or /opt/torch/.venv/bin/python, "
-                  "or no bench/attention_baseline.py: set $TILEDIST_ATTENTION_BASELINE)\n\n");
+      std::printf(
+          "(SDPA baseline not run: no PyTorch python at $TILEDIST_TORCH_PYTHON or /opt/torch/.venv/bin/python, "
+          "or no bench/attention_baseline.py: set $TILEDIST_ATTENTION_BASELINE)\n\n");
     } else {
       checked = check_against_torch(target, python, script, {1, 4, 1000, 128, true}) &&
                 check_against_torch(target, python, script, {2, 2, 333, 64, false});
@@ -205,8 +213,10 @@ int main(int argc, char** argv) {
         if (!python.empty()) {
           auto [out, good] = run_command(python + " " + script + " time" + s.args() + str_cat(" --reps ", reps));
           const std::string ms = field(out, "ms");
-          if (good && !ms.empty()) theirs = std::atof(ms.c_str()), kernel = field(out, "kernel");
-          else std::printf("(SDPA failed on %s:\n%s)\n", s.str().c_str(), out.c_str());
+          if (good && !ms.empty())
+            theirs = std::atof(ms.c_str()), kernel = field(out, "kernel");
+          else
+            std::printf("(SDPA failed on %s:\n%s)\n", s.str().c_str(), out.c_str());
         }
         const double tf = s.flop() / ours / 1e9, tf_theirs = theirs > 0 ? s.flop() / theirs / 1e9 : 0;
         if (theirs > 0)

@@ -104,8 +104,8 @@ void attention(tl::Ptr<T> q, tl::Ptr<T> k, tl::Ptr<T> v, tl::Ptr<T> o, tl::Ptr<i
   tl::store(o_base + rows * stride_q + tl::expand_dims(offs_d, 0), out.to(dtype), rows < len);
 }
 
-const std::vector<std::string> kParams = {"q",       "k",        "v",       "o",       "cu_seqlens", "seqlen", "H",
-                                          "H_KV",    "sm_scale", "HEAD_DIM", "BLOCK_M", "BLOCK_N",    "CAUSAL", "VARLEN"};
+const std::vector<std::string> kParams = {"q",    "k",        "v",        "o",       "cu_seqlens", "seqlen", "H",
+                                          "H_KV", "sm_scale", "HEAD_DIM", "BLOCK_M", "BLOCK_N",    "CAUSAL", "VARLEN"};
 const Constants kDefaults = {{"HEAD_DIM", 128}, {"BLOCK_M", 128}, {"BLOCK_N", 64}, {"CAUSAL", 0}, {"VARLEN", 1}};
 
 constexpr const char* kDtypes = "bf16, f16";
@@ -122,7 +122,8 @@ const KernelDef& attention_kernel(ir::DType dtype) {
 AttentionConfig attention_config(const Target& target, int head_dim, bool causal) {
   AttentionConfig c;
   c.options = CompileOptions::from_env();
-  (void)head_dim, (void)causal;  // (the same tiles for now: kept in the signature for tuning)
+  // (the same tiles for every head dim and mask so far: the arguments are there for tuning)
+  (void)head_dim, (void)causal;
   if (target.kind == Target::Kind::host) {  // few, large programs: the CPU's cost is per program and op
     c.block_m = 64, c.block_n = 32;
   } else {  // (FlashAttention-2's tiles; `attention_bench one ...` sweeps others)
@@ -140,15 +141,18 @@ struct Attention::State {
   bool causal = false;
   float scale = 0;
   AttentionConfig config;
-  mutable std::mutex mutex;                      // (compiles, at a form's first run)
-  mutable std::optional<Kernel> dense, varlen;   // compiled at their first run
+  mutable std::mutex mutex;                     // (compiles, at a form's first run)
+  mutable std::optional<Kernel> dense, varlen;  // compiled at their first run
   const Kernel& kernel(bool ragged) const {
     std::lock_guard<std::mutex> lock(mutex);
     std::optional<Kernel>& k = ragged ? varlen : dense;
     if (!k)
       k = compile(attention_kernel(dtype),
-                  {{"HEAD_DIM", head_dim}, {"BLOCK_M", config.block_m}, {"BLOCK_N", config.block_n},
-                   {"CAUSAL", int(causal)}, {"VARLEN", int(ragged)}},
+                  {{"HEAD_DIM", head_dim},
+                   {"BLOCK_M", config.block_m},
+                   {"BLOCK_N", config.block_n},
+                   {"CAUSAL", int(causal)},
+                   {"VARLEN", int(ragged)}},
                   target, config.options);
     return *k;
   }
@@ -161,8 +165,8 @@ Attention::Attention(const Target& target, int heads, int kv_heads, int head_dim
 Attention::Attention(const Target& target, int heads, int kv_heads, int head_dim, ir::DType dtype, bool causal,
                      float scale, const AttentionConfig& config) {
   if (dtype != ir::DType::bf16 && dtype != ir::DType::f16)
-    throw Error(str_cat("tiledist: attention: operands of ", ir::dtype_name(dtype), ": only ", kDtypes,
-                        " are supported"));
+    throw Error(
+        str_cat("tiledist: attention: operands of ", ir::dtype_name(dtype), ": only ", kDtypes, " are supported"));
   if (head_dim != 64 && head_dim != 128)
     throw Error(str_cat("tiledist: attention: head_dim = ", head_dim, ": only 64 and 128 are supported"));
   if (heads < 1 || kv_heads < 1 || heads % kv_heads != 0)
@@ -171,8 +175,8 @@ Attention::Attention(const Target& target, int heads, int kv_heads, int head_dim
   if (!std::isfinite(scale) || scale < 0)
     throw Error(str_cat("tiledist: attention: scale = ", scale, ": a positive number (or 0 for 1/sqrt(head_dim))"));
   if (target.kind != Target::Kind::host && target.kind != Target::Kind::nvptx)
-    throw Error(str_cat("tiledist: attention: Attention runs on the host and on NVIDIA GPUs, not yet on ", target.name(),
-                        " (attention_kernel compiles for it: launch it through Kernel)"));
+    throw Error(str_cat("tiledist: attention: Attention runs on the host and on NVIDIA GPUs, not yet on ",
+                        target.name(), " (attention_kernel compiles for it: launch it through Kernel)"));
   auto pow2 = [](int x) { return x > 0 && (x & (x - 1)) == 0; };
   if (!pow2(config.block_m) || !pow2(config.block_n) || config.block_m % config.block_n != 0)
     throw Error(str_cat("tiledist: attention: blocks of ", config.block_m, " x ", config.block_n,

@@ -10,6 +10,8 @@
 // orders of magnitude less), which every element is checked against (kElementSlack × that).
 // In norm the roundings are independent and partly cancel: measured here 0.45u to 0.6u on
 // the CPU backend; checked against 1u.
+#include "kernels/attention.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,7 +19,6 @@
 #include <limits>
 #include <thread>
 
-#include "kernels/attention.h"
 #include "kernels/reference.h"
 #include "tests/jit/error_of.h"
 
@@ -107,9 +108,11 @@ void expect_close(const std::vector<T>& got, const std::vector<float>& want, int
   const double err = ref::rel_error(g, want);
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " element(s) off by more than " << kElementSlack * 2 * u
                      << "; the first at token " << first / (size_t(H) * D) << ", head " << first / D % H << ", dim "
-                     << first % D << ": " << g[first] << ", want " << want[first] << " (seed " << ref::last_seed() << ")";
+                     << first % D << ": " << g[first] << ", want " << want[first] << " (seed " << ref::last_seed()
+                     << ")";
   EXPECT_LT(err, u) << what << " (seed " << ref::last_seed() << ")";
-  std::printf("  %s: relative error %.2e (%.2f u), largest element error %.2f u\n", what.c_str(), err, err / u, worst / u);
+  std::printf("  %s: relative error %.2e (%.2f u), largest element error %.2f u\n", what.c_str(), err, err / u,
+              worst / u);
 }
 
 /// One run of `attn` on the default target (device buffers on a GPU); o starts as NaN, so that
@@ -123,13 +126,17 @@ std::vector<T> run(const kernels::Attention& attn, const Input<T>& q, const Inpu
     cuda::Buffer<T> dq(q.data), dk(k.data), dv(v.data), dout(q.data.size());
     cuda::Buffer<int32_t> dcu(cu);
     cuda::memset(dout.data(), 0xFF, q.data.size() * sizeof(T));
-    if (varlen) attn.run_varlen(dq.data(), dk.data(), dv.data(), dout.data(), dcu.data(), batch, max_seqlen);
-    else attn.run(dq.data(), dk.data(), dv.data(), dout.data(), batch, dense_len);
+    if (varlen)
+      attn.run_varlen(dq.data(), dk.data(), dv.data(), dout.data(), dcu.data(), batch, max_seqlen);
+    else
+      attn.run(dq.data(), dk.data(), dv.data(), dout.data(), batch, dense_len);
     return dout.download();
   }
   std::vector<T> out(q.data.size(), T::from_raw(0xFFFF));
-  if (varlen) attn.run_varlen(q.data.data(), k.data.data(), v.data.data(), out.data(), cu.data(), batch, max_seqlen);
-  else attn.run(q.data.data(), k.data.data(), v.data.data(), out.data(), batch, dense_len);
+  if (varlen)
+    attn.run_varlen(q.data.data(), k.data.data(), v.data.data(), out.data(), cu.data(), batch, max_seqlen);
+  else
+    attn.run(q.data.data(), k.data.data(), v.data.data(), out.data(), batch, dense_len);
   return out;
 }
 
@@ -190,20 +197,28 @@ TEST(Attention, LargerShapesOnTheGpu) {
 TEST(Attention, BadArguments) {
   const Target t = Target::default_target();
   using kernels::Attention;
-  EXPECT_NE(error_of([&] { Attention(t, 4, 3, 64); }).find("heads = 4, kv_heads = 3: both positive, and heads a multiple of kv_heads"),
+  EXPECT_NE(error_of([&] {
+              Attention(t, 4, 3, 64);
+            }).find("heads = 4, kv_heads = 3: both positive, and heads a multiple of kv_heads"),
             std::string::npos);
   EXPECT_NE(error_of([&] { Attention(t, 0, 1, 64); }).find("heads = 0"), std::string::npos);
-  EXPECT_NE(error_of([&] { Attention(t, 4, 4, 96); }).find("head_dim = 96: only 64 and 128 are supported"), std::string::npos);
-  EXPECT_NE(error_of([&] { Attention(t, 4, 4, 64, ir::DType::f32); }).find("operands of f32: only bf16, f16 are supported"),
+  EXPECT_NE(error_of([&] { Attention(t, 4, 4, 96); }).find("head_dim = 96: only 64 and 128 are supported"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { Attention(t, 4, 4, 64, ir::DType::bf16, false, -1.0f); }).find("scale = -1: a positive number"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { Attention(t, 4, 4, 64, ir::DType::f32); }).find("operands of f32: only bf16, f16 are supported"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of([&] { Attention(t, 4, 4, 64, ir::DType::bf16, false, -1.0f); }).find("scale = -1: a positive number"),
+      std::string::npos);
   kernels::AttentionConfig bad_blocks;
   bad_blocks.block_m = 32, bad_blocks.block_n = 64;
-  EXPECT_NE(error_of([&] { Attention(t, 4, 4, 64, ir::DType::bf16, true, 0, bad_blocks); })
-                .find("blocks of 32 x 64 rows: powers of 2, block_m a multiple of block_n"),
+  EXPECT_NE(error_of([&] {
+              Attention(t, 4, 4, 64, ir::DType::bf16, true, 0, bad_blocks);
+            }).find("blocks of 32 x 64 rows: powers of 2, block_m a multiple of block_n"),
             std::string::npos);
-  EXPECT_NE(error_of([] { kernels::attention_kernel(ir::DType::f8e4m3); }).find("attention: no kernel for f8e4m3 operands (bf16, f16)"),
+  EXPECT_NE(error_of([] {
+              kernels::attention_kernel(ir::DType::f8e4m3);
+            }).find("attention: no kernel for f8e4m3 operands (bf16, f16)"),
             std::string::npos);
 
   // Runs: checked before anything is launched (no buffer is touched: null pointers where the
@@ -211,24 +226,29 @@ TEST(Attention, BadArguments) {
   Attention attn(t, 8, 2, 128, ir::DType::bf16);
   bf16* none = nullptr;
   const f16* none16 = nullptr;
-  EXPECT_NE(error_of([&] { attn.run(none16, none16, none16, const_cast<f16*>(none16), 1, 16); })
-                .find("attention: run with f16 operands on an Attention made for bf16"),
+  EXPECT_NE(error_of([&] {
+              attn.run(none16, none16, none16, const_cast<f16*>(none16), 1, 16);
+            }).find("attention: run with f16 operands on an Attention made for bf16"),
             std::string::npos);
   EXPECT_NE(error_of([&] { attn.run(none, none, none, none, 2, -5); }).find("batch = 2, seqlen = -5: not negative"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { attn.run_varlen(none, none, none, none, nullptr, -1, 16); }).find("batch = -1, max_seqlen = 16"),
+  EXPECT_NE(
+      error_of([&] { attn.run_varlen(none, none, none, none, nullptr, -1, 16); }).find("batch = -1, max_seqlen = 16"),
+      std::string::npos);
+  EXPECT_NE(error_of([&] {
+              attn.run(none, none, none, none, 1, 1 << 21);
+            }).find("seqlen = 2097152 with 8 heads of 128: a sequence's elements must number under 2^31"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { attn.run(none, none, none, none, 1, 1 << 21); })
-                .find("seqlen = 2097152 with 8 heads of 128: a sequence's elements must number under 2^31"),
-            std::string::npos);
-  EXPECT_NE(error_of([&] { attn.run(none, none, none, none, 10000, 16); })
-                .find("batch * heads = 80000: at most 65535 (the launch grid's second dimension)"),
+  EXPECT_NE(error_of([&] {
+              attn.run(none, none, none, none, 10000, 16);
+            }).find("batch * heads = 80000: at most 65535 (the launch grid's second dimension)"),
             std::string::npos);
   EXPECT_NE(error_of([&] { attn.run(none, none, none, none, 1, 16); }).find("a null pointer among q, k, v, o (q=1"),
             std::string::npos);
   std::vector<bf16> x(8 * 128);
-  EXPECT_NE(error_of([&] { attn.run_varlen(x.data(), x.data(), x.data(), x.data(), nullptr, 1, 1); })
-                .find("a null pointer among q, k, v, o, cu_seqlens"),
+  EXPECT_NE(error_of([&] {
+              attn.run_varlen(x.data(), x.data(), x.data(), x.data(), nullptr, 1, 1);
+            }).find("a null pointer among q, k, v, o, cu_seqlens"),
             std::string::npos);
   // Nothing to do is no error.
   EXPECT_EQ(error_of([&] { attn.run(none, none, none, none, 0, 16); }), "");
@@ -252,28 +272,27 @@ void mha_forward(tl::Ptr<bf16> Q, tl::Ptr<bf16> K, tl::Ptr<bf16> V, tl::Ptr<bf16
   auto q = tl::load(Q + base + tl::expand_dims(m_rows, 1) * HEAD + tl::expand_dims(d, 0), row_ok, 0.0f);
   auto stop = S;
   Tensor end = IS_CAUSAL ? tl::minimum((block + 1) * BM, S) : Tensor(S);
-  auto res = tl::for_range(0, end, BN,
-                           {tl::full({BM}, -1.0e30f, tl::float32), tl::zeros({BM}, tl::float32),
-                            tl::zeros({BM, HEAD}, tl::float32)},
-                           [&](Tensor n0, tl::Values st) {
-                             auto n = n0 + tl::arange(0, BN);
-                             auto n_ok = tl::expand_dims(n, 0) < stop;                  // [1, BN]
-                             auto kt = tl::load(K + base + tl::expand_dims(d, 1) + tl::expand_dims(n, 0) * HEAD,
-                                                n_ok, 0.0f);                            // [HEAD, BN]
-                             auto s = tl::dot(q, kt) * softmax_scale;
-                             auto ok = n_ok;
-                             if (IS_CAUSAL) ok = ok & (tl::expand_dims(m_rows, 1) >= tl::expand_dims(n, 0));
-                             s = tl::where(ok, s, -1.0e30f);
-                             auto new_max = tl::maximum(st[0], tl::max(s, 1));
-                             auto w = tl::exp(s - tl::expand_dims(new_max, 1));
-                             auto fix = tl::exp(st[0] - new_max);
-                             auto vv = tl::load(V + base + tl::expand_dims(n, 1) * HEAD + tl::expand_dims(d, 0),
-                                                tl::expand_dims(n, 1) < stop, 0.0f);  // [BN, HEAD]
-                             auto o = tl::dot(w.to(tl::bfloat16), vv, st[2] * tl::expand_dims(fix, 1));
-                             return tl::Values{new_max, st[1] * fix + tl::sum(w, 1), o};
-                           });
-  tl::store(Out + base + tl::expand_dims(m_rows, 1) * HEAD + tl::expand_dims(d, 0),
-            res[2] / tl::expand_dims(res[1], 1), row_ok);
+  auto res = tl::for_range(
+      0, end, BN,
+      {tl::full({BM}, -1.0e30f, tl::float32), tl::zeros({BM}, tl::float32), tl::zeros({BM, HEAD}, tl::float32)},
+      [&](Tensor n0, tl::Values st) {
+        auto n = n0 + tl::arange(0, BN);
+        auto n_ok = tl::expand_dims(n, 0) < stop;                                                         // [1, BN]
+        auto kt = tl::load(K + base + tl::expand_dims(d, 1) + tl::expand_dims(n, 0) * HEAD, n_ok, 0.0f);  // [HEAD, BN]
+        auto s = tl::dot(q, kt) * softmax_scale;
+        auto ok = n_ok;
+        if (IS_CAUSAL) ok = ok & (tl::expand_dims(m_rows, 1) >= tl::expand_dims(n, 0));
+        s = tl::where(ok, s, -1.0e30f);
+        auto new_max = tl::maximum(st[0], tl::max(s, 1));
+        auto w = tl::exp(s - tl::expand_dims(new_max, 1));
+        auto fix = tl::exp(st[0] - new_max);
+        auto vv = tl::load(V + base + tl::expand_dims(n, 1) * HEAD + tl::expand_dims(d, 0),
+                           tl::expand_dims(n, 1) < stop, 0.0f);  // [BN, HEAD]
+        auto o = tl::dot(w.to(tl::bfloat16), vv, st[2] * tl::expand_dims(fix, 1));
+        return tl::Values{new_max, st[1] * fix + tl::sum(w, 1), o};
+      });
+  tl::store(Out + base + tl::expand_dims(m_rows, 1) * HEAD + tl::expand_dims(d, 0), res[2] / tl::expand_dims(res[1], 1),
+            row_ok);
   (void)num_heads;
 }
 const KernelDef kMhaForward("mha_forward", mha_forward,
@@ -290,15 +309,15 @@ void gqa_forward(tl::Ptr<f16> q_ptr, tl::Ptr<f16> k_ptr, tl::Ptr<f16> v_ptr, tl:
   auto kv_bh = bh / heads * (heads / group) + bh % heads / group;  // b * H_kv + h / group
   auto q_off = (bh * seq * DIM).to(tl::int64), kv_off = (kv_bh * seq * DIM).to(tl::int64);
   auto rows = tl::expand_dims(tl::program_id(0) * TILE_Q + tl::arange(0, TILE_Q), 1);  // [TILE_Q, 1]
-  auto dims = tl::expand_dims(tl::arange(0, DIM), 0);                                   // [1, DIM]
+  auto dims = tl::expand_dims(tl::arange(0, DIM), 0);                                  // [1, DIM]
   auto qt = tl::load(q_ptr + q_off + rows * DIM + dims, rows < seq, 0.0f);
   auto c = scale * 1.4426950408889634f;
   tl::Values init = {tl::full({TILE_Q}, -INFINITY, tl::float32), tl::zeros({TILE_Q}, tl::float32),
                      tl::zeros({TILE_Q, DIM}, tl::float32)};
   auto out = tl::for_range(0, seq, TILE_K, init, [&](Tensor j, tl::Values carry) {
-    auto keys = tl::expand_dims(j + tl::arange(0, TILE_K), 1);                         // [TILE_K, 1]
-    auto kt = tl::load(k_ptr + kv_off + keys * DIM + dims, keys < seq, 0.0f);          // [TILE_K, DIM]
-    auto vt = tl::load(v_ptr + kv_off + tl::trans(keys) * DIM + tl::trans(dims),       // [DIM, TILE_K]
+    auto keys = tl::expand_dims(j + tl::arange(0, TILE_K), 1);                    // [TILE_K, 1]
+    auto kt = tl::load(k_ptr + kv_off + keys * DIM + dims, keys < seq, 0.0f);     // [TILE_K, DIM]
+    auto vt = tl::load(v_ptr + kv_off + tl::trans(keys) * DIM + tl::trans(dims),  // [DIM, TILE_K]
                        tl::trans(keys) < seq, 0.0f);
     auto logits = tl::dot(qt, tl::trans(kt)) * c;
     auto valid = tl::trans(keys) < seq;
@@ -355,13 +374,33 @@ TEST(Attention, VariantFromTheReadmeTransposedOperandsF16) {
   for (int causal : {0, 1}) {
     Input<f16> q(size_t(B) * H * S * D), k(size_t(B) * H_kv * S * D), v(k.data.size());
     std::vector<f16> out(q.data.size(), f16::from_raw(0xFFFF));
-    compile(kGqaForward, {{"DIM", D}, {"TILE_Q", tq}, {"TILE_K", tk}, {"CAUSAL", causal}}, Target::default_target(), opts)
+    compile(kGqaForward, {{"DIM", D}, {"TILE_Q", tq}, {"TILE_K", tk}, {"CAUSAL", causal}}, Target::default_target(),
+            opts)
         .launch({tl::cdiv(S, tq), B * H}, q.data, k.data, v.data, out, S, H, H / H_kv, scale);
     std::vector<int32_t> cu{0, S};
     auto want = reference_attention(to_tokens(q.values, B, H, S, D), to_tokens(k.values, B, H_kv, S, D),
                                     to_tokens(v.values, B, H_kv, S, D), cu, H, H_kv, D, causal, scale);
     expect_close(to_tokens(out, B, H, S, D), want, H, D, str_cat("gqa_forward S=", S, causal ? " causal" : ""));
   }
+}
+
+// The variants compile for a GPU as they are (PTX for sm_90a, checked here without one): both
+// dots on the tensor cores.
+TEST(Attention, VariantsCompileForSm90a) {
+  CompileOptions opts;
+  opts.num_warps = 8;
+  auto ptx = [&](const KernelDef& def, const Constants& c) {
+    return jit::Context::global().emit(def, c, Target::cuda("sm_90a"), opts, jit::Stage::asm_,
+                                       ArgFacts(def.runtime_params().size(), ArgFact::aligned16));
+  };
+  auto mma_count = [](const std::string& s) {
+    size_t n = 0;
+    for (const char* op : {"mma.sync", "wgmma.mma_async"})
+      for (size_t at = s.find(op); at != std::string::npos; at = s.find(op, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_GT(mma_count(ptx(kMhaForward, {{"HEAD", 64}, {"BM", 128}, {"BN", 64}, {"IS_CAUSAL", 1}})), 0u);
+  EXPECT_GT(mma_count(ptx(kGqaForward, {{"DIM", 128}, {"TILE_Q", 128}, {"TILE_K", 32}, {"CAUSAL", 0}})), 0u);
 }
 
 }  // namespace
