@@ -47,7 +47,8 @@ def main_kernel(fn):
             torch.cuda.synchronize()
         events = [e for e in prof.key_averages() if getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)) > 0]
         top = max(events, key=lambda e: getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)))
-        return top.key.split("(")[0].replace(" ", "")[:100]
+        name = top.key[5:] if top.key.startswith("void ") else top.key
+        return name.split("<")[0].split("(")[0].strip().replace(" ", "_")[:100]
     except Exception:  # (a diagnostic only)
         return "unknown"
 
