@@ -230,3 +230,7 @@ class Collectives {
 };
 
 }  // namespace tiledist::kernels
+
+// The kernel families with headers of their own.
+#include "kernels/attention.h"     // IWYU pragma: export
+#include "kernels/grouped_gemm.h"  // IWYU pragma: export
