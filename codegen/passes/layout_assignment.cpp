@@ -114,16 +114,21 @@ class LayoutAssignment {
     // the 64 / side lanes along K for MFMA.
     if (ctx_.wgmma && nw % 4 == 0 && M == 16 * nw && N % 8 == 0 && N <= 256 && K % (32 / eb) == 0)
       return Layout::mma_acc(ir::MmaKind::wgmma, {nw, 1}, {64, N});
-    int64_t sm = 16, sn = 8, kmin = 32 / eb;
-    ir::MmaKind kind = ir::MmaKind::mma_sync;
-    if (ctx_.mfma) {
-      kind = ir::MmaKind::mfma;
-      sm = sn = M % 32 == 0 && N % 32 == 0 ? 32 : 16;
-      kmin = 8 / eb * (64 / sm);
-    } else if (!ctx_.mma_sync) {
+    if (ctx_.mfma) {  // the larger tile where the warps can share it out
+      for (int64_t side : {32, 16}) {
+        LayoutRef l = mma_grid(ir::MmaKind::mfma, M, N, side, side, rows);
+        if (l && K % (8 / eb * (64 / side)) == 0) return l;
+      }
       return nullptr;
     }
-    if (K % kmin) return nullptr;
+    if (!ctx_.mma_sync || K % (32 / eb)) return nullptr;
+    return mma_grid(ir::MmaKind::mma_sync, M, N, 16, 8, rows);
+  }
+
+  /// An accumulator layout of `kind` over tiles of sm x sn whose warps form the squarest grid of
+  /// warp tiles that divides M x N (all along M where `rows`); null if none does.
+  LayoutRef mma_grid(ir::MmaKind kind, int64_t M, int64_t N, int64_t sm, int64_t sn, bool rows) {
+    const int nw = ctx_.num_warps;
     int64_t best_wm = 0, best = 0;
     for (int64_t wm = 1; wm <= nw; wm *= 2) {
       int64_t wn = nw / wm;
@@ -263,43 +268,53 @@ class LayoutAssignment {
   }
 
   /// A loop's carried tensors (operands from `first`, the region arguments past the induction
-  /// variable of a for) start in their initial values' layouts (a free one: blocked), then take
-  /// the layouts the body yields until those settle.
+  /// variable of a for) start in their initial values' layouts (free where those are), then
+  /// take the layouts the body yields until those settle; any left free (a pointer advanced by
+  /// a constant) become blocked, and the body is decided once more with them.
   void decide_loop(Op& op, size_t first, Block& body, Block* after) {
     const size_t skip = op.code == OpCode::For ? 1 : 0;
     const size_t n = op.operands.size() - first;
+    auto arg = [&](size_t i) { return body.args[skip + i].get(); };
     for (size_t i = 0; i < n; ++i) {
       const Value* init = op.operands[first + i];
       if (!init->type.is_tensor()) continue;
-      set(body.args[skip + i].get(), is_free(init) ? blocked_for(body.args[skip + i].get()) : of(init));
+      if (is_free(init)) set_free(arg(i));
+      else set(arg(i), of(init));
     }
-    for (int round = 0; round < 4; ++round) {
+    auto decide_body = [&] {
       decide_block(body);
-      // a while's `condition` forwards values to the after region and the results
-      const Op* cond = body.terminator();
-      if (after) {
-        for (size_t i = 0; i < n; ++i)
-          if (after->args[i]->type.is_tensor()) set(after->args[i].get(), carried(cond->operands[1 + i], body.args[i].get()));
-        decide_block(*after);
-      }
+      if (!after) return;
+      const Op* cond = body.terminator();  // a while's `condition` forwards values to the after region
+      for (size_t i = 0; i < n; ++i)
+        if (after->args[i]->type.is_tensor()) {
+          const Value* c = cond->operands[1 + i];
+          if (is_free(c)) set_free(after->args[i].get());
+          else set(after->args[i].get(), of(c));
+        }
+      decide_block(*after);
+    };
+    for (int round = 0; round < 4; ++round) {
+      decide_body();
       const Op* yield = after ? after->terminator() : body.terminator();
       bool settled = true;
       for (size_t i = 0; i < n; ++i) {
-        const Value* arg = body.args[skip + i].get();
-        if (!arg->type.is_tensor()) continue;
-        LayoutRef want = carried(yield->operands[i], arg);
-        if (!ir::same_layout(want, of(arg))) settled = false, set(arg, want);
+        const Value* y = yield->operands[i];
+        if (!arg(i)->type.is_tensor() || is_free(y) || ir::same_layout(of(y), of(arg(i)))) continue;
+        settled = false;
+        set(arg(i), of(y));
       }
       if (settled) break;
     }
+    bool freed = false;
+    for (size_t i = 0; i < n; ++i)
+      if (arg(i)->type.is_tensor() && is_free(arg(i))) freed = true, set(arg(i), blocked_for(arg(i)));
+    if (freed) decide_body();
     for (size_t i = 0; i < n; ++i) {
       const Value* res = op.results[i].get();
       if (!res->type.is_tensor()) continue;
-      set(res, after ? of(after->args[i].get()) : of(body.args[skip + i].get()));
+      const Value* from = after ? after->args[i].get() : arg(i);
+      set(res, is_free(from) ? blocked_for(from) : of(from));
     }
-  }
-  LayoutRef carried(const Value* yielded, const Value* arg) {
-    return is_free(yielded) ? of(arg) : of(yielded);
   }
 
   /// A load whose one user works in an MMA layout and whose address and mask are free loads in
@@ -425,7 +440,13 @@ class LayoutAssignment {
     if (v->def) b.set_loc(v->def->loc);
     return b;
   }
-  Value* convert(Value* v, const LayoutRef& l) { return after(v).convert_layout(v, l); }
+  /// A conversion, with what it costs (ir::convert_cost) as its `cost`: what the lowering will
+  /// have to move, for a reader of the IR.
+  Value* convert(Value* v, const LayoutRef& l) {
+    Value* c = after(v).convert_layout(v, l);
+    c->def->attrs["cost"] = std::string(ir::convert_cost_name(ir::convert_cost(*v->type.layout, *l, v->type.shape)));
+    return c;
+  }
 
   /// The free value `v` built again, in layout `l`, from its operands in the layouts it needs.
   Value* rebuild(Value* v, const LayoutRef& l) {
@@ -453,7 +474,7 @@ class LayoutAssignment {
     }
     ir::Builder b = after(v);
     Value* made = b.create(op.code, operands, {v->type.with_layout(result)}, op.attrs)->result();
-    return ir::same_layout(result, l) ? made : after(made).convert_layout(made, l);
+    return ir::same_layout(result, l) ? made : convert(made, l);
   }
 
   const GpuPassContext& ctx_;
