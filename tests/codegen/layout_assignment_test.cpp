@@ -13,10 +13,10 @@ namespace tiledist::codegen {
 namespace {
 
 TEST(LayoutAssignment, EveryLibraryKernelOnEveryGpuArch) {
-  for (const std::string& arch : {"sm_80", "sm_90a", "gfx90a", "gfx942"})
+  for (const char* arch : {"sm_80", "sm_90a", "gfx90a", "gfx942"})
     for (int warps : {4, 8})
       for (const std::string& name : Registry::global().names()) {
-        SCOPED_TRACE(name + " on " + arch + ", " + std::to_string(warps) + " warps");
+        SCOPED_TRACE(name + " on " + std::string(arch) + ", " + std::to_string(warps) + " warps");
         auto f = Registry::global().find(name)->trace({});
         ir::optimize(*f);
         ASSERT_NO_THROW(layout_assignment(*f, GpuPassContext::for_arch(arch, warps)));
@@ -30,8 +30,9 @@ TEST(LayoutAssignment, EveryLibraryKernelOnEveryGpuArch) {
           ++dots;
           ir::DType d = op.operands[0]->type.dtype;
           mma_dots += op.results[0]->type.layout->kind == ir::Layout::Kind::mma;
-          if (d == ir::DType::bf16 || d == ir::DType::f16)  // the library's 16-bit dots all fit a matrix unit
+          if (d == ir::DType::bf16 || d == ir::DType::f16) {  // the library's 16-bit dots all fit a matrix unit
             EXPECT_EQ(op.results[0]->type.layout->kind, ir::Layout::Kind::mma) << ir::print(*f);
+          }
         });
         EXPECT_EQ(untyped, 0);
         std::string once = ir::print(*f);
