@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <stdexcept>
 
 #include "ir/support.h"
@@ -595,6 +596,68 @@ ConvertCost convert_cost(const Layout& from, const Layout& to, const std::vector
   if (reachable(a, b, {LinearLayout::reg})) return ConvertCost::registers;
   if (reachable(a, b, {LinearLayout::reg, LinearLayout::lane})) return ConvertCost::warp_shuffle;
   return ConvertCost::shared_memory;
+}
+
+int64_t contiguous_registers(const LinearLayout& ll, int dim) {
+  int64_t n = 1;
+  for (const Basis& b : ll.bases[LinearLayout::reg]) {
+    if (b != unit(ll.shape.size(), dim, n)) break;
+    n *= 2;
+  }
+  return n;
+}
+
+ReducePlan reduce_plan(const LinearLayout& ll, int dim) {
+  ReducePlan plan;
+  auto along = [&](const Basis& b) {  // 1: only along dim; 0: not along it; -1: mixed
+    bool on = b[dim] != 0, off = false;
+    for (size_t d = 0; d < b.size(); ++d) off |= d != static_cast<size_t>(dim) && b[d] != 0;
+    return on && off ? -1 : on ? 1 : 0;
+  };
+  const Bases& regs = ll.bases[LinearLayout::reg];
+  std::vector<int> reduced, kept;  // register bits
+  for (int bit = 0; bit < static_cast<int>(regs.size()); ++bit) {
+    int a = along(regs[bit]);
+    if (a < 0) return ReducePlan{{}, {}, {}, true};
+    (a ? reduced : kept).push_back(bit);
+  }
+  for (int64_t j = 0; j < (int64_t{1} << kept.size()); ++j) {
+    int64_t base = 0;
+    for (size_t k = 0; k < kept.size(); ++k)
+      if ((j >> k) & 1) base |= int64_t{1} << kept[k];
+    std::vector<int64_t> group;
+    for (int64_t i = 0; i < (int64_t{1} << reduced.size()); ++i) {
+      int64_t r = base;
+      for (size_t k = 0; k < reduced.size(); ++k)
+        if ((i >> k) & 1) r |= int64_t{1} << reduced[k];
+      group.push_back(r);
+    }
+    plan.groups.push_back(group);
+  }
+  for (int in : {LinearLayout::lane, LinearLayout::warp})
+    for (int bit = 0; bit < static_cast<int>(ll.bases[in].size()); ++bit) {
+      int a = along(ll.bases[in][bit]);
+      if (a < 0) return ReducePlan{{}, {}, {}, true};
+      if (a == 0) continue;  // another dimension, or a copy
+      if (in == LinearLayout::lane) plan.lane_xor.push_back(int64_t{1} << bit);
+      else plan.warp_bits.push_back(bit);
+    }
+  return plan;
+}
+
+std::optional<std::vector<int64_t>> register_permutation(const LinearLayout& from, const LinearLayout& to) {
+  if (from.shape != to.shape || from.bases[LinearLayout::lane] != to.bases[LinearLayout::lane] ||
+      from.bases[LinearLayout::warp] != to.bases[LinearLayout::warp])
+    return std::nullopt;
+  std::map<std::vector<int64_t>, int64_t> held;  // coordinates of each of `from`'s registers
+  for (int64_t r = 0; r < from.in_size(LinearLayout::reg); ++r) held.emplace(from.coords(r, 0, 0), r);
+  std::vector<int64_t> perm;
+  for (int64_t j = 0; j < to.in_size(LinearLayout::reg); ++j) {
+    auto it = held.find(to.coords(j, 0, 0));
+    if (it == held.end()) return std::nullopt;
+    perm.push_back(it->second);
+  }
+  return perm;
 }
 
 }  // namespace tiledist::ir

@@ -116,4 +116,30 @@ enum class ConvertCost : uint8_t { none, registers, warp_shuffle, shared_memory 
 const char* convert_cost_name(ConvertCost c);
 ConvertCost convert_cost(const Layout& from, const Layout& to, const std::vector<int64_t>& shape);
 
+/// What a lowering needs of a distributed layout, read off its linear map.
+
+/// How many consecutive registers, from register 0, hold consecutive elements of `dim` (and
+/// so may be loaded or stored as one vector where memory is contiguous along `dim`).
+int64_t contiguous_registers(const LinearLayout& ll, int dim);
+
+/// A reduction along `dim`: each thread first combines, for each of its result registers (the
+/// slice layout's), the registers `groups[j]` that differ only along `dim`; then lanes combine by
+/// XOR shuffles over `lane_xor` (the lane bits that move along `dim`; lanes that hold copies are
+/// left out, or their copies would be counted twice); then warps over `warp_bits` through shared
+/// memory. Empty where the layout mixes `dim` with other dimensions in one basis (none of the
+/// named layouts does): `mixed` says so.
+struct ReducePlan {
+  std::vector<std::vector<int64_t>> groups;
+  std::vector<int64_t> lane_xor;
+  std::vector<int> warp_bits;
+  bool mixed = false;
+};
+ReducePlan reduce_plan(const LinearLayout& ll, int dim);
+
+/// Where a conversion that stays in each thread's registers takes each register from: `to`'s
+/// register j is `from`'s register perm[j], in every thread. Null where lanes or warps differ
+/// between the two maps (the conversion moves data between threads) or a register of `to` is
+/// not held under `from`.
+std::optional<std::vector<int64_t>> register_permutation(const LinearLayout& from, const LinearLayout& to);
+
 }  // namespace tiledist::ir

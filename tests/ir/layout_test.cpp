@@ -246,6 +246,85 @@ TEST(Layout, ConversionsAreClassedByWhatMoves) {
   EXPECT_EQ(convert_cost(*Layout::slice(1, acc), *Layout::slice(1, acc), {128}), ConvertCost::none);
 }
 
+TEST(Layout, VectorsAreTheRegistersThatRunAlongADimension) {
+  EXPECT_EQ(contiguous_registers(to_linear(*Layout::blocked({1, 8}, {4, 8}, {4, 1}, {1, 0}), {64, 64}), 1), 8);
+  EXPECT_EQ(contiguous_registers(to_linear(*Layout::blocked({1, 8}, {4, 8}, {4, 1}, {1, 0}), {64, 64}), 0), 1);
+  EXPECT_EQ(contiguous_registers(to_linear(*mma_sync(2, 2), {64, 64}), 1), 2);  // c0, c1: a pair of columns
+  EXPECT_EQ(contiguous_registers(to_linear(*Layout::dot_operand(0, mma_sync(4, 1), 4), {64, 64}), 1), 4);
+  EXPECT_EQ(contiguous_registers(to_linear(*Layout::mma_acc(MmaKind::mfma, {1, 1}, {32, 32}), {32, 32}), 0), 4);
+}
+
+/// Runs `plan` on `x` laid out by `ll` as the lowering would (each thread's registers combined,
+/// then XOR shuffles between lanes, then a sum over warps) and checks every thread's result
+/// registers against the sums along `dim` at the coordinates the slice layout gives them.
+void check_reduction(const LayoutRef& l, const Coords& shape, int dim) {
+  LinearLayout ll = to_linear(*l, shape);
+  ReducePlan plan = reduce_plan(ll, dim);
+  ASSERT_FALSE(plan.mixed);
+  const int64_t lanes = ll.in_size(LinearLayout::lane), warps = ll.in_size(LinearLayout::warp);
+  auto x = [&](const Coords& c) { return static_cast<double>((c[0] * 131 + c[1] * 7) % 97); };
+  // threads' partial sums: [warp][lane][result register]
+  std::vector<std::vector<std::vector<double>>> part(warps, std::vector<std::vector<double>>(lanes));
+  for (int64_t w = 0; w < warps; ++w)
+    for (int64_t ln = 0; ln < lanes; ++ln)
+      for (const auto& group : plan.groups) {
+        double sum = 0;
+        for (int64_t r : group) sum += x(ll.coords(r, ln, w));
+        part[w][ln].push_back(sum);
+      }
+  for (int64_t m : plan.lane_xor) {
+    auto next = part;
+    for (int64_t w = 0; w < warps; ++w)
+      for (int64_t ln = 0; ln < lanes; ++ln)
+        for (size_t j = 0; j < part[w][ln].size(); ++j) next[w][ln][j] += part[w][ln ^ m][j];
+    part = next;
+  }
+  for (int bit : plan.warp_bits) {
+    auto next = part;
+    for (int64_t w = 0; w < warps; ++w)
+      for (int64_t ln = 0; ln < lanes; ++ln)
+        for (size_t j = 0; j < part[w][ln].size(); ++j) next[w][ln][j] += part[w ^ (int64_t{1} << bit)][ln][j];
+    part = next;
+  }
+  Coords kept = {shape[1 - dim]};
+  LinearLayout s = to_linear(*Layout::slice(dim, l), kept);
+  ASSERT_EQ(static_cast<int64_t>(plan.groups.size()), s.in_size(LinearLayout::reg)) << l->str();
+  for (int64_t w = 0; w < warps; ++w)
+    for (int64_t ln = 0; ln < lanes; ++ln)
+      for (int64_t j = 0; j < s.in_size(LinearLayout::reg); ++j) {
+        int64_t at = s.coords(j, ln, w)[0];
+        double want = 0;
+        for (int64_t i = 0; i < shape[dim]; ++i) want += x(dim == 0 ? Coords{i, at} : Coords{at, i});
+        ASSERT_EQ(part[w][ln][j], want) << l->str() << " dim " << dim << " warp " << w << " lane " << ln << " register " << j;
+      }
+}
+
+TEST(Layout, ReductionPlansSumEachRowOnce) {
+  for (LayoutRef l : {mma_sync(4, 1), mma_sync(2, 2), Layout::blocked({1, 8}, {4, 8}, {4, 1}, {1, 0}),
+                      Layout::blocked({2, 1}, {8, 4}, {1, 4}, {0, 1}), Layout::mma_acc(MmaKind::mfma, {2, 2}, {32, 32}),
+                      Layout::mma_acc(MmaKind::wgmma, {4, 1}, {64, 64})})
+    for (int dim : {0, 1}) {
+      check_reduction(l, {128, 64}, dim);
+      check_reduction(l, {16, 16}, dim);  // smaller than the layout's tile: lanes and warps hold copies
+    }
+}
+
+TEST(Layout, RegisterPermutationsRenameOnly) {
+  auto rows_first = Layout::blocked({2, 2}, {1, 32}, {4, 1}, {1, 0}), cols_first = Layout::blocked({2, 2}, {1, 32}, {4, 1}, {0, 1});
+  LinearLayout a = to_linear(*rows_first, {8, 64}), b = to_linear(*cols_first, {8, 64});
+  auto perm = register_permutation(a, b);
+  ASSERT_TRUE(perm.has_value());
+  for (int64_t w = 0; w < 4; ++w)
+    for (int64_t l = 0; l < 32; ++l)
+      for (int64_t j = 0; j < b.in_size(LinearLayout::reg); ++j) EXPECT_EQ(b.coords(j, l, w), a.coords((*perm)[j], l, w));
+  // mma.sync's accumulator and its A operand: the same registers, in order.
+  auto acc = mma_sync(4, 1);
+  auto same = register_permutation(to_linear(*acc, {128, 64}), to_linear(*Layout::dot_operand(0, acc, 2), {128, 64}));
+  ASSERT_TRUE(same.has_value());
+  for (size_t j = 0; j < same->size(); ++j) EXPECT_EQ((*same)[j], static_cast<int64_t>(j));
+  EXPECT_FALSE(register_permutation(to_linear(*acc, {128, 64}), to_linear(*Layout::blocked({1, 8}, {4, 8}, {4, 1}, {1, 0}), {128, 64})));
+}
+
 TEST(Layout, TextRoundTrips) {
   auto acc = Layout::mma_acc(MmaKind::wgmma, {8, 1}, {64, 256});
   for (LayoutRef l : {Layout::blocked({1, 8}, {4, 8}, {4, 1}, {1, 0}), acc, Layout::dot_operand(0, acc, 2),
