@@ -1,5 +1,7 @@
 #include "ir/builder.h"
 
+#include "ir/layout.h"
+
 namespace tiledist::ir {
 
 Op* Builder::create(OpCode code, std::vector<Value*> operands, std::vector<Type> results, Attrs attrs) {
@@ -65,6 +67,10 @@ Value* Builder::expand_dims(Value* v, int axis) {
 Value* Builder::reshape(Value* v, const std::vector<int64_t>& shape) {
   return create(OpCode::Reshape, {v}, {v->type.with_shape(shape)})->result();
 }
+Value* Builder::convert_layout(Value* v, LayoutRef to) {
+  return create(OpCode::ConvertLayout, {v}, {v->type.with_layout(std::move(to))})->result();
+}
+
 Value* Builder::trans(Value* v, const std::vector<int64_t>& perm) {
   auto shape = v->type.shape;
   std::vector<int64_t> out;
@@ -115,7 +121,8 @@ Value* Builder::atomic_cas(Value* p, Value* c, Value* v, const std::string& sem,
 Type reduced_type(const Type& t, int axis, DType result_dtype) {
   auto shape = t.shape;
   if (axis >= 0 && axis < static_cast<int>(shape.size())) shape.erase(shape.begin() + axis);
-  return Type{result_dtype, false, AddrSpace::global, shape};
+  LayoutRef layout = t.layout && !shape.empty() ? Layout::slice(axis, t.layout) : nullptr;
+  return Type{result_dtype, false, AddrSpace::global, shape, layout};
 }
 
 Value* Builder::reduce(const std::string& kind, Value* v, int axis) {

@@ -48,6 +48,8 @@ class Builder {
   Value* expand_dims(Value* v, int axis);
   Value* reshape(Value* v, const std::vector<int64_t>& shape);
   Value* trans(Value* v, const std::vector<int64_t>& perm);
+  /// The tensor `v` in layout `to` (GPU layout passes).
+  Value* convert_layout(Value* v, LayoutRef to);
   Value* binary(OpCode code, Value* a, Value* b);
   Value* cmp(const std::string& pred, Value* a, Value* b);
   Value* unary(OpCode code, Value* a);

@@ -4,8 +4,10 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <stdexcept>
 
 #include "ir/builder.h"
+#include "ir/layout.h"
 #include "ir/printer.h"
 
 namespace tiledist::ir {
@@ -136,9 +138,19 @@ class Parser {
         expect("x");
       }
       if (shape.empty()) fail("a tensor needs a shape");
-      Type t = elem_type();
+      Type t = elem_type().with_shape(shape);
+      if (accept(",")) {
+        skip_ws();
+        const size_t at = pos_;
+        try {
+          t.layout = parse_layout(s_, pos_);
+        } catch (const std::invalid_argument& e) {
+          pos_ = at;  // the message names the layout that starts here
+          fail(e.what());
+        }
+      }
       expect(">");
-      return t.with_shape(shape);
+      return t;
     }
     return elem_type();
   }

@@ -1,5 +1,6 @@
 #include "ir/types.h"
 
+#include "ir/layout.h"
 #include "ir/support.h"
 
 namespace tiledist::ir {
@@ -57,7 +58,11 @@ std::string Type::str() const {
   if (!is_tensor()) return elem;
   std::string s = "tensor<";
   for (int64_t d : shape) s += std::to_string(d) + "x";
-  return s + elem + ">";
+  return s + elem + (layout ? ", " + layout->str() : "") + ">";
+}
+
+bool Type::operator==(const Type& o) const {
+  return dtype == o.dtype && is_ptr == o.is_ptr && space == o.space && shape == o.shape && same_layout(layout, o.layout);
 }
 
 }  // namespace tiledist::ir

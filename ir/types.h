@@ -2,11 +2,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace tiledist::ir {
+
+struct Layout;
+using LayoutRef = std::shared_ptr<const Layout>;
 
 /// Element types. The order is the table of `dtype_name`.
 enum class DType : uint8_t { i1, i8, i16, i32, i64, f16, bf16, f32, f64, f8e4m3, f8e5m2 };
@@ -24,29 +28,37 @@ enum class AddrSpace : uint8_t { global, shared, symmetric };
 const char* addrspace_name(AddrSpace s);
 
 /// A scalar, a pointer, or a block tensor (static shape) of scalars or pointers.
-/// Pointers carry their pointee dtype in `dtype` and set `is_ptr`.
+/// Pointers carry their pointee dtype in `dtype` and set `is_ptr`. On GPU targets, once the
+/// layout passes have run, a tensor carries its layout (ir/layout.h); before them, and on the
+/// CPU backend, it has none.
 struct Type {
   DType dtype = DType::i32;
   bool is_ptr = false;
   AddrSpace space = AddrSpace::global;
   std::vector<int64_t> shape;  // empty: not a tensor
+  LayoutRef layout;            // null: none assigned
 
-  static Type scalar(DType t) { return Type{t, false, AddrSpace::global, {}}; }
-  static Type ptr(DType pointee, AddrSpace s = AddrSpace::global) { return Type{pointee, true, s, {}}; }
-  static Type tensor(DType t, std::vector<int64_t> shape) { return Type{t, false, AddrSpace::global, std::move(shape)}; }
+  static Type scalar(DType t) { return Type{t, false, AddrSpace::global, {}, nullptr}; }
+  static Type ptr(DType pointee, AddrSpace s = AddrSpace::global) { return Type{pointee, true, s, {}, nullptr}; }
+  static Type tensor(DType t, std::vector<int64_t> shape) { return Type{t, false, AddrSpace::global, std::move(shape), nullptr}; }
 
   bool is_tensor() const { return !shape.empty(); }
   int64_t numel() const;
   /// The element type: the same type without shape.
-  Type element() const { return Type{dtype, is_ptr, space, {}}; }
-  Type with_shape(std::vector<int64_t> s) const { return Type{dtype, is_ptr, space, std::move(s)}; }
-  Type with_dtype(DType t) const { return Type{t, false, AddrSpace::global, shape}; }
+  Type element() const { return Type{dtype, is_ptr, space, {}, nullptr}; }
+  Type with_shape(std::vector<int64_t> s) const { return Type{dtype, is_ptr, space, std::move(s), nullptr}; }
+  /// The same shape and layout (an elementwise op's result: a cast, a comparison).
+  Type with_dtype(DType t) const { return Type{t, false, AddrSpace::global, shape, layout}; }
+  Type with_layout(LayoutRef l) const { return Type{dtype, is_ptr, space, shape, std::move(l)}; }
+  /// The same type without its layout.
+  Type unlaid() const { return Type{dtype, is_ptr, space, shape, nullptr}; }
   bool is_int() const { return !is_ptr && ir::is_int(dtype); }
   bool is_float() const { return !is_ptr && ir::is_float(dtype); }
   bool is_bool() const { return !is_ptr && dtype == DType::i1; }
 
   std::string str() const;
-  bool operator==(const Type&) const = default;
+  /// Equal types have equal layouts (compared by value), or none.
+  bool operator==(const Type& o) const;
 };
 
 std::string shape_str(const std::vector<int64_t>& shape);

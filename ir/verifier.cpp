@@ -1,8 +1,10 @@
 // The verifier: one rule per op (check_op), used by the builder on every new op and by
 // `verify` on whole functions (parsed text, the output of each pass).
 #include <set>
+#include <stdexcept>
 
 #include "ir/builder.h"
+#include "ir/layout.h"
 
 namespace tiledist::ir {
 
@@ -61,9 +63,11 @@ std::vector<Type> result_types(const Op& op) {
 }
 
 std::string check_rule(const Op& op) {
+  // Each rule checks types without their layouts; check_layouts checks those.
   const auto& in = op.operands;
-  auto operand = [&](size_t i) -> const Type& { return in[i]->type; };
-  const Type* out = op.results.empty() ? nullptr : &op.results[0]->type;
+  auto operand = [&](size_t i) -> Type { return in[i]->type.unlaid(); };
+  const Type out_type = op.results.empty() ? Type{} : op.results[0]->type.unlaid();
+  const Type* out = op.results.empty() ? nullptr : &out_type;
   auto same_as_result = [&](size_t i) -> std::string {
     return operand(i) == *out ? "" : str_cat("operand ", i, " has type ", operand(i).str(), ", result ", out->str());
   };
@@ -123,6 +127,10 @@ std::string check_rule(const Op& op) {
       if (!out->is_tensor() || out->element() != operand(0).element() || out->numel() != operand(0).numel())
         return str_cat("cannot reshape ", operand(0).str(), " to ", out->str(), " (element count differs)");
       return "";
+    case OpCode::ConvertLayout:
+      if (!operand(0).is_tensor() || !in[0]->type.layout || !op.results[0]->type.layout)
+        return "converts a tensor with a layout to another layout";
+      return same_as_result(0);
     case OpCode::Trans: {
       if (!operand(0).is_tensor()) return "needs a tensor";
       if (!ints_attr_ok(op, "perm")) return "needs a permutation list 'perm'";
@@ -289,7 +297,7 @@ std::string check_rule(const Op& op) {
       if (!operand(0).is_int() || operand(0).is_tensor() || operand(1) != operand(0) || operand(2) != operand(0))
         return "bounds and step must be integer scalars of one type";
       std::vector<Type> carried;
-      for (size_t i = 3; i < in.size(); ++i) carried.push_back(operand(i));
+      for (size_t i = 3; i < in.size(); ++i) carried.push_back(in[i]->type);
       if (result_types(op) != carried) return "results must have the types of the initial values";
       std::vector<Type> args{operand(0)};
       args.insert(args.end(), carried.begin(), carried.end());
@@ -328,6 +336,64 @@ std::string check_rule(const Op& op) {
   return "unknown op";
 }
 
+/// Layouts, once assigned (ir/layout.h): every tensor an op takes or makes has one; an
+/// elementwise or memory op's tensors share one; expand_dims and reduce move between a layout
+/// and its slice; a dot's operands are its result's dot operands (or shared); each layout fits
+/// its tensor's shape.
+std::string check_layouts(const Op& op) {
+  std::vector<const Value*> tensors;
+  for (const Value* v : op.operands)
+    if (v->type.is_tensor()) tensors.push_back(v);
+  for (auto& r : op.results)
+    if (r->type.is_tensor()) tensors.push_back(r.get());
+  size_t laid = 0;
+  for (const Value* v : tensors) laid += v->type.layout != nullptr;
+  if (laid == 0) return "";
+  if (laid != tensors.size()) return "some of its tensors have a layout and others none";
+  for (const Value* v : tensors) try {
+      to_linear(*v->type.layout, v->type.shape);
+    } catch (const std::invalid_argument& e) {
+      return str_cat("layout of ", v->type.str(), ": ", e.what());
+    }
+  const LayoutRef& first = tensors[0]->type.layout;
+  auto all_same = [&]() -> std::string {
+    for (const Value* v : tensors)
+      if (!same_layout(v->type.layout, first))
+        return str_cat("its tensors' layouts differ: ", first->str(), " and ", v->type.layout->str());
+    return "";
+  };
+  switch (op.code) {
+    case OpCode::ExpandDims: {
+      LayoutRef want = Layout::slice(static_cast<int>(op.int_attr("axis")), op.results[0]->type.layout);
+      return same_layout(op.operands[0]->type.layout, want)
+                 ? "" : str_cat("the operand's layout must be ", want->str(), ", got ", op.operands[0]->type.layout->str());
+    }
+    case OpCode::Reduce: {
+      if (!op.results[0]->type.is_tensor()) return "";
+      LayoutRef want = Layout::slice(static_cast<int>(op.int_attr("axis")), op.operands[0]->type.layout);
+      return same_layout(op.results[0]->type.layout, want)
+                 ? "" : str_cat("the result's layout must be ", want->str(), ", got ", op.results[0]->type.layout->str());
+    }
+    case OpCode::Dot: {
+      const LayoutRef& acc = op.results[0]->type.layout;
+      if (!same_layout(op.operands[2]->type.layout, acc)) return "the accumulator and the result differ in layout";
+      if (acc->kind != Layout::Kind::mma) return "";  // a dot done by FMAs takes its operands as they come
+      for (int i = 0; i < 2; ++i) {
+        const Layout& l = *op.operands[i]->type.layout;
+        bool ok = l.kind == Layout::Kind::shared ||
+                  (l.kind == Layout::Kind::dot_operand && l.op_index == i && same_layout(l.parent, acc));
+        if (!ok) return str_cat("operand ", i, " must be a dot operand of ", acc->str(), " or in shared memory, got ", l.str());
+      }
+      return "";
+    }
+    case OpCode::Splat: case OpCode::Arange: case OpCode::ConvertLayout: case OpCode::Trans: case OpCode::Reshape:
+    case OpCode::For: case OpCode::If: case OpCode::While: case OpCode::Yield: case OpCode::Condition:
+      return "";
+    default:
+      return all_same();
+  }
+}
+
 }  // namespace
 
 std::string check_op(const Op& op) {
@@ -338,7 +404,8 @@ std::string check_op(const Op& op) {
     return str_cat("has ", info.num_results, " results, got ", op.results.size());
   if (static_cast<int>(op.regions.size()) != info.num_regions)
     return str_cat("has ", info.num_regions, " regions, got ", op.regions.size());
-  return check_rule(op);
+  std::string e = check_rule(op);
+  return e.empty() ? check_layouts(op) : e;
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "codegen/codegen.h"
+#include "codegen/passes/passes.h"
 #include "jit/amdgpu.h"
 #include "ir/builder.h"
 #include "ir/numeric.h"
@@ -442,11 +443,17 @@ std::string Context::emit(const KernelDef& def, const Constants& constants, cons
   if (stage == Stage::tile_ir) return ir::print(*fn);
   ir::optimize(*fn);
   if (stage == Stage::opt_ir) return ir::print(*fn);
+  if (stage == Stage::gpu_ir) {
+    if (target.kind == Target::Kind::host) throw Error("tiledist: the GPU IR (layouts) needs a GPU target (sm_80, sm_90a, gfx90a, gfx942)");
+    codegen::run_gpu_passes(*fn, codegen::GpuPassContext::for_arch(target.arch, options.num_warps));
+    return ir::print(*fn);
+  }
   return emit(*fn, target, options, stage);
 }
 
 std::string Context::emit(const ir::Function& fn, const Target& target, const CompileOptions& options, Stage stage) {
   if (stage == Stage::tile_ir || stage == Stage::opt_ir) return ir::print(fn);
+  TD_ASSERT(stage != Stage::gpu_ir, "emit the GPU IR from a definition");
   std::lock_guard<std::mutex> lock(impl_->mu);
   llvm::LLVMContext ctx;
   if (target.kind != Target::Kind::host) {

@@ -55,7 +55,9 @@ struct Stats {
 /// Which stage `emit` prints.
 /// llvm_lowered: before LLVM's -O3; binary: what is loaded (host: an object file, NVPTX: PTX,
 /// AMDGCN: a code object).
-enum class Stage { tile_ir, opt_ir, llvm_lowered, llvm, asm_, binary };
+/// What `emit` prints: the traced IR, the optimized IR, the optimized IR after the GPU passes
+/// (layouts: a GPU target only), LLVM IR before or after LLVM's optimizer, assembly, or the binary.
+enum class Stage { tile_ir, opt_ir, gpu_ir, llvm_lowered, llvm, asm_, binary };
 
 class Context {
  public:

@@ -1,5 +1,5 @@
 // tiledist-compile: prints any stage of a registered kernel.
-//   tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942|gfx90a] [--emit tile-ir|opt-ir|llvm|asm|binary]
+//   tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942|gfx90a] [--emit tile-ir|opt-ir|gpu-ir|llvm|asm|binary]
 //                    [-o FILE] [--const NAME=VALUE ...] [--aligned all|none|NAME,...] [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize]
 // GPU targets print by default the variant a launch with 16-aligned arguments gets (what runs
 // in practice: integers that are multiples of 16, 16-byte aligned pointers); --aligned none
@@ -20,7 +20,7 @@ int usage(const char* msg) {
   std::fprintf(stderr,
                "tiledist-compile: %s\n"
                "usage: tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942|gfx90a] "
-               "[--emit tile-ir|opt-ir|llvm|asm|binary] [-o FILE] [--const NAME=VALUE ...]\n"
+               "[--emit tile-ir|opt-ir|gpu-ir|llvm|asm|binary] [-o FILE] [--const NAME=VALUE ...]\n"
                "                        [--aligned all|none|NAME,...] [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize]\n"
                "       tiledist-compile --list\n",
                msg);
@@ -102,11 +102,12 @@ int main(int argc, char** argv) {
   jit::Stage stage;
   if (emit == "tile-ir") stage = jit::Stage::tile_ir;
   else if (emit == "opt-ir") stage = jit::Stage::opt_ir;
+  else if (emit == "gpu-ir") stage = jit::Stage::gpu_ir;
   else if (emit == "llvm") stage = jit::Stage::llvm;
   else if (emit == "llvm-lowered") stage = jit::Stage::llvm_lowered;
   else if (emit == "asm") stage = jit::Stage::asm_;
   else if (emit == "binary") stage = jit::Stage::binary;
-  else return usage(("unknown --emit '" + emit + "' (tile-ir, opt-ir, llvm, asm, binary)").c_str());
+  else return usage(("unknown --emit '" + emit + "' (tile-ir, opt-ir, gpu-ir, llvm, asm, binary)").c_str());
   if (stage == jit::Stage::binary && output.empty() && isatty(STDOUT_FILENO))
     return usage("--emit binary writes bytes: give -o FILE (or redirect the output)");
   try {

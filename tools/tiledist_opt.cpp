@@ -2,6 +2,8 @@
 // tests in tests/ir/).
 //   tiledist-opt [--pass NAME ...] [--pipeline] [--locs] [--target T] [--emit llvm-lowered|llvm|asm]
 //                [--num-warps N] [--num-stages N] FILE|-
+// A pass is one of the optimizer's (ir/passes/) or, with a GPU --target, a GPU pass
+// (codegen/passes/: layout_assignment).
 // --emit lowers the result for the target (the host CPU unless --target names another, as
 // tiledist-compile does) and prints LLVM IR or assembly instead.
 #include <cstdio>
@@ -9,6 +11,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "codegen/passes/passes.h"
 #include "ir/builder.h"
 #include "ir/passes/passes.h"
 #include "ir/printer.h"
@@ -62,11 +65,19 @@ int main(int argc, char** argv) {
           continue;
         }
         const ir::Pass* pass = ir::find_pass(p);
-        if (!pass) {
+        const codegen::GpuPass* gpu_pass = pass ? nullptr : codegen::find_gpu_pass(p);
+        if (!pass && !gpu_pass) {
           std::fprintf(stderr, "tiledist-opt: unknown pass '%s'\n", p.c_str());
           return 2;
         }
-        pass->run(*f);
+        if (pass) {
+          pass->run(*f);
+        } else if (t.kind == Target::Kind::host) {
+          std::fprintf(stderr, "tiledist-opt: '%s' is a GPU pass: give --target (sm_80, sm_90a, gfx90a, gfx942)\n", p.c_str());
+          return 2;
+        } else {
+          gpu_pass->run(*f, codegen::GpuPassContext::for_arch(t.arch, options.num_warps));
+        }
         ir::verify(*f);
       }
       if (emit.empty()) {

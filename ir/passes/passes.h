@@ -27,6 +27,10 @@ const Pass* find_pass(const std::string& name);
 /// in $TILEDIST_PRINT_AFTER (a comma-separated list, or "all").
 void optimize(Function& f);
 
+/// Prints `f` to stderr, headed with the pass's name, if $TILEDIST_PRINT_AFTER names the pass
+/// (or says "all"): what optimize does after each pass, and the GPU pipeline after its own.
+void print_if_asked(const Function& f, const std::string& pass);
+
 /// Helpers shared by the passes.
 bool has_side_effects(const Op& op);
 /// The constant an op's value is (a scalar constant, or a splat of one), if it is one.

@@ -37,13 +37,16 @@ bool should_print(const char* env, const std::string& name) {
 }
 }  // namespace
 
+void print_if_asked(const Function& f, const std::string& pass) {
+  if (should_print(std::getenv("TILEDIST_PRINT_AFTER"), pass))
+    std::fprintf(stderr, "// -----// IR after %s //----- //\n%s", pass.c_str(), print(f).c_str());
+}
+
 void optimize(Function& f) {
-  const char* env = std::getenv("TILEDIST_PRINT_AFTER");
   for (const Pass& p : pipeline()) {
     p.run(f);
     verify(f);
-    if (should_print(env, p.name))
-      std::fprintf(stderr, "// -----// IR after %s //----- //\n%s", p.name, print(f).c_str());
+    print_if_asked(f, p.name);
   }
 }
 
