@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Issue 24's single-GPU runs, from `make bundle`'s tarball (dist/tiledist-bundle.tar.xz, built
+# elsewhere: nothing is built here), in the repository root of a GPU machine:
+#
+#   bash bench/gpu1.sh [STAGE...]
+#
+# Stages (default: all, in this order; each under its own time limit, logs in $OUT or /tmp):
+#   tests      kernels_test on the GPU: attention and grouped GEMM (TMA and cp.async paths)
+#   attention  attention_bench: kernels::Attention against PyTorch SDPA, same run
+#   grouped    grouped_gemm_bench: kernels::GroupedGemm against torch._grouped_mm, same run
+#   gemm       gpu_bench tp: the library GEMM against cuBLAS (no-regression check)
+# Prints each stage's summary; the logs keep the rest.
+set -u
+stages=${*:-tests attention grouped gemm}
+root=$(pwd)
+logs=${OUT:-/tmp/gpu1-logs}
+mkdir -p "$logs" /tmp/td
+[ -x /tmp/td/tiledist/tests/kernels_test ] || tar -C /tmp/td -xJf dist/tiledist-bundle.tar.xz || exit 1
+cd /tmp/td/tiledist || exit 1
+export TILEDIST_CACHE_DIR=/tmp/tiledist-cache TILEDIST_TEST_GPU=1
+export TILEDIST_ATTENTION_BASELINE=$root/bench/attention_baseline.py
+export TILEDIST_GROUPED_GEMM_BASELINE=$root/bench/grouped_gemm_baseline.py
+export TILEDIST_CUBLASLT=${TILEDIST_CUBLASLT:-$(find / -name 'libcublasLt.so.1[23]*' 2>/dev/null | head -1)}
+nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv,noheader
+run() {  # run NAME SECONDS CMD...: the command under a limit, its rc and its last lines
+  local name=$1 limit=$2
+  shift 2
+  echo "== $name"
+  timeout "$limit" "$@" > "$logs/$name.log" 2>&1
+  echo "   rc=$?  (log: $logs/$name.log)"
+}
+for stage in $stages; do
+  case $stage in
+    tests)
+      run tests 300 tests/kernels_test --gtest_filter='Attention*:GroupedGemm*'
+      grep -E '^\[  (PASSED|FAILED) ' "$logs/tests.log"
+      TILEDIST_TMA=0 run tests_no_tma 200 tests/kernels_test --gtest_filter='GroupedGemm*'
+      grep -E '^\[  (PASSED|FAILED) ' "$logs/tests_no_tma.log" ;;
+    attention)
+      run attention 240 bench/attention_bench 20
+      grep -vE '^\s*$' "$logs/attention.log" | tail -14 ;;
+    grouped)
+      run grouped 240 bench/grouped_gemm_bench 20
+      grep -vE '^\s*$' "$logs/grouped.log" | tail -12 ;;
+    gemm)
+      run gemm 240 bench/gpu_bench tp
+      grep -vE '^\s*$' "$logs/gemm.log" | tail -14 ;;
+    *) echo "unknown stage '$stage'" ;;
+  esac
+done
