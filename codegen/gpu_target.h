@@ -1,4 +1,4 @@
-// What a GPU target gives the shared GPU lowering (codegen/gpu.cpp): its facts (warp size, the
+// What a GPU target gives the shared GPU lowering (codegen/gpu/): its facts (warp size, the
 // matrix units it has) and the few instructions whose form differs between vendors: special
 // registers, the program's barrier, math functions, warp shuffles, the clock, and the memory
 // model's ordered loads, stores, atomics and fences. codegen/nvptx.cpp and codegen/amdgcn.cpp

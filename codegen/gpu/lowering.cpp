@@ -1,0 +1,239 @@
+// The GPU lowering's driver (codegen/gpu/lowering.h): the kernel function and its entry, the
+// values of the IR as lowered (in the cyclic layout or the MMA one), the dispatch of each op to
+// its family's lowering, and the small emission helpers every family uses (inline PTX, locals,
+// counted loops); lower_gpu, codegen's entry point.
+#include "codegen/gpu/lowering.h"
+
+namespace tiledist::codegen::gpu {
+
+GpuLowering::GpuLowering(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make)
+    : GpuLowering(f, ctx, opts, make, std::make_unique<llvm::Module>(f.name, ctx)) {}
+
+GpuLowering::GpuLowering(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make,
+                         std::unique_ptr<llvm::Module> m)
+    : Elements(ctx, *m), f_(f), ctx_(ctx), opts_(opts), module_(std::move(m)), target_(make(b_, *module_, opts)),
+      threads_(opts.num_warps * target_->warp_size()) {}
+
+GpuModule GpuLowering::run() {
+  if (threads_ > 1024)
+    throw Error(str_cat("tiledist: kernel '", f_.name, "': num_warps = ", opts_.num_warps, " makes ", threads_,
+                        " threads per program on ", opts_.arch, " (", target_->warp_size(), " a warp); at most 1024 run together"));
+  module_->setTargetTriple(target_->triple());
+  if (!opts_.data_layout.empty()) module_->setDataLayout(opts_.data_layout);
+  std::vector<llvm::Type*> params;
+  for (auto& a : f_.body.args) params.push_back(target_->param_type(reg_type(a->type)));
+  const bool with_world = uses_world(f_.body);
+  if (with_world) params.push_back(b_.getPtrTy(1));  // the DeviceWorld (runtime/device_world.h)
+  find_wgmma_loops();  // (and the TMA tensor maps they take)
+  first_map_ = static_cast<unsigned>(params.size());
+  for (size_t i = 0; i < tma_recipes_.size(); ++i) params.push_back(b_.getPtrTy());
+  auto* fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
+  fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, f_.name, module_.get());
+  for (auto& a : f_.body.args) fn_->getArg(a->index)->setName(a->name);  // (AMDGPU metadata lists them)
+  target_->define_kernel(fn_, block_threads(), first_map_, static_cast<unsigned>(tma_recipes_.size()));
+  smem_ = new llvm::GlobalVariable(*module_, llvm::ArrayType::get(b_.getInt8Ty(), 0), false,
+                                   llvm::GlobalValue::ExternalLinkage, nullptr, "tiledist_smem", nullptr,
+                                   llvm::GlobalValue::NotThreadLocal, 3);
+  smem_->setAlignment(llvm::Align(16));
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
+  tid_ = target_->thread_id();
+  for (auto& a : f_.body.args) vals_[a.get()] = GVal{target_->param(fn_->getArg(a->index)), {}};
+  if (with_world) world_ = fn_->getArg(static_cast<unsigned>(f_.body.args.size()));
+  uses_ = ir::count_uses(f_.body);
+  max_vec_ = narrow_memory(f_) ? 8 : 4;
+  if (!wgmma_shapes_.empty()) smem_->setAlignment(llvm::Align(1024));  // wgmma's 128-byte swizzle atoms
+  if (ws_) emit_warp_specialized_entry();
+  emit_block(f_.body);
+  if (target_->static_shared_memory() && smem_bytes_ > 0) {
+    // The scratch area as a static array of the size the kernel needs (the code object then
+    // states its LDS use, and a launch gives no dynamic size).
+    auto* type = llvm::ArrayType::get(b_.getInt8Ty(), static_cast<uint64_t>(smem_bytes_));
+    auto* fixed = new llvm::GlobalVariable(*module_, type, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(type),
+                                           "tiledist_smem.static", nullptr, llvm::GlobalValue::NotThreadLocal, 3);
+    fixed->setAlignment(smem_->getAlign());
+    smem_->replaceAllUsesWith(fixed);
+    smem_->eraseFromParent();
+    fixed->setName("tiledist_smem");
+  }
+  verify_lowered(opts_.arch.c_str());
+  return GpuModule{std::move(module_), f_.name, smem_bytes_, block_threads(), with_world, tma_recipes_};
+}
+
+[[noreturn]] void GpuLowering::unsupported(const ir::Op& op, const std::string& what) {
+  throw Error::at(op.name(), op.loc, str_cat(what, " is not supported on ", opts_.arch, " yet"));
+}
+
+GVal& GpuLowering::raw(const ir::Value* v) {
+  auto it = vals_.find(v);
+  TD_ASSERT(it != vals_.end(), "value used before lowering");
+  return it->second;
+}
+
+GVal& GpuLowering::val(const ir::Value* v) {
+  auto c = converted_.find(v);
+  if (c != converted_.end()) return c->second;
+  GVal& g = raw(v);
+  if (!g.mma) return g;
+  return converted_[v] = cyclic_from_mma(g, v->type);
+}
+
+llvm::Value* GpuLowering::element(const ir::Value* v, int64_t j) {
+  const GVal& g = val(v);
+  return g.slots.empty() ? g.scalar : g.slots[j];
+}
+
+void GpuLowering::emit_block(const ir::Block& block) {
+  for (auto& op : block.ops) emit(*op);
+}
+
+void GpuLowering::emit(const ir::Op& op) {
+  converted_.clear();
+  if (op.code == OpCode::Load && loads_into_mma(op)) return void(mma_loads_.insert(&op));  // done by its user
+  // Operands in the MMA layout are converted up front, where the conversion dominates every
+  // use inside the op (a dot its accumulator and hint take them as they are; loops manage their
+  // own). A dot's A and B in the MMA layout (a cast accumulator: attention's P) are converted
+  // here too, not where the dot stages them, which is shared memory the conversion would use.
+  const bool in_mma = in_mma_layout(op);
+  const bool mma_dot = op.code == OpCode::Dot && mma_eligible(op);
+  bool keeps_layout = op.code == OpCode::Hint || op.code == OpCode::For || op.code == OpCode::Yield ||
+                      !op.regions.empty() || stores_from_mma(op) || in_mma;
+  if (!keeps_layout)
+    for (size_t i = 0; i < op.operands.size(); ++i) {
+      const ir::Value* v = op.operands[i];
+      if (mma_dot && i == 2) continue;
+      if (vals_.count(v) && raw(v).mma && !converted_.count(v)) converted_[v] = cyclic_from_mma(raw(v), v->type);
+    }
+  if (in_mma) emit_in_mma_layout(op);
+  else emit_op(op);
+  converted_.clear();
+}
+
+llvm::Value* GpuLowering::constant(const ir::Op& op) {
+  const ir::Type& rt = op.results[0]->type;
+  const ir::Attr& a = op.attrs.at("value");
+  if (rt.is_float()) {
+    double d = std::holds_alternative<double>(a) ? std::get<double>(a) : double(std::get<int64_t>(a));
+    if (narrow(rt.dtype)) d = round_to_dtype(static_cast<float>(d), rt.dtype);
+    return llvm::ConstantFP::get(reg_type(rt), d);
+  }
+  return llvm::ConstantInt::get(reg_type(rt), static_cast<uint64_t>(std::get<int64_t>(a)), true);
+}
+
+void GpuLowering::emit_op(const ir::Op& op) {
+  const ir::Type* rt = op.results.empty() ? nullptr : &op.results[0]->type;
+  switch (op.code) {
+    case OpCode::Constant: return define(op, {constant(op), {}});
+    case OpCode::ProgramId:
+    case OpCode::NumPrograms: {
+      int axis = static_cast<int>(op.int_attr("axis"));
+      return define(op, {op.code == OpCode::ProgramId ? target_->program_id(axis) : target_->num_programs(axis), {}});
+    }
+    case OpCode::Arange: {
+      GVal g;
+      for (int64_t j = 0; j < slots_of(*rt); ++j)
+        g.slots.push_back(b_.CreateAdd(element_index(*rt, j), b_.getInt32(static_cast<int32_t>(op.int_attr("start")))));
+      return define(op, g);
+    }
+    case OpCode::Splat:
+      return define(op, {nullptr, std::vector<llvm::Value*>(slots_of(*rt), val(op.operands[0]).scalar)});
+    case OpCode::Hint:
+      return define(op, raw(op.operands[0]));  // keeps its layout
+    case OpCode::Reshape:
+    case OpCode::ExpandDims:
+    case OpCode::ConsumeToken:
+      return define(op, val(op.operands[0]));  // the same elements in the same order
+    case OpCode::Broadcast: return emit_permute(op);
+    case OpCode::Trans:
+      if (deferred_loads_.count(&op)) return;  // B^T's tile, which its pipelined loop reads K-major
+      return emit_permute(op);
+    case OpCode::Load:
+      if (deferred_loads_.count(&op)) return;  // filled by its pipelined loop
+      return emit_load(op);
+    case OpCode::Store: return emit_store(op);
+    case OpCode::AtomicRMW:
+    case OpCode::AtomicCAS: return emit_atomic(op);
+    case OpCode::Reduce: return emit_reduce(op);
+    case OpCode::Dot: return emit_dot(op);
+    case OpCode::For: return emit_for(op);
+    case OpCode::If: return emit_if(op);
+    case OpCode::While: return emit_while(op);
+    case OpCode::Yield:
+    case OpCode::Condition: return;
+    case OpCode::Return:
+      b_.CreateRetVoid();
+      return;
+    case OpCode::Rank: return define(op, {world_field(offsetof(runtime::DeviceWorld, rank), b_.getInt32Ty()), {}});
+    case OpCode::NumRanks:
+      return define(op, {world_field(offsetof(runtime::DeviceWorld, num_ranks), b_.getInt32Ty()), {}});
+    case OpCode::SymmAt: return emit_symm_at(op);
+    case OpCode::Wait: return emit_wait(op);
+    case OpCode::Memcpy: return emit_memcpy(op);
+    case OpCode::Fence:
+      fence(op.str_attr("order"), op.str_attr("scope"));
+      return;
+    case OpCode::Barrier: return emit_device_barrier();
+    default:
+      break;
+  }
+  if (!rt->is_tensor()) {
+    std::vector<llvm::Value*> in;
+    for (auto* v : op.operands) in.push_back(val(v).scalar);
+    return define(op, {elementwise(op, in), {}});
+  }
+  GVal g;
+  for (int64_t j = 0; j < slots_of(*rt); ++j) {
+    std::vector<llvm::Value*> in;
+    for (auto* v : op.operands) in.push_back(element(v, j));
+    g.slots.push_back(elementwise(op, in));
+  }
+  define(op, g);
+}
+
+llvm::Value* GpuLowering::ptx(llvm::Type* ret, const std::string& text, std::string constraints, const std::vector<llvm::Value*>& args) {
+  return inline_asm(b_, ret, text, std::move(constraints), args);
+}
+
+llvm::Value* GpuLowering::local(llvm::Type* t, llvm::Value* init) {
+  llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+  llvm::Value* slot = entry.CreateAlloca(t);
+  b_.CreateStore(init, slot);
+  return slot;
+}
+
+void GpuLowering::counted_loop(llvm::Value* start, llvm::Value* n, int64_t step, const std::function<void(llvm::Value*)>& body) {
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
+  auto* body_bb = llvm::BasicBlock::Create(ctx_, "loop.body", fn_);
+  auto* exit = llvm::BasicBlock::Create(ctx_, "loop.end", fn_);
+  b_.CreateBr(header);
+  b_.SetInsertPoint(header);
+  llvm::PHINode* i = b_.CreatePHI(start->getType(), 2);
+  i->addIncoming(start, pre);
+  b_.CreateCondBr(b_.CreateICmpSLT(i, n), body_bb, exit);
+  b_.SetInsertPoint(body_bb);
+  body(i);
+  i->addIncoming(b_.CreateAdd(i, llvm::ConstantInt::get(start->getType(), step)), b_.GetInsertBlock());
+  b_.CreateBr(header);
+  b_.SetInsertPoint(exit);
+}
+
+}  // namespace tiledist::codegen::gpu
+
+namespace tiledist::codegen {
+
+GpuModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make) {
+  gpu::GpuLowering lowering(f, ctx, opts, make);
+  GpuModule m = lowering.run();
+  // Warp specialization keeps the loop's buffers for the whole kernel, under the scratch of
+  // everything else (an epilogue that stages its tile): where that exceeds what a program may
+  // have (227 KiB on sm_90), the kernel is lowered again without it.
+  constexpr int64_t kMaxSharedBytes = 227 * 1024;
+  if (lowering.warp_specialized() && m.shared_bytes > kMaxSharedBytes) {
+    gpu::GpuLowering plain(f, ctx, opts, make);
+    plain.without_warp_specialization();
+    return plain.run();
+  }
+  return m;
+}
+
+}  // namespace tiledist::codegen
