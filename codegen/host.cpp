@@ -335,6 +335,9 @@ class HostLowering : public Elements {
       case OpCode::Return:
         b_.CreateRetVoid();
         return;
+      case OpCode::ConvertLayout: case OpCode::LocalAlloc: case OpCode::AsyncCopy: case OpCode::AsyncCommit:
+      case OpCode::AsyncWait: case OpCode::LocalLoad:
+        throw Error::at(op.name(), op.loc, "GPU IR (layouts, shared-memory buffers) on the host: the host lowering takes the optimized IR");
       default:
         break;
     }

@@ -71,6 +71,30 @@ Value* Builder::convert_layout(Value* v, LayoutRef to) {
   return create(OpCode::ConvertLayout, {v}, {v->type.with_layout(std::move(to))})->result();
 }
 
+Value* Builder::local_alloc(DType dtype, int64_t tiles, const std::vector<int64_t>& tile, LayoutRef l) {
+  std::vector<int64_t> shape = {tiles};
+  shape.insert(shape.end(), tile.begin(), tile.end());
+  return create(OpCode::LocalAlloc, {}, {Type::memdesc(dtype, shape, std::move(l))})->result();
+}
+void Builder::async_copy(Value* buf, Value* index, Value* ptrs, Value* mask, Value* other, const std::string& via) {
+  std::vector<Value*> operands = {buf, index, ptrs};
+  if (mask) operands.push_back(mask);
+  if (mask && other) operands.push_back(other);
+  create(OpCode::AsyncCopy, operands, {}, {{"via", via}});
+}
+void Builder::async_commit() { create(OpCode::AsyncCommit, {}, {}); }
+void Builder::async_wait(int64_t pending) { create(OpCode::AsyncWait, {}, {}, {{"pending", pending}}); }
+Value* Builder::local_load(Value* buf, Value* index, LayoutRef layout, bool trans) {
+  std::vector<int64_t> tile(buf->type.shape.end() - 2, buf->type.shape.end());
+  Attrs attrs;
+  if (trans) {
+    std::swap(tile[0], tile[1]);
+    attrs["perm"] = std::vector<int64_t>{1, 0};
+  }
+  return create(OpCode::LocalLoad, {buf, index}, {Type::tensor(buf->type.dtype, tile).with_layout(std::move(layout))}, attrs)
+      ->result();
+}
+
 Value* Builder::trans(Value* v, const std::vector<int64_t>& perm) {
   auto shape = v->type.shape;
   std::vector<int64_t> out;

@@ -50,6 +50,15 @@ class Builder {
   Value* trans(Value* v, const std::vector<int64_t>& perm);
   /// The tensor `v` in layout `to` (GPU layout passes).
   Value* convert_layout(Value* v, LayoutRef to);
+  /// Shared-memory buffers and asynchronous copies (GPU pipelining pass): `tiles` tiles of
+  /// `tile` elements of `dtype` in the #shared layout `l`; a copy of a tile of global memory
+  /// into tile `index` (`via` "cp.async" or "tma"), closing a group of copies, waiting for all
+  /// but `pending` groups, and tile `index` as a tensor in `layout` (transposed where `trans`).
+  Value* local_alloc(DType dtype, int64_t tiles, const std::vector<int64_t>& tile, LayoutRef l);
+  void async_copy(Value* buf, Value* index, Value* ptrs, Value* mask, Value* other, const std::string& via);
+  void async_commit();
+  void async_wait(int64_t pending);
+  Value* local_load(Value* buf, Value* index, LayoutRef layout, bool trans = false);
   Value* binary(OpCode code, Value* a, Value* b);
   Value* cmp(const std::string& pred, Value* a, Value* b);
   Value* unary(OpCode code, Value* a);

@@ -54,6 +54,12 @@ class Parser {
       }
     }
   }
+  /// Whether `c` comes next on the current line (spaces and tabs skipped).
+  bool on_this_line(char c) const {
+    size_t p = pos_;
+    while (p < s_.size() && (s_[p] == ' ' || s_[p] == '\t')) ++p;
+    return p < s_.size() && s_[p] == c;
+  }
   char peek() {
     skip_ws();
     return pos_ < s_.size() ? s_[pos_] : '\0';
@@ -130,8 +136,9 @@ class Parser {
   }
   Type type() {
     skip_ws();
-    if (s_.compare(pos_, 7, "tensor<") == 0) {
-      pos_ += 7;
+    const bool memdesc = s_.compare(pos_, 8, "memdesc<") == 0;
+    if (memdesc || s_.compare(pos_, 7, "tensor<") == 0) {
+      pos_ += memdesc ? 8 : 7;
       std::vector<int64_t> shape;
       while (std::isdigit(static_cast<unsigned char>(peek()))) {
         shape.push_back(integer());
@@ -150,6 +157,11 @@ class Parser {
         }
       }
       expect(">");
+      if (memdesc) {
+        if (t.is_ptr || !t.layout || t.layout->kind != Layout::Kind::shared || t.shape.size() < 3)
+          fail("a memdesc holds tiles of numbers in a #shared layout: memdesc<SxRxCxT, #shared<...>>");
+        t.space = AddrSpace::shared;
+      }
       return t;
     }
     return elem_type();
@@ -247,7 +259,7 @@ class Parser {
     auto op = std::make_unique<Op>();
     op->code = *code;
     op->parent = &b;
-    if (peek() == '%') {
+    if (on_this_line('%')) {  // (an op that takes nothing, such as async_commit, ends its line)
       do op->operands.push_back(lookup(value_name()));
       while (accept(","));
     }

@@ -56,7 +56,7 @@ std::string Type::str() const {
                                       space == AddrSpace::global ? "" : str_cat(", ", addrspace_name(space)), ">")
                             : std::string(dtype_name(dtype));
   if (!is_tensor()) return elem;
-  std::string s = "tensor<";
+  std::string s = is_memdesc() ? "memdesc<" : "tensor<";
   for (int64_t d : shape) s += std::to_string(d) + "x";
   return s + elem + (layout ? ", " + layout->str() : "") + ">";
 }

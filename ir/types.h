@@ -42,7 +42,15 @@ struct Type {
   static Type ptr(DType pointee, AddrSpace s = AddrSpace::global) { return Type{pointee, true, s, {}, nullptr}; }
   static Type tensor(DType t, std::vector<int64_t> shape) { return Type{t, false, AddrSpace::global, std::move(shape), nullptr}; }
 
+  /// A buffer of shared memory (GPU IR, after the pipelining pass): `memdesc<3x64x32xbf16,
+  /// #shared<...>>`, its leading dimensions indexing tiles whose last two the layout places.
+  /// Read and written only by the ops made for it (local_alloc, async_copy, local_load).
+  static Type memdesc(DType t, std::vector<int64_t> shape, LayoutRef l) {
+    return Type{t, false, AddrSpace::shared, std::move(shape), std::move(l)};
+  }
+
   bool is_tensor() const { return !shape.empty(); }
+  bool is_memdesc() const { return !is_ptr && space == AddrSpace::shared && !shape.empty(); }
   int64_t numel() const;
   /// The element type: the same type without shape.
   Type element() const { return Type{dtype, is_ptr, space, {}, nullptr}; }

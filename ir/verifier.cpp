@@ -127,6 +127,43 @@ std::string check_rule(const Op& op) {
       if (!out->is_tensor() || out->element() != operand(0).element() || out->numel() != operand(0).numel())
         return str_cat("cannot reshape ", operand(0).str(), " to ", out->str(), " (element count differs)");
       return "";
+    case OpCode::LocalAlloc:
+      if (!out->is_memdesc() || out->shape.size() < 3 || !op.results[0]->type.layout ||
+          op.results[0]->type.layout->kind != Layout::Kind::shared)
+        return "makes a memdesc of tiles in a #shared layout";
+      return "";
+    case OpCode::AsyncCopy: {
+      if (in.size() < 3 || in.size() > 5) return "takes (buffer, index, ptrs[, mask[, other]])";
+      const Type buf = operand(0);
+      if (!buf.is_memdesc()) return str_cat("copies into a memdesc, got ", buf.str());
+      if (operand(1) != Type::scalar(DType::i32)) return str_cat("the tile index must be i32, got ", operand(1).str());
+      std::vector<int64_t> tile(buf.shape.end() - 2, buf.shape.end());
+      if (!operand(2).is_ptr || operand(2).shape != tile || operand(2).dtype != buf.dtype)
+        return str_cat("ptrs must be a ", shape_str(tile), " tensor of pointers to ", dtype_name(buf.dtype), ", got ", operand(2).str());
+      if (in.size() > 3 && operand(3) != Type::tensor(DType::i1, tile))
+        return str_cat("mask must be i1 of the tile's shape, got ", operand(3).str());
+      if (in.size() > 4 && operand(4) != Type::tensor(buf.dtype, tile))
+        return str_cat("other must be ", Type::tensor(buf.dtype, tile).str(), ", got ", operand(4).str());
+      return expect_attr_in(op, "via", {"cp.async", "tma"});
+    }
+    case OpCode::AsyncCommit:
+      return "";
+    case OpCode::AsyncWait:
+      return int_attr_ok(op, "pending") && op.int_attr("pending") >= 0 ? "" : "needs an integer 'pending' >= 0";
+    case OpCode::LocalLoad: {
+      const Type buf = operand(0);
+      if (!buf.is_memdesc()) return str_cat("reads a memdesc, got ", buf.str());
+      if (operand(1) != Type::scalar(DType::i32)) return str_cat("the tile index must be i32, got ", operand(1).str());
+      std::vector<int64_t> tile(buf.shape.end() - 2, buf.shape.end());
+      if (op.has_attr("perm")) {
+        if (!ints_attr_ok(op, "perm") || (op.ints_attr("perm") != std::vector<int64_t>{1, 0} && op.ints_attr("perm") != std::vector<int64_t>{0, 1}))
+          return "perm is [0, 1] or [1, 0]";
+        if (op.ints_attr("perm")[0] == 1) std::swap(tile[0], tile[1]);
+      }
+      if (out->is_memdesc() || *out != Type::tensor(buf.dtype, tile))
+        return str_cat("result must be ", Type::tensor(buf.dtype, tile).str(), ", got ", out->str());
+      return "";
+    }
     case OpCode::ConvertLayout:
       if (!operand(0).is_tensor() || !in[0]->type.layout || !op.results[0]->type.layout)
         return "converts a tensor with a layout to another layout";
@@ -351,7 +388,8 @@ std::string check_layouts(const Op& op) {
   if (laid == 0) return "";
   if (laid != tensors.size()) return "some of its tensors have a layout and others none";
   for (const Value* v : tensors) try {
-      to_linear(*v->type.layout, v->type.shape);
+      const auto& shape = v->type.shape;  // (a memdesc's layout places its tiles: its last two dimensions)
+      to_linear(*v->type.layout, v->type.is_memdesc() ? std::vector<int64_t>(shape.end() - 2, shape.end()) : shape);
     } catch (const std::invalid_argument& e) {
       return str_cat("layout of ", v->type.str(), ": ", e.what());
     }
@@ -386,6 +424,12 @@ std::string check_layouts(const Op& op) {
       }
       return "";
     }
+    case OpCode::AsyncCopy:
+      for (size_t i = 3; i < op.operands.size(); ++i)
+        if (!same_layout(op.operands[i]->type.layout, op.operands[2]->type.layout))
+          return "its pointers, mask and other differ in layout";
+      return "";
+    case OpCode::LocalAlloc: case OpCode::AsyncCommit: case OpCode::AsyncWait: case OpCode::LocalLoad:
     case OpCode::Splat: case OpCode::Arange: case OpCode::ConvertLayout: case OpCode::Trans: case OpCode::Reshape:
     case OpCode::For: case OpCode::If: case OpCode::While: case OpCode::Yield: case OpCode::Condition:
       return "";

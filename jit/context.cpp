@@ -445,7 +445,7 @@ std::string Context::emit(const KernelDef& def, const Constants& constants, cons
   if (stage == Stage::opt_ir) return ir::print(*fn);
   if (stage == Stage::gpu_ir) {
     if (target.kind == Target::Kind::host) throw Error("tiledist: the GPU IR (layouts) needs a GPU target (sm_80, sm_90a, gfx90a, gfx942)");
-    codegen::run_gpu_passes(*fn, codegen::GpuPassContext::for_arch(target.arch, options.num_warps));
+    codegen::run_gpu_passes(*fn, codegen::GpuPassContext::for_arch(target.arch, options.num_warps, options.num_stages));
     return ir::print(*fn);
   }
   return emit(*fn, target, options, stage);

@@ -172,6 +172,9 @@ void GpuLowering::emit_op(const ir::Op& op) {
       fence(op.str_attr("order"), op.str_attr("scope"));
       return;
     case OpCode::Barrier: return emit_device_barrier();
+    case OpCode::ConvertLayout: case OpCode::LocalAlloc: case OpCode::AsyncCopy: case OpCode::AsyncCommit:
+    case OpCode::AsyncWait: case OpCode::LocalLoad:
+      unsupported(op, "GPU IR (layouts, shared-memory buffers) in this lowering, which takes the optimized IR,");
     default:
       break;
   }

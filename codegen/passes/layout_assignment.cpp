@@ -163,16 +163,6 @@ class LayoutAssignment {
     return feeds_a(dot.results[0].get(), 0) || from_dot(dot.operands[0], 0);
   }
 
-  /// The shared-memory layout of a 2-D operand tile: 16-byte chunks, swizzled over up to 8 rows.
-  LayoutRef shared_for(const Value* v, const std::vector<int64_t>& order) {
-    int64_t eb = ir::dtype_bytes(v->type.dtype), inner = v->type.shape[order[0]];
-    int64_t vec = std::min<int64_t>(16 / eb, inner);
-    int64_t row_bytes = inner * eb;
-    int64_t per_phase = std::max<int64_t>(1, 128 / row_bytes);
-    int64_t max_phase = std::max<int64_t>(1, std::min<int64_t>(8, inner / vec));
-    return Layout::shared(static_cast<int>(vec), static_cast<int>(per_phase), static_cast<int>(max_phase), order);
-  }
-
   /// Among operands' layouts, the one an elementwise op works in: an accumulator's, else the
   /// first operand's.
   static LayoutRef prefer(const std::vector<LayoutRef>& ls) {
@@ -351,7 +341,7 @@ class LayoutAssignment {
         if (i == 2 || acc->kind != Layout::Kind::mma) return i == 2 ? acc : own(o);
         const int eb = ir::dtype_bytes(o->type.dtype);
         const bool from_memory = is_loaded(o);
-        if (acc->mma == ir::MmaKind::wgmma && (i == 1 || from_memory)) return shared_for(o, operand_order(o));
+        if (acc->mma == ir::MmaKind::wgmma && (i == 1 || from_memory)) return swizzled_shared(o->type.dtype, o->type.shape, operand_order(o));
         int kw = acc->mma == ir::MmaKind::mfma ? 8 / eb : 4 / eb;
         return Layout::dot_operand(static_cast<int>(i), acc, std::max(kw, 2));
       }
@@ -488,6 +478,15 @@ class LayoutAssignment {
 };
 
 }  // namespace
+
+LayoutRef swizzled_shared(DType dtype, const std::vector<int64_t>& shape, const std::vector<int64_t>& order) {
+  int64_t eb = ir::dtype_bytes(dtype), inner = shape[order[0]];
+  int64_t vec = std::min<int64_t>(16 / eb, inner);
+  int64_t row_bytes = inner * eb;
+  int64_t per_phase = std::max<int64_t>(1, 128 / row_bytes);
+  int64_t max_phase = std::max<int64_t>(1, std::min<int64_t>(8, inner / vec));
+  return Layout::shared(static_cast<int>(vec), static_cast<int>(per_phase), static_cast<int>(max_phase), order);
+}
 
 void layout_assignment(ir::Function& f, const GpuPassContext& ctx) { LayoutAssignment(ctx).run(f); }
 

@@ -21,9 +21,10 @@ struct GpuPassContext {
   bool wgmma = false;     // Hopper's warpgroup MMA (sm_90a)
   bool mfma = false;      // AMD matrix cores (gfx90a, gfx942)
   bool mma_f8 = false;    // the matrix units take f8 operands
+  int num_stages = 3;     // tiles in flight in a pipelined loop
 
   /// sm_80, sm_90a, gfx90a, gfx942; throws Error naming the known ones otherwise.
-  static GpuPassContext for_arch(const std::string& arch, int num_warps);
+  static GpuPassContext for_arch(const std::string& arch, int num_warps, int num_stages = 3);
 };
 
 /// Layout assignment: gives every block tensor a layout (ir/layout.h) and makes each change of
@@ -45,6 +46,22 @@ struct GpuPassContext {
 ///   next dot's A operand in each thread's registers (FlashAttention-2).
 /// Assumes a verified function without layouts; leaves one whose every tensor has a layout.
 void layout_assignment(ir::Function& f, const GpuPassContext& ctx);
+
+/// The shared-memory layout of a 2-D tile of `dtype` whose dimension order[0] is contiguous:
+/// 16-byte chunks XOR-swizzled over up to 8 rows (128 bytes of rows per phase), so that 8
+/// consecutive rows read at one chunk hit 8 different banks.
+ir::LayoutRef swizzled_shared(ir::DType dtype, const std::vector<int64_t>& shape, const std::vector<int64_t>& order);
+
+/// Software pipelining: in a for loop of constant positive step, each load whose address and
+/// mask depend only on the induction variable and on values from outside the loop, and whose
+/// value becomes a dot operand (its one use a convert_layout to a dot operand or shared layout,
+/// directly or through a trans), is issued `num_stages - 1` iterations ahead: an async_copy into
+/// a ring of num_stages tiles of shared memory (local_alloc), the first ones before the loop,
+/// one group per iteration (async_commit); where it was loaded, the loop waits for its tile
+/// (async_wait) and reads it in the layout its dot takes (local_load). Copies past the loop's
+/// end are masked off. All copies are cp.async for now (`via`); TMA where its addresses can be
+/// proven to fit a tensor map is the next step. Assumes layout_assignment has run.
+void pipelining(ir::Function& f, const GpuPassContext& ctx);
 
 struct GpuPass {
   const char* name;

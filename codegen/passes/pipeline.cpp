@@ -7,7 +7,7 @@
 
 namespace tiledist::codegen {
 
-GpuPassContext GpuPassContext::for_arch(const std::string& arch, int num_warps) {
+GpuPassContext GpuPassContext::for_arch(const std::string& arch, int num_warps, int num_stages) {
   struct Facts {
     const char* arch;
     int warp_size;
@@ -22,7 +22,7 @@ GpuPassContext GpuPassContext::for_arch(const std::string& arch, int num_warps) 
   for (const Facts& f : table)
     if (arch == f.arch) {
       GpuPassContext c;
-      c.arch = arch, c.num_warps = num_warps, c.warp_size = f.warp_size;
+      c.arch = arch, c.num_warps = num_warps, c.num_stages = num_stages, c.warp_size = f.warp_size;
       c.mma_sync = f.mma_sync, c.wgmma = f.wgmma, c.mfma = f.mfma, c.mma_f8 = f.mma_f8;
       return c;
     }
@@ -32,6 +32,7 @@ GpuPassContext GpuPassContext::for_arch(const std::string& arch, int num_warps) 
 const std::vector<GpuPass>& gpu_pipeline() {
   static const std::vector<GpuPass> passes = {
       {"layout_assignment", layout_assignment},  // every tensor gets a layout; conversions become ops
+      {"pipelining", pipelining},                // dot operands' loads issued stages ahead, into shared memory
   };
   return passes;
 }

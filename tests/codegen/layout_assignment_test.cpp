@@ -1,4 +1,4 @@
-// Layout assignment over every kernel of the library, for every GPU architecture: the result
+// The GPU passes over every kernel of the library, for every GPU architecture: the result
 // verifies (every tensor has a layout that fits its shape, every op's operands agree), prints
 // and parses back, and every dot that a matrix unit can take gets its accumulator layout.
 #include <gtest/gtest.h>
@@ -19,7 +19,7 @@ TEST(LayoutAssignment, EveryLibraryKernelOnEveryGpuArch) {
         SCOPED_TRACE(name + " on " + std::string(arch) + ", " + std::to_string(warps) + " warps");
         auto f = Registry::global().find(name)->trace({});
         ir::optimize(*f);
-        ASSERT_NO_THROW(layout_assignment(*f, GpuPassContext::for_arch(arch, warps)));
+        ASSERT_NO_THROW(run_gpu_passes(*f, GpuPassContext::for_arch(arch, warps)));
         ASSERT_NO_THROW(ir::verify(*f));
         int untyped = 0, mma_dots = 0, dots = 0;
         f->walk([&](const ir::Op& op) {

@@ -100,6 +100,15 @@ func @all_ops(%p: ptr<f32>, %q: ptr<i32, symmetric>, %n: i32, %h: bf16, %e: f8e4
   store %69, %59
   %70 = splat %1 : tensor<64x64xf32, #blocked<spt = [1, 4], tpw = [2, 16], wpc = [4, 1], order = [1, 0]>>
   %71 = convert_layout %70 : tensor<64x64xf32, #mma<mma_sync, wpc = [4, 1], instr = [16, 8]>>
+  %72 = local_alloc : memdesc<2x64x64xbf16, #shared<vec = 8, per_phase = 1, max_phase = 8, order = [1, 0]>>
+  %73 = splat %p : tensor<64x64xptr<f32>, #blocked<spt = [1, 4], tpw = [2, 16], wpc = [4, 1], order = [1, 0]>>
+  %74 = bitcast %73 : tensor<64x64xptr<bf16>, #blocked<spt = [1, 4], tpw = [2, 16], wpc = [4, 1], order = [1, 0]>>
+  %75 = splat %22 : tensor<64x64xi1, #blocked<spt = [1, 4], tpw = [2, 16], wpc = [4, 1], order = [1, 0]>>
+  %76 = splat %h : tensor<64x64xbf16, #blocked<spt = [1, 4], tpw = [2, 16], wpc = [4, 1], order = [1, 0]>>
+  async_copy %72, %0, %74, %75, %76 {via = "cp.async"}
+  async_commit
+  async_wait {pending = 0}
+  %77 = local_load %72, %0 {perm = [1, 0]} : tensor<64x64xbf16, #dot_op<b, #mma<mma_sync, wpc = [4, 1], instr = [16, 8]>, k_width = 2>>
   return
 }
 )";

@@ -387,5 +387,24 @@ TEST(Verifier, ChecksLayouts) {
            "converts a tensor with a layout");
 }
 
+TEST(Verifier, ChecksSharedMemoryOps) {
+  const std::string sh = "#shared<vec = 8, per_phase = 1, max_phase = 8, order = [1, 0]>";
+  const std::string bl = "#blocked<spt = [1, 8], tpw = [4, 8], wpc = [4, 1], order = [1, 0]>";
+  const std::string buf = " %b = local_alloc : memdesc<2x64x64xbf16, " + sh + ">\n";
+  auto rejected = [](const std::string& body, const std::string& want) {
+    expect_error([&] { parse_function("func @f(%p: ptr<bf16>, %i: i32) {\n" + body + " return\n}", "t"); }, want);
+  };
+  rejected(" %b = local_alloc : memdesc<2x64x64xbf16, " + bl + ">\n", "a memdesc holds tiles of numbers in a #shared layout");
+  rejected(buf + " %x = local_load %b, %i : tensor<32x64xbf16, " + bl + ">\n",
+           "op 'local_load' at <unknown>: result must be tensor<64x64xbf16>");
+  rejected(buf + " %x = local_load %b, %i {perm = [1, 1]} : tensor<64x64xbf16, " + bl + ">\n", "perm is [0, 1] or [1, 0]");
+  rejected(buf + " %q = splat %p : tensor<64x32xptr<bf16>, " + bl + ">\n async_copy %b, %i, %q {via = \"cp.async\"}\n",
+           "ptrs must be a [64, 64] tensor of pointers to bf16");
+  rejected(buf + " %q = splat %p : tensor<64x64xptr<bf16>, " + bl + ">\n async_copy %b, %i, %q {via = \"dma\"}\n",
+           "attribute via = \"dma\" is not one of the allowed values");
+  rejected(" async_wait {pending = -1}\n", "needs an integer 'pending' >= 0");
+  rejected(buf + " %x = local_load %b, %b : tensor<64x64xbf16, " + bl + ">\n", "the tile index must be i32");
+}
+
 }  // namespace
 }  // namespace tiledist::ir
