@@ -54,6 +54,20 @@ void BM_Codegen(benchmark::State& state) {
 }
 BENCHMARK(BM_Codegen)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
+// The library GEMM for sm_90a as kernels::Gemm compiles it at 8192^3 (gemm_config's tiles: TMA,
+// wgmma, persistent and warp specialized): trace, optimize, lowering, LLVM -O3, PTX. What a GPU
+// job's first launch pays before the driver's own PTX compile.
+void BM_CodegenSm90a(benchmark::State& state) {
+  const Target target = Target::cuda("sm_90a");
+  const kernels::GemmConfig config = kernels::gemm_config(target, 8192, 8192, 8192);
+  jit::Context ctx(fresh_dir().string());
+  for (auto _ : state)
+    benchmark::DoNotOptimize(ctx.emit(kernels::gemm_kernel(ir::DType::bf16), config.constants, target, config.options,
+                                      jit::Stage::binary, ArgFacts(6, ArgFact::aligned16)));
+  state.SetLabel("gemm_bf16 sm_90a, gemm_config(8192^3)");
+}
+BENCHMARK(BM_CodegenSm90a)->Unit(benchmark::kMillisecond);
+
 // Everything a first launch pays: trace, optimize, codegen to an object, write the cache
 // entry, link it into the JIT.
 void BM_ColdCompile(benchmark::State& state) {
