@@ -5,10 +5,10 @@
 #   bash bench/gpu1.sh [STAGE...]
 #
 # Stages (default: all, in this order; each under its own time limit, logs in $OUT or /tmp):
-#   tests      kernels_test on the GPU: attention and grouped GEMM (TMA and cp.async paths)
+#   tests      kernels_test on the GPU (every kernel test; the grouped GEMM's again with TMA off)
 #   attention  attention_bench: kernels::Attention against PyTorch SDPA, same run
 #   grouped    grouped_gemm_bench: kernels::GroupedGemm against torch._grouped_mm, same run
-#   gemm       gpu_bench tp: the library GEMM against cuBLAS (no-regression check)
+#   gemm       gpu_bench tp and fp8: the library GEMMs against cuBLAS (no-regression check)
 # Prints each stage's summary; the logs keep the rest.
 set -u
 stages=${*:-tests attention grouped gemm}
@@ -32,7 +32,7 @@ run() {  # run NAME SECONDS CMD...: the command under a limit, its rc and its la
 for stage in $stages; do
   case $stage in
     tests)
-      run tests 300 tests/kernels_test --gtest_filter='Attention*:GroupedGemm*'
+      run tests 400 tests/kernels_test
       grep -E '^\[  (PASSED|FAILED) ' "$logs/tests.log"
       TILEDIST_TMA=0 run tests_no_tma 200 tests/kernels_test --gtest_filter='GroupedGemm*'
       grep -E '^\[  (PASSED|FAILED) ' "$logs/tests_no_tma.log" ;;
@@ -44,7 +44,9 @@ for stage in $stages; do
       grep -vE '^\s*$' "$logs/grouped.log" | tail -12 ;;
     gemm)
       run gemm 240 bench/gpu_bench tp
-      grep -vE '^\s*$' "$logs/gemm.log" | tail -14 ;;
+      grep -vE '^\s*$' "$logs/gemm.log" | tail -16
+      run fp8 180 bench/gpu_bench fp8
+      grep -vE '^\s*$' "$logs/fp8.log" | tail -8 ;;
     *) echo "unknown stage '$stage'" ;;
   esac
 done
