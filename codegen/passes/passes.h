@@ -53,7 +53,8 @@ void layout_assignment(ir::Function& f, const GpuPassContext& ctx);
 ir::LayoutRef swizzled_shared(ir::DType dtype, const std::vector<int64_t>& shape, const std::vector<int64_t>& order);
 
 /// Software pipelining: in a for loop of constant positive step, each load whose address and
-/// mask depend only on the induction variable and on values from outside the loop, and whose
+/// mask depend only on the induction variable, on values from outside the loop and on values
+/// the loop carries and advances by a step from outside it (`a_ptrs += BK`), and whose
 /// value becomes a dot operand (its one use a convert_layout to a dot operand or shared layout,
 /// directly or through a trans), is issued `num_stages - 1` iterations ahead: an async_copy into
 /// a ring of num_stages tiles of shared memory (local_alloc), the first ones before the loop,

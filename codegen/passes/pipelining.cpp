@@ -15,12 +15,14 @@
 //   async_wait {pending = 0}
 //
 // The addresses of iteration i + (S - 1) s are the body's own address computation cloned with
-// the induction variable replaced, which is why only loads whose addresses depend on nothing
-// but the induction variable and values from outside the loop are taken (a pointer carried
-// and advanced by the loop is not, yet).
+// the induction variable replaced, and each value the loop carries and advances by a step from
+// outside it (`a_ptrs += BK`, as Triton's tutorials write it) replaced by itself plus S - 1
+// steps (in the prologue: its initial value plus k steps). Loads whose addresses depend on
+// anything else the loop computes (another load, a value carried some other way) are left.
 #include <functional>
 #include <map>
 
+#include "codegen/axis_info.h"
 #include "codegen/passes/passes.h"
 #include "ir/builder.h"
 #include "ir/layout.h"
@@ -70,7 +72,8 @@ class Pipeliner {
   /// induction variable, a value from outside the loop, or pure ops of the body over those.
   bool ahead(const Value* v, int depth = 0) {
     if (v == iv()) return true;
-    if (v->owner) return v->owner != &body_ && !inside(v->owner->parent);
+    if (v->owner == &body_) return carried_step(v).inc != nullptr;
+    if (v->owner) return !inside(v->owner->parent);
     const Op* d = v->def;
     if (d->parent != &body_) return !inside(d);
     if (!d->is_pure() || !d->regions.empty() || depth > 64) return false;
@@ -130,30 +133,44 @@ class Pipeliner {
     return b;
   }
 
-  /// `v` for the iteration whose induction variable is `at`: the body's pure ops cloned.
-  Value* clone_at(ir::Builder& b, Value* v, Value* at, std::map<const Value*, Value*>& made) {
+  /// `v` for the iteration `ahead` iterations on, whose induction variable is `at`: the body's
+  /// pure ops cloned, each carried value advanced by `ahead` steps from where it is (`prologue`:
+  /// from its initial value, before the loop).
+  Value* clone_at(ir::Builder& b, Value* v, Value* at, int64_t ahead, bool prologue, std::map<const Value*, Value*>& made) {
     if (v == iv()) return at;
-    if (v->owner || v->def->parent != &body_) return v;
     auto it = made.find(v);
     if (it != made.end()) return it->second;
+    if (v->owner == &body_) {
+      CarriedStep step = carried_step(v);
+      Value* base = prologue ? const_cast<Value*>(step.init) : v;
+      if (ahead == 0) return made[v] = base;
+      Value* inc = const_cast<Value*>(step.inc);
+      Value* times = b.constant_int(inc->type.dtype, ahead);
+      if (inc->type.is_tensor())
+        times = b.create(OpCode::Splat, {times}, {inc->type})->result();
+      Value* by = b.binary(OpCode::Mul, inc, times);
+      return made[v] = v->type.is_ptr ? b.addptr(base, by) : b.binary(OpCode::Add, base, by);
+    }
+    if (v->owner || v->def->parent != &body_) return v;
     const Op& d = *v->def;
     std::vector<Value*> operands;
-    for (Value* o : d.operands) operands.push_back(clone_at(b, o, at, made));
+    for (Value* o : d.operands) operands.push_back(clone_at(b, o, at, ahead, prologue, made));
     return made[v] = b.create(d.code, operands, {v->type}, d.attrs)->result();
   }
 
-  /// Issues the copy of every candidate's tile of the iteration at `at` into tile `slot`,
-  /// masked off where `at` is past the loop's end, and closes the group.
-  void issue(ir::Builder& b, Value* at, Value* slot) {
+  /// Issues the copy of every candidate's tile of the iteration `ahead` iterations on (whose
+  /// induction variable is `at`) into tile `slot`, masked off where `at` is past the loop's end,
+  /// and closes the group.
+  void issue(ir::Builder& b, Value* at, int64_t ahead, bool prologue, Value* slot) {
     std::map<const Value*, Value*> made;
     Value* live = b.cmp("lt", at, loop_.operands[1]);
     for (Candidate& c : candidates_) {
       const Op& ld = *c.load;
-      Value* ptrs = clone_at(b, ld.operands[0], at, made);
+      Value* ptrs = clone_at(b, ld.operands[0], at, ahead, prologue, made);
       const ir::Type& pt = ptrs->type;
       Value* valid = b.create(OpCode::Splat, {live}, {ir::Type::tensor(ir::DType::i1, pt.shape).with_layout(pt.layout)})->result();
-      Value* mask = ld.operands.size() > 1 ? b.binary(OpCode::And, clone_at(b, ld.operands[1], at, made), valid) : valid;
-      Value* other = ld.operands.size() > 2 ? clone_at(b, ld.operands[2], at, made) : nullptr;
+      Value* mask = ld.operands.size() > 1 ? b.binary(OpCode::And, clone_at(b, ld.operands[1], at, ahead, prologue, made), valid) : valid;
+      Value* other = ld.operands.size() > 2 ? clone_at(b, ld.operands[2], at, ahead, prologue, made) : nullptr;
       b.async_copy(c.buf, slot, ptrs, mask, other, "cp.async");
     }
     b.async_commit();
@@ -170,7 +187,7 @@ class Pipeliner {
     Value* step = loop_.operands[2];
     for (int k = 0; k + 1 < stages_; ++k) {
       Value* at = b.binary(OpCode::Add, loop_.operands[0], b.binary(OpCode::Mul, constant(b, k), step));
-      issue(b, at, b.constant_int(ir::DType::i32, k));
+      issue(b, at, k, true, b.constant_int(ir::DType::i32, k));
     }
   }
 
@@ -193,7 +210,7 @@ class Pipeliner {
     auto i32 = [&](int64_t v) { return b.constant_int(ir::DType::i32, v); };
     Value* ahead_by = b.binary(OpCode::Mul, constant(b, stages_ - 1), loop_.operands[2]);
     Value* slot = b.binary(OpCode::Rem, b.binary(OpCode::Add, tile, i32(stages_ - 1)), i32(stages_));
-    issue(b, b.binary(OpCode::Add, iv(), ahead_by), slot);
+    issue(b, b.binary(OpCode::Add, iv(), ahead_by), stages_ - 1, false, slot);
     Value* next = b.binary(OpCode::Rem, b.binary(OpCode::Add, tile, i32(1)), i32(stages_));
     body_.terminator()->operands.push_back(next);
     for (Candidate& c : candidates_) {
