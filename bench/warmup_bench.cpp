@@ -58,7 +58,7 @@ double startup(const std::string& dir) {
   compile(kernels::layernorm_kernel(), {{"BLOCK", 256}}, Target::host(), {}, ctx);
   compile(kernels::gemm_kernel(ir::DType::bf16), {}, Target::host(), {}, ctx);
   ctx.warm(kernels::gemm_kernel(ir::DType::bf16), {{"BM", 256}, {"BN", 128}, {"BK", 32}}, Target::cuda("sm_90a"),
-           CompileOptions{false, 8, 3}, ArgFacts(6, ArgFact::aligned16));
+           CompileOptions{.num_warps = 8, .num_stages = 3}, ArgFacts(6, ArgFact::aligned16));
   return seconds_since(t0);
 }
 }  // namespace

@@ -158,9 +158,11 @@ class HostLowering : public Elements {
     return c.buf ? buf_load(c.buf, v->type, i) : c.scalar;
   }
 
-  /// The value whose buffer `v` shares (hint and consume_token pass their operand through).
+  /// The value whose buffer `v` shares (hint, consume_token and convert_layout pass their
+  /// operand through).
+  static bool alias_op(OpCode c) { return c == OpCode::Hint || c == OpCode::ConsumeToken || c == OpCode::ConvertLayout; }
   static const ir::Value* owner(const ir::Value* v) {
-    while (v->def && (v->def->code == OpCode::Hint || v->def->code == OpCode::ConsumeToken)) v = v->def->operands[0];
+    while (v->def && alias_op(v->def->code)) v = v->def->operands[0];
     return v;
   }
   /// Values of `block` whose buffers can be given back after op i: their last use (in the op or
@@ -181,7 +183,7 @@ class HostLowering : public Elements {
       if (term)
         for (const ir::Value* v : op->operands) kept.insert(owner(v));
       // Aliases (hint, consume_token) own nothing: their uses count for the value they alias.
-      bool alias = op->code == OpCode::Hint || op->code == OpCode::ConsumeToken;
+      bool alias = alias_op(op->code);
       if (op->code != OpCode::While && !alias)
         for (auto& r : op->results) defined.insert(r.get()), last.emplace(r.get(), i);  // unused: dies at once
       ++i;
@@ -335,9 +337,14 @@ class HostLowering : public Elements {
       case OpCode::Return:
         b_.CreateRetVoid();
         return;
-      case OpCode::ConvertLayout: case OpCode::LocalAlloc: case OpCode::AsyncCopy: case OpCode::AsyncCommit:
-      case OpCode::AsyncWait: case OpCode::LocalLoad:
-        throw Error::at(op.name(), op.loc, "GPU IR (layouts, shared-memory buffers) on the host: the host lowering takes the optimized IR");
+      // GPU IR (CompileOptions::gpu_passes): layouts are nothing here, copies land at once.
+      case OpCode::ConvertLayout:
+        vals_[op.results[0].get()] = val(op.operands[0]);  // (an alias: see owner())
+        return;
+      case OpCode::LocalAlloc: return define_tensor([](llvm::Value*) {});
+      case OpCode::AsyncCopy: return emit_async_copy(op);
+      case OpCode::AsyncCommit: case OpCode::AsyncWait: return;
+      case OpCode::LocalLoad: return emit_local_load(op);
       default:
         break;
     }
@@ -399,6 +406,39 @@ class HostLowering : public Elements {
     llvm::Value* buf = alloc_buf(rt);
     loop(rt.numel(), [&](llvm::Value* i) { buf_store(buf, rt, i, one(i)); });
     vals_[op.results[0].get()] = CVal{nullptr, buf};
+  }
+
+  /// A tile of global memory into tile `index` of a memdesc, at once (masked-off elements:
+  /// `other`, or zero).
+  void emit_async_copy(const ir::Op& op) {
+    const ir::Type& bt = op.operands[0]->type;
+    const ir::Type& pt = op.operands[2]->type;
+    llvm::Value* buf = val(op.operands[0]).buf;
+    llvm::Value* first = b_.CreateMul(b_.CreateSExt(val(op.operands[1]).scalar, b_.getInt64Ty()), b_.getInt64(pt.numel()));
+    DType d = bt.dtype;
+    loop(pt.numel(), [&](llvm::Value* i) {
+      llvm::Value* p = element(op.operands[2], i);
+      llvm::Value* mask = op.operands.size() > 3 ? element(op.operands[3], i) : nullptr;
+      llvm::Value* other = op.operands.size() > 4 ? element(op.operands[4], i) : llvm::Constant::getNullValue(reg_type(bt.element()));
+      llvm::Value* v = guarded(mask, p, ir::dtype_bytes(d), false, reg_type(bt.element()), other,
+                               [&] { return from_mem(b_.CreateLoad(mem_type(d), p), d); });
+      buf_store(buf, bt, b_.CreateAdd(first, i), v);
+    });
+  }
+  /// Tile `index` of a memdesc as a tensor (perm [1, 0]: transposed).
+  void emit_local_load(const ir::Op& op) {
+    const ir::Type& bt = op.operands[0]->type;
+    const ir::Type& rt = op.results[0]->type;
+    const int64_t rows = bt.shape[bt.shape.size() - 2], cols = bt.shape.back();
+    const bool trans = op.has_attr("perm") && op.ints_attr("perm")[0] == 1;
+    llvm::Value* src = val(op.operands[0]).buf;
+    llvm::Value* first = b_.CreateMul(b_.CreateSExt(val(op.operands[1]).scalar, b_.getInt64Ty()), b_.getInt64(rows * cols));
+    llvm::Value* out = alloc_buf(rt);
+    nest(rt.shape, [&](const std::vector<llvm::Value*>& at) {  // at: (row, col) of the result
+      llvm::Value* from = trans ? linear({at[1], at[0]}, {cols, 1}) : linear(at, {cols, 1});
+      buf_store(out, rt, linear(at, {rt.shape[1], 1}), buf_load(src, bt, b_.CreateAdd(first, from)));
+    });
+    vals_[op.results[0].get()] = CVal{nullptr, out};
   }
 
   void emit_store(const ir::Op& op) {

@@ -177,6 +177,11 @@ std::pair<std::unique_ptr<ir::Function>, std::string> trace_optimized(const Kern
   options.validate();
   std::unique_ptr<ir::Function> fn = def.trace(constants, facts);
   ir::optimize(*fn);
+  if (!options.gpu_passes.empty()) {
+    if (target.kind != Target::Kind::host)
+      throw Error("tiledist: CompileOptions::gpu_passes runs the GPU passes' output on the host target only");
+    codegen::run_gpu_passes(*fn, codegen::GpuPassContext::for_arch(options.gpu_passes, options.num_warps, options.num_stages));
+  }
   std::string key = sha256_hex(str_cat(ir::print(*fn), "\n", target.key(), "\n", options.key(), "\n", compiler_version()));
   return {std::move(fn), std::move(key)};
 }

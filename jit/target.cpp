@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "codegen/passes/passes.h"
 #include "ir/support.h"
 #include "runtime/cuda.h"
 #include "runtime/hip.h"
@@ -87,12 +88,13 @@ void CompileOptions::validate() const {
   if (num_warps < 1 || num_warps > 32 || (num_warps & (num_warps - 1)))
     throw Error(str_cat("tiledist: num_warps = ", num_warps, ": must be 1, 2, 4, 8, 16 or 32"));
   if (num_stages < 1 || num_stages > 16) throw Error(str_cat("tiledist: num_stages = ", num_stages, ": must be 1 to 16"));
+  if (!gpu_passes.empty()) codegen::GpuPassContext::for_arch(gpu_passes, num_warps, num_stages);  // (names the archs it knows)
 }
 
 std::string CompileOptions::key() const {
   // (the defaults of later options, tma=1 and ws=0, leave the key as it was before them)
   return str_cat("check_bounds=", check_bounds, ",num_warps=", num_warps, ",num_stages=", num_stages, tma ? "" : ",tma=0",
-                 warp_specialize ? ",ws=1" : "");
+                 warp_specialize ? ",ws=1" : "", gpu_passes.empty() ? "" : ",gpu_passes=" + gpu_passes);
 }
 
 }  // namespace tiledist

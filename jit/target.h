@@ -39,12 +39,17 @@ struct CompileOptions {
   /// the math warps. Kernels without such a loop are unchanged. ($TILEDIST_WS=1 turns it on
   /// for every compile, 0 off for the kernel library's too.)
   bool warp_specialize = false;
+  /// The host target only, to test the GPU passes: run them for this GPU arch ("sm_80",
+  /// "sm_90a", ...) before the host lowering, which runs their output (layouts ignored,
+  /// asynchronous copies done at once) on the CPU. Empty: the host lowering takes the
+  /// optimized IR, as always.
+  std::string gpu_passes;
 
   /// Defaults, with the environment's overrides applied.
   static CompileOptions from_env();
   std::string key() const;
   /// Throws Error naming the option unless num_warps is a power of two up to 32 (a CTA of at
-  /// most 1024 threads) and num_stages is 1 to 16.
+  /// most 1024 threads), num_stages is 1 to 16 and gpu_passes names an arch the passes know.
   void validate() const;
 };
 
