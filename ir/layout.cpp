@@ -288,6 +288,7 @@ class LayoutParser {
     size_t b = pos_;
     while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
     if (b == pos_) bad("expected an integer in a layout");
+    if (pos_ - b > 7) bad(str_cat("the integer ", s_.substr(b, pos_ - b), " is too large for a layout"));
     return std::stoll(s_.substr(b, pos_ - b));
   }
   void key(const char* name) {
@@ -609,6 +610,7 @@ int64_t contiguous_registers(const LinearLayout& ll, int dim) {
 
 ReducePlan reduce_plan(const LinearLayout& ll, int dim) {
   ReducePlan plan;
+  if (ll.bases.size() != 3) return ReducePlan{{}, {}, {}, true};  // (a shared layout: no threads to reduce over)
   auto along = [&](const Basis& b) {  // 1: only along dim; 0: not along it; -1: mixed
     bool on = b[dim] != 0, off = false;
     for (size_t d = 0; d < b.size(); ++d) off |= d != static_cast<size_t>(dim) && b[d] != 0;
@@ -646,6 +648,7 @@ ReducePlan reduce_plan(const LinearLayout& ll, int dim) {
 }
 
 std::optional<std::vector<int64_t>> register_permutation(const LinearLayout& from, const LinearLayout& to) {
+  if (from.bases.size() != 3 || to.bases.size() != 3) return std::nullopt;  // (shared layouts: no registers)
   if (from.shape != to.shape || from.bases[LinearLayout::lane] != to.bases[LinearLayout::lane] ||
       from.bases[LinearLayout::warp] != to.bases[LinearLayout::warp])
     return std::nullopt;

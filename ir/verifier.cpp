@@ -63,7 +63,9 @@ std::vector<Type> result_types(const Op& op) {
 }
 
 std::string check_rule(const Op& op) {
-  // Each rule checks types without their layouts; check_layouts checks those.
+  // Each rule checks types without their layouts (check_layouts checks those), except where a
+  // region's values must match its op's (for, if, while and their terminators): there whole
+  // types, layouts included, must agree.
   const auto& in = op.operands;
   auto operand = [&](size_t i) -> Type { return in[i]->type.unlaid(); };
   const Type out_type = op.results.empty() ? Type{} : op.results[0]->type.unlaid();
@@ -135,7 +137,7 @@ std::string check_rule(const Op& op) {
     case OpCode::AsyncCopy: {
       if (in.size() < 3 || in.size() > 5) return "takes (buffer, index, ptrs[, mask[, other]])";
       const Type buf = operand(0);
-      if (!buf.is_memdesc()) return str_cat("copies into a memdesc, got ", buf.str());
+      if (!buf.is_memdesc() || buf.shape.size() < 3) return str_cat("copies into a memdesc of tiles, got ", buf.str());
       if (operand(1) != Type::scalar(DType::i32)) return str_cat("the tile index must be i32, got ", operand(1).str());
       std::vector<int64_t> tile(buf.shape.end() - 2, buf.shape.end());
       if (!operand(2).is_ptr || operand(2).shape != tile || operand(2).dtype != buf.dtype)
@@ -152,7 +154,7 @@ std::string check_rule(const Op& op) {
       return int_attr_ok(op, "pending") && op.int_attr("pending") >= 0 ? "" : "needs an integer 'pending' >= 0";
     case OpCode::LocalLoad: {
       const Type buf = operand(0);
-      if (!buf.is_memdesc()) return str_cat("reads a memdesc, got ", buf.str());
+      if (!buf.is_memdesc() || buf.shape.size() < 3) return str_cat("reads a memdesc of tiles, got ", buf.str());
       if (operand(1) != Type::scalar(DType::i32)) return str_cat("the tile index must be i32, got ", operand(1).str());
       std::vector<int64_t> tile(buf.shape.end() - 2, buf.shape.end());
       if (op.has_attr("perm")) {
@@ -448,6 +450,14 @@ std::string check_op(const Op& op) {
     return str_cat("has ", info.num_results, " results, got ", op.results.size());
   if (static_cast<int>(op.regions.size()) != info.num_regions)
     return str_cat("has ", info.num_regions, " regions, got ", op.regions.size());
+  // A memdesc is made by local_alloc and used by async_copy and local_load (its operand 0) only.
+  const bool makes_memdesc = op.code == OpCode::LocalAlloc;
+  const bool takes_memdesc = op.code == OpCode::AsyncCopy || op.code == OpCode::LocalLoad;
+  for (size_t i = 0; i < op.operands.size(); ++i)
+    if (op.operands[i]->type.is_memdesc() && !(takes_memdesc && i == 0))
+      return str_cat("operand ", i, " is a memdesc: only async_copy and local_load take one");
+  for (auto& r : op.results)
+    if (r->type.is_memdesc() && !makes_memdesc) return "only local_alloc makes a memdesc";
   std::string e = check_rule(op);
   return e.empty() ? check_layouts(op) : e;
 }

@@ -448,6 +448,10 @@ std::string Context::emit(const KernelDef& def, const Constants& constants, cons
   if (stage == Stage::tile_ir) return ir::print(*fn);
   ir::optimize(*fn);
   if (stage == Stage::opt_ir) return ir::print(*fn);
+  if (!options.gpu_passes.empty() && target.kind == Target::Kind::host) {  // (what compile() lowers: trace_optimized)
+    codegen::run_gpu_passes(*fn, codegen::GpuPassContext::for_arch(options.gpu_passes, options.num_warps, options.num_stages));
+    if (stage == Stage::gpu_ir) return ir::print(*fn);
+  }
   if (stage == Stage::gpu_ir) {
     if (target.kind == Target::Kind::host) throw Error("tiledist: the GPU IR (layouts) needs a GPU target (sm_80, sm_90a, gfx90a, gfx942)");
     codegen::run_gpu_passes(*fn, codegen::GpuPassContext::for_arch(target.arch, options.num_warps, options.num_stages));

@@ -58,6 +58,13 @@ class LayoutAssignment {
   explicit LayoutAssignment(const GpuPassContext& ctx) : ctx_(ctx) {}
 
   void run(ir::Function& f) {
+    f.walk([](const Op& op) {  // (layouts map power-of-two shapes, as arange makes them)
+      for (auto& r : op.results)
+        for (int64_t d : r->type.shape)
+          if (d & (d - 1))
+            throw Error::at(op.name(), op.loc, str_cat("a tensor of shape ", ir::shape_str(r->type.shape),
+                                                         " on a GPU target: its dimensions must be powers of two"));
+    });
     count_uses(f.body);
     decide_block(f.body);
     sink_loads(f.body);
@@ -271,15 +278,15 @@ class LayoutAssignment {
       if (is_free(init)) set_free(arg(i));
       else set(arg(i), of(init));
     }
+    // (A while's after region takes, and its results are, what its `condition` forwards: the
+    // verifier wants those in the carried values' layouts, so the condition converts to them.)
     auto decide_body = [&] {
       decide_block(body);
       if (!after) return;
-      const Op* cond = body.terminator();  // a while's `condition` forwards values to the after region
       for (size_t i = 0; i < n; ++i)
         if (after->args[i]->type.is_tensor()) {
-          const Value* c = cond->operands[1 + i];
-          if (is_free(c)) set_free(after->args[i].get());
-          else set(after->args[i].get(), of(c));
+          if (is_free(arg(i))) set_free(after->args[i].get());
+          else set(after->args[i].get(), of(arg(i)));
         }
       decide_block(*after);
     };
@@ -299,12 +306,8 @@ class LayoutAssignment {
     for (size_t i = 0; i < n; ++i)
       if (arg(i)->type.is_tensor() && is_free(arg(i))) freed = true, set(arg(i), blocked_for(arg(i)));
     if (freed) decide_body();
-    for (size_t i = 0; i < n; ++i) {
-      const Value* res = op.results[i].get();
-      if (!res->type.is_tensor()) continue;
-      const Value* from = after ? after->args[i].get() : arg(i);
-      set(res, is_free(from) ? blocked_for(from) : of(from));
-    }
+    for (size_t i = 0; i < n; ++i)
+      if (op.results[i]->type.is_tensor()) set(op.results[i].get(), of(arg(i)));
   }
 
   /// A load whose one user works in an MMA layout and whose address and mask are free loads in
@@ -383,7 +386,7 @@ class LayoutAssignment {
   /// The order of a wgmma operand in shared memory: as its load reads it (a transposed B is
   /// K-major: its dimension 0 is contiguous).
   std::vector<int64_t> operand_order(const Value* v) {
-    if (v->def && v->def->code == OpCode::Trans) return {0, 1};
+    if (v->def && v->def->code == OpCode::Trans && v->def->ints_attr("perm") == std::vector<int64_t>{1, 0}) return {0, 1};
     return {1, 0};
   }
 

@@ -60,8 +60,12 @@ ir::LayoutRef swizzled_shared(ir::DType dtype, const std::vector<int64_t>& shape
 /// a ring of num_stages tiles of shared memory (local_alloc), the first ones before the loop,
 /// one group per iteration (async_commit); where it was loaded, the loop waits for its tile
 /// (async_wait) and reads it in the layout its dot takes (local_load). Copies past the loop's
-/// end are masked off. All copies are cp.async for now (`via`); TMA where its addresses can be
-/// proven to fit a tensor map is the next step. Assumes layout_assignment has run.
+/// end are masked off. Loops that store, use atomics, copy, fence, wait or meet a barrier are
+/// left alone (a load moved ahead of those could read stale data), as are address computations
+/// that divide by anything but a nonzero constant (run for an iteration that may not exist).
+/// An inner loop's trailing wait also waits for an outer pipelined loop's copies (correct, not
+/// faster). All copies are cp.async for now (`via`); TMA where its addresses can be proven to
+/// fit a tensor map is the next step. num_stages < 2: nothing. Assumes layout_assignment ran.
 void pipelining(ir::Function& f, const GpuPassContext& ctx);
 
 struct GpuPass {

@@ -44,6 +44,7 @@ using ir::Value;
 struct Candidate {
   Op* load = nullptr;
   Op* trans = nullptr;
+  bool transposed = false;  // (a trans may also be the identity)
   Op* convert = nullptr;
   Value* buf = nullptr;
 };
@@ -55,6 +56,7 @@ class Pipeliner {
   bool run() {
     const Op* step = loop_.operands[2]->def;
     if (!step || step->code != OpCode::Constant || std::get<int64_t>(step->attrs.at("value")) <= 0) return false;
+    if (writes_or_orders_memory(body_)) return false;
     uses_ = ir::count_uses(*loop_.parent);
     find_candidates();
     if (candidates_.empty()) return false;
@@ -77,10 +79,29 @@ class Pipeliner {
     const Op* d = v->def;
     if (d->parent != &body_) return !inside(d);
     if (!d->is_pure() || !d->regions.empty() || depth > 64) return false;
+    if ((d->code == OpCode::Div || d->code == OpCode::Rem) && !nonzero_constant(d->operands[1]))
+      return false;  // (run for an iteration that may not exist, it could divide by zero)
     for (const Value* o : d->operands)
       if (!ahead(o, depth + 1)) return false;
     return true;
   }
+  static bool nonzero_constant(const Value* v) {
+    const Op* c = ir::constant_source(v);
+    if (!c) return false;
+    const ir::Attr& a = c->attrs.at("value");
+    return std::holds_alternative<int64_t>(a) ? std::get<int64_t>(a) != 0 : std::get<double>(a) != 0.0;
+  }
+  /// Whether `b` (or a region in it) does anything to memory but load: a store, an atomic, a
+  /// copy, a fence, a barrier, a wait. Loads moved ahead of those could read stale data.
+  static bool writes_or_orders_memory(const Block& b) {
+    for (const auto& op : b.ops) {
+      if ((op->info().flags & ir::MEM) && op->code != OpCode::Load) return true;
+      for (const auto& r : op->regions)
+        if (writes_or_orders_memory(*r)) return true;
+    }
+    return false;
+  }
+
   /// Whether op `o` lies inside the loop (in its body or deeper).
   bool inside(const Op* o) const {
     for (const Block* b = o ? o->parent : nullptr; b; b = b->parent ? b->parent->parent : nullptr)
@@ -110,6 +131,7 @@ class Pipeliner {
       Op* user = only_user(op->results[0].get());
       if (user && user->code == OpCode::Trans) {
         c.trans = user;
+        c.transposed = user->ints_attr("perm") == std::vector<int64_t>{1, 0};
         user = only_user(user->results[0].get());
       }
       if (!user || user->code != OpCode::ConvertLayout || !operand_layout(user->results[0]->type.layout)) continue;
@@ -133,19 +155,19 @@ class Pipeliner {
     return b;
   }
 
-  /// `v` for the iteration `ahead` iterations on, whose induction variable is `at`: the body's
-  /// pure ops cloned, each carried value advanced by `ahead` steps from where it is (`prologue`:
+  /// `v` for the iteration `iterations` on, whose induction variable is `at`: the body's pure
+  /// ops cloned, each carried value advanced by that many steps from where it is (`prologue`:
   /// from its initial value, before the loop).
-  Value* clone_at(ir::Builder& b, Value* v, Value* at, int64_t ahead, bool prologue, std::map<const Value*, Value*>& made) {
+  Value* clone_at(ir::Builder& b, Value* v, Value* at, int64_t iterations, bool prologue, std::map<const Value*, Value*>& made) {
     if (v == iv()) return at;
     auto it = made.find(v);
     if (it != made.end()) return it->second;
     if (v->owner == &body_) {
       CarriedStep step = carried_step(v);
       Value* base = prologue ? const_cast<Value*>(step.init) : v;
-      if (ahead == 0) return made[v] = base;
+      if (iterations == 0) return made[v] = base;
       Value* inc = const_cast<Value*>(step.inc);
-      Value* times = b.constant_int(inc->type.dtype, ahead);
+      Value* times = b.constant_int(inc->type.dtype, iterations);
       if (inc->type.is_tensor())
         times = b.create(OpCode::Splat, {times}, {inc->type})->result();
       Value* by = b.binary(OpCode::Mul, inc, times);
@@ -154,23 +176,30 @@ class Pipeliner {
     if (v->owner || v->def->parent != &body_) return v;
     const Op& d = *v->def;
     std::vector<Value*> operands;
-    for (Value* o : d.operands) operands.push_back(clone_at(b, o, at, ahead, prologue, made));
+    for (Value* o : d.operands) operands.push_back(clone_at(b, o, at, iterations, prologue, made));
     return made[v] = b.create(d.code, operands, {v->type}, d.attrs)->result();
   }
 
-  /// Issues the copy of every candidate's tile of the iteration `ahead` iterations on (whose
-  /// induction variable is `at`) into tile `slot`, masked off where `at` is past the loop's end,
-  /// and closes the group.
-  void issue(ir::Builder& b, Value* at, int64_t ahead, bool prologue, Value* slot) {
+  /// Issues the copy of every candidate's tile of the iteration `iterations` on (whose
+  /// induction variable is `at`) into tile `slot`, masked off where `at` is past the loop's end
+  /// (compared in 64 bits: `at` may wrap where the loop ends near the top of its type), and
+  /// closes the group.
+  void issue(ir::Builder& b, Value* at, int64_t iterations, bool prologue, Value* slot) {
     std::map<const Value*, Value*> made;
     Value* live = b.cmp("lt", at, loop_.operands[1]);
+    if (iv()->type.dtype != ir::DType::i64) {
+      Value* at64 = b.binary(OpCode::Add, b.cast(prologue ? loop_.operands[0] : iv(), ir::DType::i64),
+                             b.binary(OpCode::Mul, b.constant_int(ir::DType::i64, iterations),
+                                      b.cast(loop_.operands[2], ir::DType::i64)));
+      live = b.cmp("lt", at64, b.cast(loop_.operands[1], ir::DType::i64));
+    }
     for (Candidate& c : candidates_) {
       const Op& ld = *c.load;
-      Value* ptrs = clone_at(b, ld.operands[0], at, ahead, prologue, made);
+      Value* ptrs = clone_at(b, ld.operands[0], at, iterations, prologue, made);
       const ir::Type& pt = ptrs->type;
       Value* valid = b.create(OpCode::Splat, {live}, {ir::Type::tensor(ir::DType::i1, pt.shape).with_layout(pt.layout)})->result();
-      Value* mask = ld.operands.size() > 1 ? b.binary(OpCode::And, clone_at(b, ld.operands[1], at, ahead, prologue, made), valid) : valid;
-      Value* other = ld.operands.size() > 2 ? clone_at(b, ld.operands[2], at, ahead, prologue, made) : nullptr;
+      Value* mask = ld.operands.size() > 1 ? b.binary(OpCode::And, clone_at(b, ld.operands[1], at, iterations, prologue, made), valid) : valid;
+      Value* other = ld.operands.size() > 2 ? clone_at(b, ld.operands[2], at, iterations, prologue, made) : nullptr;
       b.async_copy(c.buf, slot, ptrs, mask, other, "cp.async");
     }
     b.async_commit();
@@ -204,7 +233,7 @@ class Pipeliner {
     b.set_loc(loop_.loc);
     b.async_wait(stages_ - 2);
     for (Candidate& c : candidates_) {
-      Value* x = b.local_load(c.buf, tile, c.convert->results[0]->type.layout, c.trans != nullptr);
+      Value* x = b.local_load(c.buf, tile, c.convert->results[0]->type.layout, c.transposed);
       ir::replace_all_uses(body_, c.convert->results[0].get(), x);
     }
     auto i32 = [&](int64_t v) { return b.constant_int(ir::DType::i32, v); };
@@ -240,7 +269,8 @@ void pipeline_block(Block& b, int stages) {
 
 void pipelining(ir::Function& f, const GpuPassContext& ctx) {
   if (!ctx.mma_sync) return;  // (cp.async: NVIDIA; AMD has no asynchronous copy to LDS to pipeline with yet)
-  pipeline_block(f.body, std::max(2, ctx.num_stages));
+  if (ctx.num_stages < 2) return;  // (one stage: no pipeline, as Triton's num_stages=1)
+  pipeline_block(f.body, ctx.num_stages);
   ir::dce(f);
 }
 
