@@ -19,6 +19,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
+from baseline_io import median_ms, read_bf16, write_bf16
+
 
 def as_bhsd(x, b, s, h, d):
     return x.view(b, s, h, d).transpose(1, 2)
@@ -26,14 +28,6 @@ def as_bhsd(x, b, s, h, d):
 
 def sdpa(q, k, v, causal):
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-
-def read_bf16(path, count):
-    with open(path, "rb") as f:
-        data = bytearray(f.read())
-    if len(data) != 2 * count:
-        raise SystemExit(f"{path}: {len(data)} bytes, want {2 * count}")
-    return torch.frombuffer(data, dtype=torch.bfloat16)
 
 
 def main_kernel(fn):
@@ -72,24 +66,10 @@ def main():
     n = b * s * h * d
     if args.mode == "check":
         q, k, v = (as_bhsd(read_bf16(path, n).cuda(), b, s, h, d) for path in (args.q, args.k, args.v))
-        o = sdpa(q, k, v, args.causal).transpose(1, 2).contiguous()  # back to [B, S, H, D]
-        with open(args.out, "wb") as f:
-            f.write(bytes(o.cpu().view(torch.uint8).flatten().tolist()))
+        write_bf16(args.out, sdpa(q, k, v, args.causal).transpose(1, 2))  # back to [B, S, H, D]
         return 0
     q, k, v = (as_bhsd(torch.empty(n, dtype=torch.bfloat16, device="cuda").uniform_(-1, 1), b, s, h, d) for _ in range(3))
-    for _ in range(args.warmup):
-        sdpa(q, k, v, args.causal)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(args.reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        sdpa(q, k, v, args.causal)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    times.sort()
-    print(f"ms {times[len(times) // 2]:.6f}")
+    print(f"ms {median_ms(lambda: sdpa(q, k, v, args.causal), args.warmup, args.reps):.6f}")
     print(f"kernel {main_kernel(lambda: sdpa(q, k, v, args.causal))}")
     return 0
 

@@ -20,54 +20,13 @@
 #include <string>
 
 #include "bench/fill_random.h"
+#include "bench/timing.h"
 #include "kernels/attention.h"
 #include "kernels/reference.h"
 
 namespace {
 using namespace tiledist;
 using kernels::Attention;
-
-/// Median of `reps` runs of `fn`, each timed with CUDA events on the default stream, after
-/// `warmup` untimed ones, in milliseconds (as gpu_bench and the python side time).
-double time_ms(const std::function<void()>& fn, int reps, int warmup = 3) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> t;
-  cuda::Timer timer;
-  for (int i = 0; i < reps; ++i) {
-    timer.start();
-    fn();
-    t.push_back(timer.stop());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-/// The baseline script and the python that runs it, or empty strings.
-std::pair<std::string, std::string> find_torch(const char* argv0) {
-  const char* py = std::getenv("TILEDIST_TORCH_PYTHON");
-  std::string python = py ? py : "/opt/torch/.venv/bin/python";
-  if (access(python.c_str(), X_OK) != 0) return {};
-  std::vector<std::string> candidates;
-  if (const char* s = std::getenv("TILEDIST_ATTENTION_BASELINE")) candidates.push_back(s);
-  candidates.push_back("bench/attention_baseline.py");
-  const std::string exe = argv0;
-  const std::string dir = exe.find('/') == std::string::npos ? "." : exe.substr(0, exe.rfind('/'));
-  candidates.push_back(dir + "/attention_baseline.py");
-  candidates.push_back(dir + "/../../bench/attention_baseline.py");
-  for (const auto& c : candidates)
-    if (access(c.c_str(), R_OK) == 0) return {python, c};
-  return {};
-}
-
-/// Runs `cmd`, returning its output (stderr included), and whether it exited with 0.
-std::pair<std::string, bool> run_command(const std::string& cmd) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return {"popen failed", false};
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  return {out, pclose(p) == 0};
-}
 
 /// The rest of the first line of `out` that starts with "`key` ", or "".
 std::string field(const std::string& out, const std::string& key) {
@@ -113,13 +72,13 @@ bool check_against_torch(const Target& target, const std::string& python, const 
         .write(reinterpret_cast<const char*>(x.data()), std::streamsize(n * 2));
   };
   write("q", q), write("k", k), write("v", v);
-  auto [out, good] = run_command(python + " " + script + " check" + s.args() + " --q " + dir + "/q --k " + dir +
-                                 "/k --v " + dir + "/v --out " + dir + "/o");
+  auto [out, good] = bench::run_command(python + " " + script + " check" + s.args() + " --q " + dir + "/q --k " + dir +
+                                        "/k --v " + dir + "/v --out " + dir + "/o");
   std::vector<bf16> theirs(n);
   if (good)
     good = bool(std::ifstream(dir + "/o", std::ios::binary)
                     .read(reinterpret_cast<char*>(theirs.data()), std::streamsize(n * 2)));
-  run_command("rm -rf " + dir);
+  bench::run_command("rm -rf " + dir);
   if (!good) {
     std::printf("check against SDPA failed to run:\n%s\n", out.c_str());
     return false;
@@ -168,7 +127,8 @@ int one(char** argv, int argc) {
   const size_t n = size_t(s.B) * s.S * s.H * s.D;
   cuda::Buffer<bf16> q(n), k(n), v(n), o(n);
   bench::fill_random(q), bench::fill_random(k), bench::fill_random(v);
-  const double ms = time_ms([&] { attn.run(q.data(), k.data(), v.data(), o.data(), s.B, s.S); }, reps);
+  const double ms =
+      bench::median_ms([&] { attn.run(q.data(), k.data(), v.data(), o.data(), s.B, s.S); }, reps, /*warmup*/ 3);
   std::printf("attention %s blocks %dx%d/%dw/%ds: %.3f ms, %.1f TFLOP/s\n", s.str().c_str(), x[5], x[6], x[7], x[8], ms,
               s.flop() / ms / 1e9);
   return 0;
@@ -188,7 +148,7 @@ int main(int argc, char** argv) {
     const Target target = Target::cuda();
     std::printf("attention_bench on %s (%s, %d SMs): bf16, [B * S, H, D] rows of tokens; median of %d calls\n\n",
                 dev.name.c_str(), dev.arch().c_str(), dev.sms, reps);
-    auto [python, script] = find_torch(argv[0]);
+    auto [python, script] = bench::find_torch(argv[0], "TILEDIST_ATTENTION_BASELINE", "attention_baseline.py");
     bool checked = true;
     if (python.empty()) {
       std::printf(
@@ -207,11 +167,12 @@ int main(int argc, char** argv) {
         Attention attn(target, s.H, s.H, s.D, ir::DType::bf16, s.causal);
         cuda::Buffer<bf16> q(n), k(n), v(n), o(n);
         bench::fill_random(q), bench::fill_random(k), bench::fill_random(v);
-        const double ours = time_ms([&] { attn.run(q.data(), k.data(), v.data(), o.data(), s.B, s.S); }, reps);
+        const double ours =
+            bench::median_ms([&] { attn.run(q.data(), k.data(), v.data(), o.data(), s.B, s.S); }, reps, /*warmup*/ 3);
         double theirs = 0;
         std::string kernel = "-";
         if (!python.empty()) {
-          auto [out, good] = run_command(python + " " + script + " time" + s.args() + str_cat(" --reps ", reps));
+          auto [out, good] = bench::run_command(python + " " + script + " time" + s.args() + str_cat(" --reps ", reps));
           const std::string ms = field(out, "ms");
           if (good && !ms.empty())
             theirs = std::atof(ms.c_str()), kernel = field(out, "kernel");

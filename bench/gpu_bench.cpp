@@ -4,17 +4,18 @@
 // there is no GPU.
 #include <dlfcn.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
-#include <tuple>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "bench/cublas_lt.h"
 #include "bench/fill_random.h"
+#include "bench/timing.h"
 #include "kernels/gemm_tile.h"
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
@@ -26,16 +27,7 @@ using bench::fill_random;
 
 /// Median of `reps` timed runs of `fn`, after `warmup` untimed ones, in milliseconds.
 double time_ms(const std::function<void()>& fn, int reps = 10, int warmup = 2) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> t;
-  cuda::Timer timer;
-  for (int i = 0; i < reps; ++i) {
-    timer.start();
-    fn();
-    t.push_back(timer.stop());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return bench::median_ms(fn, reps, warmup);
 }
 
 /// Throughput in steady state: `fn` launched back to back (synchronizing every 10 launches) for

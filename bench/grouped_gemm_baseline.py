@@ -17,17 +17,11 @@ import sys
 
 import torch
 
+from baseline_io import median_ms, read_bf16, write_bf16
+
 
 def grouped(a, w, offs, layout):
     return torch._grouped_mm(a, w.transpose(-2, -1) if layout == "nk" else w, offs=offs)
-
-
-def read_bf16(path, count):
-    with open(path, "rb") as f:
-        data = bytearray(f.read())
-    if len(data) != 2 * count:
-        raise SystemExit(f"{path}: {len(data)} bytes, want {2 * count}")
-    return torch.frombuffer(data, dtype=torch.bfloat16)
 
 
 def main():
@@ -52,24 +46,11 @@ def main():
         w = read_bf16(args.w, e * n * k).view(*w_shape).cuda()
         c = grouped(a, w, offs, args.layout)
         c[int(offs[-1]):] = 0
-        with open(args.out, "wb") as f:
-            f.write(bytes(c.cpu().contiguous().view(torch.uint8).flatten().tolist()))
+        write_bf16(args.out, c)
         return 0
     a = torch.randn(r, k, dtype=torch.bfloat16, device="cuda")
     w = torch.randn(*w_shape, dtype=torch.bfloat16, device="cuda")
-    for _ in range(args.warmup):
-        grouped(a, w, offs, args.layout)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(args.reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        grouped(a, w, offs, args.layout)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    times.sort()
-    print(f"ms {times[len(times) // 2]:.6f}")
+    print(f"ms {median_ms(lambda: grouped(a, w, offs, args.layout), args.warmup, args.reps):.6f}")
     return 0
 
 

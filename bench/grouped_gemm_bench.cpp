@@ -17,27 +17,13 @@
 #include <string>
 
 #include "bench/fill_random.h"
+#include "bench/timing.h"
 #include "kernels/grouped_gemm.h"
 #include "kernels/reference.h"
 
 namespace {
 using namespace tiledist;
 using kernels::GroupedGemm;
-
-/// Median of `reps` runs of `fn`, each timed with CUDA events on the default stream, after
-/// `warmup` untimed ones, in milliseconds (as gpu_bench and the python side time).
-double time_ms(const std::function<void()>& fn, int reps, int warmup = 3) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> t;
-  cuda::Timer timer;
-  for (int i = 0; i < reps; ++i) {
-    timer.start();
-    fn();
-    t.push_back(timer.stop());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 /// Uneven rows per expert (a fixed seed: the same offsets every run), summing to `rows`: sizes
 /// drawn from [0.25, 1.75) of the mean, a few experts empty where there are many.
@@ -59,33 +45,6 @@ std::string joined(const std::vector<int32_t>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
   return s;
-}
-
-/// The baseline script and the python that runs it, or empty strings.
-std::pair<std::string, std::string> find_torch(const char* argv0) {
-  const char* py = std::getenv("TILEDIST_TORCH_PYTHON");
-  std::string python = py ? py : "/opt/torch/.venv/bin/python";
-  if (access(python.c_str(), X_OK) != 0) return {};
-  std::vector<std::string> candidates;
-  if (const char* s = std::getenv("TILEDIST_GROUPED_GEMM_BASELINE")) candidates.push_back(s);
-  candidates.push_back("bench/grouped_gemm_baseline.py");
-  std::string exe = argv0;
-  const std::string dir = exe.find('/') == std::string::npos ? "." : exe.substr(0, exe.rfind('/'));
-  candidates.push_back(dir + "/grouped_gemm_baseline.py");
-  candidates.push_back(dir + "/../../bench/grouped_gemm_baseline.py");
-  for (const auto& c : candidates)
-    if (access(c.c_str(), R_OK) == 0) return {python, c};
-  return {};
-}
-
-/// Runs `cmd`, returning its output (stderr included), and whether it exited with 0.
-std::pair<std::string, bool> run_command(const std::string& cmd) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return {"popen failed", false};
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  return {out, pclose(p) == 0};
 }
 
 std::string shape_args(int rows, int N, int K, const std::vector<int32_t>& offs, const char* layout) {
@@ -138,8 +97,8 @@ bool check_against_torch(const Target& target, const std::string& python, const 
       std::system(("mkdir -p " + dir).c_str());
       write_file(dir + "/a", a);
       write_file(dir + "/w", w);
-      auto [out, good] = run_command(python + " " + script + " check" + shape_args(rows, N, K, offs, layout) + " --a " +
-                                     dir + "/a --w " + dir + "/w --out " + dir + "/c");
+      auto [out, good] = bench::run_command(python + " " + script + " check" + shape_args(rows, N, K, offs, layout) +
+                                            " --a " + dir + "/a --w " + dir + "/w --out " + dir + "/c");
       if (good) {
         std::vector<bf16> theirs(size_t(rows) * N);
         std::ifstream(dir + "/c", std::ios::binary)
@@ -173,7 +132,7 @@ int main(int argc, char** argv) {
   const auto& dev = cuda::device();
   std::printf("grouped_gemm_bench on %s (%s, %d SMs)\n", dev.name.c_str(), dev.arch().c_str(), dev.sms);
   const Target target = Target::cuda();
-  auto [python, script] = find_torch(argv[0]);
+  auto [python, script] = bench::find_torch(argv[0], "TILEDIST_GROUPED_GEMM_BASELINE", "grouped_gemm_baseline.py");
   if (python.empty())
     std::printf(
         "(torch baseline not run: no PyTorch python at $TILEDIST_TORCH_PYTHON or /opt/torch/.venv/bin/python, "
@@ -199,12 +158,13 @@ int main(int argc, char** argv) {
         const bool nk = std::string(layout) == "nk";
         GroupedGemm g(target, s.rows, s.N, s.K, s.E, ir::DType::bf16, GroupedGemm::Scaling::none,
                       nk ? GroupedGemm::Layout::nk : GroupedGemm::Layout::kn);
-        const double ms =
-            time_ms([&] { g.run(a.data(), w.data(), c.data(), doffs.data(), &cuda::Stream::legacy()); }, reps);
+        const double ms = bench::median_ms(
+            [&] { g.run(a.data(), w.data(), c.data(), doffs.data(), &cuda::Stream::legacy()); }, reps, /*warmup*/ 3);
         std::string theirs = "-", ratio = "-";
         if (!python.empty()) {
-          auto [out, good] = run_command(python + " " + script + " time" + shape_args(s.rows, s.N, s.K, offs, layout) +
-                                         " --reps " + std::to_string(reps));
+          auto [out, good] =
+              bench::run_command(python + " " + script + " time" + shape_args(s.rows, s.N, s.K, offs, layout) +
+                                 " --reps " + std::to_string(reps));
           const size_t at = out.rfind("ms ");
           if (good && at != std::string::npos) {
             const double tms = std::atof(out.c_str() + at + 3);

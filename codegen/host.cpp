@@ -387,18 +387,21 @@ class HostLowering : public Elements {
     return when_value(ok, result, fallback, access);
   }
 
+  /// Element i of a masked load of `d` whose pointers, mask and other are op's operands from
+  /// `first` on (load's from 0, async_copy's from 2): masked-off elements are `other`, or zero.
+  llvm::Value* loaded_element(const ir::Op& op, size_t first, DType d, llvm::Value* i) {
+    llvm::Type* rt = reg_type(ir::Type::scalar(d));
+    llvm::Value* p = element(op.operands[first], i);
+    llvm::Value* mask = op.operands.size() > first + 1 ? element(op.operands[first + 1], i) : nullptr;
+    llvm::Value* other =
+        op.operands.size() > first + 2 ? element(op.operands[first + 2], i) : llvm::Constant::getNullValue(rt);
+    return guarded(mask, p, ir::dtype_bytes(d), false, rt, other,
+                   [&] { return from_mem(b_.CreateLoad(mem_type(d), p), d); });
+  }
+
   void emit_load(const ir::Op& op) {
     const ir::Type& rt = op.results[0]->type;
-    DType d = rt.dtype;
-    llvm::Type* mt = mem_type(d);
-    int64_t bytes = ir::dtype_bytes(d);
-    auto one = [&](llvm::Value* i) -> llvm::Value* {
-      llvm::Value* p = element(op.operands[0], i);
-      llvm::Value* mask = op.operands.size() > 1 ? element(op.operands[1], i) : nullptr;
-      llvm::Value* other = op.operands.size() > 2 ? element(op.operands[2], i) : llvm::Constant::getNullValue(reg_type(rt.element()));
-      return guarded(mask, p, bytes, false, reg_type(rt.element()), other,
-                     [&] { return from_mem(b_.CreateLoad(mt, p), d); });
-    };
+    auto one = [&](llvm::Value* i) { return loaded_element(op, 0, rt.dtype, i); };
     if (!rt.is_tensor()) {
       vals_[op.results[0].get()] = CVal{one(nullptr), nullptr};
       return;
@@ -415,15 +418,8 @@ class HostLowering : public Elements {
     const ir::Type& pt = op.operands[2]->type;
     llvm::Value* buf = val(op.operands[0]).buf;
     llvm::Value* first = b_.CreateMul(b_.CreateSExt(val(op.operands[1]).scalar, b_.getInt64Ty()), b_.getInt64(pt.numel()));
-    DType d = bt.dtype;
-    loop(pt.numel(), [&](llvm::Value* i) {
-      llvm::Value* p = element(op.operands[2], i);
-      llvm::Value* mask = op.operands.size() > 3 ? element(op.operands[3], i) : nullptr;
-      llvm::Value* other = op.operands.size() > 4 ? element(op.operands[4], i) : llvm::Constant::getNullValue(reg_type(bt.element()));
-      llvm::Value* v = guarded(mask, p, ir::dtype_bytes(d), false, reg_type(bt.element()), other,
-                               [&] { return from_mem(b_.CreateLoad(mem_type(d), p), d); });
-      buf_store(buf, bt, b_.CreateAdd(first, i), v);
-    });
+    loop(pt.numel(),
+         [&](llvm::Value* i) { buf_store(buf, bt, b_.CreateAdd(first, i), loaded_element(op, 2, bt.dtype, i)); });
   }
   /// Tile `index` of a memdesc as a tensor (perm [1, 0]: transposed).
   void emit_local_load(const ir::Op& op) {

@@ -1,5 +1,6 @@
 #include "ir/ir.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -57,6 +58,15 @@ std::string attr_str(const Attr& a) {
   std::string s = "[";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
   return s + "]";
+}
+
+std::list<std::unique_ptr<Op>>::iterator Block::position(const Op* op) {
+  return std::find_if(ops.begin(), ops.end(), [&](const std::unique_ptr<Op>& p) { return p.get() == op; });
+}
+
+void Block::erase(const Op* op) {
+  auto it = position(op);
+  if (it != ops.end()) ops.erase(it);
 }
 
 Value* Block::add_arg(Type t, std::string name) {

@@ -62,6 +62,10 @@ struct Block {
 
   Value* add_arg(Type t, std::string name = "");
   Op* terminator() const { return ops.empty() ? nullptr : ops.back().get(); }
+  /// Where `op` (one of this block's) is in `ops`; ops.end() if it is not there.
+  std::list<std::unique_ptr<Op>>::iterator position(const Op* op);
+  /// Removes `op` (and everything it owns) from this block.
+  void erase(const Op* op);
 };
 
 struct Op {

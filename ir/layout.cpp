@@ -30,22 +30,16 @@ int64_t product(const std::vector<int64_t>& v) {
   return p;
 }
 
-std::string ints(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 void check_pow2s(const std::vector<int64_t>& v, const char* what) {
   for (int64_t x : v)
-    if (!pow2(x)) bad(str_cat(what, " ", ints(v), ": each must be a power of two"));
+    if (!pow2(x)) bad(str_cat(what, " ", shape_str(v), ": each must be a power of two"));
 }
 void check_order(const std::vector<int64_t>& order, size_t rank) {
   std::vector<int64_t> sorted = order;
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 0; i < sorted.size(); ++i)
     if (sorted.size() != rank || sorted[i] != static_cast<int64_t>(i))
-      bad(str_cat("order ", ints(order), " is not a permutation of the ", rank, " dimensions"));
+      bad(str_cat("order ", shape_str(order), " is not a permutation of the ", rank, " dimensions"));
 }
 
 }  // namespace
@@ -74,14 +68,15 @@ const char* convert_cost_name(ConvertCost c) {
 LayoutRef Layout::blocked(std::vector<int64_t> spt, std::vector<int64_t> tpw, std::vector<int64_t> wpc,
                           std::vector<int64_t> order) {
   if (spt.empty() || spt.size() != tpw.size() || spt.size() != wpc.size())
-    bad(str_cat("blocked: size_per_thread ", ints(spt), ", threads_per_warp ", ints(tpw), " and warps_per_cta ",
-                ints(wpc), " need one entry per dimension"));
+    bad(str_cat("blocked: size_per_thread ", shape_str(spt), ", threads_per_warp ", shape_str(tpw),
+                " and warps_per_cta ", shape_str(wpc), " need one entry per dimension"));
   check_pow2s(spt, "size_per_thread");
   check_pow2s(tpw, "threads_per_warp");
   check_pow2s(wpc, "warps_per_cta");
   check_order(order, spt.size());
   int64_t lanes = product(tpw);
-  if (lanes != 32 && lanes != 64) bad(str_cat("blocked: threads_per_warp ", ints(tpw), " makes ", lanes, " lanes, not 32 or 64"));
+  if (lanes != 32 && lanes != 64)
+    bad(str_cat("blocked: threads_per_warp ", shape_str(tpw), " makes ", lanes, " lanes, not 32 or 64"));
   auto l = std::make_shared<Layout>();
   l->kind = Kind::blocked;
   l->size_per_thread = std::move(spt), l->threads_per_warp = std::move(tpw), l->warps_per_cta = std::move(wpc);
@@ -94,16 +89,18 @@ LayoutRef Layout::mma_acc(MmaKind kind, std::vector<int64_t> wpc, std::vector<in
   check_pow2s(wpc, "warps_per_cta");
   switch (kind) {
     case MmaKind::mma_sync:
-      if (instr != std::vector<int64_t>{16, 8}) bad(str_cat("mma: mma_sync's tile is [16, 8], not ", ints(instr)));
+      if (instr != std::vector<int64_t>{16, 8}) bad(str_cat("mma: mma_sync's tile is [16, 8], not ", shape_str(instr)));
       break;
     case MmaKind::wgmma:
       if (instr[0] != 64 || instr[1] < 8 || instr[1] > 256 || instr[1] % 8)
-        bad(str_cat("mma: wgmma's tile is [64, N], N a multiple of 8 up to 256, not ", ints(instr)));
-      if (wpc[0] % 4) bad(str_cat("mma: wgmma spreads over whole warpgroups (warps_per_cta[0] a multiple of 4), not ", ints(wpc)));
+        bad(str_cat("mma: wgmma's tile is [64, N], N a multiple of 8 up to 256, not ", shape_str(instr)));
+      if (wpc[0] % 4)
+        bad(str_cat("mma: wgmma spreads over whole warpgroups (warps_per_cta[0] a multiple of 4), not ",
+                    shape_str(wpc)));
       break;
     case MmaKind::mfma:
       if (instr != std::vector<int64_t>{32, 32} && instr != std::vector<int64_t>{16, 16})
-        bad(str_cat("mma: mfma's tile is [32, 32] or [16, 16], not ", ints(instr)));
+        bad(str_cat("mma: mfma's tile is [32, 32] or [16, 16], not ", shape_str(instr)));
       break;
   }
   auto l = std::make_shared<Layout>();
@@ -176,17 +173,18 @@ int64_t Layout::warp_size() const {
 std::string Layout::str() const {
   switch (kind) {
     case Kind::blocked:
-      return str_cat("#blocked<spt = ", ints(size_per_thread), ", tpw = ", ints(threads_per_warp),
-                     ", wpc = ", ints(warps_per_cta), ", order = ", ints(order), ">");
+      return str_cat("#blocked<spt = ", shape_str(size_per_thread), ", tpw = ", shape_str(threads_per_warp),
+                     ", wpc = ", shape_str(warps_per_cta), ", order = ", shape_str(order), ">");
     case Kind::mma:
-      return str_cat("#mma<", mma_kind_name(mma), ", wpc = ", ints(warps_per_cta), ", instr = ", ints(instr_shape), ">");
+      return str_cat("#mma<", mma_kind_name(mma), ", wpc = ", shape_str(warps_per_cta),
+                     ", instr = ", shape_str(instr_shape), ">");
     case Kind::dot_operand:
       return str_cat("#dot_op<", op_index == 0 ? "a" : "b", ", ", parent->str(), ", k_width = ", k_width, ">");
     case Kind::slice:
       return str_cat("#slice<dim = ", dim, ", ", parent->str(), ">");
     case Kind::shared:
       return str_cat("#shared<vec = ", vec, ", per_phase = ", per_phase, ", max_phase = ", max_phase,
-                     ", order = ", ints(order), ">");
+                     ", order = ", shape_str(order), ">");
   }
   return "#?";
 }

@@ -136,7 +136,7 @@ bool GpuLowering::updates_in_mma(const ir::Op& def, const ir::Value* carried) {
 
 bool GpuLowering::only_pure_between(const ir::Op& from, const ir::Op& to) {
   if (!from.parent || from.parent != to.parent) return false;
-  auto it = std::find_if(from.parent->ops.begin(), from.parent->ops.end(), [&](const auto& p) { return p.get() == &from; });
+  auto it = from.parent->position(&from);
   for (++it; it != from.parent->ops.end() && it->get() != &to; ++it)
     if (!(*it)->is_pure() || !(*it)->regions.empty()) return false;
   return it != from.parent->ops.end();

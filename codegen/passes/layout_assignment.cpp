@@ -69,7 +69,7 @@ class LayoutAssignment {
     decide_block(f.body);
     sink_loads(f.body);
     place_block(f.body);
-    for (Op* op : free_ops_) op->parent->ops.remove_if([&](const auto& p) { return p.get() == op; });
+    for (Op* op : free_ops_) op->parent->erase(op);
     ir::dce(f);
   }
 
@@ -426,10 +426,7 @@ class LayoutAssignment {
   ir::Builder after(Value* v) {
     ir::Builder b(nullptr);
     Block* block = v->def ? v->def->parent : v->owner;
-    auto pos = block->ops.begin();
-    if (v->def)
-      pos = std::next(std::find_if(block->ops.begin(), block->ops.end(), [&](const auto& p) { return p.get() == v->def; }));
-    b.set_insert_point(block, pos);
+    b.set_insert_point(block, v->def ? std::next(block->position(v->def)) : block->ops.begin());
     if (v->def) b.set_loc(v->def->loc);
     return b;
   }

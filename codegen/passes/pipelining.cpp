@@ -62,7 +62,7 @@ class Pipeliner {
     if (candidates_.empty()) return false;
     allocate_and_prologue();
     rewrite_body();
-    ir::Builder after = builder_after(loop_);
+    ir::Builder after = builder_at(loop_, true);
     after.async_wait(0);  // nothing in flight once the loop is done
     return true;
   }
@@ -140,17 +140,11 @@ class Pipeliner {
     }
   }
 
-  ir::Builder builder_before(Op& op) {
+  /// A builder inserting right before `op` (after: right after it).
+  static ir::Builder builder_at(Op& op, bool after) {
     ir::Builder b(op.parent);
-    auto it = std::find_if(op.parent->ops.begin(), op.parent->ops.end(), [&](const auto& p) { return p.get() == &op; });
-    b.set_insert_point(op.parent, it);
-    b.set_loc(op.loc);
-    return b;
-  }
-  ir::Builder builder_after(Op& op) {
-    ir::Builder b(op.parent);
-    auto it = std::find_if(op.parent->ops.begin(), op.parent->ops.end(), [&](const auto& p) { return p.get() == &op; });
-    b.set_insert_point(op.parent, std::next(it));
+    auto it = op.parent->position(&op);
+    b.set_insert_point(op.parent, after ? std::next(it) : it);
     b.set_loc(op.loc);
     return b;
   }
@@ -186,8 +180,10 @@ class Pipeliner {
   /// closes the group.
   void issue(ir::Builder& b, Value* at, int64_t iterations, bool prologue, Value* slot) {
     std::map<const Value*, Value*> made;
-    Value* live = b.cmp("lt", at, loop_.operands[1]);
-    if (iv()->type.dtype != ir::DType::i64) {
+    Value* live;
+    if (iv()->type.dtype == ir::DType::i64) {
+      live = b.cmp("lt", at, loop_.operands[1]);
+    } else {
       Value* at64 = b.binary(OpCode::Add, b.cast(prologue ? loop_.operands[0] : iv(), ir::DType::i64),
                              b.binary(OpCode::Mul, b.constant_int(ir::DType::i64, iterations),
                                       b.cast(loop_.operands[2], ir::DType::i64)));
@@ -208,7 +204,7 @@ class Pipeliner {
   Value* constant(ir::Builder& b, int64_t v) { return b.constant_int(iv()->type.dtype, v); }
 
   void allocate_and_prologue() {
-    ir::Builder b = builder_before(loop_);
+    ir::Builder b = builder_at(loop_, false);
     for (Candidate& c : candidates_) {
       const ir::Type& t = c.load->results[0]->type;
       c.buf = b.local_alloc(t.dtype, stages_, t.shape, swizzled_shared(t.dtype, t.shape, {1, 0}));
@@ -222,7 +218,7 @@ class Pipeliner {
 
   void rewrite_body() {
     // The tile index, carried: 0 first.
-    ir::Builder before = builder_before(loop_);
+    ir::Builder before = builder_at(loop_, false);
     Value* zero = before.constant_int(ir::DType::i32, 0);
     loop_.operands.push_back(zero);
     Value* tile = body_.add_arg(ir::Type::scalar(ir::DType::i32));
@@ -245,7 +241,7 @@ class Pipeliner {
     for (Candidate& c : candidates_) {
       std::vector<const Op*> gone = {c.convert, c.trans, c.load};
       for (const Op* op : gone)
-        if (op) body_.ops.remove_if([&](const auto& p) { return p.get() == op; });
+        if (op) body_.erase(op);
     }
   }
 
