@@ -115,4 +115,10 @@ using MakeGpuTarget = std::unique_ptr<GpuTarget> (*)(llvm::IRBuilder<>& b, llvm:
 /// The shared GPU lowering, for the target `make` gives.
 GpuModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make);
 
+/// The lowering of the GPU IR (codegen/gpu_ir/): runs the GPU passes on a copy of `optimized`
+/// and lowers their output into `out`; false (with the reason in `why`) where it does not take
+/// one of the ops yet.
+bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make,
+                  GpuModule& out, std::string* why);
+
 }  // namespace tiledist::codegen

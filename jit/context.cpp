@@ -232,7 +232,8 @@ struct Context::Impl {
   codegen::GpuModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const Target& target,
                                const CompileOptions& options, bool optimize = true) {
     llvm::TargetMachine& machine = gpu_tm(target);
-    codegen::GpuOptions o{target.arch, options.num_warps, options.num_stages, options.tma, options.warp_specialize, ""};
+    codegen::GpuOptions o{target.arch, options.num_warps, options.num_stages, options.tma, options.warp_specialize, "",
+                          options.lowering};
     codegen::GpuModule gm;
     if (target.kind == Target::Kind::amdgcn) {
       o.data_layout = machine.createDataLayout().getStringRepresentation();

@@ -81,6 +81,7 @@ CompileOptions CompileOptions::from_env() {
   o.tma = !(tma && std::strcmp(tma, "0") == 0);
   const char* ws = std::getenv("TILEDIST_WS");
   o.warp_specialize = ws && std::strcmp(ws, "1") == 0;
+  if (const char* l = std::getenv("TILEDIST_LOWERING")) o.lowering = l;
   return o;
 }
 
@@ -89,12 +90,15 @@ void CompileOptions::validate() const {
     throw Error(str_cat("tiledist: num_warps = ", num_warps, ": must be 1, 2, 4, 8, 16 or 32"));
   if (num_stages < 1 || num_stages > 16) throw Error(str_cat("tiledist: num_stages = ", num_stages, ": must be 1 to 16"));
   if (!gpu_passes.empty()) codegen::GpuPassContext::for_arch(gpu_passes, num_warps, num_stages);  // (names the archs it knows)
+  if (!lowering.empty() && lowering != "gpu_ir" && lowering != "gpu_ir_only")
+    throw Error(str_cat("tiledist: lowering = '", lowering, "': must be empty, gpu_ir or gpu_ir_only"));
 }
 
 std::string CompileOptions::key() const {
   // (the defaults of later options, tma=1 and ws=0, leave the key as it was before them)
   return str_cat("check_bounds=", check_bounds, ",num_warps=", num_warps, ",num_stages=", num_stages, tma ? "" : ",tma=0",
-                 warp_specialize ? ",ws=1" : "", gpu_passes.empty() ? "" : ",gpu_passes=" + gpu_passes);
+                 warp_specialize ? ",ws=1" : "", gpu_passes.empty() ? "" : ",gpu_passes=" + gpu_passes,
+                 lowering.empty() ? "" : ",lowering=" + lowering);
 }
 
 }  // namespace tiledist

@@ -44,6 +44,11 @@ struct CompileOptions {
   /// asynchronous copies done at once) on the CPU. Empty: the host lowering takes the
   /// optimized IR, as always.
   std::string gpu_passes;
+  /// GPU targets (NVIDIA so far): "gpu_ir" lowers the GPU passes' output (layouts, pipelines
+  /// as the IR states them: codegen/gpu_ir/) where that lowering takes every op of the kernel,
+  /// else the optimized IR as always; "gpu_ir_only" the same, but an op it does not take is an
+  /// error. Empty: the optimized IR. ($TILEDIST_LOWERING sets it for every compile.)
+  std::string lowering;
 
   /// Defaults, with the environment's overrides applied.
   static CompileOptions from_env();

@@ -225,6 +225,13 @@ void GpuLowering::counted_loop(llvm::Value* start, llvm::Value* n, int64_t step,
 namespace tiledist::codegen {
 
 GpuModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make) {
+  if (!opts.lowering.empty()) {
+    GpuModule m;
+    std::string why;
+    if (lower_gpu_ir(f, ctx, opts, make, m, &why)) return m;
+    if (opts.lowering == "gpu_ir_only")
+      throw Error(str_cat("tiledist: kernel '", f.name, "': the GPU IR lowering does not take ", why, " yet"));
+  }
   gpu::GpuLowering lowering(f, ctx, opts, make);
   GpuModule m = lowering.run();
   // Warp specialization keeps the loop's buffers for the whole kernel, under the scratch of

@@ -1,0 +1,243 @@
+// The GPU IR lowering's driver (codegen/gpu_ir/lowering.h): which kernels it takes, the kernel
+// function and its entry, the values as lowered, the dispatch of ops, and elementwise work.
+#include "codegen/gpu_ir/lowering.h"
+
+#include "codegen/passes/passes.h"
+#include "ir/printer.h"
+
+namespace tiledist::codegen::gpu_ir {
+
+namespace {
+
+bool distributed_layout(const ir::Type& t) { return t.layout && t.layout->is_distributed(); }
+
+/// Why this lowering cannot take `op` yet, or empty.
+std::string why_not(const ir::Op& op, const GpuTarget& target) {
+  using ir::OpCode;
+  for (const auto& r : op.results)
+    if (r->type.is_tensor() && !r->type.is_memdesc() && !distributed_layout(r->type)) return "a tensor without a layout";
+  auto f8 = [](const ir::Type& t) { return !t.is_ptr && (t.dtype == ir::DType::f8e4m3 || t.dtype == ir::DType::f8e5m2); };
+  for (const auto& r : op.results)
+    if (f8(r->type)) return "f8 values";
+  for (const ir::Value* v : op.operands)
+    if (f8(v->type)) return "f8 values";
+  if (op.code == OpCode::Reduce && op.str_attr("kind") != "sum" && op.str_attr("kind") != "max" &&
+      op.str_attr("kind") != "min")
+    return str_cat("reduce '", op.str_attr("kind"), "'");
+  switch (op.code) {
+    case OpCode::Rank: case OpCode::NumRanks: case OpCode::SymmAt: case OpCode::Wait: case OpCode::ConsumeToken:
+    case OpCode::Memcpy: case OpCode::Fence: case OpCode::Barrier: case OpCode::AtomicRMW: case OpCode::AtomicCAS:
+    case OpCode::While: case OpCode::Reshape:
+      return op.name();
+    case OpCode::Dot: {
+      const ir::Type& a = op.operands[0]->type;
+      const ir::Type& c = op.results[0]->type;
+      if (!target.mma_sync()) return "dot without mma.sync";
+      if ((a.dtype != ir::DType::bf16 && a.dtype != ir::DType::f16) || op.operands[1]->type.dtype != a.dtype ||
+          c.dtype != ir::DType::f32)
+        return "dot of other than 16-bit operands into f32";
+      if (c.layout->kind != ir::Layout::Kind::mma || c.layout->mma == ir::MmaKind::mfma) return "dot without an MMA layout";
+      for (int i = 0; i < 2; ++i) {
+        const ir::LayoutRef& l = op.operands[i]->type.layout;
+        if (l->kind != ir::Layout::Kind::dot_operand || l->k_width != 2 || !(*l->parent == *c.layout))
+          return "dot operands not in the accumulator's dot-operand layouts";
+      }
+      return "";
+    }
+    case OpCode::AsyncCopy:
+      if (op.has_attr("via") && op.str_attr("via") != "cp.async") return "async_copy other than by cp.async";
+      return "";
+    case OpCode::Reduce:
+      if (op.operands[0]->type.is_tensor() && op.operands[0]->type.shape.size() > 2) return "reduce of rank > 2";
+      return "";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
+std::string unsupported_op(const ir::Function& f, const GpuTarget& target) {
+  if (!target.mma_sync()) return "a target other than NVIDIA's";
+  std::string why;
+  f.walk([&](const ir::Op& op) {
+    if (!why.empty()) return;
+    for (const auto& region : op.regions)
+      for (const auto& a : region->args)
+        if (a->type.is_tensor() && !distributed_layout(a->type)) why = "a tensor without a layout";
+    std::string w = why_not(op, target);
+    if (!w.empty()) why = str_cat(op.name(), ": ", w);
+  });
+  return why;
+}
+
+LayoutLowering::LayoutLowering(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make)
+    : LayoutLowering(f, ctx, opts, make, std::make_unique<llvm::Module>(f.name, ctx)) {}
+
+LayoutLowering::LayoutLowering(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make,
+                               std::unique_ptr<llvm::Module> m)
+    : Elements(ctx, *m), f_(f), ctx_(ctx), opts_(opts), module_(std::move(m)), target_(make(b_, *module_, opts)),
+      threads_(opts.num_warps * target_->warp_size()) {}
+
+GpuModule LayoutLowering::run() {
+  module_->setTargetTriple(target_->triple());
+  std::vector<llvm::Type*> params;
+  for (auto& a : f_.body.args) params.push_back(target_->param_type(reg_type(a->type)));
+  auto* fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
+  fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, f_.name, module_.get());
+  for (auto& a : f_.body.args) fn_->getArg(a->index)->setName(a->name);
+  target_->define_kernel(fn_, threads_, static_cast<unsigned>(params.size()), 0);
+  smem_ = new llvm::GlobalVariable(*module_, llvm::ArrayType::get(b_.getInt8Ty(), 0), false,
+                                   llvm::GlobalValue::ExternalLinkage, nullptr, "tiledist_smem", nullptr,
+                                   llvm::GlobalValue::NotThreadLocal, 3);
+  smem_->setAlignment(llvm::Align(128));
+  b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
+  tid_ = target_->thread_id();
+  for (auto& a : f_.body.args) vals_[a.get()] = LVal::of(target_->param(fn_->getArg(a->index)));
+  plan_shared_buffers();
+  emit_block(f_.body);
+  verify_lowered(opts_.arch.c_str());
+  return GpuModule{std::move(module_), f_.name, smem_bytes_, threads_, false, {}};
+}
+
+[[noreturn]] void LayoutLowering::unsupported(const ir::Op& op, const std::string& what) {
+  throw Error::at(op.name(), op.loc, str_cat(what, " is not supported by the GPU IR lowering on ", opts_.arch, " yet"));
+}
+
+LVal& LayoutLowering::val(const ir::Value* v) {
+  auto it = vals_.find(v);
+  TD_ASSERT(it != vals_.end(), "value used before lowering");
+  return it->second;
+}
+
+void LayoutLowering::emit_block(const ir::Block& block) {
+  for (auto& op : block.ops) emit(*op);
+}
+
+llvm::Value* LayoutLowering::constant(const ir::Op& op) {
+  const ir::Type& rt = op.results[0]->type;
+  const ir::Attr& a = op.attrs.at("value");
+  if (rt.is_float()) {
+    double d = std::holds_alternative<double>(a) ? std::get<double>(a) : double(std::get<int64_t>(a));
+    if (narrow(rt.dtype)) d = round_to_dtype(static_cast<float>(d), rt.dtype);
+    return llvm::ConstantFP::get(reg_type(rt), d);
+  }
+  return llvm::ConstantInt::get(reg_type(rt), static_cast<uint64_t>(std::get<int64_t>(a)), true);
+}
+
+void LayoutLowering::emit(const ir::Op& op) {
+  current_ = &op;
+  const ir::Type* rt = op.results.empty() ? nullptr : &op.results[0]->type;
+  switch (op.code) {
+    case OpCode::Constant: return define(op, LVal::of(constant(op)));
+    case OpCode::ProgramId:
+    case OpCode::NumPrograms: {
+      int axis = static_cast<int>(op.int_attr("axis"));
+      return define(op, LVal::of(op.code == OpCode::ProgramId ? target_->program_id(axis) : target_->num_programs(axis)));
+    }
+    case OpCode::Arange: return emit_arange(op);
+    case OpCode::Splat: {
+      LVal g;
+      g.regs.assign(static_cast<size_t>(linear(*rt).in_size(ir::LinearLayout::reg)), val(op.operands[0]).scalar);
+      return define(op, g);
+    }
+    case OpCode::Hint: return define(op, val(op.operands[0]));
+    case OpCode::ExpandDims: {
+      const int64_t axis = op.int_attr("axis");
+      return define(op, move(op.operands[0], *rt, [axis](std::vector<int64_t> c) {
+                      c.erase(c.begin() + axis);
+                      return c;
+                    }));
+    }
+    case OpCode::Broadcast: {
+      const std::vector<int64_t> from = op.operands[0]->type.shape;
+      return define(op, move(op.operands[0], *rt, [from](std::vector<int64_t> c) {
+                      for (size_t d = 0; d < c.size(); ++d)
+                        if (from[d] == 1) c[d] = 0;
+                      return c;
+                    }));
+    }
+    case OpCode::Trans: {
+      const std::vector<int64_t> perm = op.ints_attr("perm");
+      return define(op, move(op.operands[0], *rt, [perm](const std::vector<int64_t>& c) {
+                      std::vector<int64_t> s(c.size());
+                      for (size_t d = 0; d < c.size(); ++d) s[static_cast<size_t>(perm[d])] = c[d];
+                      return s;
+                    }));
+    }
+    case OpCode::ConvertLayout:
+      return define(op, move(op.operands[0], *rt, [](const std::vector<int64_t>& c) { return c; }));
+    case OpCode::Load: return emit_load(op);
+    case OpCode::Store: return emit_store(op);
+    case OpCode::LocalAlloc: return emit_local_alloc(op);
+    case OpCode::AsyncCopy: return emit_async_copy(op);
+    case OpCode::AsyncCommit: ptx(b_.getVoidTy(), "cp.async.commit_group;", "", {}); return;
+    case OpCode::AsyncWait:
+      // Each thread waits for its own copies; the barrier makes everyone's visible to all (and
+      // orders this iteration's copies into a buffer after every read of it in the last one).
+      ptx(b_.getVoidTy(), str_cat("cp.async.wait_group ", op.int_attr("pending"), ";"), "", {});
+      barrier();
+      return;
+    case OpCode::LocalLoad: return emit_local_load(op);
+    case OpCode::Reduce: return emit_reduce(op);
+    case OpCode::Dot: return emit_dot(op);
+    case OpCode::For: return emit_for(op);
+    case OpCode::If: return emit_if(op);
+    case OpCode::Yield: return;
+    case OpCode::Return: b_.CreateRetVoid(); return;
+    default: break;
+  }
+  std::string why = why_not(op, *target_);
+  if (!why.empty()) unsupported(op, why);
+  emit_elementwise(op);
+}
+
+void LayoutLowering::emit_elementwise(const ir::Op& op) {
+  const ir::Type& rt = op.results[0]->type;
+  if (!rt.is_tensor()) {
+    std::vector<llvm::Value*> in;
+    for (auto* v : op.operands) in.push_back(val(v).scalar);
+    return define(op, LVal::of(elementwise(op, in)));
+  }
+  LVal g;
+  const size_t n = static_cast<size_t>(linear(rt).in_size(ir::LinearLayout::reg));
+  for (auto* v : op.operands)
+    if (!(v->type.layout && *v->type.layout == *rt.layout) || val(v).regs.size() != n)
+      unsupported(op, str_cat("an operand laid out otherwise than its result (", v->type.str(), " for ", rt.str(), ")"));
+  for (size_t j = 0; j < n; ++j) {
+    std::vector<llvm::Value*> in;
+    for (auto* v : op.operands) in.push_back(val(v).regs[j]);
+    g.regs.push_back(elementwise(op, in));
+  }
+  define(op, g);
+}
+
+}  // namespace tiledist::codegen::gpu_ir
+
+namespace tiledist::codegen {
+
+bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make,
+                  GpuModule& out, std::string* why) {
+  std::unique_ptr<ir::Function> f = ir::parse_function(ir::print(optimized), optimized.name);
+  // Hopper's passes put wgmma's operands in shared layouts, which this lowering does not take
+  // yet (wgmma's descriptors want 128-byte column blocks); until it does, sm_90a gets the sm_80
+  // form of the GPU IR (mma.sync, ldmatrix, cp.async), which Hopper runs natively.
+  const std::string pass_arch = opts.arch == "sm_90a" ? "sm_80" : opts.arch;
+  run_gpu_passes(*f, GpuPassContext::for_arch(pass_arch, opts.num_warps, opts.num_stages));
+  {
+    llvm::LLVMContext probe_ctx;
+    llvm::IRBuilder<> probe_b(probe_ctx);
+    llvm::Module probe_m("probe", probe_ctx);
+    std::unique_ptr<GpuTarget> t = make(probe_b, probe_m, opts);
+    std::string w = gpu_ir::unsupported_op(*f, *t);
+    if (!w.empty()) {
+      if (why) *why = w;
+      return false;
+    }
+  }
+  gpu_ir::LayoutLowering lowering(*f, ctx, opts, make);
+  out = lowering.run();
+  return true;
+}
+
+}  // namespace tiledist::codegen

@@ -1,0 +1,162 @@
+// The lowering of the GPU IR (the GPU passes' output, codegen/passes/): every block tensor has a
+// layout (ir/layout.h), so the lowering decides nothing about where elements live. A tensor is
+// this thread's registers in its layout's register order (LinearLayout's `reg` input); the
+// register's coordinates are its register bits' bases XOR the thread's lane and warp bases.
+// Each op is lowered from its operands' and result's layouts alone:
+// - elementwise ops work register by register (operands share the result's layout);
+// - expand_dims, broadcast, trans and convert_layout take each result register from the
+//   operand's register that holds the same element in the same thread where one does (the
+//   layouts' lane and warp bases agree), else go through shared memory;
+// - loads and stores move as many contiguous registers at once as the axis analysis allows;
+// - reductions combine registers, then lanes by XOR shuffles, then warps through shared memory
+//   (ir::reduce_plan);
+// - dot is mma.sync over registers whose dot-operand layouts hold its fragments;
+// - local_alloc, async_copy (cp.async), async_commit, async_wait and local_load (ldmatrix where
+//   the layouts allow it) are the pipelining pass's shared-memory ring.
+// Kernels with an op this lowering does not take yet (`lowerable` says which) keep the
+// lowering of the optimized IR (codegen/gpu/). NVIDIA targets only so far.
+//
+// Private to codegen/gpu_ir/: lowering.cpp (entry, values, dispatch, elementwise), registers.cpp
+// (coordinates; register moves and shared-memory exchanges), memory.cpp (global memory, shared
+// buffers, async copies), reduce.cpp, dot.cpp, control_flow.cpp.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "codegen/axis_info.h"
+#include "codegen/codegen.h"
+#include "codegen/elements.h"
+#include "codegen/gpu_target.h"
+#include "ir/layout.h"
+
+#pragma GCC visibility push(hidden)
+namespace tiledist::codegen::gpu_ir {
+
+/// A value in generated code: a uniform scalar, a tensor's registers, or a shared buffer.
+struct LVal {
+  llvm::Value* scalar = nullptr;
+  std::vector<llvm::Value*> regs;
+  /// 16-bit tensors read by ldmatrix: registers 2i and 2i + 1 as one 32-bit word (what mma.sync
+  /// takes); empty otherwise.
+  std::vector<llvm::Value*> pairs;
+  int64_t smem = -1;  // a memdesc: its byte offset in shared memory
+
+  static LVal of(llvm::Value* scalar) {
+    LVal g;
+    g.scalar = scalar;
+    return g;
+  }
+};
+
+/// Why `f` (GPU IR) cannot be lowered here yet: the first op this lowering does not take, or
+/// empty where it takes them all.
+std::string unsupported_op(const ir::Function& f, const GpuTarget& target);
+
+class LayoutLowering : public Elements {
+ public:
+  LayoutLowering(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make);
+  GpuModule run();
+
+ private:
+  LayoutLowering(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make,
+                 std::unique_ptr<llvm::Module> m);
+  [[noreturn]] void unsupported(const ir::Op& op, const std::string& what);
+
+  // ---- lowering.cpp
+  // Elements' hooks (f8 is refused by unsupported_op: its tables are the other lowering's)
+  llvm::Value* math(OpCode code, llvm::Value* x) override { return target_->math(code, x); }
+  llvm::Value* bf16_bits(llvm::Value* v) override {
+    if (!target_->bf16_convert()) return Elements::bf16_bits(v);
+    return b_.CreateBitCast(b_.CreateFPTrunc(v, b_.getBFloatTy()), b_.getInt16Ty());
+  }
+  llvm::Value* f8_to_bits(llvm::Value*, DType) override { TD_ASSERT(false, "f8 in the GPU IR lowering"); return nullptr; }
+  llvm::Value* f8_from_bits(llvm::Value*, DType) override { TD_ASSERT(false, "f8 in the GPU IR lowering"); return nullptr; }
+
+  LVal& val(const ir::Value* v);
+  void define(const ir::Op& op, LVal g) { vals_[op.results[0].get()] = std::move(g); }
+  void emit_block(const ir::Block& block);
+  void emit(const ir::Op& op);
+  void emit_elementwise(const ir::Op& op);
+  llvm::Value* constant(const ir::Op& op);
+  llvm::Value* ptx(llvm::Type* ret, const std::string& text, std::string constraints, const std::vector<llvm::Value*>& args) {
+    return inline_asm(b_, ret, text, std::move(constraints), args);
+  }
+  void barrier() { target_->barrier(); }
+
+  // ---- registers.cpp: where a layout's registers lie, and moving them
+  const ir::LinearLayout& linear(const ir::Type& t);
+  /// This thread's part of each coordinate: the XOR of the lane and warp bases of its bits.
+  std::vector<llvm::Value*> thread_coords(const ir::LinearLayout& ll);
+  /// The coordinates of register r in this thread.
+  std::vector<llvm::Value*> coords(const ir::LinearLayout& ll, int64_t r);
+  /// The register (in `ll`) whose own bits move to `c`, or -1.
+  static int64_t register_at(const ir::LinearLayout& ll, const std::vector<int64_t>& c);
+  /// Coordinates of `to`'s tensor as `from`'s (expand_dims drops an axis, broadcast zeroes the
+  /// broadcast ones, trans permutes).
+  using CoordMap = std::function<std::vector<int64_t>(const std::vector<int64_t>&)>;
+  /// For each register of `to`, the register of `from` holding its element (mapped by `map`) in
+  /// every thread; null where a thread would need another's.
+  static std::optional<std::vector<int64_t>> gather(const ir::LinearLayout& from, const ir::LinearLayout& to,
+                                                    const CoordMap& map);
+  /// `v` laid out as `to_type` says, element (mapped) for element: by registers where gather
+  /// allows, else through shared memory.
+  LVal move(const ir::Value* v, const ir::Type& to_type, const CoordMap& map);
+  /// The element at `c` of each register of `ll`'s tensor, row-major flat index (i32).
+  llvm::Value* flat_index(const std::vector<llvm::Value*>& c, const std::vector<int64_t>& shape);
+  void emit_arange(const ir::Op& op);
+  /// Scratch shared memory for one op's exchange, above the live buffers.
+  llvm::Value* scratch(int64_t bytes);
+  llvm::Value* smem_at(llvm::Value* byte_offset);
+
+  // ---- memory.cpp
+  void emit_load(const ir::Op& op);
+  void emit_store(const ir::Op& op);
+  /// How many contiguous registers of a tensor at `ptr` (masked by `mask`) move as one access.
+  int64_t vector_width(const ir::Type& t, const ir::Value* ptr, const ir::Value* mask);
+  void plan_shared_buffers();
+  void emit_local_alloc(const ir::Op& op);
+  void emit_async_copy(const ir::Op& op);
+  void emit_local_load(const ir::Op& op);
+  /// ldmatrix for a local_load where the result layout's lanes take 8x8 blocks of 16-bit
+  /// elements as ldmatrix (or its .trans) hands them out; false where they do not.
+  bool ldmatrix_load(const ir::Op& op, llvm::Value* tile_base);
+  /// Byte offset within a tile of a memdesc's element at (row, col) of the tile as stored.
+  llvm::Value* shared_offset(const ir::Type& desc, llvm::Value* row, llvm::Value* col);
+
+  // ---- reduce.cpp
+  void emit_reduce(const ir::Op& op);
+
+  // ---- dot.cpp
+  void emit_dot(const ir::Op& op);
+  /// The 32-bit word of registers r and r + 1 of a 16-bit dot operand (its memory bits).
+  llvm::Value* pair_word(const ir::Value* v, int64_t r);
+
+  // ---- control_flow.cpp
+  void emit_for(const ir::Op& op);
+  void emit_if(const ir::Op& op);
+  std::vector<llvm::PHINode*> phis_for(const std::vector<const ir::Value*>& vals, const std::vector<LVal>& init,
+                                       llvm::BasicBlock* from, std::vector<LVal>& out);
+
+  const ir::Function& f_;
+  llvm::LLVMContext& ctx_;
+  GpuOptions opts_;
+  std::unique_ptr<llvm::Module> module_;
+  std::unique_ptr<GpuTarget> target_;
+  int threads_;
+  llvm::Function* fn_ = nullptr;
+  llvm::GlobalVariable* smem_ = nullptr;
+  llvm::Value* tid_ = nullptr;
+  AxisAnalysis axis_;
+  std::map<const ir::Value*, LVal> vals_;
+  std::map<std::string, ir::LinearLayout> linear_;  // by type
+  std::map<const ir::Op*, std::pair<int64_t, int64_t>> buffers_;  // local_alloc: [offset, end) in shared memory
+  std::map<const ir::Op*, int64_t> scratch_floor_;  // ops: where scratch may start (above the live buffers)
+  const ir::Op* current_ = nullptr;
+  int64_t smem_bytes_ = 0;
+};
+
+}  // namespace tiledist::codegen::gpu_ir
+#pragma GCC visibility pop

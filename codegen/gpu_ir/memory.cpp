@@ -1,0 +1,291 @@
+// Memory in the GPU IR lowering (codegen/gpu_ir/lowering.h): global loads and stores of
+// registers, vectorized over a layout's contiguous registers; the shared-memory buffers of
+// local_alloc (placed by their live ranges, so that one loop's ring reuses another's); the
+// asynchronous copies into them (cp.async); and local_load, by ldmatrix where the result
+// layout's lanes take 8x8 blocks as ldmatrix hands them out.
+#include "codegen/gpu_ir/lowering.h"
+
+namespace tiledist::codegen::gpu_ir {
+
+using ir::LinearLayout;
+
+int64_t LayoutLowering::vector_width(const ir::Type& t, const ir::Value* ptr, const ir::Value* mask) {
+  const LinearLayout& ll = linear(t);
+  const int last = static_cast<int>(t.shape.size()) - 1;
+  int64_t v = std::min(ir::contiguous_registers(ll, last), 16 / std::max<int64_t>(1, ir::dtype_bytes(t.dtype)));
+  while (v > 1 && !axis_.vectorizable(ptr, mask, v)) v /= 2;
+  return v;
+}
+
+void LayoutLowering::emit_load(const ir::Op& op) {
+  const ir::Type& rt = op.results[0]->type;
+  const DType d = rt.dtype;
+  const ir::Value* mask = op.operands.size() > 1 ? op.operands[1] : nullptr;
+  const ir::Value* other = op.operands.size() > 2 ? op.operands[2] : nullptr;
+  if (!rt.is_tensor()) {  // every thread loads it: scalars are uniform
+    llvm::Value* on = mask ? val(mask).scalar : b_.getTrue();
+    llvm::Value* alt = other ? val(other).scalar : llvm::Constant::getNullValue(reg_type(rt));
+    return define(op, LVal::of(when_value(on, reg_type(rt), alt, [&] {
+                    return from_mem(b_.CreateLoad(mem_type(d), val(op.operands[0]).scalar), d);
+                  })));
+  }
+  const int64_t v = vector_width(rt, op.operands[0], mask);
+  auto* vt = llvm::FixedVectorType::get(mem_type(d), static_cast<unsigned>(v));
+  const llvm::Align align(v * ir::dtype_bytes(d));
+  const LVal& ptrs = val(op.operands[0]);
+  LVal g;
+  for (size_t j = 0; j < ptrs.regs.size(); j += static_cast<size_t>(v)) {
+    llvm::Value* on = mask ? val(mask).regs[j] : b_.getTrue();
+    llvm::Value* x = when_value(on, vt, llvm::Constant::getNullValue(vt), [&] { return b_.CreateAlignedLoad(vt, ptrs.regs[j], align); });
+    for (int64_t k = 0; k < v; ++k) {
+      llvm::Value* e = from_mem(b_.CreateExtractElement(x, uint64_t(k)), d);
+      if (other) e = b_.CreateSelect(on, e, val(other).regs[j + static_cast<size_t>(k)]);
+      g.regs.push_back(e);
+    }
+  }
+  define(op, g);
+}
+
+void LayoutLowering::emit_store(const ir::Op& op) {
+  const ir::Type& pt = op.operands[0]->type;
+  const DType d = pt.dtype;
+  const ir::Value* mask = op.operands.size() > 2 ? op.operands[2] : nullptr;
+  if (!pt.is_tensor()) {  // thread 0 stores a scalar
+    llvm::Value* on = b_.CreateICmpEQ(tid_, b_.getInt32(0));
+    if (mask) on = b_.CreateAnd(on, val(mask).scalar);
+    return when(on, [&] { b_.CreateStore(to_mem(val(op.operands[1]).scalar, d), val(op.operands[0]).scalar); });
+  }
+  const int64_t v = vector_width(pt, op.operands[0], mask);
+  auto* vt = llvm::FixedVectorType::get(mem_type(d), static_cast<unsigned>(v));
+  const llvm::Align align(v * ir::dtype_bytes(d));
+  const LVal& ptrs = val(op.operands[0]);
+  const LVal& x = val(op.operands[1]);
+  for (size_t j = 0; j < ptrs.regs.size(); j += static_cast<size_t>(v))
+    when(mask ? val(mask).regs[j] : b_.getTrue(), [&] {
+      llvm::Value* w = llvm::PoisonValue::get(vt);
+      for (int64_t k = 0; k < v; ++k) w = b_.CreateInsertElement(w, to_mem(x.regs[j + static_cast<size_t>(k)], d), uint64_t(k));
+      b_.CreateAlignedStore(w, ptrs.regs[j], align);
+    });
+}
+
+// ---- shared buffers
+
+namespace {
+
+int64_t memdesc_bytes(const ir::Type& t) { return t.numel() * ir::dtype_bytes(t.dtype); }
+int64_t tile_bytes(const ir::Type& t) {
+  const size_t n = t.shape.size();
+  return t.shape[n - 2] * t.shape[n - 1] * ir::dtype_bytes(t.dtype);
+}
+
+}  // namespace
+
+void LayoutLowering::plan_shared_buffers() {
+  // Ops numbered in program order; an op's span runs to the last op nested in it.
+  std::map<const ir::Op*, std::pair<int64_t, int64_t>> span;
+  int64_t next = 0;
+  std::function<void(const ir::Block&)> number = [&](const ir::Block& block) {
+    for (auto& op : block.ops) {
+      int64_t first = next++;
+      for (auto& region : op->regions) number(*region);
+      span[op.get()] = {first, next - 1};
+    }
+  };
+  number(f_.body);
+  // A buffer lives from its local_alloc to the end of the last op of its block that uses it.
+  std::map<const ir::Op*, int64_t> last;
+  f_.walk([&](const ir::Op& op) {
+    for (const ir::Value* v : op.operands) {
+      if (!v->def || v->def->code != OpCode::LocalAlloc) continue;
+      const ir::Op* user = &op;
+      while (user->parent != v->def->parent && user->parent && user->parent->parent) user = user->parent->parent;
+      last[v->def] = std::max(last[v->def], span[user].second);
+    }
+  });
+  struct Live {
+    int64_t from, to, offset, end;
+  };
+  std::vector<Live> placed;
+  f_.walk([&](const ir::Op& op) {
+    if (op.code != OpCode::LocalAlloc) return;
+    const int64_t from = span[&op].first, to = std::max(from, last[&op]);
+    const int64_t bytes = (memdesc_bytes(op.results[0]->type) + 127) / 128 * 128;
+    int64_t offset = 0;
+    for (bool moved = true; moved;) {  // first fit among the buffers live at the same time
+      moved = false;
+      for (const Live& l : placed)
+        if (l.from <= to && from <= l.to && offset < l.end && l.offset < offset + bytes) offset = l.end, moved = true;
+    }
+    placed.push_back({from, to, offset, offset + bytes});
+    buffers_[&op] = {offset, offset + bytes};
+    smem_bytes_ = std::max(smem_bytes_, offset + bytes);
+  });
+  for (auto& [op, s] : span) {
+    int64_t floor = 0;
+    for (const Live& l : placed)
+      if (l.from <= s.first && s.first <= l.to) floor = std::max(floor, l.end);
+    scratch_floor_[op] = floor;
+  }
+}
+
+void LayoutLowering::emit_local_alloc(const ir::Op& op) {
+  barrier();  // its bytes may have been another buffer's, or scratch, that threads still read
+  LVal g;
+  g.smem = buffers_.at(&op).first;
+  define(op, g);
+}
+
+llvm::Value* LayoutLowering::shared_offset(const ir::Type& desc, llvm::Value* row, llvm::Value* col) {
+  const ir::Layout& l = *desc.layout;
+  const size_t n = desc.shape.size();
+  const bool rows_contiguous = l.order[0] == 1;  // elements of a row lie together
+  llvm::Value* r = rows_contiguous ? row : col;
+  llvm::Value* c = rows_contiguous ? col : row;
+  const int64_t line = rows_contiguous ? desc.shape[n - 1] : desc.shape[n - 2];
+  auto k = [&](int64_t x) { return b_.getInt32(static_cast<uint32_t>(x)); };
+  llvm::Value* phase = b_.CreateURem(b_.CreateUDiv(r, k(l.per_phase)), k(l.max_phase));
+  llvm::Value* chunk = b_.CreateXor(b_.CreateUDiv(c, k(l.vec)), phase);
+  llvm::Value* e = b_.CreateAdd(b_.CreateMul(r, k(line)), b_.CreateAdd(b_.CreateMul(chunk, k(l.vec)), b_.CreateURem(c, k(l.vec))));
+  return b_.CreateMul(e, k(ir::dtype_bytes(desc.dtype)));
+}
+
+void LayoutLowering::emit_async_copy(const ir::Op& op) {
+  const ir::Type& desc = op.operands[0]->type;
+  const ir::Value* ptrs_v = op.operands[2];
+  const ir::Value* mask = op.operands.size() > 3 ? op.operands[3] : nullptr;
+  const ir::Type& pt = ptrs_v->type;
+  const LinearLayout& ll = linear(pt);
+  const int64_t esize = ir::dtype_bytes(desc.dtype);
+  const bool rows_contiguous = desc.layout->order[0] == 1;
+  int64_t v = rows_contiguous ? std::min<int64_t>(vector_width(pt, ptrs_v, mask), desc.layout->vec) : 1;
+  if (v * esize < 4) v = 1;  // cp.async moves 4, 8 or 16 bytes
+  llvm::Value* tile = b_.CreateAdd(b_.getInt32(static_cast<uint32_t>(val(op.operands[0]).smem)),
+                                   b_.CreateMul(val(op.operands[1]).scalar, b_.getInt32(static_cast<uint32_t>(tile_bytes(desc)))));
+  const LVal& ptrs = val(ptrs_v);
+  const std::vector<llvm::Value*> mine = thread_coords(ll);
+  for (int64_t j = 0; j < ll.in_size(LinearLayout::reg); j += v) {
+    std::vector<int64_t> own = ll.coords(j, 0, 0);
+    llvm::Value* row = b_.CreateXor(mine[0], b_.getInt32(static_cast<uint32_t>(own[0])));
+    llvm::Value* col = b_.CreateXor(mine[1], b_.getInt32(static_cast<uint32_t>(own[1])));
+    llvm::Value* dst = smem_at(b_.CreateAdd(tile, shared_offset(desc, row, col)));
+    llvm::Value* src = b_.CreateAddrSpaceCast(ptrs.regs[static_cast<size_t>(j)], b_.getPtrTy(1));
+    llvm::Value* on = mask ? val(mask).regs[static_cast<size_t>(j)] : b_.getTrue();
+    if (v > 1) {
+      const int64_t bytes = v * esize;
+      llvm::Value* size = b_.CreateSelect(on, b_.getInt32(static_cast<uint32_t>(bytes)), b_.getInt32(0));
+      ptx(b_.getVoidTy(), str_cat("cp.async.", bytes == 16 ? "cg" : "ca", ".shared.global [$0], [$1], ", bytes, ", $2;"),
+          "r,l,r", {b_.CreatePtrToInt(dst, b_.getInt32Ty()), src, size});
+      continue;
+    }
+    // One element: loaded now (zero where masked off) and stored (the copy is done at once).
+    llvm::Type* mt = mem_type(desc.dtype);
+    llvm::Value* x = when_value(on, mt, llvm::Constant::getNullValue(mt), [&] { return b_.CreateLoad(mt, src); });
+    b_.CreateStore(x, dst);
+  }
+}
+
+void LayoutLowering::emit_local_load(const ir::Op& op) {
+  const ir::Type& desc = op.operands[0]->type;
+  const ir::Type& rt = op.results[0]->type;
+  llvm::Value* tile = b_.CreateAdd(b_.getInt32(static_cast<uint32_t>(val(op.operands[0]).smem)),
+                                   b_.CreateMul(val(op.operands[1]).scalar, b_.getInt32(static_cast<uint32_t>(tile_bytes(desc)))));
+  if (ldmatrix_load(op, tile)) return;
+  const bool transposed = op.has_attr("perm") && op.ints_attr("perm") == std::vector<int64_t>{1, 0};
+  const LinearLayout& ll = linear(rt);
+  llvm::Type* mt = mem_type(desc.dtype);
+  LVal g;
+  for (int64_t r = 0; r < ll.in_size(LinearLayout::reg); ++r) {
+    std::vector<llvm::Value*> c = coords(ll, r);
+    llvm::Value* at = shared_offset(desc, transposed ? c[1] : c[0], transposed ? c[0] : c[1]);
+    g.regs.push_back(from_mem(b_.CreateLoad(mt, smem_at(b_.CreateAdd(tile, at))), desc.dtype));
+  }
+  define(op, g);
+}
+
+bool LayoutLowering::ldmatrix_load(const ir::Op& op, llvm::Value* tile) {
+  const ir::Type& desc = op.operands[0]->type;
+  const ir::Type& rt = op.results[0]->type;
+  if (ir::dtype_bytes(desc.dtype) != 2 || rt.shape.size() != 2 || desc.layout->vec != 8) return false;
+  const bool transposed = op.has_attr("perm") && op.ints_attr("perm") == std::vector<int64_t>{1, 0};
+  // The result's bases in the tile's coordinates, as (s, c): c the dimension contiguous in
+  // shared memory, s the other.
+  const LinearLayout& ll = linear(rt);
+  const int cdim = static_cast<int>(desc.layout->order[0]);  // of the tile
+  auto sc = [&](const std::vector<int64_t>& b) {
+    std::vector<int64_t> t = transposed ? std::vector<int64_t>{b[1], b[0]} : b;
+    return std::pair<int64_t, int64_t>{t[1 - cdim], t[cdim]};
+  };
+  using P = std::pair<int64_t, int64_t>;
+  const auto& reg = ll.bases[LinearLayout::reg];
+  const auto& lane = ll.bases[LinearLayout::lane];
+  if (reg.empty() || lane.size() != 5) return false;
+  bool trans;
+  if (sc(reg[0]) == P{0, 1} && sc(lane[0]) == P{0, 2} && sc(lane[1]) == P{0, 4} && sc(lane[2]) == P{1, 0} &&
+      sc(lane[3]) == P{2, 0} && sc(lane[4]) == P{4, 0})
+    trans = false;  // a lane's two elements lie together in a row of the tile
+  else if (sc(reg[0]) == P{1, 0} && sc(lane[0]) == P{2, 0} && sc(lane[1]) == P{4, 0} && sc(lane[2]) == P{0, 1} &&
+           sc(lane[3]) == P{0, 2} && sc(lane[4]) == P{0, 4})
+    trans = true;  // they lie in two rows: ldmatrix.trans
+  else
+    return false;
+  for (size_t i = 1; i < reg.size(); ++i)
+    if (sc(reg[i]).second % 8) return false;  // every 8x8 block starts at a 16-byte chunk
+  for (const auto& w : ll.bases[LinearLayout::warp])
+    if (sc(w).second % 8) return false;
+  const int64_t pairs = ll.in_size(LinearLayout::reg) / 2;
+  // This thread's block origin from its warp, and the row its lane's address names.
+  llvm::Value* lane_id = b_.CreateURem(tid_, b_.getInt32(32));
+  llvm::Value* warp_id = b_.CreateUDiv(tid_, b_.getInt32(32));
+  llvm::Value* s0 = b_.CreateAnd(lane_id, b_.getInt32(7));
+  llvm::Value* c0 = b_.getInt32(0);
+  const auto& warps = ll.bases[LinearLayout::warp];
+  for (size_t bit = 0; bit < warps.size(); ++bit) {
+    llvm::Value* on = b_.CreateAnd(b_.CreateLShr(warp_id, b_.getInt32(static_cast<uint32_t>(bit))), b_.getInt32(1));
+    auto [s, c] = sc(warps[bit]);
+    s0 = b_.CreateXor(s0, b_.CreateMul(on, b_.getInt32(static_cast<uint32_t>(s))));
+    c0 = b_.CreateXor(c0, b_.CreateMul(on, b_.getInt32(static_cast<uint32_t>(c))));
+  }
+  LVal g;
+  g.pairs.resize(static_cast<size_t>(pairs));
+  for (int64_t q = 0; q < pairs;) {
+    const int64_t n = pairs - q >= 4 ? 4 : pairs - q >= 2 ? 2 : 1;
+    // Lane l names row l % 8 of block l / 8 (of n): block m is register pair q + m.
+    llvm::Value* s = s0;
+    llvm::Value* c = c0;
+    auto [bs, bc] = sc(ll.coords(2 * q, 0, 0));
+    s = b_.CreateXor(s, b_.getInt32(static_cast<uint32_t>(bs)));
+    c = b_.CreateXor(c, b_.getInt32(static_cast<uint32_t>(bc)));
+    for (int64_t m = 1; m < n; m *= 2) {
+      llvm::Value* on = b_.CreateAnd(b_.CreateLShr(lane_id, b_.getInt32(static_cast<uint32_t>(3 + (m == 2)))), b_.getInt32(1));
+      auto [ms, mc] = sc(ll.coords(2 * (q + m), 0, 0));
+      auto [zs, zc] = sc(ll.coords(2 * q, 0, 0));
+      s = b_.CreateXor(s, b_.CreateMul(on, b_.getInt32(static_cast<uint32_t>(ms ^ zs))));
+      c = b_.CreateXor(c, b_.CreateMul(on, b_.getInt32(static_cast<uint32_t>(mc ^ zc))));
+    }
+    llvm::Value* row = cdim == 1 ? s : c;
+    llvm::Value* col = cdim == 1 ? c : s;
+    llvm::Value* addr = b_.CreatePtrToInt(smem_at(b_.CreateAdd(tile, shared_offset(desc, row, col))), b_.getInt32Ty());
+    std::vector<llvm::Type*> rts(static_cast<size_t>(n), b_.getInt32Ty());
+    std::string outs, cons;
+    for (int64_t i = 0; i < n; ++i) outs += str_cat(i ? "," : "", "$", i), cons += "=r,";
+    llvm::Value* res = ptx(n == 1 ? static_cast<llvm::Type*>(b_.getInt32Ty()) : llvm::StructType::get(ctx_, rts),
+                           str_cat("ldmatrix.sync.aligned.m8n8.x", n, trans ? ".trans" : "", ".shared.b16 {", outs, "}, [$", n,
+                                   "];"),
+                           cons + "r", {addr});
+    for (int64_t i = 0; i < n; ++i)
+      g.pairs[static_cast<size_t>(q + i)] = n == 1 ? res : b_.CreateExtractValue(res, {static_cast<unsigned>(i)});
+    q += n;
+  }
+  for (llvm::Value* w : g.pairs) {
+    llvm::Type* i16 = b_.getInt16Ty();
+    auto elem = [&](llvm::Value* bits) {
+      return from_mem(desc.dtype == DType::f16 ? b_.CreateBitCast(bits, b_.getHalfTy()) : bits, desc.dtype);
+    };
+    g.regs.push_back(elem(b_.CreateTrunc(w, i16)));
+    g.regs.push_back(elem(b_.CreateTrunc(b_.CreateLShr(w, 16), i16)));
+  }
+  define(op, g);
+  return true;
+}
+
+}  // namespace tiledist::codegen::gpu_ir
