@@ -9,9 +9,11 @@
 #   attention  attention_bench: kernels::Attention against PyTorch SDPA, same run
 #   grouped    grouped_gemm_bench: kernels::GroupedGemm against torch._grouped_mm, same run
 #   gemm       gpu_bench tp and fp8: the library GEMMs against cuBLAS (no-regression check)
+#   gpuir      every kernel test through the GPU IR lowering (TILEDIST_LOWERING=gpu_ir), then
+#              attention's registers and spills (ptxas -v) and times at a few tile shapes
 # Prints each stage's summary; the logs keep the rest.
 set -u
-stages=${*:-tests attention grouped gemm}
+stages=${*:-tests attention grouped gemm gpuir}
 root=$(pwd)
 logs=${OUT:-/tmp/gpu1-logs}
 mkdir -p "$logs" /tmp/td
@@ -47,6 +49,18 @@ for stage in $stages; do
       grep -vE '^\s*$' "$logs/gemm.log" | tail -16
       run fp8 180 bench/gpu_bench fp8
       grep -vE '^\s*$' "$logs/fp8.log" | tail -8 ;;
+    gpuir)
+      TILEDIST_LOWERING=gpu_ir run tests_gpu_ir 400 tests/kernels_test
+      grep -E '^\[  (PASSED|FAILED) ' "$logs/tests_gpu_ir.log"
+      echo "   BM BN WARPS STAGES | ptxas | B=4 H=32 S=4096 D=128, non-causal"
+      for c in "128 64 8 3" "64 64 4 3" "128 32 8 3" "128 128 8 2"; do
+        set -- $c
+        tools/tiledist-compile attention --target sm_90a --emit asm --const CAUSAL=0 --const VARLEN=0 --const BLOCK_M=$1 \
+          --const BLOCK_N=$2 --num-warps $3 --num-stages $4 --lowering gpu_ir_only > /tmp/td/attention.ptx
+        regs=$(/usr/local/cuda/bin/ptxas -arch=sm_90a -v /tmp/td/attention.ptx -o /dev/null 2>&1 |
+               grep -oE "Used [0-9]+ registers|[0-9]+ bytes spill stores" | tr '\n' ' ')
+        echo "   $c | $regs | $(timeout 60 bench/attention_bench one 4 32 4096 128 0 $1 $2 $3 $4 10 2>&1 | tail -1)"
+      done ;;
     *) echo "unknown stage '$stage'" ;;
   esac
 done

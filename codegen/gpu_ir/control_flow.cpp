@@ -79,6 +79,41 @@ void LayoutLowering::emit_for(const ir::Op& op) {
   for (size_t i = 0; i < op.results.size(); ++i) vals_[op.results[i].get()] = now[i];
 }
 
+void LayoutLowering::emit_while(const ir::Op& op) {
+  const ir::Block& before = *op.regions[0];
+  const ir::Block& after = *op.regions[1];
+  std::vector<const ir::Value*> carried;
+  std::vector<LVal> init;
+  for (size_t i = 0; i < op.operands.size(); ++i) carried.push_back(before.args[i].get()), init.push_back(val(op.operands[i]));
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  auto* header = llvm::BasicBlock::Create(ctx_, "while.cond", fn_);
+  auto* body_bb = llvm::BasicBlock::Create(ctx_, "while.body", fn_);
+  auto* exit = llvm::BasicBlock::Create(ctx_, "while.end", fn_);
+  b_.CreateBr(header);
+  b_.SetInsertPoint(header);
+  std::vector<LVal> now;
+  std::vector<llvm::PHINode*> phis = phis_for(carried, init, pre, now);
+  for (size_t i = 0; i < carried.size(); ++i) vals_[carried[i]] = now[i];
+  emit_block(before);
+  const ir::Op& cond = *before.terminator();
+  std::vector<LVal> forwarded;
+  for (size_t i = 1; i < cond.operands.size(); ++i) forwarded.push_back(val(cond.operands[i]));
+  b_.CreateCondBr(val(cond.operands[0]).scalar, body_bb, exit);
+  b_.SetInsertPoint(body_bb);
+  for (size_t i = 0; i < forwarded.size(); ++i) vals_[after.args[i].get()] = forwarded[i];
+  emit_block(after);
+  std::vector<llvm::Value*> next;
+  const ir::Op* term = after.terminator();
+  for (size_t i = 0; i < term->operands.size(); ++i)
+    if (!carried[i]->type.is_memdesc()) flatten(val(term->operands[i]), next);
+  TD_ASSERT(next.size() == phis.size(), "a while loop yields other values than it carries");
+  llvm::BasicBlock* latch = b_.GetInsertBlock();
+  for (size_t i = 0; i < phis.size(); ++i) phis[i]->addIncoming(next[i], latch);
+  b_.CreateBr(header);
+  b_.SetInsertPoint(exit);
+  for (size_t i = 0; i < op.results.size(); ++i) vals_[op.results[i].get()] = forwarded[i];
+}
+
 void LayoutLowering::emit_if(const ir::Op& op) {
   llvm::Value* cond = val(op.operands[0]).scalar;
   auto* then_bb = llvm::BasicBlock::Create(ctx_, "if.then", fn_);

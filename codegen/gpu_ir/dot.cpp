@@ -12,9 +12,11 @@ using ir::LinearLayout;
 
 llvm::Value* LayoutLowering::pair_word(const ir::Value* v, int64_t r) {
   const LVal& g = val(v);
+  if (g.lazy_pair && r % 2 == 0) return (*g.lazy_pair)(r / 2);
   if (!g.pairs.empty() && r % 2 == 0) return g.pairs[static_cast<size_t>(r / 2)];
   const DType d = v->type.dtype;
   auto bits = [&](int64_t i) {
+    if (!g.bits.empty()) return b_.CreateZExt(g.bits[static_cast<size_t>(i)], b_.getInt32Ty());
     llvm::Value* m = to_mem(g.regs[static_cast<size_t>(i)], d);
     if (d == DType::f16) m = b_.CreateBitCast(m, b_.getInt16Ty());
     return b_.CreateZExt(m, b_.getInt32Ty());
@@ -23,6 +25,7 @@ llvm::Value* LayoutLowering::pair_word(const ir::Value* v, int64_t r) {
 }
 
 void LayoutLowering::emit_dot(const ir::Op& op) {
+  if (op.results[0]->type.layout->kind != ir::Layout::Kind::mma) return emit_dot_fma(op);
   const ir::Value* A = op.operands[0];
   const ir::Value* B = op.operands[1];
   const ir::Type& ct = op.results[0]->type;
@@ -53,11 +56,13 @@ void LayoutLowering::emit_dot(const ir::Op& op) {
   };
   LVal out;
   out.regs = val(op.operands[2]).regs;
+  // K steps outermost: an operand's fragments for one step are used by every tile, then dead.
+  for (int64_t k = 0; k < K; k += 16)
   for (int64_t r = 0; r < lc.in_size(LinearLayout::reg); ++r) {
     std::vector<int64_t> o = lc.coords(r, 0, 0);
     if (o[0] % 16 || o[1] % 8) continue;
     const int64_t c[4] = {r, at(lc, o[0], o[1] + 1), at(lc, o[0] + 8, o[1]), at(lc, o[0] + 8, o[1] + 1)};
-    for (int64_t k = 0; k < K; k += 16) {
+    {
       std::vector<llvm::Value*> args;
       for (auto [dm, dk] : {std::pair<int64_t, int64_t>{0, 0}, {8, 0}, {0, 8}, {8, 8}}) {
         int64_t ra = at(la, o[0] + dm, k + dk);
@@ -70,16 +75,60 @@ void LayoutLowering::emit_dot(const ir::Op& op) {
         args.push_back(pair_word(B, rb));
       }
       for (int64_t i : c) args.push_back(out.regs[static_cast<size_t>(i)]);
-      // (no side effects: only its registers order it, so the scheduler may move it)
+      // No side effects (only its registers order it), but convergent: the whole warp runs it,
+      // so it must not sink into a branch that only the threads using its result take.
       std::vector<llvm::Type*> types;
       for (llvm::Value* a : args) types.push_back(a->getType());
       auto* fty = llvm::FunctionType::get(ret, types, false);
-      llvm::Value* res =
+      llvm::CallInst* res =
           b_.CreateCall(fty, llvm::InlineAsm::get(fty, text, "=f,=f,=f,=f,r,r,r,r,r,r,0,1,2,3", false), args);
+      res->addFnAttr(llvm::Attribute::Convergent);
       for (unsigned i = 0; i < 4; ++i) out.regs[static_cast<size_t>(c[i])] = b_.CreateExtractValue(res, {i});
     }
   }
   define(op, out);
+}
+
+void LayoutLowering::emit_dot_fma(const ir::Op& op) {
+  const ir::Type& at = op.operands[0]->type;
+  const ir::Type& rt = op.results[0]->type;
+  const int64_t M = at.shape[0], K = at.shape[1], N = rt.shape[1];
+  llvm::Value* a = scratch(M * K * 4 + K * N * 4);
+  llvm::Value* bt = b_.CreateAdd(a, b_.getInt32(static_cast<uint32_t>(M * K * 4)));
+  barrier();
+  stage(op.operands[0], a);
+  stage(op.operands[1], bt);
+  barrier();
+  llvm::Type* f32 = b_.getFloatTy();
+  auto at_elem = [&](llvm::Value* base, llvm::Value* e) {
+    return b_.CreateLoad(f32, smem_at(b_.CreateAdd(base, b_.CreateMul(e, b_.getInt32(4)))));
+  };
+  const ir::LinearLayout& lr = linear(rt);
+  const LVal& acc0 = val(op.operands[2]);
+  LVal g;
+  for (int64_t r = 0; r < lr.in_size(ir::LinearLayout::reg); ++r) {
+    std::vector<llvm::Value*> c = coords(lr, r);
+    // acc = fma(A[m][k], B[k][n], acc) for k from 0 on, in a loop of the program's own
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* loop = llvm::BasicBlock::Create(ctx_, "fma", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "fma.end", fn_);
+    b_.CreateBr(loop);
+    b_.SetInsertPoint(loop);
+    llvm::PHINode* k = b_.CreatePHI(b_.getInt32Ty(), 2);
+    llvm::PHINode* acc = b_.CreatePHI(f32, 2);
+    k->addIncoming(b_.getInt32(0), pre);
+    acc->addIncoming(acc0.regs[static_cast<size_t>(r)], pre);
+    llvm::Value* x = at_elem(a, b_.CreateAdd(b_.CreateMul(c[0], b_.getInt32(static_cast<uint32_t>(K))), k));
+    llvm::Value* y = at_elem(bt, b_.CreateAdd(b_.CreateMul(k, b_.getInt32(static_cast<uint32_t>(N))), c[1]));
+    llvm::Value* next = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {f32}, {x, y, acc});
+    llvm::Value* k1 = b_.CreateAdd(k, b_.getInt32(1));
+    k->addIncoming(k1, b_.GetInsertBlock());
+    acc->addIncoming(next, b_.GetInsertBlock());
+    b_.CreateCondBr(b_.CreateICmpSLT(k1, b_.getInt32(static_cast<uint32_t>(K))), loop, done);
+    b_.SetInsertPoint(done);
+    g.regs.push_back(round(next, rt.dtype));
+  }
+  define(op, g);
 }
 
 }  // namespace tiledist::codegen::gpu_ir

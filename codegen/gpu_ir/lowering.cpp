@@ -27,11 +27,16 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
   switch (op.code) {
     case OpCode::Rank: case OpCode::NumRanks: case OpCode::SymmAt: case OpCode::Wait: case OpCode::ConsumeToken:
     case OpCode::Memcpy: case OpCode::Fence: case OpCode::Barrier: case OpCode::AtomicRMW: case OpCode::AtomicCAS:
-    case OpCode::While: case OpCode::Reshape:
       return op.name();
     case OpCode::Dot: {
       const ir::Type& a = op.operands[0]->type;
       const ir::Type& c = op.results[0]->type;
+      if (c.layout->kind != ir::Layout::Kind::mma) {  // (by FMAs: f32 registers of float operands)
+        if (!a.is_float() || !op.operands[1]->type.is_float() || !c.is_float() || c.dtype == ir::DType::f64 ||
+            a.dtype == ir::DType::f64 || op.operands[1]->type.dtype == ir::DType::f64)
+          return "dot of other than f32, f16 or bf16 values without a matrix unit";
+        return "";
+      }
       if (!target.mma_sync()) return "dot without mma.sync";
       if ((a.dtype != ir::DType::bf16 && a.dtype != ir::DType::f16) || op.operands[1]->type.dtype != a.dtype ||
           c.dtype != ir::DType::f32)
@@ -66,7 +71,7 @@ std::string unsupported_op(const ir::Function& f, const GpuTarget& target) {
       for (const auto& a : region->args)
         if (a->type.is_tensor() && !distributed_layout(a->type)) why = "a tensor without a layout";
     std::string w = why_not(op, target);
-    if (!w.empty()) why = str_cat(op.name(), ": ", w);
+    if (!w.empty()) why = w == op.name() ? w : str_cat(op.name(), " (", w, ")");
   });
   return why;
 }
@@ -167,6 +172,18 @@ void LayoutLowering::emit(const ir::Op& op) {
     }
     case OpCode::ConvertLayout:
       return define(op, move(op.operands[0], *rt, [](const std::vector<int64_t>& c) { return c; }));
+    case OpCode::Reshape: {
+      if (!rt->is_tensor()) unsupported(op, "a reshape to a scalar");
+      // (the same row-major element: shapes are powers of two, so the map is linear in the bits)
+      const std::vector<int64_t> to = rt->shape, from = op.operands[0]->type.shape;
+      return define(op, move(op.operands[0], *rt, [to, from](const std::vector<int64_t>& c) {
+                      int64_t e = 0;
+                      for (size_t d = 0; d < c.size(); ++d) e = e * to[d] + c[d];
+                      std::vector<int64_t> s(from.size());
+                      for (size_t d = from.size(); d-- > 0;) s[d] = e % from[d], e /= from[d];
+                      return s;
+                    }));
+    }
     case OpCode::Load: return emit_load(op);
     case OpCode::Store: return emit_store(op);
     case OpCode::LocalAlloc: return emit_local_alloc(op);
@@ -183,7 +200,9 @@ void LayoutLowering::emit(const ir::Op& op) {
     case OpCode::Dot: return emit_dot(op);
     case OpCode::For: return emit_for(op);
     case OpCode::If: return emit_if(op);
-    case OpCode::Yield: return;
+    case OpCode::While: return emit_while(op);
+    case OpCode::Yield:
+    case OpCode::Condition: return;
     case OpCode::Return: b_.CreateRetVoid(); return;
     default: break;
   }
@@ -201,6 +220,16 @@ void LayoutLowering::emit_elementwise(const ir::Op& op) {
   }
   LVal g;
   const size_t n = static_cast<size_t>(linear(rt).in_size(ir::LinearLayout::reg));
+  const DType from = op.operands.empty() ? rt.dtype : op.operands[0]->type.dtype;
+  if (op.code == OpCode::Cast && (rt.dtype == DType::bf16 || rt.dtype == DType::f16) && from == DType::f32) {
+    // The bits once: the registers are what they read back as, and mma.sync packs the bits.
+    for (llvm::Value* x : val(op.operands[0]).regs) {
+      llvm::Value* m = to_mem(x, rt.dtype);
+      g.bits.push_back(rt.dtype == DType::f16 ? b_.CreateBitCast(m, b_.getInt16Ty()) : m);
+      g.regs.push_back(from_mem(m, rt.dtype));
+    }
+    return define(op, g);
+  }
   for (auto* v : op.operands)
     if (!(v->type.layout && *v->type.layout == *rt.layout) || val(v).regs.size() != n)
       unsupported(op, str_cat("an operand laid out otherwise than its result (", v->type.str(), " for ", rt.str(), ")"));

@@ -23,6 +23,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -42,6 +43,13 @@ struct LVal {
   /// 16-bit tensors read by ldmatrix: registers 2i and 2i + 1 as one 32-bit word (what mma.sync
   /// takes); empty otherwise.
   std::vector<llvm::Value*> pairs;
+  /// A local_load whose one user is a dot later in its block: pair i's word, loaded (with the
+  /// others of its ldmatrix) where the dot first asks for it, so that operand fragments live
+  /// only through the k step that takes them.
+  std::shared_ptr<std::function<llvm::Value*(int64_t)>> lazy_pair;
+  /// 16-bit float tensors made by a cast: each register's memory bits (i16), so that packing
+  /// them for mma.sync does not round again; empty otherwise.
+  std::vector<llvm::Value*> bits;
   int64_t smem = -1;  // a memdesc: its byte offset in shared memory
 
   static LVal of(llvm::Value* scalar) {
@@ -104,6 +112,11 @@ class LayoutLowering : public Elements {
   /// `v` laid out as `to_type` says, element (mapped) for element: by registers where gather
   /// allows, else through shared memory.
   LVal move(const ir::Value* v, const ir::Type& to_type, const CoordMap& map);
+  /// Writes every register of `v` into shared memory at `base` (bytes), each element at its
+  /// row-major place (4 bytes an element, 8 for pointers and 64-bit values, 1 for booleans);
+  /// returns that size. Copies of an element write the same value.
+  int64_t stage(const ir::Value* v, llvm::Value* base);
+  static int64_t element_bytes(const ir::Type& t);
   /// The element at `c` of each register of `ll`'s tensor, row-major flat index (i32).
   llvm::Value* flat_index(const std::vector<llvm::Value*>& c, const std::vector<int64_t>& shape);
   void emit_arange(const ir::Op& op);
@@ -123,6 +136,10 @@ class LayoutLowering : public Elements {
   /// ldmatrix for a local_load where the result layout's lanes take 8x8 blocks of 16-bit
   /// elements as ldmatrix (or its .trans) hands them out; false where they do not.
   bool ldmatrix_load(const ir::Op& op, llvm::Value* tile_base);
+  /// Whether a local_load may be done where its one user, a dot later in its block, needs its
+  /// fragments: nothing between them waits for copies or places a buffer (the pipelining pass
+  /// writes a stage only after an async_wait and a barrier that follow every read of it).
+  static bool sinks_to_its_dot(const ir::Op& op);
   /// Byte offset within a tile of a memdesc's element at (row, col) of the tile as stored.
   llvm::Value* shared_offset(const ir::Type& desc, llvm::Value* row, llvm::Value* col);
 
@@ -131,12 +148,16 @@ class LayoutLowering : public Elements {
 
   // ---- dot.cpp
   void emit_dot(const ir::Op& op);
+  /// A dot without a matrix unit: both operands staged in shared memory, each thread
+  /// accumulating its registers' elements with fused multiply-adds.
+  void emit_dot_fma(const ir::Op& op);
   /// The 32-bit word of registers r and r + 1 of a 16-bit dot operand (its memory bits).
   llvm::Value* pair_word(const ir::Value* v, int64_t r);
 
   // ---- control_flow.cpp
   void emit_for(const ir::Op& op);
   void emit_if(const ir::Op& op);
+  void emit_while(const ir::Op& op);
   std::vector<llvm::PHINode*> phis_for(const std::vector<const ir::Value*>& vals, const std::vector<LVal>& init,
                                        llvm::BasicBlock* from, std::vector<LVal>& out);
 

@@ -202,6 +202,31 @@ void LayoutLowering::emit_local_load(const ir::Op& op) {
   define(op, g);
 }
 
+bool LayoutLowering::sinks_to_its_dot(const ir::Op& op) {
+  const ir::Value* v = op.results[0].get();
+  const ir::Block& block = *op.parent;
+  int uses = 0;
+  const ir::Op* dot = nullptr;
+  std::function<void(const ir::Op&, bool)> visit = [&](const ir::Op& user, bool top) {
+    for (size_t i = 0; i < user.operands.size(); ++i)
+      if (user.operands[i] == v) {
+        ++uses;
+        if (top && user.code == OpCode::Dot && i < 2) dot = &user;
+      }
+    for (auto& region : user.regions)
+      for (auto& inner : region->ops) visit(*inner, false);
+  };
+  for (auto& o : block.ops) visit(*o, true);
+  if (uses != 1 || !dot) return false;
+  bool after = false;
+  for (auto& o : block.ops) {
+    if (o.get() == dot) return true;
+    if (after && (!o->regions.empty() || o->code == OpCode::AsyncWait || o->code == OpCode::LocalAlloc)) return false;
+    after |= o.get() == &op;
+  }
+  return false;
+}
+
 bool LayoutLowering::ldmatrix_load(const ir::Op& op, llvm::Value* tile) {
   const ir::Type& desc = op.operands[0]->type;
   const ir::Type& rt = op.results[0]->type;
@@ -211,7 +236,7 @@ bool LayoutLowering::ldmatrix_load(const ir::Op& op, llvm::Value* tile) {
   // shared memory, s the other.
   const LinearLayout& ll = linear(rt);
   const int cdim = static_cast<int>(desc.layout->order[0]);  // of the tile
-  auto sc = [&](const std::vector<int64_t>& b) {
+  auto sc = [transposed, cdim](const std::vector<int64_t>& b) {
     std::vector<int64_t> t = transposed ? std::vector<int64_t>{b[1], b[0]} : b;
     return std::pair<int64_t, int64_t>{t[1 - cdim], t[cdim]};
   };
@@ -245,10 +270,9 @@ bool LayoutLowering::ldmatrix_load(const ir::Op& op, llvm::Value* tile) {
     s0 = b_.CreateXor(s0, b_.CreateMul(on, b_.getInt32(static_cast<uint32_t>(s))));
     c0 = b_.CreateXor(c0, b_.CreateMul(on, b_.getInt32(static_cast<uint32_t>(c))));
   }
-  LVal g;
-  g.pairs.resize(static_cast<size_t>(pairs));
-  for (int64_t q = 0; q < pairs;) {
-    const int64_t n = pairs - q >= 4 ? 4 : pairs - q >= 2 ? 2 : 1;
+  // Group q of n register pairs (q a multiple of n): one ldmatrix.xn.
+  auto group = [this, s0, c0, lane_id, tile, cdim, trans, &desc, &ll, sc](int64_t q, int64_t n) {
+    std::vector<llvm::Value*> words;
     // Lane l names row l % 8 of block l / 8 (of n): block m is register pair q + m.
     llvm::Value* s = s0;
     llvm::Value* c = c0;
@@ -272,10 +296,27 @@ bool LayoutLowering::ldmatrix_load(const ir::Op& op, llvm::Value* tile) {
                            str_cat("ldmatrix.sync.aligned.m8n8.x", n, trans ? ".trans" : "", ".shared.b16 {", outs, "}, [$", n,
                                    "];"),
                            cons + "r", {addr});
-    for (int64_t i = 0; i < n; ++i)
-      g.pairs[static_cast<size_t>(q + i)] = n == 1 ? res : b_.CreateExtractValue(res, {static_cast<unsigned>(i)});
-    q += n;
+    llvm::cast<llvm::CallInst>(res)->addFnAttr(llvm::Attribute::Convergent);  // (the warp's, together)
+    for (int64_t i = 0; i < n; ++i) words.push_back(n == 1 ? res : b_.CreateExtractValue(res, {static_cast<unsigned>(i)}));
+    return words;
+  };
+  const int64_t per = std::min<int64_t>(4, pairs);  // (pairs is a power of two)
+  LVal g;
+  if (sinks_to_its_dot(op)) {
+    auto cache = std::make_shared<std::vector<llvm::Value*>>(static_cast<size_t>(pairs), nullptr);
+    g.lazy_pair = std::make_shared<std::function<llvm::Value*(int64_t)>>([group, cache, per](int64_t p) {
+      if (!(*cache)[static_cast<size_t>(p)]) {
+        const int64_t q = p / per * per;
+        std::vector<llvm::Value*> words = group(q, per);
+        for (int64_t i = 0; i < per; ++i) (*cache)[static_cast<size_t>(q + i)] = words[static_cast<size_t>(i)];
+      }
+      return (*cache)[static_cast<size_t>(p)];
+    });
+    define(op, g);
+    return true;
   }
+  for (int64_t q = 0; q < pairs; q += per)
+    for (llvm::Value* w : group(q, per)) g.pairs.push_back(w);
   for (llvm::Value* w : g.pairs) {
     llvm::Type* i16 = b_.getInt16Ty();
     auto elem = [&](llvm::Value* bits) {

@@ -87,26 +87,21 @@ LVal LayoutLowering::move(const ir::Value* v, const ir::Type& to_type, const Coo
   LVal out;
   if (auto perm = gather(from, to, map)) {
     for (int64_t s : *perm) out.regs.push_back(src.regs[static_cast<size_t>(s)]);
+    if (!src.bits.empty())
+      for (int64_t s : *perm) out.bits.push_back(src.bits[static_cast<size_t>(s)]);
     bool pairs = !src.pairs.empty() && perm->size() % 2 == 0;
     for (size_t i = 0; pairs && i < perm->size(); i += 2)
       pairs = (*perm)[i] % 2 == 0 && (*perm)[i + 1] == (*perm)[i] + 1;
     for (size_t i = 0; pairs && i < perm->size(); i += 2) out.pairs.push_back(src.pairs[static_cast<size_t>((*perm)[i] / 2)]);
     return out;
   }
-  // Through shared memory: each thread writes its registers at their elements' places (copies
-  // of an element write the same value), then reads the elements of its new registers.
+  // Through shared memory: each thread writes its registers at their elements' places, then
+  // reads the elements of its new registers.
   llvm::Type* t = buf_type(from_type);
-  const int64_t esize = from_type.is_ptr || from_type.dtype == DType::i64 || from_type.dtype == DType::f64 ? 8
-                        : from_type.dtype == DType::i1                                                  ? 1
-                                                                                                        : 4;
+  const int64_t esize = element_bytes(from_type);
   llvm::Value* base = scratch(from_type.numel() * esize);
   barrier();
-  for (int64_t r = 0; r < from.in_size(LinearLayout::reg); ++r) {
-    llvm::Value* e = flat_index(coords(from, r), from_type.shape);
-    llvm::Value* x = src.regs[static_cast<size_t>(r)];
-    if (from_type.dtype == DType::i1 && !from_type.is_ptr) x = b_.CreateZExt(x, t);
-    b_.CreateStore(x, smem_at(b_.CreateAdd(base, b_.CreateMul(e, b_.getInt32(static_cast<uint32_t>(esize))))));
-  }
+  stage(v, base);
   barrier();
   const std::vector<llvm::Value*> mine = thread_coords(to);
   for (int64_t r = 0; r < to.in_size(LinearLayout::reg); ++r) {
@@ -131,6 +126,29 @@ LVal LayoutLowering::move(const ir::Value* v, const ir::Type& to_type, const Coo
     out.regs.push_back(x);
   }
   return out;
+}
+
+int64_t LayoutLowering::element_bytes(const ir::Type& t) {
+  if (t.is_ptr || t.dtype == DType::i64 || t.dtype == DType::f64) return 8;
+  return t.dtype == DType::i1 ? 1 : 4;
+}
+
+int64_t LayoutLowering::stage(const ir::Value* v, llvm::Value* base) {
+  const ir::Type& type = v->type;
+  const LinearLayout& ll = linear(type);
+  const int64_t esize = element_bytes(type);
+  const std::vector<llvm::Value*> mine = thread_coords(ll);
+  for (int64_t r = 0; r < ll.in_size(LinearLayout::reg); ++r) {
+    std::vector<int64_t> own = ll.coords(r, 0, 0);
+    std::vector<llvm::Value*> c = mine;
+    for (size_t d = 0; d < c.size(); ++d)
+      if (own[d]) c[d] = b_.CreateXor(c[d], b_.getInt32(static_cast<uint32_t>(own[d])));
+    llvm::Value* x = val(v).regs[static_cast<size_t>(r)];
+    if (type.dtype == DType::i1 && !type.is_ptr) x = b_.CreateZExt(x, b_.getInt8Ty());
+    llvm::Value* e = flat_index(c, type.shape);
+    b_.CreateStore(x, smem_at(b_.CreateAdd(base, b_.CreateMul(e, b_.getInt32(static_cast<uint32_t>(esize))))));
+  }
+  return type.numel() * esize;
 }
 
 void LayoutLowering::emit_arange(const ir::Op& op) {

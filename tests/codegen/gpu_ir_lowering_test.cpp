@@ -1,0 +1,73 @@
+// The GPU IR lowering (codegen/gpu_ir/, CompileOptions::lowering), on the CPU: which kernels it
+// takes and what it says of the others. What the code does is tested on a GPU (ctest's
+// gpu.kernels.gpu_ir runs every kernel test through it) and by FileCheck
+// (attention_gpu_ir_sm90a.ptx.check).
+#include <gtest/gtest.h>
+
+#include "jit/context.h"
+#include "kernels/kernels.h"
+
+namespace tiledist {
+namespace {
+
+std::string ptx(const std::string& kernel, const std::string& arch, const std::string& lowering) {
+  const KernelDef& def = *Registry::global().find(kernel);
+  CompileOptions o;
+  o.lowering = lowering;
+  return jit::Context::global().emit(def, {}, Target::cuda(arch), o, jit::Stage::asm_, def.aligned_facts());
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Every single-GPU kernel of the library that has no f8 values or atomics goes through it on
+// both NVIDIA archs, and its dots become mma.sync fed by ldmatrix.
+TEST(GpuIrLowering, TakesTheLibrarysSingleGpuKernels) {
+  for (const char* arch : {"sm_80", "sm_90a"})
+    for (const char* kernel : {"add", "softmax", "layernorm", "gemm", "gemm_f16", "attention", "attention_f16",
+                               "grouped_gemm", "grouped_gemm_tiles"}) {
+      SCOPED_TRACE(std::string(kernel) + " on " + arch);
+      std::string text;
+      ASSERT_NO_THROW(text = ptx(kernel, arch, "gpu_ir_only"));
+      EXPECT_NE(text.find(".entry " + std::string(kernel) + "("), std::string::npos);
+      const bool dots = std::string(kernel).find("gemm") == 0 ? std::string(kernel) != "grouped_gemm_tiles"
+                                                              : std::string(kernel).find("attention") == 0;
+      if (dots) {
+        EXPECT_NE(text.find("mma.sync.aligned.m16n8k16"), std::string::npos);
+        EXPECT_NE(text.find("ldmatrix.sync.aligned"), std::string::npos);
+        EXPECT_NE(text.find("cp.async"), std::string::npos);
+      }
+    }
+}
+
+// An op it does not take: gpu_ir_only names it, gpu_ir falls back to the optimized IR's lowering.
+TEST(GpuIrLowering, NamesWhatItDoesNotTakeAndFallsBack) {
+  std::string e = error_of([] { ptx("all_reduce", "sm_90a", "gpu_ir_only"); });
+  EXPECT_NE(e.find("kernel 'all_reduce'"), std::string::npos) << e;
+  EXPECT_NE(e.find("does not take rank"), std::string::npos) << e;
+  e = error_of([] { ptx("gemm_fp8", "sm_90a", "gpu_ir_only"); });
+  EXPECT_NE(e.find("f8 values"), std::string::npos) << e;
+  std::string text;
+  ASSERT_NO_THROW(text = ptx("all_reduce", "sm_90a", "gpu_ir"));
+  EXPECT_NE(text.find(".entry all_reduce("), std::string::npos);
+}
+
+TEST(GpuIrLowering, ABadLoweringIsNamed) {
+  CompileOptions o;
+  o.lowering = "fastest";
+  std::string e = error_of([&] { o.validate(); });
+  EXPECT_NE(e.find("lowering = 'fastest'"), std::string::npos) << e;
+  // (the option is part of the cache key: the two lowerings never share an entry)
+  CompileOptions plain;
+  o.lowering = "gpu_ir";
+  EXPECT_NE(plain.key(), o.key());
+}
+
+}  // namespace
+}  // namespace tiledist
