@@ -130,6 +130,18 @@ class Elements {
   /// Rounds an f32 register to a narrow format's precision.
   llvm::Value* round(llvm::Value* v, DType d) { return narrow(d) ? from_mem(to_mem(v, d), d) : v; }
 
+  /// A constant op's value as a register holds it (a narrow float rounded to its format).
+  llvm::Value* constant_of(const ir::Op& op) {
+    const ir::Type& rt = op.results[0]->type;
+    const ir::Attr& a = op.attrs.at("value");
+    if (rt.is_float()) {
+      double d = std::holds_alternative<double>(a) ? std::get<double>(a) : double(std::get<int64_t>(a));
+      if (narrow(rt.dtype)) d = round_to_dtype(static_cast<float>(d), rt.dtype);
+      return llvm::ConstantFP::get(reg_type(rt.element()), d);
+    }
+    return llvm::ConstantInt::get(reg_type(rt.element()), static_cast<uint64_t>(std::get<int64_t>(a)), true);
+  }
+
   // ---- elementwise semantics (shared by scalars and tensors)
   llvm::Value* elementwise(const ir::Op& op, const std::vector<llvm::Value*>& in) {
     const ir::Type& rt = op.results[0]->type;

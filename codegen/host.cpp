@@ -215,20 +215,9 @@ class HostLowering : public Elements {
       vals_[op.results[0].get()] = CVal{nullptr, buf};
     };
     switch (op.code) {
-      case OpCode::Constant: {
-        llvm::Type* t = reg_type(*rt);
-        const ir::Attr& a = op.attrs.at("value");
-        llvm::Value* c;
-        if (rt->is_float()) {
-          double d = std::holds_alternative<double>(a) ? std::get<double>(a) : double(std::get<int64_t>(a));
-          if (narrow(rt->dtype)) d = round_to_dtype(static_cast<float>(d), rt->dtype);
-          c = llvm::ConstantFP::get(t, d);
-        } else {
-          c = llvm::ConstantInt::get(t, static_cast<uint64_t>(std::get<int64_t>(a)), true);
-        }
-        vals_[op.results[0].get()] = CVal{c, nullptr};
+      case OpCode::Constant:
+        vals_[op.results[0].get()] = CVal{constant_of(op), nullptr};
         return;
-      }
       case OpCode::ProgramId:
       case OpCode::NumPrograms: {
         llvm::Value* base = op.code == OpCode::ProgramId ? pid_ : nprog_;

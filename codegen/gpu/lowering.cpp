@@ -108,21 +108,10 @@ void GpuLowering::emit(const ir::Op& op) {
   converted_.clear();
 }
 
-llvm::Value* GpuLowering::constant(const ir::Op& op) {
-  const ir::Type& rt = op.results[0]->type;
-  const ir::Attr& a = op.attrs.at("value");
-  if (rt.is_float()) {
-    double d = std::holds_alternative<double>(a) ? std::get<double>(a) : double(std::get<int64_t>(a));
-    if (narrow(rt.dtype)) d = round_to_dtype(static_cast<float>(d), rt.dtype);
-    return llvm::ConstantFP::get(reg_type(rt), d);
-  }
-  return llvm::ConstantInt::get(reg_type(rt), static_cast<uint64_t>(std::get<int64_t>(a)), true);
-}
-
 void GpuLowering::emit_op(const ir::Op& op) {
   const ir::Type* rt = op.results.empty() ? nullptr : &op.results[0]->type;
   switch (op.code) {
-    case OpCode::Constant: return define(op, {constant(op), {}});
+    case OpCode::Constant: return define(op, {constant_of(op), {}});
     case OpCode::ProgramId:
     case OpCode::NumPrograms: {
       int axis = static_cast<int>(op.int_attr("axis"));

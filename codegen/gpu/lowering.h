@@ -72,7 +72,6 @@ class GpuLowering : public Elements {
   void define(const ir::Op& op, GVal g) { vals_[op.results[0].get()] = std::move(g); }
   void emit_block(const ir::Block& block);
   void emit(const ir::Op& op);
-  llvm::Value* constant(const ir::Op& op);
   void emit_op(const ir::Op& op);
   /// Inline PTX (NVIDIA's tensor-core paths) that keeps its place among loads, stores and barriers.
   llvm::Value* ptx(llvm::Type* ret, const std::string& text, std::string constraints, const std::vector<llvm::Value*>& args);

@@ -67,7 +67,7 @@ llvm::Value* GpuLowering::recompute_scalar(const ir::Value* v) {
     return advanced(v, recompute_scalar(carried_step(v).init), recompute_scalar(carried_step(v).inc));
   if (!subst_body_ || !v->def || v->def->parent != subst_body_) return val(v).scalar;
   const ir::Op& d = *v->def;
-  if (d.code == OpCode::Constant) return constant(d);
+  if (d.code == OpCode::Constant) return constant_of(d);
   if (d.code == OpCode::Hint || d.code == OpCode::ConsumeToken) return recompute_scalar(d.operands[0]);
   std::vector<llvm::Value*> in;
   for (const ir::Value* o : d.operands) in.push_back(recompute_scalar(o));

@@ -119,22 +119,11 @@ void LayoutLowering::emit_block(const ir::Block& block) {
   for (auto& op : block.ops) emit(*op);
 }
 
-llvm::Value* LayoutLowering::constant(const ir::Op& op) {
-  const ir::Type& rt = op.results[0]->type;
-  const ir::Attr& a = op.attrs.at("value");
-  if (rt.is_float()) {
-    double d = std::holds_alternative<double>(a) ? std::get<double>(a) : double(std::get<int64_t>(a));
-    if (narrow(rt.dtype)) d = round_to_dtype(static_cast<float>(d), rt.dtype);
-    return llvm::ConstantFP::get(reg_type(rt), d);
-  }
-  return llvm::ConstantInt::get(reg_type(rt), static_cast<uint64_t>(std::get<int64_t>(a)), true);
-}
-
 void LayoutLowering::emit(const ir::Op& op) {
   current_ = &op;
   const ir::Type* rt = op.results.empty() ? nullptr : &op.results[0]->type;
   switch (op.code) {
-    case OpCode::Constant: return define(op, LVal::of(constant(op)));
+    case OpCode::Constant: return define(op, LVal::of(constant_of(op)));
     case OpCode::ProgramId:
     case OpCode::NumPrograms: {
       int axis = static_cast<int>(op.int_attr("axis"));

@@ -88,7 +88,6 @@ class LayoutLowering : public Elements {
   void emit_block(const ir::Block& block);
   void emit(const ir::Op& op);
   void emit_elementwise(const ir::Op& op);
-  llvm::Value* constant(const ir::Op& op);
   llvm::Value* ptx(llvm::Type* ret, const std::string& text, std::string constraints, const std::vector<llvm::Value*>& args) {
     return inline_asm(b_, ret, text, std::move(constraints), args);
   }
