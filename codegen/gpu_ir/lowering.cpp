@@ -69,7 +69,12 @@ std::string unsupported_op(const ir::Function& f, const GpuTarget& target) {
     if (!why.empty()) return;
     for (const auto& region : op.regions)
       for (const auto& a : region->args)
-        if (a->type.is_tensor() && !distributed_layout(a->type)) why = "a tensor without a layout";
+        if (a->type.is_memdesc()) why = str_cat(op.name(), " (a shared buffer carried into a region)");
+        else if (a->type.is_tensor() && !distributed_layout(a->type)) why = "a tensor without a layout";
+    if (!op.regions.empty())
+      for (const auto& r : op.results)
+        if (r->type.is_memdesc()) why = str_cat(op.name(), " (a shared buffer as a result)");
+    if (!why.empty()) return;
     std::string w = why_not(op, target);
     if (!w.empty()) why = w == op.name() ? w : str_cat(op.name(), " (", w, ")");
   });
@@ -209,6 +214,9 @@ void LayoutLowering::emit_elementwise(const ir::Op& op) {
   }
   LVal g;
   const size_t n = static_cast<size_t>(linear(rt).in_size(ir::LinearLayout::reg));
+  for (auto* v : op.operands)
+    if (!(v->type.layout && *v->type.layout == *rt.layout) || val(v).regs.size() != n)
+      unsupported(op, str_cat("an operand laid out otherwise than its result (", v->type.str(), " for ", rt.str(), ")"));
   const DType from = op.operands.empty() ? rt.dtype : op.operands[0]->type.dtype;
   if (op.code == OpCode::Cast && (rt.dtype == DType::bf16 || rt.dtype == DType::f16) && from == DType::f32) {
     // The bits once: the registers are what they read back as, and mma.sync packs the bits.
@@ -219,9 +227,6 @@ void LayoutLowering::emit_elementwise(const ir::Op& op) {
     }
     return define(op, g);
   }
-  for (auto* v : op.operands)
-    if (!(v->type.layout && *v->type.layout == *rt.layout) || val(v).regs.size() != n)
-      unsupported(op, str_cat("an operand laid out otherwise than its result (", v->type.str(), " for ", rt.str(), ")"));
   for (size_t j = 0; j < n; ++j) {
     std::vector<llvm::Value*> in;
     for (auto* v : op.operands) in.push_back(val(v).regs[j]);

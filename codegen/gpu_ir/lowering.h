@@ -131,14 +131,17 @@ class LayoutLowering : public Elements {
   void plan_shared_buffers();
   void emit_local_alloc(const ir::Op& op);
   void emit_async_copy(const ir::Op& op);
+  /// Whether every element of `v` is a constant whose bits are all zero (what cp.async fills).
+  static bool zero_bits(const ir::Value* v);
   void emit_local_load(const ir::Op& op);
   /// ldmatrix for a local_load where the result layout's lanes take 8x8 blocks of 16-bit
   /// elements as ldmatrix (or its .trans) hands them out; false where they do not.
   bool ldmatrix_load(const ir::Op& op, llvm::Value* tile_base);
-  /// Whether a local_load may be done where its one user, a dot later in its block, needs its
-  /// fragments: nothing between them waits for copies or places a buffer (the pipelining pass
-  /// writes a stage only after an async_wait and a barrier that follow every read of it).
-  static bool sinks_to_its_dot(const ir::Op& op);
+  /// The dot a local_load may be done at, where that dot needs its fragments, or null: its one
+  /// user, on a matrix unit, later in its block, with nothing between them that waits for copies
+  /// or places a buffer (the pipelining pass writes a stage only after an async_wait and a
+  /// barrier that follow every read of it). The buffer then lives until that dot.
+  static const ir::Op* sunk_to_dot(const ir::Op& op);
   /// Byte offset within a tile of a memdesc's element at (row, col) of the tile as stored.
   llvm::Value* shared_offset(const ir::Type& desc, llvm::Value* row, llvm::Value* col);
 

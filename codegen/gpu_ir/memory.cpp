@@ -5,6 +5,8 @@
 // layout's lanes take 8x8 blocks as ldmatrix hands them out.
 #include "codegen/gpu_ir/lowering.h"
 
+#include <cmath>
+
 namespace tiledist::codegen::gpu_ir {
 
 using ir::LinearLayout;
@@ -98,6 +100,8 @@ void LayoutLowering::plan_shared_buffers() {
     for (const ir::Value* v : op.operands) {
       if (!v->def || v->def->code != OpCode::LocalAlloc) continue;
       const ir::Op* user = &op;
+      if (op.code == OpCode::LocalLoad)
+        if (const ir::Op* dot = sunk_to_dot(op)) user = dot;  // (read where the dot is)
       while (user->parent != v->def->parent && user->parent && user->parent->parent) user = user->parent->parent;
       last[v->def] = std::max(last[v->def], span[user].second);
     }
@@ -149,6 +153,14 @@ llvm::Value* LayoutLowering::shared_offset(const ir::Type& desc, llvm::Value* ro
   return b_.CreateMul(e, k(ir::dtype_bytes(desc.dtype)));
 }
 
+bool LayoutLowering::zero_bits(const ir::Value* v) {
+  if (v->def && v->def->code == OpCode::Splat) v = v->def->operands[0];
+  if (!v->def || v->def->code != OpCode::Constant) return false;
+  const ir::Attr& a = v->def->attrs.at("value");
+  if (std::holds_alternative<int64_t>(a)) return std::get<int64_t>(a) == 0;
+  return std::holds_alternative<double>(a) && std::get<double>(a) == 0.0 && !std::signbit(std::get<double>(a));
+}
+
 void LayoutLowering::emit_async_copy(const ir::Op& op) {
   const ir::Type& desc = op.operands[0]->type;
   const ir::Value* ptrs_v = op.operands[2];
@@ -156,9 +168,11 @@ void LayoutLowering::emit_async_copy(const ir::Op& op) {
   const ir::Type& pt = ptrs_v->type;
   const LinearLayout& ll = linear(pt);
   const int64_t esize = ir::dtype_bytes(desc.dtype);
+  const ir::Value* other = op.operands.size() > 4 ? op.operands[4] : nullptr;
   const bool rows_contiguous = desc.layout->order[0] == 1;
   int64_t v = rows_contiguous ? std::min<int64_t>(vector_width(pt, ptrs_v, mask), desc.layout->vec) : 1;
-  if (v * esize < 4) v = 1;  // cp.async moves 4, 8 or 16 bytes
+  if (v * esize < 4) v = 1;         // cp.async moves 4, 8 or 16 bytes
+  if (other && !zero_bits(other)) v = 1;  // (and fills with zeros only)
   llvm::Value* tile = b_.CreateAdd(b_.getInt32(static_cast<uint32_t>(val(op.operands[0]).smem)),
                                    b_.CreateMul(val(op.operands[1]).scalar, b_.getInt32(static_cast<uint32_t>(tile_bytes(desc)))));
   const LVal& ptrs = val(ptrs_v);
@@ -179,7 +193,8 @@ void LayoutLowering::emit_async_copy(const ir::Op& op) {
     }
     // One element: loaded now (zero where masked off) and stored (the copy is done at once).
     llvm::Type* mt = mem_type(desc.dtype);
-    llvm::Value* x = when_value(on, mt, llvm::Constant::getNullValue(mt), [&] { return b_.CreateLoad(mt, src); });
+    llvm::Value* alt = other ? to_mem(val(other).regs[static_cast<size_t>(j)], desc.dtype) : llvm::Constant::getNullValue(mt);
+    llvm::Value* x = when_value(on, mt, alt, [&] { return b_.CreateLoad(mt, src); });
     b_.CreateStore(x, dst);
   }
 }
@@ -202,7 +217,7 @@ void LayoutLowering::emit_local_load(const ir::Op& op) {
   define(op, g);
 }
 
-bool LayoutLowering::sinks_to_its_dot(const ir::Op& op) {
+const ir::Op* LayoutLowering::sunk_to_dot(const ir::Op& op) {
   const ir::Value* v = op.results[0].get();
   const ir::Block& block = *op.parent;
   int uses = 0;
@@ -217,14 +232,14 @@ bool LayoutLowering::sinks_to_its_dot(const ir::Op& op) {
       for (auto& inner : region->ops) visit(*inner, false);
   };
   for (auto& o : block.ops) visit(*o, true);
-  if (uses != 1 || !dot) return false;
+  if (uses != 1 || !dot || dot->results[0]->type.layout->kind != ir::Layout::Kind::mma) return nullptr;
   bool after = false;
   for (auto& o : block.ops) {
-    if (o.get() == dot) return true;
-    if (after && (!o->regions.empty() || o->code == OpCode::AsyncWait || o->code == OpCode::LocalAlloc)) return false;
+    if (o.get() == dot) return after ? dot : nullptr;
+    if (after && (!o->regions.empty() || o->code == OpCode::AsyncWait || o->code == OpCode::LocalAlloc)) return nullptr;
     after |= o.get() == &op;
   }
-  return false;
+  return nullptr;
 }
 
 bool LayoutLowering::ldmatrix_load(const ir::Op& op, llvm::Value* tile) {
@@ -302,7 +317,7 @@ bool LayoutLowering::ldmatrix_load(const ir::Op& op, llvm::Value* tile) {
   };
   const int64_t per = std::min<int64_t>(4, pairs);  // (pairs is a power of two)
   LVal g;
-  if (sinks_to_its_dot(op)) {
+  if (sunk_to_dot(op)) {
     auto cache = std::make_shared<std::vector<llvm::Value*>>(static_cast<size_t>(pairs), nullptr);
     g.lazy_pair = std::make_shared<std::function<llvm::Value*(int64_t)>>([group, cache, per](int64_t p) {
       if (!(*cache)[static_cast<size_t>(p)]) {

@@ -347,6 +347,39 @@ TEST(Gemm, TritonTutorialStyleKernel) {
   }
 }
 
+// A pipelined operand load whose masked-off elements are not zero (`other` 1 for A, 0.5 for B):
+// the K tail past K adds (Kpad - K) * 0.5 to every element. cp.async can only fill zeros, so a
+// lowering that copies such a tile asynchronously must fill it another way.
+void padded_matmul(tl::Ptr<bf16> a, tl::Ptr<bf16> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K,
+                   tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK) {
+  auto rm = tl::program_id(0) * BM + tl::arange(0, BM), rn = tl::program_id(1) * BN + tl::arange(0, BN);
+  auto offs_k = tl::arange(0, BK);
+  Values out = tl::for_range(0, K, BK, {tl::zeros({BM, BN}, tl::float32)}, [&](Tensor k, Values v) {
+    auto ks = k + offs_k;
+    auto at = tl::load(a + tl::expand_dims(rm % M, 1) * K + tl::expand_dims(ks, 0), tl::expand_dims(ks, 0) < K, 1.0f);
+    auto bt = tl::load(b + tl::expand_dims(ks, 1) * N + tl::expand_dims(rn % N, 0), tl::expand_dims(ks, 1) < K, 0.5f);
+    return Values{tl::dot(at, bt, v[0])};
+  });
+  tl::store(c + tl::expand_dims(rm, 1) * N + tl::expand_dims(rn, 0), out[0],
+            (tl::expand_dims(rm, 1) < M) & (tl::expand_dims(rn, 0) < N));
+}
+const KernelDef kPadded("padded_matmul", padded_matmul, {"a", "b", "c", "M", "N", "K", "BM", "BN", "BK"});
+
+TEST(Gemm, MaskedOperandsFilledWithOtherValues) {
+  for (auto [M, N, K] : {std::tuple{128, 64, 80}, {70, 33, 45}, {64, 64, 64}}) {
+    auto af = ref::random_floats(size_t(M) * K), bf = ref::random_floats(size_t(K) * N);
+    std::vector<bf16> a(af.size()), b(bf.size());
+    for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = bf16(af[i]));
+    for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(b[i] = bf16(bf[i]));
+    std::vector<float> c(size_t(M) * N), want;
+    compile(kPadded, {{"BM", 64}, {"BN", 64}, {"BK", 32}}).launch({tl::cdiv(M, 64), tl::cdiv(N, 64)}, a, b, c, M, N, K);
+    ref::gemm(af, bf, want, M, N, K);
+    const float tail = float((K + 31) / 32 * 32 - K) * 0.5f;
+    for (float& w : want) w += tail;
+    EXPECT_LT(ref::rel_error(c, want), 1e-6) << M << "x" << N << "x" << K << " seed " << ref::last_seed();
+  }
+}
+
 // What a launch with aligned sizes and unit strides compiles to on the GPU (no GPU needed).
 TEST(Gemm, TritonTutorialStyleKernelIsPipelined) {
   using F = ArgFact;
