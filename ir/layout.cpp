@@ -131,13 +131,21 @@ LayoutRef Layout::slice(int dim, LayoutRef parent) {
   return l;
 }
 
-LayoutRef Layout::shared(int vec, int per_phase, int max_phase, std::vector<int64_t> order) {
+LayoutRef Layout::shared(int vec, int per_phase, int max_phase, std::vector<int64_t> order, int64_t block) {
   if (!pow2(vec) || !pow2(per_phase) || !pow2(max_phase))
     bad(str_cat("shared: vec ", vec, ", per_phase ", per_phase, ", max_phase ", max_phase, " must be powers of two"));
+  if (block && (!pow2(block) || block < int64_t{vec} * max_phase))
+    bad(str_cat("shared: block ", block, " must be a power of two of at least vec x max_phase (", vec * max_phase, ")"));
   check_order(order, 2);
   auto l = std::make_shared<Layout>();
   l->kind = Kind::shared, l->vec = vec, l->per_phase = per_phase, l->max_phase = max_phase, l->order = std::move(order);
+  l->block = block;
   return l;
+}
+
+LayoutRef Layout::transposed() const {
+  TD_ASSERT(kind == Kind::shared, "transposed() of a distributed layout");
+  return shared(vec, per_phase, max_phase, {order[1], order[0]}, block);
 }
 
 int Layout::rank() const {
@@ -184,7 +192,7 @@ std::string Layout::str() const {
       return str_cat("#slice<dim = ", dim, ", ", parent->str(), ">");
     case Kind::shared:
       return str_cat("#shared<vec = ", vec, ", per_phase = ", per_phase, ", max_phase = ", max_phase,
-                     ", order = ", shape_str(order), ">");
+                     ", order = ", shape_str(order), block ? str_cat(", block = ", block) : std::string(), ">");
   }
   return "#?";
 }
@@ -193,7 +201,7 @@ bool Layout::operator==(const Layout& o) const {
   return kind == o.kind && size_per_thread == o.size_per_thread && threads_per_warp == o.threads_per_warp &&
          warps_per_cta == o.warps_per_cta && order == o.order && mma == o.mma && instr_shape == o.instr_shape &&
          op_index == o.op_index && k_width == o.k_width && dim == o.dim && same_layout(parent, o.parent) &&
-         vec == o.vec && per_phase == o.per_phase && max_phase == o.max_phase;
+         vec == o.vec && per_phase == o.per_phase && max_phase == o.max_phase && block == o.block;
 }
 
 bool same_layout(const LayoutRef& a, const LayoutRef& b) {
@@ -249,7 +257,10 @@ class LayoutParser {
       expect(",");
       int mp = static_cast<int>(named_int("max_phase"));
       expect(",");
-      l = Layout::shared(vec, pp, mp, named_ints("order"));
+      std::vector<int64_t> order = named_ints("order");
+      int64_t block = 0;
+      if (accept(',')) block = named_int("block");
+      l = Layout::shared(vec, pp, mp, std::move(order), block);
     } else {
       bad(str_cat("unknown layout '#", kind, "' (known: #blocked, #mma, #dot_op, #slice, #shared)"));
     }
@@ -485,16 +496,18 @@ LinearLayout slice_linear(const Layout& l, const std::vector<int64_t>& shape) {
 LinearLayout shared_linear(const Layout& l, const std::vector<int64_t>& shape) {
   const int inner = static_cast<int>(l.order[0]), outer = 1 - inner;
   const int64_t cols = shape[inner];
-  if (l.vec * l.max_phase > cols)
+  const int64_t width = l.block ? std::min(l.block, cols) : cols;  // of a stored row
+  if (l.vec * l.max_phase > width)
     bad(str_cat(l.str(), " on a ", shape[0], "x", shape[1], " tensor: ", l.max_phase, " phases of ", l.vec,
-                " elements exceed a row of ", cols));
+                " elements exceed a row of ", width));
   LinearLayout ll{shape, {{}}};
-  for (int64_t v = 1; v < cols; v *= 2) ll.bases[0].push_back(unit(2, inner, v));
+  for (int64_t v = 1; v < width; v *= 2) ll.bases[0].push_back(unit(2, inner, v));
   for (int64_t v = 1; v < shape[outer]; v *= 2) {
     Basis b = unit(2, outer, v);
     b[inner] = l.vec * ((v / l.per_phase) % l.max_phase);  // the row's phase, XORed into its chunk
     ll.bases[0].push_back(b);
   }
+  for (int64_t v = width; v < cols; v *= 2) ll.bases[0].push_back(unit(2, inner, v));  // the column blocks
   return ll;
 }
 

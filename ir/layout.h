@@ -55,15 +55,21 @@ struct Layout {
   int dim = 0;
   LayoutRef parent;
   // shared: rows of `order[0]`-contiguous elements in shared memory, 16-byte chunks (`vec`
-  // elements) XOR-swizzled: chunk c of row r goes to c ^ ((r / per_phase) % max_phase).
+  // elements) XOR-swizzled: chunk c of row r goes to c ^ ((r / per_phase) % max_phase). With
+  // `block` (0: none), rows are cut into blocks of that many elements, stored one column block
+  // after another (every row's first `block` elements, then every row's next ones), each
+  // swizzled as above: wgmma's descriptors read 128-byte rows in 8-row atoms.
   int vec = 1, per_phase = 1, max_phase = 1;
+  int64_t block = 0;
 
   static LayoutRef blocked(std::vector<int64_t> size_per_thread, std::vector<int64_t> threads_per_warp,
                            std::vector<int64_t> warps_per_cta, std::vector<int64_t> order);
   static LayoutRef mma_acc(MmaKind kind, std::vector<int64_t> warps_per_cta, std::vector<int64_t> instr_shape);
   static LayoutRef dot_operand(int op_index, LayoutRef parent, int k_width);
   static LayoutRef slice(int dim, LayoutRef parent);
-  static LayoutRef shared(int vec, int per_phase, int max_phase, std::vector<int64_t> order);
+  static LayoutRef shared(int vec, int per_phase, int max_phase, std::vector<int64_t> order, int64_t block = 0);
+  /// The shared layout with its order reversed (the same bytes seen transposed).
+  LayoutRef transposed() const;
 
   /// The tensor rank the layout describes (a slice: its parent's less one).
   int rank() const;

@@ -146,10 +146,14 @@ llvm::Value* LayoutLowering::shared_offset(const ir::Type& desc, llvm::Value* ro
   llvm::Value* r = rows_contiguous ? row : col;
   llvm::Value* c = rows_contiguous ? col : row;
   const int64_t line = rows_contiguous ? desc.shape[n - 1] : desc.shape[n - 2];
+  const int64_t rows = rows_contiguous ? desc.shape[n - 2] : desc.shape[n - 1];
+  const int64_t width = l.block ? std::min(l.block, line) : line;  // of a stored row (a column block's)
   auto k = [&](int64_t x) { return b_.getInt32(static_cast<uint32_t>(x)); };
   llvm::Value* phase = b_.CreateURem(b_.CreateUDiv(r, k(l.per_phase)), k(l.max_phase));
-  llvm::Value* chunk = b_.CreateXor(b_.CreateUDiv(c, k(l.vec)), phase);
-  llvm::Value* e = b_.CreateAdd(b_.CreateMul(r, k(line)), b_.CreateAdd(b_.CreateMul(chunk, k(l.vec)), b_.CreateURem(c, k(l.vec))));
+  llvm::Value* in_block = b_.CreateURem(c, k(width));
+  llvm::Value* chunk = b_.CreateXor(b_.CreateUDiv(in_block, k(l.vec)), phase);
+  llvm::Value* e = b_.CreateAdd(b_.CreateMul(r, k(width)), b_.CreateAdd(b_.CreateMul(chunk, k(l.vec)), b_.CreateURem(c, k(l.vec))));
+  e = b_.CreateAdd(e, b_.CreateMul(b_.CreateUDiv(c, k(width)), k(rows * width)));
   return b_.CreateMul(e, k(ir::dtype_bytes(desc.dtype)));
 }
 

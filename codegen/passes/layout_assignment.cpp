@@ -344,7 +344,7 @@ class LayoutAssignment {
         if (i == 2 || acc->kind != Layout::Kind::mma) return i == 2 ? acc : own(o);
         const int eb = ir::dtype_bytes(o->type.dtype);
         const bool from_memory = is_loaded(o);
-        if (acc->mma == ir::MmaKind::wgmma && (i == 1 || from_memory)) return swizzled_shared(o->type.dtype, o->type.shape, operand_order(o));
+        if (acc->mma == ir::MmaKind::wgmma && (i == 1 || from_memory)) return wgmma_shared(o->type.dtype, o->type.shape, operand_order(o));
         int kw = acc->mma == ir::MmaKind::mfma ? 8 / eb : 4 / eb;
         return Layout::dot_operand(static_cast<int>(i), acc, std::max(kw, 2));
       }
@@ -486,6 +486,12 @@ LayoutRef swizzled_shared(DType dtype, const std::vector<int64_t>& shape, const 
   int64_t per_phase = std::max<int64_t>(1, 128 / row_bytes);
   int64_t max_phase = std::max<int64_t>(1, std::min<int64_t>(8, inner / vec));
   return Layout::shared(static_cast<int>(vec), static_cast<int>(per_phase), static_cast<int>(max_phase), order);
+}
+
+LayoutRef wgmma_shared(DType dtype, const std::vector<int64_t>& shape, const std::vector<int64_t>& order) {
+  const int64_t eb = ir::dtype_bytes(dtype), row_bytes = shape[order[0]] * eb;
+  if (row_bytes < 128) return swizzled_shared(dtype, shape, order);
+  return Layout::shared(static_cast<int>(16 / eb), 1, 8, order, row_bytes > 128 ? 128 / eb : 0);
 }
 
 void layout_assignment(ir::Function& f, const GpuPassContext& ctx) { LayoutAssignment(ctx).run(f); }

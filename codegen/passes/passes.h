@@ -52,6 +52,12 @@ void layout_assignment(ir::Function& f, const GpuPassContext& ctx);
 /// consecutive rows read at one chunk hit 8 different banks.
 ir::LayoutRef swizzled_shared(ir::DType dtype, const std::vector<int64_t>& shape, const std::vector<int64_t>& order);
 
+/// The shared layout of a wgmma operand tile: where its rows hold 128 bytes or more, 16-byte
+/// chunks swizzled over 8 rows of 128 bytes, rows longer than that cut into 128-byte column
+/// blocks (the atoms of wgmma's 128-byte swizzle: each block's rows 128 bytes apart); shorter
+/// rows as swizzled_shared.
+ir::LayoutRef wgmma_shared(ir::DType dtype, const std::vector<int64_t>& shape, const std::vector<int64_t>& order);
+
 /// Software pipelining: in a for loop of constant positive step, each load whose address and
 /// mask depend only on the induction variable, on values from outside the loop and on values
 /// the loop carries and advances by a step from outside it (`a_ptrs += BK`), and whose

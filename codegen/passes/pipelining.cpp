@@ -207,7 +207,12 @@ class Pipeliner {
     ir::Builder b = builder_at(loop_, false);
     for (Candidate& c : candidates_) {
       const ir::Type& t = c.load->results[0]->type;
-      c.buf = b.local_alloc(t.dtype, stages_, t.shape, swizzled_shared(t.dtype, t.shape, {1, 0}));
+      // A dot that reads its operand in shared memory (wgmma) names the layout; the ring holds
+      // the tiles as loaded, so a transposed read sees that layout transposed.
+      const ir::LayoutRef& want = c.convert->results[0]->type.layout;
+      ir::LayoutRef tiles = want->kind == ir::Layout::Kind::shared ? (c.transposed ? want->transposed() : want)
+                                                                   : swizzled_shared(t.dtype, t.shape, {1, 0});
+      c.buf = b.local_alloc(t.dtype, stages_, t.shape, tiles);
     }
     Value* step = loop_.operands[2];
     for (int k = 0; k + 1 < stages_; ++k) {

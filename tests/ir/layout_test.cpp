@@ -218,6 +218,32 @@ TEST(Layout, SharedSwizzleIsABijectionWithoutBankConflicts) {
   EXPECT_THROW(to_linear(*Layout::shared(8, 1, 8, {1, 0}), {64, 32}), std::invalid_argument);
 }
 
+TEST(Layout, SharedColumnBlocksHoldWgmmaAtoms) {
+  // 64x128 bf16 in column blocks of 64 (wgmma's 128-byte swizzle atoms): offset o holds
+  // element (row, col) with col = (o / (64 * 64)) * 64 + the swizzled position within the row.
+  auto l = Layout::shared(8, 1, 8, {1, 0}, 64);
+  LinearLayout ll = to_linear(*l, {64, 128});
+  EXPECT_TRUE(ll.covers_once());
+  for (int64_t r = 0; r < 64; ++r)
+    for (int64_t c = 0; c < 128; ++c) {
+      const int64_t o = (c / 64) * 64 * 64 + r * 64 + ((c % 64 / 8) ^ (r % 8)) * 8 + c % 8;
+      ASSERT_EQ(ll.apply({o}), (Coords{r, c})) << "offset " << o;
+    }
+  // Seen transposed (a K tile read as Kᵀ), the same bytes.
+  LinearLayout t = to_linear(*l->transposed(), {128, 64});
+  for (int64_t o = 0; o < 64 * 128; o += 37) {
+    Coords c = ll.apply({o}), ct = t.apply({o});
+    EXPECT_EQ(ct, (Coords{c[1], c[0]})) << "offset " << o;
+  }
+  // A block narrower than a swizzle's span is refused; the text carries the block.
+  EXPECT_THROW(Layout::shared(8, 1, 8, {1, 0}, 32), std::invalid_argument);
+  std::string text = l->str();
+  EXPECT_NE(text.find("block = 64"), std::string::npos) << text;
+  size_t pos = 0;
+  EXPECT_TRUE(same_layout(l, parse_layout(text, pos)));
+  EXPECT_FALSE(same_layout(l, Layout::shared(8, 1, 8, {1, 0})));
+}
+
 TEST(Layout, ConversionsAreClassedByWhatMoves) {
   // FlashAttention-2's P: with warps along M only, the first dot's accumulator, cast to 16
   // bits, is the second dot's A operand as it stands: the same registers of the same threads
