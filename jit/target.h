@@ -46,8 +46,11 @@ struct CompileOptions {
   std::string gpu_passes;
   /// GPU targets (NVIDIA so far): "gpu_ir" lowers the GPU passes' output (layouts, pipelines
   /// as the IR states them: codegen/gpu_ir/) where that lowering takes every op of the kernel,
-  /// else the optimized IR as always; "gpu_ir_only" the same, but an op it does not take is an
-  /// error. Empty: the optimized IR. ($TILEDIST_LOWERING sets it for every compile.)
+  /// else the optimized IR; "gpu_ir_only" the same, but an op it does not take is an error.
+  /// Empty (the default): the optimized IR, whose lowering has the library GEMMs' fast paths
+  /// (wgmma, TMA, warp specialization), except for kernels whose loop dots it would leave
+  /// without a pipeline (attention, back-to-back dots): those take the GPU IR where its
+  /// lowering takes them. ($TILEDIST_LOWERING sets it for every compile.)
   std::string lowering;
 
   /// Defaults, with the environment's overrides applied.

@@ -8,7 +8,6 @@
 #include "kernels/attention.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <mutex>
 #include <optional>
 
@@ -131,10 +130,7 @@ AttentionConfig attention_config(const Target& target, int head_dim, bool causal
     c.block_m = 128, c.block_n = 64;
     c.options.num_warps = 8;
     c.options.num_stages = 3;
-    // The GPU IR lowering keeps the online softmax and P in the accumulator's registers and
-    // pipelines K and V (0.35-0.42 of SDPA on an H100, against 0.04-0.06 through the optimized
-    // IR's lowering, 2026-11-25). $TILEDIST_LOWERING still decides where it is set.
-    if (target.kind == Target::Kind::nvptx && !std::getenv("TILEDIST_LOWERING")) c.options.lowering = "gpu_ir";
+    // (its loop of two dots goes to the GPU IR lowering by default: CompileOptions::lowering)
   }
   return c;
 }

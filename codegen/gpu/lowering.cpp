@@ -223,6 +223,14 @@ GpuModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOpti
   }
   gpu::GpuLowering lowering(f, ctx, opts, make);
   GpuModule m = lowering.run();
+  // By default, a kernel whose loop dots this lowering leaves without a pipeline (a loop of two
+  // dots, an operand made in registers: anything but the GEMM loop it matches) goes to the GPU
+  // IR lowering, which pipelines any loop's loads as the passes state it, where it takes the
+  // kernel.
+  if (lowering.left_a_loop_dot_unpipelined()) {
+    GpuModule laid;
+    if (lower_gpu_ir(f, ctx, opts, make, laid, nullptr)) return laid;
+  }
   // Warp specialization keeps the loop's buffers for the whole kernel, under the scratch of
   // everything else (an epilogue that stages its tile): where that exceeds what a program may
   // have (227 KiB on sm_90), the kernel is lowered again without it.

@@ -58,6 +58,21 @@ TEST(GpuIrLowering, NamesWhatItDoesNotTakeAndFallsBack) {
   EXPECT_NE(text.find(".entry all_reduce("), std::string::npos);
 }
 
+// By default a kernel goes to it where the other lowering would leave a loop's dot without a
+// pipeline (attention: two dots a loop), and stays there where that lowering has its fast path
+// (the library GEMM's wgmma loop).
+TEST(GpuIrLowering, ByDefaultWhereTheOtherLoweringHasNoPipeline) {
+  const std::string attention = ptx("attention", "sm_90a", "");
+  EXPECT_EQ(attention, ptx("attention", "sm_90a", "gpu_ir_only"));
+  EXPECT_NE(attention.find("ldmatrix.sync.aligned.m8n8.x4.trans"), std::string::npos);
+  const KernelDef& gemm = *Registry::global().find("gemm");
+  CompileOptions o;
+  o.num_warps = 8, o.num_stages = 4;
+  const std::string text = jit::Context::global().emit(gemm, {{"BM", 128}, {"BN", 256}, {"BK", 64}}, Target::cuda("sm_90a"), o,
+                                                       jit::Stage::asm_, gemm.aligned_facts());
+  EXPECT_NE(text.find("wgmma.mma_async"), std::string::npos);
+}
+
 TEST(GpuIrLowering, ABadLoweringIsNamed) {
   CompileOptions o;
   o.lowering = "fastest";
