@@ -289,22 +289,21 @@ bool LayoutLowering::ldmatrix_load(const ir::Op& op, llvm::Value* tile) {
     s0 = b_.CreateXor(s0, b_.CreateMul(on, b_.getInt32(static_cast<uint32_t>(s))));
     c0 = b_.CreateXor(c0, b_.CreateMul(on, b_.getInt32(static_cast<uint32_t>(c))));
   }
-  // Group q of n register pairs (q a multiple of n): one ldmatrix.xn.
-  auto group = [this, s0, c0, lane_id, tile, cdim, trans, &desc, &ll, sc](int64_t q, int64_t n) {
-    std::vector<llvm::Value*> words;
-    // Lane l names row l % 8 of block l / 8 (of n): block m is register pair q + m.
-    llvm::Value* s = s0;
-    llvm::Value* c = c0;
-    auto [bs, bc] = sc(ll.coords(2 * q, 0, 0));
-    s = b_.CreateXor(s, b_.getInt32(static_cast<uint32_t>(bs)));
-    c = b_.CreateXor(c, b_.getInt32(static_cast<uint32_t>(bc)));
-    for (int64_t m = 1; m < n; m *= 2) {
-      llvm::Value* on = b_.CreateAnd(b_.CreateLShr(lane_id, b_.getInt32(static_cast<uint32_t>(3 + (m == 2)))), b_.getInt32(1));
-      auto [ms, mc] = sc(ll.coords(2 * (q + m), 0, 0));
-      auto [zs, zc] = sc(ll.coords(2 * q, 0, 0));
-      s = b_.CreateXor(s, b_.CreateMul(on, b_.getInt32(static_cast<uint32_t>(ms ^ zs))));
-      c = b_.CreateXor(c, b_.CreateMul(on, b_.getInt32(static_cast<uint32_t>(mc ^ zc))));
+  // One ldmatrix.xn of the register pairs `ps` (n of them): lane l names row l % 8 of block
+  // l / 8, block m being pair ps[m] (its origin: the pair's register bits, and the warp's).
+  auto group = [this, s0, c0, lane_id, tile, cdim, trans, &desc, &ll, sc](const std::vector<int64_t>& ps) {
+    const int64_t n = static_cast<int64_t>(ps.size());
+    llvm::Value* m = b_.CreateAnd(b_.CreateLShr(lane_id, b_.getInt32(3)), b_.getInt32(static_cast<uint32_t>(n - 1)));
+    llvm::Value* s = nullptr;
+    llvm::Value* c = nullptr;
+    for (int64_t i = n; i-- > 0;) {
+      auto [bs, bc] = sc(ll.coords(2 * ps[static_cast<size_t>(i)], 0, 0));
+      llvm::Value* is = b_.CreateICmpEQ(m, b_.getInt32(static_cast<uint32_t>(i)));
+      s = s ? b_.CreateSelect(is, b_.getInt32(static_cast<uint32_t>(bs)), s) : b_.getInt32(static_cast<uint32_t>(bs));
+      c = c ? b_.CreateSelect(is, b_.getInt32(static_cast<uint32_t>(bc)), c) : b_.getInt32(static_cast<uint32_t>(bc));
     }
+    s = b_.CreateXor(s, s0);
+    c = b_.CreateXor(c, c0);
     llvm::Value* row = cdim == 1 ? s : c;
     llvm::Value* col = cdim == 1 ? c : s;
     llvm::Value* addr = b_.CreatePtrToInt(smem_at(b_.CreateAdd(tile, shared_offset(desc, row, col))), b_.getInt32Ty());
@@ -316,26 +315,45 @@ bool LayoutLowering::ldmatrix_load(const ir::Op& op, llvm::Value* tile) {
                                    "];"),
                            cons + "r", {addr});
     llvm::cast<llvm::CallInst>(res)->addFnAttr(llvm::Attribute::Convergent);  // (the warp's, together)
+    std::vector<llvm::Value*> words;
     for (int64_t i = 0; i < n; ++i) words.push_back(n == 1 ? res : b_.CreateExtractValue(res, {static_cast<unsigned>(i)}));
     return words;
   };
+  // The pairs in groups of up to four; for a dot, each group's pairs in one k step (16 of K),
+  // so that a k step's fragments are loaded together and die after it.
+  const ir::Op* dot = sunk_to_dot(op);
+  std::vector<int64_t> order(static_cast<size_t>(pairs));
+  for (int64_t p = 0; p < pairs; ++p) order[static_cast<size_t>(p)] = p;
+  if (dot) {
+    const int kdim = dot->operands[0] == op.results[0].get() ? 1 : 0;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t x, int64_t y) { return ll.coords(2 * x, 0, 0)[kdim] / 16 < ll.coords(2 * y, 0, 0)[kdim] / 16; });
+  }
   const int64_t per = std::min<int64_t>(4, pairs);  // (pairs is a power of two)
+  std::vector<std::vector<int64_t>> groups;
+  for (int64_t q = 0; q < pairs; q += per) groups.emplace_back(order.begin() + q, order.begin() + q + per);
   LVal g;
-  if (sunk_to_dot(op)) {
+  if (dot) {
     auto cache = std::make_shared<std::vector<llvm::Value*>>(static_cast<size_t>(pairs), nullptr);
-    g.lazy_pair = std::make_shared<std::function<llvm::Value*(int64_t)>>([group, cache, per](int64_t p) {
+    auto where = std::make_shared<std::vector<size_t>>(static_cast<size_t>(pairs));
+    for (size_t i = 0; i < groups.size(); ++i)
+      for (int64_t p : groups[i]) (*where)[static_cast<size_t>(p)] = i;
+    g.lazy_pair = std::make_shared<std::function<llvm::Value*(int64_t)>>([group, cache, where, groups](int64_t p) {
       if (!(*cache)[static_cast<size_t>(p)]) {
-        const int64_t q = p / per * per;
-        std::vector<llvm::Value*> words = group(q, per);
-        for (int64_t i = 0; i < per; ++i) (*cache)[static_cast<size_t>(q + i)] = words[static_cast<size_t>(i)];
+        const std::vector<int64_t>& ps = groups[(*where)[static_cast<size_t>(p)]];
+        std::vector<llvm::Value*> words = group(ps);
+        for (size_t i = 0; i < ps.size(); ++i) (*cache)[static_cast<size_t>(ps[i])] = words[i];
       }
       return (*cache)[static_cast<size_t>(p)];
     });
     define(op, g);
     return true;
   }
-  for (int64_t q = 0; q < pairs; q += per)
-    for (llvm::Value* w : group(q, per)) g.pairs.push_back(w);
+  g.pairs.resize(static_cast<size_t>(pairs));
+  for (const std::vector<int64_t>& ps : groups) {
+    std::vector<llvm::Value*> words = group(ps);
+    for (size_t i = 0; i < ps.size(); ++i) g.pairs[static_cast<size_t>(ps[i])] = words[i];
+  }
   for (llvm::Value* w : g.pairs) {
     llvm::Type* i16 = b_.getInt16Ty();
     auto elem = [&](llvm::Value* bits) {
