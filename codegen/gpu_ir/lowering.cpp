@@ -258,8 +258,16 @@ bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const G
       return false;
     }
   }
-  gpu_ir::LayoutLowering lowering(*f, ctx, opts, make);
-  out = lowering.run();
+  // An op whose layouts this lowering finds it cannot take (checked as it lowers: a dot whose
+  // layouts do not hold mma.sync's fragments, a reduction over mixed dimensions) is a reason
+  // like the others, not a failed compile: the caller falls back or reports it.
+  try {
+    gpu_ir::LayoutLowering lowering(*f, ctx, opts, make);
+    out = lowering.run();
+  } catch (const Error& e) {
+    if (why) *why = e.what();
+    return false;
+  }
   return true;
 }
 
