@@ -11,6 +11,8 @@
 #   gemm       gpu_bench tp and fp8: the library GEMMs against cuBLAS (no-regression check)
 #   gpuir      every kernel test through the GPU IR lowering (TILEDIST_LOWERING=gpu_ir), then
 #              attention's registers and spills (ptxas -v) and times at a few tile shapes
+#   wgmma      the GPU IR lowering in Hopper's form (TILEDIST_LOWERING=gpu_ir_wgmma): the attention
+#              and dot tests, then attention_bench against SDPA
 # Prints each stage's summary; the logs keep the rest.
 set -u
 stages=${*:-tests attention grouped gemm gpuir}
@@ -61,6 +63,12 @@ for stage in $stages; do
                grep -oE "Used [0-9]+ registers|[0-9]+ bytes spill stores" | tr '\n' ' ')
         echo "   $c | $regs | $(timeout 60 bench/attention_bench one 4 32 4096 128 0 $1 $2 $3 $4 10 2>&1 | tail -1)"
       done ;;
+    wgmma)
+      TILEDIST_LOWERING=gpu_ir_wgmma run tests_wgmma 300 tests/kernels_test \
+        --gtest_filter='Attention.*:Gemm.Triton*:Gemm.BackToBack*:Gemm.MaskedOperands*:Gemm.BF16'
+      grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_wgmma.log"
+      TILEDIST_LOWERING=gpu_ir_wgmma run attention_wgmma 240 bench/attention_bench 20
+      grep -vE '^\s*$' "$logs/attention_wgmma.log" | tail -7 ;;
     *) echo "unknown stage '$stage'" ;;
   esac
 done

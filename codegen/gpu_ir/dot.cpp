@@ -26,6 +26,7 @@ llvm::Value* LayoutLowering::pair_word(const ir::Value* v, int64_t r) {
 
 void LayoutLowering::emit_dot(const ir::Op& op) {
   if (op.results[0]->type.layout->kind != ir::Layout::Kind::mma) return emit_dot_fma(op);
+  if (op.results[0]->type.layout->mma == ir::MmaKind::wgmma && target_->hopper()) return emit_dot_wgmma(op);
   const ir::Value* A = op.operands[0];
   const ir::Value* B = op.operands[1];
   const ir::Type& ct = op.results[0]->type;
@@ -86,6 +87,82 @@ void LayoutLowering::emit_dot(const ir::Op& op) {
       for (unsigned i = 0; i < 4; ++i) out.regs[static_cast<size_t>(c[i])] = b_.CreateExtractValue(res, {i});
     }
   }
+  define(op, out);
+}
+
+llvm::Value* LayoutLowering::wgmma_desc(llvm::Value* at, int64_t lbo, int64_t sbo) {
+  // (PTX ISA, "Matrix Descriptor Format": address >> 4 in bits 0-13, LBO >> 4 from bit 16,
+  // SBO >> 4 from bit 32, the 128-byte swizzle in bits 62-63)
+  const uint64_t fixed = (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) | (uint64_t(1) << 62);
+  llvm::Value* addr = b_.CreateAnd(b_.CreateLShr(b_.CreatePtrToInt(smem_at(at), b_.getInt32Ty()), 4), b_.getInt32(0x3FFF));
+  return b_.CreateOr(b_.CreateZExt(addr, b_.getInt64Ty()), b_.getInt64(fixed));
+}
+
+void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
+  const ir::Value* A = op.operands[0];
+  const ir::Value* B = op.operands[1];
+  const ir::Type& ct = op.results[0]->type;
+  const int64_t M = ct.shape[0], N = ct.shape[1], K = A->type.shape[1];
+  const LinearLayout& lc = linear(ct);
+  const int64_t n = lc.in_size(LinearLayout::reg);
+  if (n != N / 2) unsupported(op, "a wgmma accumulator whose registers are not a warp's 16 rows");
+  // Tiles in shared memory are rows of 128 bytes (column blocks of them where longer), 8-row
+  // atoms 1024 bytes apart: a K-major operand's k step is 32 bytes within a block (then the next
+  // block, `rows` x 128 bytes on); an N-major B's is 16 rows of 128 bytes, its blocks K x 128 apart.
+  const ir::LayoutRef& lb = B->type.layout;
+  const bool b_k_major = lb->order[0] == 0;
+  const int64_t b_rows = b_k_major ? N : K;
+  const bool a_shared = A->type.layout->kind == ir::Layout::Kind::shared;
+  if (a_shared && A->type.layout->order[0] != 1) unsupported(op, "a wgmma A operand in shared memory that is not K-major");
+  llvm::Value* group = b_.CreateUDiv(tid_, b_.getInt32(128));
+  llvm::Value* a_tile = a_shared ? b_.CreateAdd(val(A).view, b_.CreateMul(group, b_.getInt32(64 * 128))) : nullptr;
+  llvm::Value* b_tile = val(B).view;
+  const char* ab = A->type.dtype == DType::bf16 ? "bf16" : "f16";
+  std::string regs;
+  for (int64_t i = 0; i < n; ++i) regs += str_cat(i ? ", " : "", "$", i);
+  const std::string text =
+      str_cat("wgmma.mma_async.sync.aligned.m64n", N, "k16.f32.", ab, ".", ab, " {", regs, "}, ",
+              // (operands: the n outputs, the n inputs tied to them, then A and B)
+              a_shared ? str_cat("$", 2 * n) : str_cat("{$", 2 * n, ", $", 2 * n + 1, ", $", 2 * n + 2, ", $", 2 * n + 3, "}"),
+              ", $", a_shared ? 2 * n + 1 : 2 * n + 4, a_shared ? ", 1, 1, 1, 0, " : ", 1, 1, 1, ", b_k_major ? "0;" : "1;");
+  std::vector<llvm::Value*> acc = val(op.operands[2]).regs;
+  auto on_acc = [&](const std::string& t, const std::string& more_cons, const std::vector<llvm::Value*>& more) {
+    std::string c;
+    for (int64_t i = 0; i < n; ++i) c += str_cat(i ? "," : "", "=f");
+    for (int64_t i = 0; i < n; ++i) c += str_cat(",", i);
+    std::vector<llvm::Value*> args = acc;
+    args.insert(args.end(), more.begin(), more.end());
+    llvm::Value* r = ptx(llvm::StructType::get(ctx_, std::vector<llvm::Type*>(static_cast<size_t>(n), b_.getFloatTy())), t,
+                         c + more_cons, args);
+    llvm::cast<llvm::CallInst>(r)->addFnAttr(llvm::Attribute::Convergent);
+    for (int64_t i = 0; i < n; ++i) acc[static_cast<size_t>(i)] = b_.CreateExtractValue(r, {static_cast<unsigned>(i)});
+  };
+  const LinearLayout* la = a_shared ? nullptr : &linear(A->type);
+  auto at = [&](const LinearLayout& ll, int64_t r0, int64_t r1) {
+    int64_t r = register_at(ll, {r0, r1});
+    if (r < 0 || r % 2 || register_at(ll, {r0, r1 + 1}) != r + 1)
+      unsupported(op, str_cat("a wgmma A operand whose registers do not hold its fragment at (", r0, ", ", r1, ")"));
+    return r;
+  };
+  on_acc("wgmma.fence.sync.aligned;", "", {});
+  for (int64_t ks = 0; ks < K / 16; ++ks) {
+    std::vector<llvm::Value*> more;
+    if (a_shared) {
+      more.push_back(wgmma_desc(b_.CreateAdd(a_tile, b_.getInt32(static_cast<uint32_t>((ks / 4) * M * 128 + (ks % 4) * 32))), 16, 1024));
+    } else {
+      for (auto [dm, dk] : {std::pair<int64_t, int64_t>{0, 0}, {8, 0}, {0, 8}, {8, 8}})
+        more.push_back(pair_word(A, at(*la, dm, ks * 16 + dk)));
+    }
+    more.push_back(b_k_major
+                       ? wgmma_desc(b_.CreateAdd(b_tile, b_.getInt32(static_cast<uint32_t>((ks / 4) * b_rows * 128 + (ks % 4) * 32))),
+                                    16, 1024)
+                       : wgmma_desc(b_.CreateAdd(b_tile, b_.getInt32(static_cast<uint32_t>(ks * 16 * 128))), b_rows * 128, 1024));
+    on_acc(text, a_shared ? ",l,l" : ",r,r,r,r,l", more);
+  }
+  ptx(b_.getVoidTy(), "wgmma.commit_group.sync.aligned;", "", {});
+  on_acc("wgmma.wait_group.sync.aligned 0;", "", {});  // (the registers are the group's until it completes)
+  LVal out;
+  out.regs = acc;
   define(op, out);
 }
 

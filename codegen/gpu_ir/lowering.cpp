@@ -10,12 +10,31 @@ namespace tiledist::codegen::gpu_ir {
 namespace {
 
 bool distributed_layout(const ir::Type& t) { return t.layout && t.layout->is_distributed(); }
+bool shared_layout(const ir::Type& t) { return t.layout && t.layout->kind == ir::Layout::Kind::shared; }
+
+/// A tensor in a #shared layout is a wgmma operand: made by local_load or convert_layout, used
+/// by dots only.
+bool shared_view_ok(const ir::Value& v) {
+  if (!v.def || (v.def->code != ir::OpCode::LocalLoad && v.def->code != ir::OpCode::ConvertLayout)) return false;
+  bool ok = true;
+  const ir::Block& block = *v.def->parent;
+  std::function<void(const ir::Op&)> visit = [&](const ir::Op& user) {
+    for (size_t i = 0; i < user.operands.size(); ++i)
+      if (user.operands[i] == &v) ok &= user.code == ir::OpCode::Dot && i < 2;
+    for (auto& region : user.regions)
+      for (auto& inner : region->ops) visit(*inner);
+  };
+  for (auto& o : block.ops) visit(*o);
+  return ok;
+}
 
 /// Why this lowering cannot take `op` yet, or empty.
 std::string why_not(const ir::Op& op, const GpuTarget& target) {
   using ir::OpCode;
   for (const auto& r : op.results)
-    if (r->type.is_tensor() && !r->type.is_memdesc() && !distributed_layout(r->type)) return "a tensor without a layout";
+    if (r->type.is_tensor() && !r->type.is_memdesc() && !distributed_layout(r->type) &&
+        !(shared_layout(r->type) && shared_view_ok(*r)))
+      return shared_layout(r->type) ? "a tensor in shared memory used by other than a dot" : "a tensor without a layout";
   auto f8 = [](const ir::Type& t) { return !t.is_ptr && (t.dtype == ir::DType::f8e4m3 || t.dtype == ir::DType::f8e5m2); };
   for (const auto& r : op.results)
     if (f8(r->type)) return "f8 values";
@@ -42,11 +61,20 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
           c.dtype != ir::DType::f32)
         return "dot of other than 16-bit operands into f32";
       if (c.layout->kind != ir::Layout::Kind::mma || c.layout->mma == ir::MmaKind::mfma) return "dot without an MMA layout";
+      const bool wgmma = c.layout->mma == ir::MmaKind::wgmma && target.hopper();
       for (int i = 0; i < 2; ++i) {
         const ir::LayoutRef& l = op.operands[i]->type.layout;
+        if (wgmma && l->kind == ir::Layout::Kind::shared) {
+          if (l->vec != 8 || l->per_phase != 1 || l->max_phase != 8 || (l->block && l->block != 64))
+            return "a wgmma operand in shared memory not in 128-byte swizzled rows";
+          continue;
+        }
+        if (wgmma && i == 1) return "wgmma's B operand in registers";
         if (l->kind != ir::Layout::Kind::dot_operand || l->k_width != 2 || !(*l->parent == *c.layout))
           return "dot operands not in the accumulator's dot-operand layouts";
       }
+      if (wgmma && (c.layout->warps_per_cta[0] % 4 || c.layout->warps_per_cta[1] != 1 || c.shape[0] != 16 * c.layout->warps_per_cta[0]))
+        return "a wgmma accumulator other than a warpgroup's 64 rows each";
       return "";
     }
     case OpCode::AsyncCopy:
@@ -105,6 +133,10 @@ GpuModule LayoutLowering::run() {
   tid_ = target_->thread_id();
   for (auto& a : f_.body.args) vals_[a.get()] = LVal::of(target_->param(fn_->getArg(a->index)));
   plan_shared_buffers();
+  f_.walk([&](const ir::Op& op) {
+    wgmma_ |= op.code == OpCode::Dot && op.results[0]->type.layout->kind == ir::Layout::Kind::mma &&
+              op.results[0]->type.layout->mma == ir::MmaKind::wgmma && target_->hopper();
+  });
   emit_block(f_.body);
   verify_lowered(opts_.arch.c_str());
   return GpuModule{std::move(module_), f_.name, smem_bytes_, threads_, false, {}};
@@ -165,6 +197,7 @@ void LayoutLowering::emit(const ir::Op& op) {
                     }));
     }
     case OpCode::ConvertLayout:
+      if (rt->layout->kind == ir::Layout::Kind::shared) return emit_to_shared(op);
       return define(op, move(op.operands[0], *rt, [](const std::vector<int64_t>& c) { return c; }));
     case OpCode::Reshape: {
       if (!rt->is_tensor()) unsupported(op, "a reshape to a scalar");
@@ -187,6 +220,7 @@ void LayoutLowering::emit(const ir::Op& op) {
       // Each thread waits for its own copies; the barrier makes everyone's visible to all (and
       // orders this iteration's copies into a buffer after every read of it in the last one).
       ptx(b_.getVoidTy(), str_cat("cp.async.wait_group ", op.int_attr("pending"), ";"), "", {});
+      if (wgmma_) ptx(b_.getVoidTy(), "fence.proxy.async.shared::cta;", "", {});
       barrier();
       return;
     case OpCode::LocalLoad: return emit_local_load(op);
@@ -245,7 +279,8 @@ bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const G
   // Hopper's passes put wgmma's operands in shared layouts, which this lowering does not take
   // yet (wgmma's descriptors want 128-byte column blocks); until it does, sm_90a gets the sm_80
   // form of the GPU IR (mma.sync, ldmatrix, cp.async), which Hopper runs natively.
-  const std::string pass_arch = opts.arch == "sm_90a" ? "sm_80" : opts.arch;
+  // ("gpu_ir_wgmma", not yet run on a GPU: Hopper's own form.)
+  const std::string pass_arch = opts.arch == "sm_90a" && opts.lowering != "gpu_ir_wgmma" ? "sm_80" : opts.arch;
   run_gpu_passes(*f, GpuPassContext::for_arch(pass_arch, opts.num_warps, opts.num_stages));
   {
     llvm::LLVMContext probe_ctx;

@@ -51,6 +51,9 @@ struct LVal {
   /// them for mma.sync does not round again; empty otherwise.
   std::vector<llvm::Value*> bits;
   int64_t smem = -1;  // a memdesc: its byte offset in shared memory
+  /// A tensor in a #shared layout (a wgmma operand read in place): its tile's shared address
+  /// (i32), laid out as the tensor type's layout says.
+  llvm::Value* view = nullptr;
 
   static LVal of(llvm::Value* scalar) {
     LVal g;
@@ -153,6 +156,14 @@ class LayoutLowering : public Elements {
   /// A dot without a matrix unit: both operands staged in shared memory, each thread
   /// accumulating its registers' elements with fused multiply-adds.
   void emit_dot_fma(const ir::Op& op);
+  /// A dot whose accumulator is wgmma's (sm_90a): each warpgroup's m64nNk16 over K, A from its
+  /// shared view or this thread's dot-operand registers, B from its shared view (K-major, or
+  /// N-major read transposed), then waits for the group.
+  void emit_dot_wgmma(const ir::Op& op);
+  /// A wgmma matrix descriptor of the tile at shared address `at` (128-byte swizzle).
+  llvm::Value* wgmma_desc(llvm::Value* at, int64_t lbo, int64_t sbo);
+  /// A tensor stored into a placed buffer in its #shared layout (convert_layout to one).
+  void emit_to_shared(const ir::Op& op);
   /// The 32-bit word of registers r and r + 1 of a 16-bit dot operand (its memory bits).
   llvm::Value* pair_word(const ir::Value* v, int64_t r);
 
@@ -178,6 +189,9 @@ class LayoutLowering : public Elements {
   std::map<const ir::Op*, std::pair<int64_t, int64_t>> buffers_;  // local_alloc: [offset, end) in shared memory
   std::map<const ir::Op*, int64_t> scratch_floor_;  // ops: where scratch may start (above the live buffers)
   const ir::Op* current_ = nullptr;
+  /// The kernel has wgmma dots, which read shared memory through the async proxy: what threads
+  /// wrote there (stores, cp.async) is fenced to it before the barrier that publishes it.
+  bool wgmma_ = false;
   int64_t smem_bytes_ = 0;
 };
 

@@ -95,10 +95,14 @@ void LayoutLowering::plan_shared_buffers() {
   };
   number(f_.body);
   // A buffer lives from its local_alloc to the end of the last op of its block that uses it.
+  auto placed_here = [](const ir::Op* op) {  // ops whose result is a buffer of shared memory
+    return op && (op->code == OpCode::LocalAlloc ||
+                  (op->code == OpCode::ConvertLayout && op->results[0]->type.layout->kind == ir::Layout::Kind::shared));
+  };
   std::map<const ir::Op*, int64_t> last;
   f_.walk([&](const ir::Op& op) {
     for (const ir::Value* v : op.operands) {
-      if (!v->def || v->def->code != OpCode::LocalAlloc) continue;
+      if (!placed_here(v->def)) continue;
       const ir::Op* user = &op;
       if (op.code == OpCode::LocalLoad)
         if (const ir::Op* dot = sunk_to_dot(op)) user = dot;  // (read where the dot is)
@@ -111,9 +115,9 @@ void LayoutLowering::plan_shared_buffers() {
   };
   std::vector<Live> placed;
   f_.walk([&](const ir::Op& op) {
-    if (op.code != OpCode::LocalAlloc) return;
+    if (!placed_here(&op)) return;
     const int64_t from = span[&op].first, to = std::max(from, last[&op]);
-    const int64_t bytes = (memdesc_bytes(op.results[0]->type) + 127) / 128 * 128;
+    const int64_t bytes = (memdesc_bytes(op.results[0]->type) + 1023) / 1024 * 1024;  // (wgmma's atoms: 1024-aligned)
     int64_t offset = 0;
     for (bool moved = true; moved;) {  // first fit among the buffers live at the same time
       moved = false;
@@ -130,6 +134,25 @@ void LayoutLowering::plan_shared_buffers() {
       if (l.from <= s.first && s.first <= l.to) floor = std::max(floor, l.end);
     scratch_floor_[op] = floor;
   }
+}
+
+void LayoutLowering::emit_to_shared(const ir::Op& op) {
+  const ir::Type& rt = op.results[0]->type;
+  const ir::Value* x = op.operands[0];
+  const LinearLayout& ll = linear(x->type);
+  llvm::Value* base = b_.getInt32(static_cast<uint32_t>(buffers_.at(&op).first));
+  barrier();  // (its bytes may have been scratch or another buffer that threads still read)
+  const LVal& src = val(x);
+  for (int64_t r = 0; r < ll.in_size(LinearLayout::reg); ++r) {
+    std::vector<llvm::Value*> c = coords(ll, r);
+    llvm::Value* bits = src.bits.empty() ? to_mem(src.regs[static_cast<size_t>(r)], rt.dtype) : src.bits[static_cast<size_t>(r)];
+    b_.CreateStore(bits, smem_at(b_.CreateAdd(base, shared_offset(rt, c[0], c[1]))));
+  }
+  if (wgmma_) ptx(b_.getVoidTy(), "fence.proxy.async.shared::cta;", "", {});  // (wgmma reads it)
+  barrier();
+  LVal g;
+  g.view = base;
+  define(op, g);
 }
 
 void LayoutLowering::emit_local_alloc(const ir::Op& op) {
@@ -208,6 +231,11 @@ void LayoutLowering::emit_local_load(const ir::Op& op) {
   const ir::Type& rt = op.results[0]->type;
   llvm::Value* tile = b_.CreateAdd(b_.getInt32(static_cast<uint32_t>(val(op.operands[0]).smem)),
                                    b_.CreateMul(val(op.operands[1]).scalar, b_.getInt32(static_cast<uint32_t>(tile_bytes(desc)))));
+  if (rt.layout->kind == ir::Layout::Kind::shared) {  // read in place by its dot (wgmma)
+    LVal g;
+    g.view = tile;
+    return define(op, g);
+  }
   if (ldmatrix_load(op, tile)) return;
   const bool transposed = op.has_attr("perm") && op.ints_attr("perm") == std::vector<int64_t>{1, 0};
   const LinearLayout& ll = linear(rt);
