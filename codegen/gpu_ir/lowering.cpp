@@ -137,6 +137,7 @@ GpuModule LayoutLowering::run() {
     wgmma_ |= op.code == OpCode::Dot && op.results[0]->type.layout->kind == ir::Layout::Kind::mma &&
               op.results[0]->type.layout->mma == ir::MmaKind::wgmma && target_->hopper();
   });
+  if (wgmma_) smem_->setAlignment(llvm::Align(1024));  // (wgmma's 128-byte swizzle atoms: buffers at multiples of 1024)
   emit_block(f_.body);
   verify_lowered(opts_.arch.c_str());
   return GpuModule{std::move(module_), f_.name, smem_bytes_, threads_, false, {}};
