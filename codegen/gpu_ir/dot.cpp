@@ -102,7 +102,7 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
   const ir::Value* A = op.operands[0];
   const ir::Value* B = op.operands[1];
   const ir::Type& ct = op.results[0]->type;
-  const int64_t M = ct.shape[0], N = ct.shape[1], K = A->type.shape[1];
+  const int64_t M = ct.shape[0], N = ct.shape[1], K = A->type.shape[1];  // (why_not: N <= 256, N % 8, K % 16)
   const LinearLayout& lc = linear(ct);
   const int64_t n = lc.in_size(LinearLayout::reg);
   if (n != N / 2) unsupported(op, "a wgmma accumulator whose registers are not a warp's 16 rows");
@@ -144,21 +144,29 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
       unsupported(op, str_cat("a wgmma A operand whose registers do not hold its fragment at (", r0, ", ", r1, ")"));
     return r;
   };
-  on_acc("wgmma.fence.sync.aligned;", "", {});
+  // Every k step's operands first: A's registers must be written before the fence (PTX ISA,
+  // wgmma.fence), which takes them as inputs so that nothing computes them after it.
+  std::vector<std::vector<llvm::Value*>> steps;
+  std::vector<llvm::Value*> a_words;
+  std::string a_cons;
   for (int64_t ks = 0; ks < K / 16; ++ks) {
     std::vector<llvm::Value*> more;
     if (a_shared) {
       more.push_back(wgmma_desc(b_.CreateAdd(a_tile, b_.getInt32(static_cast<uint32_t>((ks / 4) * M * 128 + (ks % 4) * 32))), 16, 1024));
     } else {
-      for (auto [dm, dk] : {std::pair<int64_t, int64_t>{0, 0}, {8, 0}, {0, 8}, {8, 8}})
+      for (auto [dm, dk] : {std::pair<int64_t, int64_t>{0, 0}, {8, 0}, {0, 8}, {8, 8}}) {
         more.push_back(pair_word(A, at(*la, dm, ks * 16 + dk)));
+        a_words.push_back(more.back()), a_cons += ",r";
+      }
     }
     more.push_back(b_k_major
                        ? wgmma_desc(b_.CreateAdd(b_tile, b_.getInt32(static_cast<uint32_t>((ks / 4) * b_rows * 128 + (ks % 4) * 32))),
                                     16, 1024)
                        : wgmma_desc(b_.CreateAdd(b_tile, b_.getInt32(static_cast<uint32_t>(ks * 16 * 128))), b_rows * 128, 1024));
-    on_acc(text, a_shared ? ",l,l" : ",r,r,r,r,l", more);
+    steps.push_back(more);
   }
+  on_acc("wgmma.fence.sync.aligned;", a_cons, a_words);
+  for (const std::vector<llvm::Value*>& more : steps) on_acc(text, a_shared ? ",l,l" : ",r,r,r,r,l", more);
   ptx(b_.getVoidTy(), "wgmma.commit_group.sync.aligned;", "", {});
   on_acc("wgmma.wait_group.sync.aligned 0;", "", {});  // (the registers are the group's until it completes)
   LVal out;

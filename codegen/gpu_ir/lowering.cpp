@@ -65,8 +65,13 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
       for (int i = 0; i < 2; ++i) {
         const ir::LayoutRef& l = op.operands[i]->type.layout;
         if (wgmma && l->kind == ir::Layout::Kind::shared) {
-          if (l->vec != 8 || l->per_phase != 1 || l->max_phase != 8 || (l->block && l->block != 64))
+          // Stored rows of 128 bytes (or column blocks of them), 8-row atoms: what the
+          // descriptors say; A K-major (its dimension 1 contiguous).
+          const int64_t line = op.operands[i]->type.shape[static_cast<size_t>(l->order[0])];
+          const int64_t width = l->block ? std::min(l->block, line) : line;
+          if (l->vec != 8 || l->per_phase != 1 || l->max_phase != 8 || width * 2 != 128)
             return "a wgmma operand in shared memory not in 128-byte swizzled rows";
+          if (i == 0 && l->order[0] != 1) return "a wgmma A operand in shared memory that is not K-major";
           continue;
         }
         if (wgmma && i == 1) return "wgmma's B operand in registers";
@@ -75,6 +80,8 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
       }
       if (wgmma && (c.layout->warps_per_cta[0] % 4 || c.layout->warps_per_cta[1] != 1 || c.shape[0] != 16 * c.layout->warps_per_cta[0]))
         return "a wgmma accumulator other than a warpgroup's 64 rows each";
+      if (wgmma && (c.shape[1] % 8 || c.shape[1] > 256 || a.shape[1] % 16))
+        return "a wgmma of other than N a multiple of 8 up to 256 and K a multiple of 16";
       return "";
     }
     case OpCode::AsyncCopy:
@@ -132,12 +139,12 @@ GpuModule LayoutLowering::run() {
   b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
   tid_ = target_->thread_id();
   for (auto& a : f_.body.args) vals_[a.get()] = LVal::of(target_->param(fn_->getArg(a->index)));
-  plan_shared_buffers();
   f_.walk([&](const ir::Op& op) {
     wgmma_ |= op.code == OpCode::Dot && op.results[0]->type.layout->kind == ir::Layout::Kind::mma &&
               op.results[0]->type.layout->mma == ir::MmaKind::wgmma && target_->hopper();
   });
   if (wgmma_) smem_->setAlignment(llvm::Align(1024));  // (wgmma's 128-byte swizzle atoms: buffers at multiples of 1024)
+  plan_shared_buffers();
   emit_block(f_.body);
   verify_lowered(opts_.arch.c_str());
   return GpuModule{std::move(module_), f_.name, smem_bytes_, threads_, false, {}};

@@ -7,6 +7,8 @@
 
 #include <cmath>
 
+#include "ir/layout.h"
+
 namespace tiledist::codegen::gpu_ir {
 
 using ir::LinearLayout;
@@ -117,7 +119,8 @@ void LayoutLowering::plan_shared_buffers() {
   f_.walk([&](const ir::Op& op) {
     if (!placed_here(&op)) return;
     const int64_t from = span[&op].first, to = std::max(from, last[&op]);
-    const int64_t bytes = (memdesc_bytes(op.results[0]->type) + 1023) / 1024 * 1024;  // (wgmma's atoms: 1024-aligned)
+    const int64_t align = wgmma_ ? 1024 : 128;  // (wgmma's swizzle atoms start at multiples of 1024)
+    const int64_t bytes = (memdesc_bytes(op.results[0]->type) + align - 1) / align * align;
     int64_t offset = 0;
     for (bool moved = true; moved;) {  // first fit among the buffers live at the same time
       moved = false;
@@ -232,6 +235,9 @@ void LayoutLowering::emit_local_load(const ir::Op& op) {
   llvm::Value* tile = b_.CreateAdd(b_.getInt32(static_cast<uint32_t>(val(op.operands[0]).smem)),
                                    b_.CreateMul(val(op.operands[1]).scalar, b_.getInt32(static_cast<uint32_t>(tile_bytes(desc)))));
   if (rt.layout->kind == ir::Layout::Kind::shared) {  // read in place by its dot (wgmma)
+    const bool perm = op.has_attr("perm") && op.ints_attr("perm") == std::vector<int64_t>{1, 0};
+    if (!ir::same_layout(rt.layout, perm ? desc.layout->transposed() : desc.layout))
+      unsupported(op, str_cat("a view ", rt.str(), " of tiles laid out ", desc.str()));
     LVal g;
     g.view = tile;
     return define(op, g);
