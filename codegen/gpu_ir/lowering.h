@@ -102,6 +102,8 @@ class LayoutLowering : public Elements {
   std::vector<llvm::Value*> thread_coords(const ir::LinearLayout& ll);
   /// The coordinates of register r in this thread.
   std::vector<llvm::Value*> coords(const ir::LinearLayout& ll, int64_t r);
+  /// The same from this thread's part (`mine`, thread_coords(ll)) computed once.
+  std::vector<llvm::Value*> at_register(std::vector<llvm::Value*> mine, const ir::LinearLayout& ll, int64_t r);
   /// The register (in `ll`) whose own bits move to `c`, or -1.
   static int64_t register_at(const ir::LinearLayout& ll, const std::vector<int64_t>& c);
   /// Coordinates of `to`'s tensor as `from`'s (expand_dims drops an axis, broadcast zeroes the

@@ -208,10 +208,8 @@ void LayoutLowering::emit_async_copy(const ir::Op& op) {
   const LVal& ptrs = val(ptrs_v);
   const std::vector<llvm::Value*> mine = thread_coords(ll);
   for (int64_t j = 0; j < ll.in_size(LinearLayout::reg); j += v) {
-    std::vector<int64_t> own = ll.coords(j, 0, 0);
-    llvm::Value* row = b_.CreateXor(mine[0], b_.getInt32(static_cast<uint32_t>(own[0])));
-    llvm::Value* col = b_.CreateXor(mine[1], b_.getInt32(static_cast<uint32_t>(own[1])));
-    llvm::Value* dst = smem_at(b_.CreateAdd(tile, shared_offset(desc, row, col)));
+    std::vector<llvm::Value*> c = at_register(mine, ll, j);
+    llvm::Value* dst = smem_at(b_.CreateAdd(tile, shared_offset(desc, c[0], c[1])));
     llvm::Value* src = b_.CreateAddrSpaceCast(ptrs.regs[static_cast<size_t>(j)], b_.getPtrTy(1));
     llvm::Value* on = mask ? val(mask).regs[static_cast<size_t>(j)] : b_.getTrue();
     if (v > 1) {

@@ -32,12 +32,13 @@ std::vector<llvm::Value*> LayoutLowering::thread_coords(const LinearLayout& ll) 
   return c;
 }
 
-std::vector<llvm::Value*> LayoutLowering::coords(const LinearLayout& ll, int64_t r) {
-  std::vector<llvm::Value*> c = thread_coords(ll);
+std::vector<llvm::Value*> LayoutLowering::coords(const LinearLayout& ll, int64_t r) { return at_register(thread_coords(ll), ll, r); }
+
+std::vector<llvm::Value*> LayoutLowering::at_register(std::vector<llvm::Value*> mine, const LinearLayout& ll, int64_t r) {
   std::vector<int64_t> own = ll.coords(r, 0, 0);
-  for (size_t d = 0; d < c.size(); ++d)
-    if (own[d]) c[d] = b_.CreateXor(c[d], b_.getInt32(static_cast<uint32_t>(own[d])));
-  return c;
+  for (size_t d = 0; d < mine.size(); ++d)
+    if (own[d]) mine[d] = b_.CreateXor(mine[d], b_.getInt32(static_cast<uint32_t>(own[d])));
+  return mine;
 }
 
 int64_t LayoutLowering::register_at(const LinearLayout& ll, const std::vector<int64_t>& c) {
@@ -105,10 +106,7 @@ LVal LayoutLowering::move(const ir::Value* v, const ir::Type& to_type, const Coo
   barrier();
   const std::vector<llvm::Value*> mine = thread_coords(to);
   for (int64_t r = 0; r < to.in_size(LinearLayout::reg); ++r) {
-    std::vector<int64_t> own = to.coords(r, 0, 0);
-    std::vector<llvm::Value*> c = mine;
-    for (size_t d = 0; d < c.size(); ++d)
-      if (own[d]) c[d] = b_.CreateXor(c[d], b_.getInt32(static_cast<uint32_t>(own[d])));
+    std::vector<llvm::Value*> c = at_register(mine, to, r);
     // map() is linear in the coordinates' bits: apply it to each bit's contribution.
     std::vector<llvm::Value*> sc(from_type.shape.size(), b_.getInt32(0));
     for (size_t d = 0; d < c.size(); ++d)
@@ -139,10 +137,7 @@ int64_t LayoutLowering::stage(const ir::Value* v, llvm::Value* base) {
   const int64_t esize = element_bytes(type);
   const std::vector<llvm::Value*> mine = thread_coords(ll);
   for (int64_t r = 0; r < ll.in_size(LinearLayout::reg); ++r) {
-    std::vector<int64_t> own = ll.coords(r, 0, 0);
-    std::vector<llvm::Value*> c = mine;
-    for (size_t d = 0; d < c.size(); ++d)
-      if (own[d]) c[d] = b_.CreateXor(c[d], b_.getInt32(static_cast<uint32_t>(own[d])));
+    std::vector<llvm::Value*> c = at_register(mine, ll, r);
     llvm::Value* x = val(v).regs[static_cast<size_t>(r)];
     if (type.dtype == DType::i1 && !type.is_ptr) x = b_.CreateZExt(x, b_.getInt8Ty());
     llvm::Value* e = flat_index(c, type.shape);
