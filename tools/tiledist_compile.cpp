@@ -1,6 +1,6 @@
 // tiledist-compile: prints any stage of a registered kernel.
 //   tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942|gfx90a] [--emit tile-ir|opt-ir|gpu-ir|llvm|asm|binary]
-//                    [-o FILE] [--const NAME=VALUE ...] [--aligned all|none|NAME,...] [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize] [--lowering gpu_ir|gpu_ir_only]
+//                    [-o FILE] [--const NAME=VALUE ...] [--aligned all|none|NAME,...] [--one NAME,...] [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize] [--lowering gpu_ir|gpu_ir_only|gpu_ir_wgmma]
 // GPU targets print by default the variant a launch with 16-aligned arguments gets (what runs
 // in practice: integers that are multiples of 16, 16-byte aligned pointers); --aligned none
 // prints the generic one. --emit binary writes what a launch loads: PTX for NVIDIA GPUs, a code
@@ -21,7 +21,7 @@ int usage(const char* msg) {
                "tiledist-compile: %s\n"
                "usage: tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942|gfx90a] "
                "[--emit tile-ir|opt-ir|gpu-ir|llvm|asm|binary] [-o FILE] [--const NAME=VALUE ...]\n"
-               "                        [--aligned all|none|NAME,...] [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize] [--lowering gpu_ir|gpu_ir_only]\n"
+               "                        [--aligned all|none|NAME,...] [--one NAME,...] [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize] [--lowering gpu_ir|gpu_ir_only|gpu_ir_wgmma]\n"
                "       tiledist-compile --list\n",
                msg);
   return 2;
@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   Constants constants;
   bool list = false;
   std::string aligned_arg;
+  std::string one_arg;
   CompileOptions options = CompileOptions::from_env();
   auto count = [](const std::string& flag, const std::string& v) {
     char* end = nullptr;
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
       else if (a == "--emit") emit = value("--emit");
       else if (a == "-o") output = value("-o");
       else if (a == "--aligned") aligned_arg = value("--aligned");
+      else if (a == "--one") one_arg = value("--one");
       else if (a == "--num-warps") options.num_warps = count(a, value("--num-warps"));
       else if (a == "--num-stages") options.num_stages = count(a, value("--num-stages"));
       else if (a == "--no-tma") options.tma = false;
@@ -116,20 +118,26 @@ int main(int argc, char** argv) {
     std::vector<ParamInfo> runtime = def->runtime_params();
     if (aligned_arg.empty()) aligned_arg = t.kind == Target::Kind::host ? "none" : "all";
     ArgFacts aligned = aligned_arg == "all" ? def->aligned_facts() : ArgFacts(runtime.size(), ArgFact::none);
-    if (aligned_arg != "all" && aligned_arg != "none") {
+    // NAME,NAME,...: each a parameter of the kernel that `ok` takes, marked `fact`.
+    auto mark = [&](const std::string& list, const char* flag, const char* what, bool (*ok)(const ir::Type&), ArgFact fact) {
       size_t start = 0;
-      while (start <= aligned_arg.size()) {
-        size_t end = aligned_arg.find(',', start);
-        std::string name = aligned_arg.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      while (start <= list.size()) {
+        size_t end = list.find(',', start);
+        std::string name = list.substr(start, end == std::string::npos ? std::string::npos : end - start);
         size_t i = 0;
         while (i < runtime.size() && runtime[i].name != name) ++i;
-        if (i == runtime.size() || runtime[i].type.is_float())
-          throw Error("tiledist-compile: --aligned names '" + name + "', not an integer or pointer parameter of " + kernel);
-        aligned[i] = ArgFact::aligned16;
+        if (i == runtime.size() || !ok(runtime[i].type))
+          throw Error(str_cat("tiledist-compile: ", flag, " names '", name, "', not ", what, " parameter of ", kernel));
+        aligned[i] = fact;
         if (end == std::string::npos) break;
         start = end + 1;
       }
-    }
+    };
+    if (aligned_arg != "all" && aligned_arg != "none")
+      mark(aligned_arg, "--aligned", "an integer or pointer", [](const ir::Type& t) { return !t.is_float(); }, ArgFact::aligned16);
+    // (a launch specializes an integer argument equal to 1 as the constant: M = N = K = 1)
+    if (!one_arg.empty())
+      mark(one_arg, "--one", "an integer", [](const ir::Type& t) { return t.is_int(); }, ArgFact::one);
     const std::string text = jit::Context::global().emit(*def, constants, t, options, stage, aligned);
     FILE* out = output.empty() ? stdout : std::fopen(output.c_str(), "wb");
     if (!out) throw Error("tiledist-compile: cannot write " + output);
