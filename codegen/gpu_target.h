@@ -110,6 +110,15 @@ inline llvm::Value* inline_asm(llvm::IRBuilder<>& b, llvm::Type* ret, const std:
   return b.CreateCall(ty, llvm::InlineAsm::get(ty, text, constraints, true), args);
 }
 
+/// A wgmma matrix descriptor (PTX ISA, "Matrix Descriptor Format") of the tile at the 32-bit
+/// shared address `addr`: address >> 4 in bits 0-13, LBO >> 4 from bit 16, SBO >> 4 from bit 32,
+/// the 128-byte swizzle in bits 62-63. Both GPU lowerings' wgmma dots take it.
+inline llvm::Value* wgmma_descriptor(llvm::IRBuilder<>& b, llvm::Value* addr, int64_t lbo, int64_t sbo) {
+  const uint64_t fixed = (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) | (uint64_t(1) << 62);
+  llvm::Value* a = b.CreateAnd(b.CreateLShr(addr, 4), b.getInt32(0x3FFF));
+  return b.CreateOr(b.CreateZExt(a, b.getInt64Ty()), b.getInt64(fixed));
+}
+
 using MakeGpuTarget = std::unique_ptr<GpuTarget> (*)(llvm::IRBuilder<>& b, llvm::Module& m, const GpuOptions& opts);
 
 /// The shared GPU lowering, for the target `make` gives.

@@ -140,4 +140,11 @@ std::map<const Value*, int> count_uses(const Block& scope) {
   return uses;
 }
 
+void for_each_use(const Block& scope, const Value* v, const std::function<void(const Op&, size_t)>& fn) {
+  walk_block(scope, [&](const Op& op) {
+    for (size_t i = 0; i < op.operands.size(); ++i)
+      if (op.operands[i] == v) fn(op, i);
+  });
+}
+
 }  // namespace tiledist::ir

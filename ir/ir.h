@@ -103,5 +103,7 @@ struct Function {
 void replace_all_uses(Block& scope, Value* from, Value* to);
 /// Counts uses of each value in `scope`.
 std::map<const Value*, int> count_uses(const Block& scope);
+/// Calls fn(user, i) for each op in `scope` (nested regions included) whose operand i is `v`.
+void for_each_use(const Block& scope, const Value* v, const std::function<void(const Op&, size_t)>& fn);
 
 }  // namespace tiledist::ir

@@ -63,9 +63,7 @@ void GpuLowering::pipe_advance(Pipeline& p, const MmaTiles& m, llvm::Value* next
 }
 
 llvm::Value* GpuLowering::wgmma_desc(llvm::Value* at, int64_t lbo, int64_t sbo) {
-  const uint64_t fixed = (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) | (uint64_t(1) << 62);
-  llvm::Value* addr = b_.CreateAnd(b_.CreateLShr(b_.CreatePtrToInt(at, b_.getInt32Ty()), 4), b_.getInt32(0x3FFF));
-  return b_.CreateOr(b_.CreateZExt(addr, b_.getInt64Ty()), b_.getInt64(fixed));
+  return wgmma_descriptor(b_, b_.CreatePtrToInt(at, b_.getInt32Ty()), lbo, sbo);
 }
 
 void GpuLowering::ptx_on_acc(GVal& acc, const std::string& text, const std::string& more_cons, const std::vector<llvm::Value*>& more) {

@@ -1,4 +1,4 @@
-// Control flow in the GPU IR lowering (codegen/gpu_ir/lowering.h): for and if. Scalars are
+// Control flow in the GPU IR lowering (codegen/gpu_ir/lowering.h): for, while and if. Scalars are
 // uniform, so the whole program takes each branch; a loop carries each scalar and each register
 // of its tensors in a phi (a tensor keeps its layout: the region's argument has the init's).
 #include "codegen/gpu_ir/lowering.h"
@@ -13,9 +13,7 @@ std::vector<llvm::PHINode*> LayoutLowering::phis_for(const std::vector<const ir:
   for (size_t i = 0; i < vals.size(); ++i) {
     LVal g;
     llvm::Type* t = reg_type(vals[i]->type.element());
-    if (vals[i]->type.is_memdesc()) {
-      g.smem = init[i].smem;
-    } else if (!vals[i]->type.is_tensor()) {
+    if (!vals[i]->type.is_tensor()) {  // (shared buffers are never carried: unsupported_op)
       auto* phi = b_.CreatePHI(t, 2);
       phi->addIncoming(init[i].scalar, from);
       phis.push_back(phi);
@@ -43,6 +41,17 @@ void flatten(const LVal& g, std::vector<llvm::Value*>& into) {
 
 }  // namespace
 
+llvm::BasicBlock* LayoutLowering::close_loop(const ir::Op& term, const std::vector<llvm::PHINode*>& phis,
+                                             llvm::BasicBlock* header) {
+  std::vector<llvm::Value*> next;
+  for (const ir::Value* v : term.operands) flatten(val(v), next);
+  TD_ASSERT(next.size() == phis.size(), "a loop yields other values than it carries");
+  llvm::BasicBlock* latch = b_.GetInsertBlock();
+  for (size_t i = 0; i < phis.size(); ++i) phis[i]->addIncoming(next[i], latch);
+  b_.CreateBr(header);
+  return latch;
+}
+
 void LayoutLowering::emit_for(const ir::Op& op) {
   const ir::Block& body = *op.regions[0];
   llvm::Value* lo = val(op.operands[0]).scalar;
@@ -66,15 +75,8 @@ void LayoutLowering::emit_for(const ir::Op& op) {
   vals_[body.args[0].get()] = LVal::of(iv);
   for (size_t i = 0; i < carried.size(); ++i) vals_[carried[i]] = now[i];
   emit_block(body);
-  const ir::Op* term = body.terminator();
-  std::vector<llvm::Value*> next;
-  for (size_t i = 0; i < term->operands.size(); ++i)
-    if (!carried[i]->type.is_memdesc()) flatten(val(term->operands[i]), next);
-  TD_ASSERT(next.size() == phis.size(), "a loop yields other values than it carries");
-  llvm::BasicBlock* latch = b_.GetInsertBlock();
-  iv->addIncoming(b_.CreateAdd(iv, step), latch);
-  for (size_t i = 0; i < phis.size(); ++i) phis[i]->addIncoming(next[i], latch);
-  b_.CreateBr(header);
+  llvm::Value* iv_next = b_.CreateAdd(iv, step);
+  iv->addIncoming(iv_next, close_loop(*body.terminator(), phis, header));
   b_.SetInsertPoint(exit);
   for (size_t i = 0; i < op.results.size(); ++i) vals_[op.results[i].get()] = now[i];
 }
@@ -102,14 +104,7 @@ void LayoutLowering::emit_while(const ir::Op& op) {
   b_.SetInsertPoint(body_bb);
   for (size_t i = 0; i < forwarded.size(); ++i) vals_[after.args[i].get()] = forwarded[i];
   emit_block(after);
-  std::vector<llvm::Value*> next;
-  const ir::Op* term = after.terminator();
-  for (size_t i = 0; i < term->operands.size(); ++i)
-    if (!carried[i]->type.is_memdesc()) flatten(val(term->operands[i]), next);
-  TD_ASSERT(next.size() == phis.size(), "a while loop yields other values than it carries");
-  llvm::BasicBlock* latch = b_.GetInsertBlock();
-  for (size_t i = 0; i < phis.size(); ++i) phis[i]->addIncoming(next[i], latch);
-  b_.CreateBr(header);
+  close_loop(*after.terminator(), phis, header);
   b_.SetInsertPoint(exit);
   for (size_t i = 0; i < op.results.size(); ++i) vals_[op.results[i].get()] = forwarded[i];
 }
@@ -154,7 +149,6 @@ void LayoutLowering::emit_if(const ir::Op& op) {
     };
     if (shape[i].scalar) g.scalar = phi();
     for (size_t j = 0; j < shape[i].regs.size(); ++j) g.regs.push_back(phi());
-    g.smem = shape[i].smem;
     vals_[op.results[i].get()] = g;
   }
 }

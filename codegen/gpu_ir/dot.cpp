@@ -91,11 +91,7 @@ void LayoutLowering::emit_dot(const ir::Op& op) {
 }
 
 llvm::Value* LayoutLowering::wgmma_desc(llvm::Value* at, int64_t lbo, int64_t sbo) {
-  // (PTX ISA, "Matrix Descriptor Format": address >> 4 in bits 0-13, LBO >> 4 from bit 16,
-  // SBO >> 4 from bit 32, the 128-byte swizzle in bits 62-63)
-  const uint64_t fixed = (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) | (uint64_t(1) << 62);
-  llvm::Value* addr = b_.CreateAnd(b_.CreateLShr(b_.CreatePtrToInt(smem_at(at), b_.getInt32Ty()), 4), b_.getInt32(0x3FFF));
-  return b_.CreateOr(b_.CreateZExt(addr, b_.getInt64Ty()), b_.getInt64(fixed));
+  return wgmma_descriptor(b_, b_.CreatePtrToInt(smem_at(at), b_.getInt32Ty()), lbo, sbo);
 }
 
 void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {

@@ -17,14 +17,7 @@ bool shared_layout(const ir::Type& t) { return t.layout && t.layout->kind == ir:
 bool shared_view_ok(const ir::Value& v) {
   if (!v.def || (v.def->code != ir::OpCode::LocalLoad && v.def->code != ir::OpCode::ConvertLayout)) return false;
   bool ok = true;
-  const ir::Block& block = *v.def->parent;
-  std::function<void(const ir::Op&)> visit = [&](const ir::Op& user) {
-    for (size_t i = 0; i < user.operands.size(); ++i)
-      if (user.operands[i] == &v) ok &= user.code == ir::OpCode::Dot && i < 2;
-    for (auto& region : user.regions)
-      for (auto& inner : region->ops) visit(*inner);
-  };
-  for (auto& o : block.ops) visit(*o);
+  ir::for_each_use(*v.def->parent, &v, [&](const ir::Op& user, size_t i) { ok &= user.code == ir::OpCode::Dot && i < 2; });
   return ok;
 }
 
@@ -284,28 +277,21 @@ namespace tiledist::codegen {
 bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make,
                   GpuModule& out, std::string* why) {
   std::unique_ptr<ir::Function> f = ir::parse_function(ir::print(optimized), optimized.name);
-  // Hopper's passes put wgmma's operands in shared layouts, which this lowering does not take
-  // yet (wgmma's descriptors want 128-byte column blocks); until it does, sm_90a gets the sm_80
-  // form of the GPU IR (mma.sync, ldmatrix, cp.async), which Hopper runs natively.
-  // ("gpu_ir_wgmma", not yet run on a GPU: Hopper's own form.)
+  // On sm_90a the default is the sm_80 form of the GPU IR (mma.sync, ldmatrix, cp.async), which
+  // Hopper runs natively; "gpu_ir_wgmma" (not yet run on a GPU) takes Hopper's own form, whose
+  // dots read their operands in shared memory.
   const std::string pass_arch = opts.arch == "sm_90a" && opts.lowering != "gpu_ir_wgmma" ? "sm_80" : opts.arch;
   run_gpu_passes(*f, GpuPassContext::for_arch(pass_arch, opts.num_warps, opts.num_stages));
-  {
-    llvm::LLVMContext probe_ctx;
-    llvm::IRBuilder<> probe_b(probe_ctx);
-    llvm::Module probe_m("probe", probe_ctx);
-    std::unique_ptr<GpuTarget> t = make(probe_b, probe_m, opts);
-    std::string w = gpu_ir::unsupported_op(*f, *t);
+  // An op refused up front, or one whose layouts this lowering finds it cannot take as it lowers
+  // (a dot whose layouts do not hold mma.sync's fragments, a reduction over mixed dimensions),
+  // is a reason, not a failed compile: the caller falls back or reports it.
+  try {
+    gpu_ir::LayoutLowering lowering(*f, ctx, opts, make);
+    std::string w = lowering.refused();
     if (!w.empty()) {
       if (why) *why = w;
       return false;
     }
-  }
-  // An op whose layouts this lowering finds it cannot take (checked as it lowers: a dot whose
-  // layouts do not hold mma.sync's fragments, a reduction over mixed dimensions) is a reason
-  // like the others, not a failed compile: the caller falls back or reports it.
-  try {
-    gpu_ir::LayoutLowering lowering(*f, ctx, opts, make);
     out = lowering.run();
   } catch (const Error& e) {
     if (why) *why = e.what();

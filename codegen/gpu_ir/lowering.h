@@ -70,6 +70,8 @@ class LayoutLowering : public Elements {
  public:
   LayoutLowering(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make);
   GpuModule run();
+  /// Why this lowering does not take the kernel (unsupported_op for its target), or empty.
+  std::string refused() const { return unsupported_op(f_, *target_); }
 
  private:
   LayoutLowering(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make,
@@ -173,8 +175,13 @@ class LayoutLowering : public Elements {
   void emit_for(const ir::Op& op);
   void emit_if(const ir::Op& op);
   void emit_while(const ir::Op& op);
+/// Phis for each scalar and tensor register `vals` carry (from `init`, entering from `from`),
+  /// their values as the loop sees them in `out`.
   std::vector<llvm::PHINode*> phis_for(const std::vector<const ir::Value*>& vals, const std::vector<LVal>& init,
                                        llvm::BasicBlock* from, std::vector<LVal>& out);
+  /// The end of a loop's body: `term`'s operands are the next values of `phis` (from the
+  /// block the builder is in, which is returned), then back to `header`.
+  llvm::BasicBlock* close_loop(const ir::Op& term, const std::vector<llvm::PHINode*>& phis, llvm::BasicBlock* header);
 
   const ir::Function& f_;
   llvm::LLVMContext& ctx_;

@@ -258,16 +258,10 @@ const ir::Op* LayoutLowering::sunk_to_dot(const ir::Op& op) {
   const ir::Block& block = *op.parent;
   int uses = 0;
   const ir::Op* dot = nullptr;
-  std::function<void(const ir::Op&, bool)> visit = [&](const ir::Op& user, bool top) {
-    for (size_t i = 0; i < user.operands.size(); ++i)
-      if (user.operands[i] == v) {
-        ++uses;
-        if (top && user.code == OpCode::Dot && i < 2) dot = &user;
-      }
-    for (auto& region : user.regions)
-      for (auto& inner : region->ops) visit(*inner, false);
-  };
-  for (auto& o : block.ops) visit(*o, true);
+  ir::for_each_use(block, v, [&](const ir::Op& user, size_t i) {
+    ++uses;
+    if (user.parent == &block && user.code == OpCode::Dot && i < 2) dot = &user;
+  });
   if (uses != 1 || !dot || dot->results[0]->type.layout->kind != ir::Layout::Kind::mma) return nullptr;
   bool after = false;
   for (auto& o : block.ops) {
