@@ -9,10 +9,12 @@
 #   attention  attention_bench: kernels::Attention against PyTorch SDPA, same run
 #   grouped    grouped_gemm_bench: kernels::GroupedGemm against torch._grouped_mm, same run
 #   gemm       gpu_bench tp and fp8: the library GEMMs against cuBLAS (no-regression check)
-#   gpuir      every kernel test through the GPU IR lowering (TILEDIST_LOWERING=gpu_ir), then
-#              attention's registers and spills (ptxas -v) and times at a few tile shapes
-#   wgmma      the GPU IR lowering in Hopper's form (TILEDIST_LOWERING=gpu_ir_wgmma): the attention
-#              and dot tests, then attention_bench against SDPA
+#   gpuir      every kernel test through the GPU IR lowering (TILEDIST_LOWERING=gpu_ir: on Hopper
+#              its wgmma form), then attention's registers and spills (ptxas -v) and times at a few
+#              tile shapes
+#   mma        attention_bench through the GPU IR lowering in sm_80's form (gpu_ir_mma), to compare
+#   prefetch   with the dot_prefetch pass (gpu_ir_prefetch): the attention and two-dot tests, then
+#              attention_bench against SDPA
 # Prints each stage's summary; the logs keep the rest.
 set -u
 stages=${*:-tests attention grouped gemm gpuir}
@@ -25,6 +27,8 @@ export TILEDIST_CACHE_DIR=/tmp/tiledist-cache TILEDIST_TEST_GPU=1
 export TILEDIST_ATTENTION_BASELINE=$root/bench/attention_baseline.py
 export TILEDIST_GROUPED_GEMM_BASELINE=$root/bench/grouped_gemm_baseline.py
 export TILEDIST_CUBLASLT=${TILEDIST_CUBLASLT:-$(find / -name 'libcublasLt.so.1[23]*' 2>/dev/null | head -1)}
+# Everything printed also goes to $logs/summary.txt, which survives a run cut off by its time limit.
+exec > >(tee -a "$logs/summary.txt") 2>&1
 nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv,noheader
 run() {  # run NAME SECONDS CMD...: the command under a limit, its rc and its last lines
   local name=$1 limit=$2
@@ -63,12 +67,15 @@ for stage in $stages; do
                grep -oE "Used [0-9]+ registers|[0-9]+ bytes spill stores" | tr '\n' ' ')
         echo "   $c | $regs | $(timeout 60 bench/attention_bench one 4 32 4096 128 0 $1 $2 $3 $4 10 2>&1 | tail -1)"
       done ;;
-    wgmma)
-      TILEDIST_LOWERING=gpu_ir_wgmma run tests_wgmma 300 tests/kernels_test \
+    mma)
+      TILEDIST_LOWERING=gpu_ir_mma run attention_mma 240 bench/attention_bench 20
+      grep -vE '^\s*$' "$logs/attention_mma.log" | tail -5 ;;
+    prefetch)
+      TILEDIST_LOWERING=gpu_ir_prefetch run tests_prefetch 300 tests/kernels_test \
         --gtest_filter='Attention.*:Gemm.Triton*:Gemm.BackToBack*:Gemm.MaskedOperands*:Gemm.BF16'
-      grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_wgmma.log"
-      TILEDIST_LOWERING=gpu_ir_wgmma run attention_wgmma 240 bench/attention_bench 20
-      grep -vE '^\s*$' "$logs/attention_wgmma.log" | tail -7 ;;
+      grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_prefetch.log"
+      TILEDIST_LOWERING=gpu_ir_prefetch run attention_prefetch 240 bench/attention_bench 20
+      grep -vE '^\s*$' "$logs/attention_prefetch.log" | tail -5 ;;
     *) echo "unknown stage '$stage'" ;;
   esac
 done

@@ -180,7 +180,7 @@ std::pair<std::unique_ptr<ir::Function>, std::string> trace_optimized(const Kern
   if (!options.gpu_passes.empty()) {
     if (target.kind != Target::Kind::host)
       throw Error("tiledist: CompileOptions::gpu_passes runs the GPU passes' output on the host target only");
-    codegen::run_gpu_passes(*fn, codegen::GpuPassContext::for_arch(options.gpu_passes, options.num_warps, options.num_stages));
+    codegen::run_gpu_passes(*fn, codegen::GpuPassContext::for_arch(options.gpu_passes, options.num_warps, options.num_stages, options.lowering));
   }
   std::string key = sha256_hex(str_cat(ir::print(*fn), "\n", target.key(), "\n", options.key(), "\n", compiler_version()));
   return {std::move(fn), std::move(key)};
@@ -450,12 +450,12 @@ std::string Context::emit(const KernelDef& def, const Constants& constants, cons
   ir::optimize(*fn);
   if (stage == Stage::opt_ir) return ir::print(*fn);
   if (!options.gpu_passes.empty() && target.kind == Target::Kind::host) {  // (what compile() lowers: trace_optimized)
-    codegen::run_gpu_passes(*fn, codegen::GpuPassContext::for_arch(options.gpu_passes, options.num_warps, options.num_stages));
+    codegen::run_gpu_passes(*fn, codegen::GpuPassContext::for_arch(options.gpu_passes, options.num_warps, options.num_stages, options.lowering));
     if (stage == Stage::gpu_ir) return ir::print(*fn);
   }
   if (stage == Stage::gpu_ir) {
     if (target.kind == Target::Kind::host) throw Error("tiledist: the GPU IR (layouts) needs a GPU target (sm_80, sm_90a, gfx90a, gfx942)");
-    codegen::run_gpu_passes(*fn, codegen::GpuPassContext::for_arch(target.arch, options.num_warps, options.num_stages));
+    codegen::run_gpu_passes(*fn, codegen::GpuPassContext::for_arch(target.arch, options.num_warps, options.num_stages, options.lowering));
     return ir::print(*fn);
   }
   return emit(*fn, target, options, stage);

@@ -47,8 +47,10 @@ struct CompileOptions {
   /// GPU targets (NVIDIA so far): "gpu_ir" lowers the GPU passes' output (layouts, pipelines
   /// as the IR states them: codegen/gpu_ir/) where that lowering takes every op of the kernel,
   /// else the optimized IR; "gpu_ir_only" the same, but an op it does not take is an error;
-  /// "gpu_ir_wgmma" as gpu_ir, but on sm_90a Hopper's form of the GPU IR (wgmma reading its
-  /// operands in shared memory; not yet run on a GPU). Empty (the default): the optimized IR, whose lowering has the library GEMMs' fast paths
+  /// the GPU IR is each target's own form (sm_90a: wgmma); "gpu_ir_mma" as gpu_ir, but on
+  /// sm_90a sm_80's form (mma.sync), to compare; "gpu_ir_prefetch" as gpu_ir, with the
+  /// dot_prefetch pass (a dot feeding another issued an iteration ahead, codegen/passes/).
+  /// Empty (the default): the optimized IR, whose lowering has the library GEMMs' fast paths
   /// (wgmma, TMA, warp specialization), except for kernels whose loop dots it would leave
   /// without a pipeline (attention, back-to-back dots): those take the GPU IR where its
   /// lowering takes them. ($TILEDIST_LOWERING sets it for every compile.)

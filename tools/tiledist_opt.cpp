@@ -76,7 +76,9 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "tiledist-opt: '%s' is a GPU pass: give --target (sm_80, sm_90a, gfx90a, gfx942)\n", p.c_str());
           return 2;
         } else {
-          gpu_pass->run(*f, codegen::GpuPassContext::for_arch(t.arch, options.num_warps, options.num_stages));
+          codegen::GpuPassContext ctx = codegen::GpuPassContext::for_arch(t.arch, options.num_warps, options.num_stages);
+          ctx.prefetch_dots = true;  // (a pass named runs)
+          gpu_pass->run(*f, ctx);
         }
         ir::verify(*f);
       }

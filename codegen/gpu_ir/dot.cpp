@@ -163,11 +163,43 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
   }
   on_acc("wgmma.fence.sync.aligned;", a_cons, a_words);
   for (const std::vector<llvm::Value*>& more : steps) on_acc(text, a_shared ? ",l,l" : ",r,r,r,r,l", more);
-  ptx(b_.getVoidTy(), "wgmma.commit_group.sync.aligned;", "", {});
-  on_acc("wgmma.wait_group.sync.aligned 0;", "", {});  // (the registers are the group's until it completes)
+  // The carried values the rest of the block works on (not this dot's operands: the group
+  // reads those; not those in flight) pass through the commit, so that work waits for the issue.
+  std::vector<const ir::Value*> held;
+  for (const ir::Value* v : carried_)
+    if (v->type.is_tensor() && v->type.dtype == DType::f32 && !wgmma_pending_.count(v) &&
+        std::find(op.operands.begin(), op.operands.end(), v) == op.operands.end() && used_after(op, v))
+      held.push_back(v);
+  std::vector<llvm::Value*> through;
+  for (const ir::Value* v : held) through.insert(through.end(), vals_.at(v).regs.begin(), vals_.at(v).regs.end());
+  std::string cons;
+  for (size_t i = 0; i < through.size(); ++i) cons += str_cat(i ? "," : "", "=f");
+  for (size_t i = 0; i < through.size(); ++i) cons += str_cat(",", i);
+  llvm::Type* ty = through.empty() ? b_.getVoidTy()
+                                   : static_cast<llvm::Type*>(llvm::StructType::get(ctx_, std::vector<llvm::Type*>(through.size(), b_.getFloatTy())));
+  llvm::Value* r = ptx(ty, "wgmma.commit_group.sync.aligned;", cons, through);
+  llvm::cast<llvm::CallInst>(r)->addFnAttr(llvm::Attribute::Convergent);
+  size_t k = 0;
+  for (const ir::Value* v : held)
+    for (llvm::Value*& x : vals_.at(v).regs) x = b_.CreateExtractValue(r, {static_cast<unsigned>(k++)});
   LVal out;
   out.regs = acc;
   define(op, out);
+  wgmma_pending_[op.results[0].get()] = wgmma_groups_++;  // (the registers are the group's until it completes)
+}
+
+bool LayoutLowering::used_after(const ir::Op& op, const ir::Value* v) {
+  std::function<bool(const ir::Op&)> uses = [&](const ir::Op& o) {
+    if (std::find(o.operands.begin(), o.operands.end(), v) != o.operands.end()) return true;
+    for (const auto& r : o.regions)
+      for (const auto& inner : r->ops)
+        if (uses(*inner)) return true;
+    return false;
+  };
+  for (auto it = std::next(op.parent->ops.begin(), std::distance(op.parent->ops.begin(), const_cast<ir::Block*>(op.parent)->position(&op)) + 1);
+       it != op.parent->ops.end(); ++it)
+    if (uses(**it)) return true;
+  return false;
 }
 
 void LayoutLowering::emit_dot_fma(const ir::Op& op) {

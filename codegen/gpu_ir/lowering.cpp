@@ -148,17 +148,46 @@ GpuModule LayoutLowering::run() {
 }
 
 LVal& LayoutLowering::val(const ir::Value* v) {
+  if (auto p = wgmma_pending_.find(v); p != wgmma_pending_.end()) wgmma_wait(p->second);
   auto it = vals_.find(v);
   TD_ASSERT(it != vals_.end(), "value used before lowering");
   return it->second;
 }
 
+void LayoutLowering::wgmma_wait(int64_t group) {
+  std::vector<const ir::Value*> done;
+  std::vector<llvm::Value*> regs;
+  for (auto& [v, g] : wgmma_pending_)
+    if (g <= group) {
+      done.push_back(v);
+      const LVal& x = vals_.at(v);
+      regs.insert(regs.end(), x.regs.begin(), x.regs.end());
+    }
+  for (const ir::Value* v : done) wgmma_pending_.erase(v);
+  std::string cons;
+  for (size_t i = 0; i < regs.size(); ++i) cons += str_cat(i ? "," : "", "=f");
+  for (size_t i = 0; i < regs.size(); ++i) cons += str_cat(",", i);
+  auto* ty = llvm::StructType::get(ctx_, std::vector<llvm::Type*>(regs.size(), b_.getFloatTy()));
+  llvm::Value* r = ptx(regs.empty() ? b_.getVoidTy() : static_cast<llvm::Type*>(ty),
+                       str_cat("wgmma.wait_group.sync.aligned ", wgmma_groups_ - 1 - group, ";"), cons, regs);
+  llvm::cast<llvm::CallInst>(r)->addFnAttr(llvm::Attribute::Convergent);
+  size_t k = 0;
+  for (const ir::Value* v : done)
+    for (llvm::Value*& x : vals_.at(v).regs) x = b_.CreateExtractValue(r, {static_cast<unsigned>(k++)});
+}
+
 void LayoutLowering::emit_block(const ir::Block& block) {
-  for (auto& op : block.ops) emit(*op);
+  for (auto& op : block.ops) {
+    // (a region's values in flight complete before it ends: the code after it, or the other
+    // arm, does not know them)
+    if (op->info().flags & ir::TERM) wgmma_wait_all();
+    emit(*op);
+  }
 }
 
 void LayoutLowering::emit(const ir::Op& op) {
   current_ = &op;
+  if (!op.regions.empty()) wgmma_wait_all();  // (the region's code does not know the groups in flight)
   const ir::Type* rt = op.results.empty() ? nullptr : &op.results[0]->type;
   switch (op.code) {
     case OpCode::Constant: return define(op, LVal::of(constant_of(op)));
@@ -276,28 +305,35 @@ namespace tiledist::codegen {
 
 bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make,
                   GpuModule& out, std::string* why) {
-  std::unique_ptr<ir::Function> f = ir::parse_function(ir::print(optimized), optimized.name);
-  // On sm_90a the default is the sm_80 form of the GPU IR (mma.sync, ldmatrix, cp.async), which
-  // Hopper runs natively; "gpu_ir_wgmma" (not yet run on a GPU) takes Hopper's own form, whose
-  // dots read their operands in shared memory.
-  const std::string pass_arch = opts.arch == "sm_90a" && opts.lowering != "gpu_ir_wgmma" ? "sm_80" : opts.arch;
-  run_gpu_passes(*f, GpuPassContext::for_arch(pass_arch, opts.num_warps, opts.num_stages));
-  // An op refused up front, or one whose layouts this lowering finds it cannot take as it lowers
-  // (a dot whose layouts do not hold mma.sync's fragments, a reduction over mixed dimensions),
-  // is a reason, not a failed compile: the caller falls back or reports it.
-  try {
-    gpu_ir::LayoutLowering lowering(*f, ctx, opts, make);
-    std::string w = lowering.refused();
-    if (!w.empty()) {
-      if (why) *why = w;
-      return false;
+  // Each target's own form of the GPU IR: on sm_90a wgmma (its operands in shared memory, but
+  // attention's P in registers), and where that form is refused (operand tiles whose rows are
+  // not 128 bytes: a GEMM with BK = 32), sm_80's (mma.sync, ldmatrix), which Hopper also runs;
+  // "gpu_ir_mma" takes sm_80's form there at once, to compare.
+  std::vector<std::string> forms = {opts.arch == "sm_90a" && opts.lowering == "gpu_ir_mma" ? "sm_80" : opts.arch};
+  if (forms[0] == "sm_90a") forms.push_back("sm_80");
+  std::string reasons;
+  for (const std::string& pass_arch : forms) {
+    std::unique_ptr<ir::Function> f = ir::parse_function(ir::print(optimized), optimized.name);
+    run_gpu_passes(*f, GpuPassContext::for_arch(pass_arch, opts.num_warps, opts.num_stages, opts.lowering));
+    // An op refused up front, or one whose layouts this lowering finds it cannot take as it
+    // lowers (a dot whose layouts do not hold its fragments, a reduction over mixed
+    // dimensions), is a reason, not a failed compile: the next form, or the caller, takes it.
+    std::string w;
+    try {
+      gpu_ir::LayoutLowering lowering(*f, ctx, opts, make);
+      w = lowering.refused();
+      if (w.empty()) {
+        out = lowering.run();
+        return true;
+      }
+    } catch (const Error& e) {
+      w = e.what();
     }
-    out = lowering.run();
-  } catch (const Error& e) {
-    if (why) *why = e.what();
-    return false;
+    if (reasons.empty()) reasons = w;
+    else if (w != reasons) reasons = str_cat(reasons, " (in sm_80's form: ", w, ")");
   }
-  return true;
+  if (why) *why = reasons;
+  return false;
 }
 
 }  // namespace tiledist::codegen

@@ -10,7 +10,9 @@
 // - loads and stores move as many contiguous registers at once as the axis analysis allows;
 // - reductions combine registers, then lanes by XOR shuffles, then warps through shared memory
 //   (ir::reduce_plan);
-// - dot is mma.sync over registers whose dot-operand layouts hold its fragments;
+// - dot is mma.sync over registers whose dot-operand layouts hold its fragments, or on sm_90a
+//   wgmma over shared-memory views (and A registers), its group left in flight until its result
+//   is read (wgmma_wait);
 // - local_alloc, async_copy (cp.async), async_commit, async_wait and local_load (ldmatrix where
 //   the layouts allow it) are the pipelining pass's shared-memory ring.
 // Kernels with an op this lowering does not take yet (`lowerable` says which) keep the
@@ -96,7 +98,12 @@ class LayoutLowering : public Elements {
   llvm::Value* ptx(llvm::Type* ret, const std::string& text, std::string constraints, const std::vector<llvm::Value*>& args) {
     return inline_asm(b_, ret, text, std::move(constraints), args);
   }
-  void barrier() { target_->barrier(); }
+  /// A CTA barrier; first every wgmma group in flight completes (the barrier orders later
+  /// writes into shared memory after every warpgroup's reads of it, theirs included).
+  void barrier() {
+    wgmma_wait_all();
+    target_->barrier();
+  }
 
   // ---- registers.cpp: where a layout's registers lie, and moving them
   const ir::LinearLayout& linear(const ir::Type& t);
@@ -162,8 +169,19 @@ class LayoutLowering : public Elements {
   void emit_dot_fma(const ir::Op& op);
   /// A dot whose accumulator is wgmma's (sm_90a): each warpgroup's m64nNk16 over K, A from its
   /// shared view or this thread's dot-operand registers, B from its shared view (K-major, or
-  /// N-major read transposed), then waits for the group.
+  /// N-major read transposed), as one group left in flight (wgmma_wait).
   void emit_dot_wgmma(const ir::Op& op);
+  /// wgmma groups in flight: a dot's group is committed, not waited for; its result is the
+  /// group's registers until wgmma.wait_group says it is done. `val` waits for a value in
+  /// flight (wait_group N, N the groups committed after its own), as do a barrier, a region's
+  /// start and end, and the kernel's return (wait_group 0). The wait takes the registers of
+  /// every value it completes and hands them back, so nothing reads them before it.
+  void wgmma_wait(int64_t group);
+  void wgmma_wait_all() {
+    if (!wgmma_pending_.empty()) wgmma_wait(wgmma_groups_ - 1);
+  }
+  /// Whether an op after `op` in its block (or nested in one) uses `v`.
+  static bool used_after(const ir::Op& op, const ir::Value* v);
   /// A wgmma matrix descriptor of the tile at shared address `at` (128-byte swizzle).
   llvm::Value* wgmma_desc(llvm::Value* at, int64_t lbo, int64_t sbo);
   /// A tensor stored into a placed buffer in its #shared layout (convert_layout to one).
@@ -202,6 +220,13 @@ class LayoutLowering : public Elements {
   /// wrote there (stores, cp.async) is fenced to it before the barrier that publishes it.
   bool wgmma_ = false;
   int64_t smem_bytes_ = 0;
+  /// The values the innermost for loop being lowered carries (its body's arguments but the
+  /// induction variable): a wgmma group's commit passes their float registers through, so
+  /// that the work on them (attention's softmax of the last iteration's scores) is scheduled
+  /// after the group is issued, and runs while it does (dot_prefetch).
+  std::vector<const ir::Value*> carried_;
+  int64_t wgmma_groups_ = 0;                              // committed so far, in program order
+  std::map<const ir::Value*, int64_t> wgmma_pending_;    // dot results in flight: their group
 };
 
 }  // namespace tiledist::codegen::gpu_ir

@@ -22,9 +22,15 @@ struct GpuPassContext {
   bool mfma = false;      // AMD matrix cores (gfx90a, gfx942)
   bool mma_f8 = false;    // the matrix units take f8 operands
   int num_stages = 3;     // tiles in flight in a pipelined loop
+  /// dot_prefetch runs (CompileOptions::lowering "gpu_ir_prefetch"; a pass named to
+  /// tiledist-opt always runs). Off by default: on one H100 it gave attention 0.49 of SDPA
+  /// at D = 128 where the plain wgmma form gives 0.47, but 0.50 at D = 64 against 0.58
+  /// (bench/RESULTS.md, 2026-11-25).
+  bool prefetch_dots = false;
 
-  /// sm_80, sm_90a, gfx90a, gfx942; throws Error naming the known ones otherwise.
-  static GpuPassContext for_arch(const std::string& arch, int num_warps, int num_stages = 3);
+  /// sm_80, sm_90a, gfx90a, gfx942; throws Error naming the known ones otherwise. `lowering`
+  /// (CompileOptions::lowering) asks for the passes that are off by default.
+  static GpuPassContext for_arch(const std::string& arch, int num_warps, int num_stages = 3, const std::string& lowering = "");
 };
 
 /// Layout assignment: gives every block tensor a layout (ir/layout.h) and makes each change of
@@ -57,6 +63,17 @@ ir::LayoutRef swizzled_shared(ir::DType dtype, const std::vector<int64_t>& shape
 /// blocks (the atoms of wgmma's 128-byte swizzle: each block's rows 128 bytes apart); shorter
 /// rows as swizzled_shared.
 ir::LayoutRef wgmma_shared(ir::DType dtype, const std::vector<int64_t>& shape, const std::vector<int64_t>& order);
+
+/// Dot prefetch (sm_90a, where ctx.prefetch_dots asks for it): in a for loop of constant positive step that writes no memory, the
+/// first wgmma dot whose operands can all be computed an iteration ahead (from the induction
+/// variable, values from outside the loop and loads of those: LoopAhead::ahead) and whose
+/// result reaches another dot of the body is computed one iteration ahead: the first
+/// iteration's before the loop, each next one where the dot was, carried, its loads masked to
+/// iterations that exist. The lowering issues wgmma without waiting for it, so the dot runs
+/// while the rest of the iteration works on the one before (attention's softmax beside the next
+/// QK^T: FlashAttention-3's overlap within a warpgroup). The same arithmetic in the same order.
+/// Runs before pipelining, which then pipelines the ahead loads as any other.
+void dot_prefetch(ir::Function& f, const GpuPassContext& ctx);
 
 /// Software pipelining: in a for loop of constant positive step, each load whose address and
 /// mask depend only on the induction variable, on values from outside the loop and on values

@@ -7,7 +7,7 @@
 
 namespace tiledist::codegen {
 
-GpuPassContext GpuPassContext::for_arch(const std::string& arch, int num_warps, int num_stages) {
+GpuPassContext GpuPassContext::for_arch(const std::string& arch, int num_warps, int num_stages, const std::string& lowering) {
   struct Facts {
     const char* arch;
     int warp_size;
@@ -24,6 +24,7 @@ GpuPassContext GpuPassContext::for_arch(const std::string& arch, int num_warps, 
       GpuPassContext c;
       c.arch = arch, c.num_warps = num_warps, c.num_stages = num_stages, c.warp_size = f.warp_size;
       c.mma_sync = f.mma_sync, c.wgmma = f.wgmma, c.mfma = f.mfma, c.mma_f8 = f.mma_f8;
+      c.prefetch_dots = lowering == "gpu_ir_prefetch";
       return c;
     }
   throw Error(str_cat("tiledist: the GPU passes know sm_80, sm_90a, gfx90a and gfx942, not '", arch, "'"));
@@ -32,6 +33,7 @@ GpuPassContext GpuPassContext::for_arch(const std::string& arch, int num_warps, 
 const std::vector<GpuPass>& gpu_pipeline() {
   static const std::vector<GpuPass> passes = {
       {"layout_assignment", layout_assignment},  // every tensor gets a layout; conversions become ops
+      {"dot_prefetch", dot_prefetch},            // a dot feeding another computed an iteration ahead (wgmma)
       {"pipelining", pipelining},                // dot operands' loads issued stages ahead, into shared memory
   };
   return passes;

@@ -23,6 +23,7 @@
 #include <map>
 
 #include "codegen/axis_info.h"
+#include "codegen/passes/loop_ahead.h"
 #include "codegen/passes/passes.h"
 #include "ir/builder.h"
 #include "ir/layout.h"
@@ -51,63 +52,23 @@ struct Candidate {
 
 class Pipeliner {
  public:
-  Pipeliner(Op& loop, int stages) : loop_(loop), body_(*loop.regions[0]), stages_(stages) {}
+  Pipeliner(Op& loop, int stages) : loop_(loop), body_(*loop.regions[0]), ahead_(loop), stages_(stages) {}
 
   bool run() {
-    const Op* step = loop_.operands[2]->def;
-    if (!step || step->code != OpCode::Constant || std::get<int64_t>(step->attrs.at("value")) <= 0) return false;
-    if (writes_or_orders_memory(body_)) return false;
+    if (!ahead_.constant_positive_step()) return false;
+    if (LoopAhead::writes_or_orders_memory(body_)) return false;
     uses_ = ir::count_uses(*loop_.parent);
     find_candidates();
     if (candidates_.empty()) return false;
     allocate_and_prologue();
     rewrite_body();
-    ir::Builder after = builder_at(loop_, true);
+    ir::Builder after = LoopAhead::builder_at(loop_, true);
     after.async_wait(0);  // nothing in flight once the loop is done
     return true;
   }
 
  private:
-  Value* iv() const { return body_.args[0].get(); }
-
-  /// Whether `v` (used in the body) can be computed for any iteration ahead of it: the
-  /// induction variable, a value from outside the loop, or pure ops of the body over those.
-  bool ahead(const Value* v, int depth = 0) {
-    if (v == iv()) return true;
-    if (v->owner == &body_) return carried_step(v).inc != nullptr;
-    if (v->owner) return !inside(v->owner->parent);
-    const Op* d = v->def;
-    if (d->parent != &body_) return !inside(d);
-    if (!d->is_pure() || !d->regions.empty() || depth > 64) return false;
-    if ((d->code == OpCode::Div || d->code == OpCode::Rem) && !nonzero_constant(d->operands[1]))
-      return false;  // (run for an iteration that may not exist, it could divide by zero)
-    for (const Value* o : d->operands)
-      if (!ahead(o, depth + 1)) return false;
-    return true;
-  }
-  static bool nonzero_constant(const Value* v) {
-    const Op* c = ir::constant_source(v);
-    if (!c) return false;
-    const ir::Attr& a = c->attrs.at("value");
-    return std::holds_alternative<int64_t>(a) ? std::get<int64_t>(a) != 0 : std::get<double>(a) != 0.0;
-  }
-  /// Whether `b` (or a region in it) does anything to memory but load: a store, an atomic, a
-  /// copy, a fence, a barrier, a wait. Loads moved ahead of those could read stale data.
-  static bool writes_or_orders_memory(const Block& b) {
-    for (const auto& op : b.ops) {
-      if ((op->info().flags & ir::MEM) && op->code != OpCode::Load) return true;
-      for (const auto& r : op->regions)
-        if (writes_or_orders_memory(*r)) return true;
-    }
-    return false;
-  }
-
-  /// Whether op `o` lies inside the loop (in its body or deeper).
-  bool inside(const Op* o) const {
-    for (const Block* b = o ? o->parent : nullptr; b; b = b->parent ? b->parent->parent : nullptr)
-      if (b == &body_) return true;
-    return false;
-  }
+  Value* iv() const { return ahead_.iv(); }
 
   static bool operand_layout(const LayoutRef& l) {
     return l && (l->kind == Layout::Kind::dot_operand || l->kind == Layout::Kind::shared);
@@ -124,7 +85,7 @@ class Pipeliner {
     for (auto& op : body_.ops) {
       if (op->code != OpCode::Load || !op->results[0]->type.is_tensor() || op->results[0]->type.shape.size() != 2) continue;
       bool addresses_ahead = true;
-      for (const Value* o : op->operands) addresses_ahead &= ahead(o);
+      for (const Value* o : op->operands) addresses_ahead &= ahead_.ahead(o, false);
       if (!addresses_ahead) continue;
       Candidate c;
       c.load = op.get();
@@ -140,62 +101,20 @@ class Pipeliner {
     }
   }
 
-  /// A builder inserting right before `op` (after: right after it).
-  static ir::Builder builder_at(Op& op, bool after) {
-    ir::Builder b(op.parent);
-    auto it = op.parent->position(&op);
-    b.set_insert_point(op.parent, after ? std::next(it) : it);
-    b.set_loc(op.loc);
-    return b;
-  }
-
-  /// `v` for the iteration `iterations` on, whose induction variable is `at`: the body's pure
-  /// ops cloned, each carried value advanced by that many steps from where it is (`prologue`:
-  /// from its initial value, before the loop).
-  Value* clone_at(ir::Builder& b, Value* v, Value* at, int64_t iterations, bool prologue, std::map<const Value*, Value*>& made) {
-    if (v == iv()) return at;
-    auto it = made.find(v);
-    if (it != made.end()) return it->second;
-    if (v->owner == &body_) {
-      CarriedStep step = carried_step(v);
-      Value* base = prologue ? const_cast<Value*>(step.init) : v;
-      if (iterations == 0) return made[v] = base;
-      Value* inc = const_cast<Value*>(step.inc);
-      Value* times = b.constant_int(inc->type.dtype, iterations);
-      if (inc->type.is_tensor())
-        times = b.create(OpCode::Splat, {times}, {inc->type})->result();
-      Value* by = b.binary(OpCode::Mul, inc, times);
-      return made[v] = v->type.is_ptr ? b.addptr(base, by) : b.binary(OpCode::Add, base, by);
-    }
-    if (v->owner || v->def->parent != &body_) return v;
-    const Op& d = *v->def;
-    std::vector<Value*> operands;
-    for (Value* o : d.operands) operands.push_back(clone_at(b, o, at, iterations, prologue, made));
-    return made[v] = b.create(d.code, operands, {v->type}, d.attrs)->result();
-  }
-
   /// Issues the copy of every candidate's tile of the iteration `iterations` on (whose
   /// induction variable is `at`) into tile `slot`, masked off where `at` is past the loop's end
   /// (compared in 64 bits: `at` may wrap where the loop ends near the top of its type), and
   /// closes the group.
   void issue(ir::Builder& b, Value* at, int64_t iterations, bool prologue, Value* slot) {
-    std::map<const Value*, Value*> made;
-    Value* live;
-    if (iv()->type.dtype == ir::DType::i64) {
-      live = b.cmp("lt", at, loop_.operands[1]);
-    } else {
-      Value* at64 = b.binary(OpCode::Add, b.cast(prologue ? loop_.operands[0] : iv(), ir::DType::i64),
-                             b.binary(OpCode::Mul, b.constant_int(ir::DType::i64, iterations),
-                                      b.cast(loop_.operands[2], ir::DType::i64)));
-      live = b.cmp("lt", at64, b.cast(loop_.operands[1], ir::DType::i64));
-    }
+    LoopAhead::Made made;
+    Value* live = ahead_.live(b, iterations, prologue);
     for (Candidate& c : candidates_) {
       const Op& ld = *c.load;
-      Value* ptrs = clone_at(b, ld.operands[0], at, iterations, prologue, made);
+      Value* ptrs = ahead_.clone_at(b, ld.operands[0], at, iterations, prologue, made);
       const ir::Type& pt = ptrs->type;
       Value* valid = b.create(OpCode::Splat, {live}, {ir::Type::tensor(ir::DType::i1, pt.shape).with_layout(pt.layout)})->result();
-      Value* mask = ld.operands.size() > 1 ? b.binary(OpCode::And, clone_at(b, ld.operands[1], at, iterations, prologue, made), valid) : valid;
-      Value* other = ld.operands.size() > 2 ? clone_at(b, ld.operands[2], at, iterations, prologue, made) : nullptr;
+      Value* mask = ld.operands.size() > 1 ? b.binary(OpCode::And, ahead_.clone_at(b, ld.operands[1], at, iterations, prologue, made), valid) : valid;
+      Value* other = ld.operands.size() > 2 ? ahead_.clone_at(b, ld.operands[2], at, iterations, prologue, made) : nullptr;
       b.async_copy(c.buf, slot, ptrs, mask, other, "cp.async");
     }
     b.async_commit();
@@ -204,7 +123,7 @@ class Pipeliner {
   Value* constant(ir::Builder& b, int64_t v) { return b.constant_int(iv()->type.dtype, v); }
 
   void allocate_and_prologue() {
-    ir::Builder b = builder_at(loop_, false);
+    ir::Builder b = LoopAhead::builder_at(loop_, false);
     for (Candidate& c : candidates_) {
       const ir::Type& t = c.load->results[0]->type;
       // A dot that reads its operand in shared memory (wgmma) names the layout; the ring holds
@@ -223,7 +142,7 @@ class Pipeliner {
 
   void rewrite_body() {
     // The tile index, carried: 0 first.
-    ir::Builder before = builder_at(loop_, false);
+    ir::Builder before = LoopAhead::builder_at(loop_, false);
     Value* zero = before.constant_int(ir::DType::i32, 0);
     loop_.operands.push_back(zero);
     Value* tile = body_.add_arg(ir::Type::scalar(ir::DType::i32));
@@ -252,6 +171,7 @@ class Pipeliner {
 
   Op& loop_;
   Block& body_;
+  LoopAhead ahead_;
   int stages_;
   std::map<const Value*, int> uses_;
   std::vector<Candidate> candidates_;

@@ -88,7 +88,8 @@ TEST(GpuIrOnHost, CarriedPointerGemmGivesTheSameBits) {
 
 TEST(GpuIrOnHost, AttentionGivesTheSameBits) {
   // Ragged sequences (one shorter than a block, one not a multiple of it), causal and not:
-  // both of the kernel's loops (whole blocks, then the masked last one) are pipelined.
+  // both of the kernel's loops (whole blocks, then the masked last one) are pipelined, and with
+  // dot_prefetch their first dots issued an iteration ahead (the last one's from masked loads).
   const int heads = 2, kv_heads = 1, D = 64;
   const std::vector<int32_t> cu = {0, 45, 45 + 130};
   const int tokens = cu.back(), batch = 2, longest = 130;
@@ -100,9 +101,11 @@ TEST(GpuIrOnHost, AttentionGivesTheSameBits) {
     std::vector<bf16> base(q.size());
     kernels::Attention(Target::host(), heads, kv_heads, D, ir::DType::bf16, causal, 0, plain)
         .run_varlen(q.data(), k.data(), v.data(), base.data(), cu.data(), batch, longest);
-    for (const char* arch : kArchs) {
+    // (sm_90a with gpu_ir_prefetch: the first dot of each loop computed an iteration ahead)
+    for (std::string arch : {"sm_80", "sm_90a", "sm_90a+prefetch"}) {
       kernels::AttentionConfig config = plain;
-      config.options.gpu_passes = arch;
+      config.options.gpu_passes = arch.substr(0, arch.find('+'));
+      if (arch.find('+') != std::string::npos) config.options.lowering = "gpu_ir_prefetch";
       std::vector<bf16> got(q.size());
       kernels::Attention(Target::host(), heads, kv_heads, D, ir::DType::bf16, causal, 0, config)
           .run_varlen(q.data(), k.data(), v.data(), got.data(), cu.data(), batch, longest);
