@@ -6,6 +6,8 @@
 // layouts must be mma.sync's (checked, not assumed).
 #include "codegen/gpu_ir/lowering.h"
 
+#include <llvm/IR/IntrinsicsNVPTX.h>
+
 namespace tiledist::codegen::gpu_ir {
 
 using ir::LinearLayout;
@@ -15,6 +17,11 @@ llvm::Value* LayoutLowering::pair_word(const ir::Value* v, int64_t r) {
   if (g.lazy_pair && r % 2 == 0) return (*g.lazy_pair)(r / 2);
   if (!g.pairs.empty() && r % 2 == 0) return g.pairs[static_cast<size_t>(r / 2)];
   const DType d = v->type.dtype;
+  if (!g.wide.empty()) {  // one cvt.rn.{bf16,f16}x2.f32 (its first source the upper half)
+    auto id = d == DType::f16 ? llvm::Intrinsic::nvvm_ff2f16x2_rn : llvm::Intrinsic::nvvm_ff2bf16x2_rn;
+    llvm::Value* two = b_.CreateIntrinsic(id, {}, {g.wide[static_cast<size_t>(r + 1)], g.wide[static_cast<size_t>(r)]});
+    return b_.CreateBitCast(two, b_.getInt32Ty());
+  }
   auto bits = [&](int64_t i) {
     if (!g.bits.empty()) return b_.CreateZExt(g.bits[static_cast<size_t>(i)], b_.getInt32Ty());
     llvm::Value* m = to_mem(g.regs[static_cast<size_t>(i)], d);

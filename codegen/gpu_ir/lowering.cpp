@@ -285,6 +285,7 @@ void LayoutLowering::emit_elementwise(const ir::Op& op) {
   if (op.code == OpCode::Cast && (rt.dtype == DType::bf16 || rt.dtype == DType::f16) && from == DType::f32) {
     // The bits once: the registers are what they read back as, and mma.sync packs the bits.
     for (llvm::Value* x : val(op.operands[0]).regs) {
+      g.wide.push_back(x);
       llvm::Value* m = to_mem(x, rt.dtype);
       g.bits.push_back(rt.dtype == DType::f16 ? b_.CreateBitCast(m, b_.getInt16Ty()) : m);
       g.regs.push_back(from_mem(m, rt.dtype));

@@ -52,6 +52,9 @@ struct LVal {
   /// 16-bit float tensors made by a cast: each register's memory bits (i16), so that packing
   /// them for mma.sync does not round again; empty otherwise.
   std::vector<llvm::Value*> bits;
+  /// The same tensors: the f32 registers each was rounded from, so that a pair packs with one
+  /// conversion of two (cvt.rn.bf16x2.f32); empty otherwise.
+  std::vector<llvm::Value*> wide;
   int64_t smem = -1;  // a memdesc: its byte offset in shared memory
   /// A tensor in a #shared layout (a wgmma operand read in place): its tile's shared address
   /// (i32), laid out as the tensor type's layout says.

@@ -90,6 +90,8 @@ LVal LayoutLowering::move(const ir::Value* v, const ir::Type& to_type, const Coo
     for (int64_t s : *perm) out.regs.push_back(src.regs[static_cast<size_t>(s)]);
     if (!src.bits.empty())
       for (int64_t s : *perm) out.bits.push_back(src.bits[static_cast<size_t>(s)]);
+    if (!src.wide.empty())
+      for (int64_t s : *perm) out.wide.push_back(src.wide[static_cast<size_t>(s)]);
     bool pairs = !src.pairs.empty() && perm->size() % 2 == 0;
     for (size_t i = 0; pairs && i < perm->size(); i += 2)
       pairs = (*perm)[i] % 2 == 0 && (*perm)[i + 1] == (*perm)[i] + 1;
