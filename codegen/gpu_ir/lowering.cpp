@@ -130,6 +130,9 @@ GpuModule LayoutLowering::run() {
                                    llvm::GlobalValue::NotThreadLocal, 3);
   smem_->setAlignment(llvm::Align(128));
   b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
+  llvm::FastMathFlags contract;  // (a multiply and an add may fuse: attention's S * scale - max)
+  contract.setAllowContract(true);
+  b_.setFastMathFlags(contract);
   tid_ = target_->thread_id();
   for (auto& a : f_.body.args) vals_[a.get()] = LVal::of(target_->param(fn_->getArg(a->index)));
   f_.walk([&](const ir::Op& op) {

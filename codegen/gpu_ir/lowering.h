@@ -3,7 +3,8 @@
 // this thread's registers in its layout's register order (LinearLayout's `reg` input); the
 // register's coordinates are its register bits' bases XOR the thread's lane and warp bases.
 // Each op is lowered from its operands' and result's layouts alone:
-// - elementwise ops work register by register (operands share the result's layout);
+// - elementwise ops work register by register (operands share the result's layout); a multiply
+//   and an add may fuse into one fma (LLVM's `contract`, as Triton's enable_fp_fusion default);
 // - expand_dims, broadcast, trans and convert_layout take each result register from the
 //   operand's register that holds the same element in the same thread where one does (the
 //   layouts' lane and warp bases agree), else go through shared memory;
