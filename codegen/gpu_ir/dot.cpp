@@ -152,20 +152,24 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
   std::vector<std::vector<llvm::Value*>> steps;
   std::vector<llvm::Value*> a_words;
   std::string a_cons;
+  // Each operand's descriptor once; a k step's is it plus the step's offset >> 4 (the address
+  // field, bits 0-13, holds any shared address, under 256 KiB: no carry out of it).
+  llvm::Value* a_desc = a_shared ? wgmma_desc(a_tile, 16, 1024) : nullptr;
+  llvm::Value* b_desc = wgmma_desc(b_tile, b_k_major ? 16 : b_rows * 128, 1024);
+  auto moved = [&](llvm::Value* desc, int64_t bytes) {
+    return bytes ? b_.CreateAdd(desc, b_.getInt64(static_cast<uint64_t>(bytes >> 4))) : desc;
+  };
   for (int64_t ks = 0; ks < K / 16; ++ks) {
     std::vector<llvm::Value*> more;
     if (a_shared) {
-      more.push_back(wgmma_desc(b_.CreateAdd(a_tile, b_.getInt32(static_cast<uint32_t>((ks / 4) * M * 128 + (ks % 4) * 32))), 16, 1024));
+      more.push_back(moved(a_desc, (ks / 4) * M * 128 + (ks % 4) * 32));
     } else {
       for (auto [dm, dk] : {std::pair<int64_t, int64_t>{0, 0}, {8, 0}, {0, 8}, {8, 8}}) {
         more.push_back(pair_word(A, at(*la, dm, ks * 16 + dk)));
         a_words.push_back(more.back()), a_cons += ",r";
       }
     }
-    more.push_back(b_k_major
-                       ? wgmma_desc(b_.CreateAdd(b_tile, b_.getInt32(static_cast<uint32_t>((ks / 4) * b_rows * 128 + (ks % 4) * 32))),
-                                    16, 1024)
-                       : wgmma_desc(b_.CreateAdd(b_tile, b_.getInt32(static_cast<uint32_t>(ks * 16 * 128))), b_rows * 128, 1024));
+    more.push_back(moved(b_desc, b_k_major ? (ks / 4) * b_rows * 128 + (ks % 4) * 32 : ks * 16 * 128));
     steps.push_back(more);
   }
   on_acc("wgmma.fence.sync.aligned;", a_cons, a_words);
