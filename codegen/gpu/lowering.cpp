@@ -226,8 +226,9 @@ GpuModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOpti
   // By default, a kernel whose loop dots this lowering leaves without a pipeline (a loop of two
   // dots, an operand made in registers: anything but the GEMM loop it matches) goes to the GPU
   // IR lowering, which pipelines any loop's loads as the passes state it, where it takes the
-  // kernel.
-  if (lowering.left_a_loop_dot_unpipelined()) {
+  // kernel. (NVIDIA only: on AMD it has no MFMA dot yet, and would take a small dot by FMAs
+  // that this lowering gives MFMA.)
+  if (lowering.left_a_loop_dot_unpipelined() && opts.arch.rfind("sm_", 0) == 0) {
     GpuModule laid;
     if (lower_gpu_ir(f, ctx, opts, make, laid, nullptr)) return laid;
   }

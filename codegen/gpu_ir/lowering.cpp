@@ -49,7 +49,7 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
           return "dot of other than f32, f16 or bf16 values without a matrix unit";
         return "";
       }
-      if (!target.mma_sync()) return "dot without mma.sync";
+      if (!target.mma_sync()) return "dot on MFMA";
       if ((a.dtype != ir::DType::bf16 && a.dtype != ir::DType::f16) || op.operands[1]->type.dtype != a.dtype ||
           c.dtype != ir::DType::f32)
         return "dot of other than 16-bit operands into f32";
@@ -91,7 +91,6 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
 }  // namespace
 
 std::string unsupported_op(const ir::Function& f, const GpuTarget& target) {
-  if (!target.mma_sync()) return "a target other than NVIDIA's";
   std::string why;
   f.walk([&](const ir::Op& op) {
     if (!why.empty()) return;

@@ -16,8 +16,9 @@
 //   is read (wgmma_wait);
 // - local_alloc, async_copy (cp.async), async_commit, async_wait and local_load (ldmatrix where
 //   the layouts allow it) are the pipelining pass's shared-memory ring.
-// Kernels with an op this lowering does not take yet (`lowerable` says which) keep the
-// lowering of the optimized IR (codegen/gpu/). NVIDIA targets only so far.
+// Kernels with an op this lowering does not take yet (`unsupported_op` says which) keep the
+// lowering of the optimized IR (codegen/gpu/). On AMD targets, kernels without dots so far (the
+// passes' layouts in 64-lane waves; a dot on MFMA is refused).
 //
 // Private to codegen/gpu_ir/: lowering.cpp (entry, values, dispatch, elementwise), registers.cpp
 // (coordinates; register moves and shared-memory exchanges), memory.cpp (global memory, shared

@@ -15,7 +15,8 @@ std::string ptx(const std::string& kernel, const std::string& arch, const std::s
   CompileOptions o;
   o.lowering = lowering;
   o.num_warps = num_warps;
-  return jit::Context::global().emit(def, {}, Target::cuda(arch), o, jit::Stage::asm_, def.aligned_facts());
+  const Target t = arch.rfind("gfx", 0) == 0 ? Target::amdgcn(arch) : Target::cuda(arch);
+  return jit::Context::global().emit(def, {}, t, o, jit::Stage::asm_, def.aligned_facts());
 }
 
 std::string error_of(const std::function<void()>& fn) {
@@ -59,6 +60,23 @@ TEST(GpuIrLowering, HopperAttentionIsWgmma) {
     text = ptx(kernel, "sm_90a", "gpu_ir_mma", 8);  // (sm_80's form asked for)
     EXPECT_EQ(text.find("wgmma.mma_async"), std::string::npos) << kernel;
     EXPECT_NE(text.find("mma.sync.aligned.m16n8k16"), std::string::npos) << kernel;
+  }
+}
+
+// AMD GPUs: the passes' layouts (64-lane waves) lowered for kernels without dots; a dot on MFMA
+// is refused by name (the other lowering keeps those). The reductions' lanes meet by
+// cross-lane permutes, not PTX shuffles.
+TEST(GpuIrLowering, TakesAmdKernelsWithoutDots) {
+  for (const char* arch : {"gfx942", "gfx90a"}) {
+    for (const char* kernel : {"add", "softmax", "layernorm"}) {
+      std::string text;
+      ASSERT_NO_THROW(text = ptx(kernel, arch, "gpu_ir_only")) << kernel << " on " << arch;
+      EXPECT_NE(text.find(".amdhsa_kernel " + std::string(kernel)), std::string::npos) << kernel << " on " << arch;
+      EXPECT_EQ(text.find("shfl"), std::string::npos) << kernel << " on " << arch;
+    }
+    EXPECT_NE(ptx("softmax", arch, "gpu_ir_only").find("ds_"), std::string::npos) << arch;
+    std::string e = error_of([&] { ptx("gemm", arch, "gpu_ir_only"); });
+    EXPECT_NE(e.find("does not take dot (dot on MFMA)"), std::string::npos) << e;
   }
 }
 
