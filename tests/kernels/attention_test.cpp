@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include "kernels/reference.h"
@@ -146,6 +147,7 @@ struct Case {
   bool causal;
   bool varlen = true;  // else dense: every length the same
   float scale = 0;     // 0: 1 / sqrt(D)
+  std::optional<kernels::AttentionConfig> config = {};  // else the library's
 };
 
 template <class T>
@@ -155,7 +157,9 @@ void check(const Case& c) {
   const int tokens = cu.back();
   const int max_seqlen = *std::max_element(c.lengths.begin(), c.lengths.end());
   Input<T> q(size_t(tokens) * c.H * c.D), k(size_t(tokens) * c.H_kv * c.D), v(size_t(tokens) * c.H_kv * c.D);
-  kernels::Attention attn(Target::default_target(), c.H, c.H_kv, c.D, dtype_of<T>(), c.causal, c.scale);
+  const Target t = Target::default_target();
+  kernels::Attention attn = c.config ? kernels::Attention(t, c.H, c.H_kv, c.D, dtype_of<T>(), c.causal, c.scale, *c.config)
+                                     : kernels::Attention(t, c.H, c.H_kv, c.D, dtype_of<T>(), c.causal, c.scale);
   auto got = run(attn, q, k, v, cu, max_seqlen, c.varlen);
   const double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(c.D));
   auto want = reference_attention(q.values, k.values, v.values, cu, c.H, c.H_kv, c.D, c.causal, scale);
@@ -192,6 +196,27 @@ TEST(Attention, LargerShapesOnTheGpu) {
     check<f16>({{1000, 1000}, 16, 2, 64, causal, false});
   }
   check<bf16>({{4096}, 8, 8, 64, true, false, 0.2f});
+}
+
+// Other tiles than the library's (attention_bench one sweeps them; some are faster on an H100),
+// and the lowering with dot_prefetch: ragged and causal, both head dims.
+TEST(Attention, OtherTilesOnTheGpu) {
+  if (!on_gpu()) GTEST_SKIP() << "the default target is not a CUDA GPU";
+  struct Tiles {
+    int block_m, block_n, warps, stages;
+    const char* lowering;
+  };
+  for (Tiles s : {Tiles{128, 32, 8, 3, ""}, Tiles{64, 64, 4, 3, ""}, Tiles{128, 128, 8, 2, ""}, Tiles{64, 32, 4, 3, ""},
+                  Tiles{128, 64, 8, 3, "gpu_ir_prefetch"}, Tiles{64, 64, 4, 2, "gpu_ir_prefetch"}})
+    for (bool causal : {false, true}) {
+      kernels::AttentionConfig config = kernels::attention_config(Target::default_target(), 128, causal);
+      config.block_m = s.block_m, config.block_n = s.block_n;
+      config.options.num_warps = s.warps, config.options.num_stages = s.stages;
+      if (*s.lowering) config.options.lowering = s.lowering;
+      SCOPED_TRACE(str_cat(s.block_m, "x", s.block_n, "/", s.warps, "w/", s.stages, "s ", s.lowering));
+      check<bf16>({{1000, 777, 1, 129}, 8, 4, 128, causal, true, 0, config});
+      check<f16>({{500, 64, 3}, 4, 2, 64, causal, true, 0, config});
+    }
 }
 
 TEST(Attention, BadArguments) {
