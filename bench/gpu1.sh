@@ -12,6 +12,7 @@
 #   gpuir      every kernel test through the GPU IR lowering (TILEDIST_LOWERING=gpu_ir: on Hopper
 #              its wgmma form), then attention's registers and spills (ptxas -v) and times at a few
 #              tile shapes
+#   tiles      attention at other tiles, D = 128 and 64, plain and with dot_prefetch (one line each)
 #   mma        attention_bench through the GPU IR lowering in sm_80's form (gpu_ir_mma), to compare
 #   prefetch   with the dot_prefetch pass (gpu_ir_prefetch): the attention and two-dot tests, then
 #              attention_bench against SDPA
@@ -66,6 +67,16 @@ for stage in $stages; do
         regs=$(/usr/local/cuda/bin/ptxas -arch=sm_90a -v /tmp/td/attention.ptx -o /dev/null 2>&1 |
                grep -oE "Used [0-9]+ registers|[0-9]+ bytes spill stores" | tr '\n' ' ')
         echo "   $c | $regs | $(timeout 60 bench/attention_bench one 4 32 4096 128 0 $1 $2 $3 $4 10 2>&1 | tail -1)"
+      done ;;
+    tiles)
+      echo "   BM BN WARPS STAGES D lowering | B=4 H=32 S=4096, non-causal"
+      for l in gpu_ir gpu_ir_prefetch; do
+        for c in "128 64 8 3" "128 32 8 3" "64 64 4 3" "64 32 4 3"; do
+          for d in 128 64; do
+            set -- $c
+            echo "   $c $d $l | $(TILEDIST_LOWERING=$l timeout 60 bench/attention_bench one 4 32 4096 $d 0 $1 $2 $3 $4 10 2>&1 | tail -1)"
+          done
+        done
       done ;;
     mma)
       TILEDIST_LOWERING=gpu_ir_mma run attention_mma 240 bench/attention_bench 20
