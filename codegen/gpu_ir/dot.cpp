@@ -31,8 +31,27 @@ llvm::Value* LayoutLowering::pair_word(const ir::Value* v, int64_t r) {
   return b_.CreateOr(bits(r), b_.CreateShl(bits(r + 1), 16));
 }
 
+bool LayoutLowering::fragments(const LinearLayout& la, const LinearLayout& lb, const LinearLayout& lc, const Bases& a_lanes,
+                               const Bases& b_lanes, const Bases& c_lanes) {
+  bool ok = la.bases[LinearLayout::lane] == a_lanes && lb.bases[LinearLayout::lane] == b_lanes &&
+            lc.bases[LinearLayout::lane] == c_lanes;
+  const auto& wc = lc.bases[LinearLayout::warp];
+  ok = ok && la.bases[LinearLayout::warp].size() == wc.size() && lb.bases[LinearLayout::warp].size() == wc.size();
+  for (size_t i = 0; ok && i < wc.size(); ++i)
+    ok = la.bases[LinearLayout::warp][i] == std::vector<int64_t>{wc[i][0], 0} &&
+         lb.bases[LinearLayout::warp][i] == std::vector<int64_t>{0, wc[i][1]};
+  return ok;
+}
+
+int64_t LayoutLowering::fragment_register(const ir::Op& op, const LinearLayout& ll, int64_t r0, int64_t r1) {
+  int64_t r = register_at(ll, {r0, r1});
+  if (r < 0) unsupported(op, str_cat("a dot whose operand layout has no register at (", r0, ", ", r1, ")"));
+  return r;
+}
+
 void LayoutLowering::emit_dot(const ir::Op& op) {
   if (op.results[0]->type.layout->kind != ir::Layout::Kind::mma) return emit_dot_fma(op);
+  if (op.results[0]->type.layout->mma == ir::MmaKind::mfma) return emit_dot_mfma(op);
   if (op.results[0]->type.layout->mma == ir::MmaKind::wgmma && target_->hopper()) return emit_dot_wgmma(op);
   const ir::Value* A = op.operands[0];
   const ir::Value* B = op.operands[1];
@@ -40,28 +59,16 @@ void LayoutLowering::emit_dot(const ir::Op& op) {
   const LinearLayout& la = linear(A->type);
   const LinearLayout& lb = linear(B->type);
   const LinearLayout& lc = linear(ct);
-  using Bases = std::vector<std::vector<int64_t>>;
   const Bases rows_lanes = {{0, 2}, {0, 4}, {1, 0}, {2, 0}, {4, 0}};  // A and C: lane % 4 along K (N), lane / 4 along M
   const Bases b_lanes = {{2, 0}, {4, 0}, {0, 1}, {0, 2}, {0, 4}};
-  bool ok = la.bases[LinearLayout::lane] == rows_lanes && lc.bases[LinearLayout::lane] == rows_lanes &&
-            lb.bases[LinearLayout::lane] == b_lanes;
-  const auto& wc = lc.bases[LinearLayout::warp];
-  ok = ok && la.bases[LinearLayout::warp].size() == wc.size() && lb.bases[LinearLayout::warp].size() == wc.size();
-  for (size_t i = 0; ok && i < wc.size(); ++i)
-    ok = la.bases[LinearLayout::warp][i] == std::vector<int64_t>{wc[i][0], 0} &&
-         lb.bases[LinearLayout::warp][i] == std::vector<int64_t>{0, wc[i][1]};
-  if (!ok) unsupported(op, "a dot whose layouts do not hold mma.sync's fragments");
+  if (!fragments(la, lb, lc, rows_lanes, b_lanes, rows_lanes)) unsupported(op, "a dot whose layouts do not hold mma.sync's fragments");
   const int64_t K = A->type.shape[1];
   const char* ab = A->type.dtype == DType::bf16 ? "bf16" : "f16";
   const std::string text = str_cat("mma.sync.aligned.m16n8k16.row.col.f32.", ab, ".", ab,
                                    ".f32 {$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};");
   llvm::Type* f32 = b_.getFloatTy();
   auto* ret = llvm::StructType::get(ctx_, {f32, f32, f32, f32});
-  auto at = [&](const LinearLayout& ll, int64_t r0, int64_t r1) {
-    int64_t r = register_at(ll, {r0, r1});
-    if (r < 0) unsupported(op, str_cat("a dot whose operand layout has no register at (", r0, ", ", r1, ")"));
-    return r;
-  };
+  auto at = [&](const LinearLayout& ll, int64_t r0, int64_t r1) { return fragment_register(op, ll, r0, r1); };
   LVal out;
   out.regs = val(op.operands[2]).regs;
   // K steps outermost: an operand's fragments for one step are used by every tile, then dead.
@@ -93,6 +100,62 @@ void LayoutLowering::emit_dot(const ir::Op& op) {
       res->addFnAttr(llvm::Attribute::Convergent);
       for (unsigned i = 0; i < 4; ++i) out.regs[static_cast<size_t>(c[i])] = b_.CreateExtractValue(res, {i});
     }
+  }
+  define(op, out);
+}
+
+void LayoutLowering::emit_dot_mfma(const ir::Op& op) {
+  const ir::Value* A = op.operands[0];
+  const ir::Value* B = op.operands[1];
+  const ir::Type& ct = op.results[0]->type;
+  const LinearLayout& la = linear(A->type);
+  const LinearLayout& lb = linear(B->type);
+  const LinearLayout& lc = linear(ct);
+  const int64_t S = ct.layout->instr_shape[0], groups = 64 / S;  // (lanes / S: K groups of A and B, row groups of C)
+  const int64_t kw = A->type.layout->k_width, kstep = kw * groups, K = A->type.shape[1];
+  const DType da = A->type.dtype, db = B->type.dtype;
+  if (ir::dtype_bytes(da) * kw != 8 || ir::dtype_bytes(db) * B->type.layout->k_width != 8)
+    unsupported(op, "an MFMA dot whose lanes do not hold 8 bytes of A and B along K");
+  // The lanes' and warps' parts must be MFMA's: lane % S along M (A, C) or N (B, C's columns),
+  // lane / S a K group of kw (A, B) or 4 rows (C); warps as the accumulator's.
+  Bases a_lanes, b_lanes, c_lanes;
+  for (int64_t v = 1; v < S; v *= 2) a_lanes.push_back({v, 0}), b_lanes.push_back({0, v}), c_lanes.push_back({0, v});
+  for (int64_t v = 1; v < groups; v *= 2)
+    a_lanes.push_back({0, kw * v}), b_lanes.push_back({kw * v, 0}), c_lanes.push_back({4 * v, 0});
+  if (!fragments(la, lb, lc, a_lanes, b_lanes, c_lanes) || K % kstep)
+    unsupported(op, "a dot whose layouts do not hold MFMA's fragments");
+  auto at = [&](const LinearLayout& ll, int64_t r0, int64_t r1) { return fragment_register(op, ll, r0, r1); };
+  // A lane's 8 bytes along K: kw consecutive registers, element j at bits 16 j (8 j for f8).
+  auto operand = [&](const ir::Value* v, const LinearLayout& ll, DType d, int64_t r0, int64_t r1, bool a) {
+    const LVal& g = val(v);
+    const unsigned bits = static_cast<unsigned>(8 * ir::dtype_bytes(d));
+    llvm::Value* word = b_.getInt64(0);
+    for (int64_t j = 0; j < kw; ++j) {
+      const int64_t r = a ? at(ll, r0, r1 + j) : at(ll, r0 + j, r1);
+      llvm::Value* x = g.bits.empty() ? to_mem(g.regs[static_cast<size_t>(r)], d) : g.bits[static_cast<size_t>(r)];
+      x = target_->mfma_operand(b_.CreateBitCast(x, b_.getIntNTy(bits)), d);
+      word = b_.CreateOr(word, b_.CreateShl(b_.CreateZExt(x, b_.getInt64Ty()), static_cast<uint64_t>(bits * j)));
+    }
+    return word;
+  };
+  const double scale = target_->mfma_product_scale(da, db);  // (undone on the accumulator)
+  auto scaled = [&](llvm::Value* x, double f) { return f == 1.0 ? x : b_.CreateFMul(x, llvm::ConstantFP::get(b_.getFloatTy(), f)); };
+  const int64_t n = S * S / 64;  // accumulator registers of one MFMA: row (i % 4) + 4 groups (i / 4)
+  auto* acc_t = llvm::FixedVectorType::get(b_.getFloatTy(), static_cast<unsigned>(n));
+  LVal out;
+  out.regs = val(op.operands[2]).regs;
+  for (int64_t r = 0; r < lc.in_size(LinearLayout::reg); ++r) {
+    std::vector<int64_t> o = lc.coords(r, 0, 0);
+    if (o[0] % S || o[1] % S) continue;
+    std::vector<int64_t> c;
+    for (int64_t i = 0; i < n; ++i) c.push_back(at(lc, o[0] + i % 4 + 4 * groups * (i / 4), o[1]));
+    llvm::Value* acc = llvm::PoisonValue::get(acc_t);
+    for (int64_t i = 0; i < n; ++i)
+      acc = b_.CreateInsertElement(acc, scaled(out.regs[static_cast<size_t>(c[static_cast<size_t>(i)])], 1.0 / scale), uint64_t(i));
+    for (int64_t k = 0; k < K; k += kstep)
+      acc = target_->mfma(da, db, S, operand(A, la, da, o[0], k, true), operand(B, lb, db, k, o[1], false), acc);
+    for (int64_t i = 0; i < n; ++i)
+      out.regs[static_cast<size_t>(c[static_cast<size_t>(i)])] = scaled(b_.CreateExtractElement(acc, uint64_t(i)), scale);
   }
   define(op, out);
 }

@@ -49,11 +49,17 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
           return "dot of other than f32, f16 or bf16 values without a matrix unit";
         return "";
       }
+      if (c.layout->mma == ir::MmaKind::mfma) {
+        if (!target.mfma_takes(a.dtype, op.operands[1]->type.dtype) || c.dtype != ir::DType::f32 ||
+            op.operands[1]->type.dtype != a.dtype || (a.dtype != ir::DType::bf16 && a.dtype != ir::DType::f16))
+          return "dot on MFMA of other than 16-bit operands into f32";
+        return "";
+      }
       if (!target.mma_sync()) return "dot on MFMA";
       if ((a.dtype != ir::DType::bf16 && a.dtype != ir::DType::f16) || op.operands[1]->type.dtype != a.dtype ||
           c.dtype != ir::DType::f32)
         return "dot of other than 16-bit operands into f32";
-      if (c.layout->kind != ir::Layout::Kind::mma || c.layout->mma == ir::MmaKind::mfma) return "dot without an MMA layout";
+      if (c.layout->kind != ir::Layout::Kind::mma) return "dot without an MMA layout";
       const bool wgmma = c.layout->mma == ir::MmaKind::wgmma && target.hopper();
       for (int i = 0; i < 2; ++i) {
         const ir::LayoutRef& l = op.operands[i]->type.layout;

@@ -11,14 +11,14 @@
 // - loads and stores move as many contiguous registers at once as the axis analysis allows;
 // - reductions combine registers, then lanes by XOR shuffles, then warps through shared memory
 //   (ir::reduce_plan);
-// - dot is mma.sync over registers whose dot-operand layouts hold its fragments, or on sm_90a
+// - dot is mma.sync (MFMA on AMD) over registers whose dot-operand layouts hold its fragments, or on sm_90a
 //   wgmma over shared-memory views (and A registers), its group left in flight until its result
 //   is read (wgmma_wait);
 // - local_alloc, async_copy (cp.async), async_commit, async_wait and local_load (ldmatrix where
 //   the layouts allow it) are the pipelining pass's shared-memory ring.
 // Kernels with an op this lowering does not take yet (`unsupported_op` says which) keep the
-// lowering of the optimized IR (codegen/gpu/). On AMD targets, kernels without dots so far (the
-// passes' layouts in 64-lane waves; a dot on MFMA is refused).
+// lowering of the optimized IR (codegen/gpu/). On AMD targets the same, in 64-lane waves, dots
+// on MFMA (asked for only: CompileOptions::lowering).
 //
 // Private to codegen/gpu_ir/: lowering.cpp (entry, values, dispatch, elementwise), registers.cpp
 // (coordinates; register moves and shared-memory exchanges), memory.cpp (global memory, shared
@@ -187,6 +187,17 @@ class LayoutLowering : public Elements {
   }
   /// Whether an op after `op` in its block (or nested in one) uses `v`.
   static bool used_after(const ir::Op& op, const ir::Value* v);
+  using Bases = std::vector<std::vector<int64_t>>;
+  /// Whether A's, B's and C's lanes are a matrix unit's (`a_lanes`, ...) and their warps split
+  /// M (A) and N (B) as C's do: each thread holds that unit's fragments.
+  static bool fragments(const ir::LinearLayout& la, const ir::LinearLayout& lb, const ir::LinearLayout& lc,
+                        const Bases& a_lanes, const Bases& b_lanes, const Bases& c_lanes);
+  /// The register of `ll` whose own bits are at (r0, r1); an error naming `op` where none is.
+  int64_t fragment_register(const ir::Op& op, const ir::LinearLayout& ll, int64_t r0, int64_t r1);
+  /// A dot whose accumulator is MFMA's (AMD): for each S x S tile of this lane's accumulator and
+  /// each K step, one MFMA of the lane's 8 bytes of A and B (their dot-operand registers, checked
+  /// to hold MFMA's fragments) into its S * S / 64 registers.
+  void emit_dot_mfma(const ir::Op& op);
   /// A wgmma matrix descriptor of the tile at shared address `at` (128-byte swizzle).
   llvm::Value* wgmma_desc(llvm::Value* at, int64_t lbo, int64_t sbo);
   /// A tensor stored into a placed buffer in its #shared layout (convert_layout to one).
