@@ -8,7 +8,8 @@
 //   attention_bench [reps]                 B=4 H=32 S=4096, D=128 and 64, causal and not
 //   attention_bench one B H S D CAUSAL BM BN WARPS STAGES [reps]
 //                                          one shape and configuration, ours alone (to sweep
-//                                          blocks, or for a profiler)
+//                                          blocks, or for a profiler); its output checked
+//                                          against the library's tiles' on the same inputs
 #include <unistd.h>
 
 #include <algorithm>
@@ -129,9 +130,17 @@ int one(char** argv, int argc) {
   bench::fill_random(q), bench::fill_random(k), bench::fill_random(v);
   const double ms =
       bench::median_ms([&] { attn.run(q.data(), k.data(), v.data(), o.data(), s.B, s.S); }, reps, /*warmup*/ 3);
-  std::printf("attention %s blocks %dx%d/%dw/%ds: %.3f ms, %.1f TFLOP/s\n", s.str().c_str(), x[5], x[6], x[7], x[8], ms,
-              s.flop() / ms / 1e9);
-  return 0;
+  // The library's tiles on the same inputs: both are bf16 roundings of the same result, each
+  // within about 0.5u in norm (u = 2^-8), so 2u between them is a wide margin.
+  cuda::Buffer<bf16> mine(n);
+  Attention(Target::cuda(), s.H, s.H, s.D, ir::DType::bf16, s.causal).run(q.data(), k.data(), v.data(), mine.data(), s.B, s.S);
+  const std::vector<bf16> a16 = o.download(), b16 = mine.download();
+  std::vector<float> a(n), b(n);
+  for (size_t i = 0; i < n; ++i) a[i] = float(a16[i]), b[i] = float(b16[i]);
+  const double err = reference::rel_error(a, b);
+  std::printf("attention %s blocks %dx%d/%dw/%ds: %.3f ms, %.1f TFLOP/s (against the library's tiles: %.1e%s)\n",
+              s.str().c_str(), x[5], x[6], x[7], x[8], ms, s.flop() / ms / 1e9, err, err <= 2.0 / 256 ? "" : ", WRONG");
+  return err <= 2.0 / 256 ? 0 : 1;
 }
 
 }  // namespace
