@@ -1,21 +1,27 @@
-// Dot prefetch (passes.h says what it does). For a loop `for i in [lo, hi) step s` whose body
-// computes S = dot(A(i), B(i), C) from the induction variable and values from outside alone,
-// and uses S on the way to another dot:
+// Dot prefetch (passes.h says what it does), on a loop the pipelining pass has made: its body
+// starts with `async_wait {pending = S - 2}` and reads ring tiles by the carried tile index t.
+// For the first wgmma dot S = dot(X, Y, C) whose operands are values from outside the loop and
+// tiles of the ring at t, and whose result reaches another dot:
 //
-//   s0 = dot(A(lo), B(lo), C)           loads masked to lo < hi
+//   async_wait {pending = S - 2}            (before the loop: the first iteration's tiles)
+//   s0 = dot(X, local_load buf[0], C)
 //   for i ..., carrying s (S of iteration i, from s0):
-//     s_next = dot(A(i + s), B(i + s), C)   loads masked to i + s < hi; issued where S was
+//     async_wait {pending = S - 3}          this iteration's tiles and the next one's
+//     x1 = local_load buf[(t + 1) % S]
+//     ... the copies of iteration i + S - 1 (into the tile of i - 1) ...
+//     s_next = dot(X, x1, C)                issued where S was
 //     ... the body, reading s for S ...
 //     yield ..., s_next
 //
 // On a matrix unit that runs asynchronously (wgmma), s_next's dot runs while the rest of the
 // iteration (attention's online softmax) works on s: FlashAttention-3's overlap within a
-// warpgroup. The arithmetic is the same, in the same order; the last iteration's s_next is
-// computed from masked loads and not used.
+// warpgroup. The arithmetic is the same, in the same order; the last iteration's s_next reads
+// a tile the pipeline filled past the loop's end (masked off: zeros) and is not used. Rings of
+// fewer than 3 tiles are left alone (the next tile would be the one being copied into).
 #include <set>
 
-#include "codegen/passes/loop_ahead.h"
 #include "codegen/passes/passes.h"
+#include "ir/builder.h"
 #include "ir/layout.h"
 #include "ir/passes/passes.h"
 
@@ -30,45 +36,132 @@ using ir::Value;
 
 class Prefetcher {
  public:
-  explicit Prefetcher(Op& loop) : loop_(loop), body_(*loop.regions[0]), ahead_(loop) {}
+  explicit Prefetcher(Op& loop) : loop_(loop), body_(*loop.regions[0]) {}
 
   bool run() {
-    if (!ahead_.constant_positive_step() || LoopAhead::writes_or_orders_memory(body_)) return false;
+    if (body_.ops.empty() || body_.ops.front()->code != OpCode::AsyncWait) return false;
+    Op& wait = *body_.ops.front();
     Op* dot = find();
     if (!dot) return false;
+    const int64_t stages = ring_tiles_;
+    if (stages < 3 || wait.int_attr("pending") != stages - 2) return false;
     Value* s = dot->results[0].get();
     const ir::Type type = s->type;
-    // Before the loop: the first iteration's.
-    ir::Builder pre = LoopAhead::builder_at(loop_, false);
-    LoopAhead::Made first;
-    Value* s0 = ahead_.clone_at(pre, s, loop_.operands[0], 0, true, first, ahead_.live(pre, 0, true));
+    // Before the loop: the first iteration's tiles (tile 0 of each ring), then its dot.
+    ir::Builder pre(loop_.parent);
+    pre.set_insert_point(loop_.parent, loop_.parent->position(&loop_));
+    pre.set_loc(loop_.loc);
+    pre.async_wait(stages - 2);
+    Value* zero = pre.constant_int(ir::DType::i32, 0);
+    Value* s0 = pre.create(OpCode::Dot, operands_at(pre, *dot, zero, true), {type}, dot->attrs)->result();
     loop_.operands.push_back(s0);
     Value* carried = body_.add_arg(type);
     loop_.add_result(type);
-    // In the body, where the dot was: the next iteration's.
-    ir::Builder in = LoopAhead::builder_at(*dot, false);
-    LoopAhead::Made next;
-    Value* at = in.binary(OpCode::Add, ahead_.iv(), loop_.operands[2]);
-    Value* s_next = ahead_.clone_at(in, s, at, 1, false, next, ahead_.live(in, 1, false));
+    // In the body: wait for the next iteration's tiles too, read them, and issue its dot
+    // where this one's was.
+    wait.attrs["pending"] = int64_t{stages - 3};
+    ir::Builder top(&body_);
+    top.set_insert_point(&body_, std::next(body_.position(&wait)));
+    top.set_loc(loop_.loc);
+    Value* next = top.binary(OpCode::Rem, top.binary(OpCode::Add, tile_, top.constant_int(ir::DType::i32, 1)),
+                             top.constant_int(ir::DType::i32, stages));
+    std::vector<Value*> ahead = operands_at(top, *dot, next, false);
+    ir::Builder at_dot(&body_);
+    at_dot.set_insert_point(&body_, body_.position(dot));
+    at_dot.set_loc(dot->loc);
+    Value* s_next = at_dot.create(OpCode::Dot, ahead, {type}, dot->attrs)->result();
     ir::replace_all_uses(body_, s, carried);
     body_.terminator()->operands.push_back(s_next);
-    erase_dead_slice(*dot);
+    std::vector<const Op*> loads;
+    for (const Value* o : dot->operands)
+      if (o->def && o->def->parent == &body_) loads.push_back(o->def);
+    body_.erase(dot);
+    std::map<const Value*, int> uses = ir::count_uses(body_);
+    for (const Op* l : loads)
+      if (!uses.count(l->results[0].get())) body_.erase(l);
     return true;
   }
 
  private:
-  /// The first dot of the body (on wgmma) whose operands can all be computed an iteration
-  /// ahead, loads included, and whose result reaches another dot of the body.
+  /// A ring tile read at the carried tile index: local_load(buf, t) of a buffer allocated
+  /// outside the loop.
+  bool ring_tile(const Value* v) {
+    const Op* d = v->def;
+    if (!d || d->parent != &body_ || d->code != OpCode::LocalLoad) return false;
+    const Value* buf = d->operands[0];
+    const Value* index = d->operands[1];
+    if (!buf->def || buf->def->parent == &body_ || index->owner != &body_ || (tile_ && index != tile_)) return false;
+    const int64_t tiles = buf->type.shape[0];
+    if (ring_tiles_ && tiles != ring_tiles_) return false;
+    tile_ = const_cast<Value*>(index), ring_tiles_ = tiles;
+    return true;
+  }
+
+  /// The first wgmma dot of the body whose operands are values from outside the loop or ring
+  /// tiles at t, and whose result reaches another dot of the body.
   Op* find() {
     for (auto& op : body_.ops) {
       if (op->code != OpCode::Dot) continue;
       const ir::LayoutRef& l = op->results[0]->type.layout;
       if (!l || l->kind != ir::Layout::Kind::mma || l->mma != ir::MmaKind::wgmma) continue;
-      bool ahead = true;
-      for (const Value* o : op->operands) ahead &= ahead_.ahead(o, true);
-      if (ahead && reaches_another_dot(op.get())) return op.get();
+      Value* tile = tile_;
+      int64_t tiles = ring_tiles_;
+      bool ok = true, any_tile = false;
+      for (const Value* o : op->operands) {
+        const bool fixed = invariant(o);
+        const bool ring = !fixed && ring_tile(o);
+        ok &= fixed || ring;
+        any_tile |= ring;
+      }
+      if (ok && any_tile && reaches_another_dot(op.get())) return op.get();
+      tile_ = tile, ring_tiles_ = tiles;
     }
     return nullptr;
+  }
+
+  /// Whether `v` is the same in every iteration: from outside the loop, or pure ops of the body
+  /// over such values (a zero accumulator splat in the body).
+  bool invariant(const Value* v, int depth = 0) const {
+    if (v->owner) return !inside_block(v->owner);
+    const Op* d = v->def;
+    if (d->parent != &body_) return !inside(d);
+    if (!d->is_pure() || !d->regions.empty() || depth > 8) return false;
+    for (const Value* o : d->operands)
+      if (!invariant(o, depth + 1)) return false;
+    return true;
+  }
+  /// `v` (invariant) before the loop: the body's pure ops over outside values cloned at `b`.
+  Value* hoisted(ir::Builder& b, Value* v) {
+    if (v->owner || v->def->parent != &body_) return v;
+    std::vector<Value*> operands;
+    for (Value* o : v->def->operands) operands.push_back(hoisted(b, o));
+    return b.create(v->def->code, operands, {v->type}, v->def->attrs)->result();
+  }
+
+  /// The dot's operands with each ring tile read at `index` instead (new local_loads at `b`);
+  /// `before_loop`: the others as computed before the loop.
+  std::vector<Value*> operands_at(ir::Builder& b, const Op& dot, Value* index, bool before_loop) {
+    std::vector<Value*> out;
+    for (Value* o : dot.operands) {
+      if (o->def && o->def->parent == &body_ && o->def->code == OpCode::LocalLoad) {
+        const Op& l = *o->def;
+        out.push_back(b.create(OpCode::LocalLoad, {l.operands[0], index}, {o->type}, l.attrs)->result());
+      } else {
+        out.push_back(before_loop ? hoisted(b, o) : o);
+      }
+    }
+    return out;
+  }
+
+  bool inside(const Op* o) const {
+    for (const Block* b = o ? o->parent : nullptr; b; b = b->parent ? b->parent->parent : nullptr)
+      if (b == &body_) return true;
+    return false;
+  }
+  bool inside_block(const Block* blk) const {
+    for (const Block* b = blk; b; b = b->parent ? b->parent->parent : nullptr)
+      if (b == &body_) return true;
+    return false;
   }
 
   bool reaches_another_dot(const Op* from) {
@@ -81,7 +174,6 @@ class Prefetcher {
     }
     return found;
   }
-
   static bool uses_any(const Op& op, const std::set<const Value*>& values) {
     for (const Value* o : op.operands)
       if (values.count(o)) return true;
@@ -91,37 +183,10 @@ class Prefetcher {
     return false;
   }
 
-  /// Erases `dot` and what in the body only it used (loads included: dce keeps loads).
-  void erase_dead_slice(Op& dot) {
-    std::set<const Op*> slice;
-    std::vector<const Op*> work = {&dot};
-    while (!work.empty()) {
-      const Op* o = work.back();
-      work.pop_back();
-      if (!slice.insert(o).second) continue;
-      for (const Value* v : o->operands)
-        if (v->def && v->def->parent == &body_) work.push_back(v->def);
-    }
-    for (bool erased = true; erased;) {
-      erased = false;
-      std::map<const Value*, int> uses = ir::count_uses(body_);
-      for (auto it = body_.ops.rbegin(); it != body_.ops.rend(); ++it) {
-        const Op* o = it->get();
-        if (!slice.count(o)) continue;
-        bool used = false;
-        for (auto& r : o->results) used |= uses.count(r.get()) > 0;
-        if (used) continue;
-        slice.erase(o);
-        body_.erase(o);
-        erased = true;
-        break;
-      }
-    }
-  }
-
   Op& loop_;
   Block& body_;
-  LoopAhead ahead_;
+  Value* tile_ = nullptr;   // the carried tile index the ring tiles are read at
+  int64_t ring_tiles_ = 0;  // S
 };
 
 void prefetch_block(Block& b) {

@@ -27,17 +27,16 @@ bool LoopAhead::constant_positive_step() const {
   return step && step->code == OpCode::Constant && std::get<int64_t>(step->attrs.at("value")) > 0;
 }
 
-bool LoopAhead::ahead(const Value* v, bool loads, int depth) {
+bool LoopAhead::ahead(const Value* v, int depth) {
   if (v == iv()) return true;
   if (v->owner == &body_) return carried_step(v).inc != nullptr;
   if (v->owner) return !inside(v->owner->parent);
   const Op* d = v->def;
   if (d->parent != &body_) return !inside(d);
-  const bool load = loads && d->code == OpCode::Load && d->results[0]->type.is_tensor();
-  if ((!d->is_pure() && !load) || !d->regions.empty() || depth > 64) return false;
+  if (!d->is_pure() || !d->regions.empty() || depth > 64) return false;
   if ((d->code == OpCode::Div || d->code == OpCode::Rem) && !nonzero_constant(d->operands[1])) return false;
   for (const Value* o : d->operands)
-    if (!ahead(o, loads, depth + 1)) return false;
+    if (!ahead(o, depth + 1)) return false;
   return true;
 }
 
@@ -74,7 +73,7 @@ Value* LoopAhead::live(ir::Builder& b, int64_t iterations, bool prologue) {
   return b.cmp("lt", at64, b.cast(loop_.operands[1], ir::DType::i64));
 }
 
-Value* LoopAhead::clone_at(ir::Builder& b, Value* v, Value* at, int64_t iterations, bool prologue, Made& made, Value* live) {
+Value* LoopAhead::clone_at(ir::Builder& b, Value* v, Value* at, int64_t iterations, bool prologue, Made& made) {
   if (v == iv()) return at;
   auto it = made.find(v);
   if (it != made.end()) return it->second;
@@ -91,13 +90,7 @@ Value* LoopAhead::clone_at(ir::Builder& b, Value* v, Value* at, int64_t iteratio
   if (v->owner || v->def->parent != &body_) return v;
   const Op& d = *v->def;
   std::vector<Value*> operands;
-  for (Value* o : d.operands) operands.push_back(clone_at(b, o, at, iterations, prologue, made, live));
-  if (d.code == OpCode::Load && live) {
-    const ir::Type& pt = operands[0]->type;
-    Value* valid = b.create(OpCode::Splat, {live}, {ir::Type::tensor(ir::DType::i1, pt.shape).with_layout(pt.layout)})->result();
-    if (operands.size() > 1) operands[1] = b.binary(OpCode::And, operands[1], valid);
-    else operands.push_back(valid);
-  }
+  for (Value* o : d.operands) operands.push_back(clone_at(b, o, at, iterations, prologue, made));
   return made[v] = b.create(d.code, operands, {v->type}, d.attrs)->result();
 }
 

@@ -1,6 +1,6 @@
 // A for loop's body computed for an iteration ahead of the one running (or, before the loop,
-// for one of its first): what the passes that issue work early share (pipelining: copies
-// stages ahead; dot_prefetch: a dot one iteration ahead).
+// for one of its first): what the pipelining pass's copies stages ahead are made of, kept apart
+// from the ring it builds.
 #pragma once
 
 #include <map>
@@ -19,11 +19,10 @@ class LoopAhead {
   bool constant_positive_step() const;
   /// Whether `v` (used in the body) can be computed for any iteration ahead of it: the
   /// induction variable, a value from outside the loop, a value the loop carries and advances
-  /// by a step from outside it (`a_ptrs += BK`), or pure ops of the body over those; with
-  /// `loads`, also loads of tensors (clone_at masks them to iterations that exist). Division by
-  /// anything but a nonzero constant is refused (run for an iteration that may not exist, it
+  /// by a step from outside it (`a_ptrs += BK`), or pure ops of the body over those. Division
+  /// by anything but a nonzero constant is refused (run for an iteration that may not exist, it
   /// could divide by zero).
-  bool ahead(const ir::Value* v, bool loads, int depth = 0);
+  bool ahead(const ir::Value* v, int depth = 0);
   /// Whether `b` (or a region in it) does anything to memory but load: a store, an atomic, a
   /// copy, a fence, a barrier, a wait. Loads moved ahead of those could read stale data.
   static bool writes_or_orders_memory(const ir::Block& b);
@@ -39,9 +38,8 @@ class LoopAhead {
   using Made = std::map<const ir::Value*, ir::Value*>;
   /// `v` for the iteration `iterations` on, whose induction variable is `at`: the body's ops
   /// cloned, each carried value advanced by that many steps from where it is (`prologue`: from
-  /// its initial value, before the loop). A cloned load is masked by `live` as well (splat).
-  ir::Value* clone_at(ir::Builder& b, ir::Value* v, ir::Value* at, int64_t iterations, bool prologue, Made& made,
-                      ir::Value* live = nullptr);
+  /// its initial value, before the loop).
+  ir::Value* clone_at(ir::Builder& b, ir::Value* v, ir::Value* at, int64_t iterations, bool prologue, Made& made);
 
  private:
   ir::Op& loop_;

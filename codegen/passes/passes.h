@@ -64,15 +64,15 @@ ir::LayoutRef swizzled_shared(ir::DType dtype, const std::vector<int64_t>& shape
 /// rows as swizzled_shared.
 ir::LayoutRef wgmma_shared(ir::DType dtype, const std::vector<int64_t>& shape, const std::vector<int64_t>& order);
 
-/// Dot prefetch (sm_90a, where ctx.prefetch_dots asks for it): in a for loop of constant positive step that writes no memory, the
-/// first wgmma dot whose operands can all be computed an iteration ahead (from the induction
-/// variable, values from outside the loop and loads of those: LoopAhead::ahead) and whose
-/// result reaches another dot of the body is computed one iteration ahead: the first
-/// iteration's before the loop, each next one where the dot was, carried, its loads masked to
-/// iterations that exist. The lowering issues wgmma without waiting for it, so the dot runs
+/// Dot prefetch (sm_90a, where ctx.prefetch_dots asks for it), after pipelining: in a loop whose
+/// body starts with the pipeline's `async_wait {pending = S - 2}` over rings of S >= 3 tiles, the
+/// first wgmma dot whose operands are values the same in every iteration and ring tiles at the
+/// carried tile index t, and whose result reaches another dot of the body, is issued one
+/// iteration ahead: the first iteration's before the loop (from tile 0, once it has landed),
+/// each next one where the dot was, from tile (t + 1) % S (the loop now waits for it too:
+/// `pending = S - 3`), carried. The lowering issues wgmma without waiting for it, so the dot runs
 /// while the rest of the iteration works on the one before (attention's softmax beside the next
 /// QK^T: FlashAttention-3's overlap within a warpgroup). The same arithmetic in the same order.
-/// Runs before pipelining, which then pipelines the ahead loads as any other.
 void dot_prefetch(ir::Function& f, const GpuPassContext& ctx);
 
 /// Software pipelining: in a for loop of constant positive step, each load whose address and

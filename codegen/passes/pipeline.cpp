@@ -33,8 +33,8 @@ GpuPassContext GpuPassContext::for_arch(const std::string& arch, int num_warps, 
 const std::vector<GpuPass>& gpu_pipeline() {
   static const std::vector<GpuPass> passes = {
       {"layout_assignment", layout_assignment},  // every tensor gets a layout; conversions become ops
-      {"dot_prefetch", dot_prefetch},            // a dot feeding another computed an iteration ahead (wgmma)
       {"pipelining", pipelining},                // dot operands' loads issued stages ahead, into shared memory
+      {"dot_prefetch", dot_prefetch},            // a dot feeding another issued an iteration ahead (wgmma)
   };
   return passes;
 }

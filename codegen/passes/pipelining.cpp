@@ -85,7 +85,7 @@ class Pipeliner {
     for (auto& op : body_.ops) {
       if (op->code != OpCode::Load || !op->results[0]->type.is_tensor() || op->results[0]->type.shape.size() != 2) continue;
       bool addresses_ahead = true;
-      for (const Value* o : op->operands) addresses_ahead &= ahead_.ahead(o, false);
+      for (const Value* o : op->operands) addresses_ahead &= ahead_.ahead(o);
       if (!addresses_ahead) continue;
       Candidate c;
       c.load = op.get();
