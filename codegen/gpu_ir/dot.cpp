@@ -240,7 +240,7 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
   // The carried values the rest of the block works on (not this dot's operands: the group
   // reads those; not those in flight) pass through the commit, so that work waits for the issue.
   std::vector<const ir::Value*> held;
-  for (const ir::Value* v : carried_)
+  for (const ir::Value* v : op.parent == carried_body_ ? carried_ : std::vector<const ir::Value*>{})
     if (v->type.is_tensor() && v->type.dtype == DType::f32 && !wgmma_pending_.count(v) &&
         std::find(op.operands.begin(), op.operands.end(), v) == op.operands.end() && used_after(op, v))
       held.push_back(v);

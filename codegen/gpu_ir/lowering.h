@@ -239,8 +239,11 @@ class LayoutLowering : public Elements {
   /// The values the innermost for loop being lowered carries (its body's arguments but the
   /// induction variable): a wgmma group's commit passes their float registers through, so
   /// that the work on them (attention's softmax of the last iteration's scores) is scheduled
-  /// after the group is issued, and runs while it does (dot_prefetch).
+  /// after the group is issued, and runs while it does (dot_prefetch). Only a dot of the body
+  /// itself does: in an if or while inside it, the registers handed back would not dominate the
+  /// code after that region.
   std::vector<const ir::Value*> carried_;
+  const ir::Block* carried_body_ = nullptr;  // that loop's body: only its own dots pass them through
   int64_t wgmma_groups_ = 0;                              // committed so far, in program order
   std::map<const ir::Value*, int64_t> wgmma_pending_;    // dot results in flight: their group
 };
