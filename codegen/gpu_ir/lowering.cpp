@@ -147,7 +147,13 @@ GpuModule LayoutLowering::run() {
   if (wgmma_) smem_->setAlignment(llvm::Align(1024));  // (wgmma's 128-byte swizzle atoms: buffers at multiples of 1024)
   plan_shared_buffers();
   emit_block(f_.body);
-  verify_lowered(opts_.arch.c_str());
+  // A module LLVM rejects is this lowering's bug, not the kernel's: an Error (lower_gpu_ir then
+  // falls back to the other lowering, saying why), not an abort.
+  std::string bad;
+  llvm::raw_string_ostream os(bad);
+  if (llvm::verifyModule(*module_, &os))
+    throw Error(str_cat("tiledist: the GPU IR lowering made invalid LLVM IR for '", f_.name, "' (", opts_.arch, "): ",
+                        os.str().substr(0, 400)));
   return GpuModule{std::move(module_), f_.name, smem_bytes_, threads_, false, {}};
 }
 
