@@ -74,11 +74,10 @@ void LayoutLowering::emit_for(const ir::Op& op) {
   b_.SetInsertPoint(body_bb);
   vals_[body.args[0].get()] = LVal::of(iv);
   for (size_t i = 0; i < carried.size(); ++i) vals_[carried[i]] = now[i];
-  std::vector<const ir::Value*> outer = carried_;
-  const ir::Block* outer_body = carried_body_;
-  carried_ = carried, carried_body_ = &body;
+  const ir::Block* outer = loop_body_;
+  loop_body_ = &body;
   emit_block(body);
-  carried_ = outer, carried_body_ = outer_body;
+  loop_body_ = outer;
   llvm::Value* iv_next = b_.CreateAdd(iv, step);
   iv->addIncoming(iv_next, close_loop(*body.terminator(), phis, header));
   b_.SetInsertPoint(exit);

@@ -193,15 +193,7 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
               ", $", a_shared ? 2 * n + 1 : 2 * n + 4, a_shared ? ", 1, 1, 1, 0, " : ", 1, 1, 1, ", b_k_major ? "0;" : "1;");
   std::vector<llvm::Value*> acc = val(op.operands[2]).regs;
   auto on_acc = [&](const std::string& t, const std::string& more_cons, const std::vector<llvm::Value*>& more) {
-    std::string c;
-    for (int64_t i = 0; i < n; ++i) c += str_cat(i ? "," : "", "=f");
-    for (int64_t i = 0; i < n; ++i) c += str_cat(",", i);
-    std::vector<llvm::Value*> args = acc;
-    args.insert(args.end(), more.begin(), more.end());
-    llvm::Value* r = ptx(llvm::StructType::get(ctx_, std::vector<llvm::Type*>(static_cast<size_t>(n), b_.getFloatTy())), t,
-                         c + more_cons, args);
-    llvm::cast<llvm::CallInst>(r)->addFnAttr(llvm::Attribute::Convergent);
-    for (int64_t i = 0; i < n; ++i) acc[static_cast<size_t>(i)] = b_.CreateExtractValue(r, {static_cast<unsigned>(i)});
+    acc = through_asm(t, acc, more_cons, more);
   };
   const LinearLayout* la = a_shared ? nullptr : &linear(A->type);
   auto at = [&](const LinearLayout& ll, int64_t r0, int64_t r1) {
@@ -240,22 +232,19 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
   // The carried values the rest of the block works on (not this dot's operands: the group
   // reads those; not those in flight) pass through the commit, so that work waits for the issue.
   std::vector<const ir::Value*> held;
-  for (const ir::Value* v : op.parent == carried_body_ ? carried_ : std::vector<const ir::Value*>{})
-    if (v->type.is_tensor() && v->type.dtype == DType::f32 && !wgmma_pending_.count(v) &&
-        std::find(op.operands.begin(), op.operands.end(), v) == op.operands.end() && used_after(op, v))
-      held.push_back(v);
+  if (op.parent == loop_body_)
+    for (size_t i = 1; i < loop_body_->args.size(); ++i) {
+      const ir::Value* v = loop_body_->args[i].get();
+      if (v->type.is_tensor() && v->type.dtype == DType::f32 && !wgmma_pending_.count(v) &&
+          std::find(op.operands.begin(), op.operands.end(), v) == op.operands.end() && used_after(op, v))
+        held.push_back(v);
+    }
   std::vector<llvm::Value*> through;
   for (const ir::Value* v : held) through.insert(through.end(), vals_.at(v).regs.begin(), vals_.at(v).regs.end());
-  std::string cons;
-  for (size_t i = 0; i < through.size(); ++i) cons += str_cat(i ? "," : "", "=f");
-  for (size_t i = 0; i < through.size(); ++i) cons += str_cat(",", i);
-  llvm::Type* ty = through.empty() ? b_.getVoidTy()
-                                   : static_cast<llvm::Type*>(llvm::StructType::get(ctx_, std::vector<llvm::Type*>(through.size(), b_.getFloatTy())));
-  llvm::Value* r = ptx(ty, "wgmma.commit_group.sync.aligned;", cons, through);
-  llvm::cast<llvm::CallInst>(r)->addFnAttr(llvm::Attribute::Convergent);
+  through = through_asm("wgmma.commit_group.sync.aligned;", through);
   size_t k = 0;
   for (const ir::Value* v : held)
-    for (llvm::Value*& x : vals_.at(v).regs) x = b_.CreateExtractValue(r, {static_cast<unsigned>(k++)});
+    for (llvm::Value*& x : vals_.at(v).regs) x = through[k++];
   LVal out;
   out.regs = acc;
   define(op, out);
@@ -270,8 +259,7 @@ bool LayoutLowering::used_after(const ir::Op& op, const ir::Value* v) {
         if (uses(*inner)) return true;
     return false;
   };
-  for (auto it = std::next(op.parent->ops.begin(), std::distance(op.parent->ops.begin(), const_cast<ir::Block*>(op.parent)->position(&op)) + 1);
-       it != op.parent->ops.end(); ++it)
+  for (auto it = std::next(const_cast<ir::Block*>(op.parent)->position(&op)); it != op.parent->ops.end(); ++it)
     if (uses(**it)) return true;
   return false;
 }

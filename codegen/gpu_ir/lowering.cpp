@@ -168,6 +168,24 @@ LVal& LayoutLowering::val(const ir::Value* v) {
   return it->second;
 }
 
+std::vector<llvm::Value*> LayoutLowering::through_asm(const std::string& text, const std::vector<llvm::Value*>& regs,
+                                                      const std::string& more_cons, const std::vector<llvm::Value*>& more) {
+  std::string cons;
+  for (size_t i = 0; i < regs.size(); ++i) cons += str_cat(i ? "," : "", "=f");
+  for (size_t i = 0; i < regs.size(); ++i) cons += str_cat(",", i);
+  cons += more_cons;
+  if (!cons.empty() && cons[0] == ',') cons.erase(0, 1);
+  std::vector<llvm::Value*> args = regs;
+  args.insert(args.end(), more.begin(), more.end());
+  llvm::Type* ty = regs.empty() ? b_.getVoidTy()
+                                : static_cast<llvm::Type*>(llvm::StructType::get(ctx_, std::vector<llvm::Type*>(regs.size(), b_.getFloatTy())));
+  llvm::Value* r = ptx(ty, text, cons, args);
+  llvm::cast<llvm::CallInst>(r)->addFnAttr(llvm::Attribute::Convergent);
+  std::vector<llvm::Value*> out;
+  for (size_t i = 0; i < regs.size(); ++i) out.push_back(b_.CreateExtractValue(r, {static_cast<unsigned>(i)}));
+  return out;
+}
+
 void LayoutLowering::wgmma_wait(int64_t group) {
   std::vector<const ir::Value*> done;
   std::vector<llvm::Value*> regs;
@@ -178,16 +196,10 @@ void LayoutLowering::wgmma_wait(int64_t group) {
       regs.insert(regs.end(), x.regs.begin(), x.regs.end());
     }
   for (const ir::Value* v : done) wgmma_pending_.erase(v);
-  std::string cons;
-  for (size_t i = 0; i < regs.size(); ++i) cons += str_cat(i ? "," : "", "=f");
-  for (size_t i = 0; i < regs.size(); ++i) cons += str_cat(",", i);
-  auto* ty = llvm::StructType::get(ctx_, std::vector<llvm::Type*>(regs.size(), b_.getFloatTy()));
-  llvm::Value* r = ptx(regs.empty() ? b_.getVoidTy() : static_cast<llvm::Type*>(ty),
-                       str_cat("wgmma.wait_group.sync.aligned ", wgmma_groups_ - 1 - group, ";"), cons, regs);
-  llvm::cast<llvm::CallInst>(r)->addFnAttr(llvm::Attribute::Convergent);
+  std::vector<llvm::Value*> back = through_asm(str_cat("wgmma.wait_group.sync.aligned ", wgmma_groups_ - 1 - group, ";"), regs);
   size_t k = 0;
   for (const ir::Value* v : done)
-    for (llvm::Value*& x : vals_.at(v).regs) x = b_.CreateExtractValue(r, {static_cast<unsigned>(k++)});
+    for (llvm::Value*& x : vals_.at(v).regs) x = back[k++];
 }
 
 void LayoutLowering::emit_block(const ir::Block& block) {
@@ -326,9 +338,10 @@ bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const G
   // "gpu_ir_mma" takes sm_80's form there at once, to compare.
   std::vector<std::string> forms = {opts.arch == "sm_90a" && opts.lowering == "gpu_ir_mma" ? "sm_80" : opts.arch};
   if (forms[0] == "sm_90a") forms.push_back("sm_80");
+  const std::string text = ir::print(optimized);
   std::string reasons;
   for (const std::string& pass_arch : forms) {
-    std::unique_ptr<ir::Function> f = ir::parse_function(ir::print(optimized), optimized.name);
+    std::unique_ptr<ir::Function> f = ir::parse_function(text, optimized.name);
     run_gpu_passes(*f, GpuPassContext::for_arch(pass_arch, opts.num_warps, opts.num_stages, opts.lowering));
     // An op refused up front, or one whose layouts this lowering finds it cannot take as it
     // lowers (a dot whose layouts do not hold its fragments, a reduction over mixed

@@ -176,6 +176,11 @@ class LayoutLowering : public Elements {
   /// shared view or this thread's dot-operand registers, B from its shared view (K-major, or
   /// N-major read transposed), as one group left in flight (wgmma_wait).
   void emit_dot_wgmma(const ir::Op& op);
+  /// An inline asm (convergent) that takes `regs` (f32) in and hands them back, tied, and reads
+  /// `more` (constraints `more_cons`, each after a comma): nothing computes with the registers
+  /// across it. Returns the registers handed back.
+  std::vector<llvm::Value*> through_asm(const std::string& text, const std::vector<llvm::Value*>& regs,
+                                        const std::string& more_cons = "", const std::vector<llvm::Value*>& more = {});
   /// wgmma groups in flight: a dot's group is committed, not waited for; its result is the
   /// group's registers until wgmma.wait_group says it is done. `val` waits for a value in
   /// flight (wait_group N, N the groups committed after its own), as do a barrier, a region's
@@ -236,14 +241,13 @@ class LayoutLowering : public Elements {
   /// wrote there (stores, cp.async) is fenced to it before the barrier that publishes it.
   bool wgmma_ = false;
   int64_t smem_bytes_ = 0;
-  /// The values the innermost for loop being lowered carries (its body's arguments but the
-  /// induction variable): a wgmma group's commit passes their float registers through, so
-  /// that the work on them (attention's softmax of the last iteration's scores) is scheduled
-  /// after the group is issued, and runs while it does (dot_prefetch). Only a dot of the body
-  /// itself does: in an if or while inside it, the registers handed back would not dominate the
-  /// code after that region.
-  std::vector<const ir::Value*> carried_;
-  const ir::Block* carried_body_ = nullptr;  // that loop's body: only its own dots pass them through
+  /// The body of the innermost for loop being lowered. A wgmma group's commit in it passes the
+  /// float registers of the values the loop carries (its arguments but the induction variable)
+  /// through, so that the work on them (attention's softmax of the last iteration's scores) is
+  /// scheduled after the group is issued, and runs while it does (dot_prefetch). Only a dot of
+  /// the body itself does: in an if or while inside it, the registers handed back would not
+  /// dominate the code after that region.
+  const ir::Block* loop_body_ = nullptr;
   int64_t wgmma_groups_ = 0;                              // committed so far, in program order
   std::map<const ir::Value*, int64_t> wgmma_pending_;    // dot results in flight: their group
 };

@@ -20,6 +20,7 @@
 // fewer than 3 tiles are left alone (the next tile would be the one being copied into).
 #include <set>
 
+#include "codegen/passes/loop_ahead.h"
 #include "codegen/passes/passes.h"
 #include "ir/builder.h"
 #include "ir/layout.h"
@@ -36,7 +37,7 @@ using ir::Value;
 
 class Prefetcher {
  public:
-  explicit Prefetcher(Op& loop) : loop_(loop), body_(*loop.regions[0]) {}
+  explicit Prefetcher(Op& loop) : loop_(loop), body_(*loop.regions[0]), ahead_(loop) {}
 
   bool run() {
     if (body_.ops.empty() || body_.ops.front()->code != OpCode::AsyncWait) return false;
@@ -122,9 +123,9 @@ class Prefetcher {
   /// Whether `v` is the same in every iteration: from outside the loop, or pure ops of the body
   /// over such values (a zero accumulator splat in the body).
   bool invariant(const Value* v, int depth = 0) const {
-    if (v->owner) return !inside_block(v->owner);
+    if (v->owner) return v->owner != &body_ && !ahead_.inside(v->owner->parent);
     const Op* d = v->def;
-    if (d->parent != &body_) return !inside(d);
+    if (d->parent != &body_) return !ahead_.inside(d);
     if (!d->is_pure() || !d->regions.empty() || depth > 8) return false;
     for (const Value* o : d->operands)
       if (!invariant(o, depth + 1)) return false;
@@ -153,17 +154,6 @@ class Prefetcher {
     return out;
   }
 
-  bool inside(const Op* o) const {
-    for (const Block* b = o ? o->parent : nullptr; b; b = b->parent ? b->parent->parent : nullptr)
-      if (b == &body_) return true;
-    return false;
-  }
-  bool inside_block(const Block* blk) const {
-    for (const Block* b = blk; b; b = b->parent ? b->parent->parent : nullptr)
-      if (b == &body_) return true;
-    return false;
-  }
-
   bool reaches_another_dot(const Op* from) {
     std::set<const Value*> reached = {from->results[0].get()};
     bool found = false;
@@ -185,6 +175,7 @@ class Prefetcher {
 
   Op& loop_;
   Block& body_;
+  LoopAhead ahead_;  // (what lies inside the loop)
   Value* tile_ = nullptr;   // the carried tile index the ring tiles are read at
   int64_t ring_tiles_ = 0;  // S
 };
