@@ -72,11 +72,10 @@ TEST(GpuIrLowering, TakesAmdKernels) {
       std::string text;
       ASSERT_NO_THROW(text = ptx(kernel, arch, "gpu_ir_only")) << kernel << " on " << arch;
       EXPECT_NE(text.find(".amdhsa_kernel " + std::string(kernel)), std::string::npos) << kernel << " on " << arch;
-      EXPECT_EQ(text.find("shfl"), std::string::npos) << kernel << " on " << arch;
       const bool dots = std::string(kernel).find("gemm") != std::string::npos || std::string(kernel) == "attention";
       EXPECT_EQ(text.find("v_mfma_f32_") != std::string::npos, dots) << kernel << " on " << arch;
     }
-    EXPECT_NE(ptx("softmax", arch, "gpu_ir_only").find("ds_"), std::string::npos) << arch;
+    EXPECT_NE(ptx("softmax", arch, "gpu_ir_only").find("ds_bpermute_b32"), std::string::npos) << arch;  // (its row max and sum)
   }
 }
 
