@@ -33,13 +33,14 @@ int64_t pow2_floor(int64_t v) {
 }  // namespace
 
 /// Whether every element of `v` is >= 0 (for x % m, whose sign follows x in C).
-bool nonneg(const ir::Value* v, int depth) {
+bool nonneg(const ir::Value* v, int depth, bool sizes) {
   if (depth > 16 || v->type.is_float() || v->type.is_ptr) return false;
   if (!v->def) {
     const ir::Op* loop = v->owner ? v->owner->parent : nullptr;
+    if (sizes && v->owner && !loop && !v->type.is_tensor()) return true;  // (a kernel parameter)
     if (!loop || loop->code != OpCode::For || v->index != 0) return false;
     const ir::Op* step = loop->operands[2]->def;  // iv >= lo when the step is positive (a program count is)
-    return nonneg(loop->operands[0], depth + 1) && step &&
+    return nonneg(loop->operands[0], depth + 1, sizes) && step &&
            ((step->code == OpCode::Constant && std::get<int64_t>(step->attrs.at("value")) > 0) || step->code == OpCode::NumPrograms);
   }
   const ir::Op& d = *v->def;
@@ -49,12 +50,12 @@ bool nonneg(const ir::Value* v, int depth) {
     case OpCode::ProgramId: case OpCode::NumPrograms: case OpCode::Rank: case OpCode::NumRanks: return true;
     case OpCode::Splat: case OpCode::ExpandDims: case OpCode::Broadcast: case OpCode::Reshape: case OpCode::Trans:
     case OpCode::Hint: case OpCode::Rem: case OpCode::ConsumeToken:
-      return nonneg(d.operands[0], depth + 1);
+      return nonneg(d.operands[0], depth + 1, sizes);
     case OpCode::Add: case OpCode::Mul: case OpCode::Div: case OpCode::Min: case OpCode::And:
-      return nonneg(d.operands[0], depth + 1) && nonneg(d.operands[1], depth + 1);
-    case OpCode::Max: return nonneg(d.operands[0], depth + 1) || nonneg(d.operands[1], depth + 1);
-    case OpCode::Select: return nonneg(d.operands[1], depth + 1) && nonneg(d.operands[2], depth + 1);
-    case OpCode::Cast: return !d.operands[0]->type.is_float() && v->type.dtype != ir::DType::i1 && nonneg(d.operands[0], depth + 1);
+      return nonneg(d.operands[0], depth + 1, sizes) && nonneg(d.operands[1], depth + 1, sizes);
+    case OpCode::Max: return nonneg(d.operands[0], depth + 1, sizes) || nonneg(d.operands[1], depth + 1, sizes);
+    case OpCode::Select: return nonneg(d.operands[1], depth + 1, sizes) && nonneg(d.operands[2], depth + 1, sizes);
+    case OpCode::Cast: return !d.operands[0]->type.is_float() && v->type.dtype != ir::DType::i1 && nonneg(d.operands[0], depth + 1, sizes);
     default: return false;
   }
 }

@@ -24,8 +24,10 @@ struct AxisInfo {
 };
 
 /// Whether every element of `v` is provably >= 0 (from constants, aranges, program and rank
-/// ids, loop counters from a non-negative start, and the ops that keep signs).
-bool nonneg(const ir::Value* v, int depth = 0);
+/// ids, loop counters from a non-negative start, and the ops that keep signs); `sizes`: the
+/// kernel's integer parameters taken as not negative too (sizes and strides, as the TMA
+/// analysis takes them).
+bool nonneg(const ir::Value* v, int depth = 0, bool sizes = false);
 
 /// A value carried by a for loop that advances by a loop-invariant step each iteration
 /// (`p = p + inc` with p a carried pointer or integer tensor): its value at iteration j is

@@ -332,7 +332,9 @@ class HostLowering : public Elements {
         return;
       case OpCode::LocalAlloc: return define_tensor([](llvm::Value*) {});
       case OpCode::AsyncCopy: return emit_async_copy(op);
-      case OpCode::AsyncCommit: case OpCode::AsyncWait: return;
+      case OpCode::AsyncTmaCopy: return emit_async_tma_copy(op);
+      case OpCode::AsyncCommit: case OpCode::AsyncWait: case OpCode::InitBarrier: case OpCode::WaitBarrier:
+      case OpCode::ArriveBarrier: return;  // (copies done at once: nothing to wait for)
       case OpCode::LocalLoad: return emit_local_load(op);
       default:
         break;
@@ -409,6 +411,39 @@ class HostLowering : public Elements {
     llvm::Value* first = b_.CreateMul(b_.CreateSExt(val(op.operands[1]).scalar, b_.getInt64Ty()), b_.getInt64(pt.numel()));
     loop(pt.numel(),
          [&](llvm::Value* i) { buf_store(buf, bt, b_.CreateAdd(first, i), loaded_element(op, 2, bt.dtype, i)); });
+  }
+  /// A box of a tensor map's tensor (runtime/tma.h) into tile `index`, at once: elements
+  /// outside the tensor's extents read as zeros, as TMA's do.
+  void emit_async_tma_copy(const ir::Op& op) {
+    const ir::Type& bt = op.operands[0]->type;
+    const int64_t rows = bt.shape[1], cols = bt.shape[2];
+    auto r = runtime::TmaRecipe::parse(op.str_attr("tensor"));
+    TD_ASSERT(r, "a malformed tensor map recipe");
+    llvm::Type* i64 = b_.getInt64Ty();
+    auto size = [&](const runtime::TmaRecipe::Dim& d) {
+      llvm::Value* v = b_.getInt64(d.value);
+      for (int p : d.params) v = b_.CreateMul(v, b_.CreateSExtOrTrunc(val(f_.body.args[static_cast<size_t>(p)].get()).scalar, i64));
+      return v;
+    };
+    llvm::Value* base = val(f_.body.args[static_cast<size_t>(r->pointer)].get()).scalar;
+    llvm::Value* buf = val(op.operands[0]).buf;
+    llvm::Value* first = b_.CreateMul(b_.CreateSExt(val(op.operands[1]).scalar, i64), b_.getInt64(rows * cols));
+    when(val(op.operands[3]).scalar, [&] {
+      nest({rows, cols}, [&](const std::vector<llvm::Value*>& at) {
+        llvm::Value* inside = b_.getTrue();
+        llvm::Value* offset = b_.getInt64(0);
+        for (size_t d = 0; d < r->dims.size(); ++d) {
+          llvm::Value* c = b_.CreateSExt(val(op.operands[4 + d]).scalar, i64);
+          if (d < 2) c = b_.CreateAdd(c, at[1 - d]);  // (dimension 0 runs along the tile's row)
+          inside = b_.CreateAnd(inside, b_.CreateAnd(b_.CreateICmpSGE(c, b_.getInt64(0)), b_.CreateICmpSLT(c, size(r->dims[d]))));
+          offset = b_.CreateAdd(offset, d ? b_.CreateMul(c, size(r->strides[d - 1])) : c);
+        }
+        llvm::Type* mt = mem_type(bt.dtype);
+        llvm::Value* x = when_value(inside, reg_type(ir::Type::scalar(bt.dtype)), llvm::Constant::getNullValue(reg_type(ir::Type::scalar(bt.dtype))),
+                                    [&] { return from_mem(b_.CreateLoad(mt, b_.CreateGEP(mt, base, offset)), bt.dtype); });
+        buf_store(buf, bt, b_.CreateAdd(first, b_.CreateAdd(b_.CreateMul(at[0], b_.getInt64(cols)), at[1])), x);
+      });
+    });
   }
   /// Tile `index` of a memdesc as a tensor (perm [1, 0]: transposed).
   void emit_local_load(const ir::Op& op) {

@@ -84,6 +84,25 @@ void Builder::async_copy(Value* buf, Value* index, Value* ptrs, Value* mask, Val
 }
 void Builder::async_commit() { create(OpCode::AsyncCommit, {}, {}); }
 void Builder::async_wait(int64_t pending) { create(OpCode::AsyncWait, {}, {}, {{"pending", pending}}); }
+Value* Builder::barriers(int64_t n, int64_t count) {
+  Value* bars = local_alloc(DType::i64, n, {1, 1}, Layout::shared(1, 1, 1, {1, 0}));
+  create(OpCode::InitBarrier, {bars}, {}, {{"count", count}});
+  return bars;
+}
+void Builder::async_tma_copy(Value* buf, Value* index, Value* bars, Value* pred, const std::vector<Value*>& coords,
+                             const std::string& tensor) {
+  std::vector<Value*> operands = {buf, index, bars, pred};
+  operands.insert(operands.end(), coords.begin(), coords.end());
+  create(OpCode::AsyncTmaCopy, operands, {}, {{"tensor", tensor}});
+}
+void Builder::wait_barrier(Value* bars, Value* index, Value* phase, Value* pred, bool issuer) {
+  std::vector<Value*> operands = {bars, index, phase};
+  if (pred) operands.push_back(pred);
+  Attrs attrs;
+  if (issuer) attrs["issuer"] = int64_t(1);
+  create(OpCode::WaitBarrier, operands, {}, attrs);
+}
+void Builder::arrive_barrier(Value* bars, Value* index) { create(OpCode::ArriveBarrier, {bars, index}, {}); }
 Value* Builder::local_load(Value* buf, Value* index, LayoutRef layout, bool trans) {
   std::vector<int64_t> tile(buf->type.shape.end() - 2, buf->type.shape.end());
   Attrs attrs;

@@ -59,6 +59,16 @@ class Builder {
   void async_commit();
   void async_wait(int64_t pending);
   Value* local_load(Value* buf, Value* index, LayoutRef layout, bool trans = false);
+  /// n mbarriers (a memdesc of i64 [n, 1, 1]), each initialized to expect `count` arrivals.
+  Value* barriers(int64_t n, int64_t count);
+  /// `tensor` (a runtime::TmaRecipe's line)'s box at `coords` into tile `index` of `buf`,
+  /// completing on bars[index], where `pred` holds.
+  void async_tma_copy(Value* buf, Value* index, Value* bars, Value* pred, const std::vector<Value*>& coords,
+                      const std::string& tensor);
+  /// Waits for bars[index]'s phase of parity `phase` (where `pred`, if any, holds; `issuer`:
+  /// only the thread that issues TMA copies waits).
+  void wait_barrier(Value* bars, Value* index, Value* phase, Value* pred = nullptr, bool issuer = false);
+  void arrive_barrier(Value* bars, Value* index);
   Value* binary(OpCode code, Value* a, Value* b);
   Value* cmp(const std::string& pred, Value* a, Value* b);
   Value* unary(OpCode code, Value* a);

@@ -1,5 +1,6 @@
 // The verifier: one rule per op (check_op), used by the builder on every new op and by
 // `verify` on whole functions (parsed text, the output of each pass).
+#include <algorithm>
 #include <set>
 #include <stdexcept>
 
@@ -60,6 +61,11 @@ std::vector<Type> result_types(const Op& op) {
   std::vector<Type> t;
   for (auto& r : op.results) t.push_back(r->type);
   return t;
+}
+
+/// A memdesc of mbarriers: i64 [n, 1, 1].
+bool barriers(const Type& t) {
+  return t.is_memdesc() && t.dtype == DType::i64 && t.shape.size() == 3 && t.shape[1] == 1 && t.shape[2] == 1;
 }
 
 std::string check_rule(const Op& op) {
@@ -152,6 +158,37 @@ std::string check_rule(const Op& op) {
       return "";
     case OpCode::AsyncWait:
       return int_attr_ok(op, "pending") && op.int_attr("pending") >= 0 ? "" : "needs an integer 'pending' >= 0";
+    case OpCode::InitBarrier:
+      if (!barriers(operand(0))) return str_cat("initializes a memdesc of i64 [n, 1, 1] (mbarriers), got ", operand(0).str());
+      return int_attr_ok(op, "count") && op.int_attr("count") >= 1 ? "" : "needs an integer 'count' >= 1";
+    case OpCode::AsyncTmaCopy: {
+      if (in.size() < 6) return "takes (buffer, index, barriers, pred, coordinates...)";
+      const Type buf = operand(0);
+      if (!buf.is_memdesc() || buf.shape.size() != 3) return str_cat("copies into a memdesc of 2-D tiles, got ", buf.str());
+      if (operand(1) != Type::scalar(DType::i32)) return str_cat("the tile index must be i32, got ", operand(1).str());
+      if (!barriers(operand(2))) return str_cat("completes on a memdesc of i64 [n, 1, 1] (mbarriers), got ", operand(2).str());
+      if (operand(3) != Type::scalar(DType::i1)) return str_cat("pred must be i1, got ", operand(3).str());
+      for (size_t i = 4; i < in.size(); ++i)
+        if (operand(i) != Type::scalar(DType::i32)) return str_cat("coordinate ", i - 4, " must be i32, got ", operand(i).str());
+      if (!op.has_attr("tensor") || !std::holds_alternative<std::string>(op.attrs.at("tensor")))
+        return "needs a 'tensor' (the tensor map's recipe)";
+      const std::string& t = op.str_attr("tensor");  // "pointer dtype d0,d1,... strides box"
+      const size_t a = t.find(' '), b = a == std::string::npos ? a : t.find(' ', a + 1), c = b == std::string::npos ? b : t.find(' ', b + 1);
+      if (c == std::string::npos) return str_cat("a malformed tensor '", t, "'");
+      const size_t dims = static_cast<size_t>(std::count(t.begin() + static_cast<long>(b), t.begin() + static_cast<long>(c), ',')) + 1;
+      if (dims != in.size() - 4) return str_cat("takes one coordinate per dimension of its tensor (", dims, "), got ", in.size() - 4);
+      return "";
+    }
+    case OpCode::WaitBarrier:
+      if (in.size() < 3 || in.size() > 4) return "takes (barriers, index, phase[, pred])";
+      if (!barriers(operand(0))) return str_cat("waits on a memdesc of i64 [n, 1, 1] (mbarriers), got ", operand(0).str());
+      if (operand(1) != Type::scalar(DType::i32) || operand(2) != Type::scalar(DType::i32))
+        return "the index and phase must be i32";
+      if (in.size() > 3 && operand(3) != Type::scalar(DType::i1)) return str_cat("pred must be i1, got ", operand(3).str());
+      return "";
+    case OpCode::ArriveBarrier:
+      if (!barriers(operand(0))) return str_cat("arrives on a memdesc of i64 [n, 1, 1] (mbarriers), got ", operand(0).str());
+      return operand(1) == Type::scalar(DType::i32) ? "" : "the index must be i32";
     case OpCode::LocalLoad: {
       const Type buf = operand(0);
       if (!buf.is_memdesc() || buf.shape.size() < 3) return str_cat("reads a memdesc of tiles, got ", buf.str());
@@ -432,6 +469,7 @@ std::string check_layouts(const Op& op) {
           return "its pointers, mask and other differ in layout";
       return "";
     case OpCode::LocalAlloc: case OpCode::AsyncCommit: case OpCode::AsyncWait: case OpCode::LocalLoad:
+    case OpCode::InitBarrier: case OpCode::AsyncTmaCopy: case OpCode::WaitBarrier: case OpCode::ArriveBarrier:
     case OpCode::Splat: case OpCode::Arange: case OpCode::ConvertLayout: case OpCode::Trans: case OpCode::Reshape:
     case OpCode::For: case OpCode::If: case OpCode::While: case OpCode::Yield: case OpCode::Condition:
       return "";
@@ -452,10 +490,12 @@ std::string check_op(const Op& op) {
     return str_cat("has ", info.num_regions, " regions, got ", op.regions.size());
   // A memdesc is made by local_alloc and used by async_copy and local_load (its operand 0) only.
   const bool makes_memdesc = op.code == OpCode::LocalAlloc;
-  const bool takes_memdesc = op.code == OpCode::AsyncCopy || op.code == OpCode::LocalLoad;
+  const bool takes_memdesc = op.code == OpCode::AsyncCopy || op.code == OpCode::LocalLoad || op.code == OpCode::InitBarrier ||
+                             op.code == OpCode::AsyncTmaCopy || op.code == OpCode::WaitBarrier ||
+                             op.code == OpCode::ArriveBarrier;
   for (size_t i = 0; i < op.operands.size(); ++i)
-    if (op.operands[i]->type.is_memdesc() && !(takes_memdesc && i == 0))
-      return str_cat("operand ", i, " is a memdesc: only async_copy and local_load take one");
+    if (op.operands[i]->type.is_memdesc() && !(takes_memdesc && (i == 0 || (op.code == OpCode::AsyncTmaCopy && i == 2))))
+      return str_cat("operand ", i, " is a memdesc: only the shared-memory and barrier ops take one (async_tma_copy two)");
   for (auto& r : op.results)
     if (r->type.is_memdesc() && !makes_memdesc) return "only local_alloc makes a memdesc";
   std::string e = check_rule(op);

@@ -234,20 +234,31 @@ void Kernel::launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<
   maps.reserve(loaded.tma.size());
   for (const runtime::TmaRecipe& r : loaded.tma) {
     auto size = [&](const runtime::TmaRecipe::Dim& d) {
-      return d.param >= 0 ? args.at(static_cast<size_t>(d.param)).i : d.value;
+      int64_t v = d.value;
+      for (int p : d.params) v *= args.at(static_cast<size_t>(p)).i;
+      return v;
     };
     cuda::TensorMapShape t;
     std::memcpy(&t.base, &slots.at(static_cast<size_t>(r.pointer)), sizeof(void*));
     t.element_bytes = static_cast<int>(ir::dtype_bytes(r.dtype));
     t.bf16 = r.dtype == ir::DType::bf16;
-    t.box_cols = static_cast<unsigned>(r.box_cols), t.box_rows = static_cast<unsigned>(r.box_rows);
-    const int64_t cols = size(r.cols), rows = size(r.rows), stride = size(r.stride);
-    if (cols > 0 && rows > 0) {
-      t.cols = static_cast<uint64_t>(cols), t.rows = static_cast<uint64_t>(rows);
-      t.stride_bytes = static_cast<uint64_t>(stride) * static_cast<uint64_t>(t.element_bytes);
-    } else {  // an empty tensor, whose every element reads as zero: a map of zeros
+    t.rank = static_cast<int>(r.dims.size());
+    bool empty = false;
+    for (int i = 0; i < t.rank; ++i) {
+      const int64_t n = size(r.dims[static_cast<size_t>(i)]);
+      empty |= n <= 0;
+      t.dims[i] = static_cast<uint64_t>(std::min(n, runtime::TmaRecipe::kUnbounded));
+      t.box[i] = static_cast<unsigned>(r.box[static_cast<size_t>(i)]);
+      if (i) t.stride_bytes[i - 1] = static_cast<uint64_t>(size(r.strides[static_cast<size_t>(i - 1)]) * t.element_bytes);
+    }
+    if (empty) {  // an empty tensor, whose every element reads as zero: a map of zeros
       t.base = cuda::zeros_for_tensor_maps();
-      t.cols = t.box_cols, t.rows = t.box_rows, t.stride_bytes = 128;
+      uint64_t stride = 128;
+      for (int i = 0; i < t.rank; ++i) {
+        t.dims[i] = t.box[i];
+        if (i) t.stride_bytes[i - 1] = stride;
+        stride *= t.box[i];
+      }
     }
     try {
       maps.push_back(cuda::encode_tensor_map(t));

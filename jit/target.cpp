@@ -90,8 +90,9 @@ void CompileOptions::validate() const {
     throw Error(str_cat("tiledist: num_warps = ", num_warps, ": must be 1, 2, 4, 8, 16 or 32"));
   if (num_stages < 1 || num_stages > 16) throw Error(str_cat("tiledist: num_stages = ", num_stages, ": must be 1 to 16"));
   if (!gpu_passes.empty()) codegen::GpuPassContext::for_arch(gpu_passes, num_warps, num_stages);  // (names the archs it knows)
-  if (!lowering.empty() && lowering != "gpu_ir" && lowering != "gpu_ir_only" && lowering != "gpu_ir_mma" && lowering != "gpu_ir_prefetch")
-    throw Error(str_cat("tiledist: lowering = '", lowering, "': must be empty, gpu_ir, gpu_ir_only, gpu_ir_mma or gpu_ir_prefetch"));
+  if (!lowering.empty() && lowering != "gpu_ir" && lowering != "gpu_ir_only" && lowering != "gpu_ir_mma" && lowering != "gpu_ir_prefetch" &&
+      lowering != "gpu_ir_tma")
+    throw Error(str_cat("tiledist: lowering = '", lowering, "': must be empty, gpu_ir, gpu_ir_only, gpu_ir_mma, gpu_ir_prefetch or gpu_ir_tma"));
 }
 
 std::string CompileOptions::key() const {

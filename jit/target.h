@@ -49,7 +49,9 @@ struct CompileOptions {
   /// else the optimized IR; "gpu_ir_only" the same, but an op it does not take is an error;
   /// the GPU IR is each target's own form (sm_90a: wgmma); "gpu_ir_mma" as gpu_ir, but on
   /// sm_90a sm_80's form (mma.sync), to compare; "gpu_ir_prefetch" as gpu_ir, with the
-  /// dot_prefetch pass (a dot feeding another issued an iteration ahead, codegen/passes/).
+  /// dot_prefetch pass (a dot feeding another issued an iteration ahead, codegen/passes/);
+  /// "gpu_ir_tma" as gpu_ir, its pipelines copying by TMA where they can (not yet working on
+  /// the GPU: bench/RESULTS.md, 2026-11-25).
   /// Empty (the default): the optimized IR, whose lowering has the library GEMMs' fast paths
   /// (wgmma, TMA, warp specialization), except for kernels whose loop dots it would leave
   /// without a pipeline (attention, back-to-back dots): those take the GPU IR where its

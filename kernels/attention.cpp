@@ -30,7 +30,7 @@ void attention(tl::Ptr<T> q, tl::Ptr<T> k, tl::Ptr<T> v, tl::Ptr<T> o, tl::Ptr<i
   // The sequence's rows.
   Tensor start = off_z * seqlen, len = seqlen;
   if (VARLEN) {
-    start = tl::load(cu_seqlens + off_z);
+    start = tl::maximum(tl::load(cu_seqlens + off_z), 0);  // (not negative: TMA's coordinates may take it)
     len = tl::load(cu_seqlens + off_z + 1) - start;
   }
   // Row strides, and this sequence's and head's first element (64-bit: the sequence may start

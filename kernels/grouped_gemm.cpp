@@ -111,8 +111,9 @@ void grouped_gemm(tl::Ptr<bf16> a, tl::Ptr<bf16> w, tl::Ptr<bf16> c, tl::Ptr<int
       return expert_tile(c, N, K, first, end, pid_n, BM, BN, BK, step, none);
     }
     // W [E, K, N]: the expert's K rows from expert * K (masked by K: a row past it would be
-    // the next expert's, and A's zeros there need not meet finite weights)
-    auto w_e = w + expert.to(tl::int64) * K * N;
+    // the next expert's, and A's zeros there need not meet finite weights). TMA copies it as
+    // a tensor [E, K, N] with a box at (expert, k, n), for which the expert is not negative.
+    auto w_e = w + tl::maximum(expert, 0).to(tl::int64) * K * N;
     auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
     auto step = [&](const Tensor& k, const Tensor& row, const Tensor& acc) {
       auto ka = tl::expand_dims(k + tl::arange(0, BK), 0);

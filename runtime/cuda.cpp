@@ -284,19 +284,23 @@ TensorMap encode_tensor_map(const TensorMapShape& t) {
   // CUtensorMapDataType: UINT8 0, FLOAT16 6, BFLOAT16 9; swizzle 128B 3; L2 promotion 256B 3;
   // out-of-bounds elements read as zeros (fill NONE 0).
   int type = t.element_bytes == 1 ? 0 : t.bf16 ? 9 : 6;
-  const uint64_t dims[2] = {t.cols, t.rows};
-  const uint64_t strides[1] = {t.stride_bytes};
-  const unsigned box[2] = {t.box_cols, t.box_rows};
-  const unsigned element_strides[2] = {1, 1};
+  const unsigned element_strides[5] = {1, 1, 1, 1, 1};
   TensorMap m;
-  CUresult r = d.cuTensorMapEncodeTiled(m.bytes, type, 2, t.base, dims, strides, box, element_strides, 0, 3, 3, 0);
+  CUresult r = d.cuTensorMapEncodeTiled(m.bytes, type, static_cast<unsigned>(t.rank), t.base, t.dims, t.stride_bytes, t.box,
+                                        element_strides, 0, 3, 3, 0);
   if (r != 0) {
     const char* name = "unknown error";
     d.cuGetErrorName(r, &name);
-    throw Error(str_cat("tiledist: cuTensorMapEncodeTiled failed: ", name, " (", r, ") for a tensor at ", t.base, " of ", t.rows,
-                        " rows x ", t.cols, " elements of ", t.element_bytes, " bytes, rows ", t.stride_bytes,
-                        " bytes apart, boxes of ", t.box_rows, " x ", t.box_cols,
-                        " (the base must be 16-byte aligned and the row stride a multiple of 16 bytes)"));
+    std::string dims, strides, box;
+    for (int i = 0; i < t.rank; ++i) {
+      dims += str_cat(i ? " x " : "", t.dims[i]);
+      box += str_cat(i ? " x " : "", t.box[i]);
+      if (i) strides += str_cat(i > 1 ? ", " : "", t.stride_bytes[i - 1]);
+    }
+    throw Error(str_cat("tiledist: cuTensorMapEncodeTiled failed: ", name, " (", r, ") for a tensor at ", t.base, " of ", dims,
+                        " elements of ", t.element_bytes, " bytes (contiguous dimension first), strides ", strides,
+                        " bytes, boxes of ", box,
+                        " (the base must be 16-byte aligned and every stride a multiple of 16 bytes)"));
   }
   return m;
 }

@@ -52,14 +52,17 @@ void synchronize();
 struct alignas(64) TensorMap {
   unsigned char bytes[128] = {};
 };
-/// A 2-D row-major tensor of `rows` rows of `cols` elements, `stride_bytes` apart, copied in
-/// boxes of box_rows x box_cols with the 128-byte swizzle (box_cols x element_bytes = 128).
+/// A tensor of `rank` dimensions (2 to 5), the contiguous one first: dims[i] elements along
+/// dimension i, stride_bytes[i - 1] between consecutive indices of dimension i > 0; copied in
+/// boxes of box[0] x box[1] x ... elements with the 128-byte swizzle (box[0] x element_bytes =
+/// 128).
 struct TensorMapShape {
   void* base = nullptr;
   int element_bytes = 2;
   bool bf16 = true;  // 2-byte elements: bf16, else f16
-  uint64_t cols = 0, rows = 0, stride_bytes = 0;
-  unsigned box_cols = 0, box_rows = 0;
+  int rank = 2;
+  uint64_t dims[5] = {}, stride_bytes[4] = {};
+  unsigned box[5] = {1, 1, 1, 1, 1};
 };
 /// Encodes the tensor map (cuTensorMapEncodeTiled); throws Error naming the shape it rejects.
 TensorMap encode_tensor_map(const TensorMapShape& t);

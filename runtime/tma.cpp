@@ -7,41 +7,87 @@
 namespace tiledist::runtime {
 
 namespace {
-std::string dim_str(const TmaRecipe::Dim& d) { return d.param >= 0 ? str_cat("p", d.param) : str_cat(d.value); }
+std::string dim_str(const TmaRecipe::Dim& d) {
+  std::string s;
+  for (int p : d.params) s += str_cat(s.empty() ? "" : "*", "p", p);
+  if (d.value != 1 || d.params.empty()) s += str_cat(s.empty() ? "" : "*", d.value);
+  return s;
+}
+
+template <class T, class F>
+std::string list_str(const std::vector<T>& xs, F one) {
+  std::string s;
+  for (const T& x : xs) s += (s.empty() ? "" : ",") + one(x);
+  return s;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  for (;;) {
+    size_t end = s.find(sep, at);
+    out.push_back(s.substr(at, end == std::string::npos ? std::string::npos : end - at));
+    if (end == std::string::npos) return out;
+    at = end + 1;
+  }
+}
+
+std::optional<int64_t> parse_count(const std::string& s) {
+  if (s.empty() || s.size() > 18) return std::nullopt;
+  for (char c : s)
+    if (c < '0' || c > '9') return std::nullopt;
+  return std::stoll(s);
+}
 
 std::optional<TmaRecipe::Dim> parse_dim(const std::string& s) {
-  if (s.empty()) return std::nullopt;
   TmaRecipe::Dim d;
-  const bool param = s[0] == 'p';
-  char* end = nullptr;
-  long long v = std::strtoll(s.c_str() + (param ? 1 : 0), &end, 10);
-  if (*end || end == s.c_str() + (param ? 1 : 0) || v < 0) return std::nullopt;
-  if (param) d.param = static_cast<int>(v);
-  else d.value = v;
+  bool number = false;
+  for (const std::string& f : split(s, '*')) {
+    auto v = parse_count(f.size() > 1 && f[0] == 'p' ? f.substr(1) : f);
+    if (!v) return std::nullopt;
+    if (f[0] == 'p') {
+      if (number) return std::nullopt;  // (parameters first, as str() writes them)
+      d.params.push_back(static_cast<int>(*v));
+    } else {
+      if (number) return std::nullopt;
+      d.value = *v, number = true;
+    }
+  }
   return d;
 }
 }  // namespace
 
 std::string TmaRecipe::str() const {
-  return str_cat(pointer, " ", ir::dtype_name(dtype), " ", dim_str(cols), " ", dim_str(rows), " ", dim_str(stride), " ", box_cols,
-                 " ", box_rows);
+  return str_cat(pointer, " ", ir::dtype_name(dtype), " ", list_str(dims, dim_str), " ", list_str(strides, dim_str), " ",
+                 list_str(box, [](int64_t b) { return str_cat(b); }));
 }
 
 std::optional<TmaRecipe> TmaRecipe::parse(const std::string& s) {
   std::istringstream in(s);
-  std::string pointer, dtype, cols, rows, stride;
+  std::string pointer, dtype, dims, strides, box, rest;
+  if (!(in >> pointer >> dtype >> dims >> strides >> box) || (in >> rest)) return std::nullopt;
   TmaRecipe r;
-  if (!(in >> pointer >> dtype >> cols >> rows >> stride >> r.box_cols >> r.box_rows)) return std::nullopt;
-  std::string rest;
-  if (in >> rest) return std::nullopt;
-  auto p = parse_dim(pointer);
+  auto p = parse_count(pointer);
   auto d = ir::parse_dtype(dtype);
-  auto c = parse_dim(cols), n = parse_dim(rows), st = parse_dim(stride);
-  if (!p || p->param >= 0 || !d || !c || !n || !st) return std::nullopt;
-  if (r.box_cols < 1 || r.box_cols > 256 || r.box_rows < 1 || r.box_rows > 256) return std::nullopt;
-  r.pointer = static_cast<int>(p->value);
-  r.dtype = *d;
-  r.cols = *c, r.rows = *n, r.stride = *st;
+  if (!p || !d) return std::nullopt;
+  r.pointer = static_cast<int>(*p), r.dtype = *d;
+  for (const std::string& x : split(dims, ',')) {
+    auto v = parse_dim(x);
+    if (!v) return std::nullopt;
+    r.dims.push_back(*v);
+  }
+  for (const std::string& x : split(strides, ',')) {
+    auto v = parse_dim(x);
+    if (!v) return std::nullopt;
+    r.strides.push_back(*v);
+  }
+  for (const std::string& x : split(box, ',')) {
+    auto v = parse_count(x);
+    if (!v || *v < 1 || *v > 256) return std::nullopt;
+    r.box.push_back(*v);
+  }
+  if (r.dims.size() < 2 || r.dims.size() > 5 || r.strides.size() + 1 != r.dims.size() || r.box.size() != r.dims.size())
+    return std::nullopt;
   return r;
 }
 

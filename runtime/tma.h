@@ -1,10 +1,11 @@
 // TMA tensor maps: what the code generator asks for and the runtime builds at launch.
 //
-// A pipelined wgmma loop whose operand loads read a 2-D tile of a row-major tensor through a
-// kernel parameter (`base + row * stride + col`, masked by `row < rows` and `col < cols`) copies
-// its tiles with cp.async.bulk.tensor. The copy reads a CUtensorMap, which only the host can
-// encode (cuTensorMapEncodeTiled): the kernel takes one as a trailing 128-byte parameter per
-// recipe, and the launch encodes it from the arguments it was given.
+// A pipelined loop whose operand loads read a box of a tensor through a kernel parameter (a
+// base pointer, a contiguous dimension and up to four others, each of an extent the launch's
+// arguments give, or unbounded where the load does not mask it) copies its tiles with
+// cp.async.bulk.tensor. The copy reads a CUtensorMap, which only the host can encode
+// (cuTensorMapEncodeTiled): the kernel takes one as a trailing 128-byte parameter per recipe,
+// and the launch encodes it from the arguments it was given.
 #pragma once
 
 #include <cstdint>
@@ -17,20 +18,28 @@
 namespace tiledist::runtime {
 
 struct TmaRecipe {
-  /// A size: the value of runtime parameter `param` (an integer), or `value` where param < 0.
+  /// A size: the product of runtime parameters `params` (integers) and `value`.
   struct Dim {
-    int param = -1;
-    int64_t value = 0;
+    std::vector<int> params;
+    int64_t value = 1;
+    static Dim param(int p) { return Dim{{p}, 1}; }
+    static Dim of(int64_t v) { return Dim{{}, v}; }
     bool operator==(const Dim&) const = default;
   };
+  /// The extent of a dimension the load does not mask: the largest a tensor map holds (every
+  /// coordinate a 32-bit copy names is inside it; the kernel's addresses are its own business).
+  static constexpr int64_t kUnbounded = int64_t(1) << 32;
+
   int pointer = -1;  // the runtime parameter holding the tensor's base address
   ir::DType dtype = ir::DType::bf16;
-  Dim cols, rows, stride;  // elements per row (the contiguous dimension), rows, elements between rows
-  int64_t box_cols = 0, box_rows = 0;  // one copy: 128 bytes of a row (box_cols elements) x box_rows rows
+  std::vector<Dim> dims;     // extents, the contiguous dimension first (2 to 5 of them)
+  std::vector<Dim> strides;  // elements between consecutive indices of dims[1], dims[2], ...
+  std::vector<int64_t> box;  // one copy's box, in elements, the contiguous dimension first
 
   bool operator==(const TmaRecipe&) const = default;
-  /// One line, as the disk cache stores it: "pointer dtype cols rows stride box_cols box_rows",
-  /// each size "pN" (parameter N) or a number.
+  /// One line, as the disk cache and the IR store it: "pointer dtype dims strides box", each
+  /// list joined by ',' and each size a product ('*') of parameters "pN" and a number, e.g.
+  /// "1 bf16 p7,4294967296,p5 p7,p5*p7 64,128,1".
   std::string str() const;
   static std::optional<TmaRecipe> parse(const std::string& s);
 };

@@ -44,10 +44,10 @@ std::optional<runtime::TmaRecipe::Dim> GpuLowering::host_size(const ir::Value* v
     else break;
   }
   if (!v->def && v->owner == &f_.body && !v->type.is_tensor() && !v->type.is_ptr && !v->type.is_float())
-    return runtime::TmaRecipe::Dim{static_cast<int>(v->index), 0};
+    return runtime::TmaRecipe::Dim::param(static_cast<int>(v->index));
   if (v->def && v->def->code == OpCode::Constant && std::holds_alternative<int64_t>(v->def->attrs.at("value")) &&
       std::get<int64_t>(v->def->attrs.at("value")) > 0)
-    return runtime::TmaRecipe::Dim{-1, std::get<int64_t>(v->def->attrs.at("value"))};
+    return runtime::TmaRecipe::Dim::of(std::get<int64_t>(v->def->attrs.at("value")));
   return std::nullopt;
 }
 
@@ -119,11 +119,11 @@ std::optional<GpuLowering::TmaMatch> GpuLowering::tma_operand(const PipeOperand&
   p = through(p, {OpCode::Hint});
   if (p->def || p->owner != &f_.body || !p->type.is_ptr) return std::nullopt;
   auto st = host_size(stride);
-  if (!st || (st->param < 0 ? st->value * o.esize % 16 : axis_.of(stride).divisibility * o.esize % 16)) return std::nullopt;
+  if (!st || (st->params.empty() ? st->value * o.esize % 16 : axis_.of(stride).divisibility * o.esize % 16)) return std::nullopt;
   m.recipe.pointer = static_cast<int>(p->index);
   m.recipe.dtype = o.load->results[0]->type.dtype;
-  m.recipe.cols = *cols, m.recipe.rows = *rows, m.recipe.stride = *st;
-  m.recipe.box_cols = 128 / o.esize, m.recipe.box_rows = o.rows;
+  m.recipe.dims = {*cols, *rows}, m.recipe.strides = {*st};
+  m.recipe.box = {128 / o.esize, o.rows};
   m.op.base = base;
   m.op.row_start = row->start, m.op.row_offset = row->offset;
   m.op.col_start = col->start, m.op.col_offset = col->offset;

@@ -86,6 +86,8 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
     case OpCode::AsyncCopy:
       if (op.has_attr("via") && op.str_attr("via") != "cp.async") return "async_copy other than by cp.async";
       return "";
+    case OpCode::InitBarrier: case OpCode::AsyncTmaCopy: case OpCode::WaitBarrier: case OpCode::ArriveBarrier:
+      return target.hopper() ? "" : "TMA copies and mbarriers off sm_90a";
     case OpCode::Reduce:
       if (op.operands[0]->type.is_tensor() && op.operands[0]->type.shape.size() > 2) return "reduce of rank > 2";
       return "";
@@ -126,10 +128,14 @@ GpuModule LayoutLowering::run() {
   module_->setTargetTriple(target_->triple());
   std::vector<llvm::Type*> params;
   for (auto& a : f_.body.args) params.push_back(target_->param_type(reg_type(a->type)));
-  auto* fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
+  llvm::FunctionType* fty = nullptr;
+  collect_tensor_maps();
+  first_map_ = static_cast<unsigned>(params.size());
+  for (size_t i = 0; i < tma_recipes_.size(); ++i) params.push_back(b_.getPtrTy());
+  fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
   fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, f_.name, module_.get());
   for (auto& a : f_.body.args) fn_->getArg(a->index)->setName(a->name);
-  target_->define_kernel(fn_, threads_, static_cast<unsigned>(params.size()), 0);
+  target_->define_kernel(fn_, threads_, first_map_, static_cast<unsigned>(tma_recipes_.size()));
   smem_ = new llvm::GlobalVariable(*module_, llvm::ArrayType::get(b_.getInt8Ty(), 0), false,
                                    llvm::GlobalValue::ExternalLinkage, nullptr, "tiledist_smem", nullptr,
                                    llvm::GlobalValue::NotThreadLocal, 3);
@@ -154,7 +160,7 @@ GpuModule LayoutLowering::run() {
   if (llvm::verifyModule(*module_, &os))
     throw Error(str_cat("tiledist: the GPU IR lowering made invalid LLVM IR for '", f_.name, "' (", opts_.arch, "): ",
                         os.str().substr(0, 400)));
-  return GpuModule{std::move(module_), f_.name, smem_bytes_, threads_, false, {}};
+  return GpuModule{std::move(module_), f_.name, smem_bytes_, threads_, false, tma_recipes_};
 }
 
 [[noreturn]] void LayoutLowering::unsupported(const ir::Op& op, const std::string& what) {
@@ -280,6 +286,10 @@ void LayoutLowering::emit(const ir::Op& op) {
       barrier();
       return;
     case OpCode::LocalLoad: return emit_local_load(op);
+    case OpCode::InitBarrier: return emit_init_barrier(op);
+    case OpCode::AsyncTmaCopy: return emit_async_tma_copy(op);
+    case OpCode::WaitBarrier: return emit_wait_barrier(op);
+    case OpCode::ArriveBarrier: return emit_arrive_barrier(op);
     case OpCode::Reduce: return emit_reduce(op);
     case OpCode::Dot: return emit_dot(op);
     case OpCode::For: return emit_for(op);

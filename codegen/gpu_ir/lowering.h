@@ -165,6 +165,15 @@ class LayoutLowering : public Elements {
   llvm::Value* shared_offset(const ir::Type& desc, llvm::Value* row, llvm::Value* col);
 
   // ---- reduce.cpp
+  // TMA copies onto mbarriers (tma.cpp)
+  void collect_tensor_maps();
+  llvm::Value* barrier_at(const ir::Value* bars, llvm::Value* index);
+  void emit_init_barrier(const ir::Op& op);
+  void emit_async_tma_copy(const ir::Op& op);
+  void emit_wait_barrier(const ir::Op& op);
+  void emit_arrive_barrier(const ir::Op& op);
+  void warp_sync();
+
   void emit_reduce(const ir::Op& op);
 
   // ---- dot.cpp
@@ -241,6 +250,9 @@ class LayoutLowering : public Elements {
   /// wrote there (stores, cp.async) is fenced to it before the barrier that publishes it.
   bool wgmma_ = false;
   int64_t smem_bytes_ = 0;
+  std::vector<runtime::TmaRecipe> tma_recipes_;  // the kernel's tensor maps, in parameter order
+  std::map<std::string, unsigned> tma_maps_;      // a recipe's line: its map
+  unsigned first_map_ = 0;                        // the first tensor map's parameter
   /// The body of the innermost for loop being lowered. A wgmma group's commit in it passes the
   /// float registers of the values the loop carries (its arguments but the induction variable)
   /// through, so that the work on them (attention's softmax of the last iteration's scores) is

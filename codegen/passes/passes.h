@@ -27,6 +27,11 @@ struct GpuPassContext {
   /// at D = 128 where the plain wgmma form gives 0.47, but 0.50 at D = 64 against 0.58
   /// (bench/RESULTS.md, 2026-11-25).
   bool prefetch_dots = false;
+  /// pipelining copies by TMA where it can (CompileOptions::lowering "gpu_ir_tma"; sm_90a).
+  /// Off by default: its first run on an H100 and an H200 (2026-11-25) stopped at an illegal
+  /// instruction in attention and the grouped GEMM; on the CPU (gpu_passes) it gives the
+  /// same bits.
+  bool tma = false;
 
   /// sm_80, sm_90a, gfx90a, gfx942; throws Error naming the known ones otherwise. `lowering`
   /// (CompileOptions::lowering) asks for the passes that are off by default.

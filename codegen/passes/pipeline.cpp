@@ -25,6 +25,7 @@ GpuPassContext GpuPassContext::for_arch(const std::string& arch, int num_warps, 
       c.arch = arch, c.num_warps = num_warps, c.num_stages = num_stages, c.warp_size = f.warp_size;
       c.mma_sync = f.mma_sync, c.wgmma = f.wgmma, c.mfma = f.mfma, c.mma_f8 = f.mma_f8;
       c.prefetch_dots = lowering == "gpu_ir_prefetch";
+      c.tma = f.wgmma && lowering == "gpu_ir_tma";
       return c;
     }
   throw Error(str_cat("tiledist: the GPU passes know sm_80, sm_90a, gfx90a and gfx942, not '", arch, "'"));

@@ -25,6 +25,7 @@
 #include "codegen/axis_info.h"
 #include "codegen/passes/loop_ahead.h"
 #include "codegen/passes/passes.h"
+#include "codegen/passes/tensor_map.h"
 #include "ir/builder.h"
 #include "ir/layout.h"
 #include "ir/passes/passes.h"
@@ -48,11 +49,13 @@ struct Candidate {
   bool transposed = false;  // (a trans may also be the identity)
   Op* convert = nullptr;
   Value* buf = nullptr;
+  std::optional<TensorMapView> tma;  // its box of a tensor, where the loop copies by TMA
 };
 
 class Pipeliner {
  public:
-  Pipeliner(Op& loop, int stages) : loop_(loop), body_(*loop.regions[0]), ahead_(loop), stages_(stages) {}
+  Pipeliner(const ir::Function& f, Op& loop, const GpuPassContext& ctx)
+      : f_(f), loop_(loop), body_(*loop.regions[0]), ahead_(loop), ctx_(ctx), stages_(ctx.num_stages) {}
 
   bool run() {
     if (!ahead_.constant_positive_step()) return false;
@@ -60,10 +63,15 @@ class Pipeliner {
     uses_ = ir::count_uses(*loop_.parent);
     find_candidates();
     if (candidates_.empty()) return false;
+    tma_ = ctx_.tma && std::all_of(candidates_.begin(), candidates_.end(), [](const Candidate& c) { return c.tma.has_value(); });
+    for (Candidate& c : candidates_)
+      if (!tma_) c.tma.reset();
     allocate_and_prologue();
     rewrite_body();
-    ir::Builder after = LoopAhead::builder_at(loop_, true);
-    after.async_wait(0);  // nothing in flight once the loop is done
+    if (!tma_) {
+      ir::Builder after = LoopAhead::builder_at(loop_, true);
+      after.async_wait(0);  // nothing in flight once the loop is done
+    }
     return true;
   }
 
@@ -97,19 +105,50 @@ class Pipeliner {
       }
       if (!user || user->code != OpCode::ConvertLayout || !operand_layout(user->results[0]->type.layout)) continue;
       c.convert = user;
+      if (ctx_.tma) c.tma = tma_view(c);
       candidates_.push_back(c);
     }
+  }
+
+  /// The view of the candidate's load as a box of a tensor (tensor_map.h), where its ring can
+  /// take what TMA writes: rows of 128-byte column blocks, 16-byte chunks swizzled over 8 rows
+  /// (what wgmma reads, and TMA's 128-byte swizzle writes).
+  std::optional<TensorMapView> tma_view(const Candidate& c) {
+    const ir::Type& t = c.load->results[0]->type;
+    ir::LayoutRef tiles = ring_layout(c);
+    const int64_t esize = ir::dtype_bytes(t.dtype);
+    const int64_t width = tiles->block ? std::min(tiles->block, t.shape[1]) : t.shape[1];
+    if (tiles->kind != Layout::Kind::shared || tiles->order[0] != 1 || tiles->vec * esize != 16 || tiles->per_phase != 1 ||
+        tiles->max_phase != 8 || width * esize != 128)
+      return std::nullopt;
+    return tensor_map_view(f_, *c.load, axis_);
+  }
+
+  /// The ring's layout: a dot that reads its operand in shared memory (wgmma) names it; the
+  /// ring holds the tiles as loaded, so a transposed read sees that layout transposed.
+  ir::LayoutRef ring_layout(const Candidate& c) const {
+    const ir::Type& t = c.load->results[0]->type;
+    const ir::LayoutRef& want = c.convert->results[0]->type.layout;
+    return want->kind == ir::Layout::Kind::shared ? (c.transposed ? want->transposed() : want)
+                                                  : swizzled_shared(t.dtype, t.shape, {1, 0});
   }
 
   /// Issues the copy of every candidate's tile of the iteration `iterations` on (whose
   /// induction variable is `at`) into tile `slot`, masked off where `at` is past the loop's end
   /// (compared in 64 bits: `at` may wrap where the loop ends near the top of its type), and
-  /// closes the group.
+  /// closes the group (cp.async). By TMA: one thread's copies of the tiles' boxes, completing
+  /// on the slot's `full` barrier.
   void issue(ir::Builder& b, Value* at, int64_t iterations, bool prologue, Value* slot) {
     LoopAhead::Made made;
     Value* live = ahead_.live(b, iterations, prologue);
     for (Candidate& c : candidates_) {
       const Op& ld = *c.load;
+      if (c.tma) {
+        std::vector<Value*> coords;
+        for (const TensorMapView::Coord& x : c.tma->coords) coords.push_back(coordinate(b, x, at, iterations, prologue, made));
+        b.async_tma_copy(c.buf, slot, full_, live, coords, c.tma->recipe.str());
+        continue;
+      }
       Value* ptrs = ahead_.clone_at(b, ld.operands[0], at, iterations, prologue, made);
       const ir::Type& pt = ptrs->type;
       Value* valid = b.create(OpCode::Splat, {live}, {ir::Type::tensor(ir::DType::i1, pt.shape).with_layout(pt.layout)})->result();
@@ -117,7 +156,26 @@ class Pipeliner {
       Value* other = ld.operands.size() > 2 ? ahead_.clone_at(b, ld.operands[2], at, iterations, prologue, made) : nullptr;
       b.async_copy(c.buf, slot, ptrs, mask, other, "cp.async");
     }
-    b.async_commit();
+    if (!tma_) b.async_commit();
+  }
+
+  /// A TMA coordinate (an i32) for the iteration `iterations` on.
+  Value* coordinate(ir::Builder& b, const TensorMapView::Coord& x, Value* at, int64_t iterations, bool prologue,
+                    LoopAhead::Made& made) {
+    auto i32 = [&](Value* v) { return v->type.dtype == ir::DType::i32 ? v : b.cast(v, ir::DType::i32); };
+    Value* sum = nullptr;
+    auto add = [&](Value* v) { sum = sum ? b.binary(OpCode::Add, sum, v) : v; };
+    for (const TensorMapView::Term& t : x.terms) {
+      Value* p = nullptr;
+      for (Value* f : t.factors) {
+        Value* v = i32(ahead_.clone_at(b, f, at, iterations, prologue, made));
+        p = p ? b.binary(OpCode::Mul, p, v) : v;
+      }
+      if (t.scale != 1 || !p) p = p ? b.binary(OpCode::Mul, p, b.constant_int(ir::DType::i32, t.scale)) : b.constant_int(ir::DType::i32, t.scale);
+      add(p);
+    }
+    if (x.offset || !sum) add(b.constant_int(ir::DType::i32, x.offset));
+    return sum;
   }
 
   Value* constant(ir::Builder& b, int64_t v) { return b.constant_int(iv()->type.dtype, v); }
@@ -126,12 +184,14 @@ class Pipeliner {
     ir::Builder b = LoopAhead::builder_at(loop_, false);
     for (Candidate& c : candidates_) {
       const ir::Type& t = c.load->results[0]->type;
-      // A dot that reads its operand in shared memory (wgmma) names the layout; the ring holds
-      // the tiles as loaded, so a transposed read sees that layout transposed.
-      const ir::LayoutRef& want = c.convert->results[0]->type.layout;
-      ir::LayoutRef tiles = want->kind == ir::Layout::Kind::shared ? (c.transposed ? want->transposed() : want)
-                                                                   : swizzled_shared(t.dtype, t.shape, {1, 0});
-      c.buf = b.local_alloc(t.dtype, stages_, t.shape, tiles);
+      c.buf = b.local_alloc(t.dtype, stages_, t.shape, ring_layout(c));
+    }
+    if (tma_) {
+      // Slot s's `full` barrier completes a phase when its tiles have landed (each copy
+      // arrives once, expecting its bytes); its `empty` one when every thread is done with
+      // them (each arrives once), which the copy into it the next time round waits for.
+      full_ = b.barriers(stages_, static_cast<int64_t>(candidates_.size()));
+      empty_ = b.barriers(stages_, ctx_.num_warps * ctx_.warp_size);
     }
     Value* step = loop_.operands[2];
     for (int k = 0; k + 1 < stages_; ++k) {
@@ -141,26 +201,48 @@ class Pipeliner {
   }
 
   void rewrite_body() {
-    // The tile index, carried: 0 first.
+    // The iteration's count (TMA) or its tile (cp.async), carried: 0 first.
     ir::Builder before = LoopAhead::builder_at(loop_, false);
     Value* zero = before.constant_int(ir::DType::i32, 0);
     loop_.operands.push_back(zero);
-    Value* tile = body_.add_arg(ir::Type::scalar(ir::DType::i32));
+    Value* carried = body_.add_arg(ir::Type::scalar(ir::DType::i32));
     loop_.add_result(ir::Type::scalar(ir::DType::i32));
 
     ir::Builder b(&body_);
     b.set_insert_point(&body_, body_.ops.begin());
     b.set_loc(loop_.loc);
-    b.async_wait(stages_ - 2);
+    auto i32 = [&](int64_t v) { return b.constant_int(ir::DType::i32, v); };
+    auto parity = [&](Value* n) { return b.binary(OpCode::And, b.binary(OpCode::Div, n, i32(stages_)), i32(1)); };
+    Value* tile = carried;
+    if (tma_) {
+      // Iteration j reads tile j % S, the (j / S)th phase of its full barrier.
+      tile = b.binary(OpCode::Rem, carried, i32(stages_));
+      b.wait_barrier(full_, tile, parity(carried));
+    } else {
+      b.async_wait(stages_ - 2);
+    }
     for (Candidate& c : candidates_) {
       Value* x = b.local_load(c.buf, tile, c.convert->results[0]->type.layout, c.transposed);
       ir::replace_all_uses(body_, c.convert->results[0].get(), x);
     }
-    auto i32 = [&](int64_t v) { return b.constant_int(ir::DType::i32, v); };
     Value* ahead_by = b.binary(OpCode::Mul, constant(b, stages_ - 1), loop_.operands[2]);
     Value* slot = b.binary(OpCode::Rem, b.binary(OpCode::Add, tile, i32(stages_ - 1)), i32(stages_));
+    if (tma_) {
+      // Tile n = j + S - 1 goes where tile n - S was (from j = 1 on): its threads' reads done,
+      // the (n / S - 1)th phase of that slot's empty barrier.
+      Value* n = b.binary(OpCode::Add, carried, i32(stages_ - 1));
+      Value* reused = b.cmp("ge", carried, i32(1));
+      b.wait_barrier(empty_, slot, b.binary(OpCode::Xor, parity(n), i32(1)), reused, true);
+    }
     issue(b, b.binary(OpCode::Add, iv(), ahead_by), stages_ - 1, false, slot);
-    Value* next = b.binary(OpCode::Rem, b.binary(OpCode::Add, tile, i32(1)), i32(stages_));
+    Value* next = b.binary(OpCode::Rem, b.binary(OpCode::Add, carried, i32(1)), i32(stages_));
+    if (tma_) {
+      ir::Builder end(&body_);
+      end.set_insert_point(&body_, std::prev(body_.ops.end()));  // (before the yield)
+      end.set_loc(loop_.loc);
+      end.arrive_barrier(empty_, tile);
+      next = end.binary(OpCode::Add, carried, end.constant_int(ir::DType::i32, 1));
+    }
     body_.terminator()->operands.push_back(next);
     for (Candidate& c : candidates_) {
       std::vector<const Op*> gone = {c.convert, c.trans, c.load};
@@ -169,21 +251,27 @@ class Pipeliner {
     }
   }
 
+  const ir::Function& f_;
   Op& loop_;
   Block& body_;
   LoopAhead ahead_;
+  const GpuPassContext& ctx_;
+  AxisAnalysis axis_;  // (of this loop's IR before it changes)
   int stages_;
+  bool tma_ = false;  // the loop's copies are by TMA (else cp.async)
+  Value* full_ = nullptr;
+  Value* empty_ = nullptr;
   std::map<const Value*, int> uses_;
   std::vector<Candidate> candidates_;
 };
 
-void pipeline_block(Block& b, int stages) {
+void pipeline_block(const ir::Function& f, Block& b, const GpuPassContext& ctx) {
   std::vector<Op*> loops;
   for (auto& op : b.ops) {
-    for (auto& r : op->regions) pipeline_block(*r, stages);
+    for (auto& r : op->regions) pipeline_block(f, *r, ctx);
     if (op->code == OpCode::For) loops.push_back(op.get());
   }
-  for (Op* loop : loops) Pipeliner(*loop, stages).run();
+  for (Op* loop : loops) Pipeliner(f, *loop, ctx).run();
 }
 
 }  // namespace
@@ -191,7 +279,7 @@ void pipeline_block(Block& b, int stages) {
 void pipelining(ir::Function& f, const GpuPassContext& ctx) {
   if (!ctx.mma_sync) return;  // (cp.async: NVIDIA; AMD has no asynchronous copy to LDS to pipeline with yet)
   if (ctx.num_stages < 2) return;  // (one stage: no pipeline, as Triton's num_stages=1)
-  pipeline_block(f.body, ctx.num_stages);
+  pipeline_block(f, f.body, ctx);
   ir::dce(f);
 }
 

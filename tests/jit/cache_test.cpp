@@ -110,18 +110,23 @@ TEST(Cache, TensorMapRecipesRoundTripAndBadOnesAreCorrupt) {
   runtime::TmaRecipe r;
   r.pointer = 0;
   r.dtype = ir::DType::bf16;
-  r.cols = {5, 0}, r.rows = {3, 0}, r.stride = {-1, 4096};
-  r.box_cols = 64, r.box_rows = 128;
-  EXPECT_EQ(r.str(), "0 bf16 p5 p3 4096 64 128");
+  r.dims = {runtime::TmaRecipe::Dim::param(5), runtime::TmaRecipe::Dim::param(3)};
+  r.strides = {runtime::TmaRecipe::Dim::of(4096)};
+  r.box = {64, 128};
+  EXPECT_EQ(r.str(), "0 bf16 p5,p3 4096 64,128");
   runtime::TmaRecipe b = r;
-  b.pointer = 1, b.box_rows = 64;
+  b.pointer = 1, b.box = {64, 64, 1};
+  b.dims.push_back(runtime::TmaRecipe::Dim::of(runtime::TmaRecipe::kUnbounded));
+  b.strides.push_back(runtime::TmaRecipe::Dim{{3, 5}, 2});
+  EXPECT_EQ(b.str(), "1 bf16 p5,p3,4294967296 4096,p3*p5*2 64,64,1");
   auto both = runtime::parse_tma_recipes(runtime::tma_recipes_str({r, b}));
   ASSERT_TRUE(both);
   EXPECT_EQ(*both, (std::vector<runtime::TmaRecipe>{r, b}));
   EXPECT_EQ(runtime::parse_tma_recipes("")->size(), 0u);
-  for (const char* bad : {"0 bf16 p5 p3", "0 bf16 p5 p3 4096 64 128 9", "p0 bf16 p5 p3 4096 64 128", "0 b16 p5 p3 4096 64 128",
-                          "0 bf16 p5 q3 4096 64 128", "0 bf16 p5 p3 4096 64 512", "0 bf16 p5 p3 -4 64 128",
-                          "0 bf16 p5 p3 4096 64 128;"})
+  for (const char* bad : {"0 bf16 p5,p3", "0 bf16 p5,p3 4096 64,128 9", "p0 bf16 p5,p3 4096 64,128", "0 b16 p5,p3 4096 64,128",
+                          "0 bf16 p5,q3 4096 64,128", "0 bf16 p5,p3 4096 64,512", "0 bf16 p5,p3 -4 64,128",
+                          "0 bf16 p5,p3 4096 64,128;", "0 bf16 p5 p3 4096 64 128", "0 bf16 p5,p3 4096,4096 64,128",
+                          "0 bf16 p5,p3 4096 64", "0 bf16 p5,p3 2*p4 64,128", "0 bf16 p5,p3 p4** 64,128"})
     EXPECT_FALSE(runtime::parse_tma_recipes(bad)) << bad;
 
   TempDir dir;
