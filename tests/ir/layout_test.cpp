@@ -432,7 +432,7 @@ TEST(Verifier, ChecksSharedMemoryOps) {
   rejected(buf + " %x = local_load %b, %b : tensor<64x64xbf16, " + bl + ">\n", "operand 1 is a memdesc");
   rejected(buf + " %x = local_load %b, %p : tensor<64x64xbf16, " + bl + ">\n", "the tile index must be i32");
   rejected(buf + " %y = exp %b : memdesc<2x64x64xbf16, " + sh + ">\n",
-           "operand 0 is a memdesc: only async_copy and local_load take one");
+           "operand 0 is a memdesc: only the shared-memory and barrier ops take one");
   expect_error([] { parse_function("func @f(%a: f32) {\n %0 = splat %a : tensor<4xf32, #shared<vec = 99999999999999999999, "
                                    "per_phase = 1, max_phase = 1, order = [1, 0]>>\n return\n}", "t"); },
                "is too large for a layout");
