@@ -26,9 +26,12 @@ struct TmaRecipe {
     static Dim of(int64_t v) { return Dim{{}, v}; }
     bool operator==(const Dim&) const = default;
   };
-  /// The extent of a dimension the load does not mask: the largest a tensor map holds (every
-  /// coordinate a 32-bit copy names is inside it; the kernel's addresses are its own business).
-  static constexpr int64_t kUnbounded = int64_t(1) << 32;
+  /// The extent of a dimension the load does not mask: every coordinate a copy names (a
+  /// signed 32-bit number) is inside it; the kernel's addresses are its own business. (Not
+  /// 2^32, which cuTensorMapEncodeTiled accepts: on the GPU, maps with it stopped at an
+  /// illegal instruction where the same kernels' exact 2-D maps ran; bench/RESULTS.md,
+  /// 2026-11-25.)
+  static constexpr int64_t kUnbounded = (int64_t(1) << 31) - 1;
 
   int pointer = -1;  // the runtime parameter holding the tensor's base address
   ir::DType dtype = ir::DType::bf16;
@@ -39,7 +42,7 @@ struct TmaRecipe {
   bool operator==(const TmaRecipe&) const = default;
   /// One line, as the disk cache and the IR store it: "pointer dtype dims strides box", each
   /// list joined by ',' and each size a product ('*') of parameters "pN" and a number, e.g.
-  /// "1 bf16 p7,4294967296,p5 p7,p5*p7 64,128,1".
+  /// "1 bf16 p7,2147483647,p5 p7,p5*p7 64,128,1".
   std::string str() const;
   static std::optional<TmaRecipe> parse(const std::string& s);
 };

@@ -1,7 +1,7 @@
 // tiledist-opt: parses tile IR, runs passes, prints the result (the driver of the FileCheck
 // tests in tests/ir/).
 //   tiledist-opt [--pass NAME ...] [--pipeline] [--locs] [--target T] [--emit llvm-lowered|llvm|asm]
-//                [--num-warps N] [--num-stages N] FILE|-
+//                [--num-warps N] [--num-stages N] [--lowering L] FILE|-
 // A pass is one of the optimizer's (ir/passes/) or, with a GPU --target, a GPU pass
 // (codegen/passes/: layout_assignment).
 // --emit lowers the result for the target (the host CPU unless --target names another, as
@@ -35,11 +35,12 @@ int main(int argc, char** argv) {
     else if (a == "--target" && i + 1 < argc) target = argv[++i];
     else if (a == "--num-warps" && i + 1 < argc) options.num_warps = std::atoi(argv[++i]);
     else if (a == "--num-stages" && i + 1 < argc) options.num_stages = std::atoi(argv[++i]);
+    else if (a == "--lowering" && i + 1 < argc) options.lowering = argv[++i];
     else if (file.empty()) file = a;
     else {
       std::fprintf(stderr,
                    "usage: tiledist-opt [--pass NAME ...] [--pipeline] [--locs] [--target T] [--emit llvm-lowered|llvm|asm]\n"
-                   "                    [--num-warps N] [--num-stages N] FILE|-\n");
+                   "                    [--num-warps N] [--num-stages N] [--lowering L] FILE|-\n");
       return 2;
     }
   }
@@ -76,7 +77,7 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "tiledist-opt: '%s' is a GPU pass: give --target (sm_80, sm_90a, gfx90a, gfx942)\n", p.c_str());
           return 2;
         } else {
-          codegen::GpuPassContext ctx = codegen::GpuPassContext::for_arch(t.arch, options.num_warps, options.num_stages);
+          codegen::GpuPassContext ctx = codegen::GpuPassContext::for_arch(t.arch, options.num_warps, options.num_stages, options.lowering);
           ctx.prefetch_dots = true;  // (a pass named runs)
           gpu_pass->run(*f, ctx);
         }

@@ -111,7 +111,7 @@ func @all_ops(%p: ptr<f32>, %q: ptr<i32, symmetric>, %n: i32, %h: bf16, %e: f8e4
   %77 = local_load %72, %0 {perm = [1, 0]} : tensor<64x64xbf16, #dot_op<b, #mma<mma_sync, wpc = [4, 1], instr = [16, 8]>, k_width = 2>>
   %78 = local_alloc : memdesc<2x1x1xi64, #shared<vec = 1, per_phase = 1, max_phase = 1, order = [1, 0]>>
   init_barrier %78 {count = 2}
-  async_tma_copy %72, %0, %78, %22, %0, %0 {tensor = "0 bf16 p3,4294967296 p3 64,64"}
+  async_tma_copy %72, %0, %78, %22, %0, %0 {tensor = "0 bf16 p3,2147483647 p3 64,64"}
   wait_barrier %78, %0, %0, %22 {issuer = 1}
   arrive_barrier %78, %0
   return

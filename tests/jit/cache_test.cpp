@@ -118,7 +118,7 @@ TEST(Cache, TensorMapRecipesRoundTripAndBadOnesAreCorrupt) {
   b.pointer = 1, b.box = {64, 64, 1};
   b.dims.push_back(runtime::TmaRecipe::Dim::of(runtime::TmaRecipe::kUnbounded));
   b.strides.push_back(runtime::TmaRecipe::Dim{{3, 5}, 2});
-  EXPECT_EQ(b.str(), "1 bf16 p5,p3,4294967296 4096,p3*p5*2 64,64,1");
+  EXPECT_EQ(b.str(), "1 bf16 p5,p3,2147483647 4096,p3*p5*2 64,64,1");
   auto both = runtime::parse_tma_recipes(runtime::tma_recipes_str({r, b}));
   ASSERT_TRUE(both);
   EXPECT_EQ(*both, (std::vector<runtime::TmaRecipe>{r, b}));
