@@ -16,6 +16,8 @@
 #   mma        attention_bench through the GPU IR lowering in sm_80's form (gpu_ir_mma), to compare
 #   prefetch   with the dot_prefetch pass (gpu_ir_prefetch): the attention and two-dot tests, then
 #              attention_bench against SDPA
+#   tma        with TMA copies in the GPU IR pipeline (gpu_ir_tma): the attention, grouped GEMM and
+#              two-dot tests, then attention_bench and grouped_gemm_bench (through the GPU IR)
 # Prints each stage's summary; the logs keep the rest.
 set -u
 stages=${*:-tests attention grouped gemm gpuir}
@@ -87,6 +89,14 @@ for stage in $stages; do
       grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_prefetch.log"
       TILEDIST_LOWERING=gpu_ir_prefetch run attention_prefetch 240 bench/attention_bench 20
       grep -vE '^\s*$' "$logs/attention_prefetch.log" | tail -5 ;;
+    tma)
+      TILEDIST_LOWERING=gpu_ir_tma run tests_tma 300 tests/kernels_test \
+        --gtest_filter='Attention.*:GroupedGemm.*:Gemm.Triton*:Gemm.BackToBack*:Gemm.MaskedOperands*:Gemm.BF16'
+      grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_tma.log"
+      TILEDIST_LOWERING=gpu_ir_tma run attention_tma 200 bench/attention_bench 20
+      grep -vE '^\s*$' "$logs/attention_tma.log" | tail -5
+      TILEDIST_LOWERING=gpu_ir_tma run grouped_tma 200 bench/grouped_gemm_bench 10
+      grep -vE '^\s*$' "$logs/grouped_tma.log" | tail -5 ;;
     *) echo "unknown stage '$stage'" ;;
   esac
 done
