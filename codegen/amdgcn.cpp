@@ -8,7 +8,7 @@
 // Written and checked without an AMD GPU: the ISA and the code object are checked on the CPU
 // machine; nothing here has run on one.
 #include "codegen/gpu_target.h"
-#include "ir/support.h"
+#include "support/support.h"
 #include "llvm/IR/IntrinsicsAMDGPU.h"
 
 namespace tiledist::codegen {

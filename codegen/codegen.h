@@ -5,7 +5,7 @@
 #include <string>
 
 #include "ir/ir.h"
-#include "runtime/tma.h"
+#include "support/tma.h"
 
 namespace llvm {
 class LLVMContext;

@@ -412,7 +412,7 @@ class HostLowering : public Elements {
     loop(pt.numel(),
          [&](llvm::Value* i) { buf_store(buf, bt, b_.CreateAdd(first, i), loaded_element(op, 2, bt.dtype, i)); });
   }
-  /// A box of a tensor map's tensor (runtime/tma.h) into tile `index`, at once: elements
+  /// A box of a tensor map's tensor (support/tma.h) into tile `index`, at once: elements
   /// outside the tensor's extents read as zeros, as TMA's do.
   void emit_async_tma_copy(const ir::Op& op) {
     const ir::Type& bt = op.operands[0]->type;

@@ -2,7 +2,7 @@
 // the memory model are spelled out in inline PTX (ld.acquire.sys, atom.add.release.gpu,
 // fence.acq_rel.sys): LLVM 19's NVPTX backend emits every atomic as relaxed at GPU scope.
 #include "codegen/gpu_target.h"
-#include "ir/support.h"
+#include "support/support.h"
 #include "llvm/IR/IntrinsicsNVPTX.h"
 
 namespace tiledist::codegen {

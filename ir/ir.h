@@ -12,7 +12,7 @@
 #include <variant>
 #include <vector>
 
-#include "ir/support.h"
+#include "support/support.h"
 #include "ir/types.h"
 
 namespace tiledist::ir {

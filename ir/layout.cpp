@@ -9,7 +9,7 @@
 #include <map>
 #include <stdexcept>
 
-#include "ir/support.h"
+#include "support/support.h"
 #include "ir/types.h"
 
 namespace tiledist::ir {

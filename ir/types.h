@@ -7,22 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "support/dtype.h"
+
 namespace tiledist::ir {
 
 struct Layout;
 using LayoutRef = std::shared_ptr<const Layout>;
-
-/// Element types. The order is the table of `dtype_name`.
-enum class DType : uint8_t { i1, i8, i16, i32, i64, f16, bf16, f32, f64, f8e4m3, f8e5m2 };
-inline constexpr int kNumDTypes = 11;
-
-const char* dtype_name(DType t);
-std::optional<DType> parse_dtype(const std::string& s);
-bool is_int(DType t);
-bool is_float(DType t);
-/// Bits of one element in memory (i1 is stored as a byte).
-int dtype_bits(DType t);
-int dtype_bytes(DType t);
 
 enum class AddrSpace : uint8_t { global, shared, symmetric };
 const char* addrspace_name(AddrSpace s);

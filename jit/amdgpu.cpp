@@ -7,7 +7,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "ir/support.h"
+#include "support/support.h"
 #include "lld/Common/Driver.h"
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/IR/Constants.h"

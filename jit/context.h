@@ -12,7 +12,7 @@
 #include "ir/ir.h"
 #include "jit/target.h"
 #include "runtime/host_abi.h"
-#include "runtime/tma.h"
+#include "support/tma.h"
 
 namespace tiledist::jit {
 

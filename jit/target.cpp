@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "codegen/passes/passes.h"
-#include "ir/support.h"
+#include "support/support.h"
 #include "runtime/cuda.h"
 #include "runtime/hip.h"
 #include "llvm/ADT/StringMap.h"

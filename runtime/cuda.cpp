@@ -7,7 +7,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "ir/support.h"
+#include "support/support.h"
 #include "runtime/world.h"
 
 namespace tiledist::cuda {

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <memory>
 
-#include "ir/support.h"
+#include "support/support.h"
 
 namespace tiledist::cuda {
 

@@ -3,7 +3,7 @@
 // are CUDA VMM allocations exported as file descriptors, passed to every peer over Unix
 // sockets, and mapped by every process, so that a kernel reaches a peer's heap (over NVLink)
 // at the peer's base as mapped here plus the symmetric offset. Kernels with distributed ops
-// get a runtime::DeviceWorld describing this (runtime/device_world.h).
+// get a runtime::DeviceWorld describing this (support/device_world.h).
 //
 // $TILEDIST_GPU_HEAP_SIZE sets the heap size (default 1G); $TILEDIST_WAIT_TIMEOUT bounds a
 // kernel's waits as it bounds the host's.

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "ir/support.h"
+#include "support/support.h"
 #include "runtime/fiber.h"
 #include "runtime/world.h"
 

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "ir/support.h"
+#include "support/support.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define TD_ASAN 1

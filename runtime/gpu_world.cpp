@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "ir/support.h"
+#include "support/support.h"
 
 namespace tiledist::runtime {
 

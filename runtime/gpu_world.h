@@ -1,7 +1,7 @@
 // What the GPU worlds of every vendor share (cuda::World, hip::World): one process per GPU,
 // each owning a symmetric heap in its GPU's memory that every peer has mapped; symmetric
 // allocation by offsets agreed by all ranks; the DeviceWorld that kernels with distributed ops
-// read (runtime/device_world.h); and the failure record a kernel that gives up fills, told
+// read (support/device_world.h); and the failure record a kernel that gives up fills, told
 // back as a message naming the kernel, rank and signal. A backend's bootstrap makes and maps
 // the heaps (bases_), then calls finish_bootstrap.
 #pragma once
@@ -13,8 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ir/support.h"
-#include "runtime/device_world.h"
+#include "support/support.h"
+#include "support/device_world.h"
 #include "runtime/world.h"
 
 namespace tiledist::runtime {

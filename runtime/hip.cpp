@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "ir/support.h"
+#include "support/support.h"
 #include "runtime/world.h"
 
 #define __HIP_PLATFORM_AMD__

@@ -2,7 +2,7 @@
 
 #include <memory>
 
-#include "ir/support.h"
+#include "support/support.h"
 
 namespace tiledist::hip {
 

@@ -4,7 +4,7 @@
 #include <limits>
 #include <memory>
 
-#include "ir/support.h"
+#include "support/support.h"
 #include "runtime/fiber.h"
 #include "runtime/world.h"
 

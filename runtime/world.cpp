@@ -18,7 +18,7 @@
 #include <mutex>
 #include <thread>
 
-#include "ir/support.h"
+#include "support/support.h"
 
 namespace tiledist::runtime {
 

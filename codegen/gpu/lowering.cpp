@@ -23,7 +23,7 @@ GpuModule GpuLowering::run() {
   std::vector<llvm::Type*> params;
   for (auto& a : f_.body.args) params.push_back(target_->param_type(reg_type(a->type)));
   const bool with_world = uses_world(f_.body);
-  if (with_world) params.push_back(b_.getPtrTy(1));  // the DeviceWorld (runtime/device_world.h)
+  if (with_world) params.push_back(b_.getPtrTy(1));  // the DeviceWorld (support/device_world.h)
   find_wgmma_loops();  // (and the TMA tensor maps they take)
   first_map_ = static_cast<unsigned>(params.size());
   for (size_t i = 0; i < tma_recipes_.size(); ++i) params.push_back(b_.getPtrTy());

@@ -31,7 +31,7 @@
 #include "codegen/elements.h"
 #include "codegen/gpu_target.h"
 #include "llvm/IR/LLVMContext.h"
-#include "runtime/device_world.h"
+#include "support/device_world.h"
 
 // Private to codegen: its members are not part of libtiledist.so's interface.
 #pragma GCC visibility push(hidden)

@@ -1,6 +1,6 @@
 // TMA copies onto mbarriers in the GPU IR lowering (codegen/gpu_ir/lowering.h; sm_90a): the
 // kernel's tensor maps (a trailing 128-byte parameter per distinct `tensor` of its
-// async_tma_copy ops, which the launch encodes: runtime/tma.h), and the barrier ops the
+// async_tma_copy ops, which the launch encodes: support/tma.h), and the barrier ops the
 // pipelining pass writes around them.
 #include "codegen/gpu_ir/lowering.h"
 #include "llvm/IR/MDBuilder.h"

@@ -8,7 +8,7 @@
 
 #include "codegen/axis_info.h"
 #include "ir/ir.h"
-#include "runtime/tma.h"
+#include "support/tma.h"
 
 namespace tiledist::codegen {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "ir/support.h"
+#include "support/support.h"
 
 namespace tiledist::test_util {
 

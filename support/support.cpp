@@ -1,4 +1,4 @@
-#include "ir/support.h"
+#include "support/support.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/types.h"
+#include "support/dtype.h"
 
 namespace tiledist::runtime {
 

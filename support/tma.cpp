@@ -1,8 +1,8 @@
-#include "runtime/tma.h"
+#include "support/tma.h"
 
 #include <sstream>
 
-#include "ir/support.h"
+#include "support/support.h"
 
 namespace tiledist::runtime {
 
