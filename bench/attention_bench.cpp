@@ -133,7 +133,8 @@ int one(char** argv, int argc) {
   // The library's tiles on the same inputs: both are bf16 roundings of the same result, each
   // within about 0.5u in norm (u = 2^-8), so 2u between them is a wide margin.
   cuda::Buffer<bf16> mine(n);
-  Attention(Target::cuda(), s.H, s.H, s.D, ir::DType::bf16, s.causal).run(q.data(), k.data(), v.data(), mine.data(), s.B, s.S);
+  Attention(Target::cuda(), s.H, s.H, s.D, ir::DType::bf16, s.causal)
+      .run(q.data(), k.data(), v.data(), mine.data(), s.B, s.S);
   const std::vector<bf16> a16 = o.download(), b16 = mine.download();
   std::vector<float> a(n), b(n);
   for (size_t i = 0; i < n; ++i) a[i] = float(a16[i]), b[i] = float(b16[i]);

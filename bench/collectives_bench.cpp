@@ -6,8 +6,8 @@
 // Both sides are timed the same way: each call is waited for before the next (ours returns when
 // its result is there; NCCL's stream is synchronized), medians of the host's wall clock over
 // many calls; small all-reduces also queued back to back on a stream (the "queued" rows). The
-// overlapped GEMMs and their baselines are timed in turns, one call of each per round. Our all-reduce is checked against NCCL's first. Rank 0 prints the table; exits 0
-// without printing one where there is no GPU.
+// overlapped GEMMs and their baselines are timed in turns, one call of each per round. Our all-reduce is checked
+// against NCCL's first. Rank 0 prints the table; exits 0 without printing one where there is no GPU.
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -58,7 +58,8 @@ struct Nccl {
     if (rank() == 0 && get_unique_id(id.data()) != 0) throw Error("ncclGetUniqueId failed");
     barrier_all();
     UniqueId mine = *symm_at(id.data(), 0);
-    if (int r = init_rank(&comm, world_size(), mine, rank()); r != 0) throw Error(str_cat("ncclCommInitRank failed: ", r));
+    if (int r = init_rank(&comm, world_size(), mine, rank()); r != 0)
+      throw Error(str_cat("ncclCommInitRank failed: ", r));
     barrier_all();
     symm_free(id.data());
   }
@@ -114,7 +115,9 @@ std::vector<double> time_in_turns(const std::vector<std::function<void()>>& fns,
 }
 
 /// Median microseconds of `reps` calls of `fn`, after `warmup` calls; every rank runs the same.
-double time_us(const std::function<void()>& fn, int reps, int warmup = 5) { return time_in_turns({fn}, reps, warmup)[0]; }
+double time_us(const std::function<void()>& fn, int reps, int warmup = 5) {
+  return time_in_turns({fn}, reps, warmup)[0];
+}
 /// `fn` where `ok`, else nothing to time (a baseline that is not there).
 std::function<void()> when(bool ok, std::function<void()> fn) { return ok ? fn : std::function<void()>(); }
 
@@ -149,11 +152,12 @@ int main(int argc, char** argv) {
     const bool have_nccl = nccl.load();
     cuda::device();  // this rank's GPU, current: NCCL's runtime adopts it
     if (have_nccl) nccl.init();
-    kernels::Collectives ours(Target::cuda(), size_t(512) << 20);  // (with the overlapped ops at 8192: $TILEDIST_GPU_HEAP_SIZE=3G)
+    kernels::Collectives ours(Target::cuda(),
+                              size_t(512) << 20);  // (with the overlapped ops at 8192: $TILEDIST_GPU_HEAP_SIZE=3G)
     cuda::Stream stream;
     if (me == 0)
-      std::printf("collectives on %d x %s (f32), microseconds per call; busbw in GB/s\n%-28s %10s %10s %8s %10s %10s\n", n,
-                  cuda::device().name.c_str(), "", "ours", "NCCL", "NCCL/ours", "ours busbw", "NCCL busbw");
+      std::printf("collectives on %d x %s (f32), microseconds per call; busbw in GB/s\n%-28s %10s %10s %8s %10s %10s\n",
+                  n, cuda::device().name.c_str(), "", "ours", "NCCL", "NCCL/ours", "ours busbw", "NCCL busbw");
     if (only != "ag_gemm") {
       static const KernelDef launch_def("floor_launch", floor_launch, {"flags"});
       static const KernelDef signal_def =
@@ -171,7 +175,8 @@ int main(int argc, char** argv) {
       for (int scope : {0, 1, 2}) {
         Kernel k_signal = compile(signal_def, {{"SCOPE", scope}}, Target::cuda());
         double t = time_us([&] { k_signal.launch({1}, cuda::DevicePtr<int64_t>{flags, 0}, ++call); }, 200);
-        const char* names[] = {"floor: signal, sys acq/rel", "floor: signal, gpu acq/rel", "floor: signal, sys relaxed"};
+        const char* names[] = {"floor: signal, sys acq/rel", "floor: signal, gpu acq/rel",
+                               "floor: signal, sys relaxed"};
         if (me == 0) std::printf("%-28s %10.1f\n", names[scope], t);
       }
       barrier_all();
@@ -191,22 +196,31 @@ int main(int argc, char** argv) {
       double t_ours_b = queued_us([&] { ours.all_reduce(in_b.data(), out_b.data(), count_b, &stream); }, stream, reps);
       double t_nccl = 0, t_nccl_b = 0;
       if (have_nccl) {
-        t_nccl = queued_us([&] {
-          nccl.check(nccl.all_reduce(in.data(), theirs.data(), count, Nccl::kFloat32, Nccl::kSum, nccl.comm, stream.handle()), "ncclAllReduce");
-        }, stream, reps);
-        t_nccl_b = queued_us([&] {
-          nccl.check(nccl.all_reduce(in_b.data(), theirs_b.data(), count_b, Nccl::kBfloat16, Nccl::kSum, nccl.comm, stream.handle()),
-                     "ncclAllReduce");
-        }, stream, reps);
+        t_nccl = queued_us(
+            [&] {
+              nccl.check(nccl.all_reduce(in.data(), theirs.data(), count, Nccl::kFloat32, Nccl::kSum, nccl.comm,
+                                         stream.handle()),
+                         "ncclAllReduce");
+            },
+            stream, reps);
+        t_nccl_b = queued_us(
+            [&] {
+              nccl.check(nccl.all_reduce(in_b.data(), theirs_b.data(), count_b, Nccl::kBfloat16, Nccl::kSum, nccl.comm,
+                                         stream.handle()),
+                         "ncclAllReduce");
+            },
+            stream, reps);
         if (double err = reference::rel_error(out.download(), theirs.download()); err > 1e-5)
-          throw Error(str_cat("collectives_bench: our queued all_reduce of ", bytes, " bytes differs from NCCL's (", err, ")"));
+          throw Error(
+              str_cat("collectives_bench: our queued all_reduce of ", bytes, " bytes differs from NCCL's (", err, ")"));
       }
       if (me == 0) {
         auto row = [&](const char* name, double us, double them) {
           char label[64];
           std::snprintf(label, sizeof label, "%s %zu KiB, queued", name, bytes >> 10);
           auto busbw = [&](double t) { return t > 0 ? bytes * 2.0 * (n - 1) / n / t / 1e3 : 0.0; };
-          std::printf("%-28s %10.1f %10.1f %8.2f %10.1f %10.1f\n", label, us, them, us > 0 ? them / us : 0, busbw(us), busbw(them));
+          std::printf("%-28s %10.1f %10.1f %8.2f %10.1f %10.1f\n", label, us, them, us > 0 ? them / us : 0, busbw(us),
+                      busbw(them));
         };
         row("all_reduce", t_ours, t_nccl);
         row("all_reduce bf16", t_ours_b, t_nccl_b);
@@ -229,7 +243,7 @@ int main(int argc, char** argv) {
       struct Op {
         const char* name;
         std::function<void()> ours, nccl;
-        double bus;  // bus bandwidth factor (NCCL's convention)
+        double bus;                               // bus bandwidth factor (NCCL's convention)
         std::function<double()> error = nullptr;  // ours against NCCL's, after one call of each
         double tolerance = 0;
       };
@@ -248,28 +262,37 @@ int main(int argc, char** argv) {
       std::vector<Op> ops = {
           {"all_reduce", [&] { ours.all_reduce(in.data(), out.data(), count); },
            [&] {
-             nccl.check(nccl.all_reduce(in.data(), theirs.data(), count, Nccl::kFloat32, Nccl::kSum, nccl.comm, stream.handle()), "ncclAllReduce");
+             nccl.check(nccl.all_reduce(in.data(), theirs.data(), count, Nccl::kFloat32, Nccl::kSum, nccl.comm,
+                                        stream.handle()),
+                        "ncclAllReduce");
              stream.synchronize();
            },
            2.0 * (n - 1) / n, f32_error, 1e-5},
-          {"  one-shot", [&] { ours.all_reduce(in.data(), out.data(), count, Algo::one_shot); }, nullptr, 2.0 * (n - 1) / n},
-          {"  two-shot", [&] { ours.all_reduce(in.data(), out.data(), count, Algo::two_shot); }, nullptr, 2.0 * (n - 1) / n},
+          {"  one-shot", [&] { ours.all_reduce(in.data(), out.data(), count, Algo::one_shot); }, nullptr,
+           2.0 * (n - 1) / n},
+          {"  two-shot", [&] { ours.all_reduce(in.data(), out.data(), count, Algo::two_shot); }, nullptr,
+           2.0 * (n - 1) / n},
           {"all_reduce bf16", [&] { ours.all_reduce(in_b.data(), out_b.data(), count_b); },
            [&] {
              nccl.check(nccl.all_reduce(in_b.data(), theirs_b.data(), count_b, Nccl::kBfloat16, Nccl::kSum, nccl.comm,
-                                        stream.handle()), "ncclAllReduce");
+                                        stream.handle()),
+                        "ncclAllReduce");
              stream.synchronize();
            },
            2.0 * (n - 1) / n, bf16_error, 1e-2},  // within bf16 rounding
           {"all_gather", [&] { ours.all_gather(in.data(), out.data(), count / n); },
            [&] {
-             nccl.check(nccl.all_gather(in.data(), theirs.data(), count / n, Nccl::kFloat32, nccl.comm, stream.handle()), "ncclAllGather");
+             nccl.check(
+                 nccl.all_gather(in.data(), theirs.data(), count / n, Nccl::kFloat32, nccl.comm, stream.handle()),
+                 "ncclAllGather");
              stream.synchronize();
            },
            double(n - 1) / n},
           {"reduce_scatter", [&] { ours.reduce_scatter(in.data(), out.data(), count / n); },
            [&] {
-             nccl.check(nccl.reduce_scatter(in.data(), theirs.data(), count / n, Nccl::kFloat32, Nccl::kSum, nccl.comm, stream.handle()), "ncclReduceScatter");
+             nccl.check(nccl.reduce_scatter(in.data(), theirs.data(), count / n, Nccl::kFloat32, Nccl::kSum, nccl.comm,
+                                            stream.handle()),
+                        "ncclReduceScatter");
              stream.synchronize();
            },
            double(n - 1) / n},
@@ -279,14 +302,16 @@ int main(int argc, char** argv) {
           op.ours();
           op.nccl();
           if (double err = op.error(); err > op.tolerance)
-            throw Error(str_cat("collectives_bench: our ", op.name, " of ", bytes, " bytes differs from NCCL's (", err, ")"));
+            throw Error(
+                str_cat("collectives_bench: our ", op.name, " of ", bytes, " bytes differs from NCCL's (", err, ")"));
         }
         double us = time_us(op.ours, reps), them = have_nccl && op.nccl ? time_us(op.nccl, reps) : 0;
         if (me == 0) {
           char label[64];
           std::snprintf(label, sizeof label, "%s %zu KiB", op.name, bytes >> 10);
           auto busbw = [&](double t) { return t > 0 ? bytes * op.bus / t / 1e3 : 0.0; };
-          std::printf("%-28s %10.1f %10.1f %8.2f %10.1f %10.1f\n", label, us, them, us > 0 ? them / us : 0, busbw(us), busbw(them));
+          std::printf("%-28s %10.1f %10.1f %8.2f %10.1f %10.1f\n", label, us, them, us > 0 ? them / us : 0, busbw(us),
+                      busbw(them));
         }
       }
     }
@@ -316,12 +341,14 @@ int main(int argc, char** argv) {
       // NCCL's all-gather of the A shards (bf16, moved as f32 words) and reduce-scatter of C.
       auto nccl_gather = [&] {
         nccl.check(nccl.all_gather(a.data(), gathered.data(), size_t(rows) * K * 2 / 4, Nccl::kFloat32, nccl.comm,
-                                   stream.handle()), "ncclAllGather");
+                                   stream.handle()),
+                   "ncclAllGather");
         stream.synchronize();
       };
       auto nccl_scatter = [&] {
-        nccl.check(nccl.reduce_scatter(c_ref.data(), rs_ref.data(), size_t(rows) * N, Nccl::kFloat32, Nccl::kSum, nccl.comm,
-                                       stream.handle()), "ncclReduceScatter");
+        nccl.check(nccl.reduce_scatter(c_ref.data(), rs_ref.data(), size_t(rows) * N, Nccl::kFloat32, Nccl::kSum,
+                                       nccl.comm, stream.handle()),
+                   "ncclReduceScatter");
         stream.synchronize();
       };
       auto nccl_then_gemm = [&] {
@@ -359,17 +386,21 @@ int main(int argc, char** argv) {
         rs_ours();
         gemm_then_nccl();
         double rs_err = reference::rel_error(rs_out.download(), rs_ref.download());
-        if (rs_err > 1e-5) throw Error(str_cat("collectives_bench: gemm_rs differs from GEMM + reduce-scatter (", rs_err, ")"));
+        if (rs_err > 1e-5)
+          throw Error(str_cat("collectives_bench: gemm_rs differs from GEMM + reduce-scatter (", rs_err, ")"));
         rs_by_pushes();
         rs_err = reference::rel_error(rs_out.download(), rs_ref.download());
-        if (rs_err > 1e-5) throw Error(str_cat("collectives_bench: gemm_rs by pushes differs from GEMM + reduce-scatter (", rs_err, ")"));
+        if (rs_err > 1e-5)
+          throw Error(
+              str_cat("collectives_bench: gemm_rs by pushes differs from GEMM + reduce-scatter (", rs_err, ")"));
       }
       const int reps = size >= 8192 ? 15 : 30;
       // The gather by SM puts instead, with a few counts of pushing programs.
       const int put_counts[] = {8, 16, 32};
       std::vector<std::unique_ptr<kernels::AgGemm>> by_puts;
       for (int puts : put_counts) {
-        by_puts.push_back(std::make_unique<kernels::AgGemm>(Target::cuda(), M, N, K, kernels::AgGemm::Gather::sm_puts, puts));
+        by_puts.push_back(
+            std::make_unique<kernels::AgGemm>(Target::cuda(), M, N, K, kernels::AgGemm::Gather::sm_puts, puts));
         if (have_nccl) {
           by_puts.back()->run(a.data(), b.data(), c.data());
           if (double e = reference::rel_error(c.download(), c_ref.download()); e > 1e-5)
@@ -389,35 +420,44 @@ int main(int argc, char** argv) {
           throw Error(str_cat("collectives_bench: ag_gemm in place differs from all-gather + GEMM (", e, ")"));
       auto in_place_run = [&] { in_place.run(in_place.next_input(), b.data(), c.data()); };
       const bool both = have_nccl && have_cublas;
-      std::vector<double> t = time_in_turns(
-          {ours, gemm_alone, when(have_nccl, nccl_then_gemm), rs_ours, when(have_nccl, gemm_then_nccl), rs_by_pushes,
-           when(have_cublas, cublas_alone), when(both, nccl_then_cublas), when(both, cublas_then_nccl), puts_run(0), puts_run(1),
-           puts_run(2), in_place_run},
-          reps);
-      double t_ours = t[0], t_gemm = t[1], t_seq = t[2], t_rs = t[3], t_rs_seq = t[4], t_rs_pushes = t[5], t_cublas = t[6],
-             t_cseq = t[7], t_rs_cseq = t[8];
-      std::vector<std::pair<int, double>> t_puts = {{put_counts[0], t[9]}, {put_counts[1], t[10]}, {put_counts[2], t[11]}};
+      std::vector<double> t =
+          time_in_turns({ours, gemm_alone, when(have_nccl, nccl_then_gemm), rs_ours, when(have_nccl, gemm_then_nccl),
+                         rs_by_pushes, when(have_cublas, cublas_alone), when(both, nccl_then_cublas),
+                         when(both, cublas_then_nccl), puts_run(0), puts_run(1), puts_run(2), in_place_run},
+                        reps);
+      double t_ours = t[0], t_gemm = t[1], t_seq = t[2], t_rs = t[3], t_rs_seq = t[4], t_rs_pushes = t[5],
+             t_cublas = t[6], t_cseq = t[7], t_rs_cseq = t[8];
+      std::vector<std::pair<int, double>> t_puts = {
+          {put_counts[0], t[9]}, {put_counts[1], t[10]}, {put_counts[2], t[11]}};
       if (me == 0) {
         if (size == 4096)
-          std::printf("\nOverlapped GEMMs, bf16 (f32 out), microseconds: ours; our GEMM alone; our GEMM and NCCL one after "
-                      "the other; cuBLAS alone; cuBLAS and NCCL one after the other (speedup: its time / ours)\n");
+          std::printf(
+              "\nOverlapped GEMMs, bf16 (f32 out), microseconds: ours; our GEMM alone; our GEMM and NCCL one after "
+              "the other; cuBLAS alone; cuBLAS and NCCL one after the other (speedup: its time / ours)\n");
         auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
-        std::printf("AllGather+GEMM     M=N=K=%-6lld ours %8.1f   GEMM alone %8.1f (ours/alone %.3f)   NCCL AG, GEMM %8.1f "
-                    "(speedup %.3f)   cuBLAS %8.1f   NCCL AG, cuBLAS %8.1f (speedup %.3f)\n",
-                    static_cast<long long>(size), t_ours, t_gemm, t_ours / t_gemm, t_seq, ratio(t_seq, t_ours), t_cublas, t_cseq,
-                    ratio(t_cseq, t_ours));
-        std::printf("  in place (no copy of our rows)  ours %8.1f   (ours/alone %.3f)   speedup over NCCL AG, GEMM %.3f; over "
-                    "NCCL AG, cuBLAS %.3f\n", t[12], t[12] / t_gemm, ratio(t_seq, t[12]), ratio(t_cseq, t[12]));
+        std::printf(
+            "AllGather+GEMM     M=N=K=%-6lld ours %8.1f   GEMM alone %8.1f (ours/alone %.3f)   NCCL AG, GEMM %8.1f "
+            "(speedup %.3f)   cuBLAS %8.1f   NCCL AG, cuBLAS %8.1f (speedup %.3f)\n",
+            static_cast<long long>(size), t_ours, t_gemm, t_ours / t_gemm, t_seq, ratio(t_seq, t_ours), t_cublas,
+            t_cseq, ratio(t_cseq, t_ours));
+        std::printf(
+            "  in place (no copy of our rows)  ours %8.1f   (ours/alone %.3f)   speedup over NCCL AG, GEMM %.3f; over "
+            "NCCL AG, cuBLAS %.3f\n",
+            t[12], t[12] / t_gemm, ratio(t_seq, t[12]), ratio(t_cseq, t[12]));
         for (auto [puts, t] : t_puts)
-          std::printf("  by SM puts, %2d programs pushing  ours %8.1f   (ours/alone %.3f)   speedup over NCCL AG, GEMM %.3f; "
-                      "over NCCL AG, cuBLAS %.3f\n", puts, t, t / t_gemm, ratio(t_seq, t), ratio(t_cseq, t));
-        std::printf("GEMM+ReduceScatter M=N=K=%-6lld ours %8.1f   GEMM alone %8.1f (ours/alone %.3f)   GEMM, NCCL RS %8.1f "
-                    "(speedup %.3f)   cuBLAS %8.1f   cuBLAS, NCCL RS %8.1f (speedup %.3f)\n",
-                    static_cast<long long>(size), t_rs, t_gemm, t_rs / t_gemm, t_rs_seq, ratio(t_rs_seq, t_rs), t_cublas,
-                    t_rs_cseq, ratio(t_rs_cseq, t_rs));
-        std::printf("  by SM pushes                  ours %8.1f   (ours/alone %.3f)   speedup over GEMM, NCCL RS %.3f; over "
-                    "cuBLAS, NCCL RS %.3f\n", t_rs_pushes, t_rs_pushes / t_gemm, ratio(t_rs_seq, t_rs_pushes),
-                    ratio(t_rs_cseq, t_rs_pushes));
+          std::printf(
+              "  by SM puts, %2d programs pushing  ours %8.1f   (ours/alone %.3f)   speedup over NCCL AG, GEMM %.3f; "
+              "over NCCL AG, cuBLAS %.3f\n",
+              puts, t, t / t_gemm, ratio(t_seq, t), ratio(t_cseq, t));
+        std::printf(
+            "GEMM+ReduceScatter M=N=K=%-6lld ours %8.1f   GEMM alone %8.1f (ours/alone %.3f)   GEMM, NCCL RS %8.1f "
+            "(speedup %.3f)   cuBLAS %8.1f   cuBLAS, NCCL RS %8.1f (speedup %.3f)\n",
+            static_cast<long long>(size), t_rs, t_gemm, t_rs / t_gemm, t_rs_seq, ratio(t_rs_seq, t_rs), t_cublas,
+            t_rs_cseq, ratio(t_rs_cseq, t_rs));
+        std::printf(
+            "  by SM pushes                  ours %8.1f   (ours/alone %.3f)   speedup over GEMM, NCCL RS %.3f; over "
+            "cuBLAS, NCCL RS %.3f\n",
+            t_rs_pushes, t_rs_pushes / t_gemm, ratio(t_rs_seq, t_rs_pushes), ratio(t_rs_cseq, t_rs_pushes));
       }
     }
     // ---- GEMM + AllReduce (row-parallel layers: each rank holds a K-slice, all want the sum),
@@ -435,7 +475,8 @@ int main(int argc, char** argv) {
       auto ours = [&] { ar.run(a.data(), b.data(), out.data()); };
       auto then_nccl = [&] {
         nccl.check(nccl.all_reduce(partial.data(), want.data(), size_t(M) * N, Nccl::kFloat32, Nccl::kSum, nccl.comm,
-                                   stream.handle()), "ncclAllReduce");
+                                   stream.handle()),
+                   "ncclAllReduce");
         stream.synchronize();
       };
       auto gemm_then_nccl = [&] {
@@ -458,9 +499,11 @@ int main(int argc, char** argv) {
       std::vector<double> t = time_in_turns({ours, gemm_then_nccl, when(have_cublas, cublas_then_nccl)}, reps);
       double t_ours = t[0], t_seq = t[1], t_cseq = t[2];
       if (me == 0)
-        std::printf("GEMM+AllReduce     M=%-4lld N=K=8192 ours %8.1f   GEMM, NCCL AR %8.1f (speedup %.3f)   cuBLAS, NCCL AR %8.1f "
-                    "(speedup %.3f)\n",
-                    static_cast<long long>(M), t_ours, t_seq, t_seq / t_ours, t_cseq, t_cseq / t_ours);
+        std::printf(
+            "GEMM+AllReduce     M=%-4lld N=K=8192 ours %8.1f   GEMM, NCCL AR %8.1f (speedup %.3f)   cuBLAS, NCCL AR "
+            "%8.1f "
+            "(speedup %.3f)\n",
+            static_cast<long long>(M), t_ours, t_seq, t_seq / t_ours, t_cseq, t_cseq / t_ours);
     }
     if (me == 0 && !have_nccl) std::printf("(NCCL not found: set TILEDIST_NCCL to libnccl.so.2's path)\n");
   } catch (const Error& e) {

@@ -48,8 +48,7 @@ BENCHMARK(BM_Optimize)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 void BM_Codegen(benchmark::State& state) {
   const KernelDef& def = def_for(state.range(0));
   jit::Context ctx(fresh_dir().string());
-  for (auto _ : state)
-    benchmark::DoNotOptimize(ctx.emit(def, {}, Target::host(), CompileOptions{}, jit::Stage::asm_));
+  for (auto _ : state) benchmark::DoNotOptimize(ctx.emit(def, {}, Target::host(), CompileOptions{}, jit::Stage::asm_));
   state.SetLabel(label(state.range(0)));
 }
 BENCHMARK(BM_Codegen)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
@@ -91,7 +90,10 @@ BENCHMARK(BM_ColdCompile)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 void BM_DiskCacheHit(benchmark::State& state) {
   const KernelDef& def = def_for(state.range(0));
   fs::path dir = fresh_dir();
-  { jit::Context warm(dir.string()); compile(def, {}, Target::host(), CompileOptions{}, warm); }
+  {
+    jit::Context warm(dir.string());
+    compile(def, {}, Target::host(), CompileOptions{}, warm);
+  }
   for (auto _ : state) {
     state.PauseTiming();
     auto ctx = std::make_unique<jit::Context>(dir.string());
@@ -145,7 +147,8 @@ void BM_RunGemm(benchmark::State& state) {
   std::vector<bf16> a(af.begin(), af.end()), b(bf.begin(), bf.end());
   std::vector<float> c(size_t(M) * N);
   for (auto _ : state) k.launch({M / 64, N / 64}, a, b, c, M, N, K);
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * K * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * M * N * K * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_RunGemm)->Unit(benchmark::kMillisecond);
 

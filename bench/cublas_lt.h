@@ -33,8 +33,8 @@ struct CublasLt {
   Status (*pref_create)(void**) = nullptr;
   Status (*pref_set)(void*, int, const void*, size_t) = nullptr;
   Status (*heuristic)(void*, void*, void*, void*, void*, void*, void*, int, HeuristicResult*, int*) = nullptr;
-  Status (*matmul)(void*, void*, const void*, const void*, void*, const void*, void*, const void*, const void*, void*, void*,
-                   void*, const void*, void*, size_t, void*) = nullptr;
+  Status (*matmul)(void*, void*, const void*, const void*, void*, const void*, void*, const void*, const void*, void*,
+                   void*, void*, const void*, void*, size_t, void*) = nullptr;
 
   bool load() {
     const char* names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"};
@@ -47,10 +47,9 @@ struct CublasLt {
       return fn != nullptr;
     };
     if (!sym(create, "cublasLtCreate") || !sym(desc_create, "cublasLtMatmulDescCreate") ||
-        !sym(desc_set, "cublasLtMatmulDescSetAttribute") ||
-        !sym(layout_create, "cublasLtMatrixLayoutCreate") || !sym(pref_create, "cublasLtMatmulPreferenceCreate") ||
-        !sym(pref_set, "cublasLtMatmulPreferenceSetAttribute") || !sym(heuristic, "cublasLtMatmulAlgoGetHeuristic") ||
-        !sym(matmul, "cublasLtMatmul"))
+        !sym(desc_set, "cublasLtMatmulDescSetAttribute") || !sym(layout_create, "cublasLtMatrixLayoutCreate") ||
+        !sym(pref_create, "cublasLtMatmulPreferenceCreate") || !sym(pref_set, "cublasLtMatmulPreferenceSetAttribute") ||
+        !sym(heuristic, "cublasLtMatmulAlgoGetHeuristic") || !sym(matmul, "cublasLtMatmul"))
       return false;
     workspace = cuda::malloc(kWorkspace);
     return create(&handle) == 0;
@@ -99,7 +98,8 @@ struct CublasLt {
   /// Runs a plan: C = A @ B (plan), or C = A @ Bt^T (plan_fp8, with b = Bt).
   void gemm(const Plan& p, const void* a, const void* b, void* c) {
     const float one = 1, zero = 0;
-    Status r = matmul(handle, p.desc, &one, b, p.a, a, p.b, &zero, c, p.c, c, p.c, p.algo.algo, workspace, kWorkspace, nullptr);
+    Status r = matmul(handle, p.desc, &one, b, p.a, a, p.b, &zero, c, p.c, c, p.c, p.algo.algo, workspace, kWorkspace,
+                      nullptr);
     if (r != 0) throw Error(str_cat("cublasLtMatmul failed with status ", r));
   }
 };

@@ -127,7 +127,8 @@ int one_gemm(const std::string& mode, char** argv, const std::string& last) {
   const double flop = 2.0 * M * N * K;
   double ms = 0;
   if (dtype == "f8e4m3") {
-    auto g = compile(kernels::gemm_kernel(ir::DType::f8e4m3), {{"BM", bm}, {"BN", bn}, {"BK", bk}}, Target::cuda(), opts);
+    auto g =
+        compile(kernels::gemm_kernel(ir::DType::f8e4m3), {{"BM", bm}, {"BN", bn}, {"BK", bk}}, Target::cuda(), opts);
     cuda::Buffer<f8e4m3> a(size_t(M) * K), b(size_t(K) * N);
     fill_random(a);
     fill_random(b);
@@ -148,8 +149,8 @@ int one_gemm(const std::string& mode, char** argv, const std::string& last) {
     }
     ms = time_ms(ours, 1, 2);
   }
-  std::printf("gemm %s %dx%dx%d tiles %dx%dx%d/%dw/%ds: %.3f ms, %.1f TFLOP/s\n", dtype.c_str(), M, N, K, bm, bn, bk, warps,
-              stages, ms, flop / ms / 1e9);
+  std::printf("gemm %s %dx%dx%d tiles %dx%dx%d/%dw/%ds: %.3f ms, %.1f TFLOP/s\n", dtype.c_str(), M, N, K, bm, bn, bk,
+              warps, stages, ms, flop / ms / 1e9);
   return 0;
 }
 
@@ -169,7 +170,8 @@ int energy(char** argv) {
   cuda::Buffer<float> c(size_t(M) * N);
   fill_random(a);
   fill_random(b);
-  auto real = compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", bm}, {"BN", bn}, {"BK", bk}}, Target::cuda(), opts);
+  auto real =
+      compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", bm}, {"BN", bn}, {"BK", bk}}, Target::cuda(), opts);
   auto l2 = compile(probe_def, {{"BM", bm}, {"BN", bn}, {"BK", bk}}, Target::cuda(), opts);
   const Grid grid{tl::cdiv(M, bm), tl::cdiv(N, bn)};
   CublasLt cublas;
@@ -199,7 +201,7 @@ int main(int argc, char** argv) {
   }
   const auto& dev = cuda::device();
   std::printf("gpu_bench on %s (%s, %d SMs)\n\n", dev.name.c_str(), dev.arch().c_str(), dev.sms);
-  Target target = Target::cuda();  // the arch of the device found
+  Target target = Target::cuda();       // the arch of the device found
   const bool only_fp8 = mode == "fp8";  // `gpu_bench fp8`: the f8 GEMM rows alone
   const bool only_tp = mode == "tp";    // `gpu_bench tp`: the library's GEMM at the TP shapes alone
   try {
@@ -230,7 +232,8 @@ int main(int argc, char** argv) {
       // DRAM traffic: x read once and y written once; the second and third passes over a 4 KiB row
       // hit L2, so they are not counted.
       double ln_gbs = 2.0 * rows * cols * 4 / ln_ms / 1e6;
-      std::printf("%-40s %10.3f %10.0f %9.0f%%\n\n", "layernorm, 65536 x 1024 f32", ln_ms, ln_gbs, 100 * ln_gbs / copy_gbs);
+      std::printf("%-40s %10.3f %10.0f %9.0f%%\n\n", "layernorm, 65536 x 1024 f32", ln_ms, ln_gbs,
+                  100 * ln_gbs / copy_gbs);
     }
 
     // ---- GEMM against cuBLAS
@@ -240,13 +243,14 @@ int main(int argc, char** argv) {
       std::printf("(cuBLAS not found: set TILEDIST_CUBLASLT to libcublasLt.so's path; GEMM skipped)\n");
       return 0;
     }
-    std::printf("bf16 GEMM (f32 out), TFLOP/s: steady = each launched back to back for 1.5 s, in turn (at the\n"
-                "power limit); burst = single launches after a second idle (clock at its maximum)\n");
+    std::printf(
+        "bf16 GEMM (f32 out), TFLOP/s: steady = each launched back to back for 1.5 s, in turn (at the\n"
+        "power limit); burst = single launches after a second idle (clock at its maximum)\n");
     std::printf("%-50s %8s %8s %7s   %8s %8s %7s %9s\n", "", "steady", "cuBLAS", "ratio", "burst", "cuBLAS", "ratio",
                 "rel.err");
     struct Config {
       int bm, bn, bk, warps, stages, group;
-      bool tma = true;  // sm_90a's wgmma loops: tiles by TMA, else cp.async
+      bool tma = true;          // sm_90a's wgmma loops: tiles by TMA, else cp.async
       bool persistent = false;  // a program per SM walking the tiles
       bool ws = false;          // warp specialized: a producer warpgroup issues the TMA copies
     };
@@ -258,7 +262,13 @@ int main(int argc, char** argv) {
       CublasLt::Plan plan;
       std::vector<float> want;
       Problem(CublasLt& cublas, int m, int n, int k)
-          : M(m), N(n), K(k), a(size_t(m) * k), b(size_t(k) * n), c(size_t(m) * n), wrk(size_t(m) * n),
+          : M(m),
+            N(n),
+            K(k),
+            a(size_t(m) * k),
+            b(size_t(k) * n),
+            c(size_t(m) * n),
+            wrk(size_t(m) * n),
             plan(cublas.plan(m, n, k)) {
         fill_random(a);
         fill_random(b);
@@ -278,9 +288,10 @@ int main(int argc, char** argv) {
       auto [burst_ours, burst_theirs] = burst_pair(ours, theirs);
       double steady_ours = steady_rate(ours) * flop / 1e12, steady_theirs = steady_rate(theirs) * flop / 1e12;
       std::printf("%-50s %8.1f %8.1f %7.3f   %8.1f %8.1f %7.3f %9.1e\n", label.c_str(), steady_ours, steady_theirs,
-                  steady_ours / steady_theirs, flop / burst_ours / 1e9, flop / burst_theirs / 1e9, burst_theirs / burst_ours,
-                  err);
-      if (err > 1e-4) throw Error(str_cat("gpu_bench: our GEMM ", label, " disagrees with cuBLAS (relative error ", err, ")"));
+                  steady_ours / steady_theirs, flop / burst_ours / 1e9, flop / burst_theirs / 1e9,
+                  burst_theirs / burst_ours, err);
+      if (err > 1e-4)
+        throw Error(str_cat("gpu_bench: our GEMM ", label, " disagrees with cuBLAS (relative error ", err, ")"));
     };
     auto row = [&](Problem& p, const std::string& label, const Constants& constants, const CompileOptions& opts,
                    const Grid& grid) {
@@ -321,14 +332,15 @@ int main(int argc, char** argv) {
         opts.tma = cfg.tma;
         opts.warp_specialize = cfg.ws;
         const int tiles = tl::cdiv(M, cfg.bm) * tl::cdiv(N, cfg.bn);
-        const Grid grid = cfg.persistent ? Grid(std::min(tiles, dev.sms)) : Grid(tl::cdiv(M, cfg.bm), tl::cdiv(N, cfg.bn));
+        const Grid grid =
+            cfg.persistent ? Grid(std::min(tiles, dev.sms)) : Grid(tl::cdiv(M, cfg.bm), tl::cdiv(N, cfg.bn));
         char shape[96];
         std::snprintf(shape, sizeof shape, "M=%d N=%d K=%d %dx%dx%d/%dw/%ds/g%d%s%s%s", M, N, K, cfg.bm, cfg.bn, cfg.bk,
                       cfg.warps, cfg.stages, cfg.group, cfg.tma ? "" : " cp.async", cfg.persistent ? " P" : "",
                       cfg.ws ? " WS" : "");
         row(problem, shape,
-            {{"BM", cfg.bm}, {"BN", cfg.bn}, {"BK", cfg.bk}, {"GROUP_M", cfg.group}, {"PERSISTENT", cfg.persistent}}, opts,
-            grid);
+            {{"BM", cfg.bm}, {"BN", cfg.bn}, {"BK", cfg.bk}, {"GROUP_M", cfg.group}, {"PERSISTENT", cfg.persistent}},
+            opts, grid);
       }
     }
     // The tensor-parallel layers of Triton-distributed's AllGather+GEMM and GEMM+ReduceScatter
@@ -336,8 +348,12 @@ int main(int argc, char** argv) {
     // gathered A by its n / 4 columns of B; GEMM+ReduceScatter its k / 4 slice of A by B's rows.
     // The library's GEMM as gemm_config picks it (what AgGemm and GemmRs run).
     if (!only_fp8) std::printf("\nTP shapes (per rank of 4), the library's configuration\n");
-    for (auto [m, n, k] : {std::tuple{8192, 4096, 12288}, {8192, 4096, 14336}, {8192, 3584, 14336}, {8192, 4608, 36864},
-                           {8192, 8192, 28672}, {8192, 8192, 30720}}) {
+    for (auto [m, n, k] : {std::tuple{8192, 4096, 12288},
+                           {8192, 4096, 14336},
+                           {8192, 3584, 14336},
+                           {8192, 4608, 36864},
+                           {8192, 8192, 28672},
+                           {8192, 8192, 30720}}) {
       if (only_fp8) break;
       for (bool ag : {true, false}) {
         const int M = m, N = ag ? n / 4 : n, K = ag ? k : k / 4;
@@ -347,7 +363,8 @@ int main(int argc, char** argv) {
         Problem problem(cublas, M, N, K);
         row(problem, label, cfg.constants, cfg.options, cfg.grid(M, N));
         gemm_row(problem, label, cfg);
-        if (cfg.bn == 128 && target.arch == "sm_90a") {  // the fuller waves' 128x128 tiles, against 128x256 ones, shared
+        if (cfg.bn == 128 &&
+            target.arch == "sm_90a") {  // the fuller waves' 128x128 tiles, against 128x256 ones, shared
           kernels::GemmConfig wide = cfg;
           wide.bn = 256;
           wide.constants.insert_or_assign("BN", 256);
@@ -391,8 +408,10 @@ int main(int argc, char** argv) {
       const double flop = 2.0 * M * N * K;
       auto cfg = kernels::gemm_fp8_config(target, M, N, K);
       auto g = compile(kernels::gemm_fp8_kernel(ir::DType::f8e4m3), cfg.constants, target, cfg.options);
-      auto ours = [&] { g.launch(cfg.grid(M, N), a, bt, c, cuda::DevicePtr<float>{const_cast<float*>(scale_a), 1},
-                                 cuda::DevicePtr<float>{const_cast<float*>(scale_b), 1}, M, N, K); };
+      auto ours = [&] {
+        g.launch(cfg.grid(M, N), a, bt, c, cuda::DevicePtr<float>{const_cast<float*>(scale_a), 1},
+                 cuda::DevicePtr<float>{const_cast<float*>(scale_b), 1}, M, N, K);
+      };
       for (bool fast : {false, true}) {
         CublasLt::Plan plan = cublas.plan_fp8(M, N, K, scale_a, scale_b, fast);
         cublas.gemm(plan, a.data(), bt.data(), wrk.data());
@@ -404,11 +423,13 @@ int main(int argc, char** argv) {
         auto [burst_ours, burst_theirs] = burst_pair(ours, theirs);
         double steady_ours = steady_rate(ours) * flop / 1e12, steady_theirs = steady_rate(theirs) * flop / 1e12;
         char shape[96];
-        std::snprintf(shape, sizeof shape, "M=N=K=%d %dx%d/%dw/%ds, cuBLAS %s", S, cfg.bm, cfg.bn, cfg.options.num_warps,
-                      cfg.options.num_stages, fast ? "fast accum" : "default");
+        std::snprintf(shape, sizeof shape, "M=N=K=%d %dx%d/%dw/%ds, cuBLAS %s", S, cfg.bm, cfg.bn,
+                      cfg.options.num_warps, cfg.options.num_stages, fast ? "fast accum" : "default");
         std::printf("%-50s %8.1f %8.1f %7.3f   %8.1f %8.1f %7.3f %9.1e\n", shape, steady_ours, steady_theirs,
-                    steady_ours / steady_theirs, flop / burst_ours / 1e9, flop / burst_theirs / 1e9, burst_theirs / burst_ours, err);
-        if (err > 1e-2) throw Error(str_cat("gpu_bench: our e4m3 GEMM ", shape, " disagrees with cuBLAS (relative error ", err, ")"));
+                    steady_ours / steady_theirs, flop / burst_ours / 1e9, flop / burst_theirs / 1e9,
+                    burst_theirs / burst_ours, err);
+        if (err > 1e-2)
+          throw Error(str_cat("gpu_bench: our e4m3 GEMM ", shape, " disagrees with cuBLAS (relative error ", err, ")"));
       }
     }
   } catch (const Error& e) {

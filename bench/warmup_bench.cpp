@@ -43,7 +43,8 @@ double warm_all(const std::string& dir, const std::vector<Job>& jobs, int thread
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&] {
       jit::Context ctx(dir);
-      for (size_t i; (i = next++) < jobs.size();) ctx.warm(*jobs[i].def, {}, jobs[i].target, CompileOptions{}, jobs[i].facts);
+      for (size_t i; (i = next++) < jobs.size();)
+        ctx.warm(*jobs[i].def, {}, jobs[i].target, CompileOptions{}, jobs[i].facts);
     });
   for (auto& t : pool) t.join();
   return seconds_since(t0);
@@ -72,9 +73,11 @@ int main() {
   double one = warm_all(dir, jobs, 1);
   double all = warm_all(dir, jobs, cores);
   std::printf("%-52s %10s %14s\n", "warmup", "seconds", "specs/second");
-  std::printf("%-52s %10.2f %14.1f\n", ("registry x {sm_90a, sm_80, host}: " + std::to_string(jobs.size()) + ", 1 worker").c_str(),
-              one, jobs.size() / one);
-  std::printf("%-52s %10.2f %14.1f\n\n", ("same, " + std::to_string(cores) + " workers").c_str(), all, jobs.size() / all);
+  std::printf("%-52s %10.2f %14.1f\n",
+              ("registry x {sm_90a, sm_80, host}: " + std::to_string(jobs.size()) + ", 1 worker").c_str(), one,
+              jobs.size() / one);
+  std::printf("%-52s %10.2f %14.1f\n\n", ("same, " + std::to_string(cores) + " workers").c_str(), all,
+              jobs.size() / all);
   fs::remove_all(dir);
   double cold = startup(dir);
   double warm = startup(dir);

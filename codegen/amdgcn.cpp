@@ -8,8 +8,8 @@
 // Written and checked without an AMD GPU: the ISA and the code object are checked on the CPU
 // machine; nothing here has run on one.
 #include "codegen/gpu_target.h"
-#include "support/support.h"
 #include "llvm/IR/IntrinsicsAMDGPU.h"
+#include "support/support.h"
 
 namespace tiledist::codegen {
 
@@ -18,7 +18,8 @@ namespace {
 class AmdgcnTarget : public GpuTarget {
  public:
   AmdgcnTarget(llvm::IRBuilder<>& b, llvm::Module& m, const GpuOptions& opts) : GpuTarget(b, m), arch_(opts.arch) {
-    TD_ASSERT(!opts.data_layout.empty(), "the AMDGCN lowering needs the target's data layout (allocas live in address space 5)");
+    TD_ASSERT(!opts.data_layout.empty(),
+              "the AMDGCN lowering needs the target's data layout (allocas live in address space 5)");
   }
 
   int warp_size() const override { return 64; }
@@ -34,12 +35,14 @@ class AmdgcnTarget : public GpuTarget {
   }
   /// v_mfma_f32_32x32x8_{bf16,f16}, v_mfma_f32_16x16x16_{bf16,f16} (gfx90a spells the bf16 ones
   /// with _1k), and on gfx942 v_mfma_f32_32x32x16_{fp8,bf8}_{fp8,bf8} and their 16x16x32.
-  llvm::Value* mfma(ir::DType da, ir::DType db, int64_t side, llvm::Value* a, llvm::Value* b, llvm::Value* acc) override {
+  llvm::Value* mfma(ir::DType da, ir::DType db, int64_t side, llvm::Value* a, llvm::Value* b,
+                    llvm::Value* acc) override {
     using ir::DType;
     const bool big = side == 32;
     llvm::Intrinsic::ID id;
     if (f8(da)) {
-      static const llvm::Intrinsic::ID ids[2][2][2] = {  // [32x32][a is e5m2][b is e5m2]
+      static const llvm::Intrinsic::ID ids[2][2][2] = {
+          // [32x32][a is e5m2][b is e5m2]
           {{llvm::Intrinsic::amdgcn_mfma_f32_16x16x32_fp8_fp8, llvm::Intrinsic::amdgcn_mfma_f32_16x16x32_fp8_bf8},
            {llvm::Intrinsic::amdgcn_mfma_f32_16x16x32_bf8_fp8, llvm::Intrinsic::amdgcn_mfma_f32_16x16x32_bf8_bf8}},
           {{llvm::Intrinsic::amdgcn_mfma_f32_32x32x16_fp8_fp8, llvm::Intrinsic::amdgcn_mfma_f32_32x32x16_fp8_bf8},
@@ -48,7 +51,8 @@ class AmdgcnTarget : public GpuTarget {
     } else {
       const bool bf16 = da == DType::bf16;
       id = big ? (bf16 ? llvm::Intrinsic::amdgcn_mfma_f32_32x32x8bf16_1k : llvm::Intrinsic::amdgcn_mfma_f32_32x32x8f16)
-               : (bf16 ? llvm::Intrinsic::amdgcn_mfma_f32_16x16x16bf16_1k : llvm::Intrinsic::amdgcn_mfma_f32_16x16x16f16);
+               : (bf16 ? llvm::Intrinsic::amdgcn_mfma_f32_16x16x16bf16_1k
+                       : llvm::Intrinsic::amdgcn_mfma_f32_16x16x16f16);
       auto* four = llvm::FixedVectorType::get(bf16 ? b_.getInt16Ty() : b_.getHalfTy(), 4);
       a = b_.CreateBitCast(a, four), b = b_.CreateBitCast(b, four);
     }
@@ -62,7 +66,7 @@ class AmdgcnTarget : public GpuTarget {
     if (!f8(d)) return bits;
     llvm::Value* magnitude = b_.CreateAnd(bits, b_.getInt8(0x7F));
     llvm::Value* not_finite = d == ir::DType::f8e4m3 ? b_.CreateICmpEQ(magnitude, b_.getInt8(0x7F))
-                                                      : b_.CreateICmpUGE(magnitude, b_.getInt8(0x7C));
+                                                     : b_.CreateICmpUGE(magnitude, b_.getInt8(0x7C));
     llvm::Value* r = b_.CreateSelect(b_.CreateICmpEQ(bits, b_.getInt8(static_cast<int8_t>(0x80))), b_.getInt8(0), bits);
     return b_.CreateSelect(not_finite, b_.getInt8(static_cast<int8_t>(0x80)), r);
   }
@@ -86,7 +90,8 @@ class AmdgcnTarget : public GpuTarget {
 
   llvm::Value* thread_id() override { return b_.CreateIntrinsic(llvm::Intrinsic::amdgcn_workitem_id_x, {}, {}); }
   llvm::Value* program_id(int axis) override {
-    static const llvm::Intrinsic::ID ids[] = {llvm::Intrinsic::amdgcn_workgroup_id_x, llvm::Intrinsic::amdgcn_workgroup_id_y,
+    static const llvm::Intrinsic::ID ids[] = {llvm::Intrinsic::amdgcn_workgroup_id_x,
+                                              llvm::Intrinsic::amdgcn_workgroup_id_y,
                                               llvm::Intrinsic::amdgcn_workgroup_id_z};
     return b_.CreateIntrinsic(ids[axis], {}, {});
   }
@@ -116,10 +121,17 @@ class AmdgcnTarget : public GpuTarget {
   /// ocml's functions, for f32 and f64 alike.
   llvm::Value* math(ir::OpCode code, llvm::Value* x) override {
     using ir::OpCode;
-    const char* name = code == OpCode::Exp ? "exp" : code == OpCode::Exp2 ? "exp2" : code == OpCode::Log ? "log"
-                     : code == OpCode::Log2 ? "log2" : code == OpCode::Sqrt ? "sqrt" : code == OpCode::Rsqrt ? "rsqrt"
-                     : code == OpCode::Sin ? "sin" : code == OpCode::Cos ? "cos" : code == OpCode::Floor ? "floor"
-                     : code == OpCode::Ceil ? "ceil" : "erf";
+    const char* name = code == OpCode::Exp     ? "exp"
+                       : code == OpCode::Exp2  ? "exp2"
+                       : code == OpCode::Log   ? "log"
+                       : code == OpCode::Log2  ? "log2"
+                       : code == OpCode::Sqrt  ? "sqrt"
+                       : code == OpCode::Rsqrt ? "rsqrt"
+                       : code == OpCode::Sin   ? "sin"
+                       : code == OpCode::Cos   ? "cos"
+                       : code == OpCode::Floor ? "floor"
+                       : code == OpCode::Ceil  ? "ceil"
+                                               : "erf";
     llvm::Type* t = x->getType();
     auto fn = module_.getOrInsertFunction(str_cat("__ocml_", name, t->isDoubleTy() ? "_f64" : "_f32"),
                                           llvm::FunctionType::get(t, {t}, false));
@@ -151,7 +163,8 @@ class AmdgcnTarget : public GpuTarget {
     return ld;
   }
   void store(llvm::Value* p, llvm::Value* v, const std::string& order, const std::string& scope) override {
-    auto* st = b_.CreateAlignedStore(v, global_ptr(p), llvm::Align(v->getType()->getPrimitiveSizeInBits() / 8), /*volatile*/ true);
+    auto* st = b_.CreateAlignedStore(v, global_ptr(p), llvm::Align(v->getType()->getPrimitiveSizeInBits() / 8),
+                                     /*volatile*/ true);
     st->setAtomic(ordering(order), sync_scope(scope));
   }
   void fence(const std::string& order, const std::string& scope) override {

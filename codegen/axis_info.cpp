@@ -41,22 +41,44 @@ bool nonneg(const ir::Value* v, int depth, bool sizes) {
     if (!loop || loop->code != OpCode::For || v->index != 0) return false;
     const ir::Op* step = loop->operands[2]->def;  // iv >= lo when the step is positive (a program count is)
     return nonneg(loop->operands[0], depth + 1, sizes) && step &&
-           ((step->code == OpCode::Constant && std::get<int64_t>(step->attrs.at("value")) > 0) || step->code == OpCode::NumPrograms);
+           ((step->code == OpCode::Constant && std::get<int64_t>(step->attrs.at("value")) > 0) ||
+            step->code == OpCode::NumPrograms);
   }
   const ir::Op& d = *v->def;
   switch (d.code) {
-    case OpCode::Constant: return std::holds_alternative<int64_t>(d.attrs.at("value")) && std::get<int64_t>(d.attrs.at("value")) >= 0;
-    case OpCode::Arange: return d.int_attr("start") >= 0;
-    case OpCode::ProgramId: case OpCode::NumPrograms: case OpCode::Rank: case OpCode::NumRanks: return true;
-    case OpCode::Splat: case OpCode::ExpandDims: case OpCode::Broadcast: case OpCode::Reshape: case OpCode::Trans:
-    case OpCode::Hint: case OpCode::Rem: case OpCode::ConsumeToken:
+    case OpCode::Constant:
+      return std::holds_alternative<int64_t>(d.attrs.at("value")) && std::get<int64_t>(d.attrs.at("value")) >= 0;
+    case OpCode::Arange:
+      return d.int_attr("start") >= 0;
+    case OpCode::ProgramId:
+    case OpCode::NumPrograms:
+    case OpCode::Rank:
+    case OpCode::NumRanks:
+      return true;
+    case OpCode::Splat:
+    case OpCode::ExpandDims:
+    case OpCode::Broadcast:
+    case OpCode::Reshape:
+    case OpCode::Trans:
+    case OpCode::Hint:
+    case OpCode::Rem:
+    case OpCode::ConsumeToken:
       return nonneg(d.operands[0], depth + 1, sizes);
-    case OpCode::Add: case OpCode::Mul: case OpCode::Div: case OpCode::Min: case OpCode::And:
+    case OpCode::Add:
+    case OpCode::Mul:
+    case OpCode::Div:
+    case OpCode::Min:
+    case OpCode::And:
       return nonneg(d.operands[0], depth + 1, sizes) && nonneg(d.operands[1], depth + 1, sizes);
-    case OpCode::Max: return nonneg(d.operands[0], depth + 1, sizes) || nonneg(d.operands[1], depth + 1, sizes);
-    case OpCode::Select: return nonneg(d.operands[1], depth + 1, sizes) && nonneg(d.operands[2], depth + 1, sizes);
-    case OpCode::Cast: return !d.operands[0]->type.is_float() && v->type.dtype != ir::DType::i1 && nonneg(d.operands[0], depth + 1, sizes);
-    default: return false;
+    case OpCode::Max:
+      return nonneg(d.operands[0], depth + 1, sizes) || nonneg(d.operands[1], depth + 1, sizes);
+    case OpCode::Select:
+      return nonneg(d.operands[1], depth + 1, sizes) && nonneg(d.operands[2], depth + 1, sizes);
+    case OpCode::Cast:
+      return !d.operands[0]->type.is_float() && v->type.dtype != ir::DType::i1 &&
+             nonneg(d.operands[0], depth + 1, sizes);
+    default:
+      return false;
   }
 }
 
@@ -77,7 +99,9 @@ CarriedStep carried_step(const ir::Value* v) {
   const ir::Value* next = yield->operands.at(v->index - 1);
   const ir::Op* d = next->def;
   if (!d || d->parent != &body || (d->code != OpCode::AddPtr && d->code != OpCode::Add)) return {};
-  const ir::Value* inc = d->operands[0] == v ? d->operands[1] : d->operands[1] == v && d->code == OpCode::Add ? d->operands[0] : nullptr;
+  const ir::Value* inc = d->operands[0] == v                             ? d->operands[1]
+                         : d->operands[1] == v && d->code == OpCode::Add ? d->operands[0]
+                                                                         : nullptr;
   if (!inc || !defined_outside(inc, body)) return {};
   return {loop->operands.at(2 + v->index), inc};
 }
@@ -116,15 +140,19 @@ AxisInfo AxisAnalysis::compute(const ir::Value* v) {
       int64_t div = std::holds_alternative<int64_t>(a) ? pow2_factor(std::get<int64_t>(a)) : 1;
       return {1, div, v->type.is_tensor() ? L : AxisInfo::kMax};
     }
-    case OpCode::Arange: return {L, pow2_factor(d.int_attr("start")), 1};
-    case OpCode::Splat: return {1, in(0).divisibility, L};
+    case OpCode::Arange:
+      return {L, pow2_factor(d.int_attr("start")), 1};
+    case OpCode::Splat:
+      return {1, in(0).divisibility, L};
     // The same addresses ordered after a wait, or moved to a peer's heap (heaps are aligned far
     // beyond 16 bytes, so alignment and runs of adjacent addresses carry over).
     case OpCode::ConsumeToken:
-    case OpCode::SymmAt: return in(0);
+    case OpCode::SymmAt:
+      return in(0);
     case OpCode::Hint: {
       AxisInfo a = in(0);
-      if (d.has_attr("multiple_of")) a.divisibility = capped(std::max(a.divisibility, pow2_floor(d.int_attr("multiple_of"))));
+      if (d.has_attr("multiple_of"))
+        a.divisibility = capped(std::max(a.divisibility, pow2_floor(d.int_attr("multiple_of"))));
       if (d.has_attr("max_contiguous"))
         a.contiguity = std::min(std::max(a.contiguity, pow2_floor(d.int_attr("max_contiguous"))), pow2_floor(L));
       return a;
@@ -135,7 +163,8 @@ AxisInfo AxisAnalysis::compute(const ir::Value* v) {
     case OpCode::Trans: {
       const ir::Value* x = d.operands[0];
       bool keeps_last = x->type.is_tensor() && last_dim(x) == L;
-      if (d.code == OpCode::ExpandDims) keeps_last = d.int_attr("axis") != static_cast<int64_t>(v->type.shape.size()) - 1;
+      if (d.code == OpCode::ExpandDims)
+        keeps_last = d.int_attr("axis") != static_cast<int64_t>(v->type.shape.size()) - 1;
       if (d.code == OpCode::Trans) {
         const auto& perm = d.ints_attr("perm");
         keeps_last = perm.back() == static_cast<int64_t>(perm.size()) - 1;
@@ -164,7 +193,9 @@ AxisInfo AxisAnalysis::compute(const ir::Value* v) {
       const AxisInfo& a = in(0);
       const AxisInfo& b = in(1);
       int64_t m_div = div_at(b, 1, 1);  // every divisor's
-      int64_t c = b.constancy >= a.contiguity && nonneg(d.operands[0]) ? std::gcd(a.contiguity, std::gcd(a.divisibility, m_div)) : 1;
+      int64_t c = b.constancy >= a.contiguity && nonneg(d.operands[0])
+                      ? std::gcd(a.contiguity, std::gcd(a.divisibility, m_div))
+                      : 1;
       return {c, std::gcd(div_at(a, c, 1), m_div), std::min(a.constancy, b.constancy)};
     }
     case OpCode::Select:

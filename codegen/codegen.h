@@ -32,10 +32,10 @@ struct HostModule {
 HostModule lower_host(const ir::Function& f, llvm::LLVMContext& ctx, const HostOptions& opts);
 
 struct GpuOptions {
-  std::string arch = "sm_90a";  // sm_80, sm_90a; gfx90a, gfx942
-  int num_warps = 4;    // warps (NVIDIA, 32 threads) or wavefronts (AMD, 64) per program
-  int num_stages = 3;   // operand buffers of pipelined dot loops
-  bool tma = true;      // sm_90a: wgmma pipelines copy their tiles with TMA where they can
+  std::string arch = "sm_90a";   // sm_80, sm_90a; gfx90a, gfx942
+  int num_warps = 4;             // warps (NVIDIA, 32 threads) or wavefronts (AMD, 64) per program
+  int num_stages = 3;            // operand buffers of pipelined dot loops
+  bool tma = true;               // sm_90a: wgmma pipelines copy their tiles with TMA where they can
   bool warp_specialize = false;  // sm_90a: a producer warpgroup issues a TMA loop's copies
   /// The target machine's data layout, where the lowering needs it (AMDGCN: allocas and
   /// globals live in their own address spaces).

@@ -27,8 +27,9 @@ inline llvm::AtomicOrdering ordering(const std::string& order) {
 
 /// LLVM's atomic instruction on *p: `kind` add, max, min, xchg, and, or, xor (v the operand) or
 /// cas (v the expected value, `desired` the new one) on a value of dtype `d`; returns the old value.
-inline llvm::Value* llvm_atomic(llvm::IRBuilder<>& b, const std::string& kind, ir::DType d, llvm::Value* p, llvm::Value* v,
-                                llvm::Value* desired, llvm::AtomicOrdering order, llvm::SyncScope::ID scope) {
+inline llvm::Value* llvm_atomic(llvm::IRBuilder<>& b, const std::string& kind, ir::DType d, llvm::Value* p,
+                                llvm::Value* v, llvm::Value* desired, llvm::AtomicOrdering order,
+                                llvm::SyncScope::ID scope) {
   llvm::MaybeAlign align(ir::dtype_bytes(d));
   if (kind == "cas") {
     llvm::AtomicOrdering failure = order == llvm::AtomicOrdering::Release          ? llvm::AtomicOrdering::Monotonic
@@ -38,9 +39,13 @@ inline llvm::Value* llvm_atomic(llvm::IRBuilder<>& b, const std::string& kind, i
   }
   bool fl = ir::is_float(d);
   using B = llvm::AtomicRMWInst::BinOp;
-  B bop = kind == "add" ? (fl ? B::FAdd : B::Add) : kind == "max" ? (fl ? B::FMax : B::Max)
-        : kind == "min" ? (fl ? B::FMin : B::Min) : kind == "xchg" ? B::Xchg : kind == "and" ? B::And
-        : kind == "or" ? B::Or : B::Xor;
+  B bop = kind == "add"    ? (fl ? B::FAdd : B::Add)
+          : kind == "max"  ? (fl ? B::FMax : B::Max)
+          : kind == "min"  ? (fl ? B::FMin : B::Min)
+          : kind == "xchg" ? B::Xchg
+          : kind == "and"  ? B::And
+          : kind == "or"   ? B::Or
+                           : B::Xor;
   return b.CreateAtomicRMW(bop, p, v, align, order, scope);
 }
 
@@ -73,7 +78,8 @@ class Elements {
   void verify_lowered(const char* backend) {
     std::string err;
     llvm::raw_string_ostream os(err);
-    if (llvm::verifyModule(elem_module_, &os)) TD_ASSERT(false, "invalid LLVM IR from the ", backend, " lowering: ", os.str());
+    if (llvm::verifyModule(elem_module_, &os))
+      TD_ASSERT(false, "invalid LLVM IR from the ", backend, " lowering: ", os.str());
   }
 
   llvm::FunctionCallee helper(const char* name, llvm::Type* ret, std::vector<llvm::Type*> params) {
@@ -84,13 +90,20 @@ class Elements {
   llvm::Type* reg_type(const ir::Type& t) {
     if (t.is_ptr) return b_.getPtrTy();
     switch (t.dtype) {
-      case DType::i1: return b_.getInt1Ty();
-      case DType::i8: return b_.getInt8Ty();
-      case DType::i16: return b_.getInt16Ty();
-      case DType::i32: return b_.getInt32Ty();
-      case DType::i64: return b_.getInt64Ty();
-      case DType::f64: return b_.getDoubleTy();
-      default: return b_.getFloatTy();  // f32 and the narrow floats
+      case DType::i1:
+        return b_.getInt1Ty();
+      case DType::i8:
+        return b_.getInt8Ty();
+      case DType::i16:
+        return b_.getInt16Ty();
+      case DType::i32:
+        return b_.getInt32Ty();
+      case DType::i64:
+        return b_.getInt64Ty();
+      case DType::f64:
+        return b_.getDoubleTy();
+      default:
+        return b_.getFloatTy();  // f32 and the narrow floats
     }
   }
   /// Element type of a tensor in scratch (booleans take a byte).
@@ -98,10 +111,18 @@ class Elements {
   /// Element type in global memory.
   llvm::Type* mem_type(DType d) {
     switch (d) {
-      case DType::i1: case DType::i8: case DType::f8e4m3: case DType::f8e5m2: return b_.getInt8Ty();
-      case DType::i16: case DType::bf16: return b_.getInt16Ty();
-      case DType::f16: return b_.getHalfTy();
-      default: return reg_type(ir::Type::scalar(d));
+      case DType::i1:
+      case DType::i8:
+      case DType::f8e4m3:
+      case DType::f8e5m2:
+        return b_.getInt8Ty();
+      case DType::i16:
+      case DType::bf16:
+        return b_.getInt16Ty();
+      case DType::f16:
+        return b_.getHalfTy();
+      default:
+        return reg_type(ir::Type::scalar(d));
     }
   }
   bool narrow(DType d) { return d == DType::f16 || d == DType::bf16 || d == DType::f8e4m3 || d == DType::f8e5m2; }
@@ -109,22 +130,32 @@ class Elements {
   // ---- conversions between registers and memory
   llvm::Value* to_mem(llvm::Value* v, DType d) {
     switch (d) {
-      case DType::i1: return b_.CreateZExt(v, b_.getInt8Ty());
-      case DType::f16: return b_.CreateFPTrunc(v, b_.getHalfTy());
-      case DType::bf16: return bf16_bits(v);
+      case DType::i1:
+        return b_.CreateZExt(v, b_.getInt8Ty());
+      case DType::f16:
+        return b_.CreateFPTrunc(v, b_.getHalfTy());
+      case DType::bf16:
+        return bf16_bits(v);
       case DType::f8e4m3:
-      case DType::f8e5m2: return f8_to_bits(v, d);
-      default: return v;
+      case DType::f8e5m2:
+        return f8_to_bits(v, d);
+      default:
+        return v;
     }
   }
   llvm::Value* from_mem(llvm::Value* v, DType d) {
     switch (d) {
-      case DType::i1: return b_.CreateICmpNE(v, b_.getInt8(0));
-      case DType::f16: return b_.CreateFPExt(v, b_.getFloatTy());
-      case DType::bf16: return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, b_.getInt32Ty()), 16), b_.getFloatTy());
+      case DType::i1:
+        return b_.CreateICmpNE(v, b_.getInt8(0));
+      case DType::f16:
+        return b_.CreateFPExt(v, b_.getFloatTy());
+      case DType::bf16:
+        return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, b_.getInt32Ty()), 16), b_.getFloatTy());
       case DType::f8e4m3:
-      case DType::f8e5m2: return f8_from_bits(v, d);
-      default: return v;
+      case DType::f8e5m2:
+        return f8_from_bits(v, d);
+      default:
+        return v;
     }
   }
   /// Rounds an f32 register to a narrow format's precision.
@@ -149,20 +180,28 @@ class Elements {
     bool fl = at.is_float();
     DType d = rt.dtype;
     switch (op.code) {
-      case OpCode::Add: return fl ? round(b_.CreateFAdd(in[0], in[1]), d) : b_.CreateAdd(in[0], in[1]);
-      case OpCode::Sub: return fl ? round(b_.CreateFSub(in[0], in[1]), d) : b_.CreateSub(in[0], in[1]);
-      case OpCode::Mul: return fl ? round(b_.CreateFMul(in[0], in[1]), d) : b_.CreateMul(in[0], in[1]);
-      case OpCode::Div: return fl ? round(b_.CreateFDiv(in[0], in[1]), d) : b_.CreateSDiv(in[0], safe_divisor(in[0], in[1]));
-      case OpCode::Rem: return fl ? round(b_.CreateFRem(in[0], in[1]), d) : b_.CreateSRem(in[0], safe_divisor(in[0], in[1]));
+      case OpCode::Add:
+        return fl ? round(b_.CreateFAdd(in[0], in[1]), d) : b_.CreateAdd(in[0], in[1]);
+      case OpCode::Sub:
+        return fl ? round(b_.CreateFSub(in[0], in[1]), d) : b_.CreateSub(in[0], in[1]);
+      case OpCode::Mul:
+        return fl ? round(b_.CreateFMul(in[0], in[1]), d) : b_.CreateMul(in[0], in[1]);
+      case OpCode::Div:
+        return fl ? round(b_.CreateFDiv(in[0], in[1]), d) : b_.CreateSDiv(in[0], safe_divisor(in[0], in[1]));
+      case OpCode::Rem:
+        return fl ? round(b_.CreateFRem(in[0], in[1]), d) : b_.CreateSRem(in[0], safe_divisor(in[0], in[1]));
       case OpCode::Min:
         return fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, in[0], in[1])
                   : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, in[0], in[1]);
       case OpCode::Max:
         return fl ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, in[0], in[1])
                   : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, in[0], in[1]);
-      case OpCode::And: return b_.CreateAnd(in[0], in[1]);
-      case OpCode::Or: return b_.CreateOr(in[0], in[1]);
-      case OpCode::Xor: return b_.CreateXor(in[0], in[1]);
+      case OpCode::And:
+        return b_.CreateAnd(in[0], in[1]);
+      case OpCode::Or:
+        return b_.CreateOr(in[0], in[1]);
+      case OpCode::Xor:
+        return b_.CreateXor(in[0], in[1]);
       case OpCode::Shl:
       case OpCode::Shr: {
         // As PTX does: a shift by the width or more gives 0 (left) or the sign (right), never poison.
@@ -172,24 +211,40 @@ class Elements {
         if (op.code == OpCode::Shr) return b_.CreateAShr(in[0], amount);
         return b_.CreateSelect(too_far, llvm::ConstantInt::get(in[0]->getType(), 0), b_.CreateShl(in[0], amount));
       }
-      case OpCode::Cmp: return compare(op.str_attr("pred"), in[0], in[1], at);
-      case OpCode::Neg: return fl ? b_.CreateFNeg(in[0]) : b_.CreateNeg(in[0]);
-      case OpCode::Not: return b_.CreateNot(in[0]);
-      case OpCode::Exp: case OpCode::Exp2: case OpCode::Log: case OpCode::Log2: case OpCode::Sqrt:
-      case OpCode::Sin: case OpCode::Cos: case OpCode::Floor: case OpCode::Ceil: case OpCode::Rsqrt: case OpCode::Erf:
+      case OpCode::Cmp:
+        return compare(op.str_attr("pred"), in[0], in[1], at);
+      case OpCode::Neg:
+        return fl ? b_.CreateFNeg(in[0]) : b_.CreateNeg(in[0]);
+      case OpCode::Not:
+        return b_.CreateNot(in[0]);
+      case OpCode::Exp:
+      case OpCode::Exp2:
+      case OpCode::Log:
+      case OpCode::Log2:
+      case OpCode::Sqrt:
+      case OpCode::Sin:
+      case OpCode::Cos:
+      case OpCode::Floor:
+      case OpCode::Ceil:
+      case OpCode::Rsqrt:
+      case OpCode::Erf:
         return round(math(op.code, in[0]), d);
       case OpCode::Abs:
         return fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, in[0])
                   : b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, in[0], b_.getFalse());
-      case OpCode::Cast: return cast(in[0], at.dtype, d);
+      case OpCode::Cast:
+        return cast(in[0], at.dtype, d);
       case OpCode::Bitcast:
         if (at.is_ptr) return in[0];
         return from_mem(b_.CreateBitCast(to_mem(in[0], at.dtype), mem_type(d)), d);
-      case OpCode::Select: return b_.CreateSelect(in[0], in[1], in[2]);
-      case OpCode::Hint: return in[0];
+      case OpCode::Select:
+        return b_.CreateSelect(in[0], in[1], in[2]);
+      case OpCode::Hint:
+        return in[0];
       case OpCode::AddPtr:
         return b_.CreateGEP(mem_type(at.dtype), in[0], b_.CreateSExt(in[1], b_.getInt64Ty()));
-      default: TD_ASSERT(false, "not an elementwise op: ", op.name());
+      default:
+        TD_ASSERT(false, "not an elementwise op: ", op.name());
     }
   }
 
@@ -199,22 +254,30 @@ class Elements {
     llvm::Type* t = b->getType();
     unsigned bits = t->getIntegerBitWidth();
     llvm::Value* zero = b_.CreateICmpEQ(b, llvm::ConstantInt::get(t, 0));
-    llvm::Value* overflow = b_.CreateAnd(b_.CreateICmpEQ(a, llvm::ConstantInt::get(t, llvm::APInt::getSignedMinValue(bits))),
-                                         b_.CreateICmpEQ(b, llvm::ConstantInt::getSigned(t, -1)));
+    llvm::Value* overflow =
+        b_.CreateAnd(b_.CreateICmpEQ(a, llvm::ConstantInt::get(t, llvm::APInt::getSignedMinValue(bits))),
+                     b_.CreateICmpEQ(b, llvm::ConstantInt::getSigned(t, -1)));
     return b_.CreateSelect(b_.CreateOr(zero, overflow), llvm::ConstantInt::get(t, 1), b);
   }
 
   llvm::Value* compare(const std::string& p, llvm::Value* a, llvm::Value* b, const ir::Type& t) {
     using P = llvm::CmpInst::Predicate;
     if (t.is_float()) {
-      P pred = p == "eq" ? P::FCMP_OEQ : p == "ne" ? P::FCMP_UNE : p == "lt" ? P::FCMP_OLT
-             : p == "le" ? P::FCMP_OLE : p == "gt" ? P::FCMP_OGT : P::FCMP_OGE;
+      P pred = p == "eq"   ? P::FCMP_OEQ
+               : p == "ne" ? P::FCMP_UNE
+               : p == "lt" ? P::FCMP_OLT
+               : p == "le" ? P::FCMP_OLE
+               : p == "gt" ? P::FCMP_OGT
+                           : P::FCMP_OGE;
       return b_.CreateFCmp(pred, a, b);
     }
     bool u = t.is_ptr || t.dtype == DType::i1;
-    P pred = p == "eq" ? P::ICMP_EQ : p == "ne" ? P::ICMP_NE
-           : p == "lt" ? (u ? P::ICMP_ULT : P::ICMP_SLT) : p == "le" ? (u ? P::ICMP_ULE : P::ICMP_SLE)
-           : p == "gt" ? (u ? P::ICMP_UGT : P::ICMP_SGT) : (u ? P::ICMP_UGE : P::ICMP_SGE);
+    P pred = p == "eq"   ? P::ICMP_EQ
+             : p == "ne" ? P::ICMP_NE
+             : p == "lt" ? (u ? P::ICMP_ULT : P::ICMP_SLT)
+             : p == "le" ? (u ? P::ICMP_ULE : P::ICMP_SLE)
+             : p == "gt" ? (u ? P::ICMP_UGT : P::ICMP_SGT)
+                         : (u ? P::ICMP_UGE : P::ICMP_SGE);
     return b_.CreateICmp(pred, a, b);
   }
 
@@ -233,7 +296,6 @@ class Elements {
     }
     return round(b_.CreateFPCast(v, rt), to);
   }
-
 
   /// One element of an atomic_rmw or atomic_cas op on *p (for CAS, `v` is the expected value
   /// and `desired` the new one); returns the old value.

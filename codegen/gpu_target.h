@@ -39,7 +39,8 @@ class GpuTarget {
   /// One MFMA of tile side `side`: `a` and `b` are this lane's 8 bytes of A and B (4 16-bit or 8
   /// f8 elements along K, as mfma_operand made them), `acc` its side * side / 64 accumulator
   /// registers; K is 256 / side for 16-bit operands, 512 / side for f8.
-  virtual llvm::Value* mfma(ir::DType da, ir::DType db, int64_t side, llvm::Value* a, llvm::Value* b, llvm::Value* acc) {
+  virtual llvm::Value* mfma(ir::DType da, ir::DType db, int64_t side, llvm::Value* a, llvm::Value* b,
+                            llvm::Value* acc) {
     TD_ASSERT(false, "MFMA on a target without it");
     return nullptr;
   }
@@ -88,8 +89,9 @@ class GpuTarget {
   /// One atomic: `kind` add, max, min, xchg, and, or, xor (v the operand) or cas (v the expected
   /// value, `desired` the new one) on a value of dtype `d`; returns the old value unless
   /// `result_used` is false (then it may return undef).
-  virtual llvm::Value* atomic(const std::string& kind, ir::DType d, llvm::Value* p, llvm::Value* v, llvm::Value* desired,
-                              const std::string& order, const std::string& scope, bool result_used) = 0;
+  virtual llvm::Value* atomic(const std::string& kind, ir::DType d, llvm::Value* p, llvm::Value* v,
+                              llvm::Value* desired, const std::string& order, const std::string& scope,
+                              bool result_used) = 0;
 
  protected:
   /// `p` as a global-memory pointer (address space 1 on both vendors).

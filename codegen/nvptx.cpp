@@ -2,8 +2,8 @@
 // the memory model are spelled out in inline PTX (ld.acquire.sys, atom.add.release.gpu,
 // fence.acq_rel.sys): LLVM 19's NVPTX backend emits every atomic as relaxed at GPU scope.
 #include "codegen/gpu_target.h"
-#include "support/support.h"
 #include "llvm/IR/IntrinsicsNVPTX.h"
+#include "support/support.h"
 
 namespace tiledist::codegen {
 
@@ -33,12 +33,13 @@ class NvptxTarget : public GpuTarget {
         fn->addParamAttr(i, llvm::Attribute::getWithAlignment(ctx, llvm::Align(64)));
         indices.push_back(llvm::ValueAsMetadata::get(b_.getInt32(static_cast<int32_t>(i + 1))));  // counted from 1
       }
-      annotations->addOperand(llvm::MDNode::get(ctx, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx, "grid_constant"),
-                                                      llvm::MDNode::get(ctx, indices)}));
+      annotations->addOperand(
+          llvm::MDNode::get(ctx, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx, "grid_constant"),
+                                  llvm::MDNode::get(ctx, indices)}));
     }
     auto md = [&](const char* key, int v) {
-      annotations->addOperand(llvm::MDNode::get(
-          ctx, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx, key), llvm::ValueAsMetadata::get(b_.getInt32(v))}));
+      annotations->addOperand(llvm::MDNode::get(ctx, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx, key),
+                                                      llvm::ValueAsMetadata::get(b_.getInt32(v))}));
     };
     md("kernel", 1);
     md("maxntidx", threads);
@@ -46,7 +47,8 @@ class NvptxTarget : public GpuTarget {
 
   llvm::Value* thread_id() override { return b_.CreateIntrinsic(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x, {}, {}); }
   llvm::Value* program_id(int axis) override {
-    static const llvm::Intrinsic::ID ids[] = {llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x, llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_y,
+    static const llvm::Intrinsic::ID ids[] = {llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x,
+                                              llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_y,
                                               llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_z};
     return b_.CreateIntrinsic(ids[axis], {}, {});
   }
@@ -60,28 +62,41 @@ class NvptxTarget : public GpuTarget {
 
   llvm::Value* math(ir::OpCode code, llvm::Value* x) override {
     using ir::OpCode;
-    if (!x->getType()->isFloatTy()) throw Error(str_cat("tiledist: f64 math functions are not supported on ", arch_, " yet"));
+    if (!x->getType()->isFloatTy())
+      throw Error(str_cat("tiledist: f64 math functions are not supported on ", arch_, " yet"));
     auto call = [&](llvm::Intrinsic::ID id, llvm::Value* v) { return b_.CreateIntrinsic(id, {}, {v}); };
     llvm::Value* log2e = llvm::ConstantFP::get(b_.getFloatTy(), 1.4426950408889634);
     llvm::Value* ln2 = llvm::ConstantFP::get(b_.getFloatTy(), 0.6931471805599453);
     switch (code) {
-      case OpCode::Exp: return call(llvm::Intrinsic::nvvm_ex2_approx_f, b_.CreateFMul(x, log2e));
-      case OpCode::Exp2: return call(llvm::Intrinsic::nvvm_ex2_approx_f, x);
-      case OpCode::Log: return b_.CreateFMul(call(llvm::Intrinsic::nvvm_lg2_approx_f, x), ln2);
-      case OpCode::Log2: return call(llvm::Intrinsic::nvvm_lg2_approx_f, x);
-      case OpCode::Sqrt: return call(llvm::Intrinsic::nvvm_sqrt_rn_f, x);
-      case OpCode::Rsqrt: return b_.CreateFDiv(llvm::ConstantFP::get(b_.getFloatTy(), 1.0), call(llvm::Intrinsic::nvvm_sqrt_rn_f, x));
-      case OpCode::Sin: return call(llvm::Intrinsic::nvvm_sin_approx_f, x);
-      case OpCode::Cos: return call(llvm::Intrinsic::nvvm_cos_approx_f, x);
-      case OpCode::Floor: return call(llvm::Intrinsic::nvvm_floor_f, x);
-      case OpCode::Ceil: return call(llvm::Intrinsic::nvvm_ceil_f, x);
-      default: return erf(x);
+      case OpCode::Exp:
+        return call(llvm::Intrinsic::nvvm_ex2_approx_f, b_.CreateFMul(x, log2e));
+      case OpCode::Exp2:
+        return call(llvm::Intrinsic::nvvm_ex2_approx_f, x);
+      case OpCode::Log:
+        return b_.CreateFMul(call(llvm::Intrinsic::nvvm_lg2_approx_f, x), ln2);
+      case OpCode::Log2:
+        return call(llvm::Intrinsic::nvvm_lg2_approx_f, x);
+      case OpCode::Sqrt:
+        return call(llvm::Intrinsic::nvvm_sqrt_rn_f, x);
+      case OpCode::Rsqrt:
+        return b_.CreateFDiv(llvm::ConstantFP::get(b_.getFloatTy(), 1.0), call(llvm::Intrinsic::nvvm_sqrt_rn_f, x));
+      case OpCode::Sin:
+        return call(llvm::Intrinsic::nvvm_sin_approx_f, x);
+      case OpCode::Cos:
+        return call(llvm::Intrinsic::nvvm_cos_approx_f, x);
+      case OpCode::Floor:
+        return call(llvm::Intrinsic::nvvm_floor_f, x);
+      case OpCode::Ceil:
+        return call(llvm::Intrinsic::nvvm_ceil_f, x);
+      default:
+        return erf(x);
     }
   }
 
   llvm::Value* fabs(llvm::Value* x) override { return b_.CreateIntrinsic(llvm::Intrinsic::nvvm_fabs_f, {}, {x}); }
   llvm::Value* shuffle_xor(llvm::Value* v, int mask) override {
-    auto id = v->getType()->isFloatTy() ? llvm::Intrinsic::nvvm_shfl_sync_bfly_f32 : llvm::Intrinsic::nvvm_shfl_sync_bfly_i32;
+    auto id =
+        v->getType()->isFloatTy() ? llvm::Intrinsic::nvvm_shfl_sync_bfly_f32 : llvm::Intrinsic::nvvm_shfl_sync_bfly_i32;
     return b_.CreateIntrinsic(id, {}, {b_.getInt32(-1), v, b_.getInt32(mask), b_.getInt32(31)});
   }
   llvm::Value* nanoseconds() override { return ptx(b_.getInt64Ty(), "mov.u64 $0, %globaltimer;", "=l", {}); }
@@ -92,7 +107,8 @@ class NvptxTarget : public GpuTarget {
   }
   void store(llvm::Value* p, llvm::Value* v, const std::string& order, const std::string& scope) override {
     llvm::Type* t = v->getType();
-    ptx(b_.getVoidTy(), str_cat("st.", order, ".", ptx_scope(scope), ".global.b", t->getPrimitiveSizeInBits(), " [$0], $1;"),
+    ptx(b_.getVoidTy(),
+        str_cat("st.", order, ".", ptx_scope(scope), ".global.b", t->getPrimitiveSizeInBits(), " [$0], $1;"),
         str_cat("l,", reg_constraint(t)), {global_ptr(p), v});
   }
   /// fence.acq_rel (or fence.sc for seq_cst) at `scope`; relaxed orders need none.
@@ -109,13 +125,17 @@ class NvptxTarget : public GpuTarget {
     const std::string bits = std::to_string(8 * ir::dtype_bytes(d));
     const bool wide = ir::dtype_bytes(d) == 4 || ir::dtype_bytes(d) == 8, fl = ir::is_float(d);
     std::string type;
-    if (wide && kind == "add") type = (fl ? "f" : "u") + bits;
-    else if (wide && !fl && (kind == "max" || kind == "min")) type = "s" + bits;
-    else if (wide && (kind == "xchg" || kind == "and" || kind == "or" || kind == "xor" || kind == "cas")) type = "b" + bits;
+    if (wide && kind == "add")
+      type = (fl ? "f" : "u") + bits;
+    else if (wide && !fl && (kind == "max" || kind == "min"))
+      type = "s" + bits;
+    else if (wide && (kind == "xchg" || kind == "and" || kind == "or" || kind == "xor" || kind == "cas"))
+      type = "b" + bits;
     llvm::Type* t = v->getType();
     if (type.empty()) {
-      llvm::SyncScope::ID ssid =
-          module_.getContext().getOrInsertSyncScopeID(scope_name == "cta" ? "block" : scope_name == "gpu" ? "device" : "");
+      llvm::SyncScope::ID ssid = module_.getContext().getOrInsertSyncScopeID(scope_name == "cta"   ? "block"
+                                                                             : scope_name == "gpu" ? "device"
+                                                                                                   : "");
       if (order != "relaxed" && order != "acquire") fence(order, scope);
       llvm::Value* r = llvm_atomic(b_, kind, d, p, v, desired, ordering(order), ssid);
       if (order != "relaxed" && order != "release") fence(order, scope);
@@ -125,22 +145,26 @@ class NvptxTarget : public GpuTarget {
     const std::string s = order == "seq_cst" ? "acq_rel" : order;
     const char* rc = reg_constraint(t);
     if (kind == "xchg" && !result_used && (order == "release" || order == "relaxed")) {
-      ptx(b_.getVoidTy(), str_cat("st.", s, ".", scope, ".global.b", bits, " [$0], $1;"), str_cat("l,", rc), {global_ptr(p), v});
+      ptx(b_.getVoidTy(), str_cat("st.", s, ".", scope, ".global.b", bits, " [$0], $1;"), str_cat("l,", rc),
+          {global_ptr(p), v});
       return llvm::UndefValue::get(t);
     }
     const std::string name = kind == "xchg" ? "exch" : kind;
     if (kind == "cas")
       return ptx(t, str_cat("atom.", s, ".", scope, ".global.cas.", type, " $0, [$1], $2, $3;"),
                  str_cat("=", rc, ",l,", rc, ",", rc), {global_ptr(p), v, desired});
-    return ptx(t, str_cat("atom.", s, ".", scope, ".global.", name, ".", type, " $0, [$1], $2;"), str_cat("=", rc, ",l,", rc),
-               {global_ptr(p), v});
+    return ptx(t, str_cat("atom.", s, ".", scope, ".global.", name, ".", type, " $0, [$1], $2;"),
+               str_cat("=", rc, ",l,", rc), {global_ptr(p), v});
   }
 
  private:
-  llvm::Value* ptx(llvm::Type* ret, const std::string& text, std::string constraints, const std::vector<llvm::Value*>& args) {
+  llvm::Value* ptx(llvm::Type* ret, const std::string& text, std::string constraints,
+                   const std::vector<llvm::Value*>& args) {
     return inline_asm(b_, ret, text, std::move(constraints), args);
   }
-  static std::string ptx_scope(const std::string& scope) { return scope == "cta" ? "cta" : scope == "gpu" ? "gpu" : "sys"; }
+  static std::string ptx_scope(const std::string& scope) {
+    return scope == "cta" ? "cta" : scope == "gpu" ? "gpu" : "sys";
+  }
   static const char* reg_constraint(llvm::Type* t) {
     return t->isFloatTy() ? "f" : t->isDoubleTy() ? "d" : t->getPrimitiveSizeInBits() == 64 ? "l" : "r";
   }
@@ -152,8 +176,8 @@ class NvptxTarget : public GpuTarget {
     llvm::Value* a = fabs(x);
     llvm::Value* t = b_.CreateFDiv(c(1.0), b_.CreateFAdd(c(1.0), b_.CreateFMul(c(0.5), a)));
     // Numerical Recipes erfc: t*exp(-z^2 - 1.26551223 + t*(1.00002368 + t*(...)))
-    const double k[] = {-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
-                        0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277};
+    const double k[] = {-1.26551223, 1.00002368,  0.37409196, 0.09678418,  -0.18628806,
+                        0.27886807,  -1.13520398, 1.48851587, -0.82215223, 0.17087277};
     llvm::Value* p = c(k[9]);
     for (int i = 8; i >= 0; --i) p = b_.CreateFAdd(c(k[i]), b_.CreateFMul(t, p));
     llvm::Value* e = b_.CreateFSub(p, b_.CreateFMul(a, a));

@@ -41,7 +41,8 @@ Tensor signal_ptr(const char* op, const Tensor& p, const tl::SrcLoc& loc) {
 }
 
 Tensor remote(const char* op, const Tensor& p, const tl::Operand& pe, const tl::SrcLoc& loc) {
-  if (!p.valid() || !p.is_ptr()) fail(op, loc, str_cat("expected a pointer, got ", p.valid() ? p.type().str() : "nothing"));
+  if (!p.valid() || !p.is_ptr())
+    fail(op, loc, str_cat("expected a pointer, got ", p.valid() ? p.type().str() : "nothing"));
   Tensor r = scalar_int(op, pe, DType::i32, loc);
   return Tensor(builder(op, loc).create(OpCode::SymmAt, {p.value(), r.value()}, {p.type()})->result());
 }
@@ -51,8 +52,8 @@ void update_signal(const char* op, const Tensor& sig, const tl::Operand& signal,
   signal_ptr(op, sig, loc);
   Tensor target = remote(op, sig, pe, loc);
   Tensor v = scalar_int(op, signal, sig.dtype(), loc);
-  builder(op, loc).atomic_rmw(sig_op == dist::SigOp::set ? "xchg" : "add", target.value(), v.value(), nullptr, "release",
-                              "sys");
+  builder(op, loc).atomic_rmw(sig_op == dist::SigOp::set ? "xchg" : "add", target.value(), v.value(), nullptr,
+                              "release", "sys");
 }
 
 void copy(const char* op, const char* granularity, bool nbi, const Tensor& dest, const Tensor& src,
@@ -69,16 +70,19 @@ Tensor wait_op(const char* op, const Tensor& p, const tl::Operand& n, const char
   signal_ptr(op, p, loc);
   Tensor count = scalar_int(op, n, DType::i32, loc);
   Tensor v = scalar_int(op, value, p.dtype(), loc);
-  return Tensor(builder(op, loc)
-                    .create(OpCode::Wait, {p.value(), count.value(), v.value()}, {Type::scalar(p.dtype())},
-                            {{"cmp", std::string(cmp)}, {"scope", std::string(scope)}, {"semantic", std::string(semantic)}})
-                    ->result());
+  return Tensor(
+      builder(op, loc)
+          .create(OpCode::Wait, {p.value(), count.value(), v.value()}, {Type::scalar(p.dtype())},
+                  {{"cmp", std::string(cmp)}, {"scope", std::string(scope)}, {"semantic", std::string(semantic)}})
+          ->result());
 }
 }  // namespace
 
 namespace dist {
 
-Tensor rank(SrcLoc loc) { return Tensor(builder("rank", loc).create(OpCode::Rank, {}, {Type::scalar(DType::i32)})->result()); }
+Tensor rank(SrcLoc loc) {
+  return Tensor(builder("rank", loc).create(OpCode::Rank, {}, {Type::scalar(DType::i32)})->result());
+}
 Tensor num_ranks(SrcLoc loc) {
   return Tensor(builder("num_ranks", loc).create(OpCode::NumRanks, {}, {Type::scalar(DType::i32)})->result());
 }
@@ -106,20 +110,19 @@ Tensor my_pe(SrcLoc loc) { return dist::rank(loc); }
 Tensor n_pes(SrcLoc loc) { return dist::num_ranks(loc); }
 Tensor ptr(const Tensor& p, const Operand& pe, SrcLoc loc) { return remote("shmem::ptr", p, pe, loc); }
 
-#define TILEDIST_SHMEM_COPIES(suffix, gran, nbi)                                                                  \
-  void putmem##suffix(const Tensor& dest, const Tensor& source, const Operand& nbytes, const Operand& pe,          \
-                      SrcLoc loc) {                                                                                \
-    copy("putmem" #suffix, gran, nbi, remote("putmem" #suffix, dest, pe, loc), source, nbytes, loc);              \
-  }                                                                                                                \
-  void getmem##suffix(const Tensor& dest, const Tensor& source, const Operand& nbytes, const Operand& pe,          \
-                      SrcLoc loc) {                                                                                \
-    copy("getmem" #suffix, gran, nbi, dest, remote("getmem" #suffix, source, pe, loc), nbytes, loc);              \
-  }                                                                                                                \
-  void putmem_signal##suffix(const Tensor& dest, const Tensor& source, const Operand& nbytes,                      \
-                             const Tensor& sig_addr, const Operand& signal, dist::SigOp sig_op, const Operand& pe, \
-                             SrcLoc loc) {                                                                         \
-    copy("putmem_signal" #suffix, gran, nbi, remote("putmem_signal" #suffix, dest, pe, loc), source, nbytes, loc); \
-    update_signal("putmem_signal" #suffix, sig_addr, signal, sig_op, pe, loc);                                    \
+#define TILEDIST_SHMEM_COPIES(suffix, gran, nbi)                                                                      \
+  void putmem##suffix(const Tensor& dest, const Tensor& source, const Operand& nbytes, const Operand& pe,             \
+                      SrcLoc loc) {                                                                                   \
+    copy("putmem" #suffix, gran, nbi, remote("putmem" #suffix, dest, pe, loc), source, nbytes, loc);                  \
+  }                                                                                                                   \
+  void getmem##suffix(const Tensor& dest, const Tensor& source, const Operand& nbytes, const Operand& pe,             \
+                      SrcLoc loc) {                                                                                   \
+    copy("getmem" #suffix, gran, nbi, dest, remote("getmem" #suffix, source, pe, loc), nbytes, loc);                  \
+  }                                                                                                                   \
+  void putmem_signal##suffix(const Tensor& dest, const Tensor& source, const Operand& nbytes, const Tensor& sig_addr, \
+                             const Operand& signal, dist::SigOp sig_op, const Operand& pe, SrcLoc loc) {              \
+    copy("putmem_signal" #suffix, gran, nbi, remote("putmem_signal" #suffix, dest, pe, loc), source, nbytes, loc);    \
+    update_signal("putmem_signal" #suffix, sig_addr, signal, sig_op, pe, loc);                                        \
   }
 TILEDIST_SHMEM_COPIES(_block, "block", false)
 TILEDIST_SHMEM_COPIES(_warp, "warp", false)
@@ -137,10 +140,12 @@ Tensor signal_wait_until(const Tensor& sig_addr, Cmp cmp, const Operand& value, 
   return wait_op("signal_wait_until", sig_addr, 1, names[static_cast<int>(cmp)], "sys", "acquire", value, loc);
 }
 void fence(SrcLoc loc) {
-  builder("fence", loc).create(OpCode::Fence, {}, {}, {{"order", std::string("release")}, {"scope", std::string("sys")}});
+  builder("fence", loc)
+      .create(OpCode::Fence, {}, {}, {{"order", std::string("release")}, {"scope", std::string("sys")}});
 }
 void quiet(SrcLoc loc) {
-  builder("quiet", loc).create(OpCode::Fence, {}, {}, {{"order", std::string("seq_cst")}, {"scope", std::string("sys")}});
+  builder("quiet", loc)
+      .create(OpCode::Fence, {}, {}, {{"order", std::string("seq_cst")}, {"scope", std::string("sys")}});
 }
 void barrier_all(SrcLoc loc) {
   quiet(loc);
@@ -156,7 +161,8 @@ Tensor atomic_fetch_add(const Tensor& p, const Operand& value, const Operand& pe
   scalar_ptr("atomic_fetch_add", p, loc);
   Tensor target = remote("atomic_fetch_add", p, pe, loc);
   Tensor v = tl::scalar(value, p.dtype(), loc);
-  return Tensor(builder("atomic_fetch_add", loc).atomic_rmw("add", target.value(), v.value(), nullptr, "acq_rel", "sys"));
+  return Tensor(
+      builder("atomic_fetch_add", loc).atomic_rmw("add", target.value(), v.value(), nullptr, "acq_rel", "sys"));
 }
 Tensor atomic_compare_swap(const Tensor& p, const Operand& cond, const Operand& value, const Operand& pe, SrcLoc loc) {
   scalar_ptr("atomic_compare_swap", p, loc);

@@ -52,13 +52,13 @@ Tensor ptr(const Tensor& p, const Operand& pe, SrcLoc loc = SrcLoc::current());
 
 // putmem / getmem / putmem_signal, non-blocking (_nbi, complete at quiet) and blocking, by a
 // block, a warp or a thread. On the CPU backend every form completes before it returns.
-#define TILEDIST_SHMEM_COPIES(suffix)                                                                          \
-  void putmem##suffix(const Tensor& dest, const Tensor& source, const Operand& nbytes, const Operand& pe,       \
-                      SrcLoc loc = SrcLoc::current());                                                          \
-  void getmem##suffix(const Tensor& dest, const Tensor& source, const Operand& nbytes, const Operand& pe,       \
-                      SrcLoc loc = SrcLoc::current());                                                          \
-  void putmem_signal##suffix(const Tensor& dest, const Tensor& source, const Operand& nbytes,                   \
-                             const Tensor& sig_addr, const Operand& signal, dist::SigOp sig_op, const Operand& pe, \
+#define TILEDIST_SHMEM_COPIES(suffix)                                                                                 \
+  void putmem##suffix(const Tensor& dest, const Tensor& source, const Operand& nbytes, const Operand& pe,             \
+                      SrcLoc loc = SrcLoc::current());                                                                \
+  void getmem##suffix(const Tensor& dest, const Tensor& source, const Operand& nbytes, const Operand& pe,             \
+                      SrcLoc loc = SrcLoc::current());                                                                \
+  void putmem_signal##suffix(const Tensor& dest, const Tensor& source, const Operand& nbytes, const Tensor& sig_addr, \
+                             const Operand& signal, dist::SigOp sig_op, const Operand& pe,                            \
                              SrcLoc loc = SrcLoc::current());
 TILEDIST_SHMEM_COPIES(_block)
 TILEDIST_SHMEM_COPIES(_warp)

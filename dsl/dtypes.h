@@ -10,17 +10,17 @@
 
 namespace tiledist {
 
-#define TILEDIST_NARROW_FLOAT(Name, Bits, to_bits, from_bits)          \
-  struct Name {                                                         \
-    Bits bits = 0;                                                      \
-    Name() = default;                                                   \
-    explicit Name(float f) : bits(to_bits(f)) {}                        \
-    operator float() const { return from_bits(bits); }                  \
-    static Name from_raw(Bits b) {                                      \
-      Name n;                                                           \
-      n.bits = b;                                                       \
-      return n;                                                         \
-    }                                                                   \
+#define TILEDIST_NARROW_FLOAT(Name, Bits, to_bits, from_bits) \
+  struct Name {                                               \
+    Bits bits = 0;                                            \
+    Name() = default;                                         \
+    explicit Name(float f) : bits(to_bits(f)) {}              \
+    operator float() const { return from_bits(bits); }        \
+    static Name from_raw(Bits b) {                            \
+      Name n;                                                 \
+      n.bits = b;                                             \
+      return n;                                               \
+    }                                                         \
   };
 TILEDIST_NARROW_FLOAT(bf16, uint16_t, float_to_bf16_bits, bf16_bits_to_float)
 TILEDIST_NARROW_FLOAT(f16, uint16_t, float_to_f16_bits, f16_bits_to_float)
@@ -32,18 +32,30 @@ TILEDIST_NARROW_FLOAT(f8e5m2, uint8_t, float_to_f8e5m2_bits, f8e5m2_bits_to_floa
 template <class T>
 constexpr ir::DType dtype_of() {
   using U = std::remove_cv_t<T>;
-  if constexpr (std::is_same_v<U, bool>) return ir::DType::i1;
-  else if constexpr (std::is_same_v<U, int8_t> || std::is_same_v<U, uint8_t>) return ir::DType::i8;
-  else if constexpr (std::is_same_v<U, int16_t> || std::is_same_v<U, uint16_t>) return ir::DType::i16;
-  else if constexpr (std::is_same_v<U, int32_t> || std::is_same_v<U, uint32_t>) return ir::DType::i32;
-  else if constexpr (std::is_same_v<U, int64_t> || std::is_same_v<U, uint64_t>) return ir::DType::i64;
-  else if constexpr (std::is_same_v<U, float>) return ir::DType::f32;
-  else if constexpr (std::is_same_v<U, double>) return ir::DType::f64;
-  else if constexpr (std::is_same_v<U, bf16>) return ir::DType::bf16;
-  else if constexpr (std::is_same_v<U, f16>) return ir::DType::f16;
-  else if constexpr (std::is_same_v<U, f8e4m3>) return ir::DType::f8e4m3;
-  else if constexpr (std::is_same_v<U, f8e5m2>) return ir::DType::f8e5m2;
-  else static_assert(sizeof(T) == 0, "no tiledist dtype for this element type");
+  if constexpr (std::is_same_v<U, bool>)
+    return ir::DType::i1;
+  else if constexpr (std::is_same_v<U, int8_t> || std::is_same_v<U, uint8_t>)
+    return ir::DType::i8;
+  else if constexpr (std::is_same_v<U, int16_t> || std::is_same_v<U, uint16_t>)
+    return ir::DType::i16;
+  else if constexpr (std::is_same_v<U, int32_t> || std::is_same_v<U, uint32_t>)
+    return ir::DType::i32;
+  else if constexpr (std::is_same_v<U, int64_t> || std::is_same_v<U, uint64_t>)
+    return ir::DType::i64;
+  else if constexpr (std::is_same_v<U, float>)
+    return ir::DType::f32;
+  else if constexpr (std::is_same_v<U, double>)
+    return ir::DType::f64;
+  else if constexpr (std::is_same_v<U, bf16>)
+    return ir::DType::bf16;
+  else if constexpr (std::is_same_v<U, f16>)
+    return ir::DType::f16;
+  else if constexpr (std::is_same_v<U, f8e4m3>)
+    return ir::DType::f8e4m3;
+  else if constexpr (std::is_same_v<U, f8e5m2>)
+    return ir::DType::f8e5m2;
+  else
+    static_assert(sizeof(T) == 0, "no tiledist dtype for this element type");
 }
 
 }  // namespace tiledist

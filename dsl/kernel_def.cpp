@@ -1,7 +1,6 @@
 #include "dsl/kernel_def.h"
 
 #include <algorithm>
-
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
@@ -72,8 +71,8 @@ std::unique_ptr<ir::Function> KernelDef::trace(const Constants& constants, const
     if (!const_names.count(k)) {
       std::string known;
       for (auto& n : const_names) known += (known.empty() ? "" : ", ") + n;
-      throw Error(str_cat("tiledist: kernel '", name_, "' has no constant '", k, "' (its constants: ",
-                          known.empty() ? "none" : known, ")"));
+      throw Error(str_cat("tiledist: kernel '", name_, "' has no constant '", k,
+                          "' (its constants: ", known.empty() ? "none" : known, ")"));
     }
   auto f = std::make_unique<ir::Function>();
   f->name = name_;
@@ -87,9 +86,12 @@ std::unique_ptr<ir::Function> KernelDef::trace(const Constants& constants, const
     }
     auto given = constants.find(p.name);
     auto fallback = defaults_.find(p.name);
-    if (given != constants.end()) consts[i] = &given->second;
-    else if (fallback != defaults_.end()) consts[i] = &fallback->second;
-    else throw Error(str_cat("tiledist: kernel '", name_, "' needs a value for constant '", p.name, "'"));
+    if (given != constants.end())
+      consts[i] = &given->second;
+    else if (fallback != defaults_.end())
+      consts[i] = &fallback->second;
+    else
+      throw Error(str_cat("tiledist: kernel '", name_, "' needs a value for constant '", p.name, "'"));
   }
   {
     dsl::Trace trace(f.get());

@@ -42,7 +42,7 @@ using ArgFacts = std::vector<ArgFact>;
 struct ParamInfo {
   std::string name;
   ParamKind kind;
-  ir::Type type;           // pointers and scalars: the IR type of the argument
+  ir::Type type;  // pointers and scalars: the IR type of the argument
   bool const_is_float = false;
   bool specialize = true;  // launches may select variants by this argument's value (ArgFact)
 };
@@ -56,11 +56,11 @@ struct ParamTraits<tl::Ptr<T>> {
   static ParamInfo info() { return {"", ParamKind::pointer, ir::Type::ptr(dtype_of<T>()), false}; }
   static tl::Ptr<T> make(ir::Value* v, const ConstValue*) { return tl::Ptr<T>(v); }
 };
-#define TILEDIST_SCALAR_PARAM(Cls, DT)                                                   \
-  template <>                                                                            \
-  struct ParamTraits<tl::Cls> {                                                          \
+#define TILEDIST_SCALAR_PARAM(Cls, DT)                                                       \
+  template <>                                                                                \
+  struct ParamTraits<tl::Cls> {                                                              \
     static ParamInfo info() { return {"", ParamKind::scalar, ir::Type::scalar(DT), false}; } \
-    static tl::Cls make(ir::Value* v, const ConstValue*) { return tl::Cls(v); }          \
+    static tl::Cls make(ir::Value* v, const ConstValue*) { return tl::Cls(v); }              \
   };
 TILEDIST_SCALAR_PARAM(Int, ir::DType::i32)
 TILEDIST_SCALAR_PARAM(Int64, ir::DType::i64)
@@ -68,7 +68,9 @@ TILEDIST_SCALAR_PARAM(Float, ir::DType::f32)
 #undef TILEDIST_SCALAR_PARAM
 template <class T>
 struct ParamTraits<tl::Const<T>> {
-  static ParamInfo info() { return {"", ParamKind::constant, ir::Type::scalar(ir::DType::i64), std::is_floating_point_v<T>}; }
+  static ParamInfo info() {
+    return {"", ParamKind::constant, ir::Type::scalar(ir::DType::i64), std::is_floating_point_v<T>};
+  }
   static tl::Const<T> make(ir::Value*, const ConstValue* c) {
     return tl::Const<T>(std::visit([](auto x) { return static_cast<T>(x); }, c->v));
   }

@@ -12,7 +12,8 @@ Trace::Trace(ir::Function* f) : fn_(f), builder_(&f->body), outer_(g_current) { 
 Trace::~Trace() { g_current = outer_; }
 Trace& Trace::current(const char* op) {
   if (!g_current)
-    throw Error(str_cat("tiledist: tl::", op, " used outside of a kernel being traced (call it from a kernel "
+    throw Error(str_cat("tiledist: tl::", op,
+                        " used outside of a kernel being traced (call it from a kernel "
                         "function passed to tiledist::compile)"));
   return *g_current;
 }
@@ -37,10 +38,16 @@ ir::Builder& builder(const char* op, const SrcLoc& loc) {
 
 int float_rank(DType t) {
   switch (t) {
-    case DType::f8e4m3: case DType::f8e5m2: return 0;
-    case DType::f16: case DType::bf16: return 1;
-    case DType::f32: return 2;
-    default: return 3;
+    case DType::f8e4m3:
+    case DType::f8e5m2:
+      return 0;
+    case DType::f16:
+    case DType::bf16:
+      return 1;
+    case DType::f32:
+      return 2;
+    default:
+      return 3;
   }
 }
 
@@ -60,17 +67,23 @@ DType promote(DType a, DType b) {
 
 bool fits(int64_t v, DType t) {
   switch (t) {
-    case DType::i1: return v == 0 || v == 1;
-    case DType::i8: return v >= INT8_MIN && v <= INT8_MAX;
-    case DType::i16: return v >= INT16_MIN && v <= INT16_MAX;
-    case DType::i32: return v >= INT32_MIN && v <= INT32_MAX;
-    default: return true;
+    case DType::i1:
+      return v == 0 || v == 1;
+    case DType::i8:
+      return v >= INT8_MIN && v <= INT8_MAX;
+    case DType::i16:
+      return v >= INT16_MIN && v <= INT16_MAX;
+    case DType::i32:
+      return v >= INT32_MIN && v <= INT32_MAX;
+    default:
+      return true;
   }
 }
 
 Tensor constant(const char* op, const SrcLoc& loc, const Operand& lit, DType t) {
   auto& b = builder(op, loc);
-  if (ir::is_float(t)) return Tensor(b.constant_float(t, lit.literal_is_float ? lit.float_value : double(lit.int_value)));
+  if (ir::is_float(t))
+    return Tensor(b.constant_float(t, lit.literal_is_float ? lit.float_value : double(lit.int_value)));
   if (lit.literal_is_float) fail(op, loc, str_cat("a floating-point literal cannot become ", ir::dtype_name(t)));
   int64_t v = t == DType::i1 ? (lit.int_value != 0) : lit.int_value;
   if (!fits(v, t)) fail(op, loc, str_cat("the literal ", lit.int_value, " does not fit in ", ir::dtype_name(t)));
@@ -219,7 +232,8 @@ Tensor atomic(const char* op, const std::string& kind, const Tensor& ptr, const 
   check_ptr(op, ptr, loc);
   Tensor v = value_for(op, ptr, val, loc);
   Tensor m = mask ? mask_for(op, *mask, ptr.shape(), loc) : Tensor();
-  return Tensor(builder(op, loc).atomic_rmw(kind, ptr.value(), v.value(), m.valid() ? m.value() : nullptr, o.sem, o.scope));
+  return Tensor(
+      builder(op, loc).atomic_rmw(kind, ptr.value(), v.value(), m.valid() ? m.value() : nullptr, o.sem, o.scope));
 }
 
 Tensor reduction(const char* op, const std::string& kind, const Tensor& x, int axis, const SrcLoc& loc) {
@@ -239,8 +253,8 @@ std::vector<ir::Value*> values_of(const Values& v) {
   return out;
 }
 
-void yield_checked(const char* op, const SrcLoc& loc, ir::Builder& b, const Values& got,
-                   const std::vector<Type>& want, ir::OpCode term = OpCode::Yield, ir::Value* cond = nullptr) {
+void yield_checked(const char* op, const SrcLoc& loc, ir::Builder& b, const Values& got, const std::vector<Type>& want,
+                   ir::OpCode term = OpCode::Yield, ir::Value* cond = nullptr) {
   if (got.size() != want.size())
     fail(op, loc, str_cat("the body returns ", got.size(), " values, the loop carries ", want.size()));
   std::vector<ir::Value*> vals;
@@ -252,8 +266,9 @@ void yield_checked(const char* op, const SrcLoc& loc, ir::Builder& b, const Valu
       if (t.shape() == want[i].shape && !t.is_ptr() && !want[i].is_ptr) {
         t = convert(op, loc, t, want[i].dtype);
       } else {
-        fail(op, loc, str_cat("carried value ", i, " has type ", want[i].str(), " on entry but ", t.type().str(),
-                              " at the end of the body"));
+        fail(op, loc,
+             str_cat("carried value ", i, " has type ", want[i].str(), " on entry but ", t.type().str(),
+                     " at the end of the body"));
       }
     }
     vals.push_back(t.value());
@@ -346,8 +361,9 @@ Tensor reshape(const Tensor& x, std::vector<int64_t> shape, SrcLoc loc) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   if (n != x.type().numel())
-    fail("reshape", loc, str_cat("cannot reshape ", x.type().str(), " to ", ir::shape_str(shape), " (", x.type().numel(),
-                                 " elements vs ", n, ")"));
+    fail("reshape", loc,
+         str_cat("cannot reshape ", x.type().str(), " to ", ir::shape_str(shape), " (", x.type().numel(),
+                 " elements vs ", n, ")"));
   if (x.shape() == shape) return x;
   if (!x.type().is_tensor()) return Tensor(builder("reshape", loc).splat(x.value(), shape));
   return Tensor(builder("reshape", loc).reshape(x.value(), shape));
@@ -373,7 +389,8 @@ Tensor bitcast(const Tensor& x, DType t, SrcLoc loc) {
 Tensor where(const Operand& cond, const Operand& a, const Operand& b) {
   const SrcLoc& loc = cond.loc;
   if (cond.is_literal) fail("where", loc, "the condition must be traced");
-  if (cond.tensor.dtype() != DType::i1) fail("where", loc, str_cat("the condition must be i1, got ", cond.tensor.type().str()));
+  if (cond.tensor.dtype() != DType::i1)
+    fail("where", loc, str_cat("the condition must be i1, got ", cond.tensor.type().str()));
   Tensor x, y;
   if (a.is_literal && b.is_literal) {
     DType dt = a.literal_is_float || b.literal_is_float ? DType::f32 : DType::i32;
@@ -486,7 +503,8 @@ Values for_range(const Operand& lo, const Operand& hi, const Operand& step, Valu
 }
 Tensor for_range(const Operand& lo, const Operand& hi, const Operand& step, Tensor init,
                  const std::function<Tensor(Tensor, Tensor)>& body, LoopHints hints, SrcLoc loc) {
-  return for_range(lo, hi, step, Values{init}, [&](Tensor iv, Values c) { return Values{body(iv, c[0])}; }, hints, loc)[0];
+  return for_range(
+      lo, hi, step, Values{init}, [&](Tensor iv, Values c) { return Values{body(iv, c[0])}; }, hints, loc)[0];
 }
 Values for_range(const Operand& lo, const Operand& hi, const Operand& step, Values init,
                  const std::function<Values(Tensor, Values)>& body, LoopHints hints, SrcLoc loc) {
@@ -530,10 +548,13 @@ Tensor for_range(const Operand& lo, const Operand& hi, const Operand& step, Tens
 }
 void for_range(const Operand& lo, const Operand& hi, const Operand& step, const std::function<void(Tensor)>& body,
                SrcLoc loc) {
-  for_range(lo, hi, step, Values{}, [&](Tensor iv, Values) {
-    body(iv);
-    return Values{};
-  }, loc);
+  for_range(
+      lo, hi, step, Values{},
+      [&](Tensor iv, Values) {
+        body(iv);
+        return Values{};
+      },
+      loc);
 }
 
 Values if_then_else(const Tensor& cond, const std::function<Values()>& then_fn, const std::function<Values()>& else_fn,
@@ -565,10 +586,13 @@ Tensor if_then_else(const Tensor& cond, const std::function<Tensor()>& then_fn, 
   return if_then_else(cond, [&] { return Values{then_fn()}; }, [&] { return Values{else_fn()}; }, loc)[0];
 }
 void if_then(const Tensor& cond, const std::function<void()>& then_fn, SrcLoc loc) {
-  if_then_else(cond, [&] {
-    then_fn();
-    return Values{};
-  }, [] { return Values{}; }, loc);
+  if_then_else(
+      cond,
+      [&] {
+        then_fn();
+        return Values{};
+      },
+      [] { return Values{}; }, loc);
 }
 
 Values while_(Values init, const std::function<Tensor(Values)>& cond, const std::function<Values(Values)>& body,
@@ -586,8 +610,7 @@ Values while_(Values init, const std::function<Tensor(Values)>& cond, const std:
     b.set_block(region);
     if (r == 0) {
       Tensor c = cond(args);
-      if (!c.valid() || c.type() != Type::scalar(DType::i1))
-        fail(op, loc, "the condition must return a scalar i1");
+      if (!c.valid() || c.type() != Type::scalar(DType::i1)) fail(op, loc, "the condition must return a scalar i1");
       yield_checked(op, loc, b, args, carried, OpCode::Condition, c.value());
     } else {
       yield_checked(op, loc, b, body(args), carried);

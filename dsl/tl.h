@@ -20,9 +20,9 @@ using ir::DType;
 using SrcLoc = std::source_location;
 
 // Triton's dtype names.
-inline constexpr DType int1 = DType::i1, int8 = DType::i8, int16 = DType::i16, int32 = DType::i32,
-                       int64 = DType::i64, float16 = DType::f16, bfloat16 = DType::bf16, float32 = DType::f32,
-                       float64 = DType::f64, float8e4m3 = DType::f8e4m3, float8e5m2 = DType::f8e5m2;
+inline constexpr DType int1 = DType::i1, int8 = DType::i8, int16 = DType::i16, int32 = DType::i32, int64 = DType::i64,
+                       float16 = DType::f16, bfloat16 = DType::bf16, float32 = DType::f32, float64 = DType::f64,
+                       float8e4m3 = DType::f8e4m3, float8e5m2 = DType::f8e5m2;
 
 /// A traced value: a scalar or a block tensor, of numbers or pointers.
 class Tensor {
@@ -90,10 +90,8 @@ struct Operand {
   Operand(long v, SrcLoc l = SrcLoc::current()) : is_literal(true), int_value(v), loc(l) {}
   Operand(long long v, SrcLoc l = SrcLoc::current()) : is_literal(true), int_value(v), loc(l) {}
   Operand(bool v, SrcLoc l = SrcLoc::current()) : is_literal(true), int_value(v), loc(l) {}
-  Operand(float v, SrcLoc l = SrcLoc::current())
-      : is_literal(true), literal_is_float(true), float_value(v), loc(l) {}
-  Operand(double v, SrcLoc l = SrcLoc::current())
-      : is_literal(true), literal_is_float(true), float_value(v), loc(l) {}
+  Operand(float v, SrcLoc l = SrcLoc::current()) : is_literal(true), literal_is_float(true), float_value(v), loc(l) {}
+  Operand(double v, SrcLoc l = SrcLoc::current()) : is_literal(true), literal_is_float(true), float_value(v), loc(l) {}
   template <class T>
   Operand(const Const<T>& c, SrcLoc l = SrcLoc::current()) : Operand(c.value(), l) {}
 };
@@ -220,8 +218,8 @@ Tensor for_range(const Operand& lo, const Operand& hi, const Operand& step, Tens
 /// cond ? then_fn() : else_fn(), both returning values of the same types.
 Values if_then_else(const Tensor& cond, const std::function<Values()>& then_fn, const std::function<Values()>& else_fn,
                     SrcLoc loc = SrcLoc::current());
-Tensor if_then_else(const Tensor& cond, const std::function<Tensor()>& then_fn,
-                    const std::function<Tensor()>& else_fn, SrcLoc loc = SrcLoc::current());
+Tensor if_then_else(const Tensor& cond, const std::function<Tensor()>& then_fn, const std::function<Tensor()>& else_fn,
+                    SrcLoc loc = SrcLoc::current());
 /// if (cond) then_fn(): for side effects only.
 void if_then(const Tensor& cond, const std::function<void()>& then_fn, SrcLoc loc = SrcLoc::current());
 /// while (cond(carried)) carried = body(carried); returns the final values.

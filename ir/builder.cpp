@@ -22,8 +22,10 @@ Op* Builder::create(OpCode code, std::vector<Value*> operands, std::vector<Type>
     if (!err.empty()) throw Error::at(op->name(), loc_, err);
   }
   Op* raw = op.get();
-  if (before_) block_->ops.insert(*before_, std::move(op));
-  else block_->ops.push_back(std::move(op));
+  if (before_)
+    block_->ops.insert(*before_, std::move(op));
+  else
+    block_->ops.push_back(std::move(op));
   return raw;
 }
 
@@ -110,7 +112,8 @@ Value* Builder::local_load(Value* buf, Value* index, LayoutRef layout, bool tran
     std::swap(tile[0], tile[1]);
     attrs["perm"] = std::vector<int64_t>{1, 0};
   }
-  return create(OpCode::LocalLoad, {buf, index}, {Type::tensor(buf->type.dtype, tile).with_layout(std::move(layout))}, attrs)
+  return create(OpCode::LocalLoad, {buf, index}, {Type::tensor(buf->type.dtype, tile).with_layout(std::move(layout))},
+                attrs)
       ->result();
 }
 
@@ -119,7 +122,8 @@ Value* Builder::trans(Value* v, const std::vector<int64_t>& perm) {
   std::vector<int64_t> out;
   for (int64_t p : perm) {
     if (p < 0 || p >= static_cast<int64_t>(shape.size()))
-      throw Error::at("trans", loc_, str_cat("permutation ", shape_str(perm), " does not fit shape ", shape_str(shape)));
+      throw Error::at("trans", loc_,
+                      str_cat("permutation ", shape_str(perm), " does not fit shape ", shape_str(shape)));
     out.push_back(shape[p]);
   }
   return create(OpCode::Trans, {v}, {v->type.with_shape(out)}, {{"perm", perm}})->result();
@@ -171,8 +175,7 @@ Type reduced_type(const Type& t, int axis, DType result_dtype) {
 Value* Builder::reduce(const std::string& kind, Value* v, int axis) {
   int rank = static_cast<int>(v->type.shape.size());
   if (axis < 0) axis += rank;
-  if (axis < 0 || axis >= rank)
-    throw Error::at("reduce", loc_, str_cat("axis out of range for ", v->type.str()));
+  if (axis < 0 || axis >= rank) throw Error::at("reduce", loc_, str_cat("axis out of range for ", v->type.str()));
   bool arg = kind == "argmax" || kind == "argmin";
   Type t = reduced_type(v->type, axis, arg ? DType::i32 : v->type.dtype);
   return create(OpCode::Reduce, {v}, {t}, {{"kind", kind}, {"axis", int64_t(axis)}})->result();

@@ -101,12 +101,14 @@ double Op::float_attr(const std::string& k) const {
 }
 const std::string& Op::str_attr(const std::string& k) const {
   auto it = attrs.find(k);
-  TD_ASSERT(it != attrs.end() && std::holds_alternative<std::string>(it->second), "missing string attr ", k, " on ", name());
+  TD_ASSERT(it != attrs.end() && std::holds_alternative<std::string>(it->second), "missing string attr ", k, " on ",
+            name());
   return std::get<std::string>(it->second);
 }
 const std::vector<int64_t>& Op::ints_attr(const std::string& k) const {
   auto it = attrs.find(k);
-  TD_ASSERT(it != attrs.end() && std::holds_alternative<std::vector<int64_t>>(it->second), "missing list attr ", k, " on ", name());
+  TD_ASSERT(it != attrs.end() && std::holds_alternative<std::vector<int64_t>>(it->second), "missing list attr ", k,
+            " on ", name());
   return std::get<std::vector<int64_t>>(it->second);
 }
 

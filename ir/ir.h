@@ -6,14 +6,14 @@
 #include <functional>
 #include <list>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
-#include "support/support.h"
 #include "ir/types.h"
+#include "support/support.h"
 
 namespace tiledist::ir {
 

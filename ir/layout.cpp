@@ -9,8 +9,8 @@
 #include <map>
 #include <stdexcept>
 
-#include "support/support.h"
 #include "ir/types.h"
+#include "support/support.h"
 
 namespace tiledist::ir {
 
@@ -46,19 +46,26 @@ void check_order(const std::vector<int64_t>& order, size_t rank) {
 
 const char* mma_kind_name(MmaKind k) {
   switch (k) {
-    case MmaKind::mma_sync: return "mma_sync";
-    case MmaKind::wgmma: return "wgmma";
-    case MmaKind::mfma: return "mfma";
+    case MmaKind::mma_sync:
+      return "mma_sync";
+    case MmaKind::wgmma:
+      return "wgmma";
+    case MmaKind::mfma:
+      return "mfma";
   }
   return "?";
 }
 
 const char* convert_cost_name(ConvertCost c) {
   switch (c) {
-    case ConvertCost::none: return "none";
-    case ConvertCost::registers: return "registers";
-    case ConvertCost::warp_shuffle: return "warp_shuffle";
-    case ConvertCost::shared_memory: return "shared_memory";
+    case ConvertCost::none:
+      return "none";
+    case ConvertCost::registers:
+      return "registers";
+    case ConvertCost::warp_shuffle:
+      return "warp_shuffle";
+    case ConvertCost::shared_memory:
+      return "shared_memory";
   }
   return "?";
 }
@@ -124,7 +131,8 @@ LayoutRef Layout::dot_operand(int op_index, LayoutRef parent, int k_width) {
 
 LayoutRef Layout::slice(int dim, LayoutRef parent) {
   if (!parent || !parent->is_distributed()) bad("slice: the parent must be a distributed layout");
-  if (dim < 0 || dim >= parent->rank()) bad(str_cat("slice: dimension ", dim, " of a rank-", parent->rank(), " parent"));
+  if (dim < 0 || dim >= parent->rank())
+    bad(str_cat("slice: dimension ", dim, " of a rank-", parent->rank(), " parent"));
   if (parent->rank() < 2) bad("slice: the parent must have two dimensions or more");
   auto l = std::make_shared<Layout>();
   l->kind = Kind::slice, l->dim = dim, l->parent = std::move(parent);
@@ -135,7 +143,8 @@ LayoutRef Layout::shared(int vec, int per_phase, int max_phase, std::vector<int6
   if (!pow2(vec) || !pow2(per_phase) || !pow2(max_phase))
     bad(str_cat("shared: vec ", vec, ", per_phase ", per_phase, ", max_phase ", max_phase, " must be powers of two"));
   if (block && (!pow2(block) || block < int64_t{vec} * max_phase))
-    bad(str_cat("shared: block ", block, " must be a power of two of at least vec x max_phase (", vec * max_phase, ")"));
+    bad(str_cat("shared: block ", block, " must be a power of two of at least vec x max_phase (", vec * max_phase,
+                ")"));
   check_order(order, 2);
   auto l = std::make_shared<Layout>();
   l->kind = Kind::shared, l->vec = vec, l->per_phase = per_phase, l->max_phase = max_phase, l->order = std::move(order);
@@ -150,28 +159,43 @@ LayoutRef Layout::transposed() const {
 
 int Layout::rank() const {
   switch (kind) {
-    case Kind::blocked: return static_cast<int>(size_per_thread.size());
-    case Kind::mma: case Kind::dot_operand: case Kind::shared: return 2;
-    case Kind::slice: return parent->rank() - 1;
+    case Kind::blocked:
+      return static_cast<int>(size_per_thread.size());
+    case Kind::mma:
+    case Kind::dot_operand:
+    case Kind::shared:
+      return 2;
+    case Kind::slice:
+      return parent->rank() - 1;
   }
   return 0;
 }
 
 int64_t Layout::num_warps() const {
   switch (kind) {
-    case Kind::blocked: case Kind::mma: return product(warps_per_cta);
-    case Kind::dot_operand: case Kind::slice: return parent->num_warps();
-    case Kind::shared: return 0;
+    case Kind::blocked:
+    case Kind::mma:
+      return product(warps_per_cta);
+    case Kind::dot_operand:
+    case Kind::slice:
+      return parent->num_warps();
+    case Kind::shared:
+      return 0;
   }
   return 0;
 }
 
 int64_t Layout::warp_size() const {
   switch (kind) {
-    case Kind::blocked: return product(threads_per_warp);
-    case Kind::mma: return mma == MmaKind::mfma ? 64 : 32;
-    case Kind::dot_operand: case Kind::slice: return parent->warp_size();
-    case Kind::shared: return 0;
+    case Kind::blocked:
+      return product(threads_per_warp);
+    case Kind::mma:
+      return mma == MmaKind::mfma ? 64 : 32;
+    case Kind::dot_operand:
+    case Kind::slice:
+      return parent->warp_size();
+    case Kind::shared:
+      return 0;
   }
   return 0;
 }
@@ -231,8 +255,10 @@ class LayoutParser {
       l = Layout::blocked(spt, tpw, wpc, order);
     } else if (kind == "mma") {
       std::string k = word();
-      MmaKind mk = k == "mma_sync" ? MmaKind::mma_sync : k == "wgmma" ? MmaKind::wgmma : k == "mfma" ? MmaKind::mfma
-                                                                                                   : unknown_mma(k);
+      MmaKind mk = k == "mma_sync" ? MmaKind::mma_sync
+                   : k == "wgmma"  ? MmaKind::wgmma
+                   : k == "mfma"   ? MmaKind::mfma
+                                   : unknown_mma(k);
       expect(",");
       auto wpc = named_ints("wpc");
       expect(",");
@@ -282,7 +308,8 @@ class LayoutParser {
   }
   void expect(const char* tok) {
     skip();
-    if (s_.compare(pos_, std::char_traits<char>::length(tok), tok) != 0) bad(str_cat("expected '", tok, "' in a layout"));
+    if (s_.compare(pos_, std::char_traits<char>::length(tok), tok) != 0)
+      bad(str_cat("expected '", tok, "' in a layout"));
     pos_ += std::char_traits<char>::length(tok);
   }
   std::string word() {
@@ -358,7 +385,8 @@ void fit(LinearLayout& ll) {
 }
 
 /// Register bases repeating `tile` (per dimension, in `dims` order) until the shape is covered.
-void repeat(Bases& regs, const std::vector<int64_t>& shape, const std::vector<int64_t>& tile, const std::vector<int64_t>& dims) {
+void repeat(Bases& regs, const std::vector<int64_t>& shape, const std::vector<int64_t>& tile,
+            const std::vector<int64_t>& dims) {
   for (int64_t d : dims)
     for (int64_t v = tile[d]; v < shape[d]; v *= 2) regs.push_back(unit(shape.size(), d, v));
 }
@@ -366,7 +394,8 @@ void repeat(Bases& regs, const std::vector<int64_t>& shape, const std::vector<in
 /// The warp tile of a 2-D mma-like layout on `shape`: each warp's contiguous share, or one
 /// instruction's tile where the tensor is smaller than that (its warps then hold copies: a
 /// [M, 1] column broadcast to [M, N] is held where the rows of the [M, N] tensor are).
-std::vector<int64_t> warp_tile(const Layout& mma, const std::vector<int64_t>& shape, const std::vector<int64_t>& least) {
+std::vector<int64_t> warp_tile(const Layout& mma, const std::vector<int64_t>& shape,
+                               const std::vector<int64_t>& least) {
   return {std::max(shape[0] / mma.warps_per_cta[0], least[0]), std::max(shape[1] / mma.warps_per_cta[1], least[1])};
 }
 
@@ -400,7 +429,8 @@ LinearLayout blocked_linear(const Layout& l, const std::vector<int64_t>& shape) 
 /// The smallest extent of dimension d a layout can map (a slice's parent is laid over it).
 int64_t least_extent(const Layout& l, int d) {
   switch (l.kind) {
-    case Layout::Kind::blocked: return 1;
+    case Layout::Kind::blocked:
+      return 1;
     case Layout::Kind::mma: {
       int64_t side = l.mma == MmaKind::mfma ? l.instr_shape[0] : (d == 0 ? 16 : 8);
       return side * l.warps_per_cta[d];
@@ -413,8 +443,10 @@ int64_t least_extent(const Layout& l, int d) {
       if (d != non_k) return k;
       return (mfma ? p.instr_shape[0] : (non_k == 0 ? 16 : 8)) * p.warps_per_cta[non_k];
     }
-    case Layout::Kind::slice: return least_extent(*l.parent, d >= l.dim ? d + 1 : d);
-    case Layout::Kind::shared: return 1;
+    case Layout::Kind::slice:
+      return least_extent(*l.parent, d >= l.dim ? d + 1 : d);
+    case Layout::Kind::shared:
+      return 1;
   }
   return 1;
 }
@@ -428,7 +460,7 @@ LinearLayout mma_linear(const Layout& l, const std::vector<int64_t>& shape) {
     auto wt = warp_tile(l, shape, {S, S});
     r = {{1, 0}, {2, 0}};  // a lane's registers: 4 consecutive rows, then every 4 (64 / S) rows
     for (int64_t v = 4 * (64 / S); v < S; v *= 2) r.push_back({v, 0});
-    for (int64_t v = 1; v < S; v *= 2) ln.push_back({0, v});     // lane % S: the column
+    for (int64_t v = 1; v < S; v *= 2) ln.push_back({0, v});             // lane % S: the column
     for (int64_t v = 4; v < 4 * (64 / S); v *= 2) ln.push_back({v, 0});  // lane / S: 4 rows each
     repeat(r, wt, {S, S}, {1, 0});
     warp_grid(ll, l, wt, true, true);
@@ -457,19 +489,20 @@ LinearLayout dot_operand_linear(const Layout& l, const std::vector<int64_t>& sha
     int64_t S = p.instr_shape[0];
     instr[nd] = S, instr[kd] = kw * (64 / S);
     for (int64_t v = 1; v < kw; v *= 2) r.push_back(along(kd, v));
-    for (int64_t v = 1; v < S; v *= 2) ln.push_back(along(nd, v));       // lane % S: the row (A) or column (B)
+    for (int64_t v = 1; v < S; v *= 2) ln.push_back(along(nd, v));           // lane % S: the row (A) or column (B)
     for (int64_t v = kw; v < instr[kd]; v *= 2) ln.push_back(along(kd, v));  // lane / S: the K group
   } else {
     instr[nd] = a ? 16 : 8, instr[kd] = 8 * kw;
     for (int64_t v = 1; v < kw; v *= 2) r.push_back(along(kd, v));
-    if (a) r.push_back({8, 0});       // a2, a3: rows g + 8
-    r.push_back(along(kd, 4 * kw));   // the second half of K
+    if (a) r.push_back({8, 0});                                                         // a2, a3: rows g + 8
+    r.push_back(along(kd, 4 * kw));                                                     // the second half of K
     ln = {along(kd, kw), along(kd, 2 * kw), along(nd, 1), along(nd, 2), along(nd, 4)};  // lane % 4: K; lane / 4: M or N
   }
   std::vector<int64_t> least = {0, 0};
   least[nd] = instr[nd], least[kd] = 1;
-  std::vector<int64_t> wt = warp_tile(p, a ? std::vector<int64_t>{shape[0], shape[1] * p.warps_per_cta[1]}
-                                           : std::vector<int64_t>{shape[0] * p.warps_per_cta[0], shape[1]},
+  std::vector<int64_t> wt = warp_tile(p,
+                                      a ? std::vector<int64_t>{shape[0], shape[1] * p.warps_per_cta[1]}
+                                        : std::vector<int64_t>{shape[0] * p.warps_per_cta[0], shape[1]},
                                       least);
   wt[kd] = shape[kd];
   repeat(r, wt, instr, {static_cast<int64_t>(kd), static_cast<int64_t>(nd)});
@@ -591,11 +624,16 @@ LinearLayout to_linear(const Layout& layout, const std::vector<int64_t>& shape) 
   for (int64_t s : shape)
     if (!pow2(s)) bad(str_cat("a layout maps power-of-two shapes, not ", shape_str(shape)));
   switch (layout.kind) {
-    case Layout::Kind::blocked: return blocked_linear(layout, shape);
-    case Layout::Kind::mma: return mma_linear(layout, shape);
-    case Layout::Kind::dot_operand: return dot_operand_linear(layout, shape);
-    case Layout::Kind::slice: return slice_linear(layout, shape);
-    case Layout::Kind::shared: return shared_linear(layout, shape);
+    case Layout::Kind::blocked:
+      return blocked_linear(layout, shape);
+    case Layout::Kind::mma:
+      return mma_linear(layout, shape);
+    case Layout::Kind::dot_operand:
+      return dot_operand_linear(layout, shape);
+    case Layout::Kind::slice:
+      return slice_linear(layout, shape);
+    case Layout::Kind::shared:
+      return shared_linear(layout, shape);
   }
   bad("unknown layout kind");
 }
@@ -622,7 +660,7 @@ int64_t contiguous_registers(const LinearLayout& ll, int dim) {
 ReducePlan reduce_plan(const LinearLayout& ll, int dim) {
   ReducePlan plan;
   if (ll.bases.size() != 3) return ReducePlan{{}, {}, {}, true};  // (a shared layout: no threads to reduce over)
-  auto along = [&](const Basis& b) {  // 1: only along dim; 0: not along it; -1: mixed
+  auto along = [&](const Basis& b) {                              // 1: only along dim; 0: not along it; -1: mixed
     bool on = b[dim] != 0, off = false;
     for (size_t d = 0; d < b.size(); ++d) off |= d != static_cast<size_t>(dim) && b[d] != 0;
     return on && off ? -1 : on ? 1 : 0;
@@ -652,8 +690,10 @@ ReducePlan reduce_plan(const LinearLayout& ll, int dim) {
       int a = along(ll.bases[in][bit]);
       if (a < 0) return ReducePlan{{}, {}, {}, true};
       if (a == 0) continue;  // another dimension, or a copy
-      if (in == LinearLayout::lane) plan.lane_xor.push_back(int64_t{1} << bit);
-      else plan.warp_bits.push_back(bit);
+      if (in == LinearLayout::lane)
+        plan.lane_xor.push_back(int64_t{1} << bit);
+      else
+        plan.warp_bits.push_back(bit);
     }
   return plan;
 }

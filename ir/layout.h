@@ -95,7 +95,7 @@ LayoutRef parse_layout(const std::string& text, size_t& pos);
 /// two. A zero basis of a lane or warp means those threads hold the same elements (broadcast).
 struct LinearLayout {
   enum In : int { reg = 0, lane = 1, warp = 2, offset = 0 };
-  std::vector<int64_t> shape;                          // the tensor's
+  std::vector<int64_t> shape;                            // the tensor's
   std::vector<std::vector<std::vector<int64_t>>> bases;  // [in][bit] -> coordinates
 
   int64_t in_size(int in) const { return int64_t{1} << bases.at(in).size(); }

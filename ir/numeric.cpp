@@ -1,9 +1,8 @@
 #include "ir/numeric.h"
 
 #include <algorithm>
-#include <cstring>
-
 #include <cmath>
+#include <cstring>
 
 namespace tiledist {
 
@@ -25,7 +24,8 @@ uint32_t encode_small(float f, int exp_bits, int man, int bias, uint32_t max_cod
   uint32_t sign = std::signbit(f) ? 1u : 0u;
   uint32_t sign_shift = exp_bits + man;
   float a = std::fabs(f);
-  if (std::isnan(f)) return (sign << sign_shift) | (has_inf ? (((1u << exp_bits) - 1) << man) | (1u << (man - 1)) : max_code | 1u);
+  if (std::isnan(f))
+    return (sign << sign_shift) | (has_inf ? (((1u << exp_bits) - 1) << man) | (1u << (man - 1)) : max_code | 1u);
   int min_exp = 1 - bias;  // exponent of the smallest normal
   // Quantize to the spacing of the binade that holds `a` (subnormals share the smallest one).
   int e = a == 0 ? min_exp : std::max(min_exp, static_cast<int>(std::floor(std::log2(a))));
@@ -91,11 +91,16 @@ float f8e5m2_bits_to_float(uint8_t b) { return decode_small(b, 5, 2, 15, true, f
 
 float round_to_dtype(float f, ir::DType t) {
   switch (t) {
-    case ir::DType::bf16: return bf16_bits_to_float(float_to_bf16_bits(f));
-    case ir::DType::f16: return f16_bits_to_float(float_to_f16_bits(f));
-    case ir::DType::f8e4m3: return f8e4m3_bits_to_float(float_to_f8e4m3_bits(f));
-    case ir::DType::f8e5m2: return f8e5m2_bits_to_float(float_to_f8e5m2_bits(f));
-    default: return f;
+    case ir::DType::bf16:
+      return bf16_bits_to_float(float_to_bf16_bits(f));
+    case ir::DType::f16:
+      return f16_bits_to_float(float_to_f16_bits(f));
+    case ir::DType::f8e4m3:
+      return f8e4m3_bits_to_float(float_to_f8e4m3_bits(f));
+    case ir::DType::f8e5m2:
+      return f8e5m2_bits_to_float(float_to_f8e5m2_bits(f));
+    default:
+      return f;
   }
 }
 

@@ -85,7 +85,8 @@ class Parser {
   std::string value_name() {
     expect("%");
     size_t b = pos_;
-    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_' || s_[pos_] == '.'))
+    while (pos_ < s_.size() &&
+           (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_' || s_[pos_] == '.'))
       ++pos_;
     if (b == pos_) fail("expected a value name after '%'");
     return s_.substr(b, pos_ - b);
@@ -123,9 +124,12 @@ class Parser {
       AddrSpace space = AddrSpace::global;
       if (accept(",")) {
         std::string sp = ident();
-        if (sp == "shared") space = AddrSpace::shared;
-        else if (sp == "symmetric") space = AddrSpace::symmetric;
-        else if (sp != "global") fail("unknown address space '" + sp + "'");
+        if (sp == "shared")
+          space = AddrSpace::shared;
+        else if (sp == "symmetric")
+          space = AddrSpace::symmetric;
+        else if (sp != "global")
+          fail("unknown address space '" + sp + "'");
       }
       expect(">");
       return Type::ptr(*dt, space);
@@ -187,8 +191,9 @@ class Parser {
     size_t b = pos_;
     if (pos_ < s_.size() && (s_[pos_] == '-' || s_[pos_] == '+')) ++pos_;
     bool is_float = false;
-    while (pos_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '.' ||
-                                ((s_[pos_] == '-' || s_[pos_] == '+') && (s_[pos_ - 1] == 'e' || s_[pos_ - 1] == 'E')))) {
+    while (pos_ < s_.size() &&
+           (std::isalnum(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '.' ||
+            ((s_[pos_] == '-' || s_[pos_] == '+') && (s_[pos_ - 1] == 'e' || s_[pos_ - 1] == 'E')))) {
       if (s_[pos_] == '.' || s_[pos_] == 'e' || s_[pos_] == 'E') is_float = true;
       ++pos_;
     }

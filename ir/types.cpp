@@ -7,9 +7,12 @@ namespace tiledist::ir {
 
 const char* addrspace_name(AddrSpace s) {
   switch (s) {
-    case AddrSpace::global: return "global";
-    case AddrSpace::shared: return "shared";
-    case AddrSpace::symmetric: return "symmetric";
+    case AddrSpace::global:
+      return "global";
+    case AddrSpace::shared:
+      return "shared";
+    case AddrSpace::symmetric:
+      return "symmetric";
   }
   return "?";
 }
@@ -37,7 +40,8 @@ std::string Type::str() const {
 }
 
 bool Type::operator==(const Type& o) const {
-  return dtype == o.dtype && is_ptr == o.is_ptr && space == o.space && shape == o.shape && same_layout(layout, o.layout);
+  return dtype == o.dtype && is_ptr == o.is_ptr && space == o.space && shape == o.shape &&
+         same_layout(layout, o.layout);
 }
 
 }  // namespace tiledist::ir

@@ -30,7 +30,9 @@ struct Type {
 
   static Type scalar(DType t) { return Type{t, false, AddrSpace::global, {}, nullptr}; }
   static Type ptr(DType pointee, AddrSpace s = AddrSpace::global) { return Type{pointee, true, s, {}, nullptr}; }
-  static Type tensor(DType t, std::vector<int64_t> shape) { return Type{t, false, AddrSpace::global, std::move(shape), nullptr}; }
+  static Type tensor(DType t, std::vector<int64_t> shape) {
+    return Type{t, false, AddrSpace::global, std::move(shape), nullptr};
+  }
 
   /// A buffer of shared memory (GPU IR, after the pipelining pass): `memdesc<3x64x32xbf16,
   /// #shared<...>>`, its leading dimensions indexing tiles whose last two the layout places.

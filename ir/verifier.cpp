@@ -24,7 +24,8 @@ std::string expect_attr_in(const Op& op, const std::string& key, std::initialize
   if (it == op.attrs.end() || !std::holds_alternative<std::string>(it->second))
     return str_cat("missing string attribute '", key, "'");
   if (!one_of(std::get<std::string>(it->second), options))
-    return str_cat("attribute ", key, " = \"", std::get<std::string>(it->second), "\" is not one of the allowed values");
+    return str_cat("attribute ", key, " = \"", std::get<std::string>(it->second),
+                   "\" is not one of the allowed values");
   return "";
 }
 
@@ -50,7 +51,8 @@ std::string check_terminator(const Block& b, OpCode want, const std::vector<Type
 }
 
 std::string check_args(const Block& b, const std::vector<Type>& types) {
-  if (b.args.size() != types.size()) return str_cat("region takes ", b.args.size(), " arguments, expected ", types.size());
+  if (b.args.size() != types.size())
+    return str_cat("region takes ", b.args.size(), " arguments, expected ", types.size());
   for (size_t i = 0; i < types.size(); ++i)
     if (b.args[i]->type != types[i])
       return str_cat("region argument ", i, " has type ", b.args[i]->type.str(), ", expected ", types[i].str());
@@ -84,7 +86,8 @@ std::string check_rule(const Op& op) {
       if (out->is_tensor() || out->is_ptr) return "constants are scalars (use splat for tensors)";
       auto it = op.attrs.find("value");
       if (it == op.attrs.end()) return "missing 'value'";
-      if (out->is_int() && !std::holds_alternative<int64_t>(it->second)) return "integer constant needs an integer value";
+      if (out->is_int() && !std::holds_alternative<int64_t>(it->second))
+        return "integer constant needs an integer value";
       if (out->is_int() && out->dtype != DType::i64) {
         int bits = out->dtype == DType::i1 ? 1 : dtype_bits(out->dtype);
         int64_t v = std::get<int64_t>(it->second);
@@ -92,7 +95,8 @@ std::string check_rule(const Op& op) {
         int64_t hi = out->dtype == DType::i1 ? 1 : (int64_t(1) << (bits - 1)) - 1;
         if (v < lo || v > hi) return str_cat("value ", v, " does not fit in ", dtype_name(out->dtype));
       }
-      if (out->is_float() && !std::holds_alternative<double>(it->second) && !std::holds_alternative<int64_t>(it->second))
+      if (out->is_float() && !std::holds_alternative<double>(it->second) &&
+          !std::holds_alternative<int64_t>(it->second))
         return "float constant needs a number";
       return "";
     }
@@ -105,7 +109,8 @@ std::string check_rule(const Op& op) {
     case OpCode::Arange: {
       if (!int_attr_ok(op, "start") || !int_attr_ok(op, "end")) return "needs integer start and end";
       int64_t n = op.int_attr("end") - op.int_attr("start");
-      if (!is_pow2(n)) return str_cat("range [", op.int_attr("start"), ", ", op.int_attr("end"), ") must have a power-of-2 length");
+      if (!is_pow2(n))
+        return str_cat("range [", op.int_attr("start"), ", ", op.int_attr("end"), ") must have a power-of-2 length");
       return *out == Type::tensor(DType::i32, {n}) ? "" : "result must be tensor<Nxi32>";
     }
     case OpCode::Splat:
@@ -147,7 +152,8 @@ std::string check_rule(const Op& op) {
       if (operand(1) != Type::scalar(DType::i32)) return str_cat("the tile index must be i32, got ", operand(1).str());
       std::vector<int64_t> tile(buf.shape.end() - 2, buf.shape.end());
       if (!operand(2).is_ptr || operand(2).shape != tile || operand(2).dtype != buf.dtype)
-        return str_cat("ptrs must be a ", shape_str(tile), " tensor of pointers to ", dtype_name(buf.dtype), ", got ", operand(2).str());
+        return str_cat("ptrs must be a ", shape_str(tile), " tensor of pointers to ", dtype_name(buf.dtype), ", got ",
+                       operand(2).str());
       if (in.size() > 3 && operand(3) != Type::tensor(DType::i1, tile))
         return str_cat("mask must be i1 of the tile's shape, got ", operand(3).str());
       if (in.size() > 4 && operand(4) != Type::tensor(buf.dtype, tile))
@@ -159,35 +165,45 @@ std::string check_rule(const Op& op) {
     case OpCode::AsyncWait:
       return int_attr_ok(op, "pending") && op.int_attr("pending") >= 0 ? "" : "needs an integer 'pending' >= 0";
     case OpCode::InitBarrier:
-      if (!barriers(operand(0))) return str_cat("initializes a memdesc of i64 [n, 1, 1] (mbarriers), got ", operand(0).str());
+      if (!barriers(operand(0)))
+        return str_cat("initializes a memdesc of i64 [n, 1, 1] (mbarriers), got ", operand(0).str());
       return int_attr_ok(op, "count") && op.int_attr("count") >= 1 ? "" : "needs an integer 'count' >= 1";
     case OpCode::AsyncTmaCopy: {
       if (in.size() < 6) return "takes (buffer, index, barriers, pred, coordinates...)";
       const Type buf = operand(0);
-      if (!buf.is_memdesc() || buf.shape.size() != 3) return str_cat("copies into a memdesc of 2-D tiles, got ", buf.str());
+      if (!buf.is_memdesc() || buf.shape.size() != 3)
+        return str_cat("copies into a memdesc of 2-D tiles, got ", buf.str());
       if (operand(1) != Type::scalar(DType::i32)) return str_cat("the tile index must be i32, got ", operand(1).str());
-      if (!barriers(operand(2))) return str_cat("completes on a memdesc of i64 [n, 1, 1] (mbarriers), got ", operand(2).str());
+      if (!barriers(operand(2)))
+        return str_cat("completes on a memdesc of i64 [n, 1, 1] (mbarriers), got ", operand(2).str());
       if (operand(3) != Type::scalar(DType::i1)) return str_cat("pred must be i1, got ", operand(3).str());
       for (size_t i = 4; i < in.size(); ++i)
-        if (operand(i) != Type::scalar(DType::i32)) return str_cat("coordinate ", i - 4, " must be i32, got ", operand(i).str());
+        if (operand(i) != Type::scalar(DType::i32))
+          return str_cat("coordinate ", i - 4, " must be i32, got ", operand(i).str());
       if (!op.has_attr("tensor") || !std::holds_alternative<std::string>(op.attrs.at("tensor")))
         return "needs a 'tensor' (the tensor map's recipe)";
       const std::string& t = op.str_attr("tensor");  // "pointer dtype d0,d1,... strides box"
-      const size_t a = t.find(' '), b = a == std::string::npos ? a : t.find(' ', a + 1), c = b == std::string::npos ? b : t.find(' ', b + 1);
+      const size_t a = t.find(' '), b = a == std::string::npos ? a : t.find(' ', a + 1),
+                   c = b == std::string::npos ? b : t.find(' ', b + 1);
       if (c == std::string::npos) return str_cat("a malformed tensor '", t, "'");
-      const size_t dims = static_cast<size_t>(std::count(t.begin() + static_cast<long>(b), t.begin() + static_cast<long>(c), ',')) + 1;
-      if (dims != in.size() - 4) return str_cat("takes one coordinate per dimension of its tensor (", dims, "), got ", in.size() - 4);
+      const size_t dims =
+          static_cast<size_t>(std::count(t.begin() + static_cast<long>(b), t.begin() + static_cast<long>(c), ',')) + 1;
+      if (dims != in.size() - 4)
+        return str_cat("takes one coordinate per dimension of its tensor (", dims, "), got ", in.size() - 4);
       return "";
     }
     case OpCode::WaitBarrier:
       if (in.size() < 3 || in.size() > 4) return "takes (barriers, index, phase[, pred])";
-      if (!barriers(operand(0))) return str_cat("waits on a memdesc of i64 [n, 1, 1] (mbarriers), got ", operand(0).str());
+      if (!barriers(operand(0)))
+        return str_cat("waits on a memdesc of i64 [n, 1, 1] (mbarriers), got ", operand(0).str());
       if (operand(1) != Type::scalar(DType::i32) || operand(2) != Type::scalar(DType::i32))
         return "the index and phase must be i32";
-      if (in.size() > 3 && operand(3) != Type::scalar(DType::i1)) return str_cat("pred must be i1, got ", operand(3).str());
+      if (in.size() > 3 && operand(3) != Type::scalar(DType::i1))
+        return str_cat("pred must be i1, got ", operand(3).str());
       return "";
     case OpCode::ArriveBarrier:
-      if (!barriers(operand(0))) return str_cat("arrives on a memdesc of i64 [n, 1, 1] (mbarriers), got ", operand(0).str());
+      if (!barriers(operand(0)))
+        return str_cat("arrives on a memdesc of i64 [n, 1, 1] (mbarriers), got ", operand(0).str());
       return operand(1) == Type::scalar(DType::i32) ? "" : "the index must be i32";
     case OpCode::LocalLoad: {
       const Type buf = operand(0);
@@ -195,7 +211,8 @@ std::string check_rule(const Op& op) {
       if (operand(1) != Type::scalar(DType::i32)) return str_cat("the tile index must be i32, got ", operand(1).str());
       std::vector<int64_t> tile(buf.shape.end() - 2, buf.shape.end());
       if (op.has_attr("perm")) {
-        if (!ints_attr_ok(op, "perm") || (op.ints_attr("perm") != std::vector<int64_t>{1, 0} && op.ints_attr("perm") != std::vector<int64_t>{0, 1}))
+        if (!ints_attr_ok(op, "perm") ||
+            (op.ints_attr("perm") != std::vector<int64_t>{1, 0} && op.ints_attr("perm") != std::vector<int64_t>{0, 1}))
           return "perm is [0, 1] or [1, 0]";
         if (op.ints_attr("perm")[0] == 1) std::swap(tile[0], tile[1]);
       }
@@ -220,21 +237,33 @@ std::string check_rule(const Op& op) {
       for (int64_t p : perm) s.push_back(shape[p]);
       return *out == operand(0).with_shape(s) ? "" : "result shape does not match";
     }
-    case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div: case OpCode::Rem:
-    case OpCode::Min: case OpCode::Max:
-      if (operand(0) != operand(1)) return str_cat("operand types differ: ", operand(0).str(), " and ", operand(1).str());
+    case OpCode::Add:
+    case OpCode::Sub:
+    case OpCode::Mul:
+    case OpCode::Div:
+    case OpCode::Rem:
+    case OpCode::Min:
+    case OpCode::Max:
+      if (operand(0) != operand(1))
+        return str_cat("operand types differ: ", operand(0).str(), " and ", operand(1).str());
       if (operand(0).is_ptr || operand(0).is_bool()) return str_cat("needs numbers, got ", operand(0).str());
       return same_as_result(0);
-    case OpCode::And: case OpCode::Or: case OpCode::Xor:
-      if (operand(0) != operand(1)) return str_cat("operand types differ: ", operand(0).str(), " and ", operand(1).str());
+    case OpCode::And:
+    case OpCode::Or:
+    case OpCode::Xor:
+      if (operand(0) != operand(1))
+        return str_cat("operand types differ: ", operand(0).str(), " and ", operand(1).str());
       if (!operand(0).is_int()) return str_cat("needs integers or booleans, got ", operand(0).str());
       return same_as_result(0);
-    case OpCode::Shl: case OpCode::Shr:
-      if (operand(0) != operand(1)) return str_cat("operand types differ: ", operand(0).str(), " and ", operand(1).str());
+    case OpCode::Shl:
+    case OpCode::Shr:
+      if (operand(0) != operand(1))
+        return str_cat("operand types differ: ", operand(0).str(), " and ", operand(1).str());
       if (!operand(0).is_int() || operand(0).is_bool()) return str_cat("needs integers, got ", operand(0).str());
       return same_as_result(0);
     case OpCode::Cmp:
-      if (operand(0) != operand(1)) return str_cat("operand types differ: ", operand(0).str(), " and ", operand(1).str());
+      if (operand(0) != operand(1))
+        return str_cat("operand types differ: ", operand(0).str(), " and ", operand(1).str());
       if (*out != Type::tensor(DType::i1, operand(0).shape)) return "result must be i1 of the operands' shape";
       return expect_attr_in(op, "pred", {"eq", "ne", "lt", "le", "gt", "ge"});
     case OpCode::Neg:
@@ -246,8 +275,17 @@ std::string check_rule(const Op& op) {
     case OpCode::Abs:
       if (operand(0).is_ptr || operand(0).is_bool()) return str_cat("needs a number, got ", operand(0).str());
       return same_as_result(0);
-    case OpCode::Exp: case OpCode::Exp2: case OpCode::Log: case OpCode::Log2: case OpCode::Sqrt:
-    case OpCode::Rsqrt: case OpCode::Erf: case OpCode::Sin: case OpCode::Cos: case OpCode::Floor: case OpCode::Ceil:
+    case OpCode::Exp:
+    case OpCode::Exp2:
+    case OpCode::Log:
+    case OpCode::Log2:
+    case OpCode::Sqrt:
+    case OpCode::Rsqrt:
+    case OpCode::Erf:
+    case OpCode::Sin:
+    case OpCode::Cos:
+    case OpCode::Floor:
+    case OpCode::Ceil:
       if (!operand(0).is_float()) return str_cat("needs a floating-point operand, got ", operand(0).str());
       return same_as_result(0);
     case OpCode::Cast:
@@ -276,7 +314,8 @@ std::string check_rule(const Op& op) {
       if (*out != Type::tensor(operand(0).dtype, operand(0).shape)) return "result must be the pointee type";
       if (in.size() > 1 && operand(1) != Type::tensor(DType::i1, operand(0).shape))
         return str_cat("mask must be i1 of the pointer's shape, got ", operand(1).str());
-      if (in.size() > 2 && operand(2) != *out) return str_cat("other must have type ", out->str(), ", got ", operand(2).str());
+      if (in.size() > 2 && operand(2) != *out)
+        return str_cat("other must have type ", out->str(), ", got ", operand(2).str());
       return "";
     }
     case OpCode::Store: {
@@ -289,7 +328,8 @@ std::string check_rule(const Op& op) {
         return str_cat("mask must be i1 of the pointer's shape, got ", operand(2).str());
       return "";
     }
-    case OpCode::AtomicRMW: case OpCode::AtomicCAS: {
+    case OpCode::AtomicRMW:
+    case OpCode::AtomicCAS: {
       bool cas = op.code == OpCode::AtomicCAS;
       if (cas ? in.size() != 3 : (in.size() < 2 || in.size() > 3))
         return cas ? "takes (ptr, cmp, value)" : "takes (ptr, value[, mask])";
@@ -301,7 +341,8 @@ std::string check_rule(const Op& op) {
         return "mask must be i1 of the pointer's shape";
       DType d = operand(0).dtype;
       bool ok = d == DType::i32 || d == DType::i64 || (!cas && (d == DType::f32 || d == DType::f64));
-      if (!ok) return str_cat("atomics on ", dtype_name(d), " are not supported (i32, i64", cas ? "" : ", f32, f64", ")");
+      if (!ok)
+        return str_cat("atomics on ", dtype_name(d), " are not supported (i32, i64", cas ? "" : ", f32, f64", ")");
       if (*out != elem) return "result must be the pointee type";
       if (!cas) {
         auto e = expect_attr_in(op, "kind", {"add", "max", "min", "xchg", "and", "or", "xor"});
@@ -339,7 +380,8 @@ std::string check_rule(const Op& op) {
       if (!int_attr_ok(op, "nbi")) return "needs an integer 'nbi' (0 or 1)";
       if (!operand(0).is_ptr || operand(0).is_tensor() || !operand(1).is_ptr || operand(1).is_tensor())
         return "copies between two scalar pointers";
-      if (!operand(2).is_int() || operand(2).is_tensor() || operand(2).is_bool()) return "the byte count must be an integer scalar";
+      if (!operand(2).is_int() || operand(2).is_tensor() || operand(2).is_bool())
+        return "the byte count must be an integer scalar";
       return expect_attr_in(op, "granularity", {"block", "warp", "thread"});
     case OpCode::Fence: {
       auto e = expect_attr_in(op, "order", {"acquire", "release", "acq_rel", "seq_cst"});
@@ -362,8 +404,10 @@ std::string check_rule(const Op& op) {
       const Type &a = operand(0), &b = operand(1), &c = operand(2);
       if (a.shape.size() != 2 || b.shape.size() != 2 || c.shape.size() != 2) return "dot takes 2-D tensors";
       if (a.shape[1] != b.shape[0] || c.shape[0] != a.shape[0] || c.shape[1] != b.shape[1])
-        return str_cat("shapes do not chain: ", shape_str(a.shape), " x ", shape_str(b.shape), " + ", shape_str(c.shape));
-      if (a.dtype != b.dtype) return str_cat("operand dtypes differ: ", dtype_name(a.dtype), " and ", dtype_name(b.dtype));
+        return str_cat("shapes do not chain: ", shape_str(a.shape), " x ", shape_str(b.shape), " + ",
+                       shape_str(c.shape));
+      if (a.dtype != b.dtype)
+        return str_cat("operand dtypes differ: ", dtype_name(a.dtype), " and ", dtype_name(b.dtype));
       if (!a.is_float()) return str_cat("dot inputs must be f32, f16, bf16 or f8, got ", dtype_name(a.dtype));
       if (c.dtype != DType::f32) return str_cat("the accumulator must be f32, got ", dtype_name(c.dtype));
       return same_as_result(2);
@@ -443,13 +487,15 @@ std::string check_layouts(const Op& op) {
     case OpCode::ExpandDims: {
       LayoutRef want = Layout::slice(static_cast<int>(op.int_attr("axis")), op.results[0]->type.layout);
       return same_layout(op.operands[0]->type.layout, want)
-                 ? "" : str_cat("the operand's layout must be ", want->str(), ", got ", op.operands[0]->type.layout->str());
+                 ? ""
+                 : str_cat("the operand's layout must be ", want->str(), ", got ", op.operands[0]->type.layout->str());
     }
     case OpCode::Reduce: {
       if (!op.results[0]->type.is_tensor()) return "";
       LayoutRef want = Layout::slice(static_cast<int>(op.int_attr("axis")), op.operands[0]->type.layout);
       return same_layout(op.results[0]->type.layout, want)
-                 ? "" : str_cat("the result's layout must be ", want->str(), ", got ", op.results[0]->type.layout->str());
+                 ? ""
+                 : str_cat("the result's layout must be ", want->str(), ", got ", op.results[0]->type.layout->str());
     }
     case OpCode::Dot: {
       const LayoutRef& acc = op.results[0]->type.layout;
@@ -459,7 +505,9 @@ std::string check_layouts(const Op& op) {
         const Layout& l = *op.operands[i]->type.layout;
         bool ok = l.kind == Layout::Kind::shared ||
                   (l.kind == Layout::Kind::dot_operand && l.op_index == i && same_layout(l.parent, acc));
-        if (!ok) return str_cat("operand ", i, " must be a dot operand of ", acc->str(), " or in shared memory, got ", l.str());
+        if (!ok)
+          return str_cat("operand ", i, " must be a dot operand of ", acc->str(), " or in shared memory, got ",
+                         l.str());
       }
       return "";
     }
@@ -468,10 +516,24 @@ std::string check_layouts(const Op& op) {
         if (!same_layout(op.operands[i]->type.layout, op.operands[2]->type.layout))
           return "its pointers, mask and other differ in layout";
       return "";
-    case OpCode::LocalAlloc: case OpCode::AsyncCommit: case OpCode::AsyncWait: case OpCode::LocalLoad:
-    case OpCode::InitBarrier: case OpCode::AsyncTmaCopy: case OpCode::WaitBarrier: case OpCode::ArriveBarrier:
-    case OpCode::Splat: case OpCode::Arange: case OpCode::ConvertLayout: case OpCode::Trans: case OpCode::Reshape:
-    case OpCode::For: case OpCode::If: case OpCode::While: case OpCode::Yield: case OpCode::Condition:
+    case OpCode::LocalAlloc:
+    case OpCode::AsyncCommit:
+    case OpCode::AsyncWait:
+    case OpCode::LocalLoad:
+    case OpCode::InitBarrier:
+    case OpCode::AsyncTmaCopy:
+    case OpCode::WaitBarrier:
+    case OpCode::ArriveBarrier:
+    case OpCode::Splat:
+    case OpCode::Arange:
+    case OpCode::ConvertLayout:
+    case OpCode::Trans:
+    case OpCode::Reshape:
+    case OpCode::For:
+    case OpCode::If:
+    case OpCode::While:
+    case OpCode::Yield:
+    case OpCode::Condition:
       return "";
     default:
       return all_same();
@@ -490,12 +552,14 @@ std::string check_op(const Op& op) {
     return str_cat("has ", info.num_regions, " regions, got ", op.regions.size());
   // A memdesc is made by local_alloc and used by async_copy and local_load (its operand 0) only.
   const bool makes_memdesc = op.code == OpCode::LocalAlloc;
-  const bool takes_memdesc = op.code == OpCode::AsyncCopy || op.code == OpCode::LocalLoad || op.code == OpCode::InitBarrier ||
-                             op.code == OpCode::AsyncTmaCopy || op.code == OpCode::WaitBarrier ||
-                             op.code == OpCode::ArriveBarrier;
+  const bool takes_memdesc = op.code == OpCode::AsyncCopy || op.code == OpCode::LocalLoad ||
+                             op.code == OpCode::InitBarrier || op.code == OpCode::AsyncTmaCopy ||
+                             op.code == OpCode::WaitBarrier || op.code == OpCode::ArriveBarrier;
   for (size_t i = 0; i < op.operands.size(); ++i)
-    if (op.operands[i]->type.is_memdesc() && !(takes_memdesc && (i == 0 || (op.code == OpCode::AsyncTmaCopy && i == 2))))
-      return str_cat("operand ", i, " is a memdesc: only the shared-memory and barrier ops take one (async_tma_copy two)");
+    if (op.operands[i]->type.is_memdesc() &&
+        !(takes_memdesc && (i == 0 || (op.code == OpCode::AsyncTmaCopy && i == 2))))
+      return str_cat("operand ", i,
+                     " is a memdesc: only the shared-memory and barrier ops take one (async_tma_copy two)");
   for (auto& r : op.results)
     if (r->type.is_memdesc() && !makes_memdesc) return "only local_alloc makes a memdesc";
   std::string e = check_rule(op);
@@ -513,11 +577,13 @@ void verify_block(const Block& b, std::set<const Value*>& visible, bool is_body)
     const Op& op = **it;
     for (size_t i = 0; i < op.operands.size(); ++i)
       if (!visible.count(op.operands[i]))
-        throw Error::at(op.name(), op.loc, str_cat("operand ", i, " is used before its definition or outside its region"));
+        throw Error::at(op.name(), op.loc,
+                        str_cat("operand ", i, " is used before its definition or outside its region"));
     bool last = std::next(it) == b.ops.end();
     if ((op.info().flags & TERM) && !last) throw Error::at(op.name(), op.loc, "terminator in the middle of a region");
     if (last && !(op.info().flags & TERM))
-      throw Error::at(op.name(), op.loc, is_body ? "function body must end with 'return'" : "region must end with a terminator");
+      throw Error::at(op.name(), op.loc,
+                      is_body ? "function body must end with 'return'" : "region must end with a terminator");
     std::string err = check_op(op);
     if (!err.empty()) throw Error::at(op.name(), op.loc, err);
     for (auto& r : op.regions) verify_block(*r, visible, false);

@@ -7,7 +7,6 @@
 #include <mutex>
 #include <sstream>
 
-#include "support/support.h"
 #include "lld/Common/Driver.h"
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/IR/Constants.h"
@@ -17,6 +16,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
+#include "support/support.h"
 
 LLD_HAS_DRIVER(elf)
 
@@ -60,9 +60,10 @@ void link_amdgpu_device_libs(llvm::Module& m, const std::string& arch) {
   const std::string path = device_libs_dir() + "/ocml.bc";
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
-    throw Error(str_cat("tiledist: kernel '", m.getName().str(), "' calls math functions of the ROCm device libraries, and ",
-                        path, " cannot be read (", buffer.getError().message(),
-                        "): apt-get install rocm-device-libs, or set TILEDIST_ROCM_DEVICE_LIBS to the directory of ocml.bc"));
+    throw Error(
+        str_cat("tiledist: kernel '", m.getName().str(), "' calls math functions of the ROCm device libraries, and ",
+                path, " cannot be read (", buffer.getError().message(),
+                "): apt-get install rocm-device-libs, or set TILEDIST_ROCM_DEVICE_LIBS to the directory of ocml.bc"));
   auto lib = llvm::parseBitcodeFile(**buffer, m.getContext());
   if (!lib) throw Error(str_cat("tiledist: reading ", path, ": ", llvm::toString(lib.takeError())));
   (*lib)->setDataLayout(m.getDataLayout());
@@ -71,7 +72,8 @@ void link_amdgpu_device_libs(llvm::Module& m, const std::string& arch) {
   if (llvm::Linker::linkModules(m, std::move(*lib), llvm::Linker::LinkOnlyNeeded,
                                 [](llvm::Module& mod, const llvm::StringSet<>& names) {
                                   for (llvm::GlobalValue& g : mod.global_values())
-                                    if (!g.isDeclaration() && names.count(g.getName())) g.setLinkage(llvm::GlobalValue::InternalLinkage);
+                                    if (!g.isDeclaration() && names.count(g.getName()))
+                                      g.setLinkage(llvm::GlobalValue::InternalLinkage);
                                 }))
     throw Error(str_cat("tiledist: linking ", path, " into kernel '", m.getName().str(), "' failed"));
   llvm::LLVMContext& ctx = m.getContext();
@@ -91,7 +93,8 @@ std::string link_amdgpu_code_object(const std::string& object, const std::string
   llvm::SmallString<128> dir;
   if (std::error_code ec = llvm::sys::fs::createUniqueDirectory("tiledist-lld", dir))
     throw Error(str_cat("tiledist: a temporary directory for linking kernel '", kernel, "': ", ec.message()));
-  const std::string in = str_cat(dir.str().str(), "/", kernel, ".o"), out = str_cat(dir.str().str(), "/", kernel, ".hsaco");
+  const std::string in = str_cat(dir.str().str(), "/", kernel, ".o"),
+                    out = str_cat(dir.str().str(), "/", kernel, ".hsaco");
   struct Cleanup {
     std::string dir, in, out;
     ~Cleanup() {

@@ -89,15 +89,17 @@ void write_cache_entry(const std::string& dir, const Artifact& a) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
-    std::fprintf(stderr, "tiledist: warning: cannot create cache directory %s: %s\n", dir.c_str(), ec.message().c_str());
+    std::fprintf(stderr, "tiledist: warning: cannot create cache directory %s: %s\n", dir.c_str(),
+                 ec.message().c_str());
     return;
   }
   // The checksum covers the header too: a damaged scratch size is as dangerous as damaged code.
   std::string spec = a.spec;  // one header line, whatever the names in it hold
   std::replace(spec.begin(), spec.end(), '\n', ' ');
-  std::string header = str_cat(kMagic, "\nkey ", a.key, "\nkernel ", a.kernel, "\ntarget ", a.target, "\nentry ", a.entry,
-                               "\nspec ", spec, "\nscratch ", a.scratch_bytes, "\ndistributed ", int(a.distributed),
-                               "\nthreads ", a.threads, a.tma.empty() ? "" : "\ntma " + a.tma, "\nsize ", a.binary.size());
+  std::string header =
+      str_cat(kMagic, "\nkey ", a.key, "\nkernel ", a.kernel, "\ntarget ", a.target, "\nentry ", a.entry, "\nspec ",
+              spec, "\nscratch ", a.scratch_bytes, "\ndistributed ", int(a.distributed), "\nthreads ", a.threads,
+              a.tma.empty() ? "" : "\ntma " + a.tma, "\nsize ", a.binary.size());
   std::string content = str_cat(header, "\nchecksum ", hex(fnv1a(header + a.binary)), "\n\n");
   content += a.binary;
   static std::atomic<uint64_t> counter{0};

@@ -12,11 +12,11 @@
 
 #include "codegen/codegen.h"
 #include "codegen/passes/passes.h"
-#include "jit/amdgpu.h"
 #include "ir/builder.h"
 #include "ir/numeric.h"
 #include "ir/passes/passes.h"
 #include "ir/printer.h"
+#include "jit/amdgpu.h"
 #include "jit/cache.h"
 #include "jit/manifest.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
@@ -24,13 +24,13 @@
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
-#include "llvm/MC/TargetRegistry.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
 
@@ -172,7 +172,8 @@ bool jit_disabled() {
 /// A specialization traced and optimized, with its cache key: the optimized IR, the target, the
 /// options and this build of the compiler.
 std::pair<std::unique_ptr<ir::Function>, std::string> trace_optimized(const KernelDef& def, const Constants& constants,
-                                                                      const Target& target, const CompileOptions& options,
+                                                                      const Target& target,
+                                                                      const CompileOptions& options,
                                                                       const ArgFacts& facts) {
   options.validate();
   std::unique_ptr<ir::Function> fn = def.trace(constants, facts);
@@ -180,9 +181,11 @@ std::pair<std::unique_ptr<ir::Function>, std::string> trace_optimized(const Kern
   if (!options.gpu_passes.empty()) {
     if (target.kind != Target::Kind::host)
       throw Error("tiledist: CompileOptions::gpu_passes runs the GPU passes' output on the host target only");
-    codegen::run_gpu_passes(*fn, codegen::GpuPassContext::for_arch(options.gpu_passes, options.num_warps, options.num_stages, options.lowering));
+    codegen::run_gpu_passes(*fn, codegen::GpuPassContext::for_arch(options.gpu_passes, options.num_warps,
+                                                                   options.num_stages, options.lowering));
   }
-  std::string key = sha256_hex(str_cat(ir::print(*fn), "\n", target.key(), "\n", options.key(), "\n", compiler_version()));
+  std::string key =
+      sha256_hex(str_cat(ir::print(*fn), "\n", target.key(), "\n", options.key(), "\n", compiler_version()));
   return {std::move(fn), std::move(key)};
 }
 
@@ -232,8 +235,8 @@ struct Context::Impl {
   codegen::GpuModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const Target& target,
                                const CompileOptions& options, bool optimize = true) {
     llvm::TargetMachine& machine = gpu_tm(target);
-    codegen::GpuOptions o{target.arch, options.num_warps, options.num_stages, options.tma, options.warp_specialize, "",
-                          options.lowering};
+    codegen::GpuOptions o{target.arch, options.num_warps, options.num_stages, options.tma, options.warp_specialize,
+                          "",          options.lowering};
     codegen::GpuModule gm;
     if (target.kind == Target::Kind::amdgcn) {
       o.data_layout = machine.createDataLayout().getStringRepresentation();
@@ -303,8 +306,9 @@ struct Context::Impl {
       a.threads = gm.threads;
       a.distributed = gm.distributed;
       a.tma = runtime::tma_recipes_str(gm.tma);
-      a.binary = target.kind == Target::Kind::amdgcn ? code_object(gm, target)
-                                                      : emit_file(*gm.module, llvm::CodeGenFileType::AssemblyFile, &gpu_tm(target));
+      a.binary = target.kind == Target::Kind::amdgcn
+                     ? code_object(gm, target)
+                     : emit_file(*gm.module, llvm::CodeGenFileType::AssemblyFile, &gpu_tm(target));
     } else {
       codegen::HostModule hm = lower(f, ctx, options);
       a.entry = hm.entry;
@@ -321,8 +325,9 @@ struct Context::Impl {
   std::string code_object(codegen::GpuModule& gm, const Target& target) {
     constexpr int64_t kMaxLds = 64 * 1024;
     if (gm.shared_bytes > kMaxLds)
-      throw Error(str_cat("tiledist: kernel '", gm.entry, "' needs ", gm.shared_bytes, " bytes of shared memory (LDS) per program; ",
-                          target.arch, " has ", kMaxLds, ": use smaller tiles"));
+      throw Error(str_cat("tiledist: kernel '", gm.entry, "' needs ", gm.shared_bytes,
+                          " bytes of shared memory (LDS) per program; ", target.arch, " has ", kMaxLds,
+                          ": use smaller tiles"));
     return link_amdgpu_code_object(emit_file(*gm.module, llvm::CodeGenFileType::ObjectFile, &gpu_tm(target)), gm.entry);
   }
 
@@ -331,8 +336,9 @@ struct Context::Impl {
     auto created = j.createJITDylib(str_cat("tiledist.", a.kernel, ".", dylibs++));
     if (!created) throw Error(str_cat("tiledist: creating a JIT dylib: ", to_string(created.takeError())));
     llvm::orc::JITDylib& jd = *created;
-    jd.addGenerator(unwrap(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(j.getDataLayout().getGlobalPrefix()),
-                           "searching the process for symbols"));
+    jd.addGenerator(
+        unwrap(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(j.getDataLayout().getGlobalPrefix()),
+               "searching the process for symbols"));
     llvm::orc::SymbolMap helpers;
     auto add = [&](const char* name, auto* fn) {
       helpers[j.mangleAndIntern(name)] = {llvm::orc::ExecutorAddr::fromPtr(fn), llvm::JITSymbolFlags::Exported};
@@ -373,8 +379,8 @@ Stats Context::stats() const {
 std::shared_ptr<const Loaded> Context::compile(const KernelDef& def, const Constants& constants, const Target& target,
                                                const CompileOptions& options, const ArgFacts& facts) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  std::string spec = str_cat(def.id(), "|", def.name(), "|", constants_str(constants), "|",
-                             target.key(), "|", options.key(), "|", facts_str(facts));
+  std::string spec = str_cat(def.id(), "|", def.name(), "|", constants_str(constants), "|", target.key(), "|",
+                             options.key(), "|", facts_str(facts));
   if (auto it = impl_->by_spec.find(spec); it != impl_->by_spec.end()) {
     impl_->stats.memory_hits++;
     return it->second;
@@ -426,8 +432,8 @@ std::shared_ptr<const Loaded> Context::compile(const KernelDef& def, const Const
   return loaded;
 }
 
-bool Context::warm(const KernelDef& def, const Constants& constants, const Target& target, const CompileOptions& options,
-                   const ArgFacts& facts) {
+bool Context::warm(const KernelDef& def, const Constants& constants, const Target& target,
+                   const CompileOptions& options, const ArgFacts& facts) {
   Specialization what{def.name(), target.name(), constants, options, facts};
   auto [fn, key] = trace_optimized(def, constants, target, options, facts);
   std::lock_guard<std::mutex> lock(impl_->mu);
@@ -450,12 +456,15 @@ std::string Context::emit(const KernelDef& def, const Constants& constants, cons
   ir::optimize(*fn);
   if (stage == Stage::opt_ir) return ir::print(*fn);
   if (!options.gpu_passes.empty() && target.kind == Target::Kind::host) {  // (what compile() lowers: trace_optimized)
-    codegen::run_gpu_passes(*fn, codegen::GpuPassContext::for_arch(options.gpu_passes, options.num_warps, options.num_stages, options.lowering));
+    codegen::run_gpu_passes(*fn, codegen::GpuPassContext::for_arch(options.gpu_passes, options.num_warps,
+                                                                   options.num_stages, options.lowering));
     if (stage == Stage::gpu_ir) return ir::print(*fn);
   }
   if (stage == Stage::gpu_ir) {
-    if (target.kind == Target::Kind::host) throw Error("tiledist: the GPU IR (layouts) needs a GPU target (sm_80, sm_90a, gfx90a, gfx942)");
-    codegen::run_gpu_passes(*fn, codegen::GpuPassContext::for_arch(target.arch, options.num_warps, options.num_stages, options.lowering));
+    if (target.kind == Target::Kind::host)
+      throw Error("tiledist: the GPU IR (layouts) needs a GPU target (sm_80, sm_90a, gfx90a, gfx942)");
+    codegen::run_gpu_passes(
+        *fn, codegen::GpuPassContext::for_arch(target.arch, options.num_warps, options.num_stages, options.lowering));
     return ir::print(*fn);
   }
   return emit(*fn, target, options, stage);
@@ -483,7 +492,8 @@ std::string Context::emit(const ir::Function& fn, const Target& target, const Co
     hm.module->print(os, nullptr);
     return os.str();
   }
-  return impl_->emit_file(*hm.module, stage == Stage::binary ? llvm::CodeGenFileType::ObjectFile : llvm::CodeGenFileType::AssemblyFile);
+  return impl_->emit_file(
+      *hm.module, stage == Stage::binary ? llvm::CodeGenFileType::ObjectFile : llvm::CodeGenFileType::AssemblyFile);
 }
 
 }  // namespace tiledist::jit

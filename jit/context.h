@@ -23,11 +23,11 @@ struct Artifact {
   std::string target;
   std::string entry;
   int64_t scratch_bytes = 0;  // host: scratch per program; GPU: dynamic shared memory per CTA
-  bool distributed = false;  // uses distributed ops: launched as fibers in the World
-  int threads = 1;           // GPU: threads per CTA
-  std::string binary;        // host: an ELF relocatable object; NVPTX: PTX text
-  std::string spec;          // the specialization it was compiled for (Specialization::str), for listings
-  std::string tma;           // NVPTX: the TMA tensor maps it takes (runtime::tma_recipes_str)
+  bool distributed = false;   // uses distributed ops: launched as fibers in the World
+  int threads = 1;            // GPU: threads per CTA
+  std::string binary;         // host: an ELF relocatable object; NVPTX: PTX text
+  std::string spec;           // the specialization it was compiled for (Specialization::str), for listings
+  std::string tma;            // NVPTX: the TMA tensor maps it takes (runtime::tma_recipes_str)
 };
 
 /// A compiled kernel, ready to launch.

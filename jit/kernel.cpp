@@ -1,14 +1,14 @@
 #include "jit/kernel.h"
 
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+
 #include "runtime/cuda_world.h"
 #include "runtime/hip.h"
 #include "runtime/hip_world.h"
-
-#include <cstdint>
-#include <cstring>
-#include <map>
-#include <mutex>
-#include <limits>
 
 namespace tiledist {
 
@@ -35,7 +35,8 @@ std::vector<void*> param_addresses(std::vector<uint64_t>& slots, void** world) {
 /// the device copies), back after it (`finish`, once the launch is done), freed either way.
 class HostStaging {
  public:
-  HostStaging(const DeviceMemory& mem, const jit::Loaded& loaded, const std::vector<LaunchArg>& args, std::vector<uint64_t>& slots)
+  HostStaging(const DeviceMemory& mem, const jit::Loaded& loaded, const std::vector<LaunchArg>& args,
+              std::vector<uint64_t>& slots)
       : mem_(mem) {
     const auto& params = loaded.runtime_params;
     staged_.reserve(args.size());
@@ -43,7 +44,8 @@ class HostStaging {
       for (size_t i = 0; i < args.size(); ++i) {
         if (params[i].kind != ParamKind::pointer || args[i].on_device) continue;
         if (args[i].extent_bytes < 0)
-          throw Error(str_cat("tiledist: argument ", i, " ('", params[i].name, "') of GPU kernel '", loaded.artifact.kernel,
+          throw Error(str_cat("tiledist: argument ", i, " ('", params[i].name, "') of GPU kernel '",
+                              loaded.artifact.kernel,
                               "' is a raw host pointer: pass a device buffer, or a std::vector or std::span to copy"));
         size_t bytes = static_cast<size_t>(args[i].extent_bytes);
         void* d = mem_.malloc(bytes);
@@ -123,8 +125,7 @@ struct Kernel::Variants {
 
 Kernel::Kernel(std::shared_ptr<const jit::Loaded> generic, const KernelDef& def, const Constants& constants,
                const Target& target, const CompileOptions& options, jit::Context& ctx)
-    : loaded_(std::move(generic)),
-      variants_(std::make_shared<Variants>(def, constants, target, options, ctx)) {}
+    : loaded_(std::move(generic)), variants_(std::make_shared<Variants>(def, constants, target, options, ctx)) {}
 
 const jit::Loaded& Kernel::variant_for(const std::vector<LaunchArg>& args) const {
   if (!variants_ || args.size() != loaded_->runtime_params.size()) return *loaded_;
@@ -138,30 +139,34 @@ const jit::Loaded& Kernel::variant_for(const std::vector<LaunchArg>& args) const
       // host data is copied to a fresh (aligned) device buffer
       if (!a.on_device || reinterpret_cast<uintptr_t>(a.ptr) % 16 == 0) facts[i] = ArgFact::aligned16;
     } else if (a.kind == LaunchArg::Kind::integer && p.kind == ParamKind::scalar && !p.type.is_float()) {
-      if (a.i % 16 == 0 && a.i > 0) facts[i] = ArgFact::aligned16;  // (0 and negatives: the generic variant)
-      else if (a.i == 1) facts[i] = ArgFact::one;
+      if (a.i % 16 == 0 && a.i > 0)
+        facts[i] = ArgFact::aligned16;  // (0 and negatives: the generic variant)
+      else if (a.i == 1)
+        facts[i] = ArgFact::one;
     }
     any |= facts[i] != ArgFact::none;
   }
   if (!any) return *loaded_;
   std::lock_guard<std::mutex> lock(variants_->mu);
   auto& slot = variants_->by_facts[facts];
-  if (!slot) slot = variants_->ctx->compile(variants_->def, variants_->constants, variants_->target, variants_->options, facts);
+  if (!slot)
+    slot = variants_->ctx->compile(variants_->def, variants_->constants, variants_->target, variants_->options, facts);
   return *slot;
 }
 
 void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args, const cuda::Stream* stream) const {
   if (!loaded_) throw Error("tiledist: launch of an empty Kernel (compile it first)");
   if (stream && loaded_->target.kind == Target::Kind::host)
-    throw Error(str_cat("tiledist: kernel '", loaded_->artifact.kernel, "' was compiled for the host: it has no CUDA stream to run on"));
+    throw Error(str_cat("tiledist: kernel '", loaded_->artifact.kernel,
+                        "' was compiled for the host: it has no CUDA stream to run on"));
   const jit::Loaded& loaded = variant_for(args);
   const auto& params = loaded.runtime_params;
   const std::string& kname = loaded.artifact.kernel;
   if (args.size() != params.size()) {
     std::string names;
     for (auto& p : params) names += (names.empty() ? "" : ", ") + p.name;
-    throw Error(str_cat("tiledist: kernel '", kname, "' takes ", params.size(), " arguments (", names, "), got ",
-                        args.size()));
+    throw Error(
+        str_cat("tiledist: kernel '", kname, "' takes ", params.size(), " arguments (", names, "), got ", args.size()));
   }
   std::vector<uint64_t> slots(args.size());
   std::vector<void*> ptrs(args.size());
@@ -176,15 +181,18 @@ void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args, const cu
     void* slot = &slots[i];
     ptrs[i] = slot;
     if (p.kind == ParamKind::pointer) {
-      if (a.kind != LaunchArg::Kind::pointer) throw bad(str_cat("expected a pointer to ", ir::dtype_name(p.type.dtype), ", got a number"));
+      if (a.kind != LaunchArg::Kind::pointer)
+        throw bad(str_cat("expected a pointer to ", ir::dtype_name(p.type.dtype), ", got a number"));
       if (a.on_device && loaded.target.kind == Target::Kind::host)
         throw bad("a cuda::Buffer was given to a kernel compiled for the host");
       if (a.elem != p.type.dtype)
-        throw bad(str_cat("expected a pointer to ", ir::dtype_name(p.type.dtype), ", got a pointer to ", ir::dtype_name(a.elem)));
+        throw bad(str_cat("expected a pointer to ", ir::dtype_name(p.type.dtype), ", got a pointer to ",
+                          ir::dtype_name(a.elem)));
       std::memcpy(slot, &a.ptr, sizeof(void*));
       if (loaded.options.check_bounds) {
         if (a.extent_bytes < 0)
-          throw bad("TILEDIST_CHECK_BOUNDS=1 needs the buffer's extent: pass a std::span or std::vector, not a raw pointer");
+          throw bad(
+              "TILEDIST_CHECK_BOUNDS=1 needs the buffer's extent: pass a std::span or std::vector, not a raw pointer");
         const char* lo = static_cast<const char*>(a.ptr);
         rt.ranges.push_back({lo, lo + a.extent_bytes, p.name, ir::dtype_bytes(p.type.dtype)});
       }
@@ -249,7 +257,8 @@ void Kernel::launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<
       empty |= n <= 0;
       t.dims[i] = static_cast<uint64_t>(std::min(n, runtime::TmaRecipe::kUnbounded));
       t.box[i] = static_cast<unsigned>(r.box[static_cast<size_t>(i)]);
-      if (i) t.stride_bytes[i - 1] = static_cast<uint64_t>(size(r.strides[static_cast<size_t>(i - 1)]) * t.element_bytes);
+      if (i)
+        t.stride_bytes[i - 1] = static_cast<uint64_t>(size(r.strides[static_cast<size_t>(i - 1)]) * t.element_bytes);
     }
     if (empty) {  // an empty tensor, whose every element reads as zero: a map of zeros
       t.base = cuda::zeros_for_tensor_maps();
@@ -278,8 +287,10 @@ void Kernel::launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<
   // the world's failure record (cuda::set_failure_explainer).
   if (world && !stream) cuda::synchronize();
   if (!staged.empty()) {
-    if (stream) stream->synchronize();
-    else cuda::synchronize();
+    if (stream)
+      stream->synchronize();
+    else
+      cuda::synchronize();
     staged.finish();
   }
 }

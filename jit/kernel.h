@@ -41,13 +41,21 @@ LaunchArg make_arg(T* p, int64_t count = -1) {
   return a;
 }
 template <class T>
-LaunchArg to_arg(T* p) { return make_arg(p); }
+LaunchArg to_arg(T* p) {
+  return make_arg(p);
+}
 template <class T>
-LaunchArg to_arg(std::vector<T>& v) { return make_arg(v.data(), static_cast<int64_t>(v.size())); }
+LaunchArg to_arg(std::vector<T>& v) {
+  return make_arg(v.data(), static_cast<int64_t>(v.size()));
+}
 template <class T>
-LaunchArg to_arg(const std::vector<T>& v) { return make_arg(v.data(), static_cast<int64_t>(v.size())); }
+LaunchArg to_arg(const std::vector<T>& v) {
+  return make_arg(v.data(), static_cast<int64_t>(v.size()));
+}
 template <class T, size_t N>
-LaunchArg to_arg(std::span<T, N> s) { return make_arg(s.data(), static_cast<int64_t>(s.size())); }
+LaunchArg to_arg(std::span<T, N> s) {
+  return make_arg(s.data(), static_cast<int64_t>(s.size()));
+}
 template <class T>
 LaunchArg to_arg(const cuda::Buffer<T>& b) {
   LaunchArg a = make_arg(b.data(), static_cast<int64_t>(b.size()));
@@ -91,8 +99,8 @@ class Kernel {
   /// multiples of 16 (integers) or 16-byte aligned (pointers), and integers equal to 1, select a
   /// variant compiled with that knowledge (vectorized accesses, strides folded away), compiled
   /// at its first launch and kept.
-  Kernel(std::shared_ptr<const jit::Loaded> generic, const KernelDef& def, const Constants& constants, const Target& target,
-         const CompileOptions& options, jit::Context& ctx);
+  Kernel(std::shared_ptr<const jit::Loaded> generic, const KernelDef& def, const Constants& constants,
+         const Target& target, const CompileOptions& options, jit::Context& ctx);
 
   /// Runs the kernel over `grid`. Arguments follow the kernel's runtime parameters: pointers
   /// (T*, std::vector<T>&, std::span<T>, and for GPU targets cuda::Buffer<T>) and numbers; a
@@ -118,10 +126,10 @@ class Kernel {
  private:
   struct Variants;
   const jit::Loaded& variant_for(const std::vector<LaunchArg>& args) const;
-  void launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<LaunchArg>& args, std::vector<uint64_t>& slots,
-                  const cuda::Stream* stream) const;
-  void launch_amdgpu(const jit::Loaded& loaded, Grid grid, const std::vector<LaunchArg>& args, std::vector<uint64_t>& slots,
-                     const cuda::Stream* stream) const;
+  void launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<LaunchArg>& args,
+                  std::vector<uint64_t>& slots, const cuda::Stream* stream) const;
+  void launch_amdgpu(const jit::Loaded& loaded, Grid grid, const std::vector<LaunchArg>& args,
+                     std::vector<uint64_t>& slots, const cuda::Stream* stream) const;
   std::shared_ptr<const jit::Loaded> loaded_;
   std::shared_ptr<Variants> variants_;
 };

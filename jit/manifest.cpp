@@ -29,8 +29,10 @@ llvm::json::Value to_json(const Specialization& s) {
   for (auto& [k, v] : s.constants) {
     // Integers as numbers; floats as strings ("0.5", "inf", "nan"), which keep their type and
     // every value JSON has no number for.
-    if (std::holds_alternative<int64_t>(v.v)) constants[k] = std::get<int64_t>(v.v);
-    else constants[k] = precise(std::get<double>(v.v));
+    if (std::holds_alternative<int64_t>(v.v))
+      constants[k] = std::get<int64_t>(v.v);
+    else
+      constants[k] = precise(std::get<double>(v.v));
   }
   return llvm::json::Object{{"kernel", s.kernel},
                             {"target", s.target},
@@ -120,10 +122,14 @@ std::string facts_str(const ArgFacts& facts) {
 ArgFacts parse_facts(const std::string& s) {
   ArgFacts facts;
   for (char c : s) {
-    if (c == 'A') facts.push_back(ArgFact::aligned16);
-    else if (c == '1') facts.push_back(ArgFact::one);
-    else if (c == '-') facts.push_back(ArgFact::none);
-    else throw Error(str_cat("tiledist: argument facts '", s, "': '", std::string(1, c), "' is not A, 1 or -"));
+    if (c == 'A')
+      facts.push_back(ArgFact::aligned16);
+    else if (c == '1')
+      facts.push_back(ArgFact::one);
+    else if (c == '-')
+      facts.push_back(ArgFact::none);
+    else
+      throw Error(str_cat("tiledist: argument facts '", s, "': '", std::string(1, c), "' is not A, 1 or -"));
   }
   return facts;
 }
@@ -147,7 +153,8 @@ std::vector<Specialization> read_manifest(const std::string& path) {
   std::ifstream probe(path);
   if (!probe) throw Error(str_cat("tiledist: cannot read manifest ", path));
   auto parsed = llvm::json::parse(read_file(path));
-  if (!parsed) throw Error(str_cat("tiledist: manifest ", path, " is not valid JSON: ", llvm::toString(parsed.takeError())));
+  if (!parsed)
+    throw Error(str_cat("tiledist: manifest ", path, " is not valid JSON: ", llvm::toString(parsed.takeError())));
   const llvm::json::Object* root = parsed->getAsObject();
   const llvm::json::Array* list = root ? root->getArray("specializations") : nullptr;
   if (!list) throw Error(str_cat("tiledist: manifest ", path, " has no \"specializations\" array"));

@@ -1,16 +1,16 @@
 #include "jit/target.h"
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "codegen/passes/passes.h"
-#include "support/support.h"
-#include "runtime/cuda.h"
-#include "runtime/hip.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/TargetParser/Host.h"
+#include "runtime/cuda.h"
+#include "runtime/hip.h"
+#include "support/support.h"
 
 namespace tiledist {
 
@@ -43,7 +43,8 @@ Target Target::default_target() {
   // Probed once (dlopen and a device query): an NVIDIA GPU, else an AMD GPU of an arch we target.
   static const Target found = [] {
     if (cuda::available()) return cuda();
-    if (hip::available() && (hip::device().arch == "gfx942" || hip::device().arch == "gfx90a")) return amdgcn(hip::device().arch);
+    if (hip::available() && (hip::device().arch == "gfx942" || hip::device().arch == "gfx90a"))
+      return amdgcn(hip::device().arch);
     return host();
   }();
   return found;
@@ -88,17 +89,21 @@ CompileOptions CompileOptions::from_env() {
 void CompileOptions::validate() const {
   if (num_warps < 1 || num_warps > 32 || (num_warps & (num_warps - 1)))
     throw Error(str_cat("tiledist: num_warps = ", num_warps, ": must be 1, 2, 4, 8, 16 or 32"));
-  if (num_stages < 1 || num_stages > 16) throw Error(str_cat("tiledist: num_stages = ", num_stages, ": must be 1 to 16"));
-  if (!gpu_passes.empty()) codegen::GpuPassContext::for_arch(gpu_passes, num_warps, num_stages);  // (names the archs it knows)
-  if (!lowering.empty() && lowering != "gpu_ir" && lowering != "gpu_ir_only" && lowering != "gpu_ir_mma" && lowering != "gpu_ir_prefetch" &&
-      lowering != "gpu_ir_tma")
-    throw Error(str_cat("tiledist: lowering = '", lowering, "': must be empty, gpu_ir, gpu_ir_only, gpu_ir_mma, gpu_ir_prefetch or gpu_ir_tma"));
+  if (num_stages < 1 || num_stages > 16)
+    throw Error(str_cat("tiledist: num_stages = ", num_stages, ": must be 1 to 16"));
+  if (!gpu_passes.empty())
+    codegen::GpuPassContext::for_arch(gpu_passes, num_warps, num_stages);  // (names the archs it knows)
+  if (!lowering.empty() && lowering != "gpu_ir" && lowering != "gpu_ir_only" && lowering != "gpu_ir_mma" &&
+      lowering != "gpu_ir_prefetch" && lowering != "gpu_ir_tma")
+    throw Error(str_cat("tiledist: lowering = '", lowering,
+                        "': must be empty, gpu_ir, gpu_ir_only, gpu_ir_mma, gpu_ir_prefetch or gpu_ir_tma"));
 }
 
 std::string CompileOptions::key() const {
   // (the defaults of later options, tma=1 and ws=0, leave the key as it was before them)
-  return str_cat("check_bounds=", check_bounds, ",num_warps=", num_warps, ",num_stages=", num_stages, tma ? "" : ",tma=0",
-                 warp_specialize ? ",ws=1" : "", gpu_passes.empty() ? "" : ",gpu_passes=" + gpu_passes,
+  return str_cat("check_bounds=", check_bounds, ",num_warps=", num_warps, ",num_stages=", num_stages,
+                 tma ? "" : ",tma=0", warp_specialize ? ",ws=1" : "",
+                 gpu_passes.empty() ? "" : ",gpu_passes=" + gpu_passes,
                  lowering.empty() ? "" : ",lowering=" + lowering);
 }
 

@@ -47,9 +47,9 @@ using tl::Tensor;
 /// `a`: the gathered A (symmetric); `shard`: this rank's rows (read by the SM puts only).
 /// flags[r * slices + s]: the last call whose slice s of rank r's rows is here.
 template <class T>
-void ag_gemm(tl::Ptr<T> a, tl::Ptr<T> shard, tl::Ptr<T> b, tl::Ptr<float> c, tl::Ptr<int32_t> flags, tl::Int M, tl::Int N,
-             tl::Int K, tl::Int call, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M,
-             tl::Const<int> PUTS, tl::Const<int> PERSISTENT) {
+void ag_gemm(tl::Ptr<T> a, tl::Ptr<T> shard, tl::Ptr<T> b, tl::Ptr<float> c, tl::Ptr<int32_t> flags, tl::Int M,
+             tl::Int N, tl::Int K, tl::Int call, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK,
+             tl::Const<int> GROUP_M, tl::Const<int> PUTS, tl::Const<int> PERSISTENT) {
   auto n = dist::num_ranks(), me = dist::rank();
   auto rows = tl::maximum(M, 0) / n;  // per rank
   // (M >= 0 said so: the compiler then knows the tile coordinates are, as TMA copies need)
@@ -78,8 +78,9 @@ void ag_gemm(tl::Ptr<T> a, tl::Ptr<T> shard, tl::Ptr<T> b, tl::Ptr<float> c, tl:
     auto count = tl::maximum(tl::minimum(slice_rows, rows - lo), 0);
     auto bytes = count.to(tl::int64) * K.to(tl::int64) * int64_t(sizeof(T));
     tl::for_range(0, n, 1, [&](Tensor i) {
-      shmem::putmem_signal_nbi_block(a + (me * rows + lo).to(tl::int64) * K.to(tl::int64), shard + lo.to(tl::int64) * K.to(tl::int64),
-                                     bytes, flags + me * slices + pid, call, shmem::SIGNAL_SET, (me + i) % n);
+      shmem::putmem_signal_nbi_block(a + (me * rows + lo).to(tl::int64) * K.to(tl::int64),
+                                     shard + lo.to(tl::int64) * K.to(tl::int64), bytes, flags + me * slices + pid, call,
+                                     shmem::SIGNAL_SET, (me + i) % n);
     });
   });
   tl::if_then(pid >= int(PUTS), [&] { gemm(detail::grouped_tile(pid - int(PUTS), num_m, num_n, GROUP_M)); });
@@ -88,9 +89,10 @@ void ag_gemm(tl::Ptr<T> a, tl::Ptr<T> shard, tl::Ptr<T> b, tl::Ptr<float> c, tl:
 
 const KernelDef& ag_gemm_kernel() {
   static const KernelDef def =
-      KernelDef("ag_gemm", ag_gemm<bf16>,
-                {"a", "shard", "b", "c", "flags", "M", "N", "K", "call", "BM", "BN", "BK", "GROUP_M", "PUTS", "PERSISTENT"},
-                {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"PUTS", 0}, {"PERSISTENT", 0}})
+      KernelDef(
+          "ag_gemm", ag_gemm<bf16>,
+          {"a", "shard", "b", "c", "flags", "M", "N", "K", "call", "BM", "BN", "BK", "GROUP_M", "PUTS", "PERSISTENT"},
+          {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"PUTS", 0}, {"PERSISTENT", 0}})
           .do_not_specialize({"call"});
   return def;
 }
@@ -101,8 +103,8 @@ struct AgGemm::State {
   int rank = 0, ranks = 1;
   int64_t M = 0, N = 0, K = 0, rows = 0;
   bf16* gathered = nullptr;  // two buffers of M x K
-  int puts = 0;               // SM puts: the programs that push (slices of each rank's rows)
-  int32_t* flags = nullptr;   // flags[r * slices + s]: the last call whose slice s of rank r's rows is here
+  int puts = 0;              // SM puts: the programs that push (slices of each rank's rows)
+  int32_t* flags = nullptr;  // flags[r * slices + s]: the last call whose slice s of rank r's rows is here
   int32_t calls = 0;
   GemmConfig config;
   Kernel kernel;
@@ -129,7 +131,10 @@ AgGemm::AgGemm(const Target& target, int64_t M, int64_t N, int64_t K, Gather gat
   s.M = M, s.N = N, s.K = K, s.rows = M / s.ranks;
   if (gather == Gather::sm_puts) {
     if (puts < 0) throw Error(str_cat("tiledist: ag_gemm: ", puts, " programs cannot push the rows"));
-    s.puts = static_cast<int>(std::clamp<int64_t>(puts ? puts : s.gpu() ? kDefaultPuts : 2, 1, std::max<int64_t>(s.rows, 1)));
+    s.puts = static_cast<int>(std::clamp<int64_t>(puts      ? puts
+                                                  : s.gpu() ? kDefaultPuts
+                                                            : 2,
+                                                  1, std::max<int64_t>(s.rows, 1)));
   }
   s.gathered = static_cast<bf16*>(detail::symm_zeroed(target, 2 * size_t(M) * K * sizeof(bf16)));
   s.flags = static_cast<int32_t*>(detail::symm_zeroed(target, size_t(s.ranks) * std::max(s.puts, 1) * sizeof(int32_t)));
@@ -168,7 +173,8 @@ void AgGemm::run(const bf16* a, const bf16* b, float* c, const cuda::Stream* str
     cuda::write_value(s.flags + s.rank, static_cast<uint32_t>(call), *on);
     for (int k = 1; k < s.ranks; ++k) {  // the next rank first
       const int r = (s.rank + k) % s.ranks;
-      const cuda::Stream& by = detail::shares_gpu(s.target, r) ? *on : s.copies->stream();  // else peer to peer: the copy engine
+      const cuda::Stream& by =
+          detail::shares_gpu(s.target, r) ? *on : s.copies->stream();  // else peer to peer: the copy engine
       cuda::copy_async(s.at(mine, r), a, bytes, by);
       cuda::write_value(s.at(s.flags + s.rank, r), static_cast<uint32_t>(call), by);
     }
@@ -178,7 +184,8 @@ void AgGemm::run(const bf16* a, const bf16* b, float* c, const cuda::Stream* str
     for (int k = 1; k <= s.ranks; ++k) {  // the next rank first, ourselves last
       const int r = (s.rank + k) % s.ranks;
       if (s.at(mine, r) != a) std::memcpy(s.at(mine, r), a, bytes);
-      std::atomic_ref<int32_t>(*static_cast<int32_t*>(s.at(s.flags + s.rank, r))).store(call, std::memory_order_release);
+      std::atomic_ref<int32_t>(*static_cast<int32_t*>(s.at(s.flags + s.rank, r)))
+          .store(call, std::memory_order_release);
     }
     gemm(tiles);
   }
@@ -186,6 +193,8 @@ void AgGemm::run(const bf16* a, const bf16* b, float* c, const cuda::Stream* str
 }
 
 const bf16* AgGemm::gathered() const { return s_->gathered + (s_->calls % 2) * s_->M * s_->K; }
-bf16* AgGemm::next_input() const { return s_->gathered + ((s_->calls + 1) % 2) * s_->M * s_->K + s_->rank * s_->rows * s_->K; }
+bf16* AgGemm::next_input() const {
+  return s_->gathered + ((s_->calls + 1) % 2) * s_->M * s_->K + s_->rank * s_->rows * s_->K;
+}
 
 }  // namespace tiledist::kernels

@@ -41,7 +41,9 @@ void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, 
   auto me = dist::rank(), n = dist::num_ranks();
   auto b = tl::program_id(0), nb = tl::num_programs(0), p = tl::program_id(1);
   // ceil(x / parts), rounded up to whole 16 bytes: slices of the piece, parts of a chunk.
-  auto share = [&](const Tensor& x, const Tensor& parts) { return ((x + parts - 1) / parts + kAlign - 1) / kAlign * kAlign; };
+  auto share = [&](const Tensor& x, const Tensor& parts) {
+    return ((x + parts - 1) / parts + kAlign - 1) / kAlign * kAlign;
+  };
   auto per = share(count, nb);
   auto lo = b * per;
   auto len = tl::maximum(tl::minimum(count - lo, per), 0);
@@ -56,8 +58,8 @@ void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, 
   auto push = [&](const Tensor& j) {
     auto at = chunk_at(j);
     auto bytes = tl::where(p == me, 0, chunk_len(j)).to(tl::int64) * kSize;
-    shmem::putmem_signal_nbi_block(staging + (me * count + at).to(tl::int64), in + (p * in_stride + at).to(tl::int64), bytes,
-                                   flags + me * slots + b, arrived(j), shmem::SIGNAL_SET, p);
+    shmem::putmem_signal_nbi_block(staging + (me * count + at).to(tl::int64), in + (p * in_stride + at).to(tl::int64),
+                                   bytes, flags + me * slots + b, arrived(j), shmem::SIGNAL_SET, p);
     // In place (guard): the sums overwrite the input, so this rank's finishers wait until
     // every program has read its chunk: pushed[p][b], after the signal words, set here.
     tl::if_then((guard != 0) & (p != me), [&] {
@@ -131,14 +133,15 @@ void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, 
   tl::if_then(chunks > 0, [&] { finish(chunks - 1); });
 }
 
-const std::vector<std::string> kParams = {"in",    "staging", "flags",  "out",   "count", "in_stride", "out_stride",
-                                          "call",  "slots",   "guard",  "BLOCK", "REDUCE", "CHUNK",    "SPLIT"};
+const std::vector<std::string> kParams = {"in",   "staging", "flags", "out",   "count",  "in_stride", "out_stride",
+                                          "call", "slots",   "guard", "BLOCK", "REDUCE", "CHUNK",     "SPLIT"};
 
 template <class T>
 KernelDef collective_def(const std::string& name, int reduce) {
   const int chunk = 256 * 1024 / int(sizeof(T));  // 256 KiB (bench/RESULTS.md)
-  const int block = 8192 / int(sizeof(T));         // 16 bytes per thread of 16 warps
-  return KernelDef(name, push_collective<T>, kParams, {{"BLOCK", block}, {"REDUCE", reduce}, {"CHUNK", chunk}, {"SPLIT", 0}})
+  const int block = 8192 / int(sizeof(T));        // 16 bytes per thread of 16 warps
+  return KernelDef(name, push_collective<T>, kParams,
+                   {{"BLOCK", block}, {"REDUCE", reduce}, {"CHUNK", chunk}, {"SPLIT", 0}})
       .do_not_specialize({"call", "slots", "guard"});
 }
 ir::DType collective_dtype(ir::DType dtype) {
@@ -259,7 +262,8 @@ void Collectives::all_reduce_of(const T* in, T* out, size_t count, AllReduce alg
   // elements past ranks whole parts, fewer than 16 bytes' worth per rank, go in one shot.
   constexpr size_t align = 16 / sizeof(T);
   const size_t part = count / s.ranks / align * align;
-  if (algorithm == AllReduce::one_shot || s.ranks == 1 || part == 0) return run(true, in, out, count, 0, 0, stream, in_place);
+  if (algorithm == AllReduce::one_shot || s.ranks == 1 || part == 0)
+    return run(true, in, out, count, 0, 0, stream, in_place);
   // (In place, the reduce-scatter writes our part over our input's and the all-gather reads
   // it there: both in place as NCCL's are, safe without a guard.)
   T* mine = out + detail::world_rank(s.target) * part;
@@ -274,12 +278,14 @@ void Collectives::all_reduce_of(const T* in, T* out, size_t count, AllReduce alg
 /// reduce_scatter out == in + rank * count, all_gather in == out + rank * count); any other
 /// overlap throws. Of the in-place forms only the one-shot all-reduce needs its input guarded:
 /// the others read and write each element of this rank's own row in the same thread.
-static bool overlapping(const char* op, const void* in, size_t in_bytes, const void* out, size_t out_bytes, bool in_place_form) {
+static bool overlapping(const char* op, const void* in, size_t in_bytes, const void* out, size_t out_bytes,
+                        bool in_place_form) {
   const char *i = static_cast<const char*>(in), *o = static_cast<const char*>(out);
   if (i + in_bytes <= o || o + out_bytes <= i) return false;
   if (in_place_form) return true;
-  throw Error(str_cat("tiledist: ", op, ": the input and output overlap; they must be apart, or in place as NCCL's are ",
-                      "(all_reduce: in == out; reduce_scatter: out == in + rank * count; all_gather: in == out + rank * count)"));
+  throw Error(str_cat(
+      "tiledist: ", op, ": the input and output overlap; they must be apart, or in place as NCCL's are ",
+      "(all_reduce: in == out; reduce_scatter: out == in + rank * count; all_gather: in == out + rank * count)"));
 }
 
 template <class T>
@@ -295,7 +301,8 @@ void Collectives::reduce_scatter_of(const T* in, T* out, size_t count, const cud
   s_->call(stream, [&](const cuda::Stream* on) { run(true, in, out, count, count, 0, on); });
 }
 template <class T>
-void Collectives::all_reduce_checked(const T* in, T* out, size_t count, AllReduce algorithm, const cuda::Stream* stream) {
+void Collectives::all_reduce_checked(const T* in, T* out, size_t count, AllReduce algorithm,
+                                     const cuda::Stream* stream) {
   const bool in_place = overlapping("all_reduce", in, count * sizeof(T), out, count * sizeof(T), in == out);
   s_->call(stream, [&](const cuda::Stream* on) { all_reduce_of(in, out, count, algorithm, in_place, on); });
 }
@@ -306,7 +313,8 @@ void Collectives::all_gather(const float* in, float* out, size_t count, const cu
 void Collectives::reduce_scatter(const float* in, float* out, size_t count, const cuda::Stream* stream) {
   reduce_scatter_of(in, out, count, stream);
 }
-void Collectives::all_reduce(const float* in, float* out, size_t count, AllReduce algorithm, const cuda::Stream* stream) {
+void Collectives::all_reduce(const float* in, float* out, size_t count, AllReduce algorithm,
+                             const cuda::Stream* stream) {
   all_reduce_checked(in, out, count, algorithm, stream);
 }
 void Collectives::all_gather(const bf16* in, bf16* out, size_t count, const cuda::Stream* stream) {

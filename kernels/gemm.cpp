@@ -1,10 +1,10 @@
 // Tiled GEMM through tl::dot: C[M,N] = A[M,K] @ B[K,N], f32 accumulation, masked edges. The
 // grid is (cdiv(M, BM), cdiv(N, BN)); programs take their tiles in groups of GROUP_M rows of
 // tiles, column by column, so that the programs running at once share operand tiles in L2.
-#include "kernels/kernels.h"
 #include <thread>
 
 #include "kernels/gemm_tile.h"
+#include "kernels/kernels.h"
 #include "kernels/symmetric.h"
 
 namespace tiledist::kernels {
@@ -52,15 +52,15 @@ void gemm_sk(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Ptr<float> partia
   auto tiles = num_m * num_n;
   auto programs = tl::num_programs(0), p = tl::program_id(0);
   auto steps = tl::maximum(tl::cdiv(tl::maximum(K, 0), BK), 1);  // K steps of a tile
-  auto full = tiles / programs * programs;                        // the tiles of the full waves
-  auto rest = tl::maximum(tiles % programs, 1);                   // the last wave's (at least 1)
+  auto full = tiles / programs * programs;                       // the tiles of the full waves
+  auto rest = tl::maximum(tiles % programs, 1);                  // the last wave's (at least 1)
   auto parts = tl::maximum(tl::minimum(tl::minimum(programs / rest, MAX_PARTS.value()), steps), 1);
   // (written so that the compiler sees that the K runs and tile coordinates are not negative,
   // as TMA needs)
   tl::for_range(p, full + programs, programs, [&](const Tensor& u) {
     auto whole = u < full;
-    auto v = tl::maximum(u - full, 0);         // in the last wave: program v,
-    auto part = v / rest, t = v % rest;        // with run `part` of tile t
+    auto v = tl::maximum(u - full, 0);   // in the last wave: program v,
+    auto part = v / rest, t = v % rest;  // with run `part` of tile t
     auto ours = !whole & (v < rest * parts) & (full < tiles);
     auto [pid_m, pid_n] = detail::grouped_tile(tl::where(whole, u, full + t), num_m, num_n, GROUP_M);
     auto k0 = tl::where(whole, 0, part * steps / parts * BK);
@@ -78,17 +78,16 @@ void gemm_sk(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Ptr<float> partia
       tl::store(slot(part), acc);
       auto before = tl::atomic_add(counts + t, 1);  // (acq_rel: our run out, the others' in)
       tl::if_then(before == parts - 1, [&] {
-        auto sum = tl::for_range(0, parts, 1, tl::zeros({BM, BN}, tl::float32), [&](Tensor q, Tensor s) {
-          return s + tl::load(slot(q));
-        });
+        auto sum = tl::for_range(0, parts, 1, tl::zeros({BM, BN}, tl::float32),
+                                 [&](Tensor q, Tensor s) { return s + tl::load(slot(q)); });
         tl::store(c + row * N + col, sum, mask);
         tl::store(counts + t, 0);
       });
     });
   });
 }
-const std::vector<std::string> kSkParams = {"a", "b",  "c",  "partials", "counts",  "M",
-                                            "N", "K", "BM", "BN",       "BK", "GROUP_M", "MAX_PARTS"};
+const std::vector<std::string> kSkParams = {"a", "b",  "c",  "partials", "counts",  "M",        "N",
+                                            "K", "BM", "BN", "BK",       "GROUP_M", "MAX_PARTS"};
 const Constants kSkDefaults = {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"MAX_PARTS", 4}};
 
 /// B comes transposed (Bt[N, K], K contiguous), as f8 tensor cores read both operands. The
@@ -118,8 +117,8 @@ void gemm_fp8(tl::Ptr<T> a, tl::Ptr<T> bt, tl::Ptr<float> c, tl::Ptr<float> scal
   auto [num_m, num_n] = detail::tile_counts(M, N, BM, BN);
   detail::for_each_tile(num_m, num_n, GROUP_M, tile);
 }
-const std::vector<std::string> kFp8Params = {"a", "bt",  "c",  "scale_a", "scale_b", "M",         "N",
-                                            "K", "BM", "BN", "BK",      "GROUP_M", "PERSISTENT"};
+const std::vector<std::string> kFp8Params = {"a", "bt", "c",  "scale_a", "scale_b", "M",         "N",
+                                             "K", "BM", "BN", "BK",      "GROUP_M", "PERSISTENT"};
 const Constants kFp8Defaults = {{"BM", 64}, {"BN", 64}, {"BK", 64}, {"GROUP_M", 8}, {"PERSISTENT", 0}};
 
 /// The library's GEMMs are persistent (and warp specialized on sm_90a) unless $TILEDIST_WS=0.
@@ -162,11 +161,16 @@ namespace {
 const KernelDef& by_dtype(ir::DType dtype, const char* kernel, const KernelDef& bf16_def, const KernelDef& f16_def,
                           const KernelDef& f32_def, const KernelDef& e4m3_def) {
   switch (dtype) {
-    case ir::DType::bf16: return bf16_def;
-    case ir::DType::f16: return f16_def;
-    case ir::DType::f32: return f32_def;
-    case ir::DType::f8e4m3: return e4m3_def;
-    default: throw Error(str_cat("tiledist: no ", kernel, " kernel for ", ir::dtype_name(dtype), " (bf16, f16, f32, f8e4m3)"));
+    case ir::DType::bf16:
+      return bf16_def;
+    case ir::DType::f16:
+      return f16_def;
+    case ir::DType::f32:
+      return f32_def;
+    case ir::DType::f8e4m3:
+      return e4m3_def;
+    default:
+      throw Error(str_cat("tiledist: no ", kernel, " kernel for ", ir::dtype_name(dtype), " (bf16, f16, f32, f8e4m3)"));
   }
 }
 }  // namespace
@@ -240,7 +244,7 @@ struct Gemm::State {
   bool stream_k = false;
   Kernel kernel;
   float* partials = nullptr;  // stream-K's scratch: device memory on a GPU, else host_partials'
-  int32_t* counts = nullptr;   // (likewise)
+  int32_t* counts = nullptr;  // (likewise)
   std::vector<float> host_partials;
   std::vector<int32_t> host_counts;
   detail::RunStreams streams;
@@ -270,8 +274,9 @@ Gemm::Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtyp
   const int64_t bm = constant("BM", 64), bn = constant("BN", 64), bk = constant("BK", 32);
   const int64_t max_parts = constant("MAX_PARTS", 4);
   if (bm != config.bm || bn != config.bn || max_parts < 1)
-    throw Error(str_cat("tiledist: gemm: a configuration of ", config.bm, "x", config.bn, " tiles whose constants say BM = ",
-                        bm, ", BN = ", bn, ", MAX_PARTS = ", max_parts, " (the same tiles, MAX_PARTS >= 1)"));
+    throw Error(str_cat("tiledist: gemm: a configuration of ", config.bm, "x", config.bn,
+                        " tiles whose constants say BM = ", bm, ", BN = ", bn, ", MAX_PARTS = ", max_parts,
+                        " (the same tiles, MAX_PARTS >= 1)"));
   // The kernel's arithmetic (gemm_sk), for the scratch: a slot per program of the last wave
   // (parts runs of each of its rest tiles), a count per tile of it; and its 32-bit step
   // numbers must not overflow (nor K plus a step).
@@ -279,8 +284,8 @@ Gemm::Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtyp
   const int64_t rest = programs > 0 ? tiles % programs : 0, steps = std::max<int64_t>((K + bk - 1) / bk, 1);
   const int64_t parts = rest ? std::min({programs / rest, max_parts, steps}) : 1;
   const int64_t slots = parts * rest * bm * bn;
-  s.stream_k = constant("PERSISTENT", 0) && parts > 1 && steps * parts < INT32_MAX && K + bk < INT32_MAX &&
-               slots < INT32_MAX;
+  s.stream_k =
+      constant("PERSISTENT", 0) && parts > 1 && steps * parts < INT32_MAX && K + bk < INT32_MAX && slots < INT32_MAX;
   if (!s.stream_k) {
     s.grid = config.grid(M, N);
     s.kernel = compile(gemm_kernel(dtype), config.constants, target, config.options);
@@ -312,8 +317,10 @@ void Gemm::run(const T* a, const T* b, float* c, const cuda::Stream* stream) {
                         ir::dtype_name(s.dtype)));
   const cuda::Stream* on = detail::on_gpu(s.target) ? &s.streams.enter(stream) : nullptr;
   const int M = static_cast<int>(s.M), N = static_cast<int>(s.N), K = static_cast<int>(s.K);
-  if (s.stream_k) detail::launch(s.kernel, on, s.grid, a, b, c, s.partials, s.counts, M, N, K);
-  else detail::launch(s.kernel, on, s.grid, a, b, c, M, N, K);
+  if (s.stream_k)
+    detail::launch(s.kernel, on, s.grid, a, b, c, s.partials, s.counts, M, N, K);
+  else
+    detail::launch(s.kernel, on, s.grid, a, b, c, M, N, K);
   if (on) s.streams.leave(*on, stream);
 }
 template void Gemm::run(const bf16*, const bf16*, float*, const cuda::Stream*);

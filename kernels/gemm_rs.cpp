@@ -25,9 +25,9 @@ using tl::Tensor;
 
 template <class T>
 void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> partial,
-             tl::Ptr<int32_t> counters, tl::Ptr<float> out, tl::Int M, tl::Int N, tl::Int K, tl::Int call, tl::Const<int> BM,
-             tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> ALL, tl::Const<int> COPY,
-             tl::Const<int> PERSISTENT) {
+             tl::Ptr<int32_t> counters, tl::Ptr<float> out, tl::Int M, tl::Int N, tl::Int K, tl::Int call,
+             tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> ALL,
+             tl::Const<int> COPY, tl::Const<int> PERSISTENT) {
   auto n = dist::num_ranks(), me = dist::rank();
   if (ALL) {  // GEMM + AllReduce: every tile goes to every rank (all rows are everyone's)
     auto [grouped_m, pid_n] = detail::grouped_tile(GROUP_M);
@@ -106,20 +106,22 @@ void rs_reduce(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> ou
 }
 }  // namespace
 
-const std::vector<std::string> kParams = {"a",    "b", "staging", "flags", "partial", "counters", "out", "M",
-                                          "N",    "K", "call",    "BM",    "BN",      "BK",       "GROUP_M", "ALL",
-                                          "COPY", "PERSISTENT"};
+const std::vector<std::string> kParams = {"a",   "b",  "staging", "flags", "partial", "counters",
+                                          "out", "M",  "N",       "K",     "call",    "BM",
+                                          "BN",  "BK", "GROUP_M", "ALL",   "COPY",    "PERSISTENT"};
 
 const KernelDef& gemm_rs_kernel() {
-  static const KernelDef def = KernelDef("gemm_rs", gemm_rs<bf16>, kParams,
-                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 0}, {"COPY", 0}, {"PERSISTENT", 0}})
-                                   .do_not_specialize({"call"});
+  static const KernelDef def =
+      KernelDef("gemm_rs", gemm_rs<bf16>, kParams,
+                {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 0}, {"COPY", 0}, {"PERSISTENT", 0}})
+          .do_not_specialize({"call"});
   return def;
 }
 const KernelDef& gemm_ar_kernel() {
-  static const KernelDef def = KernelDef("gemm_ar", gemm_rs<bf16>, kParams,
-                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 1}, {"COPY", 0}, {"PERSISTENT", 0}})
-                                   .do_not_specialize({"call"});
+  static const KernelDef def =
+      KernelDef("gemm_ar", gemm_rs<bf16>, kParams,
+                {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 1}, {"COPY", 0}, {"PERSISTENT", 0}})
+          .do_not_specialize({"call"});
   return def;
 }
 const KernelDef& rs_reduce_kernel() {
@@ -141,11 +143,11 @@ struct GemmRs::State {
   // tile_rows + t]: the last call whose row of tiles t of our rows rank r has copied here.
   int32_t* flags = nullptr;
   int64_t calls = 0, arrived = 0;
-  int64_t tiles = 0;  // tiles of one rank's rows, pushed by each rank per call
-  bool copy = false;  // the copy engine scatters
-  int64_t tile_rows = 0, tile_cols = 0;  // per rank's rows; over N
-  float* partial = nullptr;     // copies: our tiles of the peers' rows (M x N, device memory)
-  int32_t* counters = nullptr;  // copies: tiles finished per row of tiles, over all calls
+  int64_t tiles = 0;                           // tiles of one rank's rows, pushed by each rank per call
+  bool copy = false;                           // the copy engine scatters
+  int64_t tile_rows = 0, tile_cols = 0;        // per rank's rows; over N
+  float* partial = nullptr;                    // copies: our tiles of the peers' rows (M x N, device memory)
+  int32_t* counters = nullptr;                 // copies: tiles finished per row of tiles, over all calls
   std::unique_ptr<detail::SideStream> copies;  // the copy engine's scatter
   GemmConfig config;
   Kernel gemm, reduce;
@@ -172,8 +174,8 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter sc
   s.config = gemm_config(target, M, N, K);
   if (all) s.config = s.config.per_tile();
   if (!all && (M % s.ranks || s.rows % s.config.bm))
-    throw Error(str_cat("tiledist: gemm_rs: M = ", M, " must split into ", s.ranks, " ranks' rows, each a multiple of the ",
-                        s.config.bm, "-row tile"));
+    throw Error(str_cat("tiledist: gemm_rs: M = ", M, " must split into ", s.ranks,
+                        " ranks' rows, each a multiple of the ", s.config.bm, "-row tile"));
   s.tile_rows = (s.rows + s.config.bm - 1) / s.config.bm;
   s.tile_cols = (N + s.config.bn - 1) / s.config.bn;
   s.tiles = s.tile_rows * s.tile_cols;
@@ -219,7 +221,8 @@ void GemmRs::run(const bf16* a, const bf16* b, float* out, const cuda::Stream* s
     // run, made after that peer's GEMM before it, the last reader of this half).
     s.copies->join(*on);
     s.copies->fork(*on);
-    detail::launch(s.gemm, on, s.config.grid(s.M, s.N), a, b, half, s.flags, s.partial, s.counters, out, s.M, s.N, s.K, call);
+    detail::launch(s.gemm, on, s.config.grid(s.M, s.N), a, b, half, s.flags, s.partial, s.counters, out, s.M, s.N, s.K,
+                   call);
     // Each row of tiles of a peer's rows to that peer as soon as its tiles are done, in the
     // order the GEMM makes them (the next rank's rows first).
     const cuda::Stream& copies = s.copies->stream();

@@ -8,8 +8,8 @@ namespace tiledist::kernels::detail {
 /// Tile number `pid`'s (pid_m, pid_n) over a (num_m, num_n) grid of tiles, in groups of
 /// GROUP_M rows of tiles taken column by column, so that the programs running at once share
 /// operand tiles in L2.
-inline std::pair<tl::Tensor, tl::Tensor> grouped_tile(const tl::Tensor& pid, const tl::Tensor& num_m, const tl::Tensor& num_n,
-                                                        int group_m_tiles) {
+inline std::pair<tl::Tensor, tl::Tensor> grouped_tile(const tl::Tensor& pid, const tl::Tensor& num_m,
+                                                      const tl::Tensor& num_n, int group_m_tiles) {
   auto in_group = num_n * group_m_tiles;
   auto first_m = pid / in_group * group_m_tiles;
   // (at least 1: the maximum says so to the compiler, whose TMA copies need tile coordinates
@@ -42,7 +42,8 @@ void for_each_tile(const tl::Tensor& num_m, const tl::Tensor& num_n, int group_m
 /// multiple of BK the compiler can prove non-negative (for TMA's coordinates), k_end <= K.
 template <class T>
 tl::Tensor gemm_acc(tl::Ptr<T> a, tl::Ptr<T> b, tl::Int M, tl::Int N, tl::Int K, const tl::Tensor& pid_m,
-                    const tl::Tensor& pid_n, int BM, int BN, int BK, const tl::Operand& k_begin, const tl::Operand& k_end) {
+                    const tl::Tensor& pid_n, int BM, int BN, int BK, const tl::Operand& k_begin,
+                    const tl::Operand& k_end) {
   using tl::Tensor;
   auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);  // [BM, 1]
   auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);  // [1, BN]

@@ -25,7 +25,8 @@ struct GemmConfig {
   int programs = 0;  // persistent (PERSISTENT=1): at most this many programs, walking the tiles
   Grid grid(int64_t M, int64_t N) const {
     const int64_t tiles_m = (M + bm - 1) / bm, tiles_n = (N + bn - 1) / bn;
-    if (programs > 0) return {static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(tiles_m * tiles_n, programs))), 1};
+    if (programs > 0)
+      return {static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(tiles_m * tiles_n, programs))), 1};
     return {static_cast<int>(tiles_m), static_cast<int>(tiles_n)};
   }
   /// The same tiles, a program per tile, without warp specialization unless the environment
@@ -49,7 +50,8 @@ const KernelDef& gemm_sk_kernel(ir::DType dtype);
 
 /// The operand types Gemm::run takes (another is a compile error, not a link error).
 template <class T>
-concept GemmOperand = std::is_same_v<T, bf16> || std::is_same_v<T, f16> || std::is_same_v<T, float> || std::is_same_v<T, f8e4m3>;
+concept GemmOperand =
+    std::is_same_v<T, bf16> || std::is_same_v<T, f16> || std::is_same_v<T, float> || std::is_same_v<T, f8e4m3>;
 
 /// C[M, N] (f32) = A[M, K] @ B[K, N], row-major, A and B in `dtype` (bf16, f16, f32 or f8e4m3),
 /// by the library's GEMM: gemm_config's tiles (or the given ones). Where its programs are
@@ -175,8 +177,8 @@ const KernelDef& reduce_scatter_kernel(ir::DType dtype = ir::DType::f32);
 const KernelDef& all_reduce_kernel(ir::DType dtype = ir::DType::f32);
 
 /// All-gather, reduce-scatter and all-reduce of f32 or bf16 (summed in f32, rounded once) over
-/// every rank of the world, pushed rank to rank (in chunks, pipelined against the sums), through a symmetric staging area of `capacity_bytes`
-/// (larger messages go in pieces). On a GPU target `in` and `out` are device memory of this
+/// every rank of the world, pushed rank to rank (in chunks, pipelined against the sums), through a symmetric staging
+/// area of `capacity_bytes` (larger messages go in pieces). On a GPU target `in` and `out` are device memory of this
 /// rank (any: they need not be symmetric), on the host target host memory; `in` and `out` are
 /// apart or in place as NCCL's are (all_reduce: in == out; reduce_scatter: out == in + rank *
 /// count; all_gather: in == out + rank * count), any other overlap throws. Construction is
@@ -216,8 +218,8 @@ class Collectives {
  private:
   struct State;
   template <class T>
-  void run(bool reduce, const T* in, T* out, size_t count, size_t in_stride, size_t out_stride, const cuda::Stream* stream,
-           bool in_place = false);
+  void run(bool reduce, const T* in, T* out, size_t count, size_t in_stride, size_t out_stride,
+           const cuda::Stream* stream, bool in_place = false);
   template <class T>
   void all_gather_of(const T* in, T* out, size_t count, const cuda::Stream* stream);
   template <class T>

@@ -23,7 +23,8 @@ double rel_error(const std::vector<float>& got, const std::vector<float>& want) 
 }
 
 std::vector<float> random_floats(size_t n, float lo, float hi) {
-  g_seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^ (n * 0x9E3779B97F4A7C15ull);
+  g_seed =
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^ (n * 0x9E3779B97F4A7C15ull);
   std::mt19937_64 rng(g_seed);
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);
@@ -43,7 +44,8 @@ void softmax(const std::vector<float>& in, std::vector<float>& out, int rows, in
     double m = -INFINITY, s = 0;
     for (int c = 0; c < cols; ++c) m = std::max(m, double(in[size_t(r) * cols + c]));
     for (int c = 0; c < cols; ++c) s += std::exp(double(in[size_t(r) * cols + c]) - m);
-    for (int c = 0; c < cols; ++c) out[size_t(r) * cols + c] = float(std::exp(double(in[size_t(r) * cols + c]) - m) / s);
+    for (int c = 0; c < cols; ++c)
+      out[size_t(r) * cols + c] = float(std::exp(double(in[size_t(r) * cols + c]) - m) / s);
   }
 }
 

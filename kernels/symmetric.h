@@ -13,8 +13,9 @@ namespace tiledist::kernels::detail {
 
 inline bool on_gpu(const Target& target) {
   if (target.kind == Target::Kind::amdgcn)  // (their streams and heaps are CUDA's; kernels alone run there)
-    throw Error(str_cat("tiledist: the kernel library's communicating objects run on the host and on NVIDIA GPUs, not yet on ",
-                        target.name(), " (its kernels compile for it and launch through Kernel)"));
+    throw Error(
+        str_cat("tiledist: the kernel library's communicating objects run on the host and on NVIDIA GPUs, not yet on ",
+                target.name(), " (its kernels compile for it and launch through Kernel)"));
   return target.kind == Target::Kind::nvptx;
 }
 inline int world_rank(const Target& target) { return on_gpu(target) ? cuda::World::get().rank() : rank(); }
@@ -34,8 +35,10 @@ inline void* symm_zeroed(const Target& target, size_t bytes) {
 }
 /// In the same order on every rank, once every call that used it has completed everywhere.
 inline void symm_release(const Target& target, void* p) {
-  if (on_gpu(target)) cuda::World::get().free(p);
-  else symm_free(p);
+  if (on_gpu(target))
+    cuda::World::get().free(p);
+  else
+    symm_free(p);
 }
 /// Whether `rank` uses this rank's GPU (on the host target there is none: false). A copy
 /// between two ranks that share a GPU runs on its SMs, as a kernel of the rank that queued it;
@@ -139,15 +142,19 @@ class SideStream {
 /// A pointer argument as a launch on the GPU takes device memory; other arguments as they are.
 template <class A>
 auto device_arg(A a) {
-  if constexpr (std::is_pointer_v<A>) return cuda::DevicePtr<std::remove_pointer_t<A>>{a, 0};
-  else return a;
+  if constexpr (std::is_pointer_v<A>)
+    return cuda::DevicePtr<std::remove_pointer_t<A>>{a, 0};
+  else
+    return a;
 }
 /// Launches `k` over `grid`: on the GPU stream `on` (its pointer arguments device memory), or
 /// on the host target where `on` is null.
 template <class... A>
 void launch(const Kernel& k, const cuda::Stream* on, Grid grid, A... args) {
-  if (on) k.launch_on(*on, grid, device_arg(args)...);
-  else k.launch(grid, args...);
+  if (on)
+    k.launch_on(*on, grid, device_arg(args)...);
+  else
+    k.launch(grid, args...);
 }
 
 /// Symmetric `p` on `rank`, as mapped here.

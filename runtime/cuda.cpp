@@ -7,8 +7,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "support/support.h"
 #include "runtime/world.h"
+#include "support/support.h"
 
 namespace tiledist::cuda {
 
@@ -34,7 +34,7 @@ struct MemLocation {
   int id;
 };
 struct AllocationProp {
-  int type;                   // CU_MEM_ALLOCATION_TYPE_PINNED = 1
+  int type;                    // CU_MEM_ALLOCATION_TYPE_PINNED = 1
   int requested_handle_types;  // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1
   MemLocation location;
   void* win32_metadata;
@@ -132,22 +132,24 @@ struct Driver {
            bind(cuDevicePrimaryCtxRetain, {"cuDevicePrimaryCtxRetain"}) && bind(cuCtxSetCurrent, {"cuCtxSetCurrent"}) &&
            bind(cuCtxSynchronize, {"cuCtxSynchronize"}) && bind(cuMemAlloc, {"cuMemAlloc_v2"}) &&
            bind(cuMemFree, {"cuMemFree_v2"}) && bind(cuMemcpyHtoD, {"cuMemcpyHtoD_v2"}) &&
-           bind(cuMemcpyDtoH, {"cuMemcpyDtoH_v2"}) && bind(cuMemsetD8, {"cuMemsetD8_v2"}) && bind(cuMemcpyDtoD, {"cuMemcpyDtoD_v2"}) &&
-           bind(cuModuleLoadDataEx, {"cuModuleLoadDataEx"}) && bind(cuModuleUnload, {"cuModuleUnload"}) &&
-           bind(cuModuleGetFunction, {"cuModuleGetFunction"}) && bind(cuFuncSetAttribute, {"cuFuncSetAttribute"}) &&
-           bind(cuLaunchKernel, {"cuLaunchKernel"}) && bind(cuEventCreate, {"cuEventCreate"}) &&
-           bind(cuEventDestroy, {"cuEventDestroy_v2", "cuEventDestroy"}) && bind(cuEventRecord, {"cuEventRecord"}) &&
-           bind(cuEventSynchronize, {"cuEventSynchronize"}) &&
-           bind(cuEventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"}) && bind(cuEventQuery, {"cuEventQuery"}) &&
-           bind(cuStreamCreate, {"cuStreamCreate"}) && bind(cuStreamDestroy, {"cuStreamDestroy_v2", "cuStreamDestroy"}) &&
+           bind(cuMemcpyDtoH, {"cuMemcpyDtoH_v2"}) && bind(cuMemsetD8, {"cuMemsetD8_v2"}) &&
+           bind(cuMemcpyDtoD, {"cuMemcpyDtoD_v2"}) && bind(cuModuleLoadDataEx, {"cuModuleLoadDataEx"}) &&
+           bind(cuModuleUnload, {"cuModuleUnload"}) && bind(cuModuleGetFunction, {"cuModuleGetFunction"}) &&
+           bind(cuFuncSetAttribute, {"cuFuncSetAttribute"}) && bind(cuLaunchKernel, {"cuLaunchKernel"}) &&
+           bind(cuEventCreate, {"cuEventCreate"}) && bind(cuEventDestroy, {"cuEventDestroy_v2", "cuEventDestroy"}) &&
+           bind(cuEventRecord, {"cuEventRecord"}) && bind(cuEventSynchronize, {"cuEventSynchronize"}) &&
+           bind(cuEventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"}) &&
+           bind(cuEventQuery, {"cuEventQuery"}) && bind(cuStreamCreate, {"cuStreamCreate"}) &&
+           bind(cuStreamDestroy, {"cuStreamDestroy_v2", "cuStreamDestroy"}) &&
            bind(cuStreamSynchronize, {"cuStreamSynchronize"}) && bind(cuStreamQuery, {"cuStreamQuery"}) &&
            bind(cuStreamWaitEvent, {"cuStreamWaitEvent"}) &&
-           bind(cuMemGetAllocationGranularity, {"cuMemGetAllocationGranularity"}) && bind(cuMemCreate, {"cuMemCreate"}) &&
-           bind(cuMemRelease, {"cuMemRelease"}) && bind(cuMemExportToShareableHandle, {"cuMemExportToShareableHandle"}) &&
+           bind(cuMemGetAllocationGranularity, {"cuMemGetAllocationGranularity"}) &&
+           bind(cuMemCreate, {"cuMemCreate"}) && bind(cuMemRelease, {"cuMemRelease"}) &&
+           bind(cuMemExportToShareableHandle, {"cuMemExportToShareableHandle"}) &&
            bind(cuMemImportFromShareableHandle, {"cuMemImportFromShareableHandle"}) &&
            bind(cuMemAddressReserve, {"cuMemAddressReserve"}) && bind(cuMemAddressFree, {"cuMemAddressFree"}) &&
-           bind(cuMemMap, {"cuMemMap"}) && bind(cuMemUnmap, {"cuMemUnmap"}) && bind(cuMemSetAccess, {"cuMemSetAccess"}) &&
-           bind(cuMemHostAlloc, {"cuMemHostAlloc"}) &&
+           bind(cuMemMap, {"cuMemMap"}) && bind(cuMemUnmap, {"cuMemUnmap"}) &&
+           bind(cuMemSetAccess, {"cuMemSetAccess"}) && bind(cuMemHostAlloc, {"cuMemHostAlloc"}) &&
            bind(cuMemHostGetDevicePointer, {"cuMemHostGetDevicePointer_v2", "cuMemHostGetDevicePointer"}) &&
            bind(cuMemFreeHost, {"cuMemFreeHost"}) && bind(cuMemcpyDtoDAsync, {"cuMemcpyDtoDAsync_v2"}) &&
            bind(cuStreamWriteValue32, {"cuStreamWriteValue32_v2", "cuStreamWriteValue32"}) &&
@@ -165,8 +167,10 @@ Driver* driver_or_null() {
     if (drv->load()) {
       CUresult r = drv->cuInit(0);
       int n = 0;
-      if (r != 0) drv->error = str_cat("cuInit failed with error ", r);
-      else if (drv->cuDeviceGetCount(&n) != 0 || n == 0) drv->error = "no CUDA device found";
+      if (r != 0)
+        drv->error = str_cat("cuInit failed with error ", r);
+      else if (drv->cuDeviceGetCount(&n) != 0 || n == 0)
+        drv->error = "no CUDA device found";
     }
     return drv;
   }();
@@ -280,14 +284,15 @@ void* zeros_for_tensor_maps() {
 
 TensorMap encode_tensor_map(const TensorMapShape& t) {
   Driver& d = driver();
-  if (!d.cuTensorMapEncodeTiled) throw Error("tiledist: this CUDA driver lacks cuTensorMapEncodeTiled (TMA needs CUDA 12)");
+  if (!d.cuTensorMapEncodeTiled)
+    throw Error("tiledist: this CUDA driver lacks cuTensorMapEncodeTiled (TMA needs CUDA 12)");
   // CUtensorMapDataType: UINT8 0, FLOAT16 6, BFLOAT16 9; swizzle 128B 3; L2 promotion 256B 3;
   // out-of-bounds elements read as zeros (fill NONE 0).
   int type = t.element_bytes == 1 ? 0 : t.bf16 ? 9 : 6;
   const unsigned element_strides[5] = {1, 1, 1, 1, 1};
   TensorMap m;
-  CUresult r = d.cuTensorMapEncodeTiled(m.bytes, type, static_cast<unsigned>(t.rank), t.base, t.dims, t.stride_bytes, t.box,
-                                        element_strides, 0, 3, 3, 0);
+  CUresult r = d.cuTensorMapEncodeTiled(m.bytes, type, static_cast<unsigned>(t.rank), t.base, t.dims, t.stride_bytes,
+                                        t.box, element_strides, 0, 3, 3, 0);
   if (r != 0) {
     const char* name = "unknown error";
     d.cuGetErrorName(r, &name);
@@ -297,9 +302,9 @@ TensorMap encode_tensor_map(const TensorMapShape& t) {
       box += str_cat(i ? " x " : "", t.box[i]);
       if (i) strides += str_cat(i > 1 ? ", " : "", t.stride_bytes[i - 1]);
     }
-    throw Error(str_cat("tiledist: cuTensorMapEncodeTiled failed: ", name, " (", r, ") for a tensor at ", t.base, " of ", dims,
-                        " elements of ", t.element_bytes, " bytes (contiguous dimension first), strides ", strides,
-                        " bytes, boxes of ", box,
+    throw Error(str_cat("tiledist: cuTensorMapEncodeTiled failed: ", name, " (", r, ") for a tensor at ", t.base,
+                        " of ", dims, " elements of ", t.element_bytes, " bytes (contiguous dimension first), strides ",
+                        strides, " bytes, boxes of ", box,
                         " (the base must be 16-byte aligned and every stride a multiple of 16 bytes)"));
   }
   return m;
@@ -307,7 +312,8 @@ TensorMap encode_tensor_map(const TensorMapShape& t) {
 
 void copy_async(void* dst, const void* src, size_t bytes, const Stream& stream) {
   if (bytes)
-    TD_CU(cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, stream.handle()));
+    TD_CU(cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes,
+                            stream.handle()));
 }
 void write_value(void* word, uint32_t value, const Stream& stream) {
   TD_CU(cuStreamWriteValue32(stream.handle(), reinterpret_cast<CUdeviceptr>(word), value, 0));  // after a fence
@@ -399,7 +405,8 @@ Module::~Module() {
   if (module_ && available()) driver().cuModuleUnload(module_);
 }
 
-void Module::launch(const std::string& entry, const int grid[3], int threads, size_t shared_bytes, void** args, void* stream) {
+void Module::launch(const std::string& entry, const int grid[3], int threads, size_t shared_bytes, void** args,
+                    void* stream) {
   // The function and its shared-memory limit are looked up and set once (launches of small
   // kernels are host-bound: bench/RESULTS.md).
   std::unique_lock<std::mutex> lock(mutex_);
@@ -417,8 +424,8 @@ void Module::launch(const std::string& entry, const int grid[3], int threads, si
     shared_set_ = shared_bytes;
   }
   lock.unlock();
-  check(driver().cuLaunchKernel(f, grid[0], grid[1], grid[2], threads, 1, 1, static_cast<unsigned>(shared_bytes), stream,
-                                args, nullptr),
+  check(driver().cuLaunchKernel(f, grid[0], grid[1], grid[2], threads, 1, 1, static_cast<unsigned>(shared_bytes),
+                                stream, args, nullptr),
         "cuLaunchKernel");
 }
 

@@ -113,7 +113,9 @@ class DeviceArray {
  public:
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
-  void upload(const std::vector<T>& host) { copy_to_device(ptr_, host.data(), std::min(host.size(), count_) * sizeof(T)); }
+  void upload(const std::vector<T>& host) {
+    copy_to_device(ptr_, host.data(), std::min(host.size(), count_) * sizeof(T));
+  }
   std::vector<T> download() const {
     std::vector<T> host(count_);
     copy_to_host(host.data(), ptr_, count_ * sizeof(T));

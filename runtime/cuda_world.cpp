@@ -74,7 +74,8 @@ int recv_fd(int s, int32_t* from, int me) {
   msg.msg_controllen = sizeof control;
   if (recvmsg(s, &msg, MSG_CMSG_CLOEXEC) != static_cast<ssize_t>(sizeof *from)) sys_fail(me, "receive a peer's heap");
   cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  if (!c || c->cmsg_type != SCM_RIGHTS) throw Error(str_cat("tiledist: rank ", me, " got no heap descriptor from a peer"));
+  if (!c || c->cmsg_type != SCM_RIGHTS)
+    throw Error(str_cat("tiledist: rank ", me, " got no heap descriptor from a peer"));
   int fd = -1;
   std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
   return fd;
@@ -108,7 +109,8 @@ void World::bootstrap() {
   Fd listener(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   socklen_t len = 0;
   sockaddr_un addr = socket_address(host.session(), rank_, &len);
-  if (listener.fd < 0 || bind(listener.fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(listener.fd, runtime::kMaxRanks) != 0)
+  if (listener.fd < 0 || bind(listener.fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+      listen(listener.fd, runtime::kMaxRanks) != 0)
     sys_fail(rank_, "listen for its peers (is another job using this session?)");
   host.barrier();  // every rank listens
 
@@ -129,7 +131,8 @@ void World::bootstrap() {
     if (r == rank_) continue;
     int32_t from = -1;
     Fd theirs(recv_fd(to_peer[r].fd, &from, rank_));
-    if (from != r) throw Error(str_cat("tiledist: rank ", rank_, " asked rank ", r, " for its heap and rank ", from, " answered"));
+    if (from != r)
+      throw Error(str_cat("tiledist: rank ", rank_, " asked rank ", r, " for its heap and rank ", from, " answered"));
     handles_[r] = vmm_import(theirs.fd);
   }
 
@@ -144,7 +147,8 @@ void World::bootstrap() {
     }
   }
   for (int r = 0; r < size_; ++r) bases_[r] = base_ + r * heap_size_;
-  finish_bootstrap(host, {cuda::malloc, cuda::copy_to_device, cuda::memset, cuda::synchronize, host_mapped_alloc, device().pci_location});
+  finish_bootstrap(host, {cuda::malloc, cuda::copy_to_device, cuda::memset, cuda::synchronize, host_mapped_alloc,
+                          device().pci_location});
 }
 
 }  // namespace tiledist::cuda

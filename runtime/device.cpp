@@ -5,9 +5,9 @@
 #include <chrono>
 #include <cstring>
 
-#include "support/support.h"
 #include "runtime/fiber.h"
 #include "runtime/world.h"
+#include "support/support.h"
 
 namespace tiledist::runtime {
 namespace {
@@ -41,12 +41,18 @@ std::string describe(const World& w, const void* p) {
 
 bool compare(int64_t v, int32_t cmp, int64_t want) {
   switch (cmp) {
-    case 0: return v == want;
-    case 1: return v != want;
-    case 2: return v < want;
-    case 3: return v <= want;
-    case 4: return v > want;
-    default: return v >= want;
+    case 0:
+      return v == want;
+    case 1:
+      return v != want;
+    case 2:
+      return v < want;
+    case 3:
+      return v <= want;
+    case 4:
+      return v > want;
+    default:
+      return v >= want;
   }
 }
 const char* cmp_name(int32_t cmp) {

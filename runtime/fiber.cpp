@@ -90,8 +90,8 @@ FiberScheduler::Fiber* FiberScheduler::start(int64_t linear) {
     f->stack = free_stacks_.back();
     free_stacks_.pop_back();
   } else {
-    void* m = mmap(nullptr, kStackBytes + kGuardBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void* m = mmap(nullptr, kStackBytes + kGuardBytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) throw Error("tiledist: cannot allocate a fiber stack for a program instance");
     if (mprotect(m, kGuardBytes, PROT_NONE) != 0) {
       munmap(m, kStackBytes + kGuardBytes);
@@ -195,8 +195,10 @@ void FiberScheduler::run() {
     if (failed_) break;
     if (idle) {
       // Everyone waits on another rank: give its process the core.
-      if (++idle_rounds > 64) usleep(50);
-      else sched_yield();
+      if (++idle_rounds > 64)
+        usleep(50);
+      else
+        sched_yield();
     } else {
       idle_rounds = 0;
     }

@@ -14,7 +14,8 @@ void GpuWorld::start_bootstrap(const runtime::World& host, size_t granularity) {
   timeout_s_ = host.wait_timeout();
   if (size_ > runtime::kMaxDeviceRanks)
     throw Error(str_cat("tiledist: the GPU world holds at most ", runtime::kMaxDeviceRanks, " ranks, not ", size_));
-  heap_size_ = (runtime::env_size("TILEDIST_GPU_HEAP_SIZE", size_t(1) << 30) + granularity - 1) / granularity * granularity;
+  heap_size_ =
+      (runtime::env_size("TILEDIST_GPU_HEAP_SIZE", size_t(1) << 30) + granularity - 1) / granularity * granularity;
   bases_.assign(size_, nullptr);
 }
 
@@ -36,7 +37,8 @@ void GpuWorld::finish_bootstrap(runtime::World& host, const Device& device) {
   w.heap_size = heap_size_;
   w.timeout_ns = static_cast<uint64_t>(timeout_s_ * 1e9);
   void* failure_on_device = nullptr;
-  failure_ = static_cast<runtime::DeviceFailureRecord*>(device.host_mapped_alloc(sizeof(runtime::DeviceFailureRecord), &failure_on_device));
+  failure_ = static_cast<runtime::DeviceFailureRecord*>(
+      device.host_mapped_alloc(sizeof(runtime::DeviceFailureRecord), &failure_on_device));
   w.failure = reinterpret_cast<uint64_t>(failure_on_device);
   for (int r = 0; r < size_; ++r) w.bases[r] = reinterpret_cast<uint64_t>(bases_[r]);
   device_world_ = device.malloc(sizeof w);
@@ -73,7 +75,8 @@ bool GpuWorld::contains(const void* p) const {
 }
 
 void* GpuWorld::at(const void* p, int rank) const {
-  if (rank < 0 || rank >= size_) throw Error(str_cat("tiledist: symm_at: rank ", rank, " is out of range (the world has ", size_, " ranks)"));
+  if (rank < 0 || rank >= size_)
+    throw Error(str_cat("tiledist: symm_at: rank ", rank, " is out of range (the world has ", size_, " ranks)"));
   if (!contains(p)) throw Error(str_cat("tiledist: symm_at: pointer ", p, " is not in this rank's GPU symmetric heap"));
   return bases_[rank] + offset_of(p);
 }
@@ -87,7 +90,8 @@ std::string GpuWorld::failure() const {
   auto where = [&](uint64_t a) {
     const auto* c = reinterpret_cast<const char*>(a);
     for (int r = 0; r < size_; ++r)
-      if (c >= bases_[r] && c < bases_[r] + heap_size_) return str_cat("byte offset ", c - bases_[r], " of rank ", r, "'s GPU heap");
+      if (c >= bases_[r] && c < bases_[r] + heap_size_)
+        return str_cat("byte offset ", c - bases_[r], " of rank ", r, "'s GPU heap");
     char hex[32];
     std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(a));
     return str_cat("address ", hex, " (outside the GPU heaps)");
@@ -105,13 +109,14 @@ std::string GpuWorld::failure() const {
     case DeviceFailure::symm_at_outside_heap:
       return str_cat(head, "symm_at of a pointer outside this rank's GPU symmetric heap (", where(f->address), ")");
     case DeviceFailure::barrier_timeout:
-      return str_cat(head, "gave up after ", timeout_s_, " s ($TILEDIST_WAIT_TIMEOUT) in a device barrier (barrier_all, ",
-                     "sync_all): ", f->seen, " of ", f->expected, " programs of all ranks had arrived. A device barrier ",
+      return str_cat(head, "gave up after ", timeout_s_,
+                     " s ($TILEDIST_WAIT_TIMEOUT) in a device barrier (barrier_all, ", "sync_all): ", f->seen, " of ",
+                     f->expected, " programs of all ranks had arrived. A device barrier ",
                      "needs every program of the grid resident at once on every rank: launch at most as many as the ",
                      "GPU holds");
     case DeviceFailure::pipeline_timeout:
-      return str_cat(head, "a pipeline stage (the mbarrier at shared-memory address ", f->address, ", phase ", f->expected,
-                     ") did not complete in twice the wait timeout ($TILEDIST_WAIT_TIMEOUT, ", timeout_s_,
+      return str_cat(head, "a pipeline stage (the mbarrier at shared-memory address ", f->address, ", phase ",
+                     f->expected, ") did not complete in twice the wait timeout ($TILEDIST_WAIT_TIMEOUT, ", timeout_s_,
                      " s): tiledist's pipeline is stuck, a bug to report with the kernel and its options");
     case DeviceFailure::symm_at_bad_rank:
       return str_cat(head, "symm_at to rank ", f->expected, ", but the world has ", f->seen, " ranks");

@@ -13,9 +13,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "support/support.h"
-#include "support/device_world.h"
 #include "runtime/world.h"
+#include "support/device_world.h"
+#include "support/support.h"
 
 namespace tiledist::runtime {
 
@@ -91,7 +91,7 @@ class GpuWorld {
 
   int rank_ = 0, size_ = 1;
   size_t heap_size_ = 0;
-  std::vector<char*> bases_;  // each rank's heap, as mapped here
+  std::vector<char*> bases_;    // each rank's heap, as mapped here
   std::vector<uint64_t> gpus_;  // each rank's Device::gpu
   bool shared_ = false;
 

@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "support/support.h"
 #include "runtime/world.h"
+#include "support/support.h"
 
 #define __HIP_PLATFORM_AMD__
 #include <hip/hip_runtime_api.h>
@@ -69,15 +69,15 @@ struct Runtime {
     }
 #define TD_BIND(name) bind(name, #name)
     return TD_BIND(hipInit) && TD_BIND(hipGetErrorName) && TD_BIND(hipGetDeviceCount) && TD_BIND(hipSetDevice) &&
-           TD_BIND(hipGetDeviceProperties) && TD_BIND(hipDeviceSynchronize) && TD_BIND(hipMalloc) && TD_BIND(hipExtMallocWithFlags) && TD_BIND(hipFree) &&
-           TD_BIND(hipMemcpy) && TD_BIND(hipMemset) && TD_BIND(hipMemcpyAsync) && TD_BIND(hipStreamCreateWithFlags) &&
-           TD_BIND(hipStreamDestroy) && TD_BIND(hipStreamSynchronize) && TD_BIND(hipStreamWaitEvent) &&
-           TD_BIND(hipStreamWriteValue32) && TD_BIND(hipStreamWaitValue32) && TD_BIND(hipEventCreate) &&
-           TD_BIND(hipEventDestroy) && TD_BIND(hipEventRecord) && TD_BIND(hipEventSynchronize) &&
-           TD_BIND(hipEventElapsedTime) && TD_BIND(hipModuleLoadData) && TD_BIND(hipModuleUnload) &&
-           TD_BIND(hipModuleGetFunction) && TD_BIND(hipModuleLaunchKernel) && TD_BIND(hipIpcGetMemHandle) &&
-           TD_BIND(hipIpcOpenMemHandle) && TD_BIND(hipIpcCloseMemHandle) && TD_BIND(hipHostMalloc) &&
-           TD_BIND(hipHostGetDevicePointer);
+           TD_BIND(hipGetDeviceProperties) && TD_BIND(hipDeviceSynchronize) && TD_BIND(hipMalloc) &&
+           TD_BIND(hipExtMallocWithFlags) && TD_BIND(hipFree) && TD_BIND(hipMemcpy) && TD_BIND(hipMemset) &&
+           TD_BIND(hipMemcpyAsync) && TD_BIND(hipStreamCreateWithFlags) && TD_BIND(hipStreamDestroy) &&
+           TD_BIND(hipStreamSynchronize) && TD_BIND(hipStreamWaitEvent) && TD_BIND(hipStreamWriteValue32) &&
+           TD_BIND(hipStreamWaitValue32) && TD_BIND(hipEventCreate) && TD_BIND(hipEventDestroy) &&
+           TD_BIND(hipEventRecord) && TD_BIND(hipEventSynchronize) && TD_BIND(hipEventElapsedTime) &&
+           TD_BIND(hipModuleLoadData) && TD_BIND(hipModuleUnload) && TD_BIND(hipModuleGetFunction) &&
+           TD_BIND(hipModuleLaunchKernel) && TD_BIND(hipIpcGetMemHandle) && TD_BIND(hipIpcOpenMemHandle) &&
+           TD_BIND(hipIpcCloseMemHandle) && TD_BIND(hipHostMalloc) && TD_BIND(hipHostGetDevicePointer);
 #undef TD_BIND
   }
 };
@@ -130,7 +130,9 @@ std::string arch_of(const std::string& gcn_arch_name) { return gcn_arch_name.sub
 
 std::string code_object_arch(const std::string& binary) {
   // ELF64 header: e_ident[16], e_type (2), e_machine (2) at 18, e_flags (4) at 48.
-  if (binary.size() < 64 || binary.compare(0, 4, "\x7f" "ELF") != 0)
+  if (binary.size() < 64 || binary.compare(0, 4,
+                                           "\x7f"
+                                           "ELF") != 0)
     throw Error("tiledist: not a code object: the bytes are not an ELF file");
   if (binary[4] != 2) throw Error("tiledist: not a code object: a 32-bit ELF file");
   uint16_t machine;
@@ -140,12 +142,17 @@ std::string code_object_arch(const std::string& binary) {
   constexpr uint16_t kEmAmdgpu = 224;
   if (machine != kEmAmdgpu) throw Error(str_cat("tiledist: not an AMDGPU code object (ELF machine ", machine, ")"));
   switch (flags & 0xff) {  // EF_AMDGPU_MACH
-    case 0x3f: return "gfx90a";
-    case 0x40: return "gfx940";
-    case 0x4b: return "gfx941";
-    case 0x4c: return "gfx942";
-    default: throw Error(str_cat("tiledist: a code object for an AMD GPU tiledist does not target (EF_AMDGPU_MACH 0x", std::hex,
-                                 flags & 0xff, ")"));
+    case 0x3f:
+      return "gfx90a";
+    case 0x40:
+      return "gfx940";
+    case 0x4b:
+      return "gfx941";
+    case 0x4c:
+      return "gfx942";
+    default:
+      throw Error(str_cat("tiledist: a code object for an AMD GPU tiledist does not target (EF_AMDGPU_MACH 0x",
+                          std::hex, flags & 0xff, ")"));
   }
 }
 
@@ -202,7 +209,8 @@ void synchronize() { TD_HIP(hipDeviceSynchronize()); }
 void* host_mapped_alloc(size_t bytes, void** device_address) {
   device();
   void* p = nullptr;
-  TD_HIP(hipHostMalloc(&p, bytes, hipHostMallocMapped | hipHostMallocCoherent));  // (uncached: seen while a kernel runs)
+  TD_HIP(
+      hipHostMalloc(&p, bytes, hipHostMallocMapped | hipHostMallocCoherent));  // (uncached: seen while a kernel runs)
   std::memset(p, 0, bytes);
   TD_HIP(hipHostGetDevicePointer(device_address, p, 0));
   return p;
@@ -254,8 +262,8 @@ void wait_value(void* word, uint32_t value, const Stream& stream) {
 Module::Module(const std::string& code_object, const std::string& name) : name_(name) {
   const std::string arch = code_object_arch(code_object);
   if (arch != device().arch)
-    throw Error(str_cat("tiledist: kernel '", name, "' was compiled for ", arch, ", and this GPU (", device().name, ") is ",
-                        device().arch, ": compile it for --target ", device().arch));
+    throw Error(str_cat("tiledist: kernel '", name, "' was compiled for ", arch, ", and this GPU (", device().name,
+                        ") is ", device().arch, ": compile it for --target ", device().arch));
   hipModule_t m = nullptr;
   TD_HIP(hipModuleLoadData(&m, code_object.data()));
   module_ = m;

@@ -4,9 +4,9 @@
 #include <limits>
 #include <memory>
 
-#include "support/support.h"
 #include "runtime/fiber.h"
 #include "runtime/world.h"
+#include "support/support.h"
 
 namespace tiledist::runtime {
 

@@ -14,8 +14,7 @@
 
 namespace tiledist::runtime {
 
-using HostKernelFn = void (*)(void** args, const int32_t* pid, const int32_t* num_programs, char* scratch,
-                              void* rt);
+using HostKernelFn = void (*)(void** args, const int32_t* pid, const int32_t* num_programs, char* scratch, void* rt);
 
 /// A memory range that a bounds-checked kernel may touch: one pointer argument.
 struct CheckedRange {
@@ -41,8 +40,8 @@ struct HostRuntime {
   // Device barriers of this launch: barrier k completes when every program of the grid on
   // every rank has arrived at its k-th barrier.
   int64_t grid_size = 1;
-  int64_t barrier_base = 0;                 // this rank's barrier count before the launch
-  std::vector<int64_t> barrier_arrivals;    // local programs arrived at barrier k
+  int64_t barrier_base = 0;               // this rank's barrier count before the launch
+  std::vector<int64_t> barrier_arrivals;  // local programs arrived at barrier k
 };
 
 }  // namespace tiledist::runtime
@@ -59,8 +58,7 @@ int32_t tiledist_num_ranks(void* rt);
 void* tiledist_symm_at(void* rt, void* ptr, int64_t rank);
 /// Waits until each of `n` words (elem_bytes each) from `ptr` compares to `value` as `cmp` says
 /// (0 eq, 1 ne, 2 lt, 3 le, 4 gt, 5 ge); returns the last word's value.
-int64_t tiledist_wait(void* rt, void* ptr, int32_t elem_bytes, int32_t n, int32_t cmp, int64_t value,
-                      int32_t acquire);
+int64_t tiledist_wait(void* rt, void* ptr, int32_t elem_bytes, int32_t n, int32_t cmp, int64_t value, int32_t acquire);
 void tiledist_barrier(void* rt);
 void tiledist_memcpy(void* rt, void* dst, const void* src, int64_t bytes);
 }

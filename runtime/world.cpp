@@ -91,7 +91,8 @@ void World::bootstrap() {
   if (const char* r = env("TILEDIST_RANK")) {
     rank_ = env_int("TILEDIST_RANK", r);
     const char* s = env("TILEDIST_WORLD_SIZE");
-    if (!s) throw Error("tiledist: $TILEDIST_RANK is set but $TILEDIST_WORLD_SIZE is not (start ranks with tiledist-run)");
+    if (!s)
+      throw Error("tiledist: $TILEDIST_RANK is set but $TILEDIST_WORLD_SIZE is not (start ranks with tiledist-run)");
     size_ = env_int("TILEDIST_WORLD_SIZE", s);
     const char* sess = env("TILEDIST_SESSION");
     session_ = sess ? sess : "job";
@@ -113,7 +114,8 @@ void World::bootstrap() {
   if (const char* t = env("TILEDIST_WAIT_TIMEOUT")) {
     char* end = nullptr;
     wait_timeout_ = std::strtod(t, &end);
-    if (*end || wait_timeout_ <= 0) throw Error(str_cat("tiledist: $TILEDIST_WAIT_TIMEOUT = '", t, "' is not a positive number of seconds"));
+    if (*end || wait_timeout_ <= 0)
+      throw Error(str_cat("tiledist: $TILEDIST_WAIT_TIMEOUT = '", t, "' is not a positive number of seconds"));
   }
 
   std::string ctl_name = segment_name(session_, "ctl");
@@ -145,7 +147,8 @@ void World::bootstrap() {
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     bases_[r] = static_cast<char*>(map_segment(segment_name(session_, str_cat("heap", r)), heap_size_, false));
-    if (!bases_[r]) throw Error(str_cat("tiledist: rank ", rank_, " cannot map the heap of rank ", r, ": ", std::strerror(errno)));
+    if (!bases_[r])
+      throw Error(str_cat("tiledist: rank ", rank_, " cannot map the heap of rank ", r, ": ", std::strerror(errno)));
   }
   barrier();  // every heap is mapped everywhere: the names can go
   shm_unlink(segment_name(session_, str_cat("heap", rank_)).c_str());
@@ -164,7 +167,8 @@ std::string World::peer_problem() const {
   for (int r = 0; r < size_; ++r) {
     int64_t pid = ctl_->pids[r].load();
     if (r == rank_ || pid <= 0) continue;
-    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return str_cat("rank ", r, " (pid ", pid, ") has died");
+    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+      return str_cat("rank ", r, " (pid ", pid, ") has died");
   }
   return "";
 }
@@ -296,18 +300,24 @@ size_t env_size(const char* name, size_t fallback) {
   if (!h) return fallback;
   char* end = nullptr;
   unsigned long long v = std::strtoull(h, &end, 10);
-  if (*end == 'M' || *end == 'm') v <<= 20, ++end;
-  else if (*end == 'G' || *end == 'g') v <<= 30, ++end;
+  if (*end == 'M' || *end == 'm')
+    v <<= 20, ++end;
+  else if (*end == 'G' || *end == 'g')
+    v <<= 30, ++end;
   if (*end || v == 0) throw Error(str_cat("tiledist: $", name, " = '", h, "' is not a size (e.g. 512M, 2G)"));
   return (v + HeapOffsets::kAlign - 1) / HeapOffsets::kAlign * HeapOffsets::kAlign;
 }
 
 int device_ordinal(int count, const char* what) {
   int ordinal = 0;
-  if (const char* e = std::getenv("TILEDIST_DEVICE")) ordinal = std::atoi(e);
-  else if (const char* l = std::getenv("TILEDIST_LOCAL_RANK")) ordinal = std::atoi(l) % count;
-  else if (const char* l = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")) ordinal = std::atoi(l) % count;
-  if (ordinal < 0 || ordinal >= count) throw Error(str_cat("tiledist: ", what, " ", ordinal, " does not exist (", count, " found)"));
+  if (const char* e = std::getenv("TILEDIST_DEVICE"))
+    ordinal = std::atoi(e);
+  else if (const char* l = std::getenv("TILEDIST_LOCAL_RANK"))
+    ordinal = std::atoi(l) % count;
+  else if (const char* l = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK"))
+    ordinal = std::atoi(l) % count;
+  if (ordinal < 0 || ordinal >= count)
+    throw Error(str_cat("tiledist: ", what, " ", ordinal, " does not exist (", count, " found)"));
   return ordinal;
 }
 
@@ -318,8 +328,7 @@ bool World::contains(const void* p) const {
 
 std::string World::check_at(const void* p, int64_t rank) const {
   if (rank < 0 || rank >= size_) return str_cat("rank ", rank, " is out of range (the world has ", size_, " ranks)");
-  if (!contains(p))
-    return str_cat("pointer ", p, " is not in the symmetric heap (allocate it with symm_alloc)");
+  if (!contains(p)) return str_cat("pointer ", p, " is not in the symmetric heap (allocate it with symm_alloc)");
   return "";
 }
 

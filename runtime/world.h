@@ -32,7 +32,7 @@ struct ControlBlock {
   std::atomic<int64_t> alloc_seq[kMaxRanks];
   std::atomic<int64_t> alloc_size[kMaxRanks];
   std::atomic<uint64_t> gpu[kMaxRanks];  // each rank's GPU (GpuWorld::gpu_of), written at its bootstrap
-  char failure[kMaxRanks][256];  // each rank writes only its own, before publishing failed_rank
+  char failure[kMaxRanks][256];          // each rank writes only its own, before publishing failed_rank
 };
 
 /// First-fit allocation of 256-byte aligned offsets in a heap; used collectively (the same calls

@@ -14,7 +14,11 @@ namespace tiledist::runtime {
 inline constexpr int kMaxDeviceRanks = 64;
 
 enum class DeviceFailure : uint32_t {
-  none = 0, wait_timeout = 1, symm_at_outside_heap = 2, symm_at_bad_rank = 3, barrier_timeout = 4,
+  none = 0,
+  wait_timeout = 1,
+  symm_at_outside_heap = 2,
+  symm_at_bad_rank = 3,
+  barrier_timeout = 4,
   pipeline_timeout = 5  // a TMA/warp-specialized pipeline's mbarrier never completed (a compiler bug)
 };
 
@@ -24,13 +28,13 @@ inline constexpr uint64_t kBarrierCounterOffset = 0, kBarrierGenerationOffset = 
 
 /// Written once by the first thread that fails (host-mapped memory).
 struct DeviceFailureRecord {
-  uint32_t kind;       // DeviceFailure; claimed with a compare-and-swap from 0
-  uint32_t block;      // linear index of the program (CTA) that failed
-  uint64_t address;    // the signal word waited on, or the pointer given to symm_at
-  int64_t expected;    // wait: the value waited for; symm_at: the rank asked for
-  int64_t seen;        // wait: the last value read
-  uint32_t complete;   // 1 once the fields above are written
-  uint32_t kernel;     // kernel_tag() of the failing kernel's name
+  uint32_t kind;      // DeviceFailure; claimed with a compare-and-swap from 0
+  uint32_t block;     // linear index of the program (CTA) that failed
+  uint64_t address;   // the signal word waited on, or the pointer given to symm_at
+  int64_t expected;   // wait: the value waited for; symm_at: the rank asked for
+  int64_t seen;       // wait: the last value read
+  uint32_t complete;  // 1 once the fields above are written
+  uint32_t kernel;    // kernel_tag() of the failing kernel's name
 };
 
 /// What a failure record names a kernel by: the FNV-1a hash of its name (written by the code
@@ -45,9 +49,9 @@ struct DeviceWorld {
   int32_t rank;
   int32_t num_ranks;
   uint64_t heap_size;
-  uint64_t timeout_ns;                 // a wait gives up after this long (0: never)
-  uint64_t failure;                    // device address of the DeviceFailureRecord
-  uint64_t bases[kMaxDeviceRanks];     // each rank's heap, mapped into this process
+  uint64_t timeout_ns;              // a wait gives up after this long (0: never)
+  uint64_t failure;                 // device address of the DeviceFailureRecord
+  uint64_t bases[kMaxDeviceRanks];  // each rank's heap, mapped into this process
 };
 
 static_assert(offsetof(DeviceWorld, rank) == 0 && offsetof(DeviceWorld, num_ranks) == 4 &&

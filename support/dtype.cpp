@@ -9,8 +9,8 @@ struct DTypeInfo {
   bool is_float;
 };
 constexpr DTypeInfo kDTypes[kNumDTypes] = {
-    {"i1", 8, false},   {"i8", 8, false},    {"i16", 16, false}, {"i32", 32, false},
-    {"i64", 64, false}, {"f16", 16, true},   {"bf16", 16, true}, {"f32", 32, true},
+    {"i1", 8, false},   {"i8", 8, false},    {"i16", 16, false},  {"i32", 32, false},
+    {"i64", 64, false}, {"f16", 16, true},   {"bf16", 16, true},  {"f32", 32, true},
     {"f64", 64, true},  {"f8e4m3", 8, true}, {"f8e5m2", 8, true},
 };
 }  // namespace

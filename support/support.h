@@ -44,7 +44,7 @@ std::string str_cat(const Args&... args) {
 
 }  // namespace tiledist
 
-#define TD_ASSERT(cond, ...)                                                              \
-  do {                                                                                    \
+#define TD_ASSERT(cond, ...)                                                                              \
+  do {                                                                                                    \
     if (!(cond)) ::tiledist::assert_fail(#cond, __FILE__, __LINE__, ::tiledist::str_cat("" __VA_ARGS__)); \
   } while (0)

@@ -58,8 +58,8 @@ std::optional<TmaRecipe::Dim> parse_dim(const std::string& s) {
 }  // namespace
 
 std::string TmaRecipe::str() const {
-  return str_cat(pointer, " ", ir::dtype_name(dtype), " ", list_str(dims, dim_str), " ", list_str(strides, dim_str), " ",
-                 list_str(box, [](int64_t b) { return str_cat(b); }));
+  return str_cat(pointer, " ", ir::dtype_name(dtype), " ", list_str(dims, dim_str), " ", list_str(strides, dim_str),
+                 " ", list_str(box, [](int64_t b) { return str_cat(b); }));
 }
 
 std::optional<TmaRecipe> TmaRecipe::parse(const std::string& s) {

@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -72,9 +72,12 @@ std::string when(fs::file_time_type t) {
 
 std::string human(uintmax_t bytes) {
   char buf[32];
-  if (bytes >= (1u << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / 1048576.0);
-  else if (bytes >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
-  else std::snprintf(buf, sizeof buf, "%ju B", bytes);
+  if (bytes >= (1u << 20))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / 1048576.0);
+  else if (bytes >= 1024)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%ju B", bytes);
   return buf;
 }
 
@@ -83,8 +86,12 @@ uintmax_t parse_size(const std::string& s) {
   double v = std::strtod(s.c_str(), &end);
   std::string unit = end ? end : "";
   for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  double mult = unit.empty() || unit == "B" ? 1 : unit == "K" || unit == "KIB" ? 1024 : unit == "M" || unit == "MIB" ? 1 << 20
-              : unit == "G" || unit == "GIB" ? double(1 << 30) : unit == "T" || unit == "TIB" ? 1099511627776.0 : -1;
+  double mult = unit.empty() || unit == "B"    ? 1
+                : unit == "K" || unit == "KIB" ? 1024
+                : unit == "M" || unit == "MIB" ? 1 << 20
+                : unit == "G" || unit == "GIB" ? double(1 << 30)
+                : unit == "T" || unit == "TIB" ? 1099511627776.0
+                                               : -1;
   double bytes = v * mult;
   if (s.empty() || end == s.c_str() || !std::isfinite(v) || v < 0 || mult < 0 || bytes > 9.0e18)
     throw Error("tiledist-cache: --max-size '" + s + "': give bytes, or a number with K, M, G or T");
@@ -104,10 +111,12 @@ void run(const std::vector<std::string>& argv) {
   }
   int status = 0;
   waitpid(pid, &status, 0);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) throw Error(str_cat("tiledist-cache: ", argv[0], " not found (it needs tar and xz)"));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+    throw Error(str_cat("tiledist-cache: ", argv[0], " not found (it needs tar and xz)"));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw Error(str_cat("tiledist-cache: ", argv[0], WIFEXITED(status) ? str_cat(" exited with status ", WEXITSTATUS(status))
-                                                                     : str_cat(" was killed by signal ", WTERMSIG(status))));
+    throw Error(str_cat("tiledist-cache: ", argv[0],
+                        WIFEXITED(status) ? str_cat(" exited with status ", WEXITSTATUS(status))
+                                          : str_cat(" was killed by signal ", WTERMSIG(status))));
 }
 
 }  // namespace
@@ -148,7 +157,8 @@ int main(int argc, char** argv) {
         t.first++, t.second += e.size;
       }
       std::printf("cache %s: %zu entries, %s\n", dir.c_str(), all.size(), human(total).c_str());
-      for (auto& [t, v] : by_target) std::printf("  %-14s %6zu entries  %s\n", t.c_str(), v.first, human(v.second).c_str());
+      for (auto& [t, v] : by_target)
+        std::printf("  %-14s %6zu entries  %s\n", t.c_str(), v.first, human(v.second).c_str());
       if (bad) std::printf("  %zu entries do not check out: run `tiledist-cache verify`\n", bad);
       return 0;
     }
@@ -158,11 +168,13 @@ int main(int argc, char** argv) {
       std::printf("%-18s %-8s %10s  %-16s %s\n", "kernel", "target", "size", "last use", "specialization");
       for (auto& e : all) {
         if (e.state != jit::CacheRead::hit) {
-          std::printf("%-18s %-8s %10s  %-16s %s\n", "(corrupt)", "-", human(e.size).c_str(), when(e.used).c_str(), e.key.c_str());
+          std::printf("%-18s %-8s %10s  %-16s %s\n", "(corrupt)", "-", human(e.size).c_str(), when(e.used).c_str(),
+                      e.key.c_str());
           continue;
         }
-        std::printf("%-18s %-8s %10s  %-16s %s\n", e.artifact.kernel.c_str(), e.artifact.target.c_str(), human(e.size).c_str(),
-                    when(e.used).c_str(), e.artifact.spec.empty() ? e.key.c_str() : e.artifact.spec.c_str());
+        std::printf("%-18s %-8s %10s  %-16s %s\n", e.artifact.kernel.c_str(), e.artifact.target.c_str(),
+                    human(e.size).c_str(), when(e.used).c_str(),
+                    e.artifact.spec.empty() ? e.key.c_str() : e.artifact.spec.c_str());
       }
       return 0;
     }
@@ -192,7 +204,8 @@ int main(int argc, char** argv) {
       if (args.size() != 3 || args[1] != "--max-size") return usage("prune takes --max-size SIZE");
       uintmax_t limit = parse_size(args[2]);
       auto all = entries(dir, false);
-      std::sort(all.begin(), all.end(), [](const Entry& a, const Entry& b) { return a.used < b.used; });  // oldest first
+      std::sort(all.begin(), all.end(),
+                [](const Entry& a, const Entry& b) { return a.used < b.used; });  // oldest first
       uintmax_t total = 0;
       for (auto& e : all) total += e.size;
       size_t removed = 0;
@@ -202,7 +215,8 @@ int main(int argc, char** argv) {
         total -= e.size;
         ++removed;
       }
-      std::printf("tiledist-cache prune: removed %zu least recently used entries; %s left\n", removed, human(total).c_str());
+      std::printf("tiledist-cache prune: removed %zu least recently used entries; %s left\n", removed,
+                  human(total).c_str());
       return 0;
     }
     if (cmd == "export") {
@@ -251,8 +265,10 @@ int main(int argc, char** argv) {
           jit::Artifact a;
           if (!regular || !top || f.path().extension() != ".tdk" ||
               jit::read_cache_entry(staging.string(), key, a) != jit::CacheRead::hit) {
-            std::printf("rejected (%s): %s\n", !regular ? "not a regular file" : !top || f.path().extension() != ".tdk"
-                                                         ? "not a cache entry" : "does not check out",
+            std::printf("rejected (%s): %s\n",
+                        !regular                                 ? "not a regular file"
+                        : !top || f.path().extension() != ".tdk" ? "not a cache entry"
+                                                                 : "does not check out",
                         fs::relative(f.path(), staging).c_str());
             ++rejected;
             continue;

@@ -37,8 +37,8 @@ void set_error(char* err, size_t len, const std::string& msg) {
 
 /// Compiles `file` with the include directory `include_dir` (tiledist's headers) and runs its
 /// static initializers. Returns 0, or 1 with the compiler's diagnostics or the error in `err`.
-extern "C" __attribute__((visibility("default"))) int tiledist_cc_load(const char* file, const char* include_dir, char* err,
-                                                                      size_t err_len) {
+extern "C" __attribute__((visibility("default"))) int tiledist_cc_load(const char* file, const char* include_dir,
+                                                                       char* err, size_t err_len) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   std::string diagnostics;
@@ -81,7 +81,8 @@ extern "C" __attribute__((visibility("default"))) int tiledist_cc_load(const cha
     return 1;
   }
   auto& main = (*jit)->getMainJITDylib();  // (the JIT is released below, once it holds user code)
-  auto search = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess((*jit)->getDataLayout().getGlobalPrefix());
+  auto search =
+      llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess((*jit)->getDataLayout().getGlobalPrefix());
   if (!search) {
     set_error(err, err_len, "searching the process: " + llvm::toString(search.takeError()));
     return 1;
@@ -97,7 +98,8 @@ extern "C" __attribute__((visibility("default"))) int tiledist_cc_load(const cha
   llvm::orc::LLJIT* kept = jit->release();
   try {
     if (auto e = kept->initialize(main)) {  // static constructors: TILEDIST_REGISTER(...)
-      set_error(err, err_len, "running the static initializers of " + std::string(file) + ": " + llvm::toString(std::move(e)));
+      set_error(err, err_len,
+                "running the static initializers of " + std::string(file) + ": " + llvm::toString(std::move(e)));
       return 1;
     }
   } catch (const std::exception& e) {

@@ -1,6 +1,8 @@
 // tiledist-compile: prints any stage of a registered kernel.
 //   tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942|gfx90a] [--emit tile-ir|opt-ir|gpu-ir|llvm|asm|binary]
-//                    [-o FILE] [--const NAME=VALUE ...] [--aligned all|none|NAME,...] [--one NAME,...] [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize] [--lowering gpu_ir|gpu_ir_only|gpu_ir_mma|gpu_ir_prefetch|gpu_ir_tma]
+//                    [-o FILE] [--const NAME=VALUE ...] [--aligned all|none|NAME,...] [--one NAME,...] [--num-warps N]
+//                    [--num-stages N] [--no-tma] [--warp-specialize] [--lowering
+//                    gpu_ir|gpu_ir_only|gpu_ir_mma|gpu_ir_prefetch|gpu_ir_tma]
 // GPU targets print by default the variant a launch with 16-aligned arguments gets (what runs
 // in practice: integers that are multiples of 16, 16-byte aligned pointers); --aligned none
 // prints the generic one. --emit binary writes what a launch loads: PTX for NVIDIA GPUs, a code
@@ -17,13 +19,15 @@
 namespace {
 
 int usage(const char* msg) {
-  std::fprintf(stderr,
-               "tiledist-compile: %s\n"
-               "usage: tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942|gfx90a] "
-               "[--emit tile-ir|opt-ir|gpu-ir|llvm|asm|binary] [-o FILE] [--const NAME=VALUE ...]\n"
-               "                        [--aligned all|none|NAME,...] [--one NAME,...] [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize] [--lowering gpu_ir|gpu_ir_only|gpu_ir_mma|gpu_ir_prefetch|gpu_ir_tma]\n"
-               "       tiledist-compile --list\n",
-               msg);
+  std::fprintf(
+      stderr,
+      "tiledist-compile: %s\n"
+      "usage: tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942|gfx90a] "
+      "[--emit tile-ir|opt-ir|gpu-ir|llvm|asm|binary] [-o FILE] [--const NAME=VALUE ...]\n"
+      "                        [--aligned all|none|NAME,...] [--one NAME,...] [--num-warps N] [--num-stages N] "
+      "[--no-tma] [--warp-specialize] [--lowering gpu_ir|gpu_ir_only|gpu_ir_mma|gpu_ir_prefetch|gpu_ir_tma]\n"
+      "       tiledist-compile --list\n",
+      msg);
   return 2;
 }
 
@@ -40,7 +44,8 @@ int main(int argc, char** argv) {
   auto count = [](const std::string& flag, const std::string& v) {
     char* end = nullptr;
     long n = std::strtol(v.c_str(), &end, 10);
-    if (v.empty() || *end || n < 1 || n > 64) throw Error("tiledist-compile: " + flag + " takes a number from 1 to 64, got '" + v + "'");
+    if (v.empty() || *end || n < 1 || n > 64)
+      throw Error("tiledist-compile: " + flag + " takes a number from 1 to 64, got '" + v + "'");
     return static_cast<int>(n);
   };
   for (int i = 1; i < argc; ++i) {
@@ -50,28 +55,43 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     try {
-      if (a == "--list") list = true;
-      else if (a == "--target") target = value("--target");
-      else if (a == "--emit") emit = value("--emit");
-      else if (a == "-o") output = value("-o");
-      else if (a == "--aligned") aligned_arg = value("--aligned");
-      else if (a == "--one") one_arg = value("--one");
-      else if (a == "--num-warps") options.num_warps = count(a, value("--num-warps"));
-      else if (a == "--num-stages") options.num_stages = count(a, value("--num-stages"));
-      else if (a == "--no-tma") options.tma = false;
-      else if (a == "--warp-specialize") options.warp_specialize = true;
-      else if (a == "--lowering") options.lowering = value("--lowering");
+      if (a == "--list")
+        list = true;
+      else if (a == "--target")
+        target = value("--target");
+      else if (a == "--emit")
+        emit = value("--emit");
+      else if (a == "-o")
+        output = value("-o");
+      else if (a == "--aligned")
+        aligned_arg = value("--aligned");
+      else if (a == "--one")
+        one_arg = value("--one");
+      else if (a == "--num-warps")
+        options.num_warps = count(a, value("--num-warps"));
+      else if (a == "--num-stages")
+        options.num_stages = count(a, value("--num-stages"));
+      else if (a == "--no-tma")
+        options.tma = false;
+      else if (a == "--warp-specialize")
+        options.warp_specialize = true;
+      else if (a == "--lowering")
+        options.lowering = value("--lowering");
       else if (a == "--const") {
         std::string kv = value("--const");
         size_t eq = kv.find('=');
         if (eq == std::string::npos || eq == 0) return usage(("--const takes NAME=VALUE, got '" + kv + "'").c_str());
-        constants.insert_or_assign(kv.substr(0, eq), ConstValue::parse("tiledist-compile", kv.substr(0, eq), kv.substr(eq + 1)));
+        constants.insert_or_assign(kv.substr(0, eq),
+                                   ConstValue::parse("tiledist-compile", kv.substr(0, eq), kv.substr(eq + 1)));
       } else if (a == "-h" || a == "--help") {
         usage("prints a stage of a registered kernel");
         return 0;
-      } else if (!a.empty() && a[0] == '-') return usage(("unknown option '" + a + "'").c_str());
-      else if (kernel.empty()) kernel = a;
-      else return usage(("unexpected argument '" + a + "'").c_str());
+      } else if (!a.empty() && a[0] == '-')
+        return usage(("unknown option '" + a + "'").c_str());
+      else if (kernel.empty())
+        kernel = a;
+      else
+        return usage(("unexpected argument '" + a + "'").c_str());
     } catch (const Error& e) {
       std::fprintf(stderr, "%s\n", e.what());
       return 2;
@@ -103,14 +123,22 @@ int main(int argc, char** argv) {
     return 2;
   }
   jit::Stage stage;
-  if (emit == "tile-ir") stage = jit::Stage::tile_ir;
-  else if (emit == "opt-ir") stage = jit::Stage::opt_ir;
-  else if (emit == "gpu-ir") stage = jit::Stage::gpu_ir;
-  else if (emit == "llvm") stage = jit::Stage::llvm;
-  else if (emit == "llvm-lowered") stage = jit::Stage::llvm_lowered;
-  else if (emit == "asm") stage = jit::Stage::asm_;
-  else if (emit == "binary") stage = jit::Stage::binary;
-  else return usage(("unknown --emit '" + emit + "' (tile-ir, opt-ir, gpu-ir, llvm, asm, binary)").c_str());
+  if (emit == "tile-ir")
+    stage = jit::Stage::tile_ir;
+  else if (emit == "opt-ir")
+    stage = jit::Stage::opt_ir;
+  else if (emit == "gpu-ir")
+    stage = jit::Stage::gpu_ir;
+  else if (emit == "llvm")
+    stage = jit::Stage::llvm;
+  else if (emit == "llvm-lowered")
+    stage = jit::Stage::llvm_lowered;
+  else if (emit == "asm")
+    stage = jit::Stage::asm_;
+  else if (emit == "binary")
+    stage = jit::Stage::binary;
+  else
+    return usage(("unknown --emit '" + emit + "' (tile-ir, opt-ir, gpu-ir, llvm, asm, binary)").c_str());
   if (stage == jit::Stage::binary && output.empty() && isatty(STDOUT_FILENO))
     return usage("--emit binary writes bytes: give -o FILE (or redirect the output)");
   try {
@@ -119,7 +147,8 @@ int main(int argc, char** argv) {
     if (aligned_arg.empty()) aligned_arg = t.kind == Target::Kind::host ? "none" : "all";
     ArgFacts aligned = aligned_arg == "all" ? def->aligned_facts() : ArgFacts(runtime.size(), ArgFact::none);
     // NAME,NAME,...: each a parameter of the kernel that `ok` takes, marked `fact`.
-    auto mark = [&](const std::string& list, const char* flag, const char* what, bool (*ok)(const ir::Type&), ArgFact fact) {
+    auto mark = [&](const std::string& list, const char* flag, const char* what, bool (*ok)(const ir::Type&),
+                    ArgFact fact) {
       size_t start = 0;
       while (start <= list.size()) {
         size_t end = list.find(',', start);
@@ -134,7 +163,9 @@ int main(int argc, char** argv) {
       }
     };
     if (aligned_arg != "all" && aligned_arg != "none")
-      mark(aligned_arg, "--aligned", "an integer or pointer", [](const ir::Type& t) { return !t.is_float(); }, ArgFact::aligned16);
+      mark(
+          aligned_arg, "--aligned", "an integer or pointer", [](const ir::Type& t) { return !t.is_float(); },
+          ArgFact::aligned16);
     // (a launch specializes an integer argument equal to 1 as the constant: M = N = K = 1)
     if (!one_arg.empty())
       mark(one_arg, "--one", "an integer", [](const ir::Type& t) { return t.is_int(); }, ArgFact::one);
@@ -142,7 +173,8 @@ int main(int argc, char** argv) {
     FILE* out = output.empty() ? stdout : std::fopen(output.c_str(), "wb");
     if (!out) throw Error("tiledist-compile: cannot write " + output);
     const bool ok = std::fwrite(text.data(), 1, text.size(), out) == text.size();
-    if ((out != stdout && std::fclose(out) != 0) || !ok) throw Error("tiledist-compile: writing " + (output.empty() ? "stdout" : output) + " failed");
+    if ((out != stdout && std::fclose(out) != 0) || !ok)
+      throw Error("tiledist-compile: writing " + (output.empty() ? "stdout" : output) + " failed");
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

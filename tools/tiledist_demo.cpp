@@ -34,11 +34,13 @@ int main() {
   try {
     target = Target::default_target();
     if (target.kind == Target::Kind::host)
-      std::printf("%s — showcase on the CPU backend (target host: %s)\n\n", jit::compiler_version(), target.arch.c_str());
+      std::printf("%s — showcase on the CPU backend (target host: %s)\n\n", jit::compiler_version(),
+                  target.arch.c_str());
     else
       std::printf("%s — showcase on %s (target %s; times include copying the host vectors to the GPU and back)\n\n",
                   jit::compiler_version(),
-                  (target.kind == Target::Kind::amdgcn ? hip::device().name : cuda::device().name).c_str(), target.arch.c_str());
+                  (target.kind == Target::Kind::amdgcn ? hip::device().name : cuda::device().name).c_str(),
+                  target.arch.c_str());
     {
       int n = 1000003;
       auto x = ref::random_floats(n), y = ref::random_floats(n);
@@ -59,7 +61,8 @@ int main() {
     }
     {
       int rows = 512, cols = 1000;
-      auto x = ref::random_floats(size_t(rows) * cols, -3, 3), w = ref::random_floats(cols), b = ref::random_floats(cols);
+      auto x = ref::random_floats(size_t(rows) * cols, -3, 3), w = ref::random_floats(cols),
+           b = ref::random_floats(cols);
       std::vector<float> y(x.size()), want;
       auto k = compile(kernels::layernorm_kernel(), {{"BLOCK", 256}});
       double ms = time_ms([&] { k.launch({rows}, x, w, b, y, cols, 1e-5f); });

@@ -32,8 +32,9 @@ void reduce_scatter(tl::Ptr<float> in, tl::Ptr<float> staging, tl::Ptr<int32_t> 
     auto rows = dist::consume_token(staging, dist::wait(flags, n));
     tl::for_range(0, chunk, BLOCK, [&](Tensor off) {
       auto o = off + tl::arange(0, BLOCK);
-      auto sum = tl::for_range(0, n, 1, tl::zeros({BLOCK}, tl::float32),
-                               [&](Tensor s, Tensor acc) { return acc + tl::load(rows + s * chunk + o, o < chunk, 0.0f); });
+      auto sum = tl::for_range(0, n, 1, tl::zeros({BLOCK}, tl::float32), [&](Tensor s, Tensor acc) {
+        return acc + tl::load(rows + s * chunk + o, o < chunk, 0.0f);
+      });
       tl::store(out + o, sum, o < chunk);
     });
   });
@@ -44,7 +45,8 @@ const KernelDef& all_gather_def() {
   return def;
 }
 const KernelDef& reduce_scatter_def() {
-  static const KernelDef def("reduce_scatter_demo", reduce_scatter, {"in", "staging", "flags", "out", "chunk", "BLOCK"});
+  static const KernelDef def("reduce_scatter_demo", reduce_scatter,
+                             {"in", "staging", "flags", "out", "chunk", "BLOCK"});
   return def;
 }
 
@@ -117,7 +119,8 @@ int main() {
       for (int i = 0; i < n * chunk; ++i) in[i] = input(me, i);
       std::fill(flags.begin(), flags.end(), 0);
       barrier_all();
-      compile(reduce_scatter_def(), {{"BLOCK", 1024}}, Target::host()).launch({n}, in.data(), staging.data(), flags.data(), out, chunk);
+      compile(reduce_scatter_def(), {{"BLOCK", 1024}}, Target::host())
+          .launch({n}, in.data(), staging.data(), flags.data(), out, chunk);
       int wrong = 0;
       for (int i = 0; i < chunk; ++i) {
         float want = 0;

@@ -27,20 +27,31 @@ int main(int argc, char** argv) {
   CompileOptions options;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--pass" && i + 1 < argc) passes.push_back(argv[++i]);
-    else if (a.rfind("--pass=", 0) == 0) passes.push_back(a.substr(7));
-    else if (a == "--pipeline") passes.push_back("pipeline");
-    else if (a == "--locs") locs = true;
-    else if (a == "--emit" && i + 1 < argc) emit = argv[++i];
-    else if (a == "--target" && i + 1 < argc) target = argv[++i];
-    else if (a == "--num-warps" && i + 1 < argc) options.num_warps = std::atoi(argv[++i]);
-    else if (a == "--num-stages" && i + 1 < argc) options.num_stages = std::atoi(argv[++i]);
-    else if (a == "--lowering" && i + 1 < argc) options.lowering = argv[++i];
-    else if (file.empty()) file = a;
+    if (a == "--pass" && i + 1 < argc)
+      passes.push_back(argv[++i]);
+    else if (a.rfind("--pass=", 0) == 0)
+      passes.push_back(a.substr(7));
+    else if (a == "--pipeline")
+      passes.push_back("pipeline");
+    else if (a == "--locs")
+      locs = true;
+    else if (a == "--emit" && i + 1 < argc)
+      emit = argv[++i];
+    else if (a == "--target" && i + 1 < argc)
+      target = argv[++i];
+    else if (a == "--num-warps" && i + 1 < argc)
+      options.num_warps = std::atoi(argv[++i]);
+    else if (a == "--num-stages" && i + 1 < argc)
+      options.num_stages = std::atoi(argv[++i]);
+    else if (a == "--lowering" && i + 1 < argc)
+      options.lowering = argv[++i];
+    else if (file.empty())
+      file = a;
     else {
-      std::fprintf(stderr,
-                   "usage: tiledist-opt [--pass NAME ...] [--pipeline] [--locs] [--target T] [--emit llvm-lowered|llvm|asm]\n"
-                   "                    [--num-warps N] [--num-stages N] [--lowering L] FILE|-\n");
+      std::fprintf(
+          stderr,
+          "usage: tiledist-opt [--pass NAME ...] [--pipeline] [--locs] [--target T] [--emit llvm-lowered|llvm|asm]\n"
+          "                    [--num-warps N] [--num-stages N] [--lowering L] FILE|-\n");
       return 2;
     }
   }
@@ -74,10 +85,12 @@ int main(int argc, char** argv) {
         if (pass) {
           pass->run(*f);
         } else if (t.kind == Target::Kind::host) {
-          std::fprintf(stderr, "tiledist-opt: '%s' is a GPU pass: give --target (sm_80, sm_90a, gfx90a, gfx942)\n", p.c_str());
+          std::fprintf(stderr, "tiledist-opt: '%s' is a GPU pass: give --target (sm_80, sm_90a, gfx90a, gfx942)\n",
+                       p.c_str());
           return 2;
         } else {
-          codegen::GpuPassContext ctx = codegen::GpuPassContext::for_arch(t.arch, options.num_warps, options.num_stages, options.lowering);
+          codegen::GpuPassContext ctx =
+              codegen::GpuPassContext::for_arch(t.arch, options.num_warps, options.num_stages, options.lowering);
           ctx.prefetch_dots = true;  // (a pass named runs)
           gpu_pass->run(*f, ctx);
         }
@@ -87,7 +100,9 @@ int main(int argc, char** argv) {
         std::fputs(ir::print(*f, {locs}).c_str(), stdout);
       } else if (emit == "llvm" || emit == "llvm-lowered" || emit == "asm") {
         jit::Context ctx;
-        jit::Stage stage = emit == "llvm" ? jit::Stage::llvm : emit == "asm" ? jit::Stage::asm_ : jit::Stage::llvm_lowered;
+        jit::Stage stage = emit == "llvm"  ? jit::Stage::llvm
+                           : emit == "asm" ? jit::Stage::asm_
+                                           : jit::Stage::llvm_lowered;
         std::fputs(ctx.emit(*f, t, options, stage).c_str(), stdout);
       } else {
         std::fprintf(stderr, "tiledist-opt: --emit takes llvm-lowered, llvm or asm\n");

@@ -150,8 +150,8 @@ int main(int argc, char** argv) {
     cpusets = rank_cpusets(topo, n);
   }
 
-  std::string session = std::to_string(getpid()) + "x" +
-                        std::to_string(Clock::now().time_since_epoch().count() % 1000000007);
+  std::string session =
+      std::to_string(getpid()) + "x" + std::to_string(Clock::now().time_since_epoch().count() % 1000000007);
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
   signal(SIGPIPE, SIG_IGN);
@@ -213,8 +213,10 @@ int main(int argc, char** argv) {
       if (ranks[r].out >= 0) fds.push_back({ranks[r].out, POLLIN, 0}), who.push_back({r, false});
       if (ranks[r].err >= 0) fds.push_back({ranks[r].err, POLLIN, 0}), who.push_back({r, true});
     }
-    if (!fds.empty()) poll(fds.data(), fds.size(), 50);
-    else usleep(20000);
+    if (!fds.empty())
+      poll(fds.data(), fds.size(), 50);
+    else
+      usleep(20000);
     for (size_t k = 0; k < fds.size(); ++k) {
       if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       auto [r, is_err] = who[k];

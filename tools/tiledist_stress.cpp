@@ -84,7 +84,8 @@ bool parse(int argc, char** argv, Options& o, std::string& error) {
       o.ranks.clear();
       std::stringstream list(v);
       for (std::string item; std::getline(list, item, ',');) {
-        if (!number(item.c_str(), 1, 64, x) || x != int(x)) return error = "--ranks takes rank counts from 1 to 64, as 1,2,4", false;
+        if (!number(item.c_str(), 1, 64, x) || x != int(x))
+          return error = "--ranks takes rank counts from 1 to 64, as 1,2,4", false;
         o.ranks.push_back(int(x));
       }
       if (o.ranks.empty()) return error = "--ranks names no rank count", false;
@@ -135,8 +136,19 @@ std::string self_dir() {
 
 std::vector<std::string> job_command(const Options& o, int ranks, uint64_t seed) {
   const std::string dir = self_dir();
-  return {dir + "/tiledist-run", "-n", std::to_string(ranks), "--timeout", str_cat(o.job_timeout), dir + "/tiledist-stress",
-          "--worker", "--seed", std::to_string(seed), "--steps", std::to_string(o.steps), "--target", o.target,
+  return {dir + "/tiledist-run",
+          "-n",
+          std::to_string(ranks),
+          "--timeout",
+          str_cat(o.job_timeout),
+          dir + "/tiledist-stress",
+          "--worker",
+          "--seed",
+          std::to_string(seed),
+          "--steps",
+          std::to_string(o.steps),
+          "--target",
+          o.target,
           o.self_test ? "--self-test" : "--worker"};  // (a second --worker says nothing new)
 }
 std::string shell_words(const std::vector<std::string>& words) {
@@ -187,9 +199,11 @@ int driver(Options o) {
     std::printf("job %d: %d rank(s), seed %llu: %s (%.1f s)\n", jobs, ranks, (unsigned long long)seed,
                 status == 0 ? "ok" : str_cat("FAILED, status ", status).c_str(), took);
     if (status != 0) {
-      std::printf("tiledist-stress: FAILED after %d job(s), %.0f s. Replay it with:\n  %s\n  (or: tiledist-stress --replay %llu --ranks %d --steps %d --target %s%s)\n",
-                  jobs, elapsed(), shell_words(cmd).c_str(), (unsigned long long)seed, ranks, o.steps, o.target.c_str(),
-                  o.self_test ? " --self-test" : "");
+      std::printf(
+          "tiledist-stress: FAILED after %d job(s), %.0f s. Replay it with:\n  %s\n  (or: tiledist-stress --replay "
+          "%llu --ranks %d --steps %d --target %s%s)\n",
+          jobs, elapsed(), shell_words(cmd).c_str(), (unsigned long long)seed, ranks, o.steps, o.target.c_str(),
+          o.self_test ? " --self-test" : "");
       return 1;
     }
   } while (!o.replay && elapsed() < o.seconds);

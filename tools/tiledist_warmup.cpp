@@ -15,10 +15,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <filesystem>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -35,7 +35,8 @@ int usage(const char* msg) {
                "tiledist-warmup: %s\n"
                "usage: tiledist-warmup MANIFEST.json [--target T,...] [--jobs N] [--cache DIR]\n"
                "       tiledist-warmup --kernels all|NAME,... --target T,... [--const NAME=VALUE ...]\n"
-               "                       [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize] [--args FACTS] [--jobs N] [--cache DIR]\n"
+               "                       [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize] [--args FACTS] "
+               "[--jobs N] [--cache DIR]\n"
                "targets: host, sm_80, sm_90a, gfx942, gfx90a\n",
                msg);
   return 2;
@@ -57,7 +58,8 @@ std::vector<std::string> split(const std::string& s) {
 int parse_count(const std::string& flag, const std::string& v) {
   char* end = nullptr;
   long n = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end || n < 1 || n > 1024) throw Error("tiledist-warmup: " + flag + " takes a positive number, got '" + v + "'");
+  if (v.empty() || *end || n < 1 || n > 1024)
+    throw Error("tiledist-warmup: " + flag + " takes a positive number, got '" + v + "'");
   return static_cast<int>(n);
 }
 
@@ -68,8 +70,8 @@ std::vector<std::string> load_source(const std::string& file) {
   std::string plugin = here + "/libtiledist-cc.so";
   void* lib = dlopen(plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib)
-    throw Error(str_cat("tiledist-warmup: compiling C++ sources needs ", plugin, ", built where libclang-19-dev is installed (",
-                        dlerror(), ")"));
+    throw Error(str_cat("tiledist-warmup: compiling C++ sources needs ", plugin,
+                        ", built where libclang-19-dev is installed (", dlerror(), ")"));
   using LoadFn = int (*)(const char*, const char*, char*, size_t);
   auto load = reinterpret_cast<LoadFn>(dlsym(lib, "tiledist_cc_load"));
   if (!load) throw Error("tiledist-warmup: " + plugin + " lacks tiledist_cc_load");
@@ -105,27 +107,41 @@ int main(int argc, char** argv) {
         if (i + 1 >= argc) throw Error("tiledist-warmup: " + a + " needs a value");
         return argv[++i];
       };
-      if (a == "--kernels") kernels_arg = value();
-      else if (a == "--target") targets_arg = value();
-      else if (a == "--cache") cache_dir = value();
-      else if (a == "--jobs" || a == "-j") jobs = parse_count(a, value());
-      else if (a == "--num-warps") options.num_warps = parse_count(a, value()), options_given = true;
-      else if (a == "--num-stages") options.num_stages = parse_count(a, value()), options_given = true;
-      else if (a == "--no-tma") options.tma = false, options_given = true;
-      else if (a == "--warp-specialize") options.warp_specialize = true, options_given = true;
-      else if (a == "--args") args_arg = value();
+      if (a == "--kernels")
+        kernels_arg = value();
+      else if (a == "--target")
+        targets_arg = value();
+      else if (a == "--cache")
+        cache_dir = value();
+      else if (a == "--jobs" || a == "-j")
+        jobs = parse_count(a, value());
+      else if (a == "--num-warps")
+        options.num_warps = parse_count(a, value()), options_given = true;
+      else if (a == "--num-stages")
+        options.num_stages = parse_count(a, value()), options_given = true;
+      else if (a == "--no-tma")
+        options.tma = false, options_given = true;
+      else if (a == "--warp-specialize")
+        options.warp_specialize = true, options_given = true;
+      else if (a == "--args")
+        args_arg = value();
       else if (a == "--const") {
         std::string kv = value();
         size_t eq = kv.find('=');
         if (eq == std::string::npos || eq == 0) return usage(("--const takes NAME=VALUE, got '" + kv + "'").c_str());
-        constants.insert_or_assign(kv.substr(0, eq), ConstValue::parse("tiledist-warmup", kv.substr(0, eq), kv.substr(eq + 1)));
+        constants.insert_or_assign(kv.substr(0, eq),
+                                   ConstValue::parse("tiledist-warmup", kv.substr(0, eq), kv.substr(eq + 1)));
       } else if (a == "-h" || a == "--help") {
         usage("compiles kernels into the cache ahead of a job");
         return 0;
-      } else if (!a.empty() && a[0] == '-') return usage(("unknown option '" + a + "'").c_str());
-      else if (a.size() > 4 && (a.substr(a.size() - 4) == ".cpp" || a.substr(a.size() - 3) == ".cc")) source = a;
-      else if (manifest.empty()) manifest = a;
-      else return usage(("unexpected argument '" + a + "'").c_str());
+      } else if (!a.empty() && a[0] == '-')
+        return usage(("unknown option '" + a + "'").c_str());
+      else if (a.size() > 4 && (a.substr(a.size() - 4) == ".cpp" || a.substr(a.size() - 3) == ".cc"))
+        source = a;
+      else if (manifest.empty())
+        manifest = a;
+      else
+        return usage(("unexpected argument '" + a + "'").c_str());
     }
     if (!source.empty()) {
       if (!manifest.empty()) return usage("give a manifest or a source file, not both");
@@ -137,7 +153,9 @@ int main(int argc, char** argv) {
     }
     if (manifest.empty() == kernels_arg.empty()) return usage("give a manifest, --kernels or a source file");
     if (!manifest.empty() && (!constants.empty() || options_given || !args_arg.empty()))
-      return usage("--const, --num-warps, --num-stages, --no-tma, --warp-specialize and --args go with --kernels (a manifest has its own)");
+      return usage(
+          "--const, --num-warps, --num-stages, --no-tma, --warp-specialize and --args go with --kernels (a manifest "
+          "has its own)");
 
     std::vector<Target> targets;
     for (const std::string& t : split(targets_arg)) targets.push_back(Target::parse(t));
@@ -146,9 +164,7 @@ int main(int argc, char** argv) {
     // The work: specializations, each with the definition it needs (null: unknown kernel).
     std::vector<std::pair<jit::Specialization, const KernelDef*>> work;
     auto& registry = Registry::global();
-    auto add = [&](jit::Specialization s) {
-      work.emplace_back(s, registry.find(s.kernel));
-    };
+    auto add = [&](jit::Specialization s) { work.emplace_back(s, registry.find(s.kernel)); };
     if (!manifest.empty()) {
       for (jit::Specialization s : jit::read_manifest(manifest)) {
         if (targets.empty()) add(s);
@@ -191,8 +207,8 @@ int main(int argc, char** argv) {
       const char* what = o.kind == Outcome::compiled ? "compiled" : o.kind == Outcome::cached ? "cached  " : "FAILED  ";
       if (tty) {
         int width = 30, filled = static_cast<int>(width * n / work.size());
-        std::fprintf(stderr, "\r[%s%s] %zu/%zu %-60.60s", std::string(filled, '=').c_str(), std::string(width - filled, ' ').c_str(),
-                     n, work.size(), work[i].first.str().c_str());
+        std::fprintf(stderr, "\r[%s%s] %zu/%zu %-60.60s", std::string(filled, '=').c_str(),
+                     std::string(width - filled, ' ').c_str(), n, work.size(), work[i].first.str().c_str());
         if (n == work.size()) std::fputc('\n', stderr);
       } else {
         std::fprintf(stderr, "[%zu/%zu] %s %s\n", n, work.size(), what, work[i].first.str().c_str());
@@ -204,8 +220,9 @@ int main(int argc, char** argv) {
         const auto& [s, def] = work[i];
         try {
           if (!def) throw Error(str_cat("kernel '", s.kernel, "' is not registered in this build of tiledist"));
-          outcomes[i].kind = ctx.warm(*def, s.constants, Target::parse(s.target), s.options, s.facts) ? Outcome::compiled
-                                                                                                      : Outcome::cached;
+          outcomes[i].kind = ctx.warm(*def, s.constants, Target::parse(s.target), s.options, s.facts)
+                                 ? Outcome::compiled
+                                 : Outcome::cached;
         } catch (const std::exception& e) {
           outcomes[i] = {Outcome::failed, e.what()};
         }
@@ -221,13 +238,15 @@ int main(int argc, char** argv) {
     size_t compiled = 0, cached = 0, failed = 0;
     for (const Outcome& o : outcomes)
       (o.kind == Outcome::compiled ? compiled : o.kind == Outcome::cached ? cached : failed)++;
-    std::printf("tiledist-warmup: %zu specializations: %zu compiled, %zu already cached, %zu failed, in %.1f s "
-                "(%.1f compiled/s, %d jobs) into %s\n",
-                work.size(), compiled, cached, failed, secs, secs > 0 ? compiled / secs : 0.0, jobs,
-                jit::Context(cache_dir).cache_dir().c_str());
+    std::printf(
+        "tiledist-warmup: %zu specializations: %zu compiled, %zu already cached, %zu failed, in %.1f s "
+        "(%.1f compiled/s, %d jobs) into %s\n",
+        work.size(), compiled, cached, failed, secs, secs > 0 ? compiled / secs : 0.0, jobs,
+        jit::Context(cache_dir).cache_dir().c_str());
     for (size_t i = 0; i < work.size(); ++i)
       if (outcomes[i].kind == Outcome::failed)
-        std::fprintf(stderr, "tiledist-warmup: FAILED %s: %s\n", work[i].first.str().c_str(), outcomes[i].error.c_str());
+        std::fprintf(stderr, "tiledist-warmup: FAILED %s: %s\n", work[i].first.str().c_str(),
+                     outcomes[i].error.c_str());
     return failed ? 1 : 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());

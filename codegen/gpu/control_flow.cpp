@@ -7,8 +7,8 @@
 
 namespace tiledist::codegen::gpu {
 
-std::vector<GVal> GpuLowering::carried_phis(const std::vector<ir::Type>& types, const std::vector<GVal>& init, llvm::BasicBlock* header,
-                                            llvm::BasicBlock* pre) {
+std::vector<GVal> GpuLowering::carried_phis(const std::vector<ir::Type>& types, const std::vector<GVal>& init,
+                                            llvm::BasicBlock* header, llvm::BasicBlock* pre) {
   llvm::IRBuilder<> hb(header, header->begin());
   std::vector<GVal> out;
   for (size_t i = 0; i < types.size(); ++i) {
@@ -46,10 +46,14 @@ std::vector<GVal> GpuLowering::values_of(const ir::Op& term, size_t skip) {
   return out;
 }
 
-GpuLowering::LoopBlocks GpuLowering::open_loop(const std::string& name, llvm::Value* lo, const std::vector<ir::Type>& types,
-                                               const std::vector<GVal>& init) {
-  LoopBlocks l{b_.GetInsertBlock(), llvm::BasicBlock::Create(ctx_, name + ".header", fn_),
-               llvm::BasicBlock::Create(ctx_, name + ".body", fn_), llvm::BasicBlock::Create(ctx_, name + ".end", fn_), nullptr, {}};
+GpuLowering::LoopBlocks GpuLowering::open_loop(const std::string& name, llvm::Value* lo,
+                                               const std::vector<ir::Type>& types, const std::vector<GVal>& init) {
+  LoopBlocks l{b_.GetInsertBlock(),
+               llvm::BasicBlock::Create(ctx_, name + ".header", fn_),
+               llvm::BasicBlock::Create(ctx_, name + ".body", fn_),
+               llvm::BasicBlock::Create(ctx_, name + ".end", fn_),
+               nullptr,
+               {}};
   b_.CreateBr(l.header);
   l.carried = carried_phis(types, init, l.header, l.pre);
   b_.SetInsertPoint(l.header);
@@ -109,7 +113,8 @@ void GpuLowering::emit_for(const ir::Op& op) {
     pipe->ws = ws_ && ws_->loop == &op;
   }
   if (pipe && pipe->ws) {  // buffers and mbarriers set up at the kernel's start; no prologue
-    TD_ASSERT(pipe->tma && pipe->stages == ws_->stages && pipe->stage_bytes == ws_->stage_bytes, "the warp-specialized loop changed");
+    TD_ASSERT(pipe->tma && pipe->stages == ws_->stages && pipe->stage_bytes == ws_->stage_bytes,
+              "the warp-specialized loop changed");
     pipe->base = ws_->base;
     pipe->bars = ws_->full;
   } else if (pipe) {
@@ -241,10 +246,12 @@ void GpuLowering::emit_for(const ir::Op& op) {
     pipe_dots_.erase(pipe->dot);
   } else if (pipe) {
     if (!pipe->tma) b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {}, {b_.getInt32(0)});
-    barrier();  // the buffers become scratch again
+    barrier();        // the buffers become scratch again
     if (pipe->tma) {  // (every copy issued has been waited for: none goes past the loop's end)
       when(is_thread0(), [&] {
-        for (int s = 0; s < pipe->stages; ++s) ptx(b_.getVoidTy(), "mbarrier.inval.shared::cta.b64 [$0];", "r", {shared_u32(stage_bar(*pipe, b_.getInt32(s)))});
+        for (int s = 0; s < pipe->stages; ++s)
+          ptx(b_.getVoidTy(), "mbarrier.inval.shared::cta.b64 [$0];", "r",
+              {shared_u32(stage_bar(*pipe, b_.getInt32(s)))});
       });
       barrier();
     }
@@ -275,7 +282,8 @@ void GpuLowering::emit_if(const ir::Op& op) {
       for (auto& [vals, bb] : incoming) phi->addIncoming(pick(vals[i]), bb);
       return phi;
     };
-    if (!t.is_tensor()) g.scalar = merge([](const GVal& v) { return v.scalar; });
+    if (!t.is_tensor())
+      g.scalar = merge([](const GVal& v) { return v.scalar; });
     else
       for (int64_t j = 0; j < slots_of(t); ++j) g.slots.push_back(merge([j](const GVal& v) { return v.slots[j]; }));
     vals_[op.results[i].get()] = g;

@@ -31,8 +31,8 @@ llvm::Value* GpuLowering::world_field(size_t offset, llvm::Type* t, llvm::Value*
 void GpuLowering::fail(runtime::DeviceFailure kind, llvm::Value* address, llvm::Value* expected, llvm::Value* seen) {
   llvm::Type* i64 = b_.getInt64Ty();
   llvm::Value* rec = b_.CreateIntToPtr(world_field(offsetof(runtime::DeviceWorld, failure), i64), b_.getPtrTy(1));
-  llvm::Value* old = target_->atomic("cas", ir::DType::i32, rec, b_.getInt32(0), b_.getInt32(static_cast<uint32_t>(kind)),
-                                     "relaxed", "sys", true);
+  llvm::Value* old = target_->atomic("cas", ir::DType::i32, rec, b_.getInt32(0),
+                                     b_.getInt32(static_cast<uint32_t>(kind)), "relaxed", "sys", true);
   when(b_.CreateICmpEQ(old, b_.getInt32(0)), [&] {
     auto field = [&](size_t offset, llvm::Value* v) {
       b_.CreateAlignedStore(v, b_.CreateConstGEP1_64(b_.getInt8Ty(), rec, offset),
@@ -43,7 +43,8 @@ void GpuLowering::fail(runtime::DeviceFailure kind, llvm::Value* address, llvm::
     llvm::Value* z = target_->program_id(2);
     llvm::Value* nx = target_->num_programs(0);
     llvm::Value* ny = target_->num_programs(1);
-    field(offsetof(runtime::DeviceFailureRecord, block), b_.CreateAdd(x, b_.CreateMul(nx, b_.CreateAdd(y, b_.CreateMul(ny, z)))));
+    field(offsetof(runtime::DeviceFailureRecord, block),
+          b_.CreateAdd(x, b_.CreateMul(nx, b_.CreateAdd(y, b_.CreateMul(ny, z)))));
     field(offsetof(runtime::DeviceFailureRecord, address), b_.CreatePtrToInt(address, i64));
     field(offsetof(runtime::DeviceFailureRecord, expected), b_.CreateSExt(expected, i64));
     field(offsetof(runtime::DeviceFailureRecord, seen), b_.CreateSExt(seen, i64));
@@ -55,7 +56,8 @@ void GpuLowering::fail(runtime::DeviceFailure kind, llvm::Value* address, llvm::
   target_->give_up();
 }
 
-void GpuLowering::fail_if(llvm::Value* cond, runtime::DeviceFailure kind, llvm::Value* address, llvm::Value* expected, llvm::Value* seen) {
+void GpuLowering::fail_if(llvm::Value* cond, runtime::DeviceFailure kind, llvm::Value* address, llvm::Value* expected,
+                          llvm::Value* seen) {
   auto* bad = llvm::BasicBlock::Create(ctx_, "fail", fn_);
   auto* ok = llvm::BasicBlock::Create(ctx_, "ok", fn_);
   b_.CreateCondBr(cond, bad, ok, llvm::MDBuilder(ctx_).createBranchWeights(1, 1 << 20));
@@ -120,9 +122,12 @@ void GpuLowering::emit_wait(const ir::Op& op) {
     return define(op, {llvm::Constant::getNullValue(t), {}});
   const std::string order = op.str_attr("semantic") == "acquire" ? "acquire" : "relaxed";
   const std::string& cmp = op.str_attr("cmp");
-  llvm::CmpInst::Predicate pred = cmp == "eq" ? llvm::CmpInst::ICMP_EQ : cmp == "ne" ? llvm::CmpInst::ICMP_NE
-                                : cmp == "lt" ? llvm::CmpInst::ICMP_SLT : cmp == "le" ? llvm::CmpInst::ICMP_SLE
-                                : cmp == "gt" ? llvm::CmpInst::ICMP_SGT : llvm::CmpInst::ICMP_SGE;
+  llvm::CmpInst::Predicate pred = cmp == "eq"   ? llvm::CmpInst::ICMP_EQ
+                                  : cmp == "ne" ? llvm::CmpInst::ICMP_NE
+                                  : cmp == "lt" ? llvm::CmpInst::ICMP_SLT
+                                  : cmp == "le" ? llvm::CmpInst::ICMP_SLE
+                                  : cmp == "gt" ? llvm::CmpInst::ICMP_SGT
+                                                : llvm::CmpInst::ICMP_SGE;
   llvm::Value* p = val(op.operands[0]).scalar;
   llvm::Value* n = val(op.operands[1]).scalar;
   llvm::Value* want = val(op.operands[2]).scalar;
@@ -161,7 +166,8 @@ void GpuLowering::emit_device_barrier() {
     llvm::Value* nz = target_->num_programs(2);
     llvm::Value* total = b_.CreateMul(b_.CreateMul(b_.CreateMul(nx, ny), nz), ranks);
     llvm::Value* generation = target_->load(i32, mine, "acquire", "sys");
-    llvm::Value* before = target_->atomic("add", ir::DType::i32, counter, b_.getInt32(1), nullptr, "acq_rel", "sys", true);
+    llvm::Value* before =
+        target_->atomic("add", ir::DType::i32, counter, b_.getInt32(1), nullptr, "acq_rel", "sys", true);
     llvm::Value* last = b_.CreateICmpEQ(before, b_.CreateSub(total, b_.getInt32(1)));
     auto* release = llvm::BasicBlock::Create(ctx_, "barrier.release", fn_);
     auto* wait = llvm::BasicBlock::Create(ctx_, "barrier.wait", fn_);
@@ -170,7 +176,8 @@ void GpuLowering::emit_device_barrier() {
     b_.SetInsertPoint(release);
     target_->store(counter, b_.getInt32(0), "relaxed", "sys");
     counted_loop(b_.getInt32(0), ranks, 1, [&](llvm::Value* r) {
-      target_->store(word(r, runtime::kBarrierGenerationOffset), b_.CreateAdd(generation, b_.getInt32(1)), "release", "sys");
+      target_->store(word(r, runtime::kBarrierGenerationOffset), b_.CreateAdd(generation, b_.getInt32(1)), "release",
+                     "sys");
     });
     b_.CreateBr(done);
     b_.SetInsertPoint(wait);
@@ -179,7 +186,8 @@ void GpuLowering::emit_device_barrier() {
           llvm::Value* now = target_->load(i32, mine, "acquire", "sys");
           return b_.CreateICmpNE(now, generation);
         },
-        runtime::DeviceFailure::barrier_timeout, [&] {
+        runtime::DeviceFailure::barrier_timeout,
+        [&] {
           llvm::Value* arrived = target_->load(i32, counter, "relaxed", "sys");
           return std::array<llvm::Value*, 3>{counter, total, arrived};
         });

@@ -19,7 +19,8 @@ llvm::Value* GpuLowering::stage_narrow(const ir::Value* v, int64_t base, bool tr
       llvm::Value* e = element_index(t, j);
       llvm::Value* r = b_.CreateUDiv(e, i(cols));
       llvm::Value* c = b_.CreateURem(e, i(cols));
-      llvm::Value* at = transpose ? b_.CreateAdd(b_.CreateMul(c, i(row_len)), r) : b_.CreateAdd(b_.CreateMul(r, i(row_len)), c);
+      llvm::Value* at =
+          transpose ? b_.CreateAdd(b_.CreateMul(c, i(row_len)), r) : b_.CreateAdd(b_.CreateMul(r, i(row_len)), c);
       llvm::Value* x = to_mem(element(v, j), t.dtype);
       b_.CreateStore(bits ? bits(x) : x, b_.CreateGEP(mt, arr, at));
     });

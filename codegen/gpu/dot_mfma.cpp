@@ -28,7 +28,9 @@ bool GpuLowering::emit_dot_mfma(const ir::Op& op) {
     llvm::Value* at = b_.CreateMul(b_.CreateAdd(b_.CreateMul(row, c(padded_row(K))), b_.CreateAdd(k, k_lane)), c(eb));
     return b_.CreateAlignedLoad(b_.getInt64Ty(), b_.CreateGEP(b_.getInt8Ty(), arr, at), llvm::Align(8));
   };
-  auto scaled = [&](llvm::Value* x, double f) { return f == 1.0 ? x : b_.CreateFMul(x, llvm::ConstantFP::get(b_.getFloatTy(), f)); };
+  auto scaled = [&](llvm::Value* x, double f) {
+    return f == 1.0 ? x : b_.CreateFMul(x, llvm::ConstantFP::get(b_.getFloatTy(), f));
+  };
   GVal out;
   out.mma = true;
   for (int64_t ti = 0; ti < m.per_warp; ++ti) {
@@ -38,10 +40,13 @@ bool GpuLowering::emit_dot_mfma(const ir::Op& op) {
     llvm::Value* acc = local(acc_t, init);
     when(tile_ok(m, ti), [&] {
       llvm::Value* tile = tile_of(m, ti);
-      llvm::Value* row = b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(tile, c(m.tiles_n)), c(m.tile)), b_.CreateURem(lane, c(m.tile)));
-      llvm::Value* col = b_.CreateAdd(b_.CreateMul(b_.CreateURem(tile, c(m.tiles_n)), c(m.tile)), b_.CreateURem(lane, c(m.tile)));
+      llvm::Value* row =
+          b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(tile, c(m.tiles_n)), c(m.tile)), b_.CreateURem(lane, c(m.tile)));
+      llvm::Value* col =
+          b_.CreateAdd(b_.CreateMul(b_.CreateURem(tile, c(m.tiles_n)), c(m.tile)), b_.CreateURem(lane, c(m.tile)));
       counted_loop(c(0), c(K), kstep, [&](llvm::Value* k0) {
-        b_.CreateStore(target_->mfma(da, db, m.tile, load(a, row, k0), load(bb, col, k0), b_.CreateLoad(acc_t, acc)), acc);
+        b_.CreateStore(target_->mfma(da, db, m.tile, load(a, row, k0), load(bb, col, k0), b_.CreateLoad(acc_t, acc)),
+                       acc);
       });
     });
     llvm::Value* result = b_.CreateLoad(acc_t, acc);

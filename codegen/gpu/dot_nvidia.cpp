@@ -11,20 +11,22 @@ const char* GpuLowering::ptx_type(DType d) {
   return d == DType::bf16 ? "bf16" : d == DType::f16 ? "f16" : d == DType::f8e4m3 ? "e4m3" : "e5m2";
 }
 
-llvm::Value* GpuLowering::mma_sync(DType da, DType db, llvm::Value* const a[4], llvm::Value* b0, llvm::Value* b1, llvm::Value* const acc[4]) {
+llvm::Value* GpuLowering::mma_sync(DType da, DType db, llvm::Value* const a[4], llvm::Value* b0, llvm::Value* b1,
+                                   llvm::Value* const acc[4]) {
   llvm::Type* i32 = b_.getInt32Ty();
   llvm::Type* f32 = b_.getFloatTy();
   auto* ty = llvm::FunctionType::get(llvm::StructType::get(ctx_, {f32, f32, f32, f32}),
                                      {i32, i32, i32, i32, i32, i32, f32, f32, f32, f32}, false);
-  auto* asm_ = llvm::InlineAsm::get(ty,
-                                    str_cat("mma.sync.aligned.m16n8k", ir::dtype_bytes(da) == 1 ? 32 : 16, ".row.col.f32.",
-                                            ptx_type(da), ".", ptx_type(db),
-                                            ".f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};"),
-                                    "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", /*side effects: keeps its place around barriers*/ true);
+  auto* asm_ = llvm::InlineAsm::get(
+      ty,
+      str_cat("mma.sync.aligned.m16n8k", ir::dtype_bytes(da) == 1 ? 32 : 16, ".row.col.f32.", ptx_type(da), ".",
+              ptx_type(db), ".f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};"),
+      "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", /*side effects: keeps its place around barriers*/ true);
   return b_.CreateCall(ty, asm_, {a[0], a[1], a[2], a[3], b0, b1, acc[0], acc[1], acc[2], acc[3]});
 }
 
-std::vector<llvm::Value*> GpuLowering::pipe_fragments(const Pipeline& p, const MmaTiles& m, llvm::Value* stage, int64_t ks) {
+std::vector<llvm::Value*> GpuLowering::pipe_fragments(const Pipeline& p, const MmaTiles& m, llvm::Value* stage,
+                                                      int64_t ks) {
   auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
   llvm::Value* base = stage_base(p, stage);
   llvm::Value* lane = b_.CreateAnd(tid_, c(31));
@@ -32,7 +34,8 @@ std::vector<llvm::Value*> GpuLowering::pipe_fragments(const Pipeline& p, const M
   llvm::Value* half = b_.CreateLShr(lane, 4);
   std::vector<llvm::Value*> out;
   auto x4 = [&](llvm::Intrinsic::ID id, const PipeOperand& o, llvm::Value* row, llvm::Value* chunk) {
-    llvm::Value* at = b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateAdd(c(o.offset), swizzled(row, chunk, o.row_bytes())));
+    llvm::Value* at =
+        b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateAdd(c(o.offset), swizzled(row, chunk, o.row_bytes())));
     llvm::Value* r = b_.CreateIntrinsic(id, {at->getType()}, {at});
     for (unsigned k = 0; k < 4; ++k) out.push_back(b_.CreateExtractValue(r, k));
   };
@@ -43,8 +46,9 @@ std::vector<llvm::Value*> GpuLowering::pipe_fragments(const Pipeline& p, const M
        b_.CreateAdd(b_.CreateMul(wm, c(m.wtm)), b_.CreateAdd(c(im * 16), lane16)), b_.CreateAdd(c(ks * 2), half));
   for (int64_t jn = 0; jn < m.wtn / 16; ++jn) {
     if (p.b.transposed) {  // B^T rows n, K bytes: lanes 0-7 and 8-15 the two K chunks of n-tile 2jn, 16-31 of 2jn+1
-      llvm::Value* n = b_.CreateAdd(b_.CreateMul(wn, c(m.wtn)),
-                                    b_.CreateAdd(c(jn * 16), b_.CreateAdd(b_.CreateAnd(lane, c(7)), b_.CreateMul(half, c(8)))));
+      llvm::Value* n =
+          b_.CreateAdd(b_.CreateMul(wn, c(m.wtn)),
+                       b_.CreateAdd(c(jn * 16), b_.CreateAdd(b_.CreateAnd(lane, c(7)), b_.CreateMul(half, c(8)))));
       x4(llvm::Intrinsic::nvvm_ldmatrix_sync_aligned_m8n8_x4_b16, p.b, n,
          b_.CreateAdd(c(ks * 2), b_.CreateAnd(b_.CreateLShr(lane, 3), c(1))));
       continue;
@@ -66,14 +70,16 @@ llvm::Value* GpuLowering::wgmma_desc(llvm::Value* at, int64_t lbo, int64_t sbo) 
   return wgmma_descriptor(b_, b_.CreatePtrToInt(at, b_.getInt32Ty()), lbo, sbo);
 }
 
-void GpuLowering::ptx_on_acc(GVal& acc, const std::string& text, const std::string& more_cons, const std::vector<llvm::Value*>& more) {
+void GpuLowering::ptx_on_acc(GVal& acc, const std::string& text, const std::string& more_cons,
+                             const std::vector<llvm::Value*>& more) {
   const size_t n = acc.slots.size();
   std::string cons;
   for (size_t i = 0; i < n; ++i) cons += str_cat(i ? "," : "", "=f");
   for (size_t i = 0; i < n; ++i) cons += str_cat(",", i);
   std::vector<llvm::Value*> args = acc.slots;
   args.insert(args.end(), more.begin(), more.end());
-  llvm::Value* r = ptx(llvm::StructType::get(ctx_, std::vector<llvm::Type*>(n, b_.getFloatTy())), text, cons + more_cons, args);
+  llvm::Value* r =
+      ptx(llvm::StructType::get(ctx_, std::vector<llvm::Type*>(n, b_.getFloatTy())), text, cons + more_cons, args);
   for (size_t i = 0; i < n; ++i) acc.slots[i] = b_.CreateExtractValue(r, static_cast<unsigned>(i));
 }
 
@@ -85,16 +91,20 @@ void GpuLowering::pipe_dot_wgmma(Pipeline& p, const ir::Op& op) {
   const int64_t N = m.N, n = acc.slots.size();
   llvm::Value* base = stage_base(p, p.read_stage);
   llvm::Value* group = b_.CreateLShr(tid_, 7);
-  llvm::Value* a_tile = b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateAdd(c(p.a.offset), b_.CreateMul(group, c(64 * 128))));
+  llvm::Value* a_tile =
+      b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateAdd(c(p.a.offset), b_.CreateMul(group, c(64 * 128))));
   llvm::Value* b_tile = b_.CreateGEP(b_.getInt8Ty(), base, c(p.b.offset));
   std::string regs;
   for (int64_t i = 0; i < n; ++i) regs += str_cat(i ? ", " : "", "$", i);
   // 32 bytes of K per instruction: k16 of 16-bit types, k32 of f8 (whose operands are both
   // K-major: no transpose flags). B N-major is read transposed (the last flag).
   const bool f8 = p.a.esize == 1;
-  const std::string wgmma = str_cat("wgmma.mma_async.sync.aligned.m64n", N, f8 ? "k32" : "k16", ".f32.", ptx_type(da), ".",
-                                    ptx_type(op.operands[1]->type.dtype), " {", regs, "}, $", 2 * n, ", $", 2 * n + 1,
-                                    f8 ? ", 1, 1, 1;" : p.b.k_major() ? ", 1, 1, 1, 0, 0;" : ", 1, 1, 1, 0, 1;");
+  const std::string wgmma =
+      str_cat("wgmma.mma_async.sync.aligned.m64n", N, f8 ? "k32" : "k16", ".f32.", ptx_type(da), ".",
+              ptx_type(op.operands[1]->type.dtype), " {", regs, "}, $", 2 * n, ", $", 2 * n + 1,
+              f8              ? ", 1, 1, 1;"
+              : p.b.k_major() ? ", 1, 1, 1, 0, 0;"
+                              : ", 1, 1, 1, 0, 1;");
   ptx_void("wgmma.fence.sync.aligned;");
   for (int64_t ks = 0; ks < p.a.cols * p.a.esize / 32; ++ks) {
     // K-major (A, and B^T): 32 bytes per step within a 128-byte block, the next block rows * 128 on.
@@ -103,8 +113,9 @@ void GpuLowering::pipe_dot_wgmma(Pipeline& p, const ir::Op& op) {
     };
     llvm::Value* a_desc = wgmma_desc(k_major_at(a_tile, p.a), 16, 1024);
     // B N-major: 16 rows of 128 bytes per k16.
-    llvm::Value* b_desc = p.b.k_major() ? wgmma_desc(k_major_at(b_tile, p.b), 16, 1024)
-                                      : wgmma_desc(b_.CreateConstGEP1_64(b_.getInt8Ty(), b_tile, ks * 16 * 128), p.b.rows * 128, 1024);
+    llvm::Value* b_desc =
+        p.b.k_major() ? wgmma_desc(k_major_at(b_tile, p.b), 16, 1024)
+                      : wgmma_desc(b_.CreateConstGEP1_64(b_.getInt8Ty(), b_tile, ks * 16 * 128), p.b.rows * 128, 1024);
     ptx_on_acc(acc, wgmma, ",l,l", {a_desc, b_desc});
   }
   ptx_void("wgmma.commit_group.sync.aligned;");
@@ -141,12 +152,12 @@ bool GpuLowering::emit_dot_mma(const ir::Op& op) {
   const ir::Type& rt = op.results[0]->type;
   int64_t M = at.shape[0], K = at.shape[1];
   if (!target_->mma_sync() || !mma_eligible(op)) return false;
-  const int64_t eb = ir::dtype_bytes(at.dtype);  // 2, or 1 for f8
+  const int64_t eb = ir::dtype_bytes(at.dtype);         // 2, or 1 for f8
   const int64_t per_reg = 4 / eb, kstep = 8 * per_reg;  // elements per 32-bit register; K per mma
   int64_t a_bytes = (M * padded_row(K) * eb + 15) / 16 * 16;
   // The accumulator enters in the MMA layout (carried by a loop) or is converted once.
   GVal acc_in = mma_from(op.operands[2]);
-  llvm::Value* a = stage_narrow(op.operands[0], 0, false);    // A[m][k], rows padded
+  llvm::Value* a = stage_narrow(op.operands[0], 0, false);        // A[m][k], rows padded
   llvm::Value* bb = stage_narrow(op.operands[1], a_bytes, true);  // B^T[n][k], rows padded
   barrier();
   llvm::Type* i16 = b_.getIntNTy(static_cast<unsigned>(8 * eb));  // an element in memory

@@ -16,7 +16,8 @@ llvm::GlobalVariable* GpuLowering::f8_table(DType d, bool positive_only) {
   std::vector<llvm::Constant*> values;
   int count = positive_only ? max_finite_code(d) + 1 : 256;
   for (int c = 0; c < count; ++c) {
-    float v = d == DType::f8e4m3 ? f8e4m3_bits_to_float(static_cast<uint8_t>(c)) : f8e5m2_bits_to_float(static_cast<uint8_t>(c));
+    float v = d == DType::f8e4m3 ? f8e4m3_bits_to_float(static_cast<uint8_t>(c))
+                                 : f8e5m2_bits_to_float(static_cast<uint8_t>(c));
     values.push_back(llvm::ConstantFP::get(b_.getFloatTy(), v));
   }
   auto* ty = llvm::ArrayType::get(b_.getFloatTy(), values.size());
@@ -26,7 +27,8 @@ llvm::GlobalVariable* GpuLowering::f8_table(DType d, bool positive_only) {
 
 llvm::Value* GpuLowering::f8_from_bits(llvm::Value* bits, DType d) {
   llvm::GlobalVariable* t = f8_table(d, false);
-  return b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(t->getValueType(), t, {b_.getInt32(0), b_.CreateZExt(bits, b_.getInt32Ty())}));
+  return b_.CreateLoad(b_.getFloatTy(),
+                       b_.CreateGEP(t->getValueType(), t, {b_.getInt32(0), b_.CreateZExt(bits, b_.getInt32Ty())}));
 }
 
 llvm::Value* GpuLowering::f8_to_bits(llvm::Value* v, DType d) {
@@ -48,8 +50,8 @@ llvm::Value* GpuLowering::f8_to_bits(llvm::Value* v, DType d) {
   llvm::Value* below = b_.CreateFSub(a, value_at(lo));
   llvm::Value* above = b_.CreateFSub(value_at(hi), a);
   llvm::Value* lo_even = b_.CreateICmpEQ(b_.CreateAnd(lo, b_.getInt32(1)), b_.getInt32(0));
-  llvm::Value* pick_hi = b_.CreateOr(b_.CreateFCmpOLT(above, below), b_.CreateAnd(b_.CreateFCmpOEQ(above, below),
-                                                                                   b_.CreateNot(lo_even)));
+  llvm::Value* pick_hi =
+      b_.CreateOr(b_.CreateFCmpOLT(above, below), b_.CreateAnd(b_.CreateFCmpOEQ(above, below), b_.CreateNot(lo_even)));
   llvm::Value* code = b_.CreateSelect(b_.CreateAnd(pick_hi, b_.CreateICmpNE(hi, lo)), hi, lo);
   if (d == DType::f8e5m2) {  // e5m2 has infinities
     llvm::Value* inf = b_.CreateFCmpOEQ(a, llvm::ConstantFP::getInfinity(b_.getFloatTy()));

@@ -15,7 +15,9 @@ int64_t GpuLowering::vec_of(const ir::Type& t) const {
 bool GpuLowering::narrow_memory(const ir::Function& f) {
   bool any = false, wide = false;
   f.walk([&](const ir::Op& op) {
-    const ir::Type* t = op.code == OpCode::Load ? &op.results[0]->type : op.code == OpCode::Store ? &op.operands[0]->type : nullptr;
+    const ir::Type* t = op.code == OpCode::Load    ? &op.results[0]->type
+                        : op.code == OpCode::Store ? &op.operands[0]->type
+                                                   : nullptr;
     if (!t || !t->is_tensor()) return;
     any = true;
     wide |= ir::dtype_bytes(t->dtype) > 2;
@@ -69,8 +71,10 @@ llvm::Value* GpuLowering::scratch(int64_t base, int64_t bytes) {
 
 void GpuLowering::barrier() {
   TD_ASSERT(!producer_, "a barrier in the producer's code");
-  if (ws_) b_.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier_sync_cnt, {}, {b_.getInt32(1), b_.getInt32(threads_)});
-  else target_->barrier();
+  if (ws_)
+    b_.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier_sync_cnt, {}, {b_.getInt32(1), b_.getInt32(threads_)});
+  else
+    target_->barrier();
 }
 
 int64_t GpuLowering::elem_bytes(const ir::Type& t) {

@@ -11,20 +11,26 @@ GpuLowering::GpuLowering(const ir::Function& f, llvm::LLVMContext& ctx, const Gp
 
 GpuLowering::GpuLowering(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make,
                          std::unique_ptr<llvm::Module> m)
-    : Elements(ctx, *m), f_(f), ctx_(ctx), opts_(opts), module_(std::move(m)), target_(make(b_, *module_, opts)),
+    : Elements(ctx, *m),
+      f_(f),
+      ctx_(ctx),
+      opts_(opts),
+      module_(std::move(m)),
+      target_(make(b_, *module_, opts)),
       threads_(opts.num_warps * target_->warp_size()) {}
 
 GpuModule GpuLowering::run() {
   if (threads_ > 1024)
     throw Error(str_cat("tiledist: kernel '", f_.name, "': num_warps = ", opts_.num_warps, " makes ", threads_,
-                        " threads per program on ", opts_.arch, " (", target_->warp_size(), " a warp); at most 1024 run together"));
+                        " threads per program on ", opts_.arch, " (", target_->warp_size(),
+                        " a warp); at most 1024 run together"));
   module_->setTargetTriple(target_->triple());
   if (!opts_.data_layout.empty()) module_->setDataLayout(opts_.data_layout);
   std::vector<llvm::Type*> params;
   for (auto& a : f_.body.args) params.push_back(target_->param_type(reg_type(a->type)));
   const bool with_world = uses_world(f_.body);
   if (with_world) params.push_back(b_.getPtrTy(1));  // the DeviceWorld (support/device_world.h)
-  find_wgmma_loops();  // (and the TMA tensor maps they take)
+  find_wgmma_loops();                                // (and the TMA tensor maps they take)
   first_map_ = static_cast<unsigned>(params.size());
   for (size_t i = 0; i < tma_recipes_.size(); ++i) params.push_back(b_.getPtrTy());
   auto* fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
@@ -48,8 +54,9 @@ GpuModule GpuLowering::run() {
     // The scratch area as a static array of the size the kernel needs (the code object then
     // states its LDS use, and a launch gives no dynamic size).
     auto* type = llvm::ArrayType::get(b_.getInt8Ty(), static_cast<uint64_t>(smem_bytes_));
-    auto* fixed = new llvm::GlobalVariable(*module_, type, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(type),
-                                           "tiledist_smem.static", nullptr, llvm::GlobalValue::NotThreadLocal, 3);
+    auto* fixed =
+        new llvm::GlobalVariable(*module_, type, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(type),
+                                 "tiledist_smem.static", nullptr, llvm::GlobalValue::NotThreadLocal, 3);
     fixed->setAlignment(smem_->getAlign());
     smem_->replaceAllUsesWith(fixed);
     smem_->eraseFromParent();
@@ -103,15 +110,18 @@ void GpuLowering::emit(const ir::Op& op) {
       if (mma_dot && i == 2) continue;
       if (vals_.count(v) && raw(v).mma && !converted_.count(v)) converted_[v] = cyclic_from_mma(raw(v), v->type);
     }
-  if (in_mma) emit_in_mma_layout(op);
-  else emit_op(op);
+  if (in_mma)
+    emit_in_mma_layout(op);
+  else
+    emit_op(op);
   converted_.clear();
 }
 
 void GpuLowering::emit_op(const ir::Op& op) {
   const ir::Type* rt = op.results.empty() ? nullptr : &op.results[0]->type;
   switch (op.code) {
-    case OpCode::Constant: return define(op, {constant_of(op), {}});
+    case OpCode::Constant:
+      return define(op, {constant_of(op), {}});
     case OpCode::ProgramId:
     case OpCode::NumPrograms: {
       int axis = static_cast<int>(op.int_attr("axis"));
@@ -131,38 +141,56 @@ void GpuLowering::emit_op(const ir::Op& op) {
     case OpCode::ExpandDims:
     case OpCode::ConsumeToken:
       return define(op, val(op.operands[0]));  // the same elements in the same order
-    case OpCode::Broadcast: return emit_permute(op);
+    case OpCode::Broadcast:
+      return emit_permute(op);
     case OpCode::Trans:
       if (deferred_loads_.count(&op)) return;  // B^T's tile, which its pipelined loop reads K-major
       return emit_permute(op);
     case OpCode::Load:
       if (deferred_loads_.count(&op)) return;  // filled by its pipelined loop
       return emit_load(op);
-    case OpCode::Store: return emit_store(op);
+    case OpCode::Store:
+      return emit_store(op);
     case OpCode::AtomicRMW:
-    case OpCode::AtomicCAS: return emit_atomic(op);
-    case OpCode::Reduce: return emit_reduce(op);
-    case OpCode::Dot: return emit_dot(op);
-    case OpCode::For: return emit_for(op);
-    case OpCode::If: return emit_if(op);
-    case OpCode::While: return emit_while(op);
+    case OpCode::AtomicCAS:
+      return emit_atomic(op);
+    case OpCode::Reduce:
+      return emit_reduce(op);
+    case OpCode::Dot:
+      return emit_dot(op);
+    case OpCode::For:
+      return emit_for(op);
+    case OpCode::If:
+      return emit_if(op);
+    case OpCode::While:
+      return emit_while(op);
     case OpCode::Yield:
-    case OpCode::Condition: return;
+    case OpCode::Condition:
+      return;
     case OpCode::Return:
       b_.CreateRetVoid();
       return;
-    case OpCode::Rank: return define(op, {world_field(offsetof(runtime::DeviceWorld, rank), b_.getInt32Ty()), {}});
+    case OpCode::Rank:
+      return define(op, {world_field(offsetof(runtime::DeviceWorld, rank), b_.getInt32Ty()), {}});
     case OpCode::NumRanks:
       return define(op, {world_field(offsetof(runtime::DeviceWorld, num_ranks), b_.getInt32Ty()), {}});
-    case OpCode::SymmAt: return emit_symm_at(op);
-    case OpCode::Wait: return emit_wait(op);
-    case OpCode::Memcpy: return emit_memcpy(op);
+    case OpCode::SymmAt:
+      return emit_symm_at(op);
+    case OpCode::Wait:
+      return emit_wait(op);
+    case OpCode::Memcpy:
+      return emit_memcpy(op);
     case OpCode::Fence:
       fence(op.str_attr("order"), op.str_attr("scope"));
       return;
-    case OpCode::Barrier: return emit_device_barrier();
-    case OpCode::ConvertLayout: case OpCode::LocalAlloc: case OpCode::AsyncCopy: case OpCode::AsyncCommit:
-    case OpCode::AsyncWait: case OpCode::LocalLoad:
+    case OpCode::Barrier:
+      return emit_device_barrier();
+    case OpCode::ConvertLayout:
+    case OpCode::LocalAlloc:
+    case OpCode::AsyncCopy:
+    case OpCode::AsyncCommit:
+    case OpCode::AsyncWait:
+    case OpCode::LocalLoad:
       unsupported(op, "GPU IR (layouts, shared-memory buffers) in this lowering, which takes the optimized IR,");
     default:
       break;
@@ -181,7 +209,8 @@ void GpuLowering::emit_op(const ir::Op& op) {
   define(op, g);
 }
 
-llvm::Value* GpuLowering::ptx(llvm::Type* ret, const std::string& text, std::string constraints, const std::vector<llvm::Value*>& args) {
+llvm::Value* GpuLowering::ptx(llvm::Type* ret, const std::string& text, std::string constraints,
+                              const std::vector<llvm::Value*>& args) {
   return inline_asm(b_, ret, text, std::move(constraints), args);
 }
 
@@ -192,7 +221,8 @@ llvm::Value* GpuLowering::local(llvm::Type* t, llvm::Value* init) {
   return slot;
 }
 
-void GpuLowering::counted_loop(llvm::Value* start, llvm::Value* n, int64_t step, const std::function<void(llvm::Value*)>& body) {
+void GpuLowering::counted_loop(llvm::Value* start, llvm::Value* n, int64_t step,
+                               const std::function<void(llvm::Value*)>& body) {
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
   auto* body_bb = llvm::BasicBlock::Create(ctx_, "loop.body", fn_);

@@ -77,7 +77,8 @@ class GpuLowering : public Elements {
   void emit(const ir::Op& op);
   void emit_op(const ir::Op& op);
   /// Inline PTX (NVIDIA's tensor-core paths) that keeps its place among loads, stores and barriers.
-  llvm::Value* ptx(llvm::Type* ret, const std::string& text, std::string constraints, const std::vector<llvm::Value*>& args);
+  llvm::Value* ptx(llvm::Type* ret, const std::string& text, std::string constraints,
+                   const std::vector<llvm::Value*>& args);
   /// An instruction with no operands that keeps its place (fences, commits, waits).
   void ptx_void(const std::string& text) { ptx(b_.getVoidTy(), text, "", {}); }
 
@@ -182,8 +183,8 @@ class GpuLowering : public Elements {
   struct MmaTiles {
     int64_t M, N, tiles_n, tiles, per_warp;
     int64_t warps_n = 0, wtm = 0, wtn = 0;  // the warp grid, when warps_n > 0
-    int64_t tile = 0;  // MFMA: the tile's side (0: mma.sync's 16x8)
-    int regs = 4;      // registers per tile and thread
+    int64_t tile = 0;                       // MFMA: the tile's side (0: mma.sync's 16x8)
+    int regs = 4;                           // registers per tile and thread
   };
 
   MmaTiles mma_tiles(const ir::Type& t) const;
@@ -258,7 +259,8 @@ class GpuLowering : public Elements {
   /// what was waited for.
   void fail(runtime::DeviceFailure kind, llvm::Value* address, llvm::Value* expected, llvm::Value* seen);
   /// if (cond) fail(...): the failing path ends the program.
-  void fail_if(llvm::Value* cond, runtime::DeviceFailure kind, llvm::Value* address, llvm::Value* expected, llvm::Value* seen);
+  void fail_if(llvm::Value* cond, runtime::DeviceFailure kind, llvm::Value* address, llvm::Value* expected,
+               llvm::Value* seen);
 
   /// Spins until `poll()` (emitted in the loop) returns true; past `timeout` nanoseconds (by
   /// default the world's; 0: never) the thread fails with `kind`, reporting `report()`
@@ -326,7 +328,7 @@ class GpuLowering : public Elements {
     const ir::Value* row_start = nullptr;
     const ir::Value* col_start = nullptr;
     int64_t row_offset = 0, col_offset = 0;
-    const ir::Value* base = nullptr;  // TMA: the base pointer (through the waits that order the copies)
+    const ir::Value* base = nullptr;                  // TMA: the base pointer (through the waits that order the copies)
     int64_t per_chunk() const { return 16 / esize; }  // elements per 16-byte chunk
     int64_t row_bytes() const { return (transposed ? rows : cols) * esize; }
     int64_t bytes() const { return rows * cols * esize; }
@@ -361,11 +363,11 @@ class GpuLowering : public Elements {
     llvm::Value* iteration = nullptr;  // the current iteration of this run of the loop, from 0
     /// How many iterations the loop's copies run ahead of its dot.
     int ahead() const { return wgmma ? stages - 2 : stages - 1; }
-    int64_t base = 0;  // of the first buffer in dynamic shared memory
-    llvm::Value* read_stage = nullptr;  // the stage the current iteration's dot reads
-    llvm::Value* next_stage = nullptr;  // the next iteration's
-    std::vector<llvm::Value*> frags{};      // the current iteration's first fragments (loop-carried)
-    std::vector<llvm::Value*> next_frags{};  // the next iteration's, once the dot has loaded them
+    int64_t base = 0;                         // of the first buffer in dynamic shared memory
+    llvm::Value* read_stage = nullptr;        // the stage the current iteration's dot reads
+    llvm::Value* next_stage = nullptr;        // the next iteration's
+    std::vector<llvm::Value*> frags{};        // the current iteration's first fragments (loop-carried)
+    std::vector<llvm::Value*> next_frags{};   // the next iteration's, once the dot has loaded them
     std::vector<StagedChunk> in_registers{};  // staged operands' chunks not yet in shared memory
   };
 
@@ -409,7 +411,8 @@ class GpuLowering : public Elements {
   /// Starts the copies of iteration `j`'s operand tiles into buffer `stage` (zeros where masked
   /// off or past the end of the loop) and commits them as one group; staged operands are loaded
   /// into registers, for pipe_store_staged.
-  void pipe_issue(Pipeline& p, llvm::Value* iv0, llvm::Value* step, llvm::Value* hi, llvm::Value* j, llvm::Value* stage);
+  void pipe_issue(Pipeline& p, llvm::Value* iv0, llvm::Value* step, llvm::Value* hi, llvm::Value* j,
+                  llvm::Value* stage);
 
   /// Iteration `j`'s induction variable, set for recompute() of the loop body's values for that
   /// iteration until end_prefetch.
@@ -553,7 +556,8 @@ class GpuLowering : public Elements {
   // ---- dot_nvidia.cpp: mma.sync (ldmatrix fragments) and wgmma
   static const char* ptx_type(DType d);
   /// One mma.sync: m16n8k16 for 16-bit inputs, m16n8k32 for f8.
-  llvm::Value* mma_sync(DType da, DType db, llvm::Value* const a[4], llvm::Value* b0, llvm::Value* b1, llvm::Value* const acc[4]);
+  llvm::Value* mma_sync(DType da, DType db, llvm::Value* const a[4], llvm::Value* b0, llvm::Value* b1,
+                        llvm::Value* const acc[4]);
 
   /// This warp's A and B fragments for columns [16 ks, 16 ks + 16) of K from a stage buffer:
   /// ldmatrix.x4 per 16 rows of A (its four 8x8 blocks), ldmatrix.x4.trans per 16 columns of B
@@ -572,11 +576,14 @@ class GpuLowering : public Elements {
   /// Inline PTX that reads and writes the f32 registers of `acc` in place ($0.. are outputs, the
   /// inputs tied to them), with `more` operands after them (constraints `more_cons`, each with
   /// its leading comma).
-  void ptx_on_acc(GVal& acc, const std::string& text, const std::string& more_cons, const std::vector<llvm::Value*>& more);
+  void ptx_on_acc(GVal& acc, const std::string& text, const std::string& more_cons,
+                  const std::vector<llvm::Value*>& more);
 
   /// wgmma.wait_group with the accumulator passed through it, so that nothing reads the
   /// registers before the wgmma that writes them has completed.
-  void wgmma_wait(GVal& acc, int pending) { ptx_on_acc(acc, str_cat("wgmma.wait_group.sync.aligned ", pending, ";"), "", {}); }
+  void wgmma_wait(GVal& acc, int pending) {
+    ptx_on_acc(acc, str_cat("wgmma.wait_group.sync.aligned ", pending, ";"), "", {});
+  }
 
   /// The dot of a wgmma pipeline: each warpgroup issues K/16 wgmma.m64nNk16 on its 64 rows of
   /// A and all of B (both from the stage buffer through descriptors), chained on the
@@ -604,8 +611,8 @@ class GpuLowering : public Elements {
 
   // ---- control_flow.cpp: scalars are uniform, so branches are taken by the whole CTA.
   /// Phis in `header` for every scalar and every slot of the carried values.
-  std::vector<GVal> carried_phis(const std::vector<ir::Type>& types, const std::vector<GVal>& init, llvm::BasicBlock* header,
-                                 llvm::BasicBlock* pre);
+  std::vector<GVal> carried_phis(const std::vector<ir::Type>& types, const std::vector<GVal>& init,
+                                 llvm::BasicBlock* header, llvm::BasicBlock* pre);
   void close_phis(const std::vector<GVal>& phis, const std::vector<GVal>& next, llvm::BasicBlock* latch);
   std::vector<GVal> values_of(const ir::Op& term, size_t skip);
 
@@ -640,29 +647,29 @@ class GpuLowering : public Elements {
   int threads_;
   llvm::Function* fn_ = nullptr;
   llvm::GlobalVariable* smem_ = nullptr;
-  int64_t max_vec_ = 4;  // vec_of's widest vector (8 for kernels of 16-bit memory)
+  int64_t max_vec_ = 4;           // vec_of's widest vector (8 for kernels of 16-bit memory)
   llvm::Value* world_ = nullptr;  // the DeviceWorld parameter of kernels with distributed ops
   std::map<const ir::Value*, int> uses_;
   llvm::Value* tid_ = nullptr;
   int64_t smem_bytes_ = 0;
   int64_t smem_floor_ = 0;  // scratch() starts here
   AxisAnalysis axis_;
-  std::map<const ir::Op*, Pipeline*> pipe_dots_;  // dots of the pipelined loops being lowered
+  std::map<const ir::Op*, Pipeline*> pipe_dots_;        // dots of the pipelined loops being lowered
   std::set<std::pair<int64_t, int64_t>> wgmma_shapes_;  // see find_wgmma_loops
-  std::vector<runtime::TmaRecipe> tma_recipes_;        // the kernel's tensor maps, in parameter order
+  std::vector<runtime::TmaRecipe> tma_recipes_;         // the kernel's tensor maps, in parameter order
   std::map<const ir::Op*, std::pair<PipeOperand, PipeOperand>> tma_loops_;  // wgmma loops copying by TMA
-  unsigned first_map_ = 0;                             // the first tensor map's parameter
-  std::optional<WarpSpec> ws_;                         // warp specialized (see WarpSpec)
-  bool ws_allowed_ = true;                             // (false: lowered again without, see lower_nvptx)
-  bool unpipelined_loop_dot_ = false;                  // see left_a_loop_dot_unpipelined
+  unsigned first_map_ = 0;                                                  // the first tensor map's parameter
+  std::optional<WarpSpec> ws_;                                              // warp specialized (see WarpSpec)
+  bool ws_allowed_ = true;             // (false: lowered again without, see lower_nvptx)
+  bool unpipelined_loop_dot_ = false;  // see left_a_loop_dot_unpipelined
   std::map<const ir::Value*, bool> from_wait_;
-  bool producer_ = false;                              // emitting the producer's code
-  std::set<const ir::Op*> producer_only_waits_;        // see find_producer_only_waits
-  std::set<const ir::Op*> mma_loads_;             // loads that their user does in the MMA layout
-  std::set<const ir::Op*> deferred_loads_;        // loads (and B's trans) that pipelines do instead
+  bool producer_ = false;                           // emitting the producer's code
+  std::set<const ir::Op*> producer_only_waits_;     // see find_producer_only_waits
+  std::set<const ir::Op*> mma_loads_;               // loads that their user does in the MMA layout
+  std::set<const ir::Op*> deferred_loads_;          // loads (and B's trans) that pipelines do instead
   std::map<const ir::Value*, llvm::Value*> subst_;  // recompute(): values for the iteration prefetched
-  const ir::Block* subst_body_ = nullptr;            // recompute(): the body whose scalars are recomputed
-  llvm::Value* subst_iteration_ = nullptr;           // recompute(): the iteration (from 0) prefetched
+  const ir::Block* subst_body_ = nullptr;           // recompute(): the body whose scalars are recomputed
+  llvm::Value* subst_iteration_ = nullptr;          // recompute(): the iteration (from 0) prefetched
   std::map<const ir::Value*, GVal> vals_;
   std::map<const ir::Value*, GVal> converted_;  // MMA values seen in the cyclic layout by this op
 };

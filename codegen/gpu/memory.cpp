@@ -11,7 +11,8 @@ void GpuLowering::emit_load(const ir::Op& op) {
   auto one = [&](int64_t j, llvm::Value* ok) -> llvm::Value* {
     llvm::Value* p = element(op.operands[0], j);
     llvm::Value* mask = op.operands.size() > 1 ? element(op.operands[1], j) : nullptr;
-    llvm::Value* other = op.operands.size() > 2 ? element(op.operands[2], j) : llvm::Constant::getNullValue(reg_type(rt.element()));
+    llvm::Value* other =
+        op.operands.size() > 2 ? element(op.operands[2], j) : llvm::Constant::getNullValue(reg_type(rt.element()));
     llvm::Value* cond = mask ? (ok == b_.getTrue() ? mask : b_.CreateAnd(ok, mask)) : ok;
     return when_value(cond, reg_type(rt.element()), other, [&] { return from_mem(b_.CreateLoad(mem_type(d), p), d); });
   };
@@ -90,7 +91,8 @@ void GpuLowering::emit_store(const ir::Op& op) {
     for (int64_t j = 0; j < slots_of(pt); j += v)
       when(mask ? element(mask, j) : b_.getTrue(), [&] {
         llvm::Value* x = llvm::PoisonValue::get(vt);
-        for (int64_t k = 0; k < v; ++k) x = b_.CreateInsertElement(x, to_mem(element(op.operands[1], j + k), d), uint64_t(k));
+        for (int64_t k = 0; k < v; ++k)
+          x = b_.CreateInsertElement(x, to_mem(element(op.operands[1], j + k), d), uint64_t(k));
         b_.CreateAlignedStore(x, element(op.operands[0], j), align);
       });
     return;
@@ -109,7 +111,8 @@ void GpuLowering::emit_memcpy(const ir::Op& op) {
   // Each thread moves `unroll` chunks per round, all loads before the stores: enough bytes in
   // flight to cover the latency of a peer's memory. The rest goes a chunk at a time.
   auto copy = [&](int64_t width, int64_t unroll) {
-    llvm::Type* t = width == 16 ? static_cast<llvm::Type*>(llvm::FixedVectorType::get(b_.getInt32Ty(), 4)) : b_.getInt8Ty();
+    llvm::Type* t =
+        width == 16 ? static_cast<llvm::Type*>(llvm::FixedVectorType::get(b_.getInt32Ty(), 4)) : b_.getInt8Ty();
     const int64_t stride = width * threads_;
     llvm::Value* start = b_.CreateMul(tid, b_.getInt64(width));
     llvm::Value* rest = start;
@@ -118,18 +121,18 @@ void GpuLowering::emit_memcpy(const ir::Op& op) {
       counted_loop(start, bound, unroll * stride, [&](llvm::Value* at) {
         std::vector<llvm::Value*> v;
         for (int64_t k = 0; k < unroll; ++k)
-          v.push_back(b_.CreateAlignedLoad(t, b_.CreateGEP(b_.getInt8Ty(), src, b_.CreateAdd(at, b_.getInt64(k * stride))),
-                                           llvm::Align(width)));
+          v.push_back(b_.CreateAlignedLoad(
+              t, b_.CreateGEP(b_.getInt8Ty(), src, b_.CreateAdd(at, b_.getInt64(k * stride))), llvm::Align(width)));
         for (int64_t k = 0; k < unroll; ++k)
           b_.CreateAlignedStore(v[k], b_.CreateGEP(b_.getInt8Ty(), dst, b_.CreateAdd(at, b_.getInt64(k * stride))),
                                 llvm::Align(width));
       });
       // Where the rounds stopped: start + cdiv(bound - start, unroll * stride) rounds.
       llvm::Value* span = b_.CreateSub(bound, start);
-      llvm::Value* rounds = b_.CreateSelect(b_.CreateICmpSGT(span, b_.getInt64(0)),
-                                            b_.CreateSDiv(b_.CreateAdd(span, b_.getInt64(unroll * stride - 1)),
-                                                          b_.getInt64(unroll * stride)),
-                                            b_.getInt64(0));
+      llvm::Value* rounds = b_.CreateSelect(
+          b_.CreateICmpSGT(span, b_.getInt64(0)),
+          b_.CreateSDiv(b_.CreateAdd(span, b_.getInt64(unroll * stride - 1)), b_.getInt64(unroll * stride)),
+          b_.getInt64(0));
       rest = b_.CreateAdd(start, b_.CreateMul(rounds, b_.getInt64(unroll * stride)));
     }
     counted_loop(rest, n, stride, [&](llvm::Value* at) {
@@ -163,11 +166,10 @@ void GpuLowering::emit_atomic(const ir::Op& op) {
     llvm::Value* mask = !cas && op.operands.size() > 2 ? element(op.operands[2], j) : nullptr;
     llvm::Value* cond = mask ? b_.CreateAnd(ok, mask) : ok;
     llvm::Type* t = reg_type(rt.element());
-    return when_value(cond, t, llvm::Constant::getNullValue(t),
-                      [&] {
-                        return target_->atomic(kind, rt.dtype, p, v, cas ? element(op.operands[2], j) : nullptr,
-                                               op.str_attr("sem"), op.str_attr("scope"), used);
-                      });
+    return when_value(cond, t, llvm::Constant::getNullValue(t), [&] {
+      return target_->atomic(kind, rt.dtype, p, v, cas ? element(op.operands[2], j) : nullptr, op.str_attr("sem"),
+                             op.str_attr("scope"), used);
+    });
   };
   if (!rt.is_tensor()) {
     // One thread performs it for the program; a releasing atomic must follow every thread's

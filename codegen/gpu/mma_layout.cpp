@@ -45,20 +45,24 @@ bool GpuLowering::mma_eligible(const ir::Op& dot) const {
 llvm::Value* GpuLowering::mma_index(const MmaTiles& m, llvm::Value* t, int r) {
   if (m.tile) return mfma_index(m, t, r);
   llvm::Value* lane = b_.CreateAnd(tid_, b_.getInt32(31));
-  llvm::Value* row = b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(t, b_.getInt32(static_cast<int32_t>(m.tiles_n))), b_.getInt32(16)),
-                                  b_.CreateLShr(lane, 2));
+  llvm::Value* row =
+      b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(t, b_.getInt32(static_cast<int32_t>(m.tiles_n))), b_.getInt32(16)),
+                   b_.CreateLShr(lane, 2));
   if (r >= 2) row = b_.CreateAdd(row, b_.getInt32(8));
-  llvm::Value* col = b_.CreateAdd(b_.CreateMul(b_.CreateURem(t, b_.getInt32(static_cast<int32_t>(m.tiles_n))), b_.getInt32(8)),
-                                  b_.CreateAdd(b_.CreateMul(b_.CreateAnd(lane, b_.getInt32(3)), b_.getInt32(2)), b_.getInt32(r & 1)));
+  llvm::Value* col =
+      b_.CreateAdd(b_.CreateMul(b_.CreateURem(t, b_.getInt32(static_cast<int32_t>(m.tiles_n))), b_.getInt32(8)),
+                   b_.CreateAdd(b_.CreateMul(b_.CreateAnd(lane, b_.getInt32(3)), b_.getInt32(2)), b_.getInt32(r & 1)));
   return b_.CreateAdd(b_.CreateMul(row, b_.getInt32(static_cast<int32_t>(m.N))), col);
 }
 
 llvm::Value* GpuLowering::mfma_index(const MmaTiles& m, llvm::Value* t, int r) {
   auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
   llvm::Value* lane = b_.CreateURem(tid_, c(64));
-  llvm::Value* row = b_.CreateAdd(c(4 * (64 / m.tile) * (r / 4) + r % 4), b_.CreateMul(b_.CreateUDiv(lane, c(m.tile)), c(4)));
+  llvm::Value* row =
+      b_.CreateAdd(c(4 * (64 / m.tile) * (r / 4) + r % 4), b_.CreateMul(b_.CreateUDiv(lane, c(m.tile)), c(4)));
   row = b_.CreateAdd(row, b_.CreateMul(b_.CreateUDiv(t, c(m.tiles_n)), c(m.tile)));
-  llvm::Value* col = b_.CreateAdd(b_.CreateURem(lane, c(m.tile)), b_.CreateMul(b_.CreateURem(t, c(m.tiles_n)), c(m.tile)));
+  llvm::Value* col =
+      b_.CreateAdd(b_.CreateURem(lane, c(m.tile)), b_.CreateMul(b_.CreateURem(t, c(m.tiles_n)), c(m.tile)));
   return b_.CreateAdd(b_.CreateMul(row, c(m.N)), col);
 }
 
@@ -66,7 +70,8 @@ llvm::Value* GpuLowering::tile_of(const MmaTiles& m, int64_t i) {
   auto c = [&](int64_t v) { return b_.getInt32(static_cast<int32_t>(v)); };
   if (m.warps_n) {
     int64_t per_row = m.wtn / 8;
-    llvm::Value* row = b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(warp_id(), c(m.warps_n)), c(m.wtm / 16)), c(i / per_row));
+    llvm::Value* row =
+        b_.CreateAdd(b_.CreateMul(b_.CreateUDiv(warp_id(), c(m.warps_n)), c(m.wtm / 16)), c(i / per_row));
     llvm::Value* col = b_.CreateAdd(b_.CreateMul(b_.CreateURem(warp_id(), c(m.warps_n)), c(per_row)), c(i % per_row));
     return b_.CreateAdd(b_.CreateMul(row, c(m.tiles_n)), col);
   }
@@ -92,7 +97,7 @@ GVal GpuLowering::cyclic_from_mma(const GVal& g, const ir::Type& t) {
   GVal out;
   for (int64_t j = 0; j < slots_of(t); ++j)
     out.slots.push_back(when_value(valid(t, j), f32, llvm::UndefValue::get(f32),
-                                      [&] { return b_.CreateLoad(f32, b_.CreateGEP(f32, buf, element_index(t, j))); }));
+                                   [&] { return b_.CreateLoad(f32, b_.CreateGEP(f32, buf, element_index(t, j))); }));
   barrier();
   return out;
 }
@@ -147,10 +152,27 @@ bool GpuLowering::mma_arithmetic(const ir::Op& op) {
       op.results[0]->type.dtype == DType::f64)
     return false;
   switch (op.code) {
-    case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div: case OpCode::Min: case OpCode::Max:
-    case OpCode::Neg: case OpCode::Abs: case OpCode::Cast: case OpCode::Select:
-    case OpCode::Exp: case OpCode::Exp2: case OpCode::Log: case OpCode::Log2: case OpCode::Sqrt: case OpCode::Rsqrt:
-    case OpCode::Sin: case OpCode::Cos: case OpCode::Floor: case OpCode::Ceil: case OpCode::Erf:
+    case OpCode::Add:
+    case OpCode::Sub:
+    case OpCode::Mul:
+    case OpCode::Div:
+    case OpCode::Min:
+    case OpCode::Max:
+    case OpCode::Neg:
+    case OpCode::Abs:
+    case OpCode::Cast:
+    case OpCode::Select:
+    case OpCode::Exp:
+    case OpCode::Exp2:
+    case OpCode::Log:
+    case OpCode::Log2:
+    case OpCode::Sqrt:
+    case OpCode::Rsqrt:
+    case OpCode::Sin:
+    case OpCode::Cos:
+    case OpCode::Floor:
+    case OpCode::Ceil:
+    case OpCode::Erf:
       return true;
     default:
       return false;
@@ -163,8 +185,10 @@ bool GpuLowering::in_mma_layout(const ir::Op& op, const ir::Op* pending) {
   if (!target_->mma_sync() || !mma_arithmetic(op) || uses_[op.results[0].get()] != 1) return false;
   bool any = false;
   for (const ir::Value* v : op.operands) {
-    if (mma_made(v, pending)) any = true;
-    else if (!(v->def && (v->def == pending || mma_loads_.count(v->def))) && !recomputable(v)) return false;
+    if (mma_made(v, pending))
+      any = true;
+    else if (!(v->def && (v->def == pending || mma_loads_.count(v->def))) && !recomputable(v))
+      return false;
   }
   return any;
 }
@@ -202,13 +226,14 @@ std::array<llvm::Value*, 2> GpuLowering::load_pair(const ir::Op& load, llvm::Val
     // stays in flight, its register held, up to the block where its sum is made).
     llvm::Type* i32 = b_.getInt32Ty();
     auto bits = [&](llvm::Value* v) { return b_.CreateBitCast(to_mem(v, d), i32); };
-    llvm::Value* x = ptx(llvm::StructType::get(ctx_, {i32, i32}),
-                         "{\nmov.b32 $0, $4;\nmov.b32 $1, $5;\n"
-                         "@$2 ld.global.v2.b32 {$0, $1}, [$3];\n}",
-                         "=r,=r,b,l,r,r",
-                         {on[0], b_.CreateAddrSpaceCast(recompute(ptr, e), b_.getPtrTy(1)),
-                          bits(other[0]), bits(other[1])});
-    for (int k = 0; k < 2; ++k) at[k] = from_mem(b_.CreateBitCast(b_.CreateExtractValue(x, unsigned(k)), mem_type(d)), d);
+    llvm::Value* x =
+        ptx(llvm::StructType::get(ctx_, {i32, i32}),
+            "{\nmov.b32 $0, $4;\nmov.b32 $1, $5;\n"
+            "@$2 ld.global.v2.b32 {$0, $1}, [$3];\n}",
+            "=r,=r,b,l,r,r",
+            {on[0], b_.CreateAddrSpaceCast(recompute(ptr, e), b_.getPtrTy(1)), bits(other[0]), bits(other[1])});
+    for (int k = 0; k < 2; ++k)
+      at[k] = from_mem(b_.CreateBitCast(b_.CreateExtractValue(x, unsigned(k)), mem_type(d)), d);
     return at;
   }
   if (axis_.vectorizable(ptr, mask, 2)) {
@@ -216,11 +241,13 @@ std::array<llvm::Value*, 2> GpuLowering::load_pair(const ir::Op& load, llvm::Val
     llvm::Value* x = when_value(on[0], vt, llvm::Constant::getNullValue(vt), [&] {
       return b_.CreateAlignedLoad(vt, recompute(ptr, e), llvm::Align(2 * ir::dtype_bytes(d)));
     });
-    for (int k = 0; k < 2; ++k) at[k] = b_.CreateSelect(on[0], from_mem(b_.CreateExtractElement(x, uint64_t(k)), d), other[k]);
+    for (int k = 0; k < 2; ++k)
+      at[k] = b_.CreateSelect(on[0], from_mem(b_.CreateExtractElement(x, uint64_t(k)), d), other[k]);
     return at;
   }
   for (int k = 0; k < 2; ++k)
-    at[k] = when_value(on[k], t, other[k], [&] { return from_mem(b_.CreateLoad(mem_type(d), recompute(ptr, at[k])), d); });
+    at[k] =
+        when_value(on[k], t, other[k], [&] { return from_mem(b_.CreateLoad(mem_type(d), recompute(ptr, at[k])), d); });
   return at;
 }
 
@@ -236,9 +263,12 @@ void GpuLowering::emit_in_mma_layout(const ir::Op& op) {
       std::array<std::vector<llvm::Value*>, 2> in;
       for (const ir::Value* v : op.operands) {
         std::array<llvm::Value*, 2> x;
-        if (vals_.count(v) && raw(v).mma) x = {raw(v).slots[i * m.regs + r], raw(v).slots[i * m.regs + r + 1]};
-        else if (v->def && mma_loads_.count(v->def)) x = load_pair(*v->def, e, ok);
-        else x = {recompute(v, e), recompute(v, b_.CreateAdd(e, b_.getInt32(1)))};
+        if (vals_.count(v) && raw(v).mma)
+          x = {raw(v).slots[i * m.regs + r], raw(v).slots[i * m.regs + r + 1]};
+        else if (v->def && mma_loads_.count(v->def))
+          x = load_pair(*v->def, e, ok);
+        else
+          x = {recompute(v, e), recompute(v, b_.CreateAdd(e, b_.getInt32(1)))};
         in[0].push_back(x[0]), in[1].push_back(x[1]);
       }
       out.slots.push_back(elementwise(op, in[0]));

@@ -11,10 +11,12 @@ namespace tiledist::codegen::gpu {
 
 bool GpuLowering::is_zero(const ir::Value* v) {
   const ir::Op* d = v->def;
-  while (d && (d->code == OpCode::Splat || d->code == OpCode::Broadcast || d->code == OpCode::ExpandDims)) d = d->operands[0]->def;
+  while (d && (d->code == OpCode::Splat || d->code == OpCode::Broadcast || d->code == OpCode::ExpandDims))
+    d = d->operands[0]->def;
   if (!d || d->code != OpCode::Constant) return false;
   const ir::Attr& a = d->attrs.at("value");
-  return std::holds_alternative<int64_t>(a) ? std::get<int64_t>(a) == 0 : std::get<double>(a) == 0.0 && !std::signbit(std::get<double>(a));
+  return std::holds_alternative<int64_t>(a) ? std::get<int64_t>(a) == 0
+                                            : std::get<double>(a) == 0.0 && !std::signbit(std::get<double>(a));
 }
 
 bool GpuLowering::writes_memory(const ir::Block& block) {
@@ -111,7 +113,8 @@ void GpuLowering::find_wgmma_loops() {
   });
   if (tma_loops_.size() == 1) {  // (asked for by the options, or by the loop: tl::LoopHints)
     const auto& [loop, ops] = *tma_loops_.begin();
-    if (opts_.warp_specialize || loop->attrs.count("warp_specialize")) plan_warp_specialization(*loop, ops.first, ops.second);
+    if (opts_.warp_specialize || loop->attrs.count("warp_specialize"))
+      plan_warp_specialization(*loop, ops.first, ops.second);
   }
 }
 
@@ -192,16 +195,18 @@ void GpuLowering::issue_transposed(Pipeline& p, const PipeOperand& o, llvm::Valu
     for (int n = 0; n < 16; ++n) {
       llvm::Value* word = b_.getInt32(0);
       for (int r = 0; r < 4; ++r)
-        word = b_.CreateOr(word, b_.CreateShl(b_.CreateZExt(bytes[r][n], b_.getInt32Ty()), static_cast<uint64_t>(8 * r)));
-      llvm::Value* at = b_.CreateAdd(c(o.offset), b_.CreateAdd(swizzled(b_.CreateAdd(n0, c(n)), b_.CreateLShr(k0, 4), o.row_bytes()),
-                                                                in_chunk));
+        word =
+            b_.CreateOr(word, b_.CreateShl(b_.CreateZExt(bytes[r][n], b_.getInt32Ty()), static_cast<uint64_t>(8 * r)));
+      llvm::Value* at = b_.CreateAdd(
+          c(o.offset), b_.CreateAdd(swizzled(b_.CreateAdd(n0, c(n)), b_.CreateLShr(k0, 4), o.row_bytes()), in_chunk));
       sc.stores.emplace_back(b_.CreateGEP(i8, base, at), word);
     }
     p.in_registers.push_back(sc);
   }
 }
 
-void GpuLowering::pipe_issue(Pipeline& p, llvm::Value* iv0, llvm::Value* step, llvm::Value* hi, llvm::Value* j, llvm::Value* stage) {
+void GpuLowering::pipe_issue(Pipeline& p, llvm::Value* iv0, llvm::Value* step, llvm::Value* hi, llvm::Value* j,
+                             llvm::Value* stage) {
   llvm::Value* iv = prefetch_iteration(p, iv0, step, j);
   llvm::Value* live = b_.CreateICmpSLT(iv, hi);
   llvm::Value* base = stage_base(p, stage);
@@ -236,12 +241,14 @@ void GpuLowering::pipe_issue(Pipeline& p, llvm::Value* iv0, llvm::Value* step, l
       StagedChunk sc{ok, dst, {}, {}};
       llvm::Type* et = b_.getIntNTy(static_cast<unsigned>(8 * o->esize));
       llvm::Value* first = o->contiguous ? recompute(o->load->operands[0], e) : nullptr;
-      llvm::Value* chunk_on = o->chunk_mask && o->load->operands.size() > 1 ? recompute(o->load->operands[1], e) : nullptr;
+      llvm::Value* chunk_on =
+          o->chunk_mask && o->load->operands.size() > 1 ? recompute(o->load->operands[1], e) : nullptr;
       std::vector<llvm::Value*> elems;
       for (int64_t k = 0; k < per; ++k) {
         llvm::Value* ek = b_.CreateAdd(e, c(k));
         llvm::Value* on = b_.CreateAnd(ok, live);
-        if (o->load->operands.size() > 1) on = b_.CreateAnd(on, chunk_on ? chunk_on : recompute(o->load->operands[1], ek));
+        if (o->load->operands.size() > 1)
+          on = b_.CreateAnd(on, chunk_on ? chunk_on : recompute(o->load->operands[1], ek));
         llvm::Value* src = first ? b_.CreateConstGEP1_64(et, first, k) : recompute(o->load->operands[0], ek);
         elems.push_back(when_value(on, et, llvm::ConstantInt::get(et, 0), [&] { return b_.CreateLoad(et, src); }));
       }
@@ -276,7 +283,8 @@ void GpuLowering::end_prefetch() {
 }
 
 void GpuLowering::cp_async_16(llvm::Value* dst, llvm::Value* src, llvm::Value* size) {
-  ptx(b_.getVoidTy(), "cp.async.cg.shared.global [$0], [$1], 16, $2;", "r,l,r", {b_.CreatePtrToInt(dst, b_.getInt32Ty()), src, size});
+  ptx(b_.getVoidTy(), "cp.async.cg.shared.global [$0], [$1], 16, $2;", "r,l,r",
+      {b_.CreatePtrToInt(dst, b_.getInt32Ty()), src, size});
 }
 
 }  // namespace tiledist::codegen::gpu

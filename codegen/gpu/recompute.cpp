@@ -12,8 +12,10 @@ std::vector<int64_t> GpuLowering::permute_strides(const ir::Op& op) {
   auto in_strides = strides_of(in.shape);
   std::vector<int64_t> s(rt.shape.size());
   for (size_t d = 0; d < s.size(); ++d) {
-    if (op.code == OpCode::Trans) s[d] = in_strides[op.ints_attr("perm")[d]];
-    else s[d] = in.shape[d] == 1 && rt.shape[d] != 1 ? 0 : in_strides[d];
+    if (op.code == OpCode::Trans)
+      s[d] = in_strides[op.ints_attr("perm")[d]];
+    else
+      s[d] = in.shape[d] == 1 && rt.shape[d] != 1 ? 0 : in_strides[d];
   }
   return s;
 }
@@ -23,9 +25,18 @@ bool GpuLowering::recomputable(const ir::Value* v, int budget) {
   const ir::Op* d = v->def;
   if (!d || budget <= 0) return false;
   switch (d->code) {
-    case OpCode::Arange: case OpCode::Splat: return true;
-    case OpCode::Load: case OpCode::AtomicRMW: case OpCode::AtomicCAS: case OpCode::Reduce: case OpCode::Dot:
-    case OpCode::SymmAt: case OpCode::For: case OpCode::If: case OpCode::While:
+    case OpCode::Arange:
+    case OpCode::Splat:
+      return true;
+    case OpCode::Load:
+    case OpCode::AtomicRMW:
+    case OpCode::AtomicCAS:
+    case OpCode::Reduce:
+    case OpCode::Dot:
+    case OpCode::SymmAt:
+    case OpCode::For:
+    case OpCode::If:
+    case OpCode::While:
       return false;
     default:
       if (!d->is_pure() || d->results.size() != 1) return false;
@@ -40,11 +51,17 @@ llvm::Value* GpuLowering::recompute(const ir::Value* v, llvm::Value* e) {
   if (!v->def) return advanced(v, recompute(carried_step(v).init, e), recompute(carried_step(v).inc, e));
   const ir::Op& d = *v->def;
   switch (d.code) {
-    case OpCode::Arange: return b_.CreateAdd(e, b_.getInt32(static_cast<int32_t>(d.int_attr("start"))));
-    case OpCode::Splat: return recompute_scalar(d.operands[0]);
-    case OpCode::ExpandDims: case OpCode::Reshape: case OpCode::Hint: case OpCode::ConsumeToken:
+    case OpCode::Arange:
+      return b_.CreateAdd(e, b_.getInt32(static_cast<int32_t>(d.int_attr("start"))));
+    case OpCode::Splat:
+      return recompute_scalar(d.operands[0]);
+    case OpCode::ExpandDims:
+    case OpCode::Reshape:
+    case OpCode::Hint:
+    case OpCode::ConsumeToken:
       return recompute(d.operands[0], e);
-    case OpCode::Broadcast: case OpCode::Trans:
+    case OpCode::Broadcast:
+    case OpCode::Trans:
       return recompute(d.operands[0], linear(multi_index(e, v->type.shape), permute_strides(d)));
     default: {
       std::vector<llvm::Value*> in;
@@ -56,7 +73,8 @@ llvm::Value* GpuLowering::recompute(const ir::Value* v, llvm::Value* e) {
 
 llvm::Value* GpuLowering::advanced(const ir::Value* v, llvm::Value* init, llvm::Value* inc) {
   TD_ASSERT(subst_iteration_, "a carried value recomputed outside a prefetch");
-  llvm::Value* n = b_.CreateMul(b_.CreateSExt(subst_iteration_, b_.getInt64Ty()), b_.CreateSExtOrTrunc(inc, b_.getInt64Ty()));
+  llvm::Value* n =
+      b_.CreateMul(b_.CreateSExt(subst_iteration_, b_.getInt64Ty()), b_.CreateSExtOrTrunc(inc, b_.getInt64Ty()));
   if (v->type.is_ptr) return b_.CreateGEP(mem_type(v->type.dtype), init, n);
   return b_.CreateAdd(init, b_.CreateTrunc(n, init->getType()));
 }
@@ -78,17 +96,23 @@ bool GpuLowering::loop_recomputable(const ir::Value* v, const ir::Block& body, i
   if (budget <= 0) return false;
   if (!v->def) {
     if (v->owner != &body) return !v->type.is_tensor();
-    if (v->index == 0) return true;  // the induction variable
+    if (v->index == 0) return true;   // the induction variable
     CarriedStep c = carried_step(v);  // or a value that advances by a fixed step
     return c.init && loop_recomputable(c.init, body, budget - 1) && loop_recomputable(c.inc, body, budget - 1);
   }
   const ir::Op& d = *v->def;
   if (!v->type.is_tensor() && d.parent != &body) return true;
   switch (d.code) {
-    case OpCode::Constant: return !v->type.is_tensor();
-    case OpCode::Arange: return true;
-    case OpCode::ProgramId: case OpCode::NumPrograms: case OpCode::Rank: case OpCode::NumRanks:
-    case OpCode::Reduce: case OpCode::Dot:
+    case OpCode::Constant:
+      return !v->type.is_tensor();
+    case OpCode::Arange:
+      return true;
+    case OpCode::ProgramId:
+    case OpCode::NumPrograms:
+    case OpCode::Rank:
+    case OpCode::NumRanks:
+    case OpCode::Reduce:
+    case OpCode::Dot:
       return false;  // not elementwise (or, in the body, not hoisted: not worth handling)
     default:
       if (!d.is_pure() || d.results.size() != 1 || !d.regions.empty()) return false;
@@ -114,7 +138,7 @@ void GpuLowering::emit_permute(const ir::Op& op) {
   for (int64_t j = 0; j < slots_of(rt); ++j) {
     llvm::Value* src = linear(multi_index(element_index(rt, j), rt.shape), s);
     g.slots.push_back(when_value(valid(rt, j), reg_type(rt.element()), llvm::UndefValue::get(reg_type(rt.element())),
-                                    [&] { return staged_load(arr, in, src); }));
+                                 [&] { return staged_load(arr, in, src); }));
   }
   barrier();
   define(op, g);

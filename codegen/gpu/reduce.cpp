@@ -8,7 +8,8 @@ bool GpuLowering::emit_reduce_to_scalar(const ir::Op& op) {
   const ir::Type& in = op.operands[0]->type;
   const std::string& kind = op.str_attr("kind");
   llvm::Type* t = reg_type(in.element());
-  if (in.shape.size() != 1 || kind == "argmax" || kind == "argmin" || !(t->isFloatTy() || t->isIntegerTy(32))) return false;
+  if (in.shape.size() != 1 || kind == "argmax" || kind == "argmin" || !(t->isFloatTy() || t->isIntegerTy(32)))
+    return false;
   bool fl = t->isFloatTy();
   llvm::Value* identity = reduce_identity(kind, t);
   auto combine = [&](llvm::Value* a, llvm::Value* x) -> llvm::Value* {
@@ -20,7 +21,8 @@ bool GpuLowering::emit_reduce_to_scalar(const ir::Op& op) {
   for (int64_t j = 0; j < slots_of(in); ++j)
     partial = combine(partial, b_.CreateSelect(valid(in, j), element(op.operands[0], j), identity));
   const int warp_size = target_->warp_size();
-  for (int offset = warp_size / 2; offset >= 1; offset /= 2) partial = combine(partial, target_->shuffle_xor(partial, offset));
+  for (int offset = warp_size / 2; offset >= 1; offset /= 2)
+    partial = combine(partial, target_->shuffle_xor(partial, offset));
   int warps = threads_ / warp_size;
   if (warps > 1) {
     llvm::Value* buf = scratch(0, warps * 4);
@@ -57,7 +59,8 @@ void GpuLowering::emit_reduce(const ir::Op& op) {
     llvm::Value* acc = local(acc_t, reduce_identity(kind, acc_t));
     llvm::Value* best = local(b_.getInt32Ty(), b_.getInt32(0));
     counted_loop(b_.getInt32(0), b_.getInt32(static_cast<int32_t>(in.shape[axis])), 1, [&](llvm::Value* k) {
-      llvm::Value* x = staged_load(arr, in, b_.CreateAdd(base, b_.CreateMul(k, b_.getInt32(static_cast<int32_t>(in_strides[axis])))));
+      llvm::Value* x = staged_load(
+          arr, in, b_.CreateAdd(base, b_.CreateMul(k, b_.getInt32(static_cast<int32_t>(in_strides[axis])))));
       llvm::Value* a = b_.CreateLoad(acc_t, acc);
       if (kind == "sum") {
         b_.CreateStore(fl ? b_.CreateFAdd(a, x) : b_.CreateAdd(a, x), acc);
@@ -78,7 +81,7 @@ void GpuLowering::emit_reduce(const ir::Op& op) {
     for (int64_t j = 0; j < slots_of(rt); ++j) {
       llvm::Value* base = linear(multi_index(element_index(rt, j), rt.shape), kept);
       g.slots.push_back(when_value(valid(rt, j), reg_type(rt.element()), llvm::UndefValue::get(reg_type(rt.element())),
-                                      [&] { return reduce_one(base); }));
+                                   [&] { return reduce_one(base); }));
     }
   }
   barrier();

@@ -36,12 +36,14 @@ std::optional<GpuLowering::TileIndex> GpuLowering::tile_index(const ir::Value* v
 
 std::optional<runtime::TmaRecipe::Dim> GpuLowering::host_size(const ir::Value* v) const {
   for (;;) {
-    if (v->def && v->def->code == OpCode::Hint) v = v->def->operands[0];
+    if (v->def && v->def->code == OpCode::Hint)
+      v = v->def->operands[0];
     else if (v->def && v->def->code == OpCode::Cast && !v->type.is_float() && !v->def->operands[0]->type.is_float() &&
              ir::dtype_bytes(v->def->operands[0]->type.dtype) <= ir::dtype_bytes(v->type.dtype) &&
              v->def->operands[0]->type.dtype != DType::i1)
       v = v->def->operands[0];
-    else break;
+    else
+      break;
   }
   if (!v->def && v->owner == &f_.body && !v->type.is_tensor() && !v->type.is_ptr && !v->type.is_float())
     return runtime::TmaRecipe::Dim::param(static_cast<int>(v->index));
@@ -87,9 +89,12 @@ std::optional<GpuLowering::TmaMatch> GpuLowering::tma_operand(const PipeOperand&
   for (auto& [index, by] : terms) {
     auto t = tile_index(index);
     if (!t) return std::nullopt;
-    if (t->axis == 0 && by && !row) row = t, stride = by;
-    else if (t->axis == 1 && !by && !col) col = t;
-    else return std::nullopt;
+    if (t->axis == 0 && by && !row)
+      row = t, stride = by;
+    else if (t->axis == 1 && !by && !col)
+      col = t;
+    else
+      return std::nullopt;
   }
   if (!row || !col) return std::nullopt;
   for (const TileIndex* t : {&*row, &*col})
@@ -119,7 +124,8 @@ std::optional<GpuLowering::TmaMatch> GpuLowering::tma_operand(const PipeOperand&
   p = through(p, {OpCode::Hint});
   if (p->def || p->owner != &f_.body || !p->type.is_ptr) return std::nullopt;
   auto st = host_size(stride);
-  if (!st || (st->params.empty() ? st->value * o.esize % 16 : axis_.of(stride).divisibility * o.esize % 16)) return std::nullopt;
+  if (!st || (st->params.empty() ? st->value * o.esize % 16 : axis_.of(stride).divisibility * o.esize % 16))
+    return std::nullopt;
   m.recipe.pointer = static_cast<int>(p->index);
   m.recipe.dtype = o.load->results[0]->type.dtype;
   m.recipe.dims = {*cols, *rows}, m.recipe.strides = {*st};
@@ -131,7 +137,8 @@ std::optional<GpuLowering::TmaMatch> GpuLowering::tma_operand(const PipeOperand&
 }
 
 llvm::Value* GpuLowering::stage_bar(const Pipeline& p, llvm::Value* stage) {
-  return b_.CreateGEP(b_.getInt8Ty(), smem_, b_.CreateAdd(b_.getInt32(static_cast<int32_t>(p.bars)), b_.CreateMul(stage, b_.getInt32(8))));
+  return b_.CreateGEP(b_.getInt8Ty(), smem_,
+                      b_.CreateAdd(b_.getInt32(static_cast<int32_t>(p.bars)), b_.CreateMul(stage, b_.getInt32(8))));
 }
 
 void GpuLowering::mbar_init(llvm::Value* bar, int count) {
@@ -145,9 +152,10 @@ void GpuLowering::mbar_expect(llvm::Value* bar, int64_t bytes) {
 
 void GpuLowering::mbar_wait(llvm::Value* bar, llvm::Value* parity) {
   auto ready = [&] {
-    llvm::Value* ok = ptx(b_.getInt32Ty(),
-                          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2;\nselp.u32 $0, 1, 0, p;\n}",
-                          "=r,r,r", {shared_u32(bar), parity});
+    llvm::Value* ok =
+        ptx(b_.getInt32Ty(),
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2;\nselp.u32 $0, 1, 0, p;\n}",
+            "=r,r,r", {shared_u32(bar), parity});
     return b_.CreateICmpNE(ok, b_.getInt32(0));
   };
   auto* slow = llvm::BasicBlock::Create(ctx_, "mbar.slow", fn_);
@@ -155,15 +163,18 @@ void GpuLowering::mbar_wait(llvm::Value* bar, llvm::Value* parity) {
   b_.CreateCondBr(ready(), done, slow, llvm::MDBuilder(ctx_).createBranchWeights(1 << 10, 1));
   b_.SetInsertPoint(slow);
   constexpr int64_t kPipelineTimeoutNs = int64_t(100) * 1000 * 1000 * 1000;
-  llvm::Value* timeout = world_ ? b_.CreateShl(world_field(offsetof(runtime::DeviceWorld, timeout_ns), b_.getInt64Ty()), 1)
-                                : b_.getInt64(kPipelineTimeoutNs);
-  spin_until(ready, runtime::DeviceFailure::pipeline_timeout,
-             [&] { return std::array<llvm::Value*, 3>{bar, parity, b_.getInt32(0)}; }, timeout);
+  llvm::Value* timeout = world_
+                             ? b_.CreateShl(world_field(offsetof(runtime::DeviceWorld, timeout_ns), b_.getInt64Ty()), 1)
+                             : b_.getInt64(kPipelineTimeoutNs);
+  spin_until(
+      ready, runtime::DeviceFailure::pipeline_timeout,
+      [&] { return std::array<llvm::Value*, 3>{bar, parity, b_.getInt32(0)}; }, timeout);
   b_.CreateBr(done);
   b_.SetInsertPoint(done);
 }
 
-void GpuLowering::tma_issue(Pipeline& p, llvm::Value* iv0, llvm::Value* step, llvm::Value* hi, llvm::Value* j, llvm::Value* stage) {
+void GpuLowering::tma_issue(Pipeline& p, llvm::Value* iv0, llvm::Value* step, llvm::Value* hi, llvm::Value* j,
+                            llvm::Value* stage) {
   llvm::Value* iv = prefetch_iteration(p, iv0, step, j);
   when(b_.CreateAnd(is_thread0(), b_.CreateICmpSLT(iv, hi)), [&] { tma_copy(p, stage); });
   end_prefetch();
@@ -184,7 +195,8 @@ void GpuLowering::tma_copy(Pipeline& p, llvm::Value* stage) {
     for (int64_t k = 0; k < o->cols / box_cols; ++k) {
       llvm::Value* dst = b_.CreateConstGEP1_64(b_.getInt8Ty(), base, o->offset + k * o->rows * 128);
       ptx(b_.getVoidTy(),
-          "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];",
+          "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], "
+          "[$4];",
           "r,l,r,r,r",
           {shared_u32(dst), fn_->getArg(first_map_ + static_cast<unsigned>(o->map)),
            b_.CreateAdd(col0, b_.getInt32(static_cast<int32_t>(k * box_cols))), row0, bar});

@@ -20,7 +20,8 @@ llvm::Value* GpuLowering::prev_of(llvm::Value* s, int stages) {
 }
 
 llvm::Value* GpuLowering::empty_bar(llvm::Value* stage) {
-  return b_.CreateGEP(b_.getInt8Ty(), smem_, b_.CreateAdd(b_.getInt32(static_cast<int32_t>(ws_->empty)), b_.CreateMul(stage, b_.getInt32(8))));
+  return b_.CreateGEP(b_.getInt8Ty(), smem_,
+                      b_.CreateAdd(b_.getInt32(static_cast<int32_t>(ws_->empty)), b_.CreateMul(stage, b_.getInt32(8))));
 }
 
 void GpuLowering::empty_arrive(llvm::Value* stage, llvm::Value* cond) {
@@ -39,14 +40,16 @@ bool GpuLowering::from_wait(const ir::Value* v, int depth) {
       r = v->index == 0 ? from_wait(f->operands[0], depth + 1) || from_wait(f->operands[2], depth + 1)
                         : from_wait(f->operands[2 + v->index], depth + 1) ||
                               from_wait(f->regions[0]->terminator()->operands[v->index - 1], depth + 1);
-    else r = f != nullptr;  // (other regions' arguments: not followed)
+    else
+      r = f != nullptr;  // (other regions' arguments: not followed)
   } else if (v->def->code == OpCode::Wait) {
     r = true;
   } else if (v->def->code == OpCode::ConsumeToken) {
     r = from_wait(v->def->operands[0], depth + 1);
   } else if (v->def->code == OpCode::For) {
     const size_t i = v->index;
-    r = from_wait(v->def->operands[3 + i], depth + 1) || from_wait(v->def->regions[0]->terminator()->operands[i], depth + 1);
+    r = from_wait(v->def->operands[3 + i], depth + 1) ||
+        from_wait(v->def->regions[0]->terminator()->operands[i], depth + 1);
   } else {
     for (const ir::Value* o : v->def->operands) r = r || from_wait(o, depth + 1);
     r = r || !v->def->regions.empty();
@@ -66,8 +69,10 @@ void GpuLowering::plan_warp_specialization(const ir::Op& loop, const PipeOperand
     if (!v->def && v->owner == &body) {
       if (v->index == 0) return;
       CarriedStep c = carried_step(v);
-      if (!c.init) ok = false;
-      else outer(c.init), outer(c.inc);
+      if (!c.init)
+        ok = false;
+      else
+        outer(c.init), outer(c.inc);
     } else if (v->def && v->def->parent == &body) {
       for (const ir::Value* o : v->def->operands) outer(o);
     } else {
@@ -84,11 +89,16 @@ void GpuLowering::plan_warp_specialization(const ir::Op& loop, const PipeOperand
     for (; blk && blk->parent; blk = blk->parent->parent) {
       const ir::Op* c = blk->parent;
       if (!w.ops.insert(c).second) return;  // (and its own)
-      if (c->code == OpCode::For) work.insert(work.end(), {c->operands[0], c->operands[1], c->operands[2]});
-      else if (c->code == OpCode::If) work.push_back(c->operands[0]);
-      else ok = false;
-      if (c->code == OpCode::For) counted.insert(counted.end(), {c->operands[0], c->operands[1], c->operands[2]});
-      else if (c->code == OpCode::If) counted.push_back(c->operands[0]);
+      if (c->code == OpCode::For)
+        work.insert(work.end(), {c->operands[0], c->operands[1], c->operands[2]});
+      else if (c->code == OpCode::If)
+        work.push_back(c->operands[0]);
+      else
+        ok = false;
+      if (c->code == OpCode::For)
+        counted.insert(counted.end(), {c->operands[0], c->operands[1], c->operands[2]});
+      else if (c->code == OpCode::If)
+        counted.push_back(c->operands[0]);
     }
   };
   auto carrying = [&](const ir::Op* f) {  // a loop whose carried values the producer needs
@@ -108,13 +118,17 @@ void GpuLowering::plan_warp_specialization(const ir::Op& loop, const PipeOperand
     const ir::Value* v = work.back();
     work.pop_back();
     if (!seen.insert(v).second) continue;
-    if (v->type.is_tensor()) ok = false;
+    if (v->type.is_tensor())
+      ok = false;
     else if (!v->def) {  // a parameter, or a loop's induction variable or carried value
       if (v->owner == &f_.body) continue;
       const ir::Op* f = v->owner->parent;
-      if (v->index > 0) carrying(f);
-      else if (f == &loop || f->code != OpCode::For) ok = false;
-      else enclose(v->owner);
+      if (v->index > 0)
+        carrying(f);
+      else if (f == &loop || f->code != OpCode::For)
+        ok = false;
+      else
+        enclose(v->owner);
     } else if (v->def->code == OpCode::For) {
       carrying(v->def);
     } else if (!v->def->regions.empty() ||
@@ -220,10 +234,14 @@ void GpuLowering::emit_warp_specialized_entry() {
 void GpuLowering::emit_producer_block(const ir::Block& block) {
   for (auto& op : block.ops) {
     if (!ws_->ops.count(op.get())) continue;
-    if (op.get() == ws_->loop) producer_loop(*op);
-    else if (op->code == OpCode::For) producer_for(*op);
-    else if (op->code == OpCode::If) producer_if(*op);
-    else emit(*op);
+    if (op.get() == ws_->loop)
+      producer_loop(*op);
+    else if (op->code == OpCode::For)
+      producer_for(*op);
+    else if (op->code == OpCode::If)
+      producer_if(*op);
+    else
+      emit(*op);
   }
 }
 
@@ -233,7 +251,8 @@ void GpuLowering::producer_for(const ir::Op& op) {
   std::vector<ir::Type> types;
   std::vector<GVal> init;
   if (carries)
-    for (size_t i = 3; i < op.operands.size(); ++i) types.push_back(op.operands[i]->type), init.push_back(val(op.operands[i]));
+    for (size_t i = 3; i < op.operands.size(); ++i)
+      types.push_back(op.operands[i]->type), init.push_back(val(op.operands[i]));
   LoopBlocks l = open_loop("producer", val(op.operands[0]).scalar, types, init);
   enter_body(l, val(op.operands[1]).scalar);
   vals_[body.args[0].get()] = GVal{l.iv, {}};

@@ -59,7 +59,8 @@ void LayoutLowering::emit_for(const ir::Op& op) {
   llvm::Value* step = val(op.operands[2]).scalar;
   std::vector<const ir::Value*> carried;
   std::vector<LVal> init;
-  for (size_t i = 3; i < op.operands.size(); ++i) carried.push_back(body.args[i - 2].get()), init.push_back(val(op.operands[i]));
+  for (size_t i = 3; i < op.operands.size(); ++i)
+    carried.push_back(body.args[i - 2].get()), init.push_back(val(op.operands[i]));
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(ctx_, "for.header", fn_);
   auto* body_bb = llvm::BasicBlock::Create(ctx_, "for.body", fn_);
@@ -89,7 +90,8 @@ void LayoutLowering::emit_while(const ir::Op& op) {
   const ir::Block& after = *op.regions[1];
   std::vector<const ir::Value*> carried;
   std::vector<LVal> init;
-  for (size_t i = 0; i < op.operands.size(); ++i) carried.push_back(before.args[i].get()), init.push_back(val(op.operands[i]));
+  for (size_t i = 0; i < op.operands.size(); ++i)
+    carried.push_back(before.args[i].get()), init.push_back(val(op.operands[i]));
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* header = llvm::BasicBlock::Create(ctx_, "while.cond", fn_);
   auto* body_bb = llvm::BasicBlock::Create(ctx_, "while.body", fn_);

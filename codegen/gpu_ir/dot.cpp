@@ -4,9 +4,9 @@
 // registers hold (its register bits' coordinates a multiple of 16 x 8), and each 16 of K, the
 // fragment registers are found by their coordinates. The lanes' and warps' parts of the three
 // layouts must be mma.sync's (checked, not assumed).
-#include "codegen/gpu_ir/lowering.h"
-
 #include <llvm/IR/IntrinsicsNVPTX.h>
+
+#include "codegen/gpu_ir/lowering.h"
 
 namespace tiledist::codegen::gpu_ir {
 
@@ -31,8 +31,8 @@ llvm::Value* LayoutLowering::pair_word(const ir::Value* v, int64_t r) {
   return b_.CreateOr(bits(r), b_.CreateShl(bits(r + 1), 16));
 }
 
-bool LayoutLowering::fragments(const LinearLayout& la, const LinearLayout& lb, const LinearLayout& lc, const Bases& a_lanes,
-                               const Bases& b_lanes, const Bases& c_lanes) {
+bool LayoutLowering::fragments(const LinearLayout& la, const LinearLayout& lb, const LinearLayout& lc,
+                               const Bases& a_lanes, const Bases& b_lanes, const Bases& c_lanes) {
   bool ok = la.bases[LinearLayout::lane] == a_lanes && lb.bases[LinearLayout::lane] == b_lanes &&
             lc.bases[LinearLayout::lane] == c_lanes;
   const auto& wc = lc.bases[LinearLayout::warp];
@@ -61,7 +61,8 @@ void LayoutLowering::emit_dot(const ir::Op& op) {
   const LinearLayout& lc = linear(ct);
   const Bases rows_lanes = {{0, 2}, {0, 4}, {1, 0}, {2, 0}, {4, 0}};  // A and C: lane % 4 along K (N), lane / 4 along M
   const Bases b_lanes = {{2, 0}, {4, 0}, {0, 1}, {0, 2}, {0, 4}};
-  if (!fragments(la, lb, lc, rows_lanes, b_lanes, rows_lanes)) unsupported(op, "a dot whose layouts do not hold mma.sync's fragments");
+  if (!fragments(la, lb, lc, rows_lanes, b_lanes, rows_lanes))
+    unsupported(op, "a dot whose layouts do not hold mma.sync's fragments");
   const int64_t K = A->type.shape[1];
   const char* ab = A->type.dtype == DType::bf16 ? "bf16" : "f16";
   const std::string text = str_cat("mma.sync.aligned.m16n8k16.row.col.f32.", ab, ".", ab,
@@ -73,34 +74,36 @@ void LayoutLowering::emit_dot(const ir::Op& op) {
   out.regs = val(op.operands[2]).regs;
   // K steps outermost: an operand's fragments for one step are used by every tile, then dead.
   for (int64_t k = 0; k < K; k += 16)
-  for (int64_t r = 0; r < lc.in_size(LinearLayout::reg); ++r) {
-    std::vector<int64_t> o = lc.coords(r, 0, 0);
-    if (o[0] % 16 || o[1] % 8) continue;
-    const int64_t c[4] = {r, at(lc, o[0], o[1] + 1), at(lc, o[0] + 8, o[1]), at(lc, o[0] + 8, o[1] + 1)};
-    {
-      std::vector<llvm::Value*> args;
-      for (auto [dm, dk] : {std::pair<int64_t, int64_t>{0, 0}, {8, 0}, {0, 8}, {8, 8}}) {
-        int64_t ra = at(la, o[0] + dm, k + dk);
-        if (at(la, o[0] + dm, k + dk + 1) != ra + 1 || ra % 2) unsupported(op, "a dot whose A pairs are not adjacent registers");
-        args.push_back(pair_word(A, ra));
+    for (int64_t r = 0; r < lc.in_size(LinearLayout::reg); ++r) {
+      std::vector<int64_t> o = lc.coords(r, 0, 0);
+      if (o[0] % 16 || o[1] % 8) continue;
+      const int64_t c[4] = {r, at(lc, o[0], o[1] + 1), at(lc, o[0] + 8, o[1]), at(lc, o[0] + 8, o[1] + 1)};
+      {
+        std::vector<llvm::Value*> args;
+        for (auto [dm, dk] : {std::pair<int64_t, int64_t>{0, 0}, {8, 0}, {0, 8}, {8, 8}}) {
+          int64_t ra = at(la, o[0] + dm, k + dk);
+          if (at(la, o[0] + dm, k + dk + 1) != ra + 1 || ra % 2)
+            unsupported(op, "a dot whose A pairs are not adjacent registers");
+          args.push_back(pair_word(A, ra));
+        }
+        for (int64_t dk : {0, 8}) {
+          int64_t rb = at(lb, k + dk, o[1]);
+          if (at(lb, k + dk + 1, o[1]) != rb + 1 || rb % 2)
+            unsupported(op, "a dot whose B pairs are not adjacent registers");
+          args.push_back(pair_word(B, rb));
+        }
+        for (int64_t i : c) args.push_back(out.regs[static_cast<size_t>(i)]);
+        // No side effects (only its registers order it), but convergent: the whole warp runs it,
+        // so it must not sink into a branch that only the threads using its result take.
+        std::vector<llvm::Type*> types;
+        for (llvm::Value* a : args) types.push_back(a->getType());
+        auto* fty = llvm::FunctionType::get(ret, types, false);
+        llvm::CallInst* res =
+            b_.CreateCall(fty, llvm::InlineAsm::get(fty, text, "=f,=f,=f,=f,r,r,r,r,r,r,0,1,2,3", false), args);
+        res->addFnAttr(llvm::Attribute::Convergent);
+        for (unsigned i = 0; i < 4; ++i) out.regs[static_cast<size_t>(c[i])] = b_.CreateExtractValue(res, {i});
       }
-      for (int64_t dk : {0, 8}) {
-        int64_t rb = at(lb, k + dk, o[1]);
-        if (at(lb, k + dk + 1, o[1]) != rb + 1 || rb % 2) unsupported(op, "a dot whose B pairs are not adjacent registers");
-        args.push_back(pair_word(B, rb));
-      }
-      for (int64_t i : c) args.push_back(out.regs[static_cast<size_t>(i)]);
-      // No side effects (only its registers order it), but convergent: the whole warp runs it,
-      // so it must not sink into a branch that only the threads using its result take.
-      std::vector<llvm::Type*> types;
-      for (llvm::Value* a : args) types.push_back(a->getType());
-      auto* fty = llvm::FunctionType::get(ret, types, false);
-      llvm::CallInst* res =
-          b_.CreateCall(fty, llvm::InlineAsm::get(fty, text, "=f,=f,=f,=f,r,r,r,r,r,r,0,1,2,3", false), args);
-      res->addFnAttr(llvm::Attribute::Convergent);
-      for (unsigned i = 0; i < 4; ++i) out.regs[static_cast<size_t>(c[i])] = b_.CreateExtractValue(res, {i});
     }
-  }
   define(op, out);
 }
 
@@ -139,7 +142,9 @@ void LayoutLowering::emit_dot_mfma(const ir::Op& op) {
     return word;
   };
   const double scale = target_->mfma_product_scale(da, db);  // (undone on the accumulator)
-  auto scaled = [&](llvm::Value* x, double f) { return f == 1.0 ? x : b_.CreateFMul(x, llvm::ConstantFP::get(b_.getFloatTy(), f)); };
+  auto scaled = [&](llvm::Value* x, double f) {
+    return f == 1.0 ? x : b_.CreateFMul(x, llvm::ConstantFP::get(b_.getFloatTy(), f));
+  };
   const int64_t n = S * S / 64;  // accumulator registers of one MFMA: row (i % 4) + 4 groups (i / 4)
   auto* acc_t = llvm::FixedVectorType::get(b_.getFloatTy(), static_cast<unsigned>(n));
   LVal out;
@@ -151,11 +156,13 @@ void LayoutLowering::emit_dot_mfma(const ir::Op& op) {
     for (int64_t i = 0; i < n; ++i) c.push_back(at(lc, o[0] + i % 4 + 4 * groups * (i / 4), o[1]));
     llvm::Value* acc = llvm::PoisonValue::get(acc_t);
     for (int64_t i = 0; i < n; ++i)
-      acc = b_.CreateInsertElement(acc, scaled(out.regs[static_cast<size_t>(c[static_cast<size_t>(i)])], 1.0 / scale), uint64_t(i));
+      acc = b_.CreateInsertElement(acc, scaled(out.regs[static_cast<size_t>(c[static_cast<size_t>(i)])], 1.0 / scale),
+                                   uint64_t(i));
     for (int64_t k = 0; k < K; k += kstep)
       acc = target_->mfma(da, db, S, operand(A, la, da, o[0], k, true), operand(B, lb, db, k, o[1], false), acc);
     for (int64_t i = 0; i < n; ++i)
-      out.regs[static_cast<size_t>(c[static_cast<size_t>(i)])] = scaled(b_.CreateExtractElement(acc, uint64_t(i)), scale);
+      out.regs[static_cast<size_t>(c[static_cast<size_t>(i)])] =
+          scaled(b_.CreateExtractElement(acc, uint64_t(i)), scale);
   }
   define(op, out);
 }
@@ -179,18 +186,19 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
   const bool b_k_major = lb->order[0] == 0;
   const int64_t b_rows = b_k_major ? N : K;
   const bool a_shared = A->type.layout->kind == ir::Layout::Kind::shared;
-  if (a_shared && A->type.layout->order[0] != 1) unsupported(op, "a wgmma A operand in shared memory that is not K-major");
+  if (a_shared && A->type.layout->order[0] != 1)
+    unsupported(op, "a wgmma A operand in shared memory that is not K-major");
   llvm::Value* group = b_.CreateUDiv(tid_, b_.getInt32(128));
   llvm::Value* a_tile = a_shared ? b_.CreateAdd(val(A).view, b_.CreateMul(group, b_.getInt32(64 * 128))) : nullptr;
   llvm::Value* b_tile = val(B).view;
   const char* ab = A->type.dtype == DType::bf16 ? "bf16" : "f16";
   std::string regs;
   for (int64_t i = 0; i < n; ++i) regs += str_cat(i ? ", " : "", "$", i);
-  const std::string text =
-      str_cat("wgmma.mma_async.sync.aligned.m64n", N, "k16.f32.", ab, ".", ab, " {", regs, "}, ",
-              // (operands: the n outputs, the n inputs tied to them, then A and B)
-              a_shared ? str_cat("$", 2 * n) : str_cat("{$", 2 * n, ", $", 2 * n + 1, ", $", 2 * n + 2, ", $", 2 * n + 3, "}"),
-              ", $", a_shared ? 2 * n + 1 : 2 * n + 4, a_shared ? ", 1, 1, 1, 0, " : ", 1, 1, 1, ", b_k_major ? "0;" : "1;");
+  const std::string text = str_cat(
+      "wgmma.mma_async.sync.aligned.m64n", N, "k16.f32.", ab, ".", ab, " {", regs, "}, ",
+      // (operands: the n outputs, the n inputs tied to them, then A and B)
+      a_shared ? str_cat("$", 2 * n) : str_cat("{$", 2 * n, ", $", 2 * n + 1, ", $", 2 * n + 2, ", $", 2 * n + 3, "}"),
+      ", $", a_shared ? 2 * n + 1 : 2 * n + 4, a_shared ? ", 1, 1, 1, 0, " : ", 1, 1, 1, ", b_k_major ? "0;" : "1;");
   std::vector<llvm::Value*> acc = val(op.operands[2]).regs;
   auto on_acc = [&](const std::string& t, const std::string& more_cons, const std::vector<llvm::Value*>& more) {
     acc = through_asm(t, acc, more_cons, more);

@@ -17,7 +17,8 @@ bool shared_layout(const ir::Type& t) { return t.layout && t.layout->kind == ir:
 bool shared_view_ok(const ir::Value& v) {
   if (!v.def || (v.def->code != ir::OpCode::LocalLoad && v.def->code != ir::OpCode::ConvertLayout)) return false;
   bool ok = true;
-  ir::for_each_use(*v.def->parent, &v, [&](const ir::Op& user, size_t i) { ok &= user.code == ir::OpCode::Dot && i < 2; });
+  ir::for_each_use(*v.def->parent, &v,
+                   [&](const ir::Op& user, size_t i) { ok &= user.code == ir::OpCode::Dot && i < 2; });
   return ok;
 }
 
@@ -27,8 +28,11 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
   for (const auto& r : op.results)
     if (r->type.is_tensor() && !r->type.is_memdesc() && !distributed_layout(r->type) &&
         !(shared_layout(r->type) && shared_view_ok(*r)))
-      return shared_layout(r->type) ? "a tensor in shared memory used by other than a dot" : "a tensor without a layout";
-  auto f8 = [](const ir::Type& t) { return !t.is_ptr && (t.dtype == ir::DType::f8e4m3 || t.dtype == ir::DType::f8e5m2); };
+      return shared_layout(r->type) ? "a tensor in shared memory used by other than a dot"
+                                    : "a tensor without a layout";
+  auto f8 = [](const ir::Type& t) {
+    return !t.is_ptr && (t.dtype == ir::DType::f8e4m3 || t.dtype == ir::DType::f8e5m2);
+  };
   for (const auto& r : op.results)
     if (f8(r->type)) return "f8 values";
   for (const ir::Value* v : op.operands)
@@ -37,8 +41,16 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
       op.str_attr("kind") != "min")
     return str_cat("reduce '", op.str_attr("kind"), "'");
   switch (op.code) {
-    case OpCode::Rank: case OpCode::NumRanks: case OpCode::SymmAt: case OpCode::Wait: case OpCode::ConsumeToken:
-    case OpCode::Memcpy: case OpCode::Fence: case OpCode::Barrier: case OpCode::AtomicRMW: case OpCode::AtomicCAS:
+    case OpCode::Rank:
+    case OpCode::NumRanks:
+    case OpCode::SymmAt:
+    case OpCode::Wait:
+    case OpCode::ConsumeToken:
+    case OpCode::Memcpy:
+    case OpCode::Fence:
+    case OpCode::Barrier:
+    case OpCode::AtomicRMW:
+    case OpCode::AtomicCAS:
       return op.name();
     case OpCode::Dot: {
       const ir::Type& a = op.operands[0]->type;
@@ -77,7 +89,8 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
         if (l->kind != ir::Layout::Kind::dot_operand || l->k_width != 2 || !(*l->parent == *c.layout))
           return "dot operands not in the accumulator's dot-operand layouts";
       }
-      if (wgmma && (c.layout->warps_per_cta[0] % 4 || c.layout->warps_per_cta[1] != 1 || c.shape[0] != 16 * c.layout->warps_per_cta[0]))
+      if (wgmma && (c.layout->warps_per_cta[0] % 4 || c.layout->warps_per_cta[1] != 1 ||
+                    c.shape[0] != 16 * c.layout->warps_per_cta[0]))
         return "a wgmma accumulator other than a warpgroup's 64 rows each";
       if (wgmma && (c.shape[1] % 8 || c.shape[1] > 256 || a.shape[1] % 16))
         return "a wgmma of other than N a multiple of 8 up to 256 and K a multiple of 16";
@@ -86,7 +99,10 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
     case OpCode::AsyncCopy:
       if (op.has_attr("via") && op.str_attr("via") != "cp.async") return "async_copy other than by cp.async";
       return "";
-    case OpCode::InitBarrier: case OpCode::AsyncTmaCopy: case OpCode::WaitBarrier: case OpCode::ArriveBarrier:
+    case OpCode::InitBarrier:
+    case OpCode::AsyncTmaCopy:
+    case OpCode::WaitBarrier:
+    case OpCode::ArriveBarrier:
       return target.hopper() ? "" : "TMA copies and mbarriers off sm_90a";
     case OpCode::Reduce:
       if (op.operands[0]->type.is_tensor() && op.operands[0]->type.shape.size() > 2) return "reduce of rank > 2";
@@ -104,8 +120,10 @@ std::string unsupported_op(const ir::Function& f, const GpuTarget& target) {
     if (!why.empty()) return;
     for (const auto& region : op.regions)
       for (const auto& a : region->args)
-        if (a->type.is_memdesc()) why = str_cat(op.name(), " (a shared buffer carried into a region)");
-        else if (a->type.is_tensor() && !distributed_layout(a->type)) why = "a tensor without a layout";
+        if (a->type.is_memdesc())
+          why = str_cat(op.name(), " (a shared buffer carried into a region)");
+        else if (a->type.is_tensor() && !distributed_layout(a->type))
+          why = "a tensor without a layout";
     if (!op.regions.empty())
       for (const auto& r : op.results)
         if (r->type.is_memdesc()) why = str_cat(op.name(), " (a shared buffer as a result)");
@@ -116,12 +134,18 @@ std::string unsupported_op(const ir::Function& f, const GpuTarget& target) {
   return why;
 }
 
-LayoutLowering::LayoutLowering(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make)
+LayoutLowering::LayoutLowering(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts,
+                               MakeGpuTarget make)
     : LayoutLowering(f, ctx, opts, make, std::make_unique<llvm::Module>(f.name, ctx)) {}
 
-LayoutLowering::LayoutLowering(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make,
-                               std::unique_ptr<llvm::Module> m)
-    : Elements(ctx, *m), f_(f), ctx_(ctx), opts_(opts), module_(std::move(m)), target_(make(b_, *module_, opts)),
+LayoutLowering::LayoutLowering(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts,
+                               MakeGpuTarget make, std::unique_ptr<llvm::Module> m)
+    : Elements(ctx, *m),
+      f_(f),
+      ctx_(ctx),
+      opts_(opts),
+      module_(std::move(m)),
+      target_(make(b_, *module_, opts)),
       threads_(opts.num_warps * target_->warp_size()) {}
 
 GpuModule LayoutLowering::run() {
@@ -158,8 +182,8 @@ GpuModule LayoutLowering::run() {
   std::string bad;
   llvm::raw_string_ostream os(bad);
   if (llvm::verifyModule(*module_, &os))
-    throw Error(str_cat("tiledist: the GPU IR lowering made invalid LLVM IR for '", f_.name, "' (", opts_.arch, "): ",
-                        os.str().substr(0, 400)));
+    throw Error(str_cat("tiledist: the GPU IR lowering made invalid LLVM IR for '", f_.name, "' (", opts_.arch,
+                        "): ", os.str().substr(0, 400)));
   return GpuModule{std::move(module_), f_.name, smem_bytes_, threads_, false, tma_recipes_};
 }
 
@@ -175,7 +199,8 @@ LVal& LayoutLowering::val(const ir::Value* v) {
 }
 
 std::vector<llvm::Value*> LayoutLowering::through_asm(const std::string& text, const std::vector<llvm::Value*>& regs,
-                                                      const std::string& more_cons, const std::vector<llvm::Value*>& more) {
+                                                      const std::string& more_cons,
+                                                      const std::vector<llvm::Value*>& more) {
   std::string cons;
   for (size_t i = 0; i < regs.size(); ++i) cons += str_cat(i ? "," : "", "=f");
   for (size_t i = 0; i < regs.size(); ++i) cons += str_cat(",", i);
@@ -184,7 +209,8 @@ std::vector<llvm::Value*> LayoutLowering::through_asm(const std::string& text, c
   std::vector<llvm::Value*> args = regs;
   args.insert(args.end(), more.begin(), more.end());
   llvm::Type* ty = regs.empty() ? b_.getVoidTy()
-                                : static_cast<llvm::Type*>(llvm::StructType::get(ctx_, std::vector<llvm::Type*>(regs.size(), b_.getFloatTy())));
+                                : static_cast<llvm::Type*>(llvm::StructType::get(
+                                      ctx_, std::vector<llvm::Type*>(regs.size(), b_.getFloatTy())));
   llvm::Value* r = ptx(ty, text, cons, args);
   llvm::cast<llvm::CallInst>(r)->addFnAttr(llvm::Attribute::Convergent);
   std::vector<llvm::Value*> out;
@@ -202,7 +228,8 @@ void LayoutLowering::wgmma_wait(int64_t group) {
       regs.insert(regs.end(), x.regs.begin(), x.regs.end());
     }
   for (const ir::Value* v : done) wgmma_pending_.erase(v);
-  std::vector<llvm::Value*> back = through_asm(str_cat("wgmma.wait_group.sync.aligned ", wgmma_groups_ - 1 - group, ";"), regs);
+  std::vector<llvm::Value*> back =
+      through_asm(str_cat("wgmma.wait_group.sync.aligned ", wgmma_groups_ - 1 - group, ";"), regs);
   size_t k = 0;
   for (const ir::Value* v : done)
     for (llvm::Value*& x : vals_.at(v).regs) x = back[k++];
@@ -222,19 +249,23 @@ void LayoutLowering::emit(const ir::Op& op) {
   if (!op.regions.empty()) wgmma_wait_all();  // (the region's code does not know the groups in flight)
   const ir::Type* rt = op.results.empty() ? nullptr : &op.results[0]->type;
   switch (op.code) {
-    case OpCode::Constant: return define(op, LVal::of(constant_of(op)));
+    case OpCode::Constant:
+      return define(op, LVal::of(constant_of(op)));
     case OpCode::ProgramId:
     case OpCode::NumPrograms: {
       int axis = static_cast<int>(op.int_attr("axis"));
-      return define(op, LVal::of(op.code == OpCode::ProgramId ? target_->program_id(axis) : target_->num_programs(axis)));
+      return define(op,
+                    LVal::of(op.code == OpCode::ProgramId ? target_->program_id(axis) : target_->num_programs(axis)));
     }
-    case OpCode::Arange: return emit_arange(op);
+    case OpCode::Arange:
+      return emit_arange(op);
     case OpCode::Splat: {
       LVal g;
       g.regs.assign(static_cast<size_t>(linear(*rt).in_size(ir::LinearLayout::reg)), val(op.operands[0]).scalar);
       return define(op, g);
     }
-    case OpCode::Hint: return define(op, val(op.operands[0]));
+    case OpCode::Hint:
+      return define(op, val(op.operands[0]));
     case OpCode::ExpandDims: {
       const int64_t axis = op.int_attr("axis");
       return define(op, move(op.operands[0], *rt, [axis](std::vector<int64_t> c) {
@@ -273,11 +304,17 @@ void LayoutLowering::emit(const ir::Op& op) {
                       return s;
                     }));
     }
-    case OpCode::Load: return emit_load(op);
-    case OpCode::Store: return emit_store(op);
-    case OpCode::LocalAlloc: return emit_local_alloc(op);
-    case OpCode::AsyncCopy: return emit_async_copy(op);
-    case OpCode::AsyncCommit: ptx(b_.getVoidTy(), "cp.async.commit_group;", "", {}); return;
+    case OpCode::Load:
+      return emit_load(op);
+    case OpCode::Store:
+      return emit_store(op);
+    case OpCode::LocalAlloc:
+      return emit_local_alloc(op);
+    case OpCode::AsyncCopy:
+      return emit_async_copy(op);
+    case OpCode::AsyncCommit:
+      ptx(b_.getVoidTy(), "cp.async.commit_group;", "", {});
+      return;
     case OpCode::AsyncWait:
       // Each thread waits for its own copies; the barrier makes everyone's visible to all (and
       // orders this iteration's copies into a buffer after every read of it in the last one).
@@ -285,20 +322,34 @@ void LayoutLowering::emit(const ir::Op& op) {
       if (wgmma_) ptx(b_.getVoidTy(), "fence.proxy.async.shared::cta;", "", {});
       barrier();
       return;
-    case OpCode::LocalLoad: return emit_local_load(op);
-    case OpCode::InitBarrier: return emit_init_barrier(op);
-    case OpCode::AsyncTmaCopy: return emit_async_tma_copy(op);
-    case OpCode::WaitBarrier: return emit_wait_barrier(op);
-    case OpCode::ArriveBarrier: return emit_arrive_barrier(op);
-    case OpCode::Reduce: return emit_reduce(op);
-    case OpCode::Dot: return emit_dot(op);
-    case OpCode::For: return emit_for(op);
-    case OpCode::If: return emit_if(op);
-    case OpCode::While: return emit_while(op);
+    case OpCode::LocalLoad:
+      return emit_local_load(op);
+    case OpCode::InitBarrier:
+      return emit_init_barrier(op);
+    case OpCode::AsyncTmaCopy:
+      return emit_async_tma_copy(op);
+    case OpCode::WaitBarrier:
+      return emit_wait_barrier(op);
+    case OpCode::ArriveBarrier:
+      return emit_arrive_barrier(op);
+    case OpCode::Reduce:
+      return emit_reduce(op);
+    case OpCode::Dot:
+      return emit_dot(op);
+    case OpCode::For:
+      return emit_for(op);
+    case OpCode::If:
+      return emit_if(op);
+    case OpCode::While:
+      return emit_while(op);
     case OpCode::Yield:
-    case OpCode::Condition: return;
-    case OpCode::Return: b_.CreateRetVoid(); return;
-    default: break;
+    case OpCode::Condition:
+      return;
+    case OpCode::Return:
+      b_.CreateRetVoid();
+      return;
+    default:
+      break;
   }
   std::string why = why_not(op, *target_);
   if (!why.empty()) unsupported(op, why);
@@ -316,7 +367,8 @@ void LayoutLowering::emit_elementwise(const ir::Op& op) {
   const size_t n = static_cast<size_t>(linear(rt).in_size(ir::LinearLayout::reg));
   for (auto* v : op.operands)
     if (!(v->type.layout && *v->type.layout == *rt.layout) || val(v).regs.size() != n)
-      unsupported(op, str_cat("an operand laid out otherwise than its result (", v->type.str(), " for ", rt.str(), ")"));
+      unsupported(op,
+                  str_cat("an operand laid out otherwise than its result (", v->type.str(), " for ", rt.str(), ")"));
   const DType from = op.operands.empty() ? rt.dtype : op.operands[0]->type.dtype;
   if (op.code == OpCode::Cast && (rt.dtype == DType::bf16 || rt.dtype == DType::f16) && from == DType::f32) {
     // The bits once: the registers are what they read back as, and mma.sync packs the bits.
@@ -367,8 +419,10 @@ bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const G
     } catch (const Error& e) {
       w = e.what();
     }
-    if (reasons.empty()) reasons = w;
-    else if (w != reasons) reasons = str_cat(reasons, " (in sm_80's form: ", w, ")");
+    if (reasons.empty())
+      reasons = w;
+    else if (w != reasons)
+      reasons = str_cat(reasons, " (in sm_80's form: ", w, ")");
   }
   if (why) *why = reasons;
   return false;

@@ -92,15 +92,22 @@ class LayoutLowering : public Elements {
     if (!target_->bf16_convert()) return Elements::bf16_bits(v);
     return b_.CreateBitCast(b_.CreateFPTrunc(v, b_.getBFloatTy()), b_.getInt16Ty());
   }
-  llvm::Value* f8_to_bits(llvm::Value*, DType) override { TD_ASSERT(false, "f8 in the GPU IR lowering"); return nullptr; }
-  llvm::Value* f8_from_bits(llvm::Value*, DType) override { TD_ASSERT(false, "f8 in the GPU IR lowering"); return nullptr; }
+  llvm::Value* f8_to_bits(llvm::Value*, DType) override {
+    TD_ASSERT(false, "f8 in the GPU IR lowering");
+    return nullptr;
+  }
+  llvm::Value* f8_from_bits(llvm::Value*, DType) override {
+    TD_ASSERT(false, "f8 in the GPU IR lowering");
+    return nullptr;
+  }
 
   LVal& val(const ir::Value* v);
   void define(const ir::Op& op, LVal g) { vals_[op.results[0].get()] = std::move(g); }
   void emit_block(const ir::Block& block);
   void emit(const ir::Op& op);
   void emit_elementwise(const ir::Op& op);
-  llvm::Value* ptx(llvm::Type* ret, const std::string& text, std::string constraints, const std::vector<llvm::Value*>& args) {
+  llvm::Value* ptx(llvm::Type* ret, const std::string& text, std::string constraints,
+                   const std::vector<llvm::Value*>& args) {
     return inline_asm(b_, ret, text, std::move(constraints), args);
   }
   /// A CTA barrier; first every wgmma group in flight completes (the barrier orders later
@@ -223,7 +230,7 @@ class LayoutLowering : public Elements {
   void emit_for(const ir::Op& op);
   void emit_if(const ir::Op& op);
   void emit_while(const ir::Op& op);
-/// Phis for each scalar and tensor register `vals` carry (from `init`, entering from `from`),
+  /// Phis for each scalar and tensor register `vals` carry (from `init`, entering from `from`),
   /// their values as the loop sees them in `out`.
   std::vector<llvm::PHINode*> phis_for(const std::vector<const ir::Value*>& vals, const std::vector<LVal>& init,
                                        llvm::BasicBlock* from, std::vector<LVal>& out);
@@ -242,7 +249,7 @@ class LayoutLowering : public Elements {
   llvm::Value* tid_ = nullptr;
   AxisAnalysis axis_;
   std::map<const ir::Value*, LVal> vals_;
-  std::map<std::string, ir::LinearLayout> linear_;  // by type
+  std::map<std::string, ir::LinearLayout> linear_;                // by type
   std::map<const ir::Op*, std::pair<int64_t, int64_t>> buffers_;  // local_alloc: [offset, end) in shared memory
   std::map<const ir::Op*, int64_t> scratch_floor_;  // ops: where scratch may start (above the live buffers)
   const ir::Op* current_ = nullptr;
@@ -251,8 +258,8 @@ class LayoutLowering : public Elements {
   bool wgmma_ = false;
   int64_t smem_bytes_ = 0;
   std::vector<runtime::TmaRecipe> tma_recipes_;  // the kernel's tensor maps, in parameter order
-  std::map<std::string, unsigned> tma_maps_;      // a recipe's line: its map
-  unsigned first_map_ = 0;                        // the first tensor map's parameter
+  std::map<std::string, unsigned> tma_maps_;     // a recipe's line: its map
+  unsigned first_map_ = 0;                       // the first tensor map's parameter
   /// The body of the innermost for loop being lowered. A wgmma group's commit in it passes the
   /// float registers of the values the loop carries (its arguments but the induction variable)
   /// through, so that the work on them (attention's softmax of the last iteration's scores) is
@@ -260,8 +267,8 @@ class LayoutLowering : public Elements {
   /// the body itself does: in an if or while inside it, the registers handed back would not
   /// dominate the code after that region.
   const ir::Block* loop_body_ = nullptr;
-  int64_t wgmma_groups_ = 0;                              // committed so far, in program order
-  std::map<const ir::Value*, int64_t> wgmma_pending_;    // dot results in flight: their group
+  int64_t wgmma_groups_ = 0;                           // committed so far, in program order
+  std::map<const ir::Value*, int64_t> wgmma_pending_;  // dot results in flight: their group
 };
 
 }  // namespace tiledist::codegen::gpu_ir

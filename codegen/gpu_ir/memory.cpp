@@ -3,10 +3,9 @@
 // local_alloc (placed by their live ranges, so that one loop's ring reuses another's); the
 // asynchronous copies into them (cp.async); and local_load, by ldmatrix where the result
 // layout's lanes take 8x8 blocks as ldmatrix hands them out.
-#include "codegen/gpu_ir/lowering.h"
-
 #include <cmath>
 
+#include "codegen/gpu_ir/lowering.h"
 #include "ir/layout.h"
 
 namespace tiledist::codegen::gpu_ir {
@@ -40,7 +39,8 @@ void LayoutLowering::emit_load(const ir::Op& op) {
   LVal g;
   for (size_t j = 0; j < ptrs.regs.size(); j += static_cast<size_t>(v)) {
     llvm::Value* on = mask ? val(mask).regs[j] : b_.getTrue();
-    llvm::Value* x = when_value(on, vt, llvm::Constant::getNullValue(vt), [&] { return b_.CreateAlignedLoad(vt, ptrs.regs[j], align); });
+    llvm::Value* x = when_value(on, vt, llvm::Constant::getNullValue(vt),
+                                [&] { return b_.CreateAlignedLoad(vt, ptrs.regs[j], align); });
     for (int64_t k = 0; k < v; ++k) {
       llvm::Value* e = from_mem(b_.CreateExtractElement(x, uint64_t(k)), d);
       if (other) e = b_.CreateSelect(on, e, val(other).regs[j + static_cast<size_t>(k)]);
@@ -67,7 +67,8 @@ void LayoutLowering::emit_store(const ir::Op& op) {
   for (size_t j = 0; j < ptrs.regs.size(); j += static_cast<size_t>(v))
     when(mask ? val(mask).regs[j] : b_.getTrue(), [&] {
       llvm::Value* w = llvm::PoisonValue::get(vt);
-      for (int64_t k = 0; k < v; ++k) w = b_.CreateInsertElement(w, to_mem(x.regs[j + static_cast<size_t>(k)], d), uint64_t(k));
+      for (int64_t k = 0; k < v; ++k)
+        w = b_.CreateInsertElement(w, to_mem(x.regs[j + static_cast<size_t>(k)], d), uint64_t(k));
       b_.CreateAlignedStore(w, ptrs.regs[j], align);
     });
 }
@@ -148,7 +149,8 @@ void LayoutLowering::emit_to_shared(const ir::Op& op) {
   const LVal& src = val(x);
   for (int64_t r = 0; r < ll.in_size(LinearLayout::reg); ++r) {
     std::vector<llvm::Value*> c = coords(ll, r);
-    llvm::Value* bits = src.bits.empty() ? to_mem(src.regs[static_cast<size_t>(r)], rt.dtype) : src.bits[static_cast<size_t>(r)];
+    llvm::Value* bits =
+        src.bits.empty() ? to_mem(src.regs[static_cast<size_t>(r)], rt.dtype) : src.bits[static_cast<size_t>(r)];
     b_.CreateStore(bits, smem_at(b_.CreateAdd(base, shared_offset(rt, c[0], c[1]))));
   }
   if (wgmma_) ptx(b_.getVoidTy(), "fence.proxy.async.shared::cta;", "", {});  // (wgmma reads it)
@@ -178,7 +180,8 @@ llvm::Value* LayoutLowering::shared_offset(const ir::Type& desc, llvm::Value* ro
   llvm::Value* phase = b_.CreateURem(b_.CreateUDiv(r, k(l.per_phase)), k(l.max_phase));
   llvm::Value* in_block = b_.CreateURem(c, k(width));
   llvm::Value* chunk = b_.CreateXor(b_.CreateUDiv(in_block, k(l.vec)), phase);
-  llvm::Value* e = b_.CreateAdd(b_.CreateMul(r, k(width)), b_.CreateAdd(b_.CreateMul(chunk, k(l.vec)), b_.CreateURem(c, k(l.vec))));
+  llvm::Value* e =
+      b_.CreateAdd(b_.CreateMul(r, k(width)), b_.CreateAdd(b_.CreateMul(chunk, k(l.vec)), b_.CreateURem(c, k(l.vec))));
   e = b_.CreateAdd(e, b_.CreateMul(b_.CreateUDiv(c, k(width)), k(rows * width)));
   return b_.CreateMul(e, k(ir::dtype_bytes(desc.dtype)));
 }
@@ -201,10 +204,11 @@ void LayoutLowering::emit_async_copy(const ir::Op& op) {
   const ir::Value* other = op.operands.size() > 4 ? op.operands[4] : nullptr;
   const bool rows_contiguous = desc.layout->order[0] == 1;
   int64_t v = rows_contiguous ? std::min<int64_t>(vector_width(pt, ptrs_v, mask), desc.layout->vec) : 1;
-  if (v * esize < 4) v = 1;         // cp.async moves 4, 8 or 16 bytes
+  if (v * esize < 4) v = 1;               // cp.async moves 4, 8 or 16 bytes
   if (other && !zero_bits(other)) v = 1;  // (and fills with zeros only)
-  llvm::Value* tile = b_.CreateAdd(b_.getInt32(static_cast<uint32_t>(val(op.operands[0]).smem)),
-                                   b_.CreateMul(val(op.operands[1]).scalar, b_.getInt32(static_cast<uint32_t>(tile_bytes(desc)))));
+  llvm::Value* tile =
+      b_.CreateAdd(b_.getInt32(static_cast<uint32_t>(val(op.operands[0]).smem)),
+                   b_.CreateMul(val(op.operands[1]).scalar, b_.getInt32(static_cast<uint32_t>(tile_bytes(desc)))));
   const LVal& ptrs = val(ptrs_v);
   const std::vector<llvm::Value*> mine = thread_coords(ll);
   for (int64_t j = 0; j < ll.in_size(LinearLayout::reg); j += v) {
@@ -215,13 +219,15 @@ void LayoutLowering::emit_async_copy(const ir::Op& op) {
     if (v > 1) {
       const int64_t bytes = v * esize;
       llvm::Value* size = b_.CreateSelect(on, b_.getInt32(static_cast<uint32_t>(bytes)), b_.getInt32(0));
-      ptx(b_.getVoidTy(), str_cat("cp.async.", bytes == 16 ? "cg" : "ca", ".shared.global [$0], [$1], ", bytes, ", $2;"),
-          "r,l,r", {b_.CreatePtrToInt(dst, b_.getInt32Ty()), src, size});
+      ptx(b_.getVoidTy(),
+          str_cat("cp.async.", bytes == 16 ? "cg" : "ca", ".shared.global [$0], [$1], ", bytes, ", $2;"), "r,l,r",
+          {b_.CreatePtrToInt(dst, b_.getInt32Ty()), src, size});
       continue;
     }
     // One element: loaded now (zero where masked off) and stored (the copy is done at once).
     llvm::Type* mt = mem_type(desc.dtype);
-    llvm::Value* alt = other ? to_mem(val(other).regs[static_cast<size_t>(j)], desc.dtype) : llvm::Constant::getNullValue(mt);
+    llvm::Value* alt =
+        other ? to_mem(val(other).regs[static_cast<size_t>(j)], desc.dtype) : llvm::Constant::getNullValue(mt);
     llvm::Value* x = when_value(on, mt, alt, [&] { return b_.CreateLoad(mt, src); });
     b_.CreateStore(x, dst);
   }
@@ -230,8 +236,9 @@ void LayoutLowering::emit_async_copy(const ir::Op& op) {
 void LayoutLowering::emit_local_load(const ir::Op& op) {
   const ir::Type& desc = op.operands[0]->type;
   const ir::Type& rt = op.results[0]->type;
-  llvm::Value* tile = b_.CreateAdd(b_.getInt32(static_cast<uint32_t>(val(op.operands[0]).smem)),
-                                   b_.CreateMul(val(op.operands[1]).scalar, b_.getInt32(static_cast<uint32_t>(tile_bytes(desc)))));
+  llvm::Value* tile =
+      b_.CreateAdd(b_.getInt32(static_cast<uint32_t>(val(op.operands[0]).smem)),
+                   b_.CreateMul(val(op.operands[1]).scalar, b_.getInt32(static_cast<uint32_t>(tile_bytes(desc)))));
   if (rt.layout->kind == ir::Layout::Kind::shared) {  // read in place by its dot (wgmma)
     const bool perm = op.has_attr("perm") && op.ints_attr("perm") == std::vector<int64_t>{1, 0};
     if (!ir::same_layout(rt.layout, perm ? desc.layout->transposed() : desc.layout))
@@ -336,13 +343,14 @@ bool LayoutLowering::ldmatrix_load(const ir::Op& op, llvm::Value* tile) {
     std::vector<llvm::Type*> rts(static_cast<size_t>(n), b_.getInt32Ty());
     std::string outs, cons;
     for (int64_t i = 0; i < n; ++i) outs += str_cat(i ? "," : "", "$", i), cons += "=r,";
-    llvm::Value* res = ptx(n == 1 ? static_cast<llvm::Type*>(b_.getInt32Ty()) : llvm::StructType::get(ctx_, rts),
-                           str_cat("ldmatrix.sync.aligned.m8n8.x", n, trans ? ".trans" : "", ".shared.b16 {", outs, "}, [$", n,
-                                   "];"),
-                           cons + "r", {addr});
+    llvm::Value* res =
+        ptx(n == 1 ? static_cast<llvm::Type*>(b_.getInt32Ty()) : llvm::StructType::get(ctx_, rts),
+            str_cat("ldmatrix.sync.aligned.m8n8.x", n, trans ? ".trans" : "", ".shared.b16 {", outs, "}, [$", n, "];"),
+            cons + "r", {addr});
     llvm::cast<llvm::CallInst>(res)->addFnAttr(llvm::Attribute::Convergent);  // (the warp's, together)
     std::vector<llvm::Value*> words;
-    for (int64_t i = 0; i < n; ++i) words.push_back(n == 1 ? res : b_.CreateExtractValue(res, {static_cast<unsigned>(i)}));
+    for (int64_t i = 0; i < n; ++i)
+      words.push_back(n == 1 ? res : b_.CreateExtractValue(res, {static_cast<unsigned>(i)}));
     return words;
   };
   // The pairs in groups of up to four; for a dot, each group's pairs in one k step (16 of K),
@@ -352,8 +360,9 @@ bool LayoutLowering::ldmatrix_load(const ir::Op& op, llvm::Value* tile) {
   for (int64_t p = 0; p < pairs; ++p) order[static_cast<size_t>(p)] = p;
   if (dot) {
     const int kdim = dot->operands[0] == op.results[0].get() ? 1 : 0;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int64_t x, int64_t y) { return ll.coords(2 * x, 0, 0)[kdim] / 16 < ll.coords(2 * y, 0, 0)[kdim] / 16; });
+    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
+      return ll.coords(2 * x, 0, 0)[kdim] / 16 < ll.coords(2 * y, 0, 0)[kdim] / 16;
+    });
   }
   const int64_t per = std::min<int64_t>(4, pairs);  // (pairs is a power of two)
   std::vector<std::vector<int64_t>> groups;

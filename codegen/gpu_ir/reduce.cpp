@@ -64,22 +64,25 @@ void LayoutLowering::emit_reduce(const ir::Op& op) {
     llvm::Value* warp = b_.CreateUDiv(tid_, b_.getInt32(target_->warp_size()));
     llvm::Value* part = b_.getInt32(0);
     for (size_t i = 0; i < plan.warp_bits.size(); ++i) {
-      llvm::Value* on = b_.CreateAnd(b_.CreateLShr(warp, b_.getInt32(static_cast<uint32_t>(plan.warp_bits[i]))), b_.getInt32(1));
+      llvm::Value* on =
+          b_.CreateAnd(b_.CreateLShr(warp, b_.getInt32(static_cast<uint32_t>(plan.warp_bits[i]))), b_.getInt32(1));
       part = b_.CreateOr(part, b_.CreateShl(on, b_.getInt32(static_cast<uint32_t>(i))));
     }
     std::vector<llvm::Value*> elem(acc.size(), b_.getInt32(0));
     if (!scalar)
       for (size_t g = 0; g < acc.size(); ++g) elem[g] = flat_index(coords(linear(rt), slot[g]), rt.shape);
     auto at = [&](llvm::Value* e, llvm::Value* p) {
-      return smem_at(b_.CreateAdd(base, b_.CreateMul(b_.CreateAdd(b_.CreateMul(e, b_.getInt32(static_cast<uint32_t>(parts))), p),
-                                                     b_.getInt32(4))));
+      return smem_at(b_.CreateAdd(
+          base,
+          b_.CreateMul(b_.CreateAdd(b_.CreateMul(e, b_.getInt32(static_cast<uint32_t>(parts))), p), b_.getInt32(4))));
     };
     barrier();
     for (size_t g = 0; g < acc.size(); ++g) b_.CreateStore(acc[g], at(elem[g], part));
     barrier();
     for (size_t g = 0; g < acc.size(); ++g) {
       llvm::Value* a = b_.CreateLoad(t, at(elem[g], b_.getInt32(0)));
-      for (int64_t p = 1; p < parts; ++p) a = combine(a, b_.CreateLoad(t, at(elem[g], b_.getInt32(static_cast<uint32_t>(p)))));
+      for (int64_t p = 1; p < parts; ++p)
+        a = combine(a, b_.CreateLoad(t, at(elem[g], b_.getInt32(static_cast<uint32_t>(p)))));
       acc[g] = a;
     }
   }

@@ -32,9 +32,12 @@ std::vector<llvm::Value*> LayoutLowering::thread_coords(const LinearLayout& ll) 
   return c;
 }
 
-std::vector<llvm::Value*> LayoutLowering::coords(const LinearLayout& ll, int64_t r) { return at_register(thread_coords(ll), ll, r); }
+std::vector<llvm::Value*> LayoutLowering::coords(const LinearLayout& ll, int64_t r) {
+  return at_register(thread_coords(ll), ll, r);
+}
 
-std::vector<llvm::Value*> LayoutLowering::at_register(std::vector<llvm::Value*> mine, const LinearLayout& ll, int64_t r) {
+std::vector<llvm::Value*> LayoutLowering::at_register(std::vector<llvm::Value*> mine, const LinearLayout& ll,
+                                                      int64_t r) {
   std::vector<int64_t> own = ll.coords(r, 0, 0);
   for (size_t d = 0; d < mine.size(); ++d)
     if (own[d]) mine[d] = b_.CreateXor(mine[d], b_.getInt32(static_cast<uint32_t>(own[d])));
@@ -65,7 +68,8 @@ std::optional<std::vector<int64_t>> LayoutLowering::gather(const LinearLayout& f
 
 llvm::Value* LayoutLowering::flat_index(const std::vector<llvm::Value*>& c, const std::vector<int64_t>& shape) {
   llvm::Value* e = b_.getInt32(0);
-  for (size_t d = 0; d < c.size(); ++d) e = b_.CreateAdd(b_.CreateMul(e, b_.getInt32(static_cast<uint32_t>(shape[d]))), c[d]);
+  for (size_t d = 0; d < c.size(); ++d)
+    e = b_.CreateAdd(b_.CreateMul(e, b_.getInt32(static_cast<uint32_t>(shape[d]))), c[d]);
   return e;
 }
 
@@ -95,7 +99,8 @@ LVal LayoutLowering::move(const ir::Value* v, const ir::Type& to_type, const Coo
     bool pairs = !src.pairs.empty() && perm->size() % 2 == 0;
     for (size_t i = 0; pairs && i < perm->size(); i += 2)
       pairs = (*perm)[i] % 2 == 0 && (*perm)[i + 1] == (*perm)[i] + 1;
-    for (size_t i = 0; pairs && i < perm->size(); i += 2) out.pairs.push_back(src.pairs[static_cast<size_t>((*perm)[i] / 2)]);
+    for (size_t i = 0; pairs && i < perm->size(); i += 2)
+      out.pairs.push_back(src.pairs[static_cast<size_t>((*perm)[i] / 2)]);
     return out;
   }
   // Through shared memory: each thread writes its registers at their elements' places, then
@@ -118,10 +123,12 @@ LVal LayoutLowering::move(const ir::Value* v, const ir::Type& to_type, const Coo
         std::vector<int64_t> m = map(unit);
         llvm::Value* on = b_.CreateICmpNE(b_.CreateAnd(c[d], b_.getInt32(static_cast<uint32_t>(bit))), b_.getInt32(0));
         for (size_t k = 0; k < m.size(); ++k)
-          if (m[k]) sc[k] = b_.CreateXor(sc[k], b_.CreateSelect(on, b_.getInt32(static_cast<uint32_t>(m[k])), b_.getInt32(0)));
+          if (m[k])
+            sc[k] = b_.CreateXor(sc[k], b_.CreateSelect(on, b_.getInt32(static_cast<uint32_t>(m[k])), b_.getInt32(0)));
       }
     llvm::Value* e = flat_index(sc, from_type.shape);
-    llvm::Value* x = b_.CreateLoad(t, smem_at(b_.CreateAdd(base, b_.CreateMul(e, b_.getInt32(static_cast<uint32_t>(esize))))));
+    llvm::Value* x =
+        b_.CreateLoad(t, smem_at(b_.CreateAdd(base, b_.CreateMul(e, b_.getInt32(static_cast<uint32_t>(esize))))));
     if (from_type.dtype == DType::i1 && !from_type.is_ptr) x = b_.CreateICmpNE(x, llvm::ConstantInt::get(t, 0));
     out.regs.push_back(x);
   }

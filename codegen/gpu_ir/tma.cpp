@@ -20,7 +20,8 @@ void LayoutLowering::collect_tensor_maps() {
 }
 
 llvm::Value* LayoutLowering::barrier_at(const ir::Value* bars, llvm::Value* index) {
-  llvm::Value* at = b_.CreateAdd(b_.getInt32(static_cast<uint32_t>(val(bars).smem)), b_.CreateMul(index, b_.getInt32(8)));
+  llvm::Value* at =
+      b_.CreateAdd(b_.getInt32(static_cast<uint32_t>(val(bars).smem)), b_.CreateMul(index, b_.getInt32(8)));
   return b_.CreatePtrToInt(smem_at(at), b_.getInt32Ty());
 }
 
@@ -29,7 +30,8 @@ void LayoutLowering::emit_init_barrier(const ir::Op& op) {
   when(b_.CreateICmpEQ(tid_, b_.getInt32(0)), [&] {
     for (int64_t i = 0; i < n; ++i)
       ptx(b_.getVoidTy(), "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r",
-          {barrier_at(op.operands[0], b_.getInt32(static_cast<uint32_t>(i))), b_.getInt32(static_cast<uint32_t>(op.int_attr("count")))});
+          {barrier_at(op.operands[0], b_.getInt32(static_cast<uint32_t>(i))),
+           b_.getInt32(static_cast<uint32_t>(op.int_attr("count")))});
     ptx(b_.getVoidTy(), "fence.mbarrier_init.release.cluster;", "", {});
   });
   warp_sync();
@@ -55,14 +57,16 @@ void LayoutLowering::emit_async_tma_copy(const ir::Op& op) {
     const size_t rank = coords.size();
     std::string list;
     for (size_t d = 0; d < rank; ++d) list += str_cat(d ? ", " : "", "$", d + 2);
-    const std::string text = str_cat("cp.async.bulk.tensor.", rank, "d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {",
-                                     list, "}], [$", rank + 2, "];");
+    const std::string text = str_cat("cp.async.bulk.tensor.", rank,
+                                     "d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {", list,
+                                     "}], [$", rank + 2, "];");
     std::string cons = "r,l";
     for (size_t d = 0; d <= rank; ++d) cons += ",r";
     // One box per 128 bytes of the tile's row: column block k at k * rows * 128 (the layout's
     // blocks, as wgmma reads them).
     for (int64_t k = 0; k * 128 < cols * esize; ++k) {
-      llvm::Value* dst = b_.CreatePtrToInt(smem_at(b_.CreateAdd(tile, b_.getInt32(static_cast<uint32_t>(k * rows * 128)))), b_.getInt32Ty());
+      llvm::Value* dst = b_.CreatePtrToInt(
+          smem_at(b_.CreateAdd(tile, b_.getInt32(static_cast<uint32_t>(k * rows * 128)))), b_.getInt32Ty());
       std::vector<llvm::Value*> args = {dst, map};
       for (size_t d = 0; d < rank; ++d)
         args.push_back(d == 0 ? b_.CreateAdd(coords[0], b_.getInt32(static_cast<uint32_t>(k * r.box[0]))) : coords[d]);
@@ -82,9 +86,10 @@ void LayoutLowering::emit_wait_barrier(const ir::Op& op) {
   llvm::Value* parity = val(op.operands[2]).scalar;
   when(on, [&] {
     auto ready = [&] {
-      llvm::Value* ok = ptx(b_.getInt32Ty(),
-                            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2;\nselp.u32 $0, 1, 0, p;\n}",
-                            "=r,r,r", {bar, parity});
+      llvm::Value* ok =
+          ptx(b_.getInt32Ty(),
+              "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2;\nselp.u32 $0, 1, 0, p;\n}",
+              "=r,r,r", {bar, parity});
       return b_.CreateICmpNE(ok, b_.getInt32(0));
     };
     // The first try succeeds in the steady state; past it, a spin that gives up (traps) after
@@ -112,7 +117,8 @@ void LayoutLowering::warp_sync() { ptx(b_.getVoidTy(), "bar.warp.sync -1;", "", 
 
 void LayoutLowering::emit_arrive_barrier(const ir::Op& op) {
   wgmma_wait_all();  // (its wgmma reads of the tile are done)
-  ptx(b_.getVoidTy(), "mbarrier.arrive.shared::cta.b64 _, [$0];", "r", {barrier_at(op.operands[0], val(op.operands[1]).scalar)});
+  ptx(b_.getVoidTy(), "mbarrier.arrive.shared::cta.b64 _, [$0];", "r",
+      {barrier_at(op.operands[0], val(op.operands[1]).scalar)});
 }
 
 }  // namespace tiledist::codegen::gpu_ir

@@ -175,7 +175,7 @@ class Prefetcher {
 
   Op& loop_;
   Block& body_;
-  LoopAhead ahead_;  // (what lies inside the loop)
+  LoopAhead ahead_;         // (what lies inside the loop)
   Value* tile_ = nullptr;   // the carried tile index the ring tiles are read at
   int64_t ring_tiles_ = 0;  // S
 };

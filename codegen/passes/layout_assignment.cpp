@@ -30,12 +30,39 @@ using ir::Value;
 
 bool elementwise(OpCode c) {
   switch (c) {
-    case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div: case OpCode::Rem: case OpCode::Min:
-    case OpCode::Max: case OpCode::And: case OpCode::Or: case OpCode::Xor: case OpCode::Shl: case OpCode::Shr:
-    case OpCode::Cmp: case OpCode::Neg: case OpCode::Not: case OpCode::Exp: case OpCode::Exp2: case OpCode::Log:
-    case OpCode::Log2: case OpCode::Sqrt: case OpCode::Rsqrt: case OpCode::Abs: case OpCode::Erf: case OpCode::Sin:
-    case OpCode::Cos: case OpCode::Floor: case OpCode::Ceil: case OpCode::Cast: case OpCode::Bitcast:
-    case OpCode::Select: case OpCode::Hint: case OpCode::AddPtr: case OpCode::ConsumeToken:
+    case OpCode::Add:
+    case OpCode::Sub:
+    case OpCode::Mul:
+    case OpCode::Div:
+    case OpCode::Rem:
+    case OpCode::Min:
+    case OpCode::Max:
+    case OpCode::And:
+    case OpCode::Or:
+    case OpCode::Xor:
+    case OpCode::Shl:
+    case OpCode::Shr:
+    case OpCode::Cmp:
+    case OpCode::Neg:
+    case OpCode::Not:
+    case OpCode::Exp:
+    case OpCode::Exp2:
+    case OpCode::Log:
+    case OpCode::Log2:
+    case OpCode::Sqrt:
+    case OpCode::Rsqrt:
+    case OpCode::Abs:
+    case OpCode::Erf:
+    case OpCode::Sin:
+    case OpCode::Cos:
+    case OpCode::Floor:
+    case OpCode::Ceil:
+    case OpCode::Cast:
+    case OpCode::Bitcast:
+    case OpCode::Select:
+    case OpCode::Hint:
+    case OpCode::AddPtr:
+    case OpCode::ConsumeToken:
       return true;
     default:
       return false;
@@ -62,8 +89,9 @@ class LayoutAssignment {
       for (auto& r : op.results)
         for (int64_t d : r->type.shape)
           if (d & (d - 1))
-            throw Error::at(op.name(), op.loc, str_cat("a tensor of shape ", ir::shape_str(r->type.shape),
-                                                         " on a GPU target: its dimensions must be powers of two"));
+            throw Error::at(op.name(), op.loc,
+                            str_cat("a tensor of shape ", ir::shape_str(r->type.shape),
+                                    " on a GPU target: its dimensions must be powers of two"));
     });
     count_uses(f.body);
     decide_block(f.body);
@@ -182,7 +210,8 @@ class LayoutAssignment {
 
   void count_uses(const Block& b) {
     for (auto& op : b.ops) {
-      for (size_t i = 0; i < op->operands.size(); ++i) uses_[op->operands[i]].push_back({op.get(), static_cast<int>(i)});
+      for (size_t i = 0; i < op->operands.size(); ++i)
+        uses_[op->operands[i]].push_back({op.get(), static_cast<int>(i)});
       for (auto& r : op->regions) count_uses(*r);
     }
   }
@@ -212,11 +241,14 @@ class LayoutAssignment {
     bool any_free = false;
     for (const Value* o : op.operands)
       if (o->type.is_tensor()) {
-        if (is_free(o)) any_free = true;
-        else laid.push_back(of(o));
+        if (is_free(o))
+          any_free = true;
+        else
+          laid.push_back(of(o));
       }
     switch (op.code) {
-      case OpCode::Splat: case OpCode::Arange:
+      case OpCode::Splat:
+      case OpCode::Arange:
         return set_free(r);
       case OpCode::ExpandDims:
         if (is_free(op.operands[0])) return set_free(r);
@@ -224,7 +256,8 @@ class LayoutAssignment {
         return set(r, blocked_for(r));
       case OpCode::Broadcast:
         return is_free(op.operands[0]) ? set_free(r) : set(r, laid[0]);
-      case OpCode::Reshape: case OpCode::Trans:
+      case OpCode::Reshape:
+      case OpCode::Trans:
         return is_free(op.operands[0]) ? set_free(r) : set(r, blocked_for(r));
       case OpCode::Reduce:
         if (!tensor) return;
@@ -233,15 +266,18 @@ class LayoutAssignment {
       case OpCode::Load:
         if (tensor) set(r, blocked_for(r->type.shape, r->type.dtype, op.operands[0]));
         return;
-      case OpCode::AtomicRMW: case OpCode::AtomicCAS:
+      case OpCode::AtomicRMW:
+      case OpCode::AtomicCAS:
         if (tensor) set(r, blocked_for(r->type.shape, r->type.dtype, op.operands[0]));
         return;
       case OpCode::Dot: {
         LayoutRef acc = mma_for(op);
         return set(r, acc ? acc : (is_free(op.operands[2]) ? blocked_for(r) : of(op.operands[2])));
       }
-      case OpCode::For: return decide_loop(op, 3, *op.regions[0], nullptr);
-      case OpCode::While: return decide_loop(op, 0, *op.regions[0], op.regions[1].get());
+      case OpCode::For:
+        return decide_loop(op, 3, *op.regions[0], nullptr);
+      case OpCode::While:
+        return decide_loop(op, 0, *op.regions[0], op.regions[1].get());
       case OpCode::If: {
         decide_block(*op.regions[0]);
         decide_block(*op.regions[1]);
@@ -275,8 +311,10 @@ class LayoutAssignment {
     for (size_t i = 0; i < n; ++i) {
       const Value* init = op.operands[first + i];
       if (!init->type.is_tensor()) continue;
-      if (is_free(init)) set_free(arg(i));
-      else set(arg(i), of(init));
+      if (is_free(init))
+        set_free(arg(i));
+      else
+        set(arg(i), of(init));
     }
     // (A while's after region takes, and its results are, what its `condition` forwards: the
     // verifier wants those in the carried values' layouts, so the condition converts to them.)
@@ -285,8 +323,10 @@ class LayoutAssignment {
       if (!after) return;
       for (size_t i = 0; i < n; ++i)
         if (after->args[i]->type.is_tensor()) {
-          if (is_free(arg(i))) set_free(after->args[i].get());
-          else set(after->args[i].get(), of(arg(i)));
+          if (is_free(arg(i)))
+            set_free(after->args[i].get());
+          else
+            set(after->args[i].get(), of(arg(i)));
         }
       decide_block(*after);
     };
@@ -336,15 +376,19 @@ class LayoutAssignment {
     const Value* o = op.operands[i];
     const Value* r = op.results.empty() ? nullptr : op.results[0].get();
     switch (op.code) {
-      case OpCode::ExpandDims: return Layout::slice(static_cast<int>(op.int_attr("axis")), of(r));
-      case OpCode::Broadcast: return of(r);
-      case OpCode::Store: return store_layout(op);
+      case OpCode::ExpandDims:
+        return Layout::slice(static_cast<int>(op.int_attr("axis")), of(r));
+      case OpCode::Broadcast:
+        return of(r);
+      case OpCode::Store:
+        return store_layout(op);
       case OpCode::Dot: {
         LayoutRef acc = of(r);
         if (i == 2 || acc->kind != Layout::Kind::mma) return i == 2 ? acc : own(o);
         const int eb = ir::dtype_bytes(o->type.dtype);
         const bool from_memory = is_loaded(o);
-        if (acc->mma == ir::MmaKind::wgmma && (i == 1 || from_memory)) return wgmma_shared(o->type.dtype, o->type.shape, operand_order(o));
+        if (acc->mma == ir::MmaKind::wgmma && (i == 1 || from_memory))
+          return wgmma_shared(o->type.dtype, o->type.shape, operand_order(o));
         int kw = acc->mma == ir::MmaKind::mfma ? 8 / eb : 4 / eb;
         return Layout::dot_operand(static_cast<int>(i), acc, std::max(kw, 2));
       }
@@ -386,7 +430,8 @@ class LayoutAssignment {
   /// The order of a wgmma operand in shared memory: as its load reads it (a transposed B is
   /// K-major: its dimension 0 is contiguous).
   std::vector<int64_t> operand_order(const Value* v) {
-    if (v->def && v->def->code == OpCode::Trans && v->def->ints_attr("perm") == std::vector<int64_t>{1, 0}) return {0, 1};
+    if (v->def && v->def->code == OpCode::Trans && v->def->ints_attr("perm") == std::vector<int64_t>{1, 0})
+      return {0, 1};
     return {1, 0};
   }
 

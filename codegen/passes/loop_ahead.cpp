@@ -66,10 +66,13 @@ ir::Builder LoopAhead::builder_at(Op& op, bool after) {
 Value* LoopAhead::live(ir::Builder& b, int64_t iterations, bool prologue) {
   Value* from = prologue ? loop_.operands[0] : iv();
   if (iv()->type.dtype == ir::DType::i64)
-    return b.cmp("lt", b.binary(OpCode::Add, from, b.binary(OpCode::Mul, b.constant_int(ir::DType::i64, iterations), loop_.operands[2])),
+    return b.cmp("lt",
+                 b.binary(OpCode::Add, from,
+                          b.binary(OpCode::Mul, b.constant_int(ir::DType::i64, iterations), loop_.operands[2])),
                  loop_.operands[1]);
-  Value* at64 = b.binary(OpCode::Add, b.cast(from, ir::DType::i64),
-                         b.binary(OpCode::Mul, b.constant_int(ir::DType::i64, iterations), b.cast(loop_.operands[2], ir::DType::i64)));
+  Value* at64 = b.binary(
+      OpCode::Add, b.cast(from, ir::DType::i64),
+      b.binary(OpCode::Mul, b.constant_int(ir::DType::i64, iterations), b.cast(loop_.operands[2], ir::DType::i64)));
   return b.cmp("lt", at64, b.cast(loop_.operands[1], ir::DType::i64));
 }
 

@@ -35,7 +35,8 @@ struct GpuPassContext {
 
   /// sm_80, sm_90a, gfx90a, gfx942; throws Error naming the known ones otherwise. `lowering`
   /// (CompileOptions::lowering) asks for the passes that are off by default.
-  static GpuPassContext for_arch(const std::string& arch, int num_warps, int num_stages = 3, const std::string& lowering = "");
+  static GpuPassContext for_arch(const std::string& arch, int num_warps, int num_stages = 3,
+                                 const std::string& lowering = "");
 };
 
 /// Layout assignment: gives every block tensor a layout (ir/layout.h) and makes each change of

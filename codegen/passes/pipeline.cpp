@@ -1,13 +1,13 @@
 // The GPU pass pipeline: one list, run top to bottom, verified after every pass; and the table
 // of target facts the passes read.
 #include "codegen/passes/passes.h"
-
 #include "ir/builder.h"
 #include "ir/passes/passes.h"
 
 namespace tiledist::codegen {
 
-GpuPassContext GpuPassContext::for_arch(const std::string& arch, int num_warps, int num_stages, const std::string& lowering) {
+GpuPassContext GpuPassContext::for_arch(const std::string& arch, int num_warps, int num_stages,
+                                        const std::string& lowering) {
   struct Facts {
     const char* arch;
     int warp_size;

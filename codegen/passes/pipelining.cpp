@@ -63,7 +63,8 @@ class Pipeliner {
     uses_ = ir::count_uses(*loop_.parent);
     find_candidates();
     if (candidates_.empty()) return false;
-    tma_ = ctx_.tma && std::all_of(candidates_.begin(), candidates_.end(), [](const Candidate& c) { return c.tma.has_value(); });
+    tma_ = ctx_.tma &&
+           std::all_of(candidates_.begin(), candidates_.end(), [](const Candidate& c) { return c.tma.has_value(); });
     for (Candidate& c : candidates_)
       if (!tma_) c.tma.reset();
     allocate_and_prologue();
@@ -91,7 +92,8 @@ class Pipeliner {
 
   void find_candidates() {
     for (auto& op : body_.ops) {
-      if (op->code != OpCode::Load || !op->results[0]->type.is_tensor() || op->results[0]->type.shape.size() != 2) continue;
+      if (op->code != OpCode::Load || !op->results[0]->type.is_tensor() || op->results[0]->type.shape.size() != 2)
+        continue;
       bool addresses_ahead = true;
       for (const Value* o : op->operands) addresses_ahead &= ahead_.ahead(o);
       if (!addresses_ahead) continue;
@@ -118,8 +120,8 @@ class Pipeliner {
     ir::LayoutRef tiles = ring_layout(c);
     const int64_t esize = ir::dtype_bytes(t.dtype);
     const int64_t width = tiles->block ? std::min(tiles->block, t.shape[1]) : t.shape[1];
-    if (tiles->kind != Layout::Kind::shared || tiles->order[0] != 1 || tiles->vec * esize != 16 || tiles->per_phase != 1 ||
-        tiles->max_phase != 8 || width * esize != 128)
+    if (tiles->kind != Layout::Kind::shared || tiles->order[0] != 1 || tiles->vec * esize != 16 ||
+        tiles->per_phase != 1 || tiles->max_phase != 8 || width * esize != 128)
       return std::nullopt;
     return tensor_map_view(f_, *c.load, axis_);
   }
@@ -145,15 +147,21 @@ class Pipeliner {
       const Op& ld = *c.load;
       if (c.tma) {
         std::vector<Value*> coords;
-        for (const TensorMapView::Coord& x : c.tma->coords) coords.push_back(coordinate(b, x, at, iterations, prologue, made));
+        for (const TensorMapView::Coord& x : c.tma->coords)
+          coords.push_back(coordinate(b, x, at, iterations, prologue, made));
         b.async_tma_copy(c.buf, slot, full_, live, coords, c.tma->recipe.str());
         continue;
       }
       Value* ptrs = ahead_.clone_at(b, ld.operands[0], at, iterations, prologue, made);
       const ir::Type& pt = ptrs->type;
-      Value* valid = b.create(OpCode::Splat, {live}, {ir::Type::tensor(ir::DType::i1, pt.shape).with_layout(pt.layout)})->result();
-      Value* mask = ld.operands.size() > 1 ? b.binary(OpCode::And, ahead_.clone_at(b, ld.operands[1], at, iterations, prologue, made), valid) : valid;
-      Value* other = ld.operands.size() > 2 ? ahead_.clone_at(b, ld.operands[2], at, iterations, prologue, made) : nullptr;
+      Value* valid =
+          b.create(OpCode::Splat, {live}, {ir::Type::tensor(ir::DType::i1, pt.shape).with_layout(pt.layout)})->result();
+      Value* mask =
+          ld.operands.size() > 1
+              ? b.binary(OpCode::And, ahead_.clone_at(b, ld.operands[1], at, iterations, prologue, made), valid)
+              : valid;
+      Value* other =
+          ld.operands.size() > 2 ? ahead_.clone_at(b, ld.operands[2], at, iterations, prologue, made) : nullptr;
       b.async_copy(c.buf, slot, ptrs, mask, other, "cp.async");
     }
     if (!tma_) b.async_commit();
@@ -171,7 +179,9 @@ class Pipeliner {
         Value* v = i32(ahead_.clone_at(b, f, at, iterations, prologue, made));
         p = p ? b.binary(OpCode::Mul, p, v) : v;
       }
-      if (t.scale != 1 || !p) p = p ? b.binary(OpCode::Mul, p, b.constant_int(ir::DType::i32, t.scale)) : b.constant_int(ir::DType::i32, t.scale);
+      if (t.scale != 1 || !p)
+        p = p ? b.binary(OpCode::Mul, p, b.constant_int(ir::DType::i32, t.scale))
+              : b.constant_int(ir::DType::i32, t.scale);
       add(p);
     }
     if (x.offset || !sum) add(b.constant_int(ir::DType::i32, x.offset));
@@ -277,7 +287,7 @@ void pipeline_block(const ir::Function& f, Block& b, const GpuPassContext& ctx) 
 }  // namespace
 
 void pipelining(ir::Function& f, const GpuPassContext& ctx) {
-  if (!ctx.mma_sync) return;  // (cp.async: NVIDIA; AMD has no asynchronous copy to LDS to pipeline with yet)
+  if (!ctx.mma_sync) return;       // (cp.async: NVIDIA; AMD has no asynchronous copy to LDS to pipeline with yet)
   if (ctx.num_stages < 2) return;  // (one stage: no pipeline, as Triton's num_stages=1)
   pipeline_block(f, f.body, ctx);
   ir::dce(f);

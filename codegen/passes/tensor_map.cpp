@@ -81,7 +81,8 @@ class Matcher {
   std::optional<TensorMapView> run() {
     const ir::Type& t = load_.results[0]->type;
     const int64_t esize = ir::dtype_bytes(t.dtype);
-    if (t.shape.size() != 2 || (esize != 1 && esize != 2) || t.shape[0] > 256 || (t.shape[1] * esize) % 128) return std::nullopt;
+    if (t.shape.size() != 2 || (esize != 1 && esize != 2) || t.shape[0] > 256 || (t.shape[1] * esize) % 128)
+      return std::nullopt;
     if (load_.operands.size() > 2 && !zero(load_.operands[2])) return std::nullopt;
     if (!address(load_.operands[0]) || !base_ || tensor_terms_.size() != 2) return std::nullopt;
     // One column index (unscaled) and one row index times a stride.
@@ -90,9 +91,12 @@ class Matcher {
     for (auto& [index, by] : tensor_terms_) {
       auto x = tile_index(index);
       if (!x || x->offset < 0 || (x->start && !nonneg(x->start, 0, true))) return std::nullopt;
-      if (x->dim == 0 && by && !row) row = x, stride = by;
-      else if (x->dim == 1 && !by && !col) col = x;
-      else return std::nullopt;
+      if (x->dim == 0 && by && !row)
+        row = x, stride = by;
+      else if (x->dim == 1 && !by && !col)
+        col = x;
+      else
+        return std::nullopt;
     }
     if (!row || !col) return std::nullopt;
     auto row_stride = host_size(stride);
@@ -184,8 +188,10 @@ class Matcher {
       r.strides.push_back(Dim{param_indices, constant});
       r.box.push_back(1);
       TensorMapView::Coord c;
-      if (device.empty()) c.offset = 1;
-      else c.terms.push_back({device, 1});
+      if (device.empty())
+        c.offset = 1;
+      else
+        c.terms.push_back({device, 1});
       v.coords.push_back(c);
     }
     return v;

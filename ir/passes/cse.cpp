@@ -30,7 +30,8 @@ void cse_block(Block& b, std::vector<std::map<std::string, Op*>>& scopes, Functi
       if (found != s->end()) prior = found->second;
     }
     if (prior) {
-      for (size_t i = 0; i < op.results.size(); ++i) replace_all_uses(f.body, op.results[i].get(), prior->results[i].get());
+      for (size_t i = 0; i < op.results.size(); ++i)
+        replace_all_uses(f.body, op.results[i].get(), prior->results[i].get());
       it = b.ops.erase(it);
     } else {
       scopes.back()[k] = &op;

@@ -68,26 +68,51 @@ std::optional<Attr> evaluate(const Op& op, const std::vector<Scalar>& in) {
     double b = in[1].is_float ? in[1].d : static_cast<double>(in[1].i);
     if (!in[0].is_float) {  // compare integers exactly
       int64_t x = in[0].i, y = in[1].i;
-      return static_cast<int64_t>(p == "eq" ? x == y : p == "ne" ? x != y : p == "lt" ? x < y : p == "le" ? x <= y
-                                  : p == "gt" ? x > y : x >= y);
+      return static_cast<int64_t>(p == "eq"   ? x == y
+                                  : p == "ne" ? x != y
+                                  : p == "lt" ? x < y
+                                  : p == "le" ? x <= y
+                                  : p == "gt" ? x > y
+                                              : x >= y);
     }
-    return static_cast<int64_t>(p == "eq" ? a == b : p == "ne" ? a != b : p == "lt" ? a < b : p == "le" ? a <= b
-                                : p == "gt" ? a > b : a >= b);
+    return static_cast<int64_t>(p == "eq"   ? a == b
+                                : p == "ne" ? a != b
+                                : p == "lt" ? a < b
+                                : p == "le" ? a <= b
+                                : p == "gt" ? a > b
+                                            : a >= b);
   }
   if (is_float(dt)) {
     if (!foldable_float(dt)) return std::nullopt;
     double a = in[0].d, b = in.size() > 1 ? in[1].d : 0;
     double r;
     switch (op.code) {
-      case OpCode::Add: r = a + b; break;
-      case OpCode::Sub: r = a - b; break;
-      case OpCode::Mul: r = a * b; break;
-      case OpCode::Div: r = a / b; break;
-      case OpCode::Min: r = std::fmin(a, b); break;
-      case OpCode::Max: r = std::fmax(a, b); break;
-      case OpCode::Neg: r = -a; break;
-      case OpCode::Abs: r = std::fabs(a); break;
-      default: return std::nullopt;
+      case OpCode::Add:
+        r = a + b;
+        break;
+      case OpCode::Sub:
+        r = a - b;
+        break;
+      case OpCode::Mul:
+        r = a * b;
+        break;
+      case OpCode::Div:
+        r = a / b;
+        break;
+      case OpCode::Min:
+        r = std::fmin(a, b);
+        break;
+      case OpCode::Max:
+        r = std::fmax(a, b);
+        break;
+      case OpCode::Neg:
+        r = -a;
+        break;
+      case OpCode::Abs:
+        r = std::fabs(a);
+        break;
+      default:
+        return std::nullopt;
     }
     return round_to(r, dt);
   }
@@ -96,9 +121,15 @@ std::optional<Attr> evaluate(const Op& op, const std::vector<Scalar>& in) {
   int bits = dt == DType::i1 ? 1 : dtype_bits(dt);
   int64_t r;
   switch (op.code) {
-    case OpCode::Add: r = static_cast<int64_t>(ua + ub); break;
-    case OpCode::Sub: r = static_cast<int64_t>(ua - ub); break;
-    case OpCode::Mul: r = static_cast<int64_t>(ua * ub); break;
+    case OpCode::Add:
+      r = static_cast<int64_t>(ua + ub);
+      break;
+    case OpCode::Sub:
+      r = static_cast<int64_t>(ua - ub);
+      break;
+    case OpCode::Mul:
+      r = static_cast<int64_t>(ua * ub);
+      break;
     case OpCode::Div:
       if (b == 0 || (b == -1 && a == INT64_MIN)) return std::nullopt;
       r = a / b;
@@ -107,11 +138,21 @@ std::optional<Attr> evaluate(const Op& op, const std::vector<Scalar>& in) {
       if (b == 0 || b == -1) return std::nullopt;
       r = a % b;
       break;
-    case OpCode::Min: r = std::min(a, b); break;
-    case OpCode::Max: r = std::max(a, b); break;
-    case OpCode::And: r = a & b; break;
-    case OpCode::Or: r = a | b; break;
-    case OpCode::Xor: r = a ^ b; break;
+    case OpCode::Min:
+      r = std::min(a, b);
+      break;
+    case OpCode::Max:
+      r = std::max(a, b);
+      break;
+    case OpCode::And:
+      r = a & b;
+      break;
+    case OpCode::Or:
+      r = a | b;
+      break;
+    case OpCode::Xor:
+      r = a ^ b;
+      break;
     case OpCode::Shl:
       if (b < 0 || b >= bits) return std::nullopt;
       r = static_cast<int64_t>(ua << b);
@@ -120,10 +161,17 @@ std::optional<Attr> evaluate(const Op& op, const std::vector<Scalar>& in) {
       if (b < 0 || b >= bits) return std::nullopt;
       r = a >> b;
       break;
-    case OpCode::Neg: r = static_cast<int64_t>(0 - ua); break;
-    case OpCode::Not: r = dt == DType::i1 ? !a : ~a; break;
-    case OpCode::Abs: r = a < 0 ? static_cast<int64_t>(0 - ua) : a; break;
-    default: return std::nullopt;
+    case OpCode::Neg:
+      r = static_cast<int64_t>(0 - ua);
+      break;
+    case OpCode::Not:
+      r = dt == DType::i1 ? !a : ~a;
+      break;
+    case OpCode::Abs:
+      r = a < 0 ? static_cast<int64_t>(0 - ua) : a;
+      break;
+    default:
+      return std::nullopt;
   }
   return wrap(r, dt);
 }

@@ -75,7 +75,8 @@ TEST(GpuIrLowering, TakesAmdKernels) {
       const bool dots = std::string(kernel).find("gemm") != std::string::npos || std::string(kernel) == "attention";
       EXPECT_EQ(text.find("v_mfma_f32_") != std::string::npos, dots) << kernel << " on " << arch;
     }
-    EXPECT_NE(ptx("softmax", arch, "gpu_ir_only").find("ds_bpermute_b32"), std::string::npos) << arch;  // (its row max and sum)
+    EXPECT_NE(ptx("softmax", arch, "gpu_ir_only").find("ds_bpermute_b32"), std::string::npos)
+        << arch;  // (its row max and sum)
   }
 }
 
@@ -101,8 +102,8 @@ TEST(GpuIrLowering, ByDefaultWhereTheOtherLoweringHasNoPipeline) {
   const KernelDef& gemm = *Registry::global().find("gemm");
   CompileOptions o;
   o.num_warps = 8, o.num_stages = 4;
-  const std::string text = jit::Context::global().emit(gemm, {{"BM", 128}, {"BN", 256}, {"BK", 64}}, Target::cuda("sm_90a"), o,
-                                                       jit::Stage::asm_, gemm.aligned_facts());
+  const std::string text = jit::Context::global().emit(
+      gemm, {{"BM", 128}, {"BN", 256}, {"BK", 64}}, Target::cuda("sm_90a"), o, jit::Stage::asm_, gemm.aligned_facts());
   EXPECT_NE(text.find("wgmma.mma_async"), std::string::npos);
 }
 

@@ -47,8 +47,8 @@ TEST(GpuIrOnHost, LibraryGemmGivesTheSameBits) {
 }
 
 // A GEMM as Triton's tutorial writes it: pointers carried through the loop and advanced by BK.
-void carried_gemm(tl::Ptr<bf16> a, tl::Ptr<bf16> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K, tl::Const<int> BM,
-                  tl::Const<int> BN, tl::Const<int> BK) {
+void carried_gemm(tl::Ptr<bf16> a, tl::Ptr<bf16> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K,
+                  tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK) {
   auto rm = tl::program_id(0) * BM + tl::arange(0, BM);
   auto rn = tl::program_id(1) * BN + tl::arange(0, BN);
   auto rk = tl::arange(0, BK);

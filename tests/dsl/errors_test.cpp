@@ -32,7 +32,8 @@ void counted(tl::Ptr<float> x, tl::Int n, tl::Int call, tl::Const<int> BLOCK) {
   tl::store(x + o, tl::load(x + o, o < n) + call.to(tl::float32), o < n);
 }
 TEST(Specialization, DoNotSpecializeLeavesAParameterOutOfTheFacts) {
-  KernelDef def = KernelDef("counted", counted, {"x", "n", "call", "BLOCK"}, {{"BLOCK", 16}}).do_not_specialize({"call"});
+  KernelDef def =
+      KernelDef("counted", counted, {"x", "n", "call", "BLOCK"}, {{"BLOCK", 16}}).do_not_specialize({"call"});
   EXPECT_EQ(def.aligned_facts(), (ArgFacts{ArgFact::aligned16, ArgFact::aligned16, ArgFact::none}));
   expect_error([&] { def.do_not_specialize({"calls"}); }, {"kernel 'counted'", "no runtime parameter 'calls'"});
   expect_error([&] { def.do_not_specialize({"BLOCK"}); }, {"no runtime parameter 'BLOCK'"});
@@ -41,7 +42,8 @@ TEST(Specialization, DoNotSpecializeLeavesAParameterOutOfTheFacts) {
 void shape_mismatch(tl::Ptr<float> x) {
   auto a = tl::arange(0, 64);
   auto b = tl::arange(0, 32);
-  g_line = __LINE__; auto c = a + b;
+  g_line = __LINE__;
+  auto c = a + b;
   tl::store(x + c, 1.0f);
 }
 TEST(TraceErrors, ShapeMismatchNamesOpAndLine) {
@@ -54,7 +56,8 @@ void dot_dtypes(tl::Ptr<tiledist::bf16> a, tl::Ptr<float> b) {
   auto idx = tl::expand_dims(r, 1) * 16 + tl::expand_dims(r, 0);
   auto x = tl::load(a + idx);
   auto y = tl::load(b + idx);
-  g_line = __LINE__; tl::dot(x, y);
+  g_line = __LINE__;
+  tl::dot(x, y);
 }
 TEST(TraceErrors, DotDtypeMismatch) {
   expect_trace_error(KernelDef("dot_dtypes", dot_dtypes, {"a", "b"}),
@@ -63,22 +66,26 @@ TEST(TraceErrors, DotDtypeMismatch) {
 
 void dot_shapes(tl::Ptr<float> a) {
   auto x = tl::zeros({16, 8}, tl::float32);
-  g_line = __LINE__; tl::dot(x, x);
+  g_line = __LINE__;
+  tl::dot(x, x);
 }
 TEST(TraceErrors, DotInnerDimensionMismatch) {
   expect_trace_error(KernelDef("dot_shapes", dot_shapes, {"a"}), {"op 'dot'", "@LINE", "inner dimensions differ"});
 }
 
 void load_number(tl::Int n) {
-  g_line = __LINE__; tl::load(n);
+  g_line = __LINE__;
+  tl::load(n);
 }
 TEST(TraceErrors, LoadFromANumber) {
-  expect_trace_error(KernelDef("load_number", load_number, {"n"}), {"op 'load'", "@LINE", "expected a pointer, got i32"});
+  expect_trace_error(KernelDef("load_number", load_number, {"n"}),
+                     {"op 'load'", "@LINE", "expected a pointer, got i32"});
 }
 
 void bad_mask(tl::Ptr<float> x) {
   auto offs = tl::arange(0, 16);
-  g_line = __LINE__; tl::load(x + offs, offs);
+  g_line = __LINE__;
+  tl::load(x + offs, offs);
 }
 TEST(TraceErrors, MaskMustBeBoolean) {
   expect_trace_error(KernelDef("bad_mask", bad_mask, {"x"}), {"op 'load'", "@LINE", "mask must be a boolean"});
@@ -86,7 +93,8 @@ TEST(TraceErrors, MaskMustBeBoolean) {
 
 void store_shape(tl::Ptr<float> x) {
   auto offs = tl::arange(0, 16);
-  g_line = __LINE__; tl::store(x + offs, tl::zeros({32}, tl::float32));
+  g_line = __LINE__;
+  tl::store(x + offs, tl::zeros({32}, tl::float32));
 }
 TEST(TraceErrors, StoreValueOfAnotherShape) {
   expect_trace_error(KernelDef("store_shape", store_shape, {"x"}),
@@ -94,9 +102,9 @@ TEST(TraceErrors, StoreValueOfAnotherShape) {
 }
 
 void carried_type(tl::Ptr<float> x) {
-  g_line = __LINE__; tl::for_range(0, 4, 1, tl::zeros({8}, tl::float32), [](tl::Tensor, tl::Tensor acc) {
-    return tl::zeros({16}, tl::float32);
-  });
+  g_line = __LINE__;
+  tl::for_range(0, 4, 1, tl::zeros({8}, tl::float32),
+                [](tl::Tensor, tl::Tensor acc) { return tl::zeros({16}, tl::float32); });
 }
 TEST(TraceErrors, LoopCarriedValueChangesShape) {
   expect_trace_error(KernelDef("carried_type", carried_type, {"x"}),
@@ -105,7 +113,8 @@ TEST(TraceErrors, LoopCarriedValueChangesShape) {
 
 void tensor_condition(tl::Ptr<float> x) {
   auto c = tl::arange(0, 8) < 4;
-  g_line = __LINE__; tl::if_then(c, [] {});
+  g_line = __LINE__;
+  tl::if_then(c, [] {});
 }
 TEST(TraceErrors, BranchOnATensor) {
   expect_trace_error(KernelDef("tensor_condition", tensor_condition, {"x"}),
@@ -113,14 +122,16 @@ TEST(TraceErrors, BranchOnATensor) {
 }
 
 void bad_reshape(tl::Ptr<float> x) {
-  g_line = __LINE__; tl::reshape(tl::arange(0, 16), {3, 5});
+  g_line = __LINE__;
+  tl::reshape(tl::arange(0, 16), {3, 5});
 }
 TEST(TraceErrors, ReshapeChangesElementCount) {
   expect_trace_error(KernelDef("bad_reshape", bad_reshape, {"x"}), {"op 'reshape'", "@LINE", "16 elements vs 15"});
 }
 
 void bad_arange(tl::Ptr<float> x, tl::Const<int> B) {
-  g_line = __LINE__; tl::arange(0, B);
+  g_line = __LINE__;
+  tl::arange(0, B);
 }
 TEST(TraceErrors, ArangeNeedsPowerOfTwo) {
   expect_trace_error(KernelDef("bad_arange", bad_arange, {"x", "B"}), {"op 'arange'", "@LINE", "power-of-2"},
@@ -128,14 +139,16 @@ TEST(TraceErrors, ArangeNeedsPowerOfTwo) {
 }
 
 void math_on_int(tl::Ptr<float> x) {
-  g_line = __LINE__; tl::exp(tl::arange(0, 8));
+  g_line = __LINE__;
+  tl::exp(tl::arange(0, 8));
 }
 TEST(TraceErrors, MathNeedsFloats) {
   expect_trace_error(KernelDef("math_on_int", math_on_int, {"x"}), {"op 'exp'", "@LINE", "floating-point"});
 }
 
 void pointer_times(tl::Ptr<float> x) {
-  g_line = __LINE__; (void)(x * 2);
+  g_line = __LINE__;
+  (void)(x * 2);
 }
 TEST(TraceErrors, ArithmeticOnPointers) {
   expect_trace_error(KernelDef("pointer_times", pointer_times, {"x"}), {"op 'mul'", "@LINE", "pointer"});
@@ -164,7 +177,8 @@ TEST(LaunchErrors, ArgumentsAreChecked) {
   std::vector<float> x(16), y(16);
   std::vector<double> d(16);
   expect_error([&] { k.launch({1}, x, y); }, {"kernel 'copy' takes 3 arguments (x, y, n), got 2"});
-  expect_error([&] { k.launch({1}, x, d, 16); }, {"argument 1 ('y')", "expected a pointer to f32, got a pointer to f64"});
+  expect_error([&] { k.launch({1}, x, d, 16); },
+               {"argument 1 ('y')", "expected a pointer to f32, got a pointer to f64"});
   expect_error([&] { k.launch({1}, x, y, 1.5); }, {"argument 2 ('n')", "expected an integer (i32)"});
   expect_error([&] { k.launch({1}, x, 3, 16); }, {"argument 1 ('y')", "got a number"});
   expect_error([&] { k.launch({1}, x, y, int64_t(1) << 40); }, {"does not fit in i32"});

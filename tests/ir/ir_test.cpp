@@ -187,7 +187,8 @@ TEST(Verifier, RejectsBadShapesAndTypes) {
       "func @f(%a: f32) {\n %0 = splat %a : tensor<4x8xf32>\n %1 = splat %a : tensor<4x8xf32>\n"
       " %2 = dot %0, %1, %0 : tensor<4x8xf32>\n return\n}",
       "shapes do not chain");
-  expect_rejected("func @f(%a: f32) {\n %0 = exp %a : f32\n %1 = reshape %a : tensor<3xf32>\n return\n}", "op 'reshape'");
+  expect_rejected("func @f(%a: f32) {\n %0 = exp %a : f32\n %1 = reshape %a : tensor<3xf32>\n return\n}",
+                  "op 'reshape'");
   expect_rejected("func @f(%a: i32) {\n %0 = cmp %a, %a {pred = \"lte\"} : i1\n return\n}", "not one of the allowed");
   expect_rejected("func @f(%a: f32) {\n %0 = bitcast %a : i64\n return\n}", "bit width");
 }
@@ -208,10 +209,13 @@ TEST(Verifier, RejectsStructuralErrors) {
 }
 
 TEST(Verifier, MalformedAttributesAreErrorsNotCrashes) {
-  expect_rejected("func @f(%a: f32) {\n %0 = splat %a : tensor<4xf32>\n %1 = expand_dims %0 : tensor<1x4xf32>\n return\n}",
-                  "needs an integer axis");
-  expect_rejected("func @f(%a: f32) {\n %0 = splat %a : tensor<4xf32>\n %1 = reduce %0 {axis = 0.0, kind = \"sum\"} : f32\n return\n}",
-                  "needs an integer axis");
+  expect_rejected(
+      "func @f(%a: f32) {\n %0 = splat %a : tensor<4xf32>\n %1 = expand_dims %0 : tensor<1x4xf32>\n return\n}",
+      "needs an integer axis");
+  expect_rejected(
+      "func @f(%a: f32) {\n %0 = splat %a : tensor<4xf32>\n %1 = reduce %0 {axis = 0.0, kind = \"sum\"} : f32\n "
+      "return\n}",
+      "needs an integer axis");
   expect_rejected("func @f(%a: f32) {\n %0 = reshape %a : tensor<1xf32>\n return\n}", "needs a tensor");
   expect_rejected("func @f(%a: f32) {\n %0 = trans %a {perm = []} : f32\n return\n}", "needs a tensor");
   expect_rejected("func @f() {\n %0 = constant {value = 300} : i8\n return\n}", "does not fit in i8");

@@ -3,6 +3,8 @@
 // layout) at every (register, lane, warp); distributed layouts hold every element once up to
 // broadcast; a slice holds, in each thread, the rows its parent holds there; conversions are
 // classed by what has to move; text round-trips; bad layouts are errors that say why.
+#include "ir/layout.h"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -10,7 +12,6 @@
 #include <stdexcept>
 
 #include "ir/builder.h"
-#include "ir/layout.h"
 #include "ir/printer.h"
 
 namespace tiledist::ir {
@@ -151,7 +152,8 @@ TEST(Layout, MfmaAccumulatorIsTheCdnaTable) {
     LinearLayout ll = to_linear(*Layout::mma_acc(MmaKind::mfma, {1, 1}, {side, side}), {side, side});
     ASSERT_EQ(ll.in_size(LinearLayout::reg), side * side / 64);
     each_input(ll, [&](int64_t r, int64_t l, int64_t, const Coords& c) {
-      EXPECT_EQ(c, (Coords{4 * (64 / side) * (r / 4) + 4 * (l / side) + r % 4, l % side})) << side << ": r" << r << " lane " << l;
+      EXPECT_EQ(c, (Coords{4 * (64 / side) * (r / 4) + 4 * (l / side) + r % 4, l % side}))
+          << side << ": r" << r << " lane " << l;
     });
     EXPECT_TRUE(ll.covers_once());
   }
@@ -261,7 +263,8 @@ TEST(Layout, ConversionsAreClassedByWhatMoves) {
   EXPECT_EQ(convert_cost(*blocked, *acc, {128, 64}), ConvertCost::shared_memory);
   EXPECT_EQ(convert_cost(*acc, *mma_sync(4, 1), {128, 64}), ConvertCost::none);
   // The same elements in each thread, in another register order: a renaming.
-  auto rows_first = Layout::blocked({2, 2}, {1, 32}, {4, 1}, {1, 0}), cols_first = Layout::blocked({2, 2}, {1, 32}, {4, 1}, {0, 1});
+  auto rows_first = Layout::blocked({2, 2}, {1, 32}, {4, 1}, {1, 0}),
+       cols_first = Layout::blocked({2, 2}, {1, 32}, {4, 1}, {0, 1});
   EXPECT_EQ(convert_cost(*rows_first, *cols_first, {8, 64}), ConvertCost::registers);
   // Lanes that walk another dimension first: the elements stay in the warp.
   auto x = Layout::blocked({2, 2}, {4, 8}, {4, 1}, {1, 0}), y = Layout::blocked({2, 2}, {4, 8}, {4, 1}, {0, 1});
@@ -321,7 +324,8 @@ void check_reduction(const LayoutRef& l, const Coords& shape, int dim) {
         int64_t at = s.coords(j, ln, w)[0];
         double want = 0;
         for (int64_t i = 0; i < shape[dim]; ++i) want += x(dim == 0 ? Coords{i, at} : Coords{at, i});
-        ASSERT_EQ(part[w][ln][j], want) << l->str() << " dim " << dim << " warp " << w << " lane " << ln << " register " << j;
+        ASSERT_EQ(part[w][ln][j], want) << l->str() << " dim " << dim << " warp " << w << " lane " << ln << " register "
+                                        << j;
       }
 }
 
@@ -336,19 +340,22 @@ TEST(Layout, ReductionPlansSumEachRowOnce) {
 }
 
 TEST(Layout, RegisterPermutationsRenameOnly) {
-  auto rows_first = Layout::blocked({2, 2}, {1, 32}, {4, 1}, {1, 0}), cols_first = Layout::blocked({2, 2}, {1, 32}, {4, 1}, {0, 1});
+  auto rows_first = Layout::blocked({2, 2}, {1, 32}, {4, 1}, {1, 0}),
+       cols_first = Layout::blocked({2, 2}, {1, 32}, {4, 1}, {0, 1});
   LinearLayout a = to_linear(*rows_first, {8, 64}), b = to_linear(*cols_first, {8, 64});
   auto perm = register_permutation(a, b);
   ASSERT_TRUE(perm.has_value());
   for (int64_t w = 0; w < 4; ++w)
     for (int64_t l = 0; l < 32; ++l)
-      for (int64_t j = 0; j < b.in_size(LinearLayout::reg); ++j) EXPECT_EQ(b.coords(j, l, w), a.coords((*perm)[j], l, w));
+      for (int64_t j = 0; j < b.in_size(LinearLayout::reg); ++j)
+        EXPECT_EQ(b.coords(j, l, w), a.coords((*perm)[j], l, w));
   // mma.sync's accumulator and its A operand: the same registers, in order.
   auto acc = mma_sync(4, 1);
   auto same = register_permutation(to_linear(*acc, {128, 64}), to_linear(*Layout::dot_operand(0, acc, 2), {128, 64}));
   ASSERT_TRUE(same.has_value());
   for (size_t j = 0; j < same->size(); ++j) EXPECT_EQ((*same)[j], static_cast<int64_t>(j));
-  EXPECT_FALSE(register_permutation(to_linear(*acc, {128, 64}), to_linear(*Layout::blocked({1, 8}, {4, 8}, {4, 1}, {1, 0}), {128, 64})));
+  EXPECT_FALSE(register_permutation(to_linear(*acc, {128, 64}),
+                                    to_linear(*Layout::blocked({1, 8}, {4, 8}, {4, 1}, {1, 0}), {128, 64})));
 }
 
 TEST(Layout, TextRoundTrips) {
@@ -403,8 +410,8 @@ TEST(Verifier, ChecksLayouts) {
            "op 'add' at <unknown>: its tensors' layouts differ: #mma<mma_sync");
   rejected(" %0 = splat %a : tensor<64x64xf32, " + mma + ">\n %1 = exp %0 : tensor<64x64xf32>\n",
            "some of its tensors have a layout and others none");
-  rejected(" %0 = splat %a : tensor<64x64xf32, " + mma + ">\n %1 = reduce %0 {axis = 1, kind = \"sum\"} : tensor<64xf32, #slice<dim = 0, " +
-               mma + ">>\n",
+  rejected(" %0 = splat %a : tensor<64x64xf32, " + mma +
+               ">\n %1 = reduce %0 {axis = 1, kind = \"sum\"} : tensor<64xf32, #slice<dim = 0, " + mma + ">>\n",
            "the result's layout must be #slice<dim = 1");
   rejected(" %0 = splat %a : tensor<64x64xf32, " + mma + ">\n %1 = dot %0, %0, %0 : tensor<64x64xf32, " + mma + ">\n",
            "operand 0 must be a dot operand of");
@@ -420,10 +427,12 @@ TEST(Verifier, ChecksSharedMemoryOps) {
   auto rejected = [](const std::string& body, const std::string& want) {
     expect_error([&] { parse_function("func @f(%p: ptr<bf16>, %i: i32) {\n" + body + " return\n}", "t"); }, want);
   };
-  rejected(" %b = local_alloc : memdesc<2x64x64xbf16, " + bl + ">\n", "a memdesc holds tiles of numbers in a #shared layout");
+  rejected(" %b = local_alloc : memdesc<2x64x64xbf16, " + bl + ">\n",
+           "a memdesc holds tiles of numbers in a #shared layout");
   rejected(buf + " %x = local_load %b, %i : tensor<32x64xbf16, " + bl + ">\n",
            "op 'local_load' at <unknown>: result must be tensor<64x64xbf16>");
-  rejected(buf + " %x = local_load %b, %i {perm = [1, 1]} : tensor<64x64xbf16, " + bl + ">\n", "perm is [0, 1] or [1, 0]");
+  rejected(buf + " %x = local_load %b, %i {perm = [1, 1]} : tensor<64x64xbf16, " + bl + ">\n",
+           "perm is [0, 1] or [1, 0]");
   rejected(buf + " %q = splat %p : tensor<64x32xptr<bf16>, " + bl + ">\n async_copy %b, %i, %q {via = \"cp.async\"}\n",
            "ptrs must be a [64, 64] tensor of pointers to bf16");
   rejected(buf + " %q = splat %p : tensor<64x64xptr<bf16>, " + bl + ">\n async_copy %b, %i, %q {via = \"dma\"}\n",
@@ -433,9 +442,14 @@ TEST(Verifier, ChecksSharedMemoryOps) {
   rejected(buf + " %x = local_load %b, %p : tensor<64x64xbf16, " + bl + ">\n", "the tile index must be i32");
   rejected(buf + " %y = exp %b : memdesc<2x64x64xbf16, " + sh + ">\n",
            "operand 0 is a memdesc: only the shared-memory and barrier ops take one");
-  expect_error([] { parse_function("func @f(%a: f32) {\n %0 = splat %a : tensor<4xf32, #shared<vec = 99999999999999999999, "
-                                   "per_phase = 1, max_phase = 1, order = [1, 0]>>\n return\n}", "t"); },
-               "is too large for a layout");
+  expect_error(
+      [] {
+        parse_function(
+            "func @f(%a: f32) {\n %0 = splat %a : tensor<4xf32, #shared<vec = 99999999999999999999, "
+            "per_phase = 1, max_phase = 1, order = [1, 0]>>\n return\n}",
+            "t");
+      },
+      "is too large for a layout");
 }
 
 }  // namespace

@@ -35,7 +35,8 @@ TEST(Bounds, OutOfBoundsLoadIsReported) {
   auto k = compile(kCopy, {}, Target::host(), checked());
   k.launch({4}, x, y, 0, 64);  // in bounds: fine
   expect_message([&] { k.launch({4}, x, y, 6, 64); },
-                 "out-of-bounds load in kernel 'shifted_copy', program (3, 0, 0): element offset 64 of argument 'x' (64 elements)");
+                 "out-of-bounds load in kernel 'shifted_copy', program (3, 0, 0): element offset 64 of argument 'x' "
+                 "(64 elements)");
 }
 
 TEST(Bounds, MaskedLanesAreNotReported) {

@@ -1,6 +1,8 @@
 // The compile cache: a second process finds an entry without compiling; a truncated,
 // corrupted or foreign entry is recompiled, never trusted; concurrent writers never leave a
 // half-written entry. Compiles are counted, not timed.
+#include "jit/cache.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -8,9 +10,8 @@
 #include <fstream>
 #include <future>
 
-#include "temp_dir.h"
-#include "jit/cache.h"
 #include "kernels/kernels.h"
+#include "temp_dir.h"
 
 namespace tiledist {
 namespace {
@@ -123,10 +124,11 @@ TEST(Cache, TensorMapRecipesRoundTripAndBadOnesAreCorrupt) {
   ASSERT_TRUE(both);
   EXPECT_EQ(*both, (std::vector<runtime::TmaRecipe>{r, b}));
   EXPECT_EQ(runtime::parse_tma_recipes("")->size(), 0u);
-  for (const char* bad : {"0 bf16 p5,p3", "0 bf16 p5,p3 4096 64,128 9", "p0 bf16 p5,p3 4096 64,128", "0 b16 p5,p3 4096 64,128",
-                          "0 bf16 p5,q3 4096 64,128", "0 bf16 p5,p3 4096 64,512", "0 bf16 p5,p3 -4 64,128",
-                          "0 bf16 p5,p3 4096 64,128;", "0 bf16 p5 p3 4096 64 128", "0 bf16 p5,p3 4096,4096 64,128",
-                          "0 bf16 p5,p3 4096 64", "0 bf16 p5,p3 2*p4 64,128", "0 bf16 p5,p3 p4** 64,128"})
+  for (const char* bad :
+       {"0 bf16 p5,p3", "0 bf16 p5,p3 4096 64,128 9", "p0 bf16 p5,p3 4096 64,128", "0 b16 p5,p3 4096 64,128",
+        "0 bf16 p5,q3 4096 64,128", "0 bf16 p5,p3 4096 64,512", "0 bf16 p5,p3 -4 64,128", "0 bf16 p5,p3 4096 64,128;",
+        "0 bf16 p5 p3 4096 64 128", "0 bf16 p5,p3 4096,4096 64,128", "0 bf16 p5,p3 4096 64", "0 bf16 p5,p3 2*p4 64,128",
+        "0 bf16 p5,p3 p4** 64,128"})
     EXPECT_FALSE(runtime::parse_tma_recipes(bad)) << bad;
 
   TempDir dir;

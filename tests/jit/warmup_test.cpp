@@ -7,16 +7,16 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <optional>
 #include <set>
-#include <filesystem>
-#include <fstream>
 
-#include "temp_dir.h"
 #include "jit/manifest.h"
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
+#include "temp_dir.h"
 
 namespace tiledist {
 namespace {
@@ -191,7 +191,8 @@ TEST(Warmup, JitOffRunsFromAWarmCacheAndNamesWhatIsMissing) {
   int n = 1000;
   auto x = reference::random_floats(n), y = reference::random_floats(n);
   std::vector<float> out(n), want;
-  compile(kernels::add_kernel(), {{"BLOCK", 64}}, Target::host(), CompileOptions{}, job).launch({tl::cdiv(n, 64)}, x, y, out, n);
+  compile(kernels::add_kernel(), {{"BLOCK", 64}}, Target::host(), CompileOptions{}, job)
+      .launch({tl::cdiv(n, 64)}, x, y, out, n);
   reference::add(x, y, want);
   EXPECT_EQ(reference::rel_error(out, want), 0.0);
   EXPECT_EQ(job.stats().compiles, 0);
@@ -206,7 +207,8 @@ TEST(Warmup, GpuVariantsWarmOnAMachineWithoutAGpu) {  // NVIDIA and AMD alike
   EXPECT_TRUE(ctx.warm(kernels::gemm_kernel(ir::DType::bf16), {}, Target::cuda("sm_80"), CompileOptions{}, aligned));
   EXPECT_TRUE(ctx.warm(kernels::gemm_kernel(ir::DType::bf16), {}, Target::amdgcn("gfx942"), CompileOptions{}, aligned));
   EXPECT_TRUE(ctx.warm(kernels::gemm_kernel(ir::DType::bf16), {}, Target::amdgcn("gfx90a"), CompileOptions{}, aligned));
-  EXPECT_FALSE(ctx.warm(kernels::gemm_kernel(ir::DType::bf16), {}, Target::amdgcn("gfx942"), CompileOptions{}, aligned));
+  EXPECT_FALSE(
+      ctx.warm(kernels::gemm_kernel(ir::DType::bf16), {}, Target::amdgcn("gfx942"), CompileOptions{}, aligned));
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path / "cache"), fs::directory_iterator()), 4);
 }
 

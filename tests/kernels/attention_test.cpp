@@ -145,8 +145,8 @@ struct Case {
   std::vector<int> lengths;  // of the sequences, one after another
   int H, H_kv, D;
   bool causal;
-  bool varlen = true;  // else dense: every length the same
-  float scale = 0;     // 0: 1 / sqrt(D)
+  bool varlen = true;                                   // else dense: every length the same
+  float scale = 0;                                      // 0: 1 / sqrt(D)
   std::optional<kernels::AttentionConfig> config = {};  // else the library's
 };
 
@@ -158,8 +158,9 @@ void check(const Case& c) {
   const int max_seqlen = *std::max_element(c.lengths.begin(), c.lengths.end());
   Input<T> q(size_t(tokens) * c.H * c.D), k(size_t(tokens) * c.H_kv * c.D), v(size_t(tokens) * c.H_kv * c.D);
   const Target t = Target::default_target();
-  kernels::Attention attn = c.config ? kernels::Attention(t, c.H, c.H_kv, c.D, dtype_of<T>(), c.causal, c.scale, *c.config)
-                                     : kernels::Attention(t, c.H, c.H_kv, c.D, dtype_of<T>(), c.causal, c.scale);
+  kernels::Attention attn = c.config
+                                ? kernels::Attention(t, c.H, c.H_kv, c.D, dtype_of<T>(), c.causal, c.scale, *c.config)
+                                : kernels::Attention(t, c.H, c.H_kv, c.D, dtype_of<T>(), c.causal, c.scale);
   auto got = run(attn, q, k, v, cu, max_seqlen, c.varlen);
   const double scale = c.scale > 0 ? c.scale : 1.0 / std::sqrt(double(c.D));
   auto want = reference_attention(q.values, k.values, v.values, cu, c.H, c.H_kv, c.D, c.causal, scale);

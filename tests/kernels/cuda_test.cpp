@@ -56,7 +56,8 @@ TEST(Cuda, MoreThan48KBOfSharedMemory) {
   CompileOptions opts;
   opts.num_stages = 4;  // 4 x 16 KB of operand buffers, and 64 KB for the epilogue
   int M = 256, N = 256, K = 512;
-  auto k = compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", 128}, {"BN", 128}, {"BK", 32}}, Target::default_target(), opts);
+  auto k = compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", 128}, {"BN", 128}, {"BK", 32}},
+                   Target::default_target(), opts);
   auto af = ref::random_floats(size_t(M) * K), bf = ref::random_floats(size_t(K) * N);
   std::vector<bf16> a(af.size()), b(bf.size());
   for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = bf16(af[i]));
@@ -66,8 +67,9 @@ TEST(Cuda, MoreThan48KBOfSharedMemory) {
   ref::gemm(af, bf, want, M, N, K);
   EXPECT_LT(ref::rel_error(c, want), 1e-6);
   // The variant that ran (aligned arguments) is the one with the pipeline.
-  auto aligned = jit::Context::global().compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", 128}, {"BN", 128}, {"BK", 32}},
-                                                Target::default_target(), opts, ArgFacts(6, ArgFact::aligned16));
+  auto aligned =
+      jit::Context::global().compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", 128}, {"BN", 128}, {"BK", 32}},
+                                     Target::default_target(), opts, ArgFacts(6, ArgFact::aligned16));
   EXPECT_GT(aligned->artifact.scratch_bytes, 48 * 1024);
 }
 

@@ -285,9 +285,8 @@ TEST(GroupedGemm, BadArguments) {
   EXPECT_EQ(run_with({0, 0, 10}), "");
   std::vector<f8e4m3> a8(160), w8(3 * 256);
   std::vector<float> scale(64, 1.0f);
-  expect(error_of([&] {
-           g.run(a8.data(), w8.data(), c.data(), scale.data(), scale.data(), std::vector<int32_t>{1, 2, 3});
-         }),
+  expect(error_of(
+             [&] { g.run(a8.data(), w8.data(), c.data(), scale.data(), scale.data(), std::vector<int32_t>{1, 2, 3}); }),
          "run with f8e4m3 operands and scales on a GroupedGemm made for bf16");
   expect(error_of([&] { GroupedGemm(host, 10, 16, 16, 3, ir::DType::f16); }),
          "operands of f16 (bf16, or f8e4m3 with scales)");
@@ -302,9 +301,7 @@ TEST(GroupedGemm, BadArguments) {
   expect(error_of([&] { GroupedGemm(host, 1 << 20, 1 << 12, 1 << 12, 1); }), "under 2^31 elements");
   GroupedGemm f8(host, 10, 16, 128, 2, ir::DType::f8e4m3, GroupedGemm::Scaling::rowwise, GroupedGemm::Layout::nk,
                  small_tiles(16, 16, 128));
-  expect(error_of([&] {
-           f8.run(a.data(), w.data(), c.data(), std::vector<int32_t>{1, 2});
-         }),
+  expect(error_of([&] { f8.run(a.data(), w.data(), c.data(), std::vector<int32_t>{1, 2}); }),
          "run with bf16 operands on a GroupedGemm made for f8e4m3");
   expect(error_of([&] {
            GroupedGemm(host, 10, 16, 128, 2, ir::DType::f8e4m3, GroupedGemm::Scaling::blockwise,

@@ -1,13 +1,14 @@
 // The library kernels on the CPU backend, at ragged sizes where masks matter, against host
 // references computed in double precision. Fresh random inputs each run (the seed is printed
 // on failure).
+#include "kernels/kernels.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <optional>
 
-#include "kernels/kernels.h"
 #include "kernels/reference.h"
 
 namespace tiledist {
@@ -19,7 +20,8 @@ TEST(Add, RaggedSizes) {
     for (int n : {1, 15, 17, 1023, 1025, 100003}) {
       auto x = ref::random_floats(n), y = ref::random_floats(n);
       std::vector<float> out(n + 7, 12345.0f), want;  // past n must stay untouched
-      compile(kernels::add_kernel(), {{"BLOCK", block}}).launch({tl::cdiv(n, block)}, x, y, std::span<float>(out.data(), n + 7), n);
+      compile(kernels::add_kernel(), {{"BLOCK", block}})
+          .launch({tl::cdiv(n, block)}, x, y, std::span<float>(out.data(), n + 7), n);
       ref::add(x, y, want);
       std::vector<float> head(out.begin(), out.begin() + n);
       EXPECT_EQ(ref::rel_error(head, want), 0.0) << "n=" << n << " block=" << block << " seed " << ref::last_seed();
@@ -70,8 +72,7 @@ void check_gemm(ir::DType dt, double tol) {
     ref::gemm(af, bf, want, M, N, K);
     const double err = ref::rel_error(c, want);
     std::printf("  %s %dx%dx%d: relative error %.2e\n", ir::dtype_name(dt), M, N, K, err);
-    EXPECT_LT(err, tol) << ir::dtype_name(dt) << " " << M << "x" << N << "x" << K << " seed "
-                                            << ref::last_seed();
+    EXPECT_LT(err, tol) << ir::dtype_name(dt) << " " << M << "x" << N << "x" << K << " seed " << ref::last_seed();
   }
 }
 TEST(Gemm, F32) { check_gemm<float>(ir::DType::f32, 1e-6); }
@@ -104,10 +105,10 @@ void check_pipelined(ir::DType dt, const PipelinedCase& t, bool tma = true, int 
           Target::default_target(), opts)
       .launch(grid, a, b, c, t.M, t.N, t.K);
   ref::gemm(af, bf, want, t.M, t.N, t.K);
-  EXPECT_LT(ref::rel_error(c, want), 1e-6) << ir::dtype_name(dt) << " " << t.M << "x" << t.N << "x" << t.K << " tiles "
-                                           << t.bm << "x" << t.bn << "x" << t.bk << (opts.tma ? "" : " (no TMA)")
-                                           << (ws ? " (warp specialized)" : "") << " programs " << programs << " seed "
-                                           << ref::last_seed();
+  EXPECT_LT(ref::rel_error(c, want), 1e-6)
+      << ir::dtype_name(dt) << " " << t.M << "x" << t.N << "x" << t.K << " tiles " << t.bm << "x" << t.bn << "x" << t.bk
+      << (opts.tma ? "" : " (no TMA)") << (ws ? " (warp specialized)" : "") << " programs " << programs << " seed "
+      << ref::last_seed();
 }
 TEST(Gemm, AlignedShapesWithPipelinedTiles) {
   using Case = PipelinedCase;
@@ -155,7 +156,8 @@ TEST(Gemm, ConfigurationsChosenForTheTarget) {
     std::vector<float> c(size_t(M) * N), want;
     Target target = Target::default_target();
     auto cfg = kernels::gemm_config(target, M, N, K);
-    compile(kernels::gemm_kernel(ir::DType::bf16), cfg.constants, target, cfg.options).launch(cfg.grid(M, N), a, b, c, M, N, K);
+    compile(kernels::gemm_kernel(ir::DType::bf16), cfg.constants, target, cfg.options)
+        .launch(cfg.grid(M, N), a, b, c, M, N, K);
     ref::gemm(af, bf, want, M, N, K);
     EXPECT_LT(ref::rel_error(c, want), 1e-6) << M << "x" << N << "x" << K << " seed " << ref::last_seed();
   }
@@ -190,8 +192,8 @@ TEST(Gemm, StreamKLastWave) {
   };
   // (forced: 32x32 tiles over the given programs; the first five split their last wave, into
   // 2, 3, 4, 3 and 4 runs, the last of uneven runs: 7 K steps; the others have none to split)
-  std::vector<Case> cases = {{100, 70, 200, 5}, {100, 70, 200, 9}, {96, 96, 64, 4},   {33, 130, 47, 3},
-                             {65, 33, 100, 5},  {100, 70, 200, 7}, {64, 64, 0, 3},    {1, 1, 1, 2},
+  std::vector<Case> cases = {{100, 70, 200, 5},  {100, 70, 200, 9}, {96, 96, 64, 4}, {33, 130, 47, 3},
+                             {65, 33, 100, 5},   {100, 70, 200, 7}, {64, 64, 0, 3},  {1, 1, 1, 2},
                              {300, 260, 200, 0}, {512, 384, 96, 0}};
   if (gpu) cases.insert(cases.end(), {{1000, 1152, 4096, 0}, {2176, 2304, 1024, 0}, {8192, 1152, 2048, 0}});
   int shared = 0;
@@ -215,11 +217,12 @@ TEST(Gemm, StreamKLastWave) {
     std::printf("  %dx%dx%d, %d programs%s: relative error %.2e\n", t.M, t.N, t.K, g.grid().x,
                 g.stream_k() ? ", stream-K" : "", err);
     // (f32 sums of K products: the reference's order differs, an error growing as sqrt(K))
-    EXPECT_LT(err, 1e-6 + 2e-7 * std::sqrt(double(t.K))) << t.M << "x" << t.N << "x" << t.K << " programs " << t.programs << " seed " << ref::last_seed();
+    EXPECT_LT(err, 1e-6 + 2e-7 * std::sqrt(double(t.K)))
+        << t.M << "x" << t.N << "x" << t.K << " programs " << t.programs << " seed " << ref::last_seed();
     EXPECT_EQ(std::memcmp(c.data(), again.data(), c.size() * sizeof(float)), 0) << "a second run differs";
   }
   EXPECT_GE(shared, 5);  // (the forced cases that split their last wave)
-  {  // copies share the scratch (and free it once)
+  {                      // copies share the scratch (and free it once)
     kernels::GemmConfig cfg = kernels::gemm_config(target, 100, 70, 200);
     cfg.constants = {{"BM", 32}, {"BN", 32}, {"BK", 16}, {"PERSISTENT", 1}};
     cfg.bm = cfg.bn = 32;
@@ -284,8 +287,7 @@ void check_gemm_fp8(ir::DType dt) {
     const double tol = target.kind == Target::Kind::host ? 1e-6 : 1e-3;
     const double err = ref::rel_error(c, want);
     std::printf("  %s %dx%dx%d: relative error %.2e\n", ir::dtype_name(dt), M, N, K, err);
-    EXPECT_LT(err, tol) << ir::dtype_name(dt) << " " << M << "x" << N << "x" << K << " seed "
-                                             << ref::last_seed();
+    EXPECT_LT(err, tol) << ir::dtype_name(dt) << " " << M << "x" << N << "x" << K << " seed " << ref::last_seed();
   }
 }
 TEST(Gemm, ScaledF8E4M3) { check_gemm_fp8<f8e4m3>(ir::DType::f8e4m3); }
@@ -312,26 +314,27 @@ using tl::Values;
 
 // Triton's matmul tutorial as its users write it: strides as arguments, operand pointers carried
 // by the loop and advanced each iteration, wrapped row and column offsets.
-void tutorial_matmul(tl::Ptr<bf16> a, tl::Ptr<bf16> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K, tl::Int stride_am,
-                     tl::Int stride_ak, tl::Int stride_bk, tl::Int stride_bn, tl::Int stride_cm, tl::Int stride_cn,
-                     tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK) {
+void tutorial_matmul(tl::Ptr<bf16> a, tl::Ptr<bf16> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K,
+                     tl::Int stride_am, tl::Int stride_ak, tl::Int stride_bk, tl::Int stride_bn, tl::Int stride_cm,
+                     tl::Int stride_cn, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK) {
   auto offs_am = (tl::program_id(0) * BM + tl::arange(0, BM)) % M;
   auto offs_bn = (tl::program_id(1) * BN + tl::arange(0, BN)) % N;
   auto offs_k = tl::arange(0, BK);
   auto a_ptrs = a + (tl::expand_dims(offs_am, 1) * stride_am + tl::expand_dims(offs_k, 0) * stride_ak);
   auto b_ptrs = b + (tl::expand_dims(offs_k, 1) * stride_bk + tl::expand_dims(offs_bn, 0) * stride_bn);
-  Values out = tl::for_range(0, tl::cdiv(K, BK), 1, {tl::zeros({BM, BN}, tl::float32), a_ptrs, b_ptrs}, [&](Tensor k, Values v) {
-    auto at = tl::load(v[1], tl::expand_dims(offs_k, 0) < K - k * BK, 0.0f);
-    auto bt = tl::load(v[2], tl::expand_dims(offs_k, 1) < K - k * BK, 0.0f);
-    return Values{tl::dot(at, bt, v[0]), v[1] + BK * stride_ak, v[2] + BK * stride_bk};
-  });
+  Values out =
+      tl::for_range(0, tl::cdiv(K, BK), 1, {tl::zeros({BM, BN}, tl::float32), a_ptrs, b_ptrs}, [&](Tensor k, Values v) {
+        auto at = tl::load(v[1], tl::expand_dims(offs_k, 0) < K - k * BK, 0.0f);
+        auto bt = tl::load(v[2], tl::expand_dims(offs_k, 1) < K - k * BK, 0.0f);
+        return Values{tl::dot(at, bt, v[0]), v[1] + BK * stride_ak, v[2] + BK * stride_bk};
+      });
   auto rm = tl::expand_dims(tl::program_id(0) * BM + tl::arange(0, BM), 1);
   auto rn = tl::expand_dims(tl::program_id(1) * BN + tl::arange(0, BN), 0);
   tl::store(c + rm * stride_cm + rn * stride_cn, out[0], (rm < M) & (rn < N));
 }
 const KernelDef kTutorial("tutorial_matmul", tutorial_matmul,
-                          {"a", "b", "c", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm",
-                           "stride_cn", "BM", "BN", "BK"});
+                          {"a", "b", "c", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
+                           "stride_cm", "stride_cn", "BM", "BN", "BK"});
 
 TEST(Gemm, TritonTutorialStyleKernel) {
   for (auto [M, N, K] : {std::tuple{256, 128, 96}, {100, 70, 50}}) {
@@ -521,8 +524,10 @@ TEST(Gemm, BackToBackDotsThroughACastAccumulator) {
     std::vector<float> p, o(S * S, 7.0f), want;
     ref::gemm(af, bf, p, S, S, S);
     for (float& x : p) x = float(bf16(x));
-    if (p_as_b) ref::gemm(cf, p, want, S, S, S);
-    else ref::gemm(p, cf, want, S, S, S);
+    if (p_as_b)
+      ref::gemm(cf, p, want, S, S, S);
+    else
+      ref::gemm(p, cf, want, S, S, S);
     compile(kB2b, {{"S", S}, {"P_AS_B", p_as_b}}).launch({1}, a, b, c, o);
     // (P rounded to bf16 from f32 sums made in another order may differ in its last bit)
     EXPECT_LT(ref::rel_error(o, want), 2e-3) << "P_AS_B=" << p_as_b << " seed " << ref::last_seed();
@@ -553,8 +558,8 @@ TEST(Gemm, ConfigFillsTheLastWave) {
   if (cuda::available() && cuda::device().sms != 132) GTEST_SKIP() << "the choices below are for 132 SMs";
   const Target hopper = Target::cuda("sm_90a");
   EXPECT_EQ(kernels::gemm_config(hopper, 8192, 8192, 8192).bn, 256);
-  EXPECT_EQ(kernels::gemm_config(hopper, 8192, 1024, 12288).bn, 256);     // 256 tiles: 2 full waves
-  EXPECT_EQ(kernels::gemm_config(hopper, 8192, 1152, 36864).bn, 128);     // 320 tiles: 2.4 waves
+  EXPECT_EQ(kernels::gemm_config(hopper, 8192, 1024, 12288).bn, 256);  // 256 tiles: 2 full waves
+  EXPECT_EQ(kernels::gemm_config(hopper, 8192, 1152, 36864).bn, 128);  // 320 tiles: 2.4 waves
   EXPECT_EQ(kernels::gemm_config(hopper, 8192, 1152, 36864).constants.at("BN"), ConstValue(128));
   EXPECT_EQ(kernels::gemm_config(hopper, 8192, 1152, 36864).grid(8192, 1152).x, 132);  // of 576 tiles
 }
@@ -585,7 +590,8 @@ TEST(Gemm, WarpSpecializationOnlyWhereItHolds) {
   ag.insert_or_assign("PERSISTENT", 1);
   const std::string persistent_ag = ptx(kernels::ag_gemm_kernel(), ag);
   size_t acquires = 0;
-  for (size_t at = persistent_ag.find("ld.acquire"); at != std::string::npos; at = persistent_ag.find("ld.acquire", at + 1))
+  for (size_t at = persistent_ag.find("ld.acquire"); at != std::string::npos;
+       at = persistent_ag.find("ld.acquire", at + 1))
     ++acquires;
   EXPECT_EQ(acquires, 1u);
   EXPECT_EQ(persistent_ag.find("barrier.sync \t1"), std::string::npos);
@@ -623,7 +629,8 @@ void negative_remainder(tl::Ptr<float> p, tl::Ptr<float> out) {
 void remainder_of_a_constant(tl::Ptr<float> p, tl::Ptr<float> out) {
   auto m = tl::expand_dims(32 % (tl::arange(0, 128) + 16), 1);  // not a multiple of 16 everywhere
   auto offs = m + tl::expand_dims(tl::arange(0, 4), 0);
-  tl::store(out + tl::expand_dims(tl::arange(0, 128), 1) * 4 + tl::expand_dims(tl::arange(0, 4), 0), tl::load(p + offs));
+  tl::store(out + tl::expand_dims(tl::arange(0, 128), 1) * 4 + tl::expand_dims(tl::arange(0, 4), 0),
+            tl::load(p + offs));
 }
 
 TEST(Vectorization, OnlyWhereTheAnalysisProvesIt) {
@@ -651,7 +658,7 @@ TEST(Gemm, PipelineSweep) {
   struct Case {
     int bm, bn, bk, warps, stages;
   };
-  const Case cases[] = {{64, 64, 16, 4, 2}, {64, 64, 32, 2, 3}, {128, 64, 64, 4, 4}, {64, 128, 32, 8, 3},
+  const Case cases[] = {{64, 64, 16, 4, 2},   {64, 64, 32, 2, 3}, {128, 64, 64, 4, 4},  {64, 128, 32, 8, 3},
                         {128, 128, 16, 8, 2}, {32, 64, 32, 1, 3}, {256, 128, 32, 8, 3}, {64, 32, 64, 2, 2}};
   const bool gpu = Target::default_target().kind == Target::Kind::nvptx;
   int run = 0;
@@ -666,13 +673,15 @@ TEST(Gemm, PipelineSweep) {
       CompileOptions opts = CompileOptions::from_env();
       opts.num_warps = t.warps;
       opts.num_stages = t.stages;
-      compile(kernels::gemm_kernel(ir::DType::f16), {{"BM", t.bm}, {"BN", t.bn}, {"BK", t.bk}}, Target::default_target(), opts)
+      compile(kernels::gemm_kernel(ir::DType::f16), {{"BM", t.bm}, {"BN", t.bn}, {"BK", t.bk}},
+              Target::default_target(), opts)
           .launch({tl::cdiv(M, t.bm), tl::cdiv(N, t.bn)}, a, b, c, M, N, K);
       ref::gemm(af, bf, want, M, N, K);
       // f32 accumulation over K products: the error grows like sqrt(K) units of 2^-24.
       double tol = std::max(1e-6, 8e-8 * std::sqrt(double(K)));
-      EXPECT_LT(ref::rel_error(c, want), tol) << M << "x" << N << "x" << K << " tiles " << t.bm << "x" << t.bn << "x" << t.bk
-                                               << "/" << t.warps << "w/" << t.stages << "s seed " << ref::last_seed();
+      EXPECT_LT(ref::rel_error(c, want), tol)
+          << M << "x" << N << "x" << K << " tiles " << t.bm << "x" << t.bn << "x" << t.bk << "/" << t.warps << "w/"
+          << t.stages << "s seed " << ref::last_seed();
     }
   }
 }

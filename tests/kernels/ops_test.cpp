@@ -5,8 +5,8 @@
 #include <cmath>
 #include <random>
 
-#include "kernels/reference.h"
 #include "ir/printer.h"
+#include "kernels/reference.h"
 #include "tiledist.h"
 
 namespace tiledist {
@@ -98,13 +98,13 @@ void cas_counter(tl::Ptr<int32_t> counter, tl::Ptr<int32_t> seen, tl::Ptr<int32_
   // loop that starts from the stale value: the first CAS must fail and the loop retry.
   auto first = tl::load(counter);
   tl::atomic_add(counter, 1);
-  auto out = tl::while_({first, tl::scalar(1, tl::int32), tl::scalar(0, tl::int32)},
-                        [&](tl::Values v) { return v[1] != 0; },
-                        [&](tl::Values v) {
-                          auto old = tl::atomic_cas(counter, v[0], v[0] + 1);
-                          auto failed = old != v[0];
-                          return tl::Values{tl::where(failed, old, v[0]), failed.to(tl::int32), v[2] + failed.to(tl::int32)};
-                        });
+  auto out = tl::while_(
+      {first, tl::scalar(1, tl::int32), tl::scalar(0, tl::int32)}, [&](tl::Values v) { return v[1] != 0; },
+      [&](tl::Values v) {
+        auto old = tl::atomic_cas(counter, v[0], v[0] + 1);
+        auto failed = old != v[0];
+        return tl::Values{tl::where(failed, old, v[0]), failed.to(tl::int32), v[2] + failed.to(tl::int32)};
+      });
   auto pid = tl::program_id(0);
   tl::store(seen + pid, out[0]);
   tl::store(retries + pid, out[2]);
@@ -138,11 +138,12 @@ void loops(tl::Ptr<int32_t> in, tl::Ptr<int32_t> out, tl::Ptr<float> vec) {
   auto pid = tl::program_id(0);
   auto n = tl::load(in + pid);
   // Collatz steps with a while loop carrying two scalars.
-  auto r = tl::while_({n, tl::scalar(0, tl::int32)}, [](tl::Values v) { return v[0] != 1; },
-                      [](tl::Values v) {
-                        auto odd = (v[0] % 2) == 1;
-                        return tl::Values{tl::where(odd, v[0] * 3 + 1, v[0] / 2), v[1] + 1};
-                      });
+  auto r = tl::while_(
+      {n, tl::scalar(0, tl::int32)}, [](tl::Values v) { return v[0] != 1; },
+      [](tl::Values v) {
+        auto odd = (v[0] % 2) == 1;
+        return tl::Values{tl::where(odd, v[0] * 3 + 1, v[0] / 2), v[1] + 1};
+      });
   tl::store(out + pid, r[1]);
   // A for loop carrying a scalar and a tensor: partial sums of 0..pid.
   auto res = tl::for_range(0, pid + 1, 1, {tl::scalar(0, tl::int32), tl::zeros({4}, tl::float32)},
@@ -264,24 +265,32 @@ void math(tl::Ptr<float> x, tl::Ptr<float> out) {
   auto o = tl::arange(0, 64);
   auto v = tl::load(x + o);
   auto a = tl::abs(v);
-  Tensor results[] = {tl::exp(v), tl::exp2(v), tl::log(a), tl::log2(a), tl::sqrt(a), tl::rsqrt(a), tl::abs(v),
-                      tl::erf(v), tl::sin(v),  tl::cos(v), tl::floor(v), tl::ceil(v), tl::minimum(v, 0.25f),
-                      tl::maximum(v, 0.25f), v / 3.0f, -v};
+  Tensor results[] = {
+      tl::exp(v), tl::exp2(v), tl::log(a), tl::log2(a),  tl::sqrt(a), tl::rsqrt(a),          tl::abs(v),
+      tl::erf(v), tl::sin(v),  tl::cos(v), tl::floor(v), tl::ceil(v), tl::minimum(v, 0.25f), tl::maximum(v, 0.25f),
+      v / 3.0f,   -v};
   for (int i = 0; i < 16; ++i) tl::store(out + i * 64 + o, results[i]);
 }
 TEST(Ops, MathFunctions) {
   auto x = ref::random_floats(64, -4, 4);
   std::vector<float> out(16 * 64);
   compile(KernelDef("math", math, {"x", "out"})).launch({1}, x, out);
-  std::function<double(double)> fns[] = {
-      [](double v) { return std::exp(v); },          [](double v) { return std::exp2(v); },
-      [](double v) { return std::log(std::fabs(v)); }, [](double v) { return std::log2(std::fabs(v)); },
-      [](double v) { return std::sqrt(std::fabs(v)); }, [](double v) { return 1 / std::sqrt(std::fabs(v)); },
-      [](double v) { return std::fabs(v); },         [](double v) { return std::erf(v); },
-      [](double v) { return std::sin(v); },          [](double v) { return std::cos(v); },
-      [](double v) { return std::floor(v); },        [](double v) { return std::ceil(v); },
-      [](double v) { return std::min(v, 0.25); },    [](double v) { return std::max(v, 0.25); },
-      [](double v) { return v / 3; },                [](double v) { return -v; }};
+  std::function<double(double)> fns[] = {[](double v) { return std::exp(v); },
+                                         [](double v) { return std::exp2(v); },
+                                         [](double v) { return std::log(std::fabs(v)); },
+                                         [](double v) { return std::log2(std::fabs(v)); },
+                                         [](double v) { return std::sqrt(std::fabs(v)); },
+                                         [](double v) { return 1 / std::sqrt(std::fabs(v)); },
+                                         [](double v) { return std::fabs(v); },
+                                         [](double v) { return std::erf(v); },
+                                         [](double v) { return std::sin(v); },
+                                         [](double v) { return std::cos(v); },
+                                         [](double v) { return std::floor(v); },
+                                         [](double v) { return std::ceil(v); },
+                                         [](double v) { return std::min(v, 0.25); },
+                                         [](double v) { return std::max(v, 0.25); },
+                                         [](double v) { return v / 3; },
+                                         [](double v) { return -v; }};
   for (int f = 0; f < 16; ++f) {
     std::vector<float> got(out.begin() + f * 64, out.begin() + (f + 1) * 64), want(64);
     for (int i = 0; i < 64; ++i) want[i] = float(fns[f](x[i]));
@@ -294,8 +303,19 @@ void int_ops(tl::Ptr<int32_t> a, tl::Ptr<int32_t> b, tl::Ptr<int32_t> out) {
   auto o = tl::arange(0, 64);
   auto x = tl::load(a + o), y = tl::load(b + o);
   auto s = y & 7;
-  Tensor results[] = {x / y, x % y, x << s, x >> s, x & y, x | y, x ^ y, tl::minimum(x, y), tl::maximum(x, y),
-                      -x, ~x, tl::abs(x), (x < y).to(tl::int32) + (x == y).to(tl::int32) * 2};
+  Tensor results[] = {x / y,
+                      x % y,
+                      x << s,
+                      x >> s,
+                      x & y,
+                      x | y,
+                      x ^ y,
+                      tl::minimum(x, y),
+                      tl::maximum(x, y),
+                      -x,
+                      ~x,
+                      tl::abs(x),
+                      (x < y).to(tl::int32) + (x == y).to(tl::int32) * 2};
   for (int i = 0; i < 13; ++i) tl::store(out + i * 64 + o, results[i]);
 }
 TEST(Ops, IntegerArithmetic) {
@@ -307,8 +327,19 @@ TEST(Ops, IntegerArithmetic) {
   compile(KernelDef("int_ops", int_ops, {"a", "b", "out"})).launch({1}, a, b, out);
   for (int i = 0; i < 64; ++i) {
     int x = a[i], y = b[i], s = y & 7;
-    int want[] = {x / y, x % y, int(uint32_t(x) << s), x >> s, x & y, x | y, x ^ y, std::min(x, y), std::max(x, y),
-                  -x, ~x, std::abs(x), int(x < y) + int(x == y) * 2};
+    int want[] = {x / y,
+                  x % y,
+                  int(uint32_t(x) << s),
+                  x >> s,
+                  x & y,
+                  x | y,
+                  x ^ y,
+                  std::min(x, y),
+                  std::max(x, y),
+                  -x,
+                  ~x,
+                  std::abs(x),
+                  int(x < y) + int(x == y) * 2};
     for (int f = 0; f < 13; ++f) EXPECT_EQ(out[f * 64 + i], want[f]) << "op " << f << " of " << x << ", " << y;
   }
 }
@@ -316,16 +347,16 @@ TEST(Ops, IntegerArithmetic) {
 // ---- shapes: where, trans, reshape, broadcast_to, expand_dims, permute
 void shapes(tl::Ptr<float> x, tl::Ptr<float> out) {
   auto r = tl::expand_dims(tl::arange(0, 4), 1), c = tl::expand_dims(tl::arange(0, 8), 0);
-  auto m = tl::load(x + r * 8 + c);                                   // [4, 8]
-  auto t = tl::trans(m);                                              // [8, 4]
+  auto m = tl::load(x + r * 8 + c);  // [4, 8]
+  auto t = tl::trans(m);             // [8, 4]
   tl::store(out + tl::expand_dims(tl::arange(0, 8), 1) * 4 + tl::expand_dims(tl::arange(0, 4), 0), t);
   auto flat = tl::reshape(m, {32});
   tl::store(out + 32 + tl::arange(0, 32), tl::where(flat > 0, flat, 0.0f));
-  auto row0 = tl::load(x + tl::arange(0, 8));                         // [8]
+  auto row0 = tl::load(x + tl::arange(0, 8));  // [8]
   auto b = tl::broadcast_to(row0, {4, 8});
   tl::store(out + 64 + r * 8 + c, b + r.to(tl::float32));
   auto cube = tl::reshape(m, {2, 2, 8});
-  auto p = tl::permute(cube, {2, 0, 1});                              // [8, 2, 2]
+  auto p = tl::permute(cube, {2, 0, 1});  // [8, 2, 2]
   tl::store(out + 96 + tl::arange(0, 32), tl::reshape(p, {32}));
 }
 TEST(Ops, ShapeManipulation) {
@@ -408,11 +439,11 @@ TEST(Ops, DotOnEveryInputDtype) {
 void promotion(tl::Ptr<int32_t> i, tl::Ptr<float> f, tl::Ptr<bf16> h) {
   auto o = tl::arange(0, 8);
   auto x = tl::load(i + o);
-  tl::store(f + o, x * 2 + 0.5f);      // i32 * int -> i32; + float literal -> f32
-  tl::store(f + 8 + o, x / 2);         // integer division truncates
+  tl::store(f + o, x * 2 + 0.5f);  // i32 * int -> i32; + float literal -> f32
+  tl::store(f + 8 + o, x / 2);     // integer division truncates
   auto y = tl::load(h + o);
-  tl::store(h + 8 + o, y * 3);         // stays bf16
-  tl::store(f + 16 + o, y + x);        // bf16 + i32 -> bf16
+  tl::store(h + 8 + o, y * 3);                   // stays bf16
+  tl::store(f + 16 + o, y + x);                  // bf16 + i32 -> bf16
   tl::store(f + 24 + o, y.to(tl::float32) + x);  // f32 + i32 -> f32
 }
 TEST(Ops, TypePromotion) {
@@ -445,7 +476,7 @@ void masked_division(tl::Ptr<int32_t> in, tl::Ptr<int32_t> out, tl::Int n) {
   tl::store(out + o, 100 / x + 100 % x, m);
   auto big = tl::full({8}, INT32_MIN, tl::int32);
   tl::store(out + 8 + o, big / tl::where(m, -1, 1) + 0 * x, o >= n);  // MIN / -1 only on masked-off lanes
-  tl::store(out + 16 + o, (x << 40) + (tl::load(in + o) >> 40));  // shifts past the width
+  tl::store(out + 16 + o, (x << 40) + (tl::load(in + o) >> 40));      // shifts past the width
 }
 TEST(Regressions, IntegerDivisionOnMaskedLanesAndWideShifts) {
   std::vector<int32_t> in = {7, -9, 3, 1, 50, -4, -6, 11}, out(24, -1);
@@ -460,7 +491,7 @@ void narrow_literals(tl::Ptr<int8_t> x, tl::Ptr<int32_t> out) {
   auto v = tl::load(x + o);
   tl::store(out + o, (v < 200).to(tl::int32) + (v > -300).to(tl::int32) * 10);
   tl::store(out + 4, tl::scalar(2, tl::int32).to(tl::int1).to(tl::int32));
-  auto f = tl::scalar(16777217.0, tl::float32) + 1.0f;  // folded: must round as f32 does
+  auto f = tl::scalar(16777217.0, tl::float32) + 1.0f;       // folded: must round as f32 does
   auto g = tl::load(out + 5).to(tl::float32) + 16777217.0f;  // at run time
   tl::store(out + 6, (f == g).to(tl::int32));
   auto s = tl::reshape(tl::sum(v.to(tl::int32), 0), {1});  // reshape of a scalar
@@ -501,9 +532,7 @@ void permute_scalar(tl::Ptr<float> x) { tl::permute(tl::load(x), {}); }
 TEST(Regressions, PermuteOfAScalarIsAnError) {
   EXPECT_THROW(KernelDef("permute_scalar", permute_scalar, {"x"}).trace({}), Error);
 }
-TEST(Regressions, KernelNamesAreIdentifiers) {
-  EXPECT_THROW(KernelDef("my-kernel", permute_scalar, {"x"}), Error);
-}
+TEST(Regressions, KernelNamesAreIdentifiers) { EXPECT_THROW(KernelDef("my-kernel", permute_scalar, {"x"}), Error); }
 
 }  // namespace
 }  // namespace tiledist

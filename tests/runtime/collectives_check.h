@@ -1,7 +1,8 @@
 // The library collectives (kernels::Collectives) checked on every rank against sums the host
 // computes in the same rank order (so results must match exactly): ragged sizes, messages larger
 // than the staging area (sent in pieces), calls back to back (staging halves and growing signal
-// words), and all-reduce in one shot and in two (with a tail of fewer than 4 per rank). Shared by the CPU test (dist_test) and the GPU test (cuda_dist_test).
+// words), and all-reduce in one shot and in two (with a tail of fewer than 4 per rank). Shared by the CPU test
+// (dist_test) and the GPU test (cuda_dist_test).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,7 +15,9 @@
 
 namespace tiledist::testing_collectives {
 
-inline float value(int r, int64_t i, int call) { return float((r * 7919 + i * 104729 + call * 31) % 1000) / 100.0f - 5.0f; }
+inline float value(int r, int64_t i, int call) {
+  return float((r * 7919 + i * 104729 + call * 31) % 1000) / 100.0f - 5.0f;
+}
 inline std::vector<float> values(int r, size_t n, int call) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = value(r, static_cast<int64_t>(i), call);
@@ -96,7 +99,8 @@ void check(const Target& target, size_t capacity_bytes,
       for (int r = 0; r < n; ++r)
         for (size_t i = 0; i < count; ++i) want[i] += elem(r, static_cast<int64_t>(i), call);
       for (size_t i = 0; i < count; ++i)
-        ASSERT_EQ(float(got[i]), float(T(want[i]))) << type << " " << name << " all_reduce of " << count << ": element " << i;
+        ASSERT_EQ(float(got[i]), float(T(want[i])))
+            << type << " " << name << " all_reduce of " << count << ": element " << i;
     }
     // In place, as NCCL's: all_reduce in == out (every algorithm), reduce_scatter into our
     // part of the input, all_gather from our part of the output.
@@ -117,7 +121,8 @@ void check(const Target& target, size_t capacity_bytes,
       for (size_t i = 0; i < count; ++i) {
         float want = 0;
         for (int r = 0; r < n; ++r) want += elem(r, static_cast<int64_t>(me * count + i), call);
-        ASSERT_EQ(float(got[me * count + i]), float(T(want))) << type << " reduce_scatter in place of " << count << ": element " << i;
+        ASSERT_EQ(float(got[me * count + i]), float(T(want)))
+            << type << " reduce_scatter in place of " << count << ": element " << i;
       }
     }
     {
@@ -145,7 +150,8 @@ void check(const Target& target, size_t capacity_bytes,
 /// same bf16 inputs), over a few calls in a row: on `streams` (GPU) the calls are queued back to
 /// back, each on the next stream in turn, and checked after the last has been waited for.
 template <template <class> class Memory>
-void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K, std::vector<const cuda::Stream*> streams = {nullptr},
+void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K,
+                   std::vector<const cuda::Stream*> streams = {nullptr},
                    kernels::AgGemm::Gather gather = kernels::AgGemm::Gather::copy_engine, int puts = 0,
                    bool in_place = false) {
   kernels::AgGemm op(target, M, N, K, gather, puts);
@@ -162,8 +168,10 @@ void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K, std::v
     if (in_place) {  // this rank's rows where the run wants them, written as a producer would
       input = op.next_input();
       std::vector<bf16> rows = to_bf16(values(me, rows_k, call));
-      if (kernels::detail::on_gpu(target)) cuda::copy_to_device(input, rows.data(), rows.size() * sizeof(bf16));
-      else std::copy(rows.begin(), rows.end(), input);
+      if (kernels::detail::on_gpu(target))
+        cuda::copy_to_device(input, rows.data(), rows.size() * sizeof(bf16));
+      else
+        std::copy(rows.begin(), rows.end(), input);
     }
     op.run(input, bs.back().ptr(), cs.back().ptr(), streams[call % streams.size()]);
   }
@@ -179,7 +187,8 @@ void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K, std::v
         float av = float(shards[i / rows][(i % rows) * K + k]);
         for (int64_t j = 0; j < N; ++j) want[i * N + j] += av * float(bh[k * N + j]);
       }
-    EXPECT_LT(reference::rel_error(got, want), 1e-5) << "call " << call << ": relative error of C (M=" << M << ", N=" << N << ", K=" << K << ")";
+    EXPECT_LT(reference::rel_error(got, want), 1e-5)
+        << "call " << call << ": relative error of C (M=" << M << ", N=" << N << ", K=" << K << ")";
   }
 }
 
@@ -187,7 +196,8 @@ void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K, std::v
 /// all rows) of the sum over ranks of A_r @ B_r, against the host's sum of f32 products of the
 /// same bf16 inputs, over a few calls in a row (on `streams` as check_ag_gemm does).
 template <template <class> class Memory, class Op = kernels::GemmRs>
-void check_gemm_rs(const Target& target, int64_t M, int64_t N, int64_t K, std::vector<const cuda::Stream*> streams = {nullptr}) {
+void check_gemm_rs(const Target& target, int64_t M, int64_t N, int64_t K,
+                   std::vector<const cuda::Stream*> streams = {nullptr}) {
   SCOPED_TRACE(str_cat("M=", M, " N=", N, " K=", K));
   Op op(target, M, N, K);
   const bool all = std::is_same_v<Op, kernels::GemmAr>;  // GEMM + AllReduce: every row is ours
@@ -217,7 +227,8 @@ void check_gemm_rs(const Target& target, int64_t M, int64_t N, int64_t K, std::v
           float av = float(as[r][(first + i) * K + k]);
           for (int64_t j = 0; j < N; ++j) want[i * N + j] += av * float(bs[r][k * N + j]);
         }
-    EXPECT_LT(reference::rel_error(got, want), 1e-5) << "call " << call << ": relative error of our rows (M=" << M << ", N=" << N << ", K=" << K << ")";
+    EXPECT_LT(reference::rel_error(got, want), 1e-5)
+        << "call " << call << ": relative error of our rows (M=" << M << ", N=" << N << ", K=" << K << ")";
   }
 }
 

@@ -9,9 +9,9 @@
 #include <cstdio>
 #include <random>
 
-#include "tiledist.h"
 #include "kernels/reference.h"
 #include "tests/runtime/collectives_check.h"
+#include "tiledist.h"
 
 namespace tiledist {
 namespace {
@@ -24,7 +24,9 @@ std::vector<float> inputs(int r, size_t n) {
   for (size_t i = 0; i < n; ++i) v[i] = input_value(r, static_cast<int>(i));
   return v;
 }
-Kernel gpu_compile(const KernelDef& def, const Constants& constants = {}) { return compile(def, constants, Target::cuda()); }
+Kernel gpu_compile(const KernelDef& def, const Constants& constants = {}) {
+  return compile(def, constants, Target::cuda());
+}
 
 TEST(GpuWorld, EveryRankMapsEveryHeap) {
   auto& w = cuda::World::get();
@@ -82,11 +84,13 @@ TEST(GpuKernels, RingAllGather) {
   std::vector<float> mine = inputs(w.rank(), chunk);
   cuda::copy_to_device(out.data() + size_t(w.rank()) * chunk, mine.data(), chunk * 4);
   barrier_all();
-  gpu_compile(KernelDef("ring_all_gather", testing_collectives::ring_all_gather, {"out", "flags", "chunk"})).launch({1}, out, flags, chunk);
+  gpu_compile(KernelDef("ring_all_gather", testing_collectives::ring_all_gather, {"out", "flags", "chunk"}))
+      .launch({1}, out, flags, chunk);
   std::vector<float> got = out.download();
   for (int r = 0; r < n; ++r) {
     std::vector<float> want = inputs(r, chunk);
-    for (int i = 0; i < chunk; ++i) ASSERT_EQ(got[size_t(r) * chunk + i], want[i]) << "chunk " << r << ", element " << i;
+    for (int i = 0; i < chunk; ++i)
+      ASSERT_EQ(got[size_t(r) * chunk + i], want[i]) << "chunk " << r << ", element " << i;
   }
   barrier_all();
 }
@@ -96,7 +100,8 @@ TEST(GpuKernels, RingAllGather) {
 void barrier_exchange(tl::Ptr<int32_t> box, tl::Ptr<int32_t> out, tl::Int round) {
   auto me = dist::rank(), n = dist::num_ranks();
   auto pid = tl::program_id(0), np = tl::num_programs(0);
-  tl::for_range(0, n, 1, [&](Tensor r) { tl::store(dist::symm_at(box, r) + me * np + pid, round * 100000 + me * 1000 + pid); });
+  tl::for_range(0, n, 1,
+                [&](Tensor r) { tl::store(dist::symm_at(box, r) + me * np + pid, round * 100000 + me * 1000 + pid); });
   shmem::barrier_all();
   tl::for_range(0, n, 1, [&](Tensor k) { tl::store(out + k * np + pid, tl::load(box + k * np + pid)); });
 }
@@ -112,7 +117,8 @@ TEST(GpuKernels, DeviceBarrierOfEveryProgramOnEveryRank) {
     std::vector<int32_t> got = out.download();
     for (int r = 0; r < w.size(); ++r)
       for (int p = 0; p < programs; ++p)
-        ASSERT_EQ(got[r * programs + p], round * 100000 + r * 1000 + p) << "round " << round << ", rank " << r << ", program " << p;
+        ASSERT_EQ(got[r * programs + p], round * 100000 + r * 1000 + p)
+            << "round " << round << ", rank " << r << ", program " << p;
   }
   barrier_all();
 }
@@ -156,8 +162,10 @@ TEST(GpuKernels, LibraryCollectivesQueuedOnStreams) {
     auto in = std::make_unique<cuda::Buffer<float>>(values(me, count, call));
     auto out = std::make_unique<cuda::Buffer<float>>(std::vector<float>(gather ? n * count : count, -1.0f));
     const cuda::Stream* on = call % 4 < 2 ? &first : &second;
-    if (gather) c.all_gather(in->data(), out->data(), count, on);
-    else c.all_reduce(in->data(), out->data(), count, on);
+    if (gather)
+      c.all_gather(in->data(), out->data(), count, on);
+    else
+      c.all_reduce(in->data(), out->data(), count, on);
     calls.push_back({count, gather, std::move(in), std::move(out)});
   }
   // Then one without a stream (on the default stream, after the queued ones), at once.
@@ -190,24 +198,27 @@ TEST(GpuKernels, LibraryCollectivesQueuedOnStreams) {
 }
 TEST(GpuKernels, AllGatherGemm) {
   const int n = cuda::World::get().size();
-  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 40 * n, 72, 48);      // small tiles, ragged
-  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 320 * n, 512, 256);   // pipelined mma tiles
+  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 40 * n, 72, 48);     // small tiles, ragged
+  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 320 * n, 512, 256);  // pipelined mma tiles
   cuda::Stream first, second;
   testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 40 * n, 72, 48, {&first, &second});  // queued
-  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 320 * n, 512, 256, {nullptr},  // in place
+  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 320 * n, 512, 256, {nullptr},        // in place
                                                    kernels::AgGemm::Gather::copy_engine, 0, true);
 }
 TEST(GpuKernels, AllGatherGemmBySmPuts) {
   const int n = cuda::World::get().size();
   using Gather = kernels::AgGemm::Gather;
-  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 40 * n, 72, 48, {nullptr}, Gather::sm_puts, 3);  // ragged slices
-  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 320 * n, 512, 256, {nullptr}, Gather::sm_puts);   // 16 slices
+  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 40 * n, 72, 48, {nullptr}, Gather::sm_puts,
+                                                   3);  // ragged slices
+  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 320 * n, 512, 256, {nullptr},
+                                                   Gather::sm_puts);  // 16 slices
   cuda::Stream first, second;
-  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 256 * n, 256, 128, {&first, &second}, Gather::sm_puts, 5);
+  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 256 * n, 256, 128, {&first, &second},
+                                                   Gather::sm_puts, 5);
 }
 TEST(GpuKernels, GemmReduceScatter) {
   const int n = cuda::World::get().size();
-  testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 64 * n, 72, 48);    // 64-row tiles, ragged N, K
+  testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 64 * n, 72, 48);     // 64-row tiles, ragged N, K
   testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 256 * n, 256, 512);  // pipelined 256-row tiles
   cuda::Stream first, second;
   testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 64 * n, 72, 48, {&first, &second});  // queued
@@ -226,8 +237,9 @@ TEST(GpuKernels, GemmReduceScatterBySmPushes) {
   testing_collectives::check_gemm_rs<DeviceMemory, GemmRsBySmPushes>(Target::cuda(), 256 * n, 256, 512);
 }
 TEST(GpuKernels, GemmAllReduce) {
-  testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 70, 72, 48);    // ragged
-  testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 128, 256, 512);  // skinny, pipelined
+  testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 70, 72, 48);  // ragged
+  testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 128, 256,
+                                                                    512);  // skinny, pipelined
   cuda::Stream stream;
   testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 70, 72, 48, {&stream});  // queued
 }
@@ -237,7 +249,8 @@ TEST(GpuKernels, GemmAllReduce) {
 // that each can draw the peers' inputs again for its reference); a run's output starts as NaN.
 uint64_t shared_seed() {
   static uint64_t* seed = symm_alloc<uint64_t>(1).data();
-  if (rank() == 0) *seed = std::random_device{}() ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  if (rank() == 0)
+    *seed = std::random_device{}() ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
   barrier_all();
   const uint64_t s = *symm_at(seed, 0);  // (rank 0's)
   barrier_all();
@@ -254,8 +267,8 @@ std::vector<bf16> random_bf16(uint64_t seed, size_t n) {
 /// plain GEMM (no communication) in relative norm, and 8 rows in double on the host; the bound
 /// is 1e-5 up to K = 1024, growing with sqrt(K) past it (f32 sums of bf16 products, in two
 /// computations: 4 ranks' K = 12288 gave 1.1e-5 against the plain GEMM).
-void expect_gemm(const std::vector<float>& got, const std::vector<bf16>& a, const std::vector<bf16>& b, int64_t M, int64_t N,
-                 int64_t K, const std::string& what) {
+void expect_gemm(const std::vector<float>& got, const std::vector<bf16>& a, const std::vector<bf16>& b, int64_t M,
+                 int64_t N, int64_t K, const std::string& what) {
   const double bound = 1e-5 * std::max(1.0, std::sqrt(double(K) / 1024.0));
   cuda::Buffer<bf16> da(a), db(b);
   cuda::Buffer<float> dc(std::vector<float>(size_t(M * N), NAN));
@@ -319,11 +332,13 @@ TEST(GpuKernels, GemmReduceScatterAtTheSeedsCheckShape) {
       for (int r = 0; r < n; ++r) {
         std::vector<bf16> ar = random_bf16(seed + r, M * K), br = random_bf16(seed + 100 + r, K * N);
         for (int64_t i = 0; i < rows; ++i)
-          std::copy(ar.begin() + (me * rows + i) * K, ar.begin() + (me * rows + i + 1) * K, wide.begin() + i * n * K + r * K);
+          std::copy(ar.begin() + (me * rows + i) * K, ar.begin() + (me * rows + i + 1) * K,
+                    wide.begin() + i * n * K + r * K);
         tall.insert(tall.end(), br.begin(), br.end());
       }
-      expect_gemm(out.download(), wide, tall, rows, N, n * K,
-                  str_cat(scatter == Scatter::copy_engine ? "copy engine" : "SM pushes", ", run ", run, ", seed ", seed));
+      expect_gemm(
+          out.download(), wide, tall, rows, N, n * K,
+          str_cat(scatter == Scatter::copy_engine ? "copy engine" : "SM pushes", ", run ", run, ", seed ", seed));
       barrier_all();
     }
   }

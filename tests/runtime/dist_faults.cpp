@@ -27,8 +27,10 @@ int run(const std::string& mode) {
     auto flag = symm_alloc<int32_t>(1);
     flag[0] = 0;
     barrier_all();
-    if (rank() == 0) host_compile(KernelDef("never_signaled", never_signaled, {"flag"})).launch({1}, flag.data());
-    else sleep(3);  // alive, but never signals
+    if (rank() == 0)
+      host_compile(KernelDef("never_signaled", never_signaled, {"flag"})).launch({1}, flag.data());
+    else
+      sleep(3);  // alive, but never signals
     return 0;
   }
   if (mode == "rank_killed") {

@@ -3,12 +3,11 @@
 // reference the host computes from the inputs (peers' inputs read through host symm_at).
 #include <gtest/gtest.h>
 
+#include <numeric>
 #include <optional>
 
-#include <numeric>
-
-#include "tiledist.h"
 #include "tests/runtime/collectives_check.h"
+#include "tiledist.h"
 
 namespace tiledist {
 namespace {
@@ -56,7 +55,8 @@ TEST(Fibers, EachProgramWaitsForTheNext) {
   auto flags = symm_alloc<int32_t>(n);
   std::vector<int32_t> order(n, -1), counter(1, 0);
   std::fill(flags.begin(), flags.end(), 0);
-  host_compile(KernelDef("chain", chain, {"flags", "order", "counter", "n"})).launch({n}, flags.data(), order, counter, n);
+  host_compile(KernelDef("chain", chain, {"flags", "order", "counter", "n"}))
+      .launch({n}, flags.data(), order, counter, n);
   for (int i = 0; i < n; ++i) EXPECT_EQ(order[i], n - 1 - i) << "program " << i << " finished out of order";
   EXPECT_EQ(counter[0], n);
   barrier_all();
@@ -82,8 +82,14 @@ void ping_pong(tl::Ptr<int64_t> box, tl::Ptr<int64_t> sig, tl::Ptr<int64_t> seen
         auto want = (i + 1).to(tl::int64) * 1000 + partner.to(tl::int64);
         tl::if_then(got != want, [&] { tl::atomic_add(seen, 1, {}, {"relaxed", "gpu"}); });
       };
-      tl::if_then(starter, [&] { my_turn(); receive(); });
-      tl::if_then(!starter, [&] { receive(); my_turn(); });
+      tl::if_then(starter, [&] {
+        my_turn();
+        receive();
+      });
+      tl::if_then(!starter, [&] {
+        receive();
+        my_turn();
+      });
     });
   });
 }
@@ -169,8 +175,8 @@ TEST(Collectives, AllToAllUnevenSplits) {
 }
 
 // ---- reduce-scatter: rank r ends with sum over ranks of their chunk r
-void reduce_scatter(tl::Ptr<float> in, tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> out, tl::Int chunk,
-                    tl::Const<int> BLOCK) {
+void reduce_scatter(tl::Ptr<float> in, tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> out,
+                    tl::Int chunk, tl::Const<int> BLOCK) {
   auto me = dist::rank();
   auto n = dist::num_ranks();
   auto d = tl::program_id(0);  // program d pushes our chunk d into rank d's staging row `me`
@@ -197,7 +203,7 @@ TEST(Collectives, ReduceScatter) {
   for (int i = 0; i < n * chunk; ++i) in[i] = input_value(me, i);
   barrier_all();
   host_compile(KernelDef("reduce_scatter", reduce_scatter, {"in", "staging", "flags", "out", "chunk", "BLOCK"}),
-          {{"BLOCK", 128}})
+               {{"BLOCK", 128}})
       .launch({n}, in.data(), staging.data(), flags.data(), out, chunk);
   for (int i = 0; i < chunk; ++i) {
     double want = 0;
@@ -225,7 +231,8 @@ TEST(Collectives, ThousandDeviceBarriers) {
   auto counter = symm_alloc<int64_t>(1), errors = symm_alloc<int64_t>(1);
   counter[0] = 0, errors[0] = 0;
   barrier_all();
-  host_compile(KernelDef("barriers", barriers, {"counter", "errors", "iters"})).launch({1}, counter.data(), errors.data(), 1000);
+  host_compile(KernelDef("barriers", barriers, {"counter", "errors", "iters"}))
+      .launch({1}, counter.data(), errors.data(), 1000);
   EXPECT_EQ(errors[0], 0);
   EXPECT_EQ(*symm_at(counter.data(), 0), 1000 * world_size());
   barrier_all();
@@ -260,13 +267,15 @@ TEST(Collectives, PutWithSignalOrdering) {
   auto sig = symm_alloc<int64_t>(1), ack = symm_alloc<int64_t>(1), errors = symm_alloc<int64_t>(1);
   sig[0] = 0, ack[0] = 0, errors[0] = 0;
   barrier_all();
-  host_compile(KernelDef("producer_consumer", producer_consumer, {"data", "staging", "sig", "ack", "errors", "iters", "WORDS"}),
-          {{"WORDS", words}})
+  host_compile(
+      KernelDef("producer_consumer", producer_consumer, {"data", "staging", "sig", "ack", "errors", "iters", "WORDS"}),
+      {{"WORDS", words}})
       .launch({1}, data.data(), staging.data(), sig.data(), ack.data(), errors.data(), 300);
   EXPECT_EQ(errors[0], 0);
   EXPECT_EQ(sig[0], 300);
   barrier_all();
-  for (void* p : {(void*)data.data(), (void*)staging.data(), (void*)sig.data(), (void*)ack.data(), (void*)errors.data()})
+  for (void* p :
+       {(void*)data.data(), (void*)staging.data(), (void*)sig.data(), (void*)ack.data(), (void*)errors.data()})
     symm_free(p);
 }
 
@@ -317,7 +326,8 @@ TEST(Collectives, DeviceBarrierWaitsForEveryProgram) {
   std::fill(marks.begin(), marks.end(), 0);
   errors[0] = 0;
   barrier_all();
-  host_compile(KernelDef("barrier_grid", barrier_grid, {"marks", "errors"})).launch({programs}, marks.data(), errors.data());
+  host_compile(KernelDef("barrier_grid", barrier_grid, {"marks", "errors"}))
+      .launch({programs}, marks.data(), errors.data());
   EXPECT_EQ(errors[0], 0) << "a program left the barrier before every program had arrived";
   barrier_all();
   symm_free(errors.data());

@@ -3,6 +3,8 @@
 // (no AMD GPU here) and every call then fails with that reason, a kernel launch included; the
 // cache keeps code objects as it keeps other binaries. Where an AMD GPU is found, kernels run
 // against the CPU backend's results.
+#include "runtime/hip.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +12,6 @@
 
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
-#include "runtime/hip.h"
 #include "tests/jit/error_of.h"
 #include "tests/jit/temp_dir.h"
 
@@ -44,16 +45,20 @@ TEST(Hip, MissingDeviceLibrariesAreNamed) {
 }
 
 TEST(Hip, WhatIsNotACodeObjectIsNamed) {
-  EXPECT_NE(error_of([] { hip::code_object_arch("not an elf file at all, and long enough to have a header....."); })
-                .find("not an ELF file"),
+  EXPECT_NE(error_of([] {
+              hip::code_object_arch("not an elf file at all, and long enough to have a header.....");
+            }).find("not an ELF file"),
             std::string::npos);
   // The host's object file of the same kernel: an ELF for x86-64 (machine 62).
-  std::string host = jit::Context::global().emit(kernels::add_kernel(), {}, Target::host(), CompileOptions{}, jit::Stage::binary);
-  EXPECT_NE(error_of([&] { hip::code_object_arch(host); }).find("not an AMDGPU code object (ELF machine 62)"), std::string::npos);
+  std::string host =
+      jit::Context::global().emit(kernels::add_kernel(), {}, Target::host(), CompileOptions{}, jit::Stage::binary);
+  EXPECT_NE(error_of([&] { hip::code_object_arch(host); }).find("not an AMDGPU code object (ELF machine 62)"),
+            std::string::npos);
   // A code object whose arch field we do not target.
   std::string other = code_object(kernels::add_kernel(), "gfx942");
   other[48] = 0x30;  // EF_AMDGPU_MACH of gfx908
-  EXPECT_NE(error_of([&] { hip::code_object_arch(other); }).find("does not target (EF_AMDGPU_MACH 0x30)"), std::string::npos);
+  EXPECT_NE(error_of([&] { hip::code_object_arch(other); }).find("does not target (EF_AMDGPU_MACH 0x30)"),
+            std::string::npos);
 }
 
 TEST(Hip, WithoutAnAmdGpuEveryCallSaysWhy) {
@@ -75,10 +80,13 @@ TEST(Hip, AWorkgroupHoldsAtMost1024Threads) {
   // 16 wavefronts of 64 fill a workgroup; 32 warps are 1024 threads on NVIDIA, 2048 here.
   CompileOptions o;
   o.num_warps = 32;
-  std::string e = error_of([&] { jit::Context::global().emit(kernels::add_kernel(), {}, Target::amdgcn("gfx942"), o, jit::Stage::asm_); });
+  std::string e = error_of(
+      [&] { jit::Context::global().emit(kernels::add_kernel(), {}, Target::amdgcn("gfx942"), o, jit::Stage::asm_); });
   EXPECT_NE(e.find("num_warps = 32 makes 2048 threads per program on gfx942"), std::string::npos) << e;
   o.num_warps = 16;
-  EXPECT_NE(jit::Context::global().emit(kernels::add_kernel(), {}, Target::amdgcn("gfx942"), o, jit::Stage::asm_).find(".max_flat_workgroup_size: 1024"),
+  EXPECT_NE(jit::Context::global()
+                .emit(kernels::add_kernel(), {}, Target::amdgcn("gfx942"), o, jit::Stage::asm_)
+                .find(".max_flat_workgroup_size: 1024"),
             std::string::npos);
 }
 

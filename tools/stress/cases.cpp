@@ -30,8 +30,10 @@ template <class T>
 class Mem {
  public:
   Mem(bool gpu, const std::vector<T>& v) : size_(v.size()) {
-    if (gpu) device_ = std::make_unique<cuda::Buffer<T>>(v);
-    else host_ = v;
+    if (gpu)
+      device_ = std::make_unique<cuda::Buffer<T>>(v);
+    else
+      host_ = v;
   }
   T* ptr() { return device_ ? device_->data() : host_.data(); }
   /// A copy on the host (the runs that write it must be done).
@@ -57,9 +59,12 @@ std::vector<T> poison(size_t n) {
 /// multiple of nothing in particular).
 int64_t ragged(Job& job, int64_t hi) {
   switch (job.draw(0, 3)) {
-    case 0: return job.draw(1, std::min<int64_t>(8, hi));
-    case 1: return job.draw(1, std::max<int64_t>(1, hi / 8));
-    default: return job.draw(1, hi);
+    case 0:
+      return job.draw(1, std::min<int64_t>(8, hi));
+    case 1:
+      return job.draw(1, std::max<int64_t>(1, hi / 8));
+    default:
+      return job.draw(1, hi);
   }
 }
 
@@ -136,8 +141,10 @@ class CollectivesSubject : public Subject {
     const size_t count = static_cast<size_t>(ragged(job, job.gpu() ? (int64_t(3) << 20) / job.ranks() : 60000));
     const Algo algo = std::array{Algo::automatic, Algo::one_shot, Algo::two_shot}[job.draw(0, 2)];
     const cuda::Stream* stream = job.pick_stream();
-    if (bf) go<bf16>(job, op, count, in_place, algo, stream);
-    else go<float>(job, op, count, in_place, algo, stream);
+    if (bf)
+      go<bf16>(job, op, count, in_place, algo, stream);
+    else
+      go<float>(job, op, count, in_place, algo, stream);
   }
 
  private:
@@ -160,18 +167,22 @@ class CollectivesSubject : public Subject {
       }
     }
     static const char* ops[] = {"all_gather", "reduce_scatter", "all_reduce"};
-    const std::string what = str_cat(name(), ": ", ops[op], " of ", count, std::is_same_v<T, bf16> ? " bf16" : " f32",
-                                     in_place ? " in place" : "", op == 2 ? str_cat(" (algorithm ", int(algo), ")") : "");
+    const std::string what =
+        str_cat(name(), ": ", ops[op], " of ", count, std::is_same_v<T, bf16> ? " bf16" : " f32",
+                in_place ? " in place" : "", op == 2 ? str_cat(" (algorithm ", int(algo), ")") : "");
     std::shared_ptr<Mem<T>> buf;  // what the check reads
     size_t offset = 0;            // where our result starts in it
     if (!in_place) {
       auto in = mem(job, ins[me]);
       buf = mem(job, poison<T>(out_len));
-      if (op == 0) c_.all_gather(in->ptr(), buf->ptr(), count, stream);
-      else if (op == 1) c_.reduce_scatter(in->ptr(), buf->ptr(), count, stream);
-      else c_.all_reduce(in->ptr(), buf->ptr(), count, algo, stream);
+      if (op == 0)
+        c_.all_gather(in->ptr(), buf->ptr(), count, stream);
+      else if (op == 1)
+        c_.reduce_scatter(in->ptr(), buf->ptr(), count, stream);
+      else
+        c_.all_reduce(in->ptr(), buf->ptr(), count, algo, stream);
       job.after(what, [in] { return std::string(); });  // (keeps the input until the run is done)
-    } else if (op == 0) {  // from our part of the output
+    } else if (op == 0) {                               // from our part of the output
       std::vector<T> start = poison<T>(n * count);
       std::copy(ins[me].begin(), ins[me].end(), start.begin() + me * count);
       buf = mem(job, start);
@@ -204,7 +215,12 @@ class AgGemmSubject : public Subject {
  public:
   using Gather = kernels::AgGemm::Gather;
   AgGemmSubject(Job& job, int id, int64_t rows, int64_t N, int64_t K, Gather gather, int puts)
-      : id_(id), rows_(rows), N_(N), K_(K), gather_(gather), op_(job.target(), rows * job.ranks(), N, K, gather, puts) {}
+      : id_(id),
+        rows_(rows),
+        N_(N),
+        K_(K),
+        gather_(gather),
+        op_(job.target(), rows * job.ranks(), N, K, gather, puts) {}
   std::string name() const override {
     return str_cat("ag_gemm by ", gather_ == Gather::copy_engine ? "copy engine" : "SM puts", " #", id_, " (", rows_,
                    " rows per rank, N=", N_, ", K=", K_, ")");
@@ -215,7 +231,8 @@ class AgGemmSubject : public Subject {
     const uint64_t seed = job.data_seed(uint64_t(id_) << 32 | ++runs_);
     const bool in_place = job.chance(0.25);
     const cuda::Stream* stream = job.pick_stream();
-    std::vector<bf16> mine = random_values<bf16>(seed + me, rows_ * K_), b = random_values<bf16>(seed + 1000 + me, K_ * N_);
+    std::vector<bf16> mine = random_values<bf16>(seed + me, rows_ * K_),
+                      b = random_values<bf16>(seed + 1000 + me, K_ * N_);
     auto bm = mem(job, b);
     auto c = mem(job, poison<float>(M * N_));
     std::shared_ptr<Mem<bf16>> a;
@@ -223,22 +240,25 @@ class AgGemmSubject : public Subject {
     if (in_place) {  // our rows where the run wants them: the run before last, which read them there, must be done
       job.drain();
       input = op_.next_input();
-      if (job.gpu()) cuda::copy_to_device(input, mine.data(), mine.size() * sizeof(bf16));
-      else std::memcpy(input, mine.data(), mine.size() * sizeof(bf16));
+      if (job.gpu())
+        cuda::copy_to_device(input, mine.data(), mine.size() * sizeof(bf16));
+      else
+        std::memcpy(input, mine.data(), mine.size() * sizeof(bf16));
     } else {
       a = mem(job, mine);
       input = a->ptr();
     }
     op_.run(input, bm->ptr(), c->ptr(), stream);
     const int64_t N = N_, K = K_, rows = rows_;
-    job.after(str_cat(name(), ": run ", runs_, in_place ? " in place" : ""), [&job, a, bm, c, b, seed, n, M, N, K, rows] {
-      std::vector<bf16> gathered;
-      for (int r = 0; r < n; ++r) {
-        std::vector<bf16> shard = random_values<bf16>(seed + r, rows * K);
-        gathered.insert(gathered.end(), shard.begin(), shard.end());
-      }
-      return check_gemm(job, gathered, b, c->get(), M, N, K);
-    });
+    job.after(str_cat(name(), ": run ", runs_, in_place ? " in place" : ""),
+              [&job, a, bm, c, b, seed, n, M, N, K, rows] {
+                std::vector<bf16> gathered;
+                for (int r = 0; r < n; ++r) {
+                  std::vector<bf16> shard = random_values<bf16>(seed + r, rows * K);
+                  gathered.insert(gathered.end(), shard.begin(), shard.end());
+                }
+                return check_gemm(job, gathered, b, c->get(), M, N, K);
+              });
   }
 
  private:
@@ -258,7 +278,9 @@ class GemmReduceSubject : public Subject {
   template <class... Extra>
   GemmReduceSubject(Job& job, int id, int64_t M, int64_t N, int64_t K, std::string kind, Extra... extra)
       : id_(id), M_(M), N_(N), K_(K), kind_(std::move(kind)), op_(job.target(), M, N, K, extra...) {}
-  std::string name() const override { return str_cat(kind_, " #", id_, " (M=", M_, ", N=", N_, ", K=", K_, " per rank)"); }
+  std::string name() const override {
+    return str_cat(kind_, " #", id_, " (M=", M_, ", N=", N_, ", K=", K_, " per rank)");
+  }
   void run_once(Job& job) override {
     constexpr bool all = std::is_same_v<Op, kernels::GemmAr>;
     const int n = job.ranks(), me = job.me();
@@ -305,7 +327,8 @@ std::unique_ptr<Subject> make_subject(Job& job, int id) {
   const bool gpu = job.gpu();
   const int n = job.ranks();
   switch (job.draw(0, 4)) {
-    case 0: return std::make_unique<CollectivesSubject>(job, id);
+    case 0:
+      return std::make_unique<CollectivesSubject>(job, id);
     case 1:
     case 2: {
       using Gather = kernels::AgGemm::Gather;
@@ -313,7 +336,8 @@ std::unique_ptr<Subject> make_subject(Job& job, int id) {
       const int puts = gather == Gather::sm_puts ? static_cast<int>(job.draw(0, 20)) : 0;  // (0: the default)
       if (gpu && job.chance(0.1))  // Triton-distributed's own check shape
         return std::make_unique<AgGemmSubject>(job, id, 4091, 5120, 1024, gather, puts);
-      const int64_t rows = ragged(job, gpu ? 2048 : 40), N = ragged(job, gpu ? 2304 : 72), K = ragged(job, gpu ? 1536 : 72);
+      const int64_t rows = ragged(job, gpu ? 2048 : 40), N = ragged(job, gpu ? 2304 : 72),
+                    K = ragged(job, gpu ? 1536 : 72);
       return std::make_unique<AgGemmSubject>(job, id, rows, N, K, gather, puts);
     }
     case 3: {
@@ -356,7 +380,9 @@ const cuda::Stream* Job::pick_stream() {
   return gpu_ && k > 0 ? streams_[k - 1].get() : nullptr;
 }
 
-void Job::after(std::string what, std::function<std::string()> check) { pending_.emplace_back(std::move(what), std::move(check)); }
+void Job::after(std::string what, std::function<std::string()> check) {
+  pending_.emplace_back(std::move(what), std::move(check));
+}
 
 void Job::drain() {
   for (auto& s : streams_) s->synchronize();
@@ -364,7 +390,8 @@ void Job::drain() {
   pending_.clear();
   for (auto& [what, check] : pending)
     if (std::string wrong = check(); !wrong.empty())
-      throw Error(str_cat("tiledist-stress: ", what, ": ", wrong, " (rank ", me_, " of ", ranks_, ", job seed ", seed_, ")"));
+      throw Error(
+          str_cat("tiledist-stress: ", what, ": ", wrong, " (rank ", me_, " of ", ranks_, ", job seed ", seed_, ")"));
 }
 
 void Job::run() {
