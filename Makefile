@@ -7,10 +7,10 @@ CMAKE_FLAGS ?=
 # Debian packages the build needs; `deps` installs those that are missing.
 PACKAGES := cmake ninja-build g++ llvm-19-dev libclang-19-dev lld-19 llvm-19-tools libzstd-dev zlib1g-dev \
             libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin libhwloc-dev \
-            liblld-19-dev rocm-device-libs libamdhip64-dev
+            liblld-19-dev rocm-device-libs libamdhip64-dev clang-format-19 clang-tidy-19
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps configure build test test-sanitize demo bench bundle clean
+.PHONY: all deps configure build test test-sanitize demo bench bundle clean format format-check tidy-changed
 
 all: build
 
@@ -58,6 +58,20 @@ test-sanitize: deps
 	reports=$$(grep -lE 'ERROR: (Address|Leak)Sanitizer|runtime error:' $(SANITIZE_LOGS)/* 2>/dev/null); \
 	for f in $$reports; do echo "== $$f"; cat $$f; done; \
 	[ $$status -eq 0 ] && [ -z "$$reports" ]
+
+# The style (.clang-format): `format` rewrites every C++ file, `format-check` (CI) fails on one
+# that differs. `tidy-changed` runs clang-tidy (.clang-tidy) over the C++ sources the last
+# commit changed, with the build's compile commands (reports; fails only on clang-tidy errors).
+CXX_FILES = $$(git ls-files '*.cpp' '*.h')
+format: deps
+	clang-format-19 -i $(CXX_FILES)
+format-check: deps
+	@clang-format-19 --dry-run -Werror $(CXX_FILES) && echo "format: every C++ file as .clang-format has it"
+tidy-changed: build
+	@files=$$(git diff --name-only --diff-filter=AM HEAD~1 -- '*.cpp' 2>/dev/null | while read f; do \
+	  grep -q "\"file\": \"[^\"]*/$$f\"" $(BUILD)/compile_commands.json && echo $$f; done); \
+	if [ -z "$$files" ]; then echo "tidy: no C++ source changed in the last commit"; exit 0; fi; \
+	echo "tidy: $$files"; clang-tidy-19 -p $(BUILD) --quiet $$files
 
 demo: build
 	$(BUILD)/tools/tiledist-demo
