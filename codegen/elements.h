@@ -302,7 +302,7 @@ class Elements {
   llvm::Value* atomic_update(const ir::Op& op, llvm::Value* p, llvm::Value* v, llvm::Value* desired,
                              llvm::SyncScope::ID scope = llvm::SyncScope::System) {
     return llvm_atomic(b_, op.code == OpCode::AtomicCAS ? "cas" : op.str_attr("kind"), op.results[0]->type.dtype, p, v,
-                       desired, ordering(op.str_attr("sem")), scope);
+                       desired, ordering(op.str_attr("order")), scope);
   }
 
   /// The starting value of a reduction: 0 for sum, the far end of the type for max and min.

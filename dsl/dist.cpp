@@ -73,7 +73,7 @@ Tensor wait_op(const char* op, const Tensor& p, const tl::Operand& n, const char
   return Tensor(
       builder(op, loc)
           .create(OpCode::Wait, {p.value(), count.value(), v.value()}, {Type::scalar(p.dtype())},
-                  {{"cmp", std::string(cmp)}, {"scope", std::string(scope)}, {"semantic", std::string(semantic)}})
+                  {{"cmp", std::string(cmp)}, {"scope", std::string(scope)}, {"order", std::string(semantic)}})
           ->result());
 }
 }  // namespace

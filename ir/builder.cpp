@@ -159,10 +159,10 @@ Value* Builder::atomic_rmw(const std::string& kind, Value* p, Value* v, Value* m
                            const std::string& scope) {
   std::vector<Value*> ops{p, v};
   if (mask) ops.push_back(mask);
-  return create(OpCode::AtomicRMW, ops, {v->type}, {{"kind", kind}, {"sem", sem}, {"scope", scope}})->result();
+  return create(OpCode::AtomicRMW, ops, {v->type}, {{"kind", kind}, {"order", sem}, {"scope", scope}})->result();
 }
 Value* Builder::atomic_cas(Value* p, Value* c, Value* v, const std::string& sem, const std::string& scope) {
-  return create(OpCode::AtomicCAS, {p, c, v}, {v->type}, {{"sem", sem}, {"scope", scope}})->result();
+  return create(OpCode::AtomicCAS, {p, c, v}, {v->type}, {{"order", sem}, {"scope", scope}})->result();
 }
 
 Type reduced_type(const Type& t, int axis, DType result_dtype) {

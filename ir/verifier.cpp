@@ -4,6 +4,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "ir/attrs.h"
 #include "ir/builder.h"
 #include "ir/layout.h"
 
@@ -17,6 +18,23 @@ bool one_of(const std::string& s, std::initializer_list<const char*> options) {
   for (const char* o : options)
     if (s == o) return true;
   return false;
+}
+
+/// Attribute `key` names one of `allowed` (an attrs.h vocabulary).
+template <class E>
+std::string expect_enum(const Op& op, const char* key, std::initializer_list<E> allowed) {
+  auto it = op.attrs.find(key);
+  if (it == op.attrs.end() || !std::holds_alternative<std::string>(it->second))
+    return str_cat("missing string attribute '", key, "'");
+  auto v = parse_enum<E>(std::get<std::string>(it->second));
+  std::string names;
+  bool ok = false;
+  for (E e : allowed) {
+    names += str_cat(names.empty() ? "" : ", ", name_of(e));
+    ok |= v && *v == e;
+  }
+  if (!ok) return str_cat("attribute ", key, " = \"", std::get<std::string>(it->second), "\" is not one of ", names);
+  return "";
 }
 
 std::string expect_attr_in(const Op& op, const std::string& key, std::initializer_list<const char*> options) {
@@ -265,7 +283,7 @@ std::string check_rule(const Op& op) {
       if (operand(0) != operand(1))
         return str_cat("operand types differ: ", operand(0).str(), " and ", operand(1).str());
       if (*out != Type::tensor(DType::i1, operand(0).shape)) return "result must be i1 of the operands' shape";
-      return expect_attr_in(op, "pred", {"eq", "ne", "lt", "le", "gt", "ge"});
+      return expect_enum(op, "pred", {CmpPred::eq, CmpPred::ne, CmpPred::lt, CmpPred::le, CmpPred::gt, CmpPred::ge});
     case OpCode::Neg:
       if (operand(0).is_ptr || operand(0).is_bool()) return str_cat("needs a number, got ", operand(0).str());
       return same_as_result(0);
@@ -345,14 +363,16 @@ std::string check_rule(const Op& op) {
         return str_cat("atomics on ", dtype_name(d), " are not supported (i32, i64", cas ? "" : ", f32, f64", ")");
       if (*out != elem) return "result must be the pointee type";
       if (!cas) {
-        auto e = expect_attr_in(op, "kind", {"add", "max", "min", "xchg", "and", "or", "xor"});
+        auto e = expect_enum(
+            op, "kind",
+            {RmwKind::add, RmwKind::max, RmwKind::min, RmwKind::xchg, RmwKind::and_, RmwKind::or_, RmwKind::xor_});
         if (!e.empty()) return e;
-        if (is_float(d) && !one_of(op.str_attr("kind"), {"add", "xchg", "max", "min"}))
+        if (is_float(d) && expect_enum(op, "kind", {RmwKind::add, RmwKind::xchg, RmwKind::max, RmwKind::min}) != "")
           return "bitwise atomics need integers";
       }
-      auto e = expect_attr_in(op, "sem", {"relaxed", "acquire", "release", "acq_rel"});
+      auto e = expect_enum(op, "order", {MemOrder::relaxed, MemOrder::acquire, MemOrder::release, MemOrder::acq_rel});
       if (!e.empty()) return e;
-      return expect_attr_in(op, "scope", {"cta", "gpu", "sys"});
+      return expect_enum(op, "scope", {MemScope::cta, MemScope::gpu, MemScope::sys});
     }
     case OpCode::Rank:
     case OpCode::NumRanks:
@@ -369,9 +389,9 @@ std::string check_rule(const Op& op) {
       if (operand(1) != Type::scalar(DType::i32)) return str_cat("the word count must be i32, got ", operand(1).str());
       if (operand(2) != Type::scalar(p.dtype)) return str_cat("the expected value must be ", dtype_name(p.dtype));
       if (*out != Type::scalar(p.dtype)) return "result must be the signal's type";
-      auto e = expect_attr_in(op, "cmp", {"eq", "ne", "lt", "le", "gt", "ge"});
-      if (e.empty()) e = expect_attr_in(op, "scope", {"gpu", "sys"});
-      return e.empty() ? expect_attr_in(op, "semantic", {"acquire", "relaxed"}) : e;
+      auto e = expect_enum(op, "cmp", {CmpPred::eq, CmpPred::ne, CmpPred::lt, CmpPred::le, CmpPred::gt, CmpPred::ge});
+      if (e.empty()) e = expect_enum(op, "scope", {MemScope::gpu, MemScope::sys});
+      return e.empty() ? expect_enum(op, "order", {MemOrder::acquire, MemOrder::relaxed}) : e;
     }
     case OpCode::ConsumeToken:
       if (operand(1).is_tensor()) return "the token is a scalar";
@@ -384,13 +404,14 @@ std::string check_rule(const Op& op) {
         return "the byte count must be an integer scalar";
       return expect_attr_in(op, "granularity", {"block", "warp", "thread"});
     case OpCode::Fence: {
-      auto e = expect_attr_in(op, "order", {"acquire", "release", "acq_rel", "seq_cst"});
-      return e.empty() ? expect_attr_in(op, "scope", {"cta", "gpu", "sys"}) : e;
+      auto e = expect_enum(op, "order", {MemOrder::acquire, MemOrder::release, MemOrder::acq_rel, MemOrder::seq_cst});
+      return e.empty() ? expect_enum(op, "scope", {MemScope::cta, MemScope::gpu, MemScope::sys}) : e;
     }
     case OpCode::Barrier:
       return expect_attr_in(op, "kind", {"barrier_all", "sync_all"});
     case OpCode::Reduce: {
-      auto e = expect_attr_in(op, "kind", {"sum", "max", "min", "argmax", "argmin"});
+      auto e = expect_enum(op, "kind",
+                           {ReduceKind::sum, ReduceKind::max, ReduceKind::min, ReduceKind::argmax, ReduceKind::argmin});
       if (!e.empty()) return e;
       if (!operand(0).is_tensor() || operand(0).is_ptr) return "reduce needs a tensor of numbers";
       if (!int_attr_ok(op, "axis")) return "needs an integer axis";

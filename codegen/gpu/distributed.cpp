@@ -120,7 +120,7 @@ void GpuLowering::emit_wait(const ir::Op& op) {
   llvm::Type* t = reg_type(op.results[0]->type);
   if (!producer_ && producer_only_waits_.count(&op))  // (warp specialized: the producer waits)
     return define(op, {llvm::Constant::getNullValue(t), {}});
-  const std::string order = op.str_attr("semantic") == "acquire" ? "acquire" : "relaxed";
+  const std::string order = op.str_attr("order") == "acquire" ? "acquire" : "relaxed";
   const std::string& cmp = op.str_attr("cmp");
   llvm::CmpInst::Predicate pred = cmp == "eq"   ? llvm::CmpInst::ICMP_EQ
                                   : cmp == "ne" ? llvm::CmpInst::ICMP_NE

@@ -167,14 +167,14 @@ void GpuLowering::emit_atomic(const ir::Op& op) {
     llvm::Value* cond = mask ? b_.CreateAnd(ok, mask) : ok;
     llvm::Type* t = reg_type(rt.element());
     return when_value(cond, t, llvm::Constant::getNullValue(t), [&] {
-      return target_->atomic(kind, rt.dtype, p, v, cas ? element(op.operands[2], j) : nullptr, op.str_attr("sem"),
+      return target_->atomic(kind, rt.dtype, p, v, cas ? element(op.operands[2], j) : nullptr, op.str_attr("order"),
                              op.str_attr("scope"), used);
     });
   };
   if (!rt.is_tensor()) {
     // One thread performs it for the program; a releasing atomic must follow every thread's
     // earlier writes, so the program's threads meet first.
-    const std::string& sem = op.str_attr("sem");
+    const std::string& sem = op.str_attr("order");
     if (sem != "relaxed" && sem != "acquire") barrier();
     if (uses_[op.results[0].get()] == 0) {  // nothing to share: an acquire still orders what follows
       when(is_thread0(), [&] { one(0, b_.getTrue()); });

@@ -298,7 +298,7 @@ class HostLowering : public Elements {
         llvm::Value* got = b_.CreateCall(
             f, {rt_, val(op.operands[0]).scalar, b_.getInt32(ir::dtype_bytes(pt.dtype)), val(op.operands[1]).scalar,
                 b_.getInt32(cmp), b_.CreateSExt(val(op.operands[2]).scalar, b_.getInt64Ty()),
-                b_.getInt32(op.str_attr("semantic") == "acquire")});
+                b_.getInt32(op.str_attr("order") == "acquire")});
         vals_[op.results[0].get()] = CVal{b_.CreateTrunc(got, reg_type(*rt)), nullptr};
         return;
       }

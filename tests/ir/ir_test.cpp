@@ -61,8 +61,8 @@ func @all_ops(%p: ptr<f32>, %q: ptr<i32, symmetric>, %n: i32, %h: bf16, %e: f8e4
   %44 = splat %22 : tensor<16xi1>
   %45 = load %43, %44, %36 : tensor<16xf32>
   store %43, %45, %44
-  %46 = atomic_rmw %q, %0 {kind = "add", scope = "sys", sem = "acq_rel"} : i32
-  %47 = atomic_cas %q, %0, %46 {scope = "gpu", sem = "relaxed"} : i32
+  %46 = atomic_rmw %q, %0 {kind = "add", order = "acq_rel", scope = "sys"} : i32
+  %47 = atomic_cas %q, %0, %46 {order = "relaxed", scope = "gpu"} : i32
   %48 = reduce %9 {axis = 1, kind = "argmax"} : tensor<16xi32>
   %49 = reduce %45 {axis = 0, kind = "sum"} : f32
   %50 = splat %1 : tensor<16x8xf32>
@@ -92,7 +92,7 @@ func @all_ops(%p: ptr<f32>, %q: ptr<i32, symmetric>, %n: i32, %h: bf16, %e: f8e4
   %65 = rank : i32
   %66 = num_ranks : i32
   %67 = symm_at %q, %65 : ptr<i32, symmetric>
-  %68 = wait %67, %66, %0 {cmp = "eq", scope = "sys", semantic = "acquire"} : i32
+  %68 = wait %67, %66, %0 {cmp = "eq", order = "acquire", scope = "sys"} : i32
   %69 = consume_token %p, %68 : ptr<f32>
   memcpy %69, %p, %n {granularity = "block", nbi = 1}
   fence {order = "release", scope = "sys"}
@@ -189,7 +189,8 @@ TEST(Verifier, RejectsBadShapesAndTypes) {
       "shapes do not chain");
   expect_rejected("func @f(%a: f32) {\n %0 = exp %a : f32\n %1 = reshape %a : tensor<3xf32>\n return\n}",
                   "op 'reshape'");
-  expect_rejected("func @f(%a: i32) {\n %0 = cmp %a, %a {pred = \"lte\"} : i1\n return\n}", "not one of the allowed");
+  expect_rejected("func @f(%a: i32) {\n %0 = cmp %a, %a {pred = \"lte\"} : i1\n return\n}",
+                  "attribute pred = \"lte\" is not one of eq, ne, lt, le, gt, ge");
   expect_rejected("func @f(%a: f32) {\n %0 = bitcast %a : i64\n return\n}", "bit width");
 }
 
