@@ -42,7 +42,7 @@ TEST(Specialization, DoNotSpecializeLeavesAParameterOutOfTheFacts) {
 void shape_mismatch(tl::Ptr<float> x) {
   auto a = tl::arange(0, 64);
   auto b = tl::arange(0, 32);
-  g_line = __LINE__;
+  g_line = __LINE__ + 1;  // (the next line)
   auto c = a + b;
   tl::store(x + c, 1.0f);
 }
@@ -56,7 +56,7 @@ void dot_dtypes(tl::Ptr<tiledist::bf16> a, tl::Ptr<float> b) {
   auto idx = tl::expand_dims(r, 1) * 16 + tl::expand_dims(r, 0);
   auto x = tl::load(a + idx);
   auto y = tl::load(b + idx);
-  g_line = __LINE__;
+  g_line = __LINE__ + 1;  // (the next line)
   tl::dot(x, y);
 }
 TEST(TraceErrors, DotDtypeMismatch) {
@@ -66,7 +66,7 @@ TEST(TraceErrors, DotDtypeMismatch) {
 
 void dot_shapes(tl::Ptr<float> a) {
   auto x = tl::zeros({16, 8}, tl::float32);
-  g_line = __LINE__;
+  g_line = __LINE__ + 1;  // (the next line)
   tl::dot(x, x);
 }
 TEST(TraceErrors, DotInnerDimensionMismatch) {
@@ -74,7 +74,7 @@ TEST(TraceErrors, DotInnerDimensionMismatch) {
 }
 
 void load_number(tl::Int n) {
-  g_line = __LINE__;
+  g_line = __LINE__ + 1;  // (the next line)
   tl::load(n);
 }
 TEST(TraceErrors, LoadFromANumber) {
@@ -84,7 +84,7 @@ TEST(TraceErrors, LoadFromANumber) {
 
 void bad_mask(tl::Ptr<float> x) {
   auto offs = tl::arange(0, 16);
-  g_line = __LINE__;
+  g_line = __LINE__ + 1;  // (the next line)
   tl::load(x + offs, offs);
 }
 TEST(TraceErrors, MaskMustBeBoolean) {
@@ -93,7 +93,7 @@ TEST(TraceErrors, MaskMustBeBoolean) {
 
 void store_shape(tl::Ptr<float> x) {
   auto offs = tl::arange(0, 16);
-  g_line = __LINE__;
+  g_line = __LINE__ + 1;  // (the next line)
   tl::store(x + offs, tl::zeros({32}, tl::float32));
 }
 TEST(TraceErrors, StoreValueOfAnotherShape) {
@@ -102,7 +102,7 @@ TEST(TraceErrors, StoreValueOfAnotherShape) {
 }
 
 void carried_type(tl::Ptr<float> x) {
-  g_line = __LINE__;
+  g_line = __LINE__ + 1;  // (the next line)
   tl::for_range(0, 4, 1, tl::zeros({8}, tl::float32),
                 [](tl::Tensor, tl::Tensor acc) { return tl::zeros({16}, tl::float32); });
 }
@@ -113,7 +113,7 @@ TEST(TraceErrors, LoopCarriedValueChangesShape) {
 
 void tensor_condition(tl::Ptr<float> x) {
   auto c = tl::arange(0, 8) < 4;
-  g_line = __LINE__;
+  g_line = __LINE__ + 1;  // (the next line)
   tl::if_then(c, [] {});
 }
 TEST(TraceErrors, BranchOnATensor) {
@@ -122,7 +122,7 @@ TEST(TraceErrors, BranchOnATensor) {
 }
 
 void bad_reshape(tl::Ptr<float> x) {
-  g_line = __LINE__;
+  g_line = __LINE__ + 1;  // (the next line)
   tl::reshape(tl::arange(0, 16), {3, 5});
 }
 TEST(TraceErrors, ReshapeChangesElementCount) {
@@ -130,7 +130,7 @@ TEST(TraceErrors, ReshapeChangesElementCount) {
 }
 
 void bad_arange(tl::Ptr<float> x, tl::Const<int> B) {
-  g_line = __LINE__;
+  g_line = __LINE__ + 1;  // (the next line)
   tl::arange(0, B);
 }
 TEST(TraceErrors, ArangeNeedsPowerOfTwo) {
@@ -139,7 +139,7 @@ TEST(TraceErrors, ArangeNeedsPowerOfTwo) {
 }
 
 void math_on_int(tl::Ptr<float> x) {
-  g_line = __LINE__;
+  g_line = __LINE__ + 1;  // (the next line)
   tl::exp(tl::arange(0, 8));
 }
 TEST(TraceErrors, MathNeedsFloats) {
@@ -147,7 +147,7 @@ TEST(TraceErrors, MathNeedsFloats) {
 }
 
 void pointer_times(tl::Ptr<float> x) {
-  g_line = __LINE__;
+  g_line = __LINE__ + 1;  // (the next line)
   (void)(x * 2);
 }
 TEST(TraceErrors, ArithmeticOnPointers) {
