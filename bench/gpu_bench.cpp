@@ -364,7 +364,7 @@ int main(int argc, char** argv) {
         row(problem, label, cfg.constants, cfg.options, cfg.grid(M, N));
         gemm_row(problem, label, cfg);
         if (cfg.bn == 128 &&
-            target.arch == "sm_90a") {  // the fuller waves' 128x128 tiles, against 128x256 ones, shared
+            target.has(Cap::wgmma)) {  // the fuller waves' 128x128 tiles, against 128x256 ones, shared
           kernels::GemmConfig wide = cfg;
           wide.bn = 256;
           wide.constants.insert_or_assign("BN", 256);
@@ -380,7 +380,7 @@ int main(int argc, char** argv) {
         const std::string label = str_cat("M=N=K=", S);
         row(problem, label, cfg.constants, cfg.options, cfg.grid(S, S));
         gemm_row(problem, label, cfg);
-        if (target.arch == "sm_90a") gemm_row(problem, str_cat(label, " 256x128/16w"), tall(cfg));
+        if (target.has(Cap::wgmma)) gemm_row(problem, str_cat(label, " 256x128/16w"), tall(cfg));
       }
     if (!only_fp8) {  // and a decode step's skinny GEMM
       const int M = 128, N = 8192, K = 8192;

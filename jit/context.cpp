@@ -223,7 +223,7 @@ struct Context::Impl {
       const llvm::Target* t = llvm::TargetRegistry::lookupTarget(triple, err);
       if (!t) throw Error(str_cat("tiledist: no ", amd ? "AMDGPU" : "NVPTX", " backend in this build: ", err));
       // NVPTX: PTX 8.4 (CUDA 12.4 drivers) for Hopper: f8 mma.sync needs it; 8.0 elsewhere.
-      const char* features = amd ? "" : target.arch == "sm_90a" ? "+ptx84" : "+ptx80";
+      const char* features = amd ? "" : target.has(Cap::wgmma) ? "+ptx84" : "+ptx80";
       tm.reset(t->createTargetMachine(triple, target.arch, features, llvm::TargetOptions(),
                                       amd ? std::optional(llvm::Reloc::PIC_) : std::nullopt, std::nullopt,
                                       llvm::CodeGenOptLevel::Aggressive));

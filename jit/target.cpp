@@ -50,6 +50,21 @@ Target Target::default_target() {
   return found;
 }
 
+bool Target::has(Cap c) const {
+  struct Caps {
+    const char* arch;
+    std::initializer_list<Cap> caps;
+  };
+  static const Caps table[] = {
+      {"sm_80", {Cap::mma_sync}}, {"sm_90", {Cap::mma_sync}}, {"sm_90a", {Cap::mma_sync, Cap::wgmma, Cap::tma}},
+      {"gfx90a", {Cap::mfma}},    {"gfx942", {Cap::mfma}},
+  };
+  if (kind == Kind::host) return false;
+  for (const Caps& t : table)
+    if (arch == t.arch) return std::find(t.caps.begin(), t.caps.end(), c) != t.caps.end();
+  return false;
+}
+
 std::string Target::name() const { return kind == Kind::host ? "host" : arch; }
 
 namespace {

@@ -5,6 +5,15 @@
 
 namespace tiledist {
 
+/// What a target's hardware has, decided once from its arch (Target::has), so that the kernel
+/// library and the tools ask for a capability instead of comparing arch names.
+enum class Cap : uint8_t {
+  mma_sync,  // NVIDIA tensor cores through mma.sync (sm_80 on)
+  wgmma,     // Hopper's warpgroup MMA and its instructions (sm_90a)
+  tma,       // the tensor memory accelerator's bulk tensor copies (sm_90a)
+  mfma,      // AMD matrix cores (gfx90a, gfx942)
+};
+
 struct Target {
   enum class Kind { host, nvptx, amdgcn };
   Kind kind = Kind::host;
@@ -26,6 +35,8 @@ struct Target {
   std::string name() const;
   /// Everything that changes the generated code (host: CPU name and features).
   std::string key() const;
+  /// Whether the target's hardware has `c` (the host: nothing of these).
+  bool has(Cap c) const;
 };
 
 struct CompileOptions {

@@ -144,7 +144,7 @@ GemmConfig gemm_fp8_config(const Target& target, int64_t M, int64_t N, int64_t K
   g.constants = kFp8Defaults;
   // wgmma: two warpgroups of m64n256, K of 128 bytes, 4 stages of 48 KiB (K-aligned shapes;
   // others take the generic variant's smaller tiles).
-  if (target.arch == "sm_90a" && M % 16 == 0 && N % 16 == 0 && K % 16 == 0 && M > 64) {
+  if (target.has(Cap::wgmma) && M % 16 == 0 && N % 16 == 0 && K % 16 == 0 && M > 64) {
     g.bm = 128, g.bn = 256, g.options.num_warps = 8, g.options.num_stages = 4;
     g.constants = {{"BM", 128}, {"BN", 256}, {"BK", 128}};
     if (library_persistent()) {
@@ -209,9 +209,9 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
   } else if (M <= 256) {  // skinny: more, smaller tiles to fill the SMs
     // (on sm_90a, 8 stages of 24 KiB: the tiles' loads are what it waits for; 4 stages gave
     // 0.82 of cuBLAS at M=128, N=K=8192: bench/RESULTS.md)
-    g.bm = 64, g.bn = 128, g.options.num_warps = 4, g.options.num_stages = target.arch == "sm_90a" ? 8 : 4;
+    g.bm = 64, g.bn = 128, g.options.num_warps = 4, g.options.num_stages = target.has(Cap::wgmma) ? 8 : 4;
     g.constants = {{"BM", 64}, {"BN", 128}, {"BK", 64}};
-  } else if (target.arch == "sm_90a") {  // wgmma: two warpgroups of m64n256, 4 stages of 48 KB
+  } else if (target.has(Cap::wgmma)) {  // wgmma: two warpgroups of m64n256, 4 stages of 48 KB
     g.bm = 128, g.bn = 256, g.options.num_warps = 8, g.options.num_stages = 4;
     // Where the last wave of 128x256 tiles would leave much of the GPU idle (N = 1152: 4.5
     // columns of tiles, 2.4 waves), 128x128 tiles, if they fill their waves 15% better (a

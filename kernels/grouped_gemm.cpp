@@ -212,7 +212,7 @@ GemmConfig grouped_gemm_config(const Target& target, int64_t rows, int64_t N, in
   // grouped_gemm.h), which the programs of empty slots leave at once.
   const int bm = rows < 128 * E ? 64 : 128;
   const int bk = f8 ? 128 : 64;  // 128 bytes of K: wgmma's swizzled rows, TMA's boxes
-  if (target.arch == "sm_90a") {
+  if (target.has(Cap::wgmma)) {
     // wgmma: M = 16 x warps, N up to 256; f8: 128 (ptxas spills the scaled forms' 256: the
     // rowwise epilogue's scales, the blockwise form's second accumulator)
     g.bm = bm, g.bn = N >= 256 && !f8 ? 256 : 128;
