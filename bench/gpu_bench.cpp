@@ -363,8 +363,7 @@ int main(int argc, char** argv) {
         Problem problem(cublas, M, N, K);
         row(problem, label, cfg.constants, cfg.options, cfg.grid(M, N));
         gemm_row(problem, label, cfg);
-        if (cfg.bn == 128 &&
-            target.has(Cap::wgmma)) {  // the fuller waves' 128x128 tiles, against 128x256 ones, shared
+        if (cfg.bn == 128 && target.has(Cap::wgmma)) {  // the fuller waves' 128x128 tiles, against 128x256 ones, shared
           kernels::GemmConfig wide = cfg;
           wide.bn = 256;
           wide.constants.insert_or_assign("BN", 256);
