@@ -40,10 +40,11 @@ void LayoutLowering::emit_init_barrier(const ir::Op& op) {
 
 void LayoutLowering::emit_async_tma_copy(const ir::Op& op) {
   const ir::Type& desc = op.operands[0]->type;
-  const runtime::TmaRecipe& r = tma_recipes_.at(tma_maps_.at(op.str_attr("tensor")));
+  const unsigned m = tma_maps_.at(op.str_attr("tensor"));
+  const runtime::TmaRecipe& r = tma_recipes_.at(m);
   const int64_t rows = desc.shape[1], cols = desc.shape[2], esize = ir::dtype_bytes(desc.dtype);
   const int64_t tile_bytes = rows * cols * esize;
-  llvm::Value* map = fn_->getArg(first_map_ + tma_maps_.at(op.str_attr("tensor")));
+  llvm::Value* map = fn_->getArg(first_map_ + m);
   llvm::Value* index = val(op.operands[1]).scalar;
   llvm::Value* tile = b_.CreateAdd(b_.getInt32(static_cast<uint32_t>(val(op.operands[0]).smem)),
                                    b_.CreateMul(index, b_.getInt32(static_cast<uint32_t>(tile_bytes))));
