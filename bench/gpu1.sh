@@ -18,6 +18,7 @@
 #              attention_bench against SDPA
 #   tma        with TMA copies in the GPU IR pipeline (gpu_ir_tma): the attention, grouped GEMM and
 #              two-dot tests, then attention_bench and grouped_gemm_bench (through the GPU IR)
+#   ws         the same warp specialized (gpu_ir_ws: a producer warpgroup issues the TMA copies)
 # Prints each stage's summary; the logs keep the rest.
 set -u
 stages=${*:-tests attention grouped gemm gpuir}
@@ -97,6 +98,14 @@ for stage in $stages; do
       grep -vE '^\s*$' "$logs/attention_tma.log" | tail -5
       TILEDIST_LOWERING=gpu_ir_tma run grouped_tma 200 bench/grouped_gemm_bench 10
       grep -vE '^\s*$' "$logs/grouped_tma.log" | tail -5 ;;
+    ws)
+      TILEDIST_LOWERING=gpu_ir_ws run tests_ws 300 tests/kernels_test \
+        --gtest_filter='Attention.*:GroupedGemm.*:Gemm.Triton*:Gemm.BackToBack*:Gemm.MaskedOperands*:Gemm.BF16'
+      grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_ws.log"
+      TILEDIST_LOWERING=gpu_ir_ws run attention_ws 200 bench/attention_bench 20
+      grep -vE '^\s*$' "$logs/attention_ws.log" | tail -5
+      TILEDIST_LOWERING=gpu_ir_ws run grouped_ws 200 bench/grouped_gemm_bench 10
+      grep -vE '^\s*$' "$logs/grouped_ws.log" | tail -5 ;;
     *) echo "unknown stage '$stage'" ;;
   esac
 done

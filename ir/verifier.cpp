@@ -219,6 +219,16 @@ std::string check_rule(const Op& op) {
       if (in.size() > 3 && operand(3) != Type::scalar(DType::i1))
         return str_cat("pred must be i1, got ", operand(3).str());
       return "";
+    case OpCode::WarpSpecialize:
+      for (auto& r : op.regions) {
+        auto e = check_args(*r, {});
+        if (e.empty()) e = check_terminator(*r, OpCode::Yield, {});
+        if (!e.empty()) return e;
+      }
+      for (const char* k : {"producer_regs", "consumer_regs"})
+        if (op.has_attr(k) && !(int_attr_ok(op, k) && op.int_attr(k) >= 24 && op.int_attr(k) <= 256))
+          return str_cat("'", k, "' must be an integer from 24 to 256");
+      return "";
     case OpCode::ArriveBarrier:
       if (!barriers(operand(0)))
         return str_cat("arrives on a memdesc of i64 [n, 1, 1] (mbarriers), got ", operand(0).str());
@@ -545,6 +555,7 @@ std::string check_layouts(const Op& op) {
     case OpCode::AsyncTmaCopy:
     case OpCode::WaitBarrier:
     case OpCode::ArriveBarrier:
+    case OpCode::WarpSpecialize:
     case OpCode::Splat:
     case OpCode::Arange:
     case OpCode::ConvertLayout:

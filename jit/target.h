@@ -61,8 +61,9 @@ struct CompileOptions {
   /// the GPU IR is each target's own form (sm_90a: wgmma); "gpu_ir_mma" as gpu_ir, but on
   /// sm_90a sm_80's form (mma.sync), to compare; "gpu_ir_prefetch" as gpu_ir, with the
   /// dot_prefetch pass (a dot feeding another issued an iteration ahead, codegen/passes/);
-  /// "gpu_ir_tma" as gpu_ir, its pipelines copying by TMA where they can (not yet working on
-  /// the GPU: bench/RESULTS.md, 2026-11-25).
+  /// "gpu_ir_tma" as gpu_ir, its pipelines copying by TMA where they can (sm_90a); "gpu_ir_ws"
+  /// as gpu_ir_tma, warp specialized where the warp_specialization pass can (a producer
+  /// warpgroup issuing the copies).
   /// Empty (the default): the optimized IR, whose lowering has the library GEMMs' fast paths
   /// (wgmma, TMA, warp specialization), except for kernels whose loop dots it would leave
   /// without a pipeline (attention, back-to-back dots): those take the GPU IR where its

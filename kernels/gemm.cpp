@@ -124,10 +124,7 @@ const Constants kFp8Defaults = {{"BM", 64}, {"BN", 64}, {"BK", 64}, {"GROUP_M", 
 /// The library's GEMMs are persistent (and warp specialized on sm_90a) unless $TILEDIST_WS=0.
 /// (CompileOptions::from_env() reads the same variable the other way: "1" asks every compile
 /// for warp specialization.)
-bool library_persistent() {
-  const char* ws = std::getenv("TILEDIST_WS");
-  return !(ws && std::string(ws) == "0");
-}
+bool library_persistent() { return detail::library_warp_specialize(); }
 int sm_count() { return cuda::available() ? cuda::device().sms : 132; }
 }  // namespace
 

@@ -1,9 +1,18 @@
 // Pieces of the GEMM kernels (gemm, ag_gemm): the grouped tile order and one output tile.
 #pragma once
 
+#include <cstdlib>
+#include <string>
+
 #include "tiledist.h"
 
 namespace tiledist::kernels::detail {
+
+/// Whether the kernel library may warp specialize ($TILEDIST_WS=0 turns it off for it too).
+inline bool library_warp_specialize() {
+  const char* ws = std::getenv("TILEDIST_WS");
+  return !(ws && std::string(ws) == "0");
+}
 
 /// Tile number `pid`'s (pid_m, pid_n) over a (num_m, num_n) grid of tiles, in groups of
 /// GROUP_M rows of tiles taken column by column, so that the programs running at once share

@@ -207,9 +207,9 @@ GemmConfig grouped_gemm_config(const Target& target, int64_t rows, int64_t N, in
   if (target.kind == Target::Kind::host) return g;  // (64x64 tiles)
   (void)K;
   // Experts of fewer rows than 128 on average: 64-row tiles (less of each tile wasted past
-  // its expert's end); else 128. A program per tile (its TMA coordinates come from the
-  // table, a load, which warp specialization's producer does not take: see the report in
-  // grouped_gemm.h), which the programs of empty slots leave at once.
+  // its expert's end); else 128. A program per tile, which the programs of empty slots leave
+  // at once (persistent programs would put the K loop inside a tile loop, which neither
+  // lowering's warp specialization takes with coordinates loaded from the table yet).
   const int bm = rows < 128 * E ? 64 : 128;
   const int bk = f8 ? 128 : 64;  // 128 bytes of K: wgmma's swizzled rows, TMA's boxes
   if (target.has(Cap::wgmma)) {
@@ -217,6 +217,12 @@ GemmConfig grouped_gemm_config(const Target& target, int64_t rows, int64_t N, in
     // rowwise epilogue's scales, the blockwise form's second accumulator)
     g.bm = bm, g.bn = N >= 256 && !f8 ? 256 : 128;
     g.options.num_warps = bm / 16, g.options.num_stages = 4;
+    // bf16: through the GPU passes, warp specialized (a producer warpgroup copies both operands
+    // by TMA, the expert a coordinate: 0.99 of torch._grouped_mm at E = 8 in both weight
+    // layouts, on an H200, against 0.98 / 0.83 by the other lowering; bench/RESULTS.md). f8
+    // keeps the other lowering (the GPU IR lowering takes no f8 yet).
+    if (!f8 && g.options.lowering.empty() && detail::library_warp_specialize())
+      g.options.lowering = "gpu_ir", g.options.warp_specialize = true;
   } else {
     g.bm = bm, g.bn = 128;
     g.options.num_warps = 8, g.options.num_stages = 3;

@@ -91,7 +91,8 @@ int main(int argc, char** argv) {
         } else {
           codegen::GpuPassContext ctx =
               codegen::GpuPassContext::for_arch(t.arch, options.num_warps, options.num_stages, options.lowering);
-          ctx.prefetch_dots = true;  // (a pass named runs)
+          ctx.prefetch_dots = true;  // (a pass named runs; warp specialization over TMA rings)
+          ctx.warp_specialize = ctx.tma;
           gpu_pass->run(*f, ctx);
         }
         ir::verify(*f);

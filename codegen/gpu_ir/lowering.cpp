@@ -103,7 +103,8 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
     case OpCode::AsyncTmaCopy:
     case OpCode::WaitBarrier:
     case OpCode::ArriveBarrier:
-      return target.hopper() ? "" : "TMA copies and mbarriers off sm_90a";
+    case OpCode::WarpSpecialize:
+      return target.hopper() ? "" : "TMA copies, mbarriers and warp specialization off sm_90a";
     case OpCode::Reduce:
       if (op.operands[0]->type.is_tensor() && op.operands[0]->type.shape.size() > 2) return "reduce of rank > 2";
       return "";
@@ -159,7 +160,8 @@ GpuModule LayoutLowering::run() {
   fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
   fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, f_.name, module_.get());
   for (auto& a : f_.body.args) fn_->getArg(a->index)->setName(a->name);
-  target_->define_kernel(fn_, threads_, first_map_, static_cast<unsigned>(tma_recipes_.size()));
+  f_.walk([&](const ir::Op& op) { producer_threads_ = op.code == OpCode::WarpSpecialize ? 128 : producer_threads_; });
+  target_->define_kernel(fn_, threads_ + producer_threads_, first_map_, static_cast<unsigned>(tma_recipes_.size()));
   smem_ = new llvm::GlobalVariable(*module_, llvm::ArrayType::get(b_.getInt8Ty(), 0), false,
                                    llvm::GlobalValue::ExternalLinkage, nullptr, "tiledist_smem", nullptr,
                                    llvm::GlobalValue::NotThreadLocal, 3);
@@ -184,7 +186,7 @@ GpuModule LayoutLowering::run() {
   if (llvm::verifyModule(*module_, &os))
     throw Error(str_cat("tiledist: the GPU IR lowering made invalid LLVM IR for '", f_.name, "' (", opts_.arch,
                         "): ", os.str().substr(0, 400)));
-  return GpuModule{std::move(module_), f_.name, smem_bytes_, threads_, false, tma_recipes_};
+  return GpuModule{std::move(module_), f_.name, smem_bytes_, threads_ + producer_threads_, false, tma_recipes_};
 }
 
 [[noreturn]] void LayoutLowering::unsupported(const ir::Op& op, const std::string& what) {
@@ -332,6 +334,8 @@ void LayoutLowering::emit(const ir::Op& op) {
       return emit_wait_barrier(op);
     case OpCode::ArriveBarrier:
       return emit_arrive_barrier(op);
+    case OpCode::WarpSpecialize:
+      return emit_warp_specialize(op);
     case OpCode::Reduce:
       return emit_reduce(op);
     case OpCode::Dot:
@@ -404,7 +408,12 @@ bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const G
   std::string reasons;
   for (const std::string& pass_arch : forms) {
     std::unique_ptr<ir::Function> f = ir::parse_function(text, optimized.name);
-    run_gpu_passes(*f, GpuPassContext::for_arch(pass_arch, opts.num_warps, opts.num_stages, opts.lowering));
+    GpuPassContext passes = GpuPassContext::for_arch(pass_arch, opts.num_warps, opts.num_stages, opts.lowering);
+    // (warp specialization asked for by the options, as the other lowering takes it; its rings
+    // copy by TMA unless TMA is off)
+    passes.warp_specialize |= passes.wgmma && opts.warp_specialize && opts.tma;
+    passes.tma |= passes.warp_specialize;
+    run_gpu_passes(*f, passes);
     // An op refused up front, or one whose layouts this lowering finds it cannot take as it
     // lowers (a dot whose layouts do not hold its fragments, a reduction over mixed
     // dimensions), is a reason, not a failed compile: the next form, or the caller, takes it.

@@ -114,7 +114,10 @@ class LayoutLowering : public Elements {
   /// writes into shared memory after every warpgroup's reads of it, theirs included).
   void barrier() {
     wgmma_wait_all();
-    target_->barrier();
+    if (consumers_)
+      ptx(b_.getVoidTy(), str_cat("bar.sync 1, ", threads_, ";"), "", {});  // (the consumers only)
+    else
+      target_->barrier();
   }
 
   // ---- registers.cpp: where a layout's registers lie, and moving them
@@ -180,6 +183,11 @@ class LayoutLowering : public Elements {
   void emit_wait_barrier(const ir::Op& op);
   void emit_arrive_barrier(const ir::Op& op);
   void warp_sync();
+  // ---- warp_specialization.cpp
+  /// A producer warpgroup after the program's warps (threads threads_ ..), whose first thread
+  /// runs region 0 and the others return; the program's warps run region 1, their barriers
+  /// named barrier 1 of threads_ threads. setmaxnreg as the op's attributes say.
+  void emit_warp_specialize(const ir::Op& op);
 
   void emit_reduce(const ir::Op& op);
 
@@ -267,7 +275,10 @@ class LayoutLowering : public Elements {
   /// the body itself does: in an if or while inside it, the registers handed back would not
   /// dominate the code after that region.
   const ir::Block* loop_body_ = nullptr;
-  int64_t wgmma_groups_ = 0;                           // committed so far, in program order
+  int producer_threads_ = 0;  // a warp-specialized kernel's producer warpgroup (threads after threads_)
+  bool producer_ = false;     // lowering the producer's region: one thread runs it, alone in its warp
+  bool consumers_ = false;    // lowering the consumers' region: barriers are theirs only
+  int64_t wgmma_groups_ = 0;  // committed so far, in program order
   std::map<const ir::Value*, int64_t> wgmma_pending_;  // dot results in flight: their group
 };
 

@@ -109,7 +109,12 @@ void LayoutLowering::plan_shared_buffers() {
       const ir::Op* user = &op;
       if (op.code == OpCode::LocalLoad)
         if (const ir::Op* dot = sunk_to_dot(op)) user = dot;  // (read where the dot is)
-      while (user->parent != v->def->parent && user->parent && user->parent->parent) user = user->parent->parent;
+      // (up to the op in the buffer's block; or in a warp_specialize op's region: a ring made
+      // before it is the consumers' until their last use, the producer's copies into it all
+      // read by then)
+      while (user->parent != v->def->parent && user->parent && user->parent->parent &&
+             user->parent->parent->code != OpCode::WarpSpecialize)
+        user = user->parent->parent;
       last[v->def] = std::max(last[v->def], span[user].second);
     }
   });

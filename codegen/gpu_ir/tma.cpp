@@ -50,7 +50,8 @@ void LayoutLowering::emit_async_tma_copy(const ir::Op& op) {
                                    b_.CreateMul(index, b_.getInt32(static_cast<uint32_t>(tile_bytes))));
   std::vector<llvm::Value*> coords;
   for (size_t i = 4; i < op.operands.size(); ++i) coords.push_back(val(op.operands[i]).scalar);
-  llvm::Value* on = b_.CreateAnd(b_.CreateICmpEQ(tid_, b_.getInt32(0)), val(op.operands[3]).scalar);
+  llvm::Value* on = val(op.operands[3]).scalar;
+  if (!producer_) on = b_.CreateAnd(b_.CreateICmpEQ(tid_, b_.getInt32(0)), on);  // (the producer's one thread)
   when(on, [&] {
     llvm::Value* bar = barrier_at(op.operands[2], index);
     ptx(b_.getVoidTy(), "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r",
@@ -75,14 +76,14 @@ void LayoutLowering::emit_async_tma_copy(const ir::Op& op) {
       ptx(b_.getVoidTy(), text, cons, args);
     }
   });
-  warp_sync();  // (thread 0's warp converged again)
+  if (!producer_) warp_sync();  // (thread 0's warp converged again)
 }
 
 void LayoutLowering::emit_wait_barrier(const ir::Op& op) {
   // (the issuer's wait is warp 0's, whole: a warp stays converged, as the .aligned wgmma and
   // ldmatrix instructions after it need)
   llvm::Value* on = op.operands.size() > 3 ? val(op.operands[3]).scalar : b_.getTrue();
-  if (op.has_attr("issuer")) on = b_.CreateAnd(on, b_.CreateICmpULT(tid_, b_.getInt32(32)));
+  if (op.has_attr("issuer") && !producer_) on = b_.CreateAnd(on, b_.CreateICmpULT(tid_, b_.getInt32(32)));
   llvm::Value* bar = barrier_at(op.operands[0], val(op.operands[1]).scalar);
   llvm::Value* parity = val(op.operands[2]).scalar;
   when(on, [&] {
@@ -111,7 +112,7 @@ void LayoutLowering::emit_wait_barrier(const ir::Op& op) {
     b_.CreateCondBr(ok, done, spin);
     b_.SetInsertPoint(done);
   });
-  warp_sync();
+  if (!producer_) warp_sync();
 }
 
 void LayoutLowering::warp_sync() { ptx(b_.getVoidTy(), "bar.warp.sync -1;", "", {}); }

@@ -355,6 +355,9 @@ class HostLowering : public Elements {
         return;  // (copies done at once: nothing to wait for)
       case OpCode::LocalLoad:
         return emit_local_load(op);
+      case OpCode::WarpSpecialize:
+        // (its producer would fill a ring ahead of consumers that do not run beside it)
+        throw Error::at(op.name(), op.loc, "a warp-specialized kernel runs on sm_90a GPUs only, not on the CPU");
       default:
         break;
     }

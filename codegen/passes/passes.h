@@ -27,11 +27,15 @@ struct GpuPassContext {
   /// at D = 128 where the plain wgmma form gives 0.47, but 0.50 at D = 64 against 0.58
   /// (bench/RESULTS.md, 2026-11-25).
   bool prefetch_dots = false;
-  /// pipelining copies by TMA where it can (CompileOptions::lowering "gpu_ir_tma"; sm_90a).
-  /// Off by default: its first run on an H100 and an H200 (2026-11-25) stopped at an illegal
-  /// instruction in attention and the grouped GEMM; on the CPU (gpu_passes) it gives the
-  /// same bits.
+  /// pipelining copies by TMA where it can (sm_90a: CompileOptions::lowering "gpu_ir_tma", or
+  /// with warp specialization). Alone it is slower than cp.async (attention 0.51 of SDPA against
+  /// 0.60 on an H200, 2026-11-26: the issuing thread is one of the math warps'); with a
+  /// producer warpgroup 0.75.
   bool tma = false;
+  /// warp_specialization runs (CompileOptions::warp_specialize, as the library asks for
+  /// attention at D = 128 and the bf16 grouped GEMM on Hopper, or lowering "gpu_ir_ws" for every
+  /// kernel; a loop's tl::for_range warp_specialize hint asks for its own). TMA with it.
+  bool warp_specialize = false;
 
   /// sm_80, sm_90a, gfx90a, gfx942; throws Error naming the known ones otherwise. `lowering`
   /// (CompileOptions::lowering) asks for the passes that are off by default.
@@ -93,9 +97,26 @@ void dot_prefetch(ir::Function& f, const GpuPassContext& ctx);
 /// left alone (a load moved ahead of those could read stale data), as are address computations
 /// that divide by anything but a nonzero constant (run for an iteration that may not exist).
 /// An inner loop's trailing wait also waits for an outer pipelined loop's copies (correct, not
-/// faster). All copies are cp.async for now (`via`); TMA where its addresses can be proven to
-/// fit a tensor map is the next step. num_stages < 2: nothing. Assumes layout_assignment ran.
+/// faster). Copies are cp.async, or on sm_90a where ctx.tma (or the loop's warp_specialize
+/// hint) asks and every candidate's tile is a box of a tensor map (tensor_map.h), TMA copies
+/// onto a ring of full and empty mbarriers (a count carried; one thread issues, waiting for the
+/// slot's empty phase). num_stages < 2: nothing. Assumes layout_assignment ran.
 void pipelining(ir::Function& f, const GpuPassContext& ctx);
+
+/// Warp specialization (sm_90a, where ctx.warp_specialize asks for it), after pipelining: where
+/// every TMA ring of the kernel (pipelining's full/empty mbarriers) belongs to a loop at the
+/// kernel's top level, and what those loops' bounds and copies need is computed from the
+/// parameters by scalar ops (loads of scalars included) before any write to memory, the kernel
+/// becomes one `warp_specialize`: a producer warpgroup of its own, one thread of which runs each
+/// loop's range again issuing its copies (waiting for each slot to be emptied), and the
+/// program's warps as consumers running the kernel as it was, without the copies. Loops may sit
+/// in ifs (the producer takes the same branches), not in other loops yet. The rings' buffers
+/// and barriers move to the kernel's start (made by every thread); a ring whose loop follows
+/// another's in its block with the same tiles shares that ring, its count going on (one ring's
+/// shared memory for attention's two loops). With 8 consumer warps the producer gives registers
+/// to them (`producer_regs` 40, `consumer_regs` 232). Asked for by ctx.warp_specialize or a
+/// ring loop's warp_specialize hint.
+void warp_specialization(ir::Function& f, const GpuPassContext& ctx);
 
 struct GpuPass {
   const char* name;

@@ -25,7 +25,8 @@ GpuPassContext GpuPassContext::for_arch(const std::string& arch, int num_warps, 
       c.arch = arch, c.num_warps = num_warps, c.num_stages = num_stages, c.warp_size = f.warp_size;
       c.mma_sync = f.mma_sync, c.wgmma = f.wgmma, c.mfma = f.mfma, c.mma_f8 = f.mma_f8;
       c.prefetch_dots = lowering == "gpu_ir_prefetch";
-      c.tma = f.wgmma && lowering == "gpu_ir_tma";
+      c.tma = f.wgmma && (lowering == "gpu_ir_tma" || lowering == "gpu_ir_ws");
+      c.warp_specialize = c.tma && lowering == "gpu_ir_ws";
       return c;
     }
   throw Error(str_cat("tiledist: the GPU passes know sm_80, sm_90a, gfx90a and gfx942, not '", arch, "'"));
@@ -33,9 +34,10 @@ GpuPassContext GpuPassContext::for_arch(const std::string& arch, int num_warps, 
 
 const std::vector<GpuPass>& gpu_pipeline() {
   static const std::vector<GpuPass> passes = {
-      {"layout_assignment", layout_assignment},  // every tensor gets a layout; conversions become ops
-      {"pipelining", pipelining},                // dot operands' loads issued stages ahead, into shared memory
-      {"dot_prefetch", dot_prefetch},            // a dot feeding another issued an iteration ahead (wgmma)
+      {"layout_assignment", layout_assignment},      // every tensor gets a layout; conversions become ops
+      {"pipelining", pipelining},                    // dot operands' loads issued stages ahead, into shared memory
+      {"dot_prefetch", dot_prefetch},                // a dot feeding another issued an iteration ahead (wgmma)
+      {"warp_specialization", warp_specialization},  // a producer warpgroup issuing the TMA copies
   };
   return passes;
 }

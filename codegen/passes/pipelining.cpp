@@ -63,7 +63,7 @@ class Pipeliner {
     uses_ = ir::count_uses(*loop_.parent);
     find_candidates();
     if (candidates_.empty()) return false;
-    tma_ = ctx_.tma &&
+    tma_ = want_tma() &&
            std::all_of(candidates_.begin(), candidates_.end(), [](const Candidate& c) { return c.tma.has_value(); });
     for (Candidate& c : candidates_)
       if (!tma_) c.tma.reset();
@@ -78,6 +78,9 @@ class Pipeliner {
 
  private:
   Value* iv() const { return ahead_.iv(); }
+  /// TMA where the kernel asks for it, or the loop does (tl::for_range's warp_specialize hint,
+  /// which warp specialization's producer needs).
+  bool want_tma() const { return ctx_.tma || (ctx_.wgmma && loop_.has_attr("warp_specialize")); }
 
   static bool operand_layout(const LayoutRef& l) {
     return l && (l->kind == Layout::Kind::dot_operand || l->kind == Layout::Kind::shared);
@@ -107,7 +110,7 @@ class Pipeliner {
       }
       if (!user || user->code != OpCode::ConvertLayout || !operand_layout(user->results[0]->type.layout)) continue;
       c.convert = user;
-      if (ctx_.tma) c.tma = tma_view(c);
+      if (want_tma()) c.tma = tma_view(c);
       candidates_.push_back(c);
     }
   }

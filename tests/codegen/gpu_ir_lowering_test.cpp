@@ -63,6 +63,31 @@ TEST(GpuIrLowering, HopperAttentionIsWgmma) {
   }
 }
 
+// Attention warp specialized (CompileOptions::warp_specialize, as the library asks at D = 128 on
+// Hopper): a producer warpgroup after the 8 consumer warps (384 threads), registers moved
+// (setmaxnreg), the consumers' barriers their own (named barrier 1 of 256 threads), the copies
+// TMA's; the kernel's other barriers (the mbarriers' set-up) every thread's.
+TEST(GpuIrLowering, WarpSpecializedAttention) {
+  const KernelDef& def = *Registry::global().find("attention");
+  CompileOptions o;
+  o.num_warps = 8;
+  o.warp_specialize = true;
+  const std::string text = jit::Context::global().emit(def, {{"VARLEN", 0}}, Target::cuda("sm_90a"), o,
+                                                       jit::Stage::asm_, def.aligned_facts());
+  EXPECT_NE(text.find(".maxntid 384, 1, 1"), std::string::npos);
+  EXPECT_NE(text.find("setmaxnreg.dec.sync.aligned.u32 40;"), std::string::npos);
+  EXPECT_NE(text.find("setmaxnreg.inc.sync.aligned.u32 232;"), std::string::npos);
+  EXPECT_NE(text.find("bar.sync 1, 256;"), std::string::npos);
+  EXPECT_NE(text.find("cp.async.bulk.tensor"), std::string::npos);
+  EXPECT_EQ(text.find("cp.async.cg"), std::string::npos);
+  EXPECT_NE(text.find("wgmma.mma_async"), std::string::npos);
+  o.warp_specialize = false;  // (without: 256 threads, no register moves)
+  const std::string plain = jit::Context::global().emit(def, {{"VARLEN", 0}}, Target::cuda("sm_90a"), o,
+                                                        jit::Stage::asm_, def.aligned_facts());
+  EXPECT_NE(plain.find(".maxntid 256, 1, 1"), std::string::npos);
+  EXPECT_EQ(plain.find("setmaxnreg"), std::string::npos);
+}
+
 // AMD GPUs: the passes' layouts (64-lane waves) lowered, dots on MFMA (each lane's 8 bytes of A
 // and B from its dot-operand registers); the reductions' lanes meet by cross-lane permutes, not
 // PTX shuffles. (No AMD GPU has run them: what the code does is the layouts' say.)

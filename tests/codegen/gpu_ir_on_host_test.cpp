@@ -187,6 +187,23 @@ TEST(GpuIrOnHost, TmaCopiesGiveTheSameBits) {
   }
 }
 
+// A warp-specialized kernel's producer fills rings ahead of consumers running beside it: the
+// CPU, which runs the regions one after the other, says so rather than run it.
+TEST(GpuIrOnHost, RefusesWarpSpecializedKernels) {
+  static const KernelDef def("expert_gemm", expert_gemm, {"a", "w", "experts", "c", "M", "N", "K", "BM", "BN", "BK"});
+  CompileOptions options;
+  options.num_warps = 4;
+  options.gpu_passes = "sm_90a";
+  options.lowering = "gpu_ir_ws";
+  try {
+    compile(def, {{"BM", 64}, {"BN", 64}, {"BK", 64}}, Target::host(), options);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("warp_specialize"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not on the CPU"), std::string::npos) << e.what();
+  }
+}
+
 TEST(GpuIrOnHost, OnlyForTheHostAndKnownArchs) {
   CompileOptions options;
   options.gpu_passes = "sm_75";

@@ -114,6 +114,15 @@ func @all_ops(%p: ptr<f32>, %q: ptr<i32, symmetric>, %n: i32, %h: bf16, %e: f8e4
   async_tma_copy %72, %0, %78, %22, %0, %0 {tensor = "0 bf16 p3,2147483647 p3 64,64"}
   wait_barrier %78, %0, %0, %22 {issuer = 1}
   arrive_barrier %78, %0
+  warp_specialize {consumer_regs = 232, producer_regs = 40} {
+  ^():
+    wait_barrier %78, %0, %0 {issuer = 1}
+    yield
+  } {
+  ^():
+    arrive_barrier %78, %0
+    yield
+  }
   return
 }
 )";
