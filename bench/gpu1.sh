@@ -90,22 +90,15 @@ for stage in $stages; do
       grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_prefetch.log"
       TILEDIST_LOWERING=gpu_ir_prefetch run attention_prefetch 240 bench/attention_bench 20
       grep -vE '^\s*$' "$logs/attention_prefetch.log" | tail -5 ;;
-    tma)
-      TILEDIST_LOWERING=gpu_ir_tma run tests_tma 300 tests/kernels_test \
+    tma|ws)  # (lowering gpu_ir_tma or gpu_ir_ws; logs tests_tma, attention_ws, ...)
+      l=gpu_ir_$stage
+      TILEDIST_LOWERING=$l run tests_$stage 300 tests/kernels_test \
         --gtest_filter='Attention.*:GroupedGemm.*:Gemm.Triton*:Gemm.BackToBack*:Gemm.MaskedOperands*:Gemm.BF16'
-      grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_tma.log"
-      TILEDIST_LOWERING=gpu_ir_tma run attention_tma 200 bench/attention_bench 20
-      grep -vE '^\s*$' "$logs/attention_tma.log" | tail -5
-      TILEDIST_LOWERING=gpu_ir_tma run grouped_tma 200 bench/grouped_gemm_bench 10
-      grep -vE '^\s*$' "$logs/grouped_tma.log" | tail -5 ;;
-    ws)
-      TILEDIST_LOWERING=gpu_ir_ws run tests_ws 300 tests/kernels_test \
-        --gtest_filter='Attention.*:GroupedGemm.*:Gemm.Triton*:Gemm.BackToBack*:Gemm.MaskedOperands*:Gemm.BF16'
-      grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_ws.log"
-      TILEDIST_LOWERING=gpu_ir_ws run attention_ws 200 bench/attention_bench 20
-      grep -vE '^\s*$' "$logs/attention_ws.log" | tail -5
-      TILEDIST_LOWERING=gpu_ir_ws run grouped_ws 200 bench/grouped_gemm_bench 10
-      grep -vE '^\s*$' "$logs/grouped_ws.log" | tail -5 ;;
+      grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_$stage.log"
+      TILEDIST_LOWERING=$l run attention_$stage 200 bench/attention_bench 20
+      grep -vE '^\s*$' "$logs/attention_$stage.log" | tail -5
+      TILEDIST_LOWERING=$l run grouped_$stage 200 bench/grouped_gemm_bench 10
+      grep -vE '^\s*$' "$logs/grouped_$stage.log" | tail -5 ;;
     *) echo "unknown stage '$stage'" ;;
   esac
 done
