@@ -160,7 +160,9 @@ GpuModule LayoutLowering::run() {
   fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
   fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, f_.name, module_.get());
   for (auto& a : f_.body.args) fn_->getArg(a->index)->setName(a->name);
-  f_.walk([&](const ir::Op& op) { producer_threads_ = op.code == OpCode::WarpSpecialize ? 128 : producer_threads_; });
+  f_.walk([&](const ir::Op& op) {
+    if (op.code == OpCode::WarpSpecialize) producer_threads_ = 128;  // (a warpgroup)
+  });
   target_->define_kernel(fn_, threads_ + producer_threads_, first_map_, static_cast<unsigned>(tma_recipes_.size()));
   smem_ = new llvm::GlobalVariable(*module_, llvm::ArrayType::get(b_.getInt8Ty(), 0), false,
                                    llvm::GlobalValue::ExternalLinkage, nullptr, "tiledist_smem", nullptr,

@@ -96,7 +96,7 @@ class WarpSpecializer {
     });
     if (!ok) return false;
     for (Ring& r : rings_) {
-      const Value *full = nullptr, *empty = nullptr;
+      Value *full = nullptr, *empty = nullptr;
       for (const Op* i : r.issue) {
         if (i->code == OpCode::AsyncTmaCopy) {
           ok &= !full || full == i->operands[2];
@@ -108,7 +108,7 @@ class WarpSpecializer {
         }
       }
       if (!ok || !full || !empty || !full->def || !empty->def) return false;
-      r.full = const_cast<Value*>(full), r.empty = const_cast<Value*>(empty);
+      r.full = full, r.empty = empty;
       for (auto& op : r.loop->regions[0]->ops)
         if (op->code == OpCode::AsyncTmaCopy) r.tiles.push_back(op->operands[0]);
       r.setup.insert(full->def);
@@ -201,6 +201,11 @@ class WarpSpecializer {
     return true;
   }
 
+  /// An if whose regions hold a ring's loop (the producer takes the same branch).
+  bool around_rings(const Op& op) const {
+    return op.code == OpCode::If && (path_.count(op.regions[0].get()) || path_.count(op.regions[1].get()));
+  }
+
   bool setup_op(const Op* op) const {
     for (const Ring& r : rings_)
       if (r.setup.count(op)) return true;
@@ -237,7 +242,7 @@ class WarpSpecializer {
     std::function<int(const Block&)> scan = [&](const Block& b) {  // 1: reached it, 0: clean, -1: a write
       for (auto& op : b.ops) {
         if (op.get() == last) return 1;
-        if (op->code == OpCode::If && (path_.count(op->regions[0].get()) || path_.count(op->regions[1].get()))) {
+        if (around_rings(*op)) {
           for (auto& r : op->regions) {
             const int s = scan(*r);
             if (s) return s;
@@ -333,7 +338,7 @@ class WarpSpecializer {
       if (outside_.count(op.get())) clone(p, *op);
       for (Ring& r : rings_)
         if (op.get() == r.loop) producer_loop(p, r);
-      if (op->code == OpCode::If && (path_.count(op->regions[0].get()) || path_.count(op->regions[1].get()))) {
+      if (around_rings(*op)) {
         Op* c = p.create(OpCode::If, {mapped(op->operands[0])}, {});
         c->loc = op->loc;
         for (size_t i = 0; i < 2; ++i) {
@@ -347,9 +352,6 @@ class WarpSpecializer {
     }
     p.create(OpCode::Yield, {}, {});
   }
-
-  /// The ring before `r` in rings_ (whose count r's goes on from).
-  const Ring* rings_before(const Ring& r) const { return &r - 1; }
 
   Value* mapped(Value* v) {
     auto it = map_.find(v);
@@ -370,8 +372,8 @@ class WarpSpecializer {
   void producer_loop(ir::Builder& p, const Ring& r) {
     const Op& loop = *r.loop;
     const Block& body = *loop.regions[0];
-    Value* first = p.constant_int(ir::DType::i32, 0);
-    if (r.after) first = count_.at(rings_before(r));
+    // (a ring sharing the one before it goes on from that loop's count)
+    Value* first = r.after ? count_.at(&r - 1) : p.constant_int(ir::DType::i32, 0);
     Op* f = p.create(OpCode::For, {mapped(loop.operands[0]), mapped(loop.operands[1]), mapped(loop.operands[2]), first},
                      {ir::Type::scalar(ir::DType::i32)});
     count_[&r] = f->results[0].get();
