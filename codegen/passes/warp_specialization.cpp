@@ -49,13 +49,13 @@ using ir::Value;
 struct Ring {
   Op* loop = nullptr;
   int64_t stages = 0;
-  std::set<const Op*> issue;       // in its body: the issuer's wait and the copies
-  std::vector<Op*> prologue;       // before it: the first iterations' copies
-  std::set<const Op*> setup;       // the local_allocs of its tiles and barriers, the init_barriers
+  std::set<const Op*> issue;  // in its body: the issuer's wait and the copies
+  std::vector<Op*> prologue;  // before it: the first iterations' copies
+  std::set<const Op*> setup;  // the local_allocs of its tiles and barriers, the init_barriers
   Value* full = nullptr;
   Value* empty = nullptr;
-  std::vector<Value*> tiles;       // its copies' buffers, in the body's order
-  const Ring* after = nullptr;     // the ring before it in its block whose buffers it shares
+  std::vector<Value*> tiles;    // its copies' buffers, in the body's order
+  const Ring* after = nullptr;  // the ring before it in its block whose buffers it shares
 };
 
 class WarpSpecializer {
