@@ -19,6 +19,10 @@
 #   tma        with TMA copies in the GPU IR pipeline (gpu_ir_tma): the attention, grouped GEMM and
 #              two-dot tests, then attention_bench and grouped_gemm_bench (through the GPU IR)
 #   ws         the same warp specialized (gpu_ir_ws: a producer warpgroup issues the TMA copies)
+#   gemmws     the GEMM tests, then gpu_bench tp, through the GPU passes warp specialized (gpu_ir_ws:
+#              the library GEMM's persistent tile loop in the warp_specialization pass)
+#   skinny     the skinny GEMM's tiles (M=128, N=K=8192; 64x128x64, 4 warps) by each lowering
+#              and stage count (gpu_bench gemm: TFLOP/s, no baseline; `gemm` has cuBLAS's)
 # Prints each stage's summary; the logs keep the rest.
 set -u
 stages=${*:-tests attention grouped gemm gpuir}
@@ -99,6 +103,18 @@ for stage in $stages; do
       grep -vE '^\s*$' "$logs/attention_$stage.log" | tail -5
       TILEDIST_LOWERING=$l run grouped_$stage 200 bench/grouped_gemm_bench 10
       grep -vE '^\s*$' "$logs/grouped_$stage.log" | tail -5 ;;
+    gemmws)
+      TILEDIST_LOWERING=gpu_ir_ws run tests_gemmws 300 tests/kernels_test --gtest_filter='Gemm.*'
+      grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_gemmws.log"
+      TILEDIST_LOWERING=gpu_ir_ws run gemm_gemmws 240 bench/gpu_bench tp
+      grep -vE '^\s*$' "$logs/gemm_gemmws.log" | tail -16 ;;
+    skinny)
+      for l in default gpu_ir gpu_ir_tma gpu_ir_ws; do
+        for s in 4 8; do
+          [ "$l" = default ] && l=
+          echo "   ${l:-default} stages=$s | $(TILEDIST_LOWERING=$l timeout 60 bench/gpu_bench gemm 128 8192 8192 64 128 64 4 $s 2>&1 | tail -1)"
+        done
+      done ;;
     *) echo "unknown stage '$stage'" ;;
   esac
 done

@@ -104,7 +104,13 @@ void Builder::wait_barrier(Value* bars, Value* index, Value* phase, Value* pred,
   if (issuer) attrs["issuer"] = int64_t(1);
   create(OpCode::WaitBarrier, operands, {}, attrs);
 }
-void Builder::arrive_barrier(Value* bars, Value* index) { create(OpCode::ArriveBarrier, {bars, index}, {}); }
+void Builder::arrive_barrier(Value* bars, Value* index, Value* pred, int64_t pending) {
+  std::vector<Value*> operands = {bars, index};
+  if (pred) operands.push_back(pred);
+  Attrs attrs;
+  if (pending) attrs["pending"] = pending;
+  create(OpCode::ArriveBarrier, operands, {}, attrs);
+}
 Value* Builder::local_load(Value* buf, Value* index, LayoutRef layout, bool trans) {
   std::vector<int64_t> tile(buf->type.shape.end() - 2, buf->type.shape.end());
   Attrs attrs;

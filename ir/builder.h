@@ -68,7 +68,9 @@ class Builder {
   /// Waits for bars[index]'s phase of parity `phase` (where `pred`, if any, holds; `issuer`:
   /// only the thread that issues TMA copies waits).
   void wait_barrier(Value* bars, Value* index, Value* phase, Value* pred = nullptr, bool issuer = false);
-  void arrive_barrier(Value* bars, Value* index);
+  /// Each thread arrives on bars[index] (where `pred`, if any, holds) once its reads of the tile
+  /// are done, but those of the newest `pending` dots, which read other tiles.
+  void arrive_barrier(Value* bars, Value* index, Value* pred = nullptr, int64_t pending = 0);
   Value* binary(OpCode code, Value* a, Value* b);
   Value* cmp(const std::string& pred, Value* a, Value* b);
   Value* unary(OpCode code, Value* a);

@@ -230,9 +230,15 @@ std::string check_rule(const Op& op) {
           return str_cat("'", k, "' must be an integer from 24 to 256");
       return "";
     case OpCode::ArriveBarrier:
+      if (in.size() < 2 || in.size() > 3) return "takes (barriers, index[, pred])";
       if (!barriers(operand(0)))
         return str_cat("arrives on a memdesc of i64 [n, 1, 1] (mbarriers), got ", operand(0).str());
-      return operand(1) == Type::scalar(DType::i32) ? "" : "the index must be i32";
+      if (operand(1) != Type::scalar(DType::i32)) return "the index must be i32";
+      if (in.size() > 2 && operand(2) != Type::scalar(DType::i1))
+        return str_cat("pred must be i1, got ", operand(2).str());
+      if (op.has_attr("pending") && !(int_attr_ok(op, "pending") && op.int_attr("pending") >= 0))
+        return "'pending' must be an integer >= 0";
+      return "";
     case OpCode::LocalLoad: {
       const Type buf = operand(0);
       if (!buf.is_memdesc() || buf.shape.size() < 3) return str_cat("reads a memdesc of tiles, got ", buf.str());

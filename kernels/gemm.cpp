@@ -219,10 +219,15 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
     };
     if (fill(128) > 1.15 * fill(256)) g.bn = 128;
     g.constants = {{"BM", 128}, {"BN", g.bn}, {"BK", 64}};
-    // Persistent and warp specialized (TMA's producer warpgroup), unless $TILEDIST_WS=0.
+    // Persistent and warp specialized (TMA's producer warpgroup), unless $TILEDIST_WS=0,
+    // through the GPU passes (the warp_specialization pass takes the tile loop: 0.954-0.993 of
+    // cuBLAS at the TP shapes on an H200, bench/RESULTS.md). Kernels on this configuration
+    // that the GPU IR lowering does not take yet (stream-K's atomics, ag_gemm's and gemm_rs's
+    // waits) keep the other lowering.
     if (persistent) {
       g.constants.insert_or_assign("PERSISTENT", 1);
       g.options.warp_specialize = true;
+      if (g.options.lowering.empty()) g.options.lowering = "gpu_ir";
       g.programs = sm_count();
     }
   } else {

@@ -44,7 +44,7 @@ void flatten(const LVal& g, std::vector<llvm::Value*>& into) {
 llvm::BasicBlock* LayoutLowering::close_loop(const ir::Op& term, const std::vector<llvm::PHINode*>& phis,
                                              llvm::BasicBlock* header) {
   std::vector<llvm::Value*> next;
-  for (const ir::Value* v : term.operands) flatten(val(v), next);
+  for (const ir::Value* v : term.operands) flatten(v == kept_in_flight_ ? vals_.at(v) : val(v), next);
   TD_ASSERT(next.size() == phis.size(), "a loop yields other values than it carries");
   llvm::BasicBlock* latch = b_.GetInsertBlock();
   for (size_t i = 0; i < phis.size(); ++i) phis[i]->addIncoming(next[i], latch);
@@ -75,14 +75,48 @@ void LayoutLowering::emit_for(const ir::Op& op) {
   b_.SetInsertPoint(body_bb);
   vals_[body.args[0].get()] = LVal::of(iv);
   for (size_t i = 0; i < carried.size(); ++i) vals_[carried[i]] = now[i];
+  // A carried accumulator kept in flight: from the second iteration on, the group before this
+  // one's (the first's init is not in flight: waiting for it waits for nothing).
+  const int kept = carried_in_flight(op);
+  const ir::Value* yielded = kept < 0 ? nullptr : body.terminator()->operands[static_cast<size_t>(kept)];
+  auto in_flight = [&](const ir::Value* v) {
+    wgmma_instr_[v] = wgmma_instr_.at(yielded);
+    wgmma_pending_[v] = wgmma_groups_++;
+  };
+  if (kept >= 0) {
+    wgmma_instr_[yielded] = wgmma_instr(*yielded->def);
+    in_flight(carried[static_cast<size_t>(kept)]);
+  }
   const ir::Block* outer = loop_body_;
+  const ir::Value* outer_kept = kept_in_flight_;
   loop_body_ = &body;
+  kept_in_flight_ = yielded;
   emit_block(body);
-  loop_body_ = outer;
   llvm::Value* iv_next = b_.CreateAdd(iv, step);
   iv->addIncoming(iv_next, close_loop(*body.terminator(), phis, header));
+  loop_body_ = outer;
+  kept_in_flight_ = outer_kept;
   b_.SetInsertPoint(exit);
   for (size_t i = 0; i < op.results.size(); ++i) vals_[op.results[i].get()] = now[i];
+  if (kept >= 0) {  // (at most the last iteration's group is in flight)
+    wgmma_pending_.erase(yielded);
+    in_flight(op.results[static_cast<size_t>(kept)].get());
+  }
+}
+
+int LayoutLowering::carried_in_flight(const ir::Op& loop) const {
+  if (!target_->hopper()) return -1;
+  const ir::Op& yield = *loop.regions[0]->terminator();
+  int found = -1;
+  for (size_t i = 0; i < yield.operands.size(); ++i) {
+    const ir::Op* d = yield.operands[i]->def;
+    if (!d || d->parent != loop.regions[0].get() || d->code != OpCode::Dot ||
+        d->results[0]->type.layout->mma != ir::MmaKind::wgmma)
+      continue;
+    if (found >= 0) return -1;
+    found = static_cast<int>(i);
+  }
+  return found;
 }
 
 void LayoutLowering::emit_while(const ir::Op& op) {

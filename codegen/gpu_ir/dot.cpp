@@ -191,15 +191,22 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
   llvm::Value* group = b_.CreateUDiv(tid_, b_.getInt32(128));
   llvm::Value* a_tile = a_shared ? b_.CreateAdd(val(A).view, b_.CreateMul(group, b_.getInt32(64 * 128))) : nullptr;
   llvm::Value* b_tile = val(B).view;
-  const char* ab = A->type.dtype == DType::bf16 ? "bf16" : "f16";
+  const std::string instr = wgmma_instr(op);
   std::string regs;
   for (int64_t i = 0; i < n; ++i) regs += str_cat(i ? ", " : "", "$", i);
   const std::string text = str_cat(
-      "wgmma.mma_async.sync.aligned.m64n", N, "k16.f32.", ab, ".", ab, " {", regs, "}, ",
+      "wgmma.mma_async.sync.aligned.", instr, " {", regs, "}, ",
       // (operands: the n outputs, the n inputs tied to them, then A and B)
       a_shared ? str_cat("$", 2 * n) : str_cat("{$", 2 * n, ", $", 2 * n + 1, ", $", 2 * n + 2, ", $", 2 * n + 3, "}"),
       ", $", a_shared ? 2 * n + 1 : 2 * n + 4, a_shared ? ", 1, 1, 1, 0, " : ", 1, 1, 1, ", b_k_major ? "0;" : "1;");
-  std::vector<llvm::Value*> acc = val(op.operands[2]).regs;
+  // An accumulator in flight from a wgmma of the same instruction, this dot its only user, is
+  // taken as it is: wgmma orders the groups that accumulate into the same registers.
+  const ir::Value* C = op.operands[2];
+  const auto made = wgmma_instr_.find(C);
+  const bool chained =
+      wgmma_pending_.count(C) && made != wgmma_instr_.end() && made->second == instr && only_use(op, C);
+  std::vector<llvm::Value*> acc = chained ? vals_.at(C).regs : val(C).regs;
+  if (chained) wgmma_pending_.erase(C);
   auto on_acc = [&](const std::string& t, const std::string& more_cons, const std::vector<llvm::Value*>& more) {
     acc = through_asm(t, acc, more_cons, more);
   };
@@ -257,6 +264,20 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
   out.regs = acc;
   define(op, out);
   wgmma_pending_[op.results[0].get()] = wgmma_groups_++;  // (the registers are the group's until it completes)
+  wgmma_instr_[op.results[0].get()] = instr;
+}
+
+std::string LayoutLowering::wgmma_instr(const ir::Op& dot) {
+  const DType a = dot.operands[0]->type.dtype;
+  const char* ab = a == DType::bf16 ? "bf16" : "f16";
+  return str_cat("m64n", dot.results[0]->type.shape[1], "k16.f32.", ab, ".", ab);
+}
+
+bool LayoutLowering::only_use(const ir::Op& op, const ir::Value* v) {
+  const ir::Block& scope = v->def ? *v->def->parent : *v->owner;
+  int uses = 0;
+  ir::for_each_use(scope, v, [&](const ir::Op& user, size_t) { uses += &user == &op ? 1 : 2; });
+  return uses == 1;
 }
 
 bool LayoutLowering::used_after(const ir::Op& op, const ir::Value* v) {

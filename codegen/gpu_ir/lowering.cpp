@@ -49,9 +49,10 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
     case OpCode::Memcpy:
     case OpCode::Fence:
     case OpCode::Barrier:
+      return op.name();
     case OpCode::AtomicRMW:
     case OpCode::AtomicCAS:
-      return op.name();
+      return op.results[0]->type.is_tensor() ? str_cat(op.name(), " of a tensor") : "";
     case OpCode::Dot: {
       const ir::Type& a = op.operands[0]->type;
       const ir::Type& c = op.results[0]->type;
@@ -239,11 +240,23 @@ void LayoutLowering::wgmma_wait(int64_t group) {
     for (llvm::Value*& x : vals_.at(v).regs) x = back[k++];
 }
 
+void LayoutLowering::wgmma_wait_except(const ir::Value* kept) {
+  int64_t newest = -1;
+  for (auto& [v, g] : wgmma_pending_)
+    if (v != kept) newest = std::max(newest, g);
+  if (newest >= 0) wgmma_wait(newest);
+}
+
 void LayoutLowering::emit_block(const ir::Block& block) {
   for (auto& op : block.ops) {
     // (a region's values in flight complete before it ends: the code after it, or the other
-    // arm, does not know them)
-    if (op->info().flags & ir::TERM) wgmma_wait_all();
+    // arm, does not know them; but a loop's carried accumulator, emit_for)
+    if (op->info().flags & ir::TERM) {
+      if (op->code == OpCode::Yield && block.parent && block.parent->code == OpCode::For && kept_in_flight_)
+        wgmma_wait_except(kept_in_flight_);
+      else
+        wgmma_wait_all();
+    }
     emit(*op);
   }
 }
@@ -312,6 +325,9 @@ void LayoutLowering::emit(const ir::Op& op) {
       return emit_load(op);
     case OpCode::Store:
       return emit_store(op);
+    case OpCode::AtomicRMW:
+    case OpCode::AtomicCAS:
+      return emit_atomic(op);
     case OpCode::LocalAlloc:
       return emit_local_alloc(op);
     case OpCode::AsyncCopy:
@@ -410,11 +426,10 @@ bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const G
   std::string reasons;
   for (const std::string& pass_arch : forms) {
     std::unique_ptr<ir::Function> f = ir::parse_function(text, optimized.name);
-    GpuPassContext passes = GpuPassContext::for_arch(pass_arch, opts.num_warps, opts.num_stages, opts.lowering);
     // (warp specialization asked for by the options, as the other lowering takes it; its rings
     // copy by TMA unless TMA is off)
-    passes.warp_specialize |= passes.wgmma && opts.warp_specialize && opts.tma;
-    passes.tma |= passes.warp_specialize;
+    GpuPassContext passes = GpuPassContext::for_arch(pass_arch, opts.num_warps, opts.num_stages, opts.lowering)
+                                .asking(opts.tma, opts.warp_specialize);
     run_gpu_passes(*f, passes);
     // An op refused up front, or one whose layouts this lowering finds it cannot take as it
     // lowers (a dot whose layouts do not hold its fragments, a reduction over mixed

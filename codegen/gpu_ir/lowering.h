@@ -155,6 +155,10 @@ class LayoutLowering : public Elements {
   // ---- memory.cpp
   void emit_load(const ir::Op& op);
   void emit_store(const ir::Op& op);
+  /// A scalar atomic (a tensor's: unsupported_op): thread 0 performs it for the program, after
+  /// the program's threads meet where it releases, before they go on where it acquires; the
+  /// old value reaches every thread through shared memory.
+  void emit_atomic(const ir::Op& op);
   /// How many contiguous registers of a tensor at `ptr` (masked by `mask`) move as one access.
   int64_t vector_width(const ir::Type& t, const ir::Value* ptr, const ir::Value* mask);
   void plan_shared_buffers();
@@ -210,10 +214,23 @@ class LayoutLowering : public Elements {
   /// flight (wait_group N, N the groups committed after its own), as do a barrier, a region's
   /// start and end, and the kernel's return (wait_group 0). The wait takes the registers of
   /// every value it completes and hands them back, so nothing reads them before it.
+  /// A loop whose dot's result is carried (a GEMM's accumulator) keeps that group in flight
+  /// across the back edge and out of the loop: the next iteration's dot of the same instruction
+  /// takes it as its accumulator without waiting (wgmma orders its own accumulators), and an
+  /// arrive_barrier with `pending` 1 waits for the group before it (wait_group 1).
   void wgmma_wait(int64_t group);
   void wgmma_wait_all() {
     if (!wgmma_pending_.empty()) wgmma_wait(wgmma_groups_ - 1);
   }
+  /// Every group in flight completes but `kept`'s, unless a newer one must.
+  void wgmma_wait_except(const ir::Value* kept);
+  /// Of `loop`'s carried values, the one (its index among them) a wgmma dot of the body yields,
+  /// to keep in flight; -1 if none or several.
+  int carried_in_flight(const ir::Op& loop) const;
+  /// A wgmma dot's instruction shape and types ("m64n256k16.f32.bf16.bf16").
+  static std::string wgmma_instr(const ir::Op& dot);
+  /// Whether `op` is the one use of `v`, once.
+  static bool only_use(const ir::Op& op, const ir::Value* v);
   /// Whether an op after `op` in its block (or nested in one) uses `v`.
   static bool used_after(const ir::Op& op, const ir::Value* v);
   using Bases = std::vector<std::vector<int64_t>>;
@@ -279,7 +296,9 @@ class LayoutLowering : public Elements {
   bool producer_ = false;     // lowering the producer's region: one thread runs it, alone in its warp
   bool consumers_ = false;    // lowering the consumers' region: barriers are theirs only
   int64_t wgmma_groups_ = 0;  // committed so far, in program order
-  std::map<const ir::Value*, int64_t> wgmma_pending_;  // dot results in flight: their group
+  std::map<const ir::Value*, int64_t> wgmma_pending_;    // dot results in flight: their group
+  std::map<const ir::Value*, std::string> wgmma_instr_;  // in flight: the wgmma that made it
+  const ir::Value* kept_in_flight_ = nullptr;            // the loop body's yield leaves it in flight
 };
 
 }  // namespace tiledist::codegen::gpu_ir

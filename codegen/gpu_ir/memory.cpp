@@ -73,6 +73,37 @@ void LayoutLowering::emit_store(const ir::Op& op) {
     });
 }
 
+void LayoutLowering::emit_atomic(const ir::Op& op) {
+  const ir::Type& rt = op.results[0]->type;
+  const bool cas = op.code == OpCode::AtomicCAS;
+  const std::string& order = op.str_attr("order");
+  llvm::Type* t = reg_type(rt);
+  llvm::Value* thread0 = b_.CreateICmpEQ(tid_, b_.getInt32(0));
+  llvm::Value* on = thread0;
+  if (!cas && op.operands.size() > 2) on = b_.CreateAnd(on, val(op.operands[2]).scalar);
+  bool used = false;
+  ir::for_each_use(f_.body, op.results[0].get(), [&](const ir::Op&, size_t) { used = true; });
+  llvm::Value* p = val(op.operands[0]).scalar;
+  llvm::Value* v = val(op.operands[1]).scalar;
+  llvm::Value* desired = cas ? val(op.operands[2]).scalar : nullptr;
+  if (order != "relaxed" && order != "acquire") barrier();  // (every thread's writes before it)
+  llvm::Value* old = when_value(on, t, llvm::Constant::getNullValue(t), [&] {
+    return target_->atomic(cas ? "cas" : op.str_attr("kind"), rt.dtype, p, v, desired, order, op.str_attr("scope"),
+                           used);
+  });
+  if (!used) {
+    if (order != "relaxed" && order != "release") barrier();  // (what follows after it)
+    return define(op, LVal::of(llvm::UndefValue::get(t)));
+  }
+  llvm::Value* slot = smem_at(scratch(8));
+  barrier();
+  when(thread0, [&] { b_.CreateStore(old, slot); });
+  barrier();
+  llvm::Value* r = b_.CreateLoad(t, slot);
+  barrier();
+  define(op, LVal::of(r));
+}
+
 // ---- shared buffers
 
 namespace {

@@ -118,9 +118,16 @@ void LayoutLowering::emit_wait_barrier(const ir::Op& op) {
 void LayoutLowering::warp_sync() { ptx(b_.getVoidTy(), "bar.warp.sync -1;", "", {}); }
 
 void LayoutLowering::emit_arrive_barrier(const ir::Op& op) {
-  wgmma_wait_all();  // (its wgmma reads of the tile are done)
-  ptx(b_.getVoidTy(), "mbarrier.arrive.shared::cta.b64 _, [$0];", "r",
-      {barrier_at(op.operands[0], val(op.operands[1]).scalar)});
+  // (its wgmma reads of the tile are done: every group's, or all but the newest `pending`)
+  const int64_t pending = op.has_attr("pending") ? op.int_attr("pending") : 0;
+  if (pending)
+    wgmma_wait(wgmma_groups_ - 1 - pending);
+  else
+    wgmma_wait_all();
+  llvm::Value* bar = barrier_at(op.operands[0], val(op.operands[1]).scalar);
+  if (op.operands.size() < 3) return void(ptx(b_.getVoidTy(), "mbarrier.arrive.shared::cta.b64 _, [$0];", "r", {bar}));
+  ptx(b_.getVoidTy(), "{\n.reg .pred p;\nsetp.ne.u32 p, $1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [$0];\n}", "r,r",
+      {bar, b_.CreateZExt(val(op.operands[2]).scalar, b_.getInt32Ty())});
 }
 
 }  // namespace tiledist::codegen::gpu_ir

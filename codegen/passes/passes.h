@@ -41,6 +41,13 @@ struct GpuPassContext {
   /// (CompileOptions::lowering) asks for the passes that are off by default.
   static GpuPassContext for_arch(const std::string& arch, int num_warps, int num_stages = 3,
                                  const std::string& lowering = "");
+  /// What a compile's options ask for besides: warp specialization (CompileOptions::
+  /// warp_specialize, on a wgmma target where TMA is on) and the TMA copies it needs.
+  GpuPassContext& asking(bool tma_on, bool ws) {
+    warp_specialize |= wgmma && ws && tma_on;
+    tma |= warp_specialize;
+    return *this;
+  }
 };
 
 /// Layout assignment: gives every block tensor a layout (ir/layout.h) and makes each change of
@@ -104,18 +111,23 @@ void dot_prefetch(ir::Function& f, const GpuPassContext& ctx);
 void pipelining(ir::Function& f, const GpuPassContext& ctx);
 
 /// Warp specialization (sm_90a, where ctx.warp_specialize asks for it), after pipelining: where
-/// every TMA ring of the kernel (pipelining's full/empty mbarriers) belongs to a loop at the
-/// kernel's top level, and what those loops' bounds and copies need is computed from the
-/// parameters by scalar ops (loads of scalars included) before any write to memory, the kernel
-/// becomes one `warp_specialize`: a producer warpgroup of its own, one thread of which runs each
-/// loop's range again issuing its copies (waiting for each slot to be emptied), and the
-/// program's warps as consumers running the kernel as it was, without the copies. Loops may sit
-/// in ifs (the producer takes the same branches), not in other loops yet. The rings' buffers
-/// and barriers move to the kernel's start (made by every thread); a ring whose loop follows
-/// another's in its block with the same tiles shares that ring, its count going on (one ring's
-/// shared memory for attention's two loops). With 8 consumer warps the producer gives registers
-/// to them (`producer_regs` 40, `consumer_regs` 232). Asked for by ctx.warp_specialize or a
-/// ring loop's warp_specialize hint.
+/// every TMA ring of the kernel (pipelining's full/empty mbarriers) belongs to a loop that sits
+/// in ifs and loops of the kernel (no if inside a loop around it), and what those loops' bounds
+/// and copies need is computed from the parameters and the loops' induction variables by scalar
+/// ops (loads of scalars included) before any write to memory, the kernel becomes one
+/// `warp_specialize`: a producer warpgroup of its own, one thread of which runs each loop's
+/// range again issuing its copies (waiting for each slot to be emptied), and the program's warps
+/// as consumers running the kernel as it was, without the copies. The producer takes the same
+/// branches and runs the same iterations of the loops around (a persistent kernel's tile loop:
+/// the next tile's copies under this one's epilogue; stores and atomics there may precede
+/// them, not waits, fences or barriers). The rings' buffers and barriers move to the kernel's
+/// start (made by every thread), their counts carried by the loops around; a ring whose loop
+/// follows another's in its block with the same tiles shares that ring, its count going on
+/// (one ring's shared memory for attention's two loops). Where the body's dots read the tiles,
+/// the consumers release each slot an iteration late (`arrive_barrier {pending = 1}` after the
+/// next iteration's dots; the last after the loop), so that one dot runs while the next issues.
+/// With 8 consumer warps the producer gives registers to them (`producer_regs` 40,
+/// `consumer_regs` 232). Asked for by ctx.warp_specialize or a ring loop's warp_specialize hint.
 void warp_specialization(ir::Function& f, const GpuPassContext& ctx);
 
 struct GpuPass {

@@ -87,14 +87,24 @@ class WarpSpecializer {
         if (inner->code == OpCode::AsyncTmaCopy) r.issue.insert(inner.get());
         if (inner->code == OpCode::WaitBarrier && inner->has_attr("issuer")) r.issue.insert(inner.get());
       }
-      if (r.issue.empty()) return;
-      for (const Block* b = op.parent; b; b = b->parent ? b->parent->parent : nullptr) {
-        if (b->parent && b->parent->code != OpCode::If) ok = false;  // (inside another loop: not yet)
-        path_.insert(b);
+      // (a loop with copies but no issuer's wait holds another's prologue)
+      if (std::none_of(r.issue.begin(), r.issue.end(), [](const Op* i) { return i->code == OpCode::WaitBarrier; }))
+        return;
+      // Around it: ifs and loops, no if inside a loop around it (the loops carry its count).
+      bool in_if = false;  // (walking outwards)
+      for (const Block* b = op.parent; b->parent; b = b->parent->parent) {
+        const OpCode c = b->parent->code;
+        if (c == OpCode::If)
+          in_if = true;
+        else if (c != OpCode::For || in_if)
+          ok = false;
       }
+      for (const Block* b = op.parent; b; b = b->parent ? b->parent->parent : nullptr) path_.insert(b);
       rings_.push_back(std::move(r));
     });
     if (!ok) return false;
+    for (Ring& r : rings_)  // (not one ring's loop inside another's)
+      if (path_.count(r.loop->regions[0].get())) return false;
     for (Ring& r : rings_) {
       Value *full = nullptr, *empty = nullptr;
       for (const Op* i : r.issue) {
@@ -149,10 +159,12 @@ class WarpSpecializer {
   /// the top level; the issue itself scalar ops of the body over its induction variable and
   /// count. Tensors, regions and loops stay the consumers'.
   bool producer_computable() {
-    std::vector<const Value*> conditions;
+    std::vector<const Value*> control;  // the ifs' conditions, the loops' bounds
     for (const Block* b : path_)
-      if (b->parent) conditions.push_back(b->parent->operands[0]);
-    if (!outside(conditions)) return false;
+      if (b->parent)
+        for (size_t i = 0; i < (b->parent->code == OpCode::For ? 3u : 1u); ++i)
+          control.push_back(b->parent->operands[i]);
+    if (!outside(control)) return false;
     for (Ring& r : rings_) {
       const Block& b = *r.loop->regions[0];
       std::vector<const Value*> work(r.loop->operands.begin(), r.loop->operands.begin() + 3);
@@ -186,8 +198,9 @@ class WarpSpecializer {
     while (!work.empty()) {
       const Value* v = work.back();
       work.pop_back();
-      if (!v->def) {
-        if (v->owner != &body()) return false;  // (a parameter only)
+      if (!v->def) {  // a parameter, or the induction variable of a loop around rings
+        if (v->owner != &body() && !(path_.count(v->owner) && v->owner->parent->code == OpCode::For && v->index == 0))
+          return false;
         continue;
       }
       const Op* d = v->def;
@@ -201,9 +214,11 @@ class WarpSpecializer {
     return true;
   }
 
-  /// An if whose regions hold a ring's loop (the producer takes the same branch).
+  /// An if or loop whose regions hold a ring's loop (the producer takes the same branches and
+  /// runs the same iterations).
   bool around_rings(const Op& op) const {
-    return op.code == OpCode::If && (path_.count(op.regions[0].get()) || path_.count(op.regions[1].get()));
+    if (op.code == OpCode::If) return path_.count(op.regions[0].get()) || path_.count(op.regions[1].get());
+    return op.code == OpCode::For && path_.count(op.regions[0].get());
   }
 
   bool setup_op(const Op* op) const {
@@ -214,9 +229,12 @@ class WarpSpecializer {
 
   /// The producer copies ahead of the consumers: nothing before a loop (in the kernel's order)
   /// may write or order global memory that a copy could read, nor may a load the producer
-  /// makes follow such an op.
+  /// makes follow such an op. In a loop around rings, stores and atomics may (what follows a
+  /// ring runs before the next iteration's copies: the epilogue of a persistent kernel's tile),
+  /// as a kernel's loads may not read what other threads of its program stored without a
+  /// barrier; waits, fences, barriers and copies to memory may not.
   bool nothing_written_before() {
-    std::function<bool(const Op&)> writes = [&](const Op& op) {
+    std::function<bool(const Op&, bool)> writes = [&](const Op& op, bool in_loop) {
       switch (op.code) {
         case OpCode::Load:
         case OpCode::LocalAlloc:
@@ -229,31 +247,42 @@ class WarpSpecializer {
         case OpCode::AsyncCommit:
         case OpCode::AsyncWait:
           break;
+        case OpCode::Store:
+        case OpCode::AtomicRMW:
+        case OpCode::AtomicCAS:
+          if (!in_loop) return true;
+          break;
         default:
           if (op.info().flags & ir::MEM) return true;
       }
       for (const auto& r : op.regions)
         for (const auto& inner : r->ops)
-          if (writes(*inner)) return true;
+          if (writes(*inner, in_loop)) return true;
       return false;
     };
     // In program order (an if's regions before what follows it) up to the last ring's loop.
     const Op* last = rings_.back().loop;
-    std::function<int(const Block&)> scan = [&](const Block& b) {  // 1: reached it, 0: clean, -1: a write
+    std::function<int(const Block&, bool)> scan = [&](const Block& b, bool in_loop) {  // 1: reached it, -1: a write
       for (auto& op : b.ops) {
         if (op.get() == last) return 1;
         if (around_rings(*op)) {
           for (auto& r : op->regions) {
-            const int s = scan(*r);
+            const int s = scan(*r, in_loop || op->code == OpCode::For);
             if (s) return s;
           }
           continue;
         }
-        if (writes(*op)) return -1;
+        if (writes(*op, in_loop)) return -1;
       }
       return 0;
     };
-    return scan(body()) == 1;
+    if (scan(body(), false) != 1) return false;
+    // The rest of each loop around rings, before its next iteration.
+    for (const Block* b : path_)
+      if (b->parent && b->parent->code == OpCode::For)
+        for (auto& op : b->ops)
+          if (!around_rings(*op) && writes(*op, true)) return false;
+    return true;
   }
 
   /// A ring whose loop follows another ring's in the same block, with tiles of the same types,
@@ -285,8 +314,75 @@ class WarpSpecializer {
     }
   }
 
+  /// A ring whose loop sits in loops carries its count through them (from 0 before the
+  /// outermost), so that the barriers' phases go on from one run of the loop to the next, the
+  /// ring being made once at the kernel's start.
+  void carry_counts() {
+    for (Ring& r : rings_) {
+      if (r.after) continue;
+      std::vector<Op*> loops;  // around it, outermost first
+      for (Block* b = r.loop->parent; b->parent && b->parent->code == OpCode::For; b = b->parent->parent)
+        loops.insert(loops.begin(), b->parent);
+      if (loops.empty()) continue;
+      const Ring* last = &r;  // (of those sharing it, the last loop's count comes out)
+      for (const Ring& s : rings_)
+        if (s.after == &r) last = &s;
+      ir::Builder b(loops[0]->parent);
+      b.set_insert_point(loops[0]->parent, loops[0]->parent->position(loops[0]));
+      b.set_loc(loops[0]->loc);
+      Value* count = b.constant_int(ir::DType::i32, 0);
+      for (Op* l : loops) {
+        l->operands.push_back(count);
+        l->add_result(ir::Type::scalar(ir::DType::i32));
+        count = l->regions[0]->add_arg(ir::Type::scalar(ir::DType::i32));
+      }
+      r.loop->operands.back() = count;
+      Value* out = last->loop->results.back().get();
+      for (auto l = loops.rbegin(); l != loops.rend(); ++l) {
+        (*l)->regions[0]->terminator()->operands.push_back(out);
+        out = (*l)->results.back().get();
+      }
+    }
+  }
+
+  /// In a ring's loop whose dots read the tiles (wgmma, asynchronous), the consumers release
+  /// a slot an iteration late: after the next iteration's dots are issued, once all but the
+  /// newest dot are done (`pending` 1), so that one dot runs while the next is issued; the
+  /// last slot after the loop, once every dot is done. (The producer waits for each slot to be
+  /// emptied: S - 1 tiles ahead, not S. Without a producer the issue in the body would wait
+  /// for its own arrive.)
+  void release_late(const Ring& r) {
+    Block& b = *r.loop->regions[0];
+    Op* arrive = nullptr;
+    bool dot = false;
+    for (auto& op : b.ops) {
+      dot |= op->code == OpCode::Dot;
+      if (op->code == OpCode::ArriveBarrier && op->operands[0] == r.empty && dot && !arrive) arrive = op.get();
+    }
+    if (!arrive || arrive->operands.size() != 2) return;
+    Value* first = r.loop->operands.back();  // (the count of its first iteration)
+    auto previous = [&](ir::Builder& at, Value* count) {
+      return at.binary(OpCode::Rem, at.binary(OpCode::Add, count, at.constant_int(ir::DType::i32, r.stages - 1)),
+                       at.constant_int(ir::DType::i32, r.stages));
+    };
+    ir::Builder in(&b);
+    in.set_insert_point(&b, b.position(arrive));
+    in.set_loc(arrive->loc);
+    Value* j = b.args.back().get();
+    in.arrive_barrier(r.empty, previous(in, j), in.cmp("gt", j, first), 1);
+    b.erase(arrive);
+    Block& around = *r.loop->parent;
+    ir::Builder after(&around);
+    after.set_insert_point(&around, std::next(around.position(r.loop)));
+    after.set_loc(r.loop->loc);
+    Value* end = r.loop->results.back().get();
+    after.arrive_barrier(r.empty, previous(after, end), after.cmp("gt", end, first));
+  }
+
   void build() {
     share_rings();
+    carry_counts();
+    for (const Ring& r : rings_) release_late(r);
     // The rings' buffers and barriers first, made and initialized by every thread.
     std::vector<Op*> order;  // (in program order: each init_barrier after its local_alloc)
     f_.walk([&](Op& op) {
@@ -314,7 +410,7 @@ class WarpSpecializer {
     Block& consumer = *ws->regions[1];
 
     // The producer: the outside slice in the kernel's order, then each loop's copies.
-    produce(body(), producer, ws->loc);
+    produce(body(), producer, ws->loc, nothing);
 
     // The consumers: the rest of the kernel, without the issue.
     for (Ring& r : rings_)
@@ -331,26 +427,53 @@ class WarpSpecializer {
 
   /// The producer's part of `from` (a block on the path to the rings) into `to`: the outside
   /// slice's ops, the ifs around rings (their conditions cloned), each ring's loop of copies.
-  void produce(const Block& from, Block& to, const Location& loc) {
+  /// (then `yields`)
+  void produce(const Block& from, Block& to, const Location& loc, const std::function<std::vector<Value*>()>& yields) {
     ir::Builder p(&to);
     p.set_loc(loc);
     for (auto& op : from.ops) {
       if (outside_.count(op.get())) clone(p, *op);
       for (Ring& r : rings_)
         if (op.get() == r.loop) producer_loop(p, r);
-      if (around_rings(*op)) {
+      if (op->code == OpCode::If && around_rings(*op)) {
         Op* c = p.create(OpCode::If, {mapped(op->operands[0])}, {});
         c->loc = op->loc;
         for (size_t i = 0; i < 2; ++i) {
           if (path_.count(op->regions[i].get()))
-            produce(*op->regions[i], *c->regions[i], op->loc);
+            produce(*op->regions[i], *c->regions[i], op->loc, nothing);
           else
             ir::Builder(c->regions[i].get()).create(OpCode::Yield, {}, {});
         }
         p.finish(c);
       }
+      if (op->code == OpCode::For && around_rings(*op)) producer_for(p, *op);
     }
-    p.create(OpCode::Yield, {}, {});
+    p.create(OpCode::Yield, yields(), {});
+  }
+  static std::vector<Value*> nothing() { return {}; }
+
+  /// A loop around rings, again: its range, carrying the producer's count of each ring in it.
+  void producer_for(ir::Builder& p, const Op& loop) {
+    std::vector<const Ring*> roots;
+    for (const Ring& r : rings_) {
+      bool inside = false;
+      for (const Block* b = r.loop->parent; b->parent && !inside; b = b->parent->parent) inside = b->parent == &loop;
+      if (inside && !r.after) roots.push_back(&r);
+    }
+    std::vector<Value*> operands = {mapped(loop.operands[0]), mapped(loop.operands[1]), mapped(loop.operands[2])};
+    for (const Ring* r : roots) operands.push_back(count_.count(r) ? count_[r] : p.constant_int(ir::DType::i32, 0));
+    Op* f = p.create(OpCode::For, operands, std::vector<ir::Type>(roots.size(), ir::Type::scalar(ir::DType::i32)));
+    f->loc = loop.loc;
+    Block& fb = *f->regions[0];
+    map_[loop.regions[0]->args[0].get()] = fb.add_arg(loop.operands[0]->type);
+    for (const Ring* r : roots) count_[r] = fb.add_arg(ir::Type::scalar(ir::DType::i32));
+    produce(*loop.regions[0], fb, loop.loc, [&] {
+      std::vector<Value*> counts;
+      for (const Ring* r : roots) counts.push_back(count_.at(r));
+      return counts;
+    });
+    p.finish(f);
+    for (size_t i = 0; i < roots.size(); ++i) count_[roots[i]] = f->results[i].get();
   }
 
   Value* mapped(Value* v) {
@@ -372,11 +495,13 @@ class WarpSpecializer {
   void producer_loop(ir::Builder& p, const Ring& r) {
     const Op& loop = *r.loop;
     const Block& body = *loop.regions[0];
-    // (a ring sharing the one before it goes on from that loop's count)
-    Value* first = r.after ? count_.at(&r - 1) : p.constant_int(ir::DType::i32, 0);
+    // (a ring sharing the one before it goes on from that loop's count, a ring in loops from
+    // the count they carry)
+    const Ring* root = r.after ? r.after : &r;
+    Value* first = count_.count(root) ? count_[root] : p.constant_int(ir::DType::i32, 0);
     Op* f = p.create(OpCode::For, {mapped(loop.operands[0]), mapped(loop.operands[1]), mapped(loop.operands[2]), first},
                      {ir::Type::scalar(ir::DType::i32)});
-    count_[&r] = f->results[0].get();
+    count_[root] = f->results[0].get();
     f->loc = loop.loc;
     Block& fb = *f->regions[0];
     Value* iv = fb.add_arg(loop.operands[0]->type);
@@ -401,7 +526,7 @@ class WarpSpecializer {
   std::set<const Block*> path_;                     // the kernel's body and the if regions around rings
   std::set<const Op*> outside_;                     // ops around the loops the producer recomputes
   std::map<const Value*, Value*> map_;              // original value: its clone in the producer
-  std::map<const Ring*, Value*> count_;             // a ring's producer loop: the count it ends at
+  std::map<const Ring*, Value*> count_;             // a ring (the first of those sharing it): the producer's count
 };
 
 }  // namespace

@@ -47,7 +47,9 @@ TEST(GpuIrLowering, TakesTheLibrarysSingleGpuKernels) {
         EXPECT_NE(text.find("mma.sync.aligned.m16n8k16"), std::string::npos);
         EXPECT_NE(text.find("ldmatrix.sync.aligned"), std::string::npos);
       }
-      if (dots) EXPECT_NE(text.find("cp.async"), std::string::npos);
+      if (dots) {
+        EXPECT_NE(text.find("cp.async"), std::string::npos);
+      }
     }
 }
 
@@ -86,6 +88,31 @@ TEST(GpuIrLowering, WarpSpecializedAttention) {
                                                         jit::Stage::asm_, def.aligned_facts());
   EXPECT_NE(plain.find(".maxntid 256, 1, 1"), std::string::npos);
   EXPECT_EQ(plain.find("setmaxnreg"), std::string::npos);
+}
+
+// The library GEMM's persistent configuration on Hopper goes through the GPU passes, its tile
+// loop warp specialized (a producer warpgroup, the consumers' wgmma kept in flight a step:
+// wait_group 1); stream-K's kernel too, its count of a tile's runs a scalar atomic.
+TEST(GpuIrLowering, LibraryGemmWarpSpecializedThroughThePasses) {
+  const Target t = Target::cuda("sm_90a");
+  const kernels::GemmConfig g = kernels::gemm_config(t, 8192, 8192, 8192);
+  ASSERT_EQ(g.options.lowering, "gpu_ir");
+  auto emit = [&](const KernelDef& def, const Constants& constants, const std::string& lowering) {
+    CompileOptions o = g.options;
+    o.lowering = lowering;
+    return jit::Context::global().emit(def, constants, t, o, jit::Stage::asm_, def.aligned_facts());
+  };
+  const KernelDef& gemm = kernels::gemm_kernel(ir::DType::bf16);
+  const std::string text = emit(gemm, g.constants, "gpu_ir");
+  EXPECT_EQ(text, emit(gemm, g.constants, "gpu_ir_only"));
+  EXPECT_NE(text.find("setmaxnreg.inc.sync.aligned.u32 232;"), std::string::npos);
+  EXPECT_NE(text.find("cp.async.bulk.tensor"), std::string::npos);
+  EXPECT_NE(text.find("wgmma.wait_group.sync.aligned 1;"), std::string::npos);
+  Constants sk = g.constants;
+  sk.erase("PERSISTENT");
+  const std::string stream_k = emit(kernels::gemm_sk_kernel(ir::DType::bf16), sk, "gpu_ir_only");
+  EXPECT_NE(stream_k.find("setmaxnreg.inc.sync.aligned.u32 232;"), std::string::npos);
+  EXPECT_NE(stream_k.find("atom.acq_rel.gpu.global.add.u32"), std::string::npos);
 }
 
 // AMD GPUs: the passes' layouts (64-lane waves) lowered, dots on MFMA (each lane's 8 bytes of A

@@ -120,7 +120,7 @@ func @all_ops(%p: ptr<f32>, %q: ptr<i32, symmetric>, %n: i32, %h: bf16, %e: f8e4
     yield
   } {
   ^():
-    arrive_barrier %78, %0
+    arrive_barrier %78, %0, %22 {pending = 1}
     yield
   }
   return

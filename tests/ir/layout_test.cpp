@@ -438,6 +438,12 @@ TEST(Verifier, ChecksSharedMemoryOps) {
   rejected(buf + " %q = splat %p : tensor<64x64xptr<bf16>, " + bl + ">\n async_copy %b, %i, %q {via = \"dma\"}\n",
            "attribute via = \"dma\" is not one of the allowed values");
   rejected(" async_wait {pending = -1}\n", "needs an integer 'pending' >= 0");
+  const std::string bars =
+      " %m = local_alloc : memdesc<2x1x1xi64, #shared<vec = 1, per_phase = 1, max_phase = 1, order = [1, 0]>>\n";
+  rejected(bars + " arrive_barrier %m, %i, %i\n", "pred must be i1, got i32");
+  rejected(bars + " %t = constant {value = 1} : i1\n arrive_barrier %m, %i, %t {pending = -1}\n",
+           "'pending' must be an integer >= 0");
+  rejected(bars + " arrive_barrier %m\n", "takes (barriers, index[, pred])");
   rejected(buf + " %x = local_load %b, %b : tensor<64x64xbf16, " + bl + ">\n", "operand 1 is a memdesc");
   rejected(buf + " %x = local_load %b, %p : tensor<64x64xbf16, " + bl + ">\n", "the tile index must be i32");
   rejected(buf + " %y = exp %b : memdesc<2x64x64xbf16, " + sh + ">\n",
