@@ -21,6 +21,8 @@
 #   ws         the same warp specialized (gpu_ir_ws: a producer warpgroup issues the TMA copies)
 #   gemmws     the GEMM tests, then gpu_bench tp, through the GPU passes warp specialized (gpu_ir_ws:
 #              the library GEMM's persistent tile loop in the warp_specialization pass)
+#   fp8        the f8 GEMM tests and `gpu_bench fp8` by the library's default, then through the GPU
+#              passes (TILEDIST_LOWERING=gpu_ir: f8 wgmma in the GPU IR lowering)
 #   skinny     the skinny GEMM's tiles (M=128, N=K=8192; 64x128x64, 4 warps) by each lowering
 #              and stage count (gpu_bench gemm: TFLOP/s, no baseline; `gemm` has cuBLAS's)
 # Prints each stage's summary; the logs keep the rest.
@@ -108,6 +110,13 @@ for stage in $stages; do
       grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_gemmws.log"
       TILEDIST_LOWERING=gpu_ir_ws run gemm_gemmws 240 bench/gpu_bench tp
       grep -vE '^\s*$' "$logs/gemm_gemmws.log" | tail -16 ;;
+    fp8)
+      run fp8_default 180 bench/gpu_bench fp8
+      grep -vE '^\s*$' "$logs/fp8_default.log" | tail -5
+      TILEDIST_LOWERING=gpu_ir run tests_fp8_ir 300 tests/kernels_test --gtest_filter='Gemm.*F8*:GroupedGemm.F8*'
+      grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_fp8_ir.log"
+      TILEDIST_LOWERING=gpu_ir run fp8_ir 180 bench/gpu_bench fp8
+      grep -vE '^\s*$' "$logs/fp8_ir.log" | tail -5 ;;
     skinny)
       for l in default gpu_ir gpu_ir_tma gpu_ir_ws; do
         for s in 4 8; do

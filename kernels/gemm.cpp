@@ -144,9 +144,13 @@ GemmConfig gemm_fp8_config(const Target& target, int64_t M, int64_t N, int64_t K
   if (target.has(Cap::wgmma) && M % 16 == 0 && N % 16 == 0 && K % 16 == 0 && M > 64) {
     g.bm = 128, g.bn = 256, g.options.num_warps = 8, g.options.num_stages = 4;
     g.constants = {{"BM", 128}, {"BN", 256}, {"BK", 128}};
+    // Persistent and warp specialized, through the GPU passes (f8 wgmma: 1.023 / 0.993 of
+    // cuBLAS at 8192^3, default / fast accumulation, on an H200; the other lowering 1.020 /
+    // 0.986 in the same run), unless $TILEDIST_WS=0.
     if (library_persistent()) {
       g.constants.insert_or_assign("PERSISTENT", 1);
       g.options.warp_specialize = true;
+      if (g.options.lowering.empty()) g.options.lowering = "gpu_ir";
       g.programs = sm_count();
     }
   }
@@ -220,10 +224,10 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
     if (fill(128) > 1.15 * fill(256)) g.bn = 128;
     g.constants = {{"BM", 128}, {"BN", g.bn}, {"BK", 64}};
     // Persistent and warp specialized (TMA's producer warpgroup), unless $TILEDIST_WS=0,
-    // through the GPU passes (the warp_specialization pass takes the tile loop: 0.954-0.993 of
-    // cuBLAS at the TP shapes on an H200, bench/RESULTS.md). Kernels on this configuration
-    // that the GPU IR lowering does not take yet (stream-K's atomics, ag_gemm's and gemm_rs's
-    // waits) keep the other lowering.
+    // through the GPU passes (the warp_specialization pass takes the tile loop, stream-K's
+    // too: 0.952-0.996 of cuBLAS at the TP shapes on an H200, bench/RESULTS.md). Kernels on
+    // this configuration that the GPU IR lowering does not take yet (ag_gemm's and gemm_rs's
+    // waits and puts) keep the other lowering.
     if (persistent) {
       g.constants.insert_or_assign("PERSISTENT", 1);
       g.options.warp_specialize = true;

@@ -220,7 +220,8 @@ GemmConfig grouped_gemm_config(const Target& target, int64_t rows, int64_t N, in
     // bf16: through the GPU passes, warp specialized (a producer warpgroup copies both operands
     // by TMA, the expert a coordinate: 0.99 of torch._grouped_mm at E = 8 in both weight
     // layouts, on an H200, against 0.98 / 0.83 by the other lowering; bench/RESULTS.md). f8
-    // keeps the other lowering (the GPU IR lowering takes no f8 yet).
+    // keeps the other lowering (not warp specialized by it: a program per tile), not yet timed
+    // through the GPU passes, which take its f8 wgmma now.
     if (!f8 && g.options.lowering.empty() && detail::library_warp_specialize())
       g.options.lowering = "gpu_ir", g.options.warp_specialize = true;
   } else {

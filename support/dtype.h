@@ -16,6 +16,8 @@ const char* dtype_name(DType t);
 std::optional<DType> parse_dtype(const std::string& s);
 bool is_int(DType t);
 bool is_float(DType t);
+/// The 8-bit floats (e4m3, e5m2).
+inline bool is_f8(DType t) { return t == DType::f8e4m3 || t == DType::f8e5m2; }
 /// Bits of one element in memory (i1 is stored as a byte).
 int dtype_bits(DType t);
 int dtype_bytes(DType t);

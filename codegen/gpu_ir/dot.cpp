@@ -175,7 +175,7 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
   const ir::Value* A = op.operands[0];
   const ir::Value* B = op.operands[1];
   const ir::Type& ct = op.results[0]->type;
-  const int64_t M = ct.shape[0], N = ct.shape[1], K = A->type.shape[1];  // (why_not: N <= 256, N % 8, K % 16)
+  const int64_t M = ct.shape[0], N = ct.shape[1], K = A->type.shape[1];  // (why_not: N <= 256, N % 8, K of 32 bytes)
   const LinearLayout& lc = linear(ct);
   const int64_t n = lc.in_size(LinearLayout::reg);
   if (n != N / 2) unsupported(op, "a wgmma accumulator whose registers are not a warp's 16 rows");
@@ -192,13 +192,16 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
   llvm::Value* a_tile = a_shared ? b_.CreateAdd(val(A).view, b_.CreateMul(group, b_.getInt32(64 * 128))) : nullptr;
   llvm::Value* b_tile = val(B).view;
   const std::string instr = wgmma_instr(op);
+  const bool f8 = ir::is_f8(A->type.dtype);
   std::string regs;
   for (int64_t i = 0; i < n; ++i) regs += str_cat(i ? ", " : "", "$", i);
   const std::string text = str_cat(
       "wgmma.mma_async.sync.aligned.", instr, " {", regs, "}, ",
       // (operands: the n outputs, the n inputs tied to them, then A and B)
       a_shared ? str_cat("$", 2 * n) : str_cat("{$", 2 * n, ", $", 2 * n + 1, ", $", 2 * n + 2, ", $", 2 * n + 3, "}"),
-      ", $", a_shared ? 2 * n + 1 : 2 * n + 4, a_shared ? ", 1, 1, 1, 0, " : ", 1, 1, 1, ", b_k_major ? "0;" : "1;");
+      ", $", a_shared ? 2 * n + 1 : 2 * n + 4,
+      // (scale-d, the scales of A and B, then their transposes: 16-bit types only, f8 K-major)
+      f8 ? ", 1, 1, 1;" : str_cat(a_shared ? ", 1, 1, 1, 0, " : ", 1, 1, 1, ", b_k_major ? "0;" : "1;"));
   // An accumulator in flight from a wgmma of the same instruction, this dot its only user, is
   // taken as it is: wgmma orders the groups that accumulate into the same registers.
   const ir::Value* C = op.operands[2];
@@ -229,7 +232,8 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
   auto moved = [&](llvm::Value* desc, int64_t bytes) {
     return bytes ? b_.CreateAdd(desc, b_.getInt64(static_cast<uint64_t>(bytes >> 4))) : desc;
   };
-  for (int64_t ks = 0; ks < K / 16; ++ks) {
+  const int64_t kstep = 32 / ir::dtype_bytes(A->type.dtype);  // (an instruction's K: 32 bytes of each operand)
+  for (int64_t ks = 0; ks < K / kstep; ++ks) {
     std::vector<llvm::Value*> more;
     if (a_shared) {
       more.push_back(moved(a_desc, (ks / 4) * M * 128 + (ks % 4) * 32));
@@ -239,7 +243,7 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
         a_words.push_back(more.back()), a_cons += ",r";
       }
     }
-    more.push_back(moved(b_desc, b_k_major ? (ks / 4) * b_rows * 128 + (ks % 4) * 32 : ks * 16 * 128));
+    more.push_back(moved(b_desc, b_k_major ? (ks / 4) * b_rows * 128 + (ks % 4) * 32 : ks * kstep * 128));
     steps.push_back(more);
   }
   on_acc("wgmma.fence.sync.aligned;", a_cons, a_words);
@@ -268,9 +272,11 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
 }
 
 std::string LayoutLowering::wgmma_instr(const ir::Op& dot) {
-  const DType a = dot.operands[0]->type.dtype;
-  const char* ab = a == DType::bf16 ? "bf16" : "f16";
-  return str_cat("m64n", dot.results[0]->type.shape[1], "k16.f32.", ab, ".", ab);
+  auto name = [](DType t) {
+    return t == DType::bf16 ? "bf16" : t == DType::f16 ? "f16" : t == DType::f8e4m3 ? "e4m3" : "e5m2";
+  };
+  const DType a = dot.operands[0]->type.dtype, b = dot.operands[1]->type.dtype;
+  return str_cat("m64n", dot.results[0]->type.shape[1], "k", 32 / ir::dtype_bytes(a), ".f32.", name(a), ".", name(b));
 }
 
 bool LayoutLowering::only_use(const ir::Op& op, const ir::Value* v) {

@@ -30,13 +30,15 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
         !(shared_layout(r->type) && shared_view_ok(*r)))
       return shared_layout(r->type) ? "a tensor in shared memory used by other than a dot"
                                     : "a tensor without a layout";
-  auto f8 = [](const ir::Type& t) {
-    return !t.is_ptr && (t.dtype == ir::DType::f8e4m3 || t.dtype == ir::DType::f8e5m2);
+  // (f8 only in shared memory: tiles, and their views that wgmma reads)
+  auto f8 = [](const ir::Value& v) {
+    const ir::Type& t = v.type;
+    return !t.is_ptr && ir::is_f8(t.dtype) && !t.is_memdesc() && !(shared_layout(t) && shared_view_ok(v));
   };
   for (const auto& r : op.results)
-    if (f8(r->type)) return "f8 values";
+    if (f8(*r)) return "f8 values";
   for (const ir::Value* v : op.operands)
-    if (f8(v->type)) return "f8 values";
+    if (f8(*v)) return "f8 values";
   if (op.code == OpCode::Reduce && op.str_attr("kind") != "sum" && op.str_attr("kind") != "max" &&
       op.str_attr("kind") != "min")
     return str_cat("reduce '", op.str_attr("kind"), "'");
@@ -69,11 +71,16 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
         return "";
       }
       if (!target.mma_sync()) return "dot on MFMA";
-      if ((a.dtype != ir::DType::bf16 && a.dtype != ir::DType::f16) || op.operands[1]->type.dtype != a.dtype ||
-          c.dtype != ir::DType::f32)
-        return "dot of other than 16-bit operands into f32";
       if (c.layout->kind != ir::Layout::Kind::mma) return "dot without an MMA layout";
       const bool wgmma = c.layout->mma == ir::MmaKind::wgmma && target.hopper();
+      const ir::DType bt = op.operands[1]->type.dtype;
+      const bool f8_dot = wgmma && ir::is_f8(a.dtype) && ir::is_f8(bt) && c.dtype == ir::DType::f32;
+      if (!f8_dot &&
+          ((a.dtype != ir::DType::bf16 && a.dtype != ir::DType::f16) || bt != a.dtype || c.dtype != ir::DType::f32))
+        return "dot of other than 16-bit operands (or f8 ones on wgmma) into f32";
+      if (f8_dot && (a.layout->kind != ir::Layout::Kind::shared || op.operands[1]->type.layout->order[0] != 0))
+        return "an f8 wgmma whose operands are not K-major tiles in shared memory";
+      const int64_t eb = ir::dtype_bytes(a.dtype);
       for (int i = 0; i < 2; ++i) {
         const ir::LayoutRef& l = op.operands[i]->type.layout;
         if (wgmma && l->kind == ir::Layout::Kind::shared) {
@@ -81,7 +88,7 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
           // descriptors say; A K-major (its dimension 1 contiguous).
           const int64_t line = op.operands[i]->type.shape[static_cast<size_t>(l->order[0])];
           const int64_t width = l->block ? std::min(l->block, line) : line;
-          if (l->vec != 8 || l->per_phase != 1 || l->max_phase != 8 || width * 2 != 128)
+          if (l->vec * eb != 16 || l->per_phase != 1 || l->max_phase != 8 || width * eb != 128)
             return "a wgmma operand in shared memory not in 128-byte swizzled rows";
           if (i == 0 && l->order[0] != 1) return "a wgmma A operand in shared memory that is not K-major";
           continue;
@@ -93,8 +100,8 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
       if (wgmma && (c.layout->warps_per_cta[0] % 4 || c.layout->warps_per_cta[1] != 1 ||
                     c.shape[0] != 16 * c.layout->warps_per_cta[0]))
         return "a wgmma accumulator other than a warpgroup's 64 rows each";
-      if (wgmma && (c.shape[1] % 8 || c.shape[1] > 256 || a.shape[1] % 16))
-        return "a wgmma of other than N a multiple of 8 up to 256 and K a multiple of 16";
+      if (wgmma && (c.shape[1] % 8 || c.shape[1] > 256 || a.shape[1] * eb % 32))
+        return "a wgmma of other than N a multiple of 8 up to 256 and K a multiple of 32 bytes";
       return "";
     }
     case OpCode::AsyncCopy:

@@ -157,7 +157,7 @@ class LayoutLowering : public Elements {
   void emit_store(const ir::Op& op);
   /// A scalar atomic (a tensor's: unsupported_op): thread 0 performs it for the program, after
   /// the program's threads meet where it releases, before they go on where it acquires; the
-  /// old value reaches every thread through shared memory.
+  /// old value (0 where its mask is off) reaches every thread through shared memory.
   void emit_atomic(const ir::Op& op);
   /// How many contiguous registers of a tensor at `ptr` (masked by `mask`) move as one access.
   int64_t vector_width(const ir::Type& t, const ir::Value* ptr, const ir::Value* mask);

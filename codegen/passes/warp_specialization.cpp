@@ -229,12 +229,20 @@ class WarpSpecializer {
 
   /// The producer copies ahead of the consumers: nothing before a loop (in the kernel's order)
   /// may write or order global memory that a copy could read, nor may a load the producer
-  /// makes follow such an op. In a loop around rings, stores and atomics may (what follows a
-  /// ring runs before the next iteration's copies: the epilogue of a persistent kernel's tile),
-  /// as a kernel's loads may not read what other threads of its program stored without a
-  /// barrier; waits, fences, barriers and copies to memory may not.
+  /// makes follow such an op. In a loop around rings, what runs between two iterations' copies
+  /// may store and use relaxed or releasing atomics (a persistent kernel's epilogue), as a
+  /// kernel's loads may not read what other threads of its program stored without a barrier;
+  /// after the body's last ring (the tile's epilogue: stream-K's count of a tile's runs) also
+  /// acquiring atomics, unless the producer loads in the loops (what it loads for the next
+  /// iteration could be what the acquire orders); no waits, fences, barriers or copies to
+  /// memory. (An acquire at the end of an iteration orders that iteration's epilogue, not the
+  /// next one's copies: a kernel that acquires another program's data for those must wait at
+  /// the start of the iteration, which keeps it from warp specialization.)
   bool nothing_written_before() {
-    std::function<bool(const Op&, bool)> writes = [&](const Op& op, bool in_loop) {
+    enum Where { top, in_loop, after_rings };
+    bool producer_loads = false;  // (in the loops around rings)
+    for (const Op* o : outside_) producer_loads |= o->code == OpCode::Load && o->parent != &body();
+    std::function<bool(const Op&, Where)> writes = [&](const Op& op, Where at) {
       switch (op.code) {
         case OpCode::Load:
         case OpCode::LocalAlloc:
@@ -248,40 +256,54 @@ class WarpSpecializer {
         case OpCode::AsyncWait:
           break;
         case OpCode::Store:
-        case OpCode::AtomicRMW:
-        case OpCode::AtomicCAS:
-          if (!in_loop) return true;
+          if (at == top) return true;
           break;
+        case OpCode::AtomicRMW:
+        case OpCode::AtomicCAS: {
+          const std::string& order = op.str_attr("order");
+          const bool acquires = order != "relaxed" && order != "release";
+          if (at == top || (acquires && (at == in_loop || producer_loads))) return true;
+          break;
+        }
         default:
           if (op.info().flags & ir::MEM) return true;
       }
       for (const auto& r : op.regions)
         for (const auto& inner : r->ops)
-          if (writes(*inner, in_loop)) return true;
+          if (writes(*inner, at)) return true;
       return false;
     };
     // In program order (an if's regions before what follows it) up to the last ring's loop.
     const Op* last = rings_.back().loop;
-    std::function<int(const Block&, bool)> scan = [&](const Block& b, bool in_loop) {  // 1: reached it, -1: a write
+    std::function<int(const Block&, Where)> scan = [&](const Block& b, Where at) {  // 1: reached it, -1: a write
       for (auto& op : b.ops) {
         if (op.get() == last) return 1;
         if (around_rings(*op)) {
           for (auto& r : op->regions) {
-            const int s = scan(*r, in_loop || op->code == OpCode::For);
+            const int s = scan(*r, op->code == OpCode::For ? in_loop : at);
             if (s) return s;
           }
           continue;
         }
-        if (writes(*op, in_loop)) return -1;
+        if (writes(*op, at)) return -1;
       }
       return 0;
     };
-    if (scan(body(), false) != 1) return false;
+    if (scan(body(), top) != 1) return false;
     // The rest of each loop around rings, before its next iteration.
-    for (const Block* b : path_)
-      if (b->parent && b->parent->code == OpCode::For)
-        for (auto& op : b->ops)
-          if (!around_rings(*op) && writes(*op, true)) return false;
+    for (const Block* b : path_) {
+      if (!b->parent || b->parent->code != OpCode::For) continue;
+      const Op* last_ring = nullptr;  // (the body's last op that is or holds a ring's loop)
+      for (auto& op : b->ops)
+        if (around_rings(*op) ||
+            std::any_of(rings_.begin(), rings_.end(), [&](const Ring& r) { return r.loop == op.get(); }))
+          last_ring = op.get();
+      Where at = in_loop;
+      for (auto& op : b->ops) {
+        if (!around_rings(*op) && writes(*op, at)) return false;
+        if (op.get() == last_ring) at = after_rings;
+      }
+    }
     return true;
   }
 

@@ -92,7 +92,8 @@ TEST(GpuIrLowering, WarpSpecializedAttention) {
 
 // The library GEMM's persistent configuration on Hopper goes through the GPU passes, its tile
 // loop warp specialized (a producer warpgroup, the consumers' wgmma kept in flight a step:
-// wait_group 1); stream-K's kernel too, its count of a tile's runs a scalar atomic.
+// wait_group 1); stream-K's kernel too, its count of a tile's runs a scalar atomic; and the
+// scaled f8 GEMM's, on f8 wgmma (K of 32 e4m3 an instruction, both operands K-major).
 TEST(GpuIrLowering, LibraryGemmWarpSpecializedThroughThePasses) {
   const Target t = Target::cuda("sm_90a");
   const kernels::GemmConfig g = kernels::gemm_config(t, 8192, 8192, 8192);
@@ -113,6 +114,15 @@ TEST(GpuIrLowering, LibraryGemmWarpSpecializedThroughThePasses) {
   const std::string stream_k = emit(kernels::gemm_sk_kernel(ir::DType::bf16), sk, "gpu_ir_only");
   EXPECT_NE(stream_k.find("setmaxnreg.inc.sync.aligned.u32 232;"), std::string::npos);
   EXPECT_NE(stream_k.find("atom.acq_rel.gpu.global.add.u32"), std::string::npos);
+  const kernels::GemmConfig f8 = kernels::gemm_fp8_config(t, 8192, 8192, 8192);
+  ASSERT_EQ(f8.options.lowering, "gpu_ir");
+  CompileOptions o = f8.options;
+  const KernelDef& fp8 = kernels::gemm_fp8_kernel(ir::DType::f8e4m3);
+  const std::string scaled = jit::Context::global().emit(fp8, f8.constants, t, o, jit::Stage::asm_, fp8.aligned_facts());
+  o.lowering = "gpu_ir_only";
+  EXPECT_EQ(scaled, jit::Context::global().emit(fp8, f8.constants, t, o, jit::Stage::asm_, fp8.aligned_facts()));
+  EXPECT_NE(scaled.find("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"), std::string::npos);
+  EXPECT_NE(scaled.find("setmaxnreg.inc.sync.aligned.u32 232;"), std::string::npos);
 }
 
 // AMD GPUs: the passes' layouts (64-lane waves) lowered, dots on MFMA (each lane's 8 bytes of A
