@@ -124,8 +124,7 @@ const KernelDef& attention_kernel(ir::DType dtype) {
 AttentionConfig attention_config(const Target& target, int head_dim, bool causal) {
   AttentionConfig c;
   c.options = CompileOptions::from_env();
-  // (the same tiles for every head dim and mask so far: the arguments are there for tuning)
-  (void)causal;
+  // (the same tiles for every head dim and mask so far)
   if (target.kind == Target::Kind::host) {  // few, large programs: the CPU's cost is per program and op
     c.block_m = 64, c.block_n = 32;
   } else {  // (FlashAttention-2's tiles; `attention_bench one ...` sweeps others)
@@ -133,10 +132,11 @@ AttentionConfig attention_config(const Target& target, int head_dim, bool causal
     c.options.num_warps = 8;
     c.options.num_stages = 3;
     // (its loop of two dots goes to the GPU IR lowering by default: CompileOptions::lowering)
-    // Hopper, D = 128: a producer warpgroup copies K and V by TMA (0.75 of SDPA against 0.60
-    // without, on an H200); at D = 64 not (0.65 against 0.78: 384 threads of 168 registers
-    // leave room for one program per SM, where 256 threads of 128 ran two). bench/RESULTS.md.
-    if (target.has(Cap::wgmma) && head_dim == 128)
+    // Hopper, D = 128: a producer warpgroup copies K and V by TMA (0.73 of SDPA against 0.60
+    // without, on an H200); at D = 64 causal too (0.70 against 0.61), not at D = 64 without a
+    // mask (0.71 against 0.78: 384 threads of 168 registers leave room for one program per SM,
+    // where 256 threads of 128 ran two). bench/RESULTS.md.
+    if (target.has(Cap::wgmma) && (head_dim == 128 || causal))
       c.options.warp_specialize = c.options.warp_specialize || detail::library_warp_specialize();
   }
   return c;

@@ -104,6 +104,9 @@ TEST(GpuIrLowering, LibraryGemmWarpSpecializedThroughThePasses) {
     return jit::Context::global().emit(def, constants, t, o, jit::Stage::asm_, def.aligned_facts());
   };
   const KernelDef& gemm = kernels::gemm_kernel(ir::DType::bf16);
+  const kernels::GemmConfig skinny = kernels::gemm_config(t, 128, 8192, 8192);  // (M <= 256: 64x128 tiles)
+  EXPECT_EQ(skinny.options.lowering, "gpu_ir");
+  EXPECT_TRUE(skinny.options.warp_specialize);
   const std::string text = emit(gemm, g.constants, "gpu_ir");
   EXPECT_EQ(text, emit(gemm, g.constants, "gpu_ir_only"));
   EXPECT_NE(text.find("setmaxnreg.inc.sync.aligned.u32 232;"), std::string::npos);
@@ -118,7 +121,8 @@ TEST(GpuIrLowering, LibraryGemmWarpSpecializedThroughThePasses) {
   ASSERT_EQ(f8.options.lowering, "gpu_ir");
   CompileOptions o = f8.options;
   const KernelDef& fp8 = kernels::gemm_fp8_kernel(ir::DType::f8e4m3);
-  const std::string scaled = jit::Context::global().emit(fp8, f8.constants, t, o, jit::Stage::asm_, fp8.aligned_facts());
+  const std::string scaled =
+      jit::Context::global().emit(fp8, f8.constants, t, o, jit::Stage::asm_, fp8.aligned_facts());
   o.lowering = "gpu_ir_only";
   EXPECT_EQ(scaled, jit::Context::global().emit(fp8, f8.constants, t, o, jit::Stage::asm_, fp8.aligned_facts()));
   EXPECT_NE(scaled.find("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"), std::string::npos);
