@@ -22,6 +22,24 @@ bool shared_view_ok(const ir::Value& v) {
   return ok;
 }
 
+/// The ops this lowering does not take whatever their layouts (the distributed ones).
+bool refused_in_every_form(ir::OpCode code) {
+  using ir::OpCode;
+  switch (code) {
+    case OpCode::Rank:
+    case OpCode::NumRanks:
+    case OpCode::SymmAt:
+    case OpCode::Wait:
+    case OpCode::ConsumeToken:
+    case OpCode::Memcpy:
+    case OpCode::Fence:
+    case OpCode::Barrier:
+      return true;
+    default:
+      return false;
+  }
+}
+
 /// Why this lowering cannot take `op` yet, or empty.
 std::string why_not(const ir::Op& op, const GpuTarget& target) {
   using ir::OpCode;
@@ -42,16 +60,8 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
   if (op.code == OpCode::Reduce && op.str_attr("kind") != "sum" && op.str_attr("kind") != "max" &&
       op.str_attr("kind") != "min")
     return str_cat("reduce '", op.str_attr("kind"), "'");
+  if (refused_in_every_form(op.code)) return op.name();
   switch (op.code) {
-    case OpCode::Rank:
-    case OpCode::NumRanks:
-    case OpCode::SymmAt:
-    case OpCode::Wait:
-    case OpCode::ConsumeToken:
-    case OpCode::Memcpy:
-    case OpCode::Fence:
-    case OpCode::Barrier:
-      return op.name();
     case OpCode::AtomicRMW:
     case OpCode::AtomicCAS:
       return op.results[0]->type.is_tensor() ? str_cat(op.name(), " of a tensor") : "";
@@ -429,8 +439,16 @@ bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const G
   // "gpu_ir_mma" takes sm_80's form there at once, to compare.
   std::vector<std::string> forms = {opts.arch == "sm_90a" && opts.lowering == "gpu_ir_mma" ? "sm_80" : opts.arch};
   if (forms[0] == "sm_90a") forms.push_back("sm_80");
-  const std::string text = ir::print(optimized);
+  // (an op no form takes is refused before the passes run for each: ag_gemm's waits)
   std::string reasons;
+  optimized.walk([&](const ir::Op& op) {
+    if (reasons.empty() && gpu_ir::refused_in_every_form(op.code)) reasons = op.name();
+  });
+  if (!reasons.empty()) {
+    if (why) *why = reasons;
+    return false;
+  }
+  const std::string text = ir::print(optimized);
   for (const std::string& pass_arch : forms) {
     std::unique_ptr<ir::Function> f = ir::parse_function(text, optimized.name);
     // (warp specialization asked for by the options, as the other lowering takes it; its rings
