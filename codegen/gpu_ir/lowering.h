@@ -106,9 +106,14 @@ class LayoutLowering : public Elements {
   void emit_block(const ir::Block& block);
   void emit(const ir::Op& op);
   void emit_elementwise(const ir::Op& op);
+  /// Inline PTX, convergent: LLVM may not move it into or out of a branch (a warp's or warpgroup's
+  /// `bar.warp.sync`, `wgmma`, `setmaxnreg` run by the threads that reach it where it stands; a
+  /// `bar.warp.sync` between two of thread 0's copies was merged into thread 0's branch).
   llvm::Value* ptx(llvm::Type* ret, const std::string& text, std::string constraints,
                    const std::vector<llvm::Value*>& args) {
-    return inline_asm(b_, ret, text, std::move(constraints), args);
+    llvm::Value* call = inline_asm(b_, ret, text, std::move(constraints), args);
+    llvm::cast<llvm::CallInst>(call)->addFnAttr(llvm::Attribute::Convergent);
+    return call;
   }
   /// A CTA barrier; first every wgmma group in flight completes (the barrier orders later
   /// writes into shared memory after every warpgroup's reads of it, theirs included).
