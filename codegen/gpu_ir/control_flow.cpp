@@ -79,14 +79,12 @@ void LayoutLowering::emit_for(const ir::Op& op) {
   // one's (the first's init is not in flight: waiting for it waits for nothing).
   const int kept = carried_in_flight(op);
   const ir::Value* yielded = kept < 0 ? nullptr : body.terminator()->operands[static_cast<size_t>(kept)];
+  const std::string instr = yielded ? wgmma_instr(*yielded->def) : "";
   auto in_flight = [&](const ir::Value* v) {
-    wgmma_instr_[v] = wgmma_instr_.at(yielded);
+    wgmma_instr_[v] = instr;
     wgmma_pending_[v] = wgmma_groups_++;
   };
-  if (kept >= 0) {
-    wgmma_instr_[yielded] = wgmma_instr(*yielded->def);
-    in_flight(carried[static_cast<size_t>(kept)]);
-  }
+  if (kept >= 0) in_flight(carried[static_cast<size_t>(kept)]);
   const ir::Block* outer = loop_body_;
   const ir::Value* outer_kept = kept_in_flight_;
   loop_body_ = &body;

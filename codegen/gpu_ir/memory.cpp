@@ -82,7 +82,7 @@ void LayoutLowering::emit_atomic(const ir::Op& op) {
   llvm::Value* on = thread0;
   if (!cas && op.operands.size() > 2) on = b_.CreateAnd(on, val(op.operands[2]).scalar);
   bool used = false;
-  ir::for_each_use(f_.body, op.results[0].get(), [&](const ir::Op&, size_t) { used = true; });
+  ir::for_each_use(*op.parent, op.results[0].get(), [&](const ir::Op&, size_t) { used = true; });
   llvm::Value* p = val(op.operands[0]).scalar;
   llvm::Value* v = val(op.operands[1]).scalar;
   llvm::Value* desired = cas ? val(op.operands[2]).scalar : nullptr;

@@ -74,8 +74,9 @@ class WarpSpecializer {
  private:
   Block& body() { return f_.body; }
 
-  /// Every TMA copy of the kernel belongs to a loop at the kernel's top level or inside ifs
-  /// there (or to its prologue); each such loop is a ring as the pipelining pass writes it.
+  /// Every TMA copy of the kernel belongs to a loop inside ifs and loops of the kernel (no if
+  /// inside a loop around it), or to such a loop's prologue; each such loop is a ring as the
+  /// pipelining pass writes it, none inside another.
   bool find_rings() {
     std::map<const Value*, Ring*> by_full;
     bool ok = true;
@@ -140,10 +141,9 @@ class WarpSpecializer {
       }
       if (op.code == OpCode::InitBarrier) {
         bool mine = false;
-        for (Ring& r : rings_) mine |= r.setup.count(op.operands[0]->def) > 0;
-        if (!mine || !path_.count(op.parent)) ok = false;
         for (Ring& r : rings_)
-          if (r.setup.count(op.operands[0]->def)) r.setup.insert(&op);
+          if (r.setup.count(op.operands[0]->def)) r.setup.insert(&op), mine = true;
+        if (!mine || !path_.count(op.parent)) ok = false;
       }
     });
     for (Ring& r : rings_)
@@ -154,10 +154,11 @@ class WarpSpecializer {
     return ok;
   }
 
-  /// The producer's slice: the loops' bounds, and what their issue reads from outside the
-  /// body, computed from the kernel's parameters by scalar ops (loads of scalars included) at
-  /// the top level; the issue itself scalar ops of the body over its induction variable and
-  /// count. Tensors, regions and loops stay the consumers'.
+  /// The producer's slice: the bounds of the ring loops and of the ifs and loops around them,
+  /// and what their issue reads from outside the body, computed from the kernel's parameters
+  /// and those loops' induction variables by scalar ops (loads of scalars included) of the
+  /// blocks around the rings; the issue itself scalar ops of the body over its induction
+  /// variable and count. Tensors, regions and other loops stay the consumers'.
   bool producer_computable() {
     std::vector<const Value*> control;  // the ifs' conditions, the loops' bounds
     for (const Block* b : path_)
