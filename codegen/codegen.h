@@ -43,7 +43,8 @@ struct GpuOptions {
   /// "": lower the optimized IR (codegen/gpu/), unless that leaves a dot in a loop without a
   /// pipeline: then the GPU IR where its lowering takes every op; "gpu_ir": run the GPU passes
   /// and lower their output (codegen/gpu_ir/) where that lowering takes every op, else the
-  /// optimized IR; "gpu_ir_only": the GPU IR or an error naming the op it does not take yet.
+  /// optimized IR; "gpu_ir_only": the GPU IR or an error naming the op it does not take yet;
+  /// "legacy": the optimized IR, always.
   std::string lowering;
 };
 

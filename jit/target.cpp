@@ -109,9 +109,10 @@ void CompileOptions::validate() const {
   if (!gpu_passes.empty())
     codegen::GpuPassContext::for_arch(gpu_passes, num_warps, num_stages);  // (names the archs it knows)
   if (!lowering.empty() && lowering != "gpu_ir" && lowering != "gpu_ir_only" && lowering != "gpu_ir_mma" &&
-      lowering != "gpu_ir_prefetch" && lowering != "gpu_ir_tma" && lowering != "gpu_ir_ws")
-    throw Error(str_cat("tiledist: lowering = '", lowering,
-                        "': must be empty, gpu_ir, gpu_ir_only, gpu_ir_mma, gpu_ir_prefetch, gpu_ir_tma or gpu_ir_ws"));
+      lowering != "gpu_ir_prefetch" && lowering != "gpu_ir_tma" && lowering != "gpu_ir_ws" && lowering != "legacy")
+    throw Error(
+        str_cat("tiledist: lowering = '", lowering,
+                "': must be empty, gpu_ir, gpu_ir_only, gpu_ir_mma, gpu_ir_prefetch, gpu_ir_tma, gpu_ir_ws or legacy"));
 }
 
 std::string CompileOptions::key() const {

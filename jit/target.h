@@ -67,7 +67,9 @@ struct CompileOptions {
   /// Empty (the default): the optimized IR, whose lowering has the library GEMMs' fast paths
   /// (wgmma, TMA, warp specialization), except for kernels whose loop dots it would leave
   /// without a pipeline (attention, back-to-back dots): those take the GPU IR where its
-  /// lowering takes them. ($TILEDIST_LOWERING sets it for every compile.)
+  /// lowering takes them. "legacy": the optimized IR's lowering for every kernel, the library's
+  /// too (what a kernel ran through before the GPU passes took it: a way back, and a figure
+  /// to compare with). ($TILEDIST_LOWERING sets it for every compile, the library's included.)
   std::string lowering;
 
   /// Defaults, with the environment's overrides applied.

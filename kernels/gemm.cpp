@@ -230,9 +230,9 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
     g.constants = {{"BM", 128}, {"BN", g.bn}, {"BK", 64}};
     // Persistent and warp specialized (TMA's producer warpgroup), unless $TILEDIST_WS=0,
     // through the GPU passes (the warp_specialization pass takes the tile loop, stream-K's
-    // too: 0.952-0.996 of cuBLAS at the TP shapes on an H200, bench/RESULTS.md). Kernels on
-    // this configuration that the GPU IR lowering does not take yet (ag_gemm's and gemm_rs's
-    // waits and puts) keep the other lowering.
+    // too: 0.952-0.996 of cuBLAS at the TP shapes on an H200, bench/RESULTS.md); ag_gemm's,
+    // gemm_rs's and gemm_ar's on this configuration too (the producer waits for ag_gemm's rows
+    // before copying them). Their per-tile forms (GemmConfig::per_tile) keep the other lowering.
     if (persistent) {
       g.constants.insert_or_assign("PERSISTENT", 1);
       g.options.warp_specialize = true;

@@ -30,12 +30,16 @@ struct GemmConfig {
     return {static_cast<int>(tiles_m), static_cast<int>(tiles_n)};
   }
   /// The same tiles, a program per tile, without warp specialization unless the environment
-  /// asks for it: for kernels that order their tiles themselves (ag_gemm, gemm_rs).
+  /// asks for it: for kernels that order their tiles themselves (ag_gemm, gemm_rs). (Through
+  /// the lowering the environment asks for: the GPU IR lowering's TMA form without a producer
+  /// runs at about 0.6 of the other lowering's, bench/RESULTS.md.)
   GemmConfig per_tile() const {
     GemmConfig g = *this;
     g.constants.erase("PERSISTENT");
     g.programs = 0;
-    g.options.warp_specialize = CompileOptions::from_env().warp_specialize;
+    const CompileOptions env = CompileOptions::from_env();
+    g.options.warp_specialize = env.warp_specialize;
+    g.options.lowering = env.lowering;
     return g;
   }
 };

@@ -2,7 +2,7 @@
 //   tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942|gfx90a] [--emit tile-ir|opt-ir|gpu-ir|llvm|asm|binary]
 //                    [-o FILE] [--const NAME=VALUE ...] [--aligned all|none|NAME,...] [--one NAME,...] [--num-warps N]
 //                    [--num-stages N] [--no-tma] [--warp-specialize] [--lowering
-//                    gpu_ir|gpu_ir_only|gpu_ir_mma|gpu_ir_prefetch|gpu_ir_tma|gpu_ir_ws]
+//                    gpu_ir|gpu_ir_only|gpu_ir_mma|gpu_ir_prefetch|gpu_ir_tma|gpu_ir_ws|legacy]
 // GPU targets print by default the variant a launch with 16-aligned arguments gets (what runs
 // in practice: integers that are multiples of 16, 16-byte aligned pointers); --aligned none
 // prints the generic one. --emit binary writes what a launch loads: PTX for NVIDIA GPUs, a code
@@ -25,7 +25,8 @@ int usage(const char* msg) {
       "usage: tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942|gfx90a] "
       "[--emit tile-ir|opt-ir|gpu-ir|llvm|asm|binary] [-o FILE] [--const NAME=VALUE ...]\n"
       "                        [--aligned all|none|NAME,...] [--one NAME,...] [--num-warps N] [--num-stages N] "
-      "[--no-tma] [--warp-specialize] [--lowering gpu_ir|gpu_ir_only|gpu_ir_mma|gpu_ir_prefetch|gpu_ir_tma|gpu_ir_ws]\n"
+      "[--no-tma] [--warp-specialize] [--lowering "
+      "gpu_ir|gpu_ir_only|gpu_ir_mma|gpu_ir_prefetch|gpu_ir_tma|gpu_ir_ws|legacy]\n"
       "       tiledist-compile --list\n",
       msg);
   return 2;

@@ -11,12 +11,11 @@ GpuLowering::GpuLowering(const ir::Function& f, llvm::LLVMContext& ctx, const Gp
 
 GpuLowering::GpuLowering(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make,
                          std::unique_ptr<llvm::Module> m)
-    : Elements(ctx, *m),
+    : WorldOps(ctx, *m, opts, make, f.name),
       f_(f),
       ctx_(ctx),
       opts_(opts),
       module_(std::move(m)),
-      target_(make(b_, *module_, opts)),
       threads_(opts.num_warps * target_->warp_size()) {}
 
 GpuModule GpuLowering::run() {
@@ -171,9 +170,9 @@ void GpuLowering::emit_op(const ir::Op& op) {
       b_.CreateRetVoid();
       return;
     case OpCode::Rank:
-      return define(op, {world_field(offsetof(runtime::DeviceWorld, rank), b_.getInt32Ty()), {}});
+      return define(op, {rank(), {}});
     case OpCode::NumRanks:
-      return define(op, {world_field(offsetof(runtime::DeviceWorld, num_ranks), b_.getInt32Ty()), {}});
+      return define(op, {num_ranks(), {}});
     case OpCode::SymmAt:
       return emit_symm_at(op);
     case OpCode::Wait:
@@ -214,37 +213,13 @@ llvm::Value* GpuLowering::ptx(llvm::Type* ret, const std::string& text, std::str
   return inline_asm(b_, ret, text, std::move(constraints), args);
 }
 
-llvm::Value* GpuLowering::local(llvm::Type* t, llvm::Value* init) {
-  llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-  llvm::Value* slot = entry.CreateAlloca(t);
-  b_.CreateStore(init, slot);
-  return slot;
-}
-
-void GpuLowering::counted_loop(llvm::Value* start, llvm::Value* n, int64_t step,
-                               const std::function<void(llvm::Value*)>& body) {
-  llvm::BasicBlock* pre = b_.GetInsertBlock();
-  auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
-  auto* body_bb = llvm::BasicBlock::Create(ctx_, "loop.body", fn_);
-  auto* exit = llvm::BasicBlock::Create(ctx_, "loop.end", fn_);
-  b_.CreateBr(header);
-  b_.SetInsertPoint(header);
-  llvm::PHINode* i = b_.CreatePHI(start->getType(), 2);
-  i->addIncoming(start, pre);
-  b_.CreateCondBr(b_.CreateICmpSLT(i, n), body_bb, exit);
-  b_.SetInsertPoint(body_bb);
-  body(i);
-  i->addIncoming(b_.CreateAdd(i, llvm::ConstantInt::get(start->getType(), step)), b_.GetInsertBlock());
-  b_.CreateBr(header);
-  b_.SetInsertPoint(exit);
-}
-
 }  // namespace tiledist::codegen::gpu
 
 namespace tiledist::codegen {
 
 GpuModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make) {
-  if (!opts.lowering.empty()) {
+  const bool legacy = opts.lowering == "legacy";
+  if (!opts.lowering.empty() && !legacy) {
     GpuModule m;
     std::string why;
     if (lower_gpu_ir(f, ctx, opts, make, m, &why)) return m;
@@ -258,7 +233,7 @@ GpuModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOpti
   // IR lowering, which pipelines any loop's loads as the passes state it, where it takes the
   // kernel. (NVIDIA only: on AMD it has no MFMA dot yet, and would take a small dot by FMAs
   // that this lowering gives MFMA.)
-  if (lowering.left_a_loop_dot_unpipelined() && opts.arch.rfind("sm_", 0) == 0) {
+  if (lowering.left_a_loop_dot_unpipelined() && opts.arch.rfind("sm_", 0) == 0 && !legacy) {
     GpuModule laid;
     if (lower_gpu_ir(f, ctx, opts, make, laid, nullptr)) return laid;
   }

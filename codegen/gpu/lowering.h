@@ -30,6 +30,7 @@
 #include "codegen/codegen.h"
 #include "codegen/elements.h"
 #include "codegen/gpu_target.h"
+#include "codegen/world_ops.h"
 #include "llvm/IR/LLVMContext.h"
 #include "support/device_world.h"
 
@@ -47,7 +48,7 @@ struct GVal {
   bool mma = false;
 };
 
-class GpuLowering : public Elements {
+class GpuLowering : public WorldOps {
  public:
   GpuLowering(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make);
 
@@ -81,14 +82,6 @@ class GpuLowering : public Elements {
                    const std::vector<llvm::Value*>& args);
   /// An instruction with no operands that keeps its place (fences, commits, waits).
   void ptx_void(const std::string& text) { ptx(b_.getVoidTy(), text, "", {}); }
-
-  /// A variable for loops to carry: an alloca in the entry block, holding `init` from here on
-  /// (a register after mem2reg).
-  llvm::Value* local(llvm::Type* t, llvm::Value* init);
-
-  /// A counted loop `for (i = start; i < n; i += step)` with the body emitted by `body(i)`; i has
-  /// the type of `start` (i32 unless given otherwise).
-  void counted_loop(llvm::Value* start, llvm::Value* n, int64_t step, const std::function<void(llvm::Value*)>& body);
 
   // ---- layout.cpp: the cyclic layout (element index of slot j of this thread, and validity),
   // and shared memory staging
@@ -245,47 +238,15 @@ class GpuLowering : public Elements {
   void emit_memcpy(const ir::Op& op);
   void emit_atomic(const ir::Op& op);
 
-  // ---- distributed.cpp: distributed ops and the memory model
-  // Orders and scopes are the target's (GpuTarget's load, store, atomic, fence). The world
-  // (rank, heaps, timeout) comes from a trailing kernel parameter that points at a
-  // runtime::DeviceWorld.
-  static bool uses_world(const ir::Block& block);
-  llvm::Value* world_field(size_t offset, llvm::Type* t, llvm::Value* index = nullptr);
-  llvm::Value* global_ptr(llvm::Value* p) { return b_.CreateAddrSpaceCast(p, b_.getPtrTy(1)); }
-  void fence(const std::string& order, const std::string& scope) { target_->fence(order, scope); }
-
-  /// The thread gives up: it claims the world's failure record (the first to fail keeps it),
-  /// fills it, and ends the program (GpuTarget::give_up); the host names the kernel, rank and
-  /// what was waited for.
-  void fail(runtime::DeviceFailure kind, llvm::Value* address, llvm::Value* expected, llvm::Value* seen);
-  /// if (cond) fail(...): the failing path ends the program.
-  void fail_if(llvm::Value* cond, runtime::DeviceFailure kind, llvm::Value* address, llvm::Value* expected,
-               llvm::Value* seen);
-
-  /// Spins until `poll()` (emitted in the loop) returns true; past `timeout` nanoseconds (by
-  /// default the world's; 0: never) the thread fails with `kind`, reporting `report()`
-  /// (address, expected, seen: emitted on the slow path, after a poll), or in a kernel without a
-  /// world, where there is no record to fill, traps. The clock is first read after a poll has
-  /// failed, not before the first poll: on H200 a %globaltimer read that ptxas placed just
-  /// before a wait's first load made that load fault (CUDA_ERROR_ILLEGAL_ADDRESS on a mapped
-  /// address) in some kernels (bench/RESULTS.md, 2026-11-23); a wait already satisfied then
-  /// reads no clock at all.
-  void spin_until(const std::function<llvm::Value*()>& poll, runtime::DeviceFailure kind,
-                  const std::function<std::array<llvm::Value*, 3>()>& report, llvm::Value* timeout = nullptr);
+  // ---- distributed.cpp: distributed ops (their code shared with the GPU IR lowering:
+  // codegen/world_ops.h), the program's threads meeting around what thread 0 does
   /// symm_at(p, r): p's offset in this rank's heap, added to rank r's heap as mapped here.
   void emit_symm_at(const ir::Op& op);
-
-  /// wait(p, n, v): thread 0 reads each of the n words from p with ld.<acquire|relaxed>.<scope>
-  /// until it compares to v, giving up (fail) after the world's timeout; the program's threads
-  /// meet after it, so their later loads follow the acquire. The result is the last word read.
+  /// wait(p, n, v): thread 0 polls (WorldOps::poll_words); the program's threads meet after it,
+  /// so their later loads follow the acquire. The result is the last word read.
   void emit_wait(const ir::Op& op);
-
-  /// A barrier of every program on every rank (barrier_all, sync_all): a central counter on
-  /// rank 0 and a generation word on every rank (the heaps' reserved words). Thread 0 of each
-  /// program reads its rank's generation, arrives with an acq_rel add on the counter; the last
-  /// to arrive resets the counter and releases everyone by bumping every rank's generation; the
-  /// others spin until theirs moves (or give up after the timeout: a grid larger than the GPU
-  /// holds at once would never arrive).
+  /// A barrier of every program on every rank: WorldOps::device_barrier_by_thread0 between two
+  /// of the program's barriers.
   void emit_device_barrier();
 
   // ---- reduce.cpp: reductions
@@ -643,14 +604,10 @@ class GpuLowering : public Elements {
   llvm::LLVMContext& ctx_;
   GpuOptions opts_;
   std::unique_ptr<llvm::Module> module_;
-  std::unique_ptr<GpuTarget> target_;
   int threads_;
-  llvm::Function* fn_ = nullptr;
   llvm::GlobalVariable* smem_ = nullptr;
-  int64_t max_vec_ = 4;           // vec_of's widest vector (8 for kernels of 16-bit memory)
-  llvm::Value* world_ = nullptr;  // the DeviceWorld parameter of kernels with distributed ops
+  int64_t max_vec_ = 4;  // vec_of's widest vector (8 for kernels of 16-bit memory)
   std::map<const ir::Value*, int> uses_;
-  llvm::Value* tid_ = nullptr;
   int64_t smem_bytes_ = 0;
   int64_t smem_floor_ = 0;  // scratch() starts here
   AxisAnalysis axis_;

@@ -101,57 +101,11 @@ void GpuLowering::emit_store(const ir::Op& op) {
 }
 
 void GpuLowering::emit_memcpy(const ir::Op& op) {
-  llvm::Type* i64 = b_.getInt64Ty();
   llvm::Value* dst = global_ptr(val(op.operands[0]).scalar);
   llvm::Value* src = global_ptr(val(op.operands[1]).scalar);
-  llvm::Value* n = b_.CreateSExtOrTrunc(val(op.operands[2]).scalar, i64);
+  llvm::Value* n = b_.CreateSExtOrTrunc(val(op.operands[2]).scalar, b_.getInt64Ty());
   barrier();
-  llvm::Value* bits = b_.CreateOr(b_.CreateOr(b_.CreatePtrToInt(dst, i64), b_.CreatePtrToInt(src, i64)), n);
-  llvm::Value* tid = b_.CreateZExt(tid_, i64);
-  // Each thread moves `unroll` chunks per round, all loads before the stores: enough bytes in
-  // flight to cover the latency of a peer's memory. The rest goes a chunk at a time.
-  auto copy = [&](int64_t width, int64_t unroll) {
-    llvm::Type* t =
-        width == 16 ? static_cast<llvm::Type*>(llvm::FixedVectorType::get(b_.getInt32Ty(), 4)) : b_.getInt8Ty();
-    const int64_t stride = width * threads_;
-    llvm::Value* start = b_.CreateMul(tid, b_.getInt64(width));
-    llvm::Value* rest = start;
-    if (unroll > 1) {
-      llvm::Value* bound = b_.CreateSub(n, b_.getInt64((unroll - 1) * stride));  // a round fits below it
-      counted_loop(start, bound, unroll * stride, [&](llvm::Value* at) {
-        std::vector<llvm::Value*> v;
-        for (int64_t k = 0; k < unroll; ++k)
-          v.push_back(b_.CreateAlignedLoad(
-              t, b_.CreateGEP(b_.getInt8Ty(), src, b_.CreateAdd(at, b_.getInt64(k * stride))), llvm::Align(width)));
-        for (int64_t k = 0; k < unroll; ++k)
-          b_.CreateAlignedStore(v[k], b_.CreateGEP(b_.getInt8Ty(), dst, b_.CreateAdd(at, b_.getInt64(k * stride))),
-                                llvm::Align(width));
-      });
-      // Where the rounds stopped: start + cdiv(bound - start, unroll * stride) rounds.
-      llvm::Value* span = b_.CreateSub(bound, start);
-      llvm::Value* rounds = b_.CreateSelect(
-          b_.CreateICmpSGT(span, b_.getInt64(0)),
-          b_.CreateSDiv(b_.CreateAdd(span, b_.getInt64(unroll * stride - 1)), b_.getInt64(unroll * stride)),
-          b_.getInt64(0));
-      rest = b_.CreateAdd(start, b_.CreateMul(rounds, b_.getInt64(unroll * stride)));
-    }
-    counted_loop(rest, n, stride, [&](llvm::Value* at) {
-      llvm::Value* v = b_.CreateAlignedLoad(t, b_.CreateGEP(b_.getInt8Ty(), src, at), llvm::Align(width));
-      b_.CreateAlignedStore(v, b_.CreateGEP(b_.getInt8Ty(), dst, at), llvm::Align(width));
-    });
-  };
-  llvm::Value* aligned = b_.CreateICmpEQ(b_.CreateAnd(bits, b_.getInt64(15)), b_.getInt64(0));
-  auto* vec = llvm::BasicBlock::Create(ctx_, "copy.v4", fn_);
-  auto* bytes = llvm::BasicBlock::Create(ctx_, "copy.bytes", fn_);
-  auto* join = llvm::BasicBlock::Create(ctx_, "copy.done", fn_);
-  b_.CreateCondBr(aligned, vec, bytes);
-  b_.SetInsertPoint(vec);
-  copy(16, 4);
-  b_.CreateBr(join);
-  b_.SetInsertPoint(bytes);
-  copy(1, 1);
-  b_.CreateBr(join);
-  b_.SetInsertPoint(join);
+  copy_by_threads(dst, src, n, threads_);
   barrier();
 }
 

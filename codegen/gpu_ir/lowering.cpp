@@ -22,24 +22,6 @@ bool shared_view_ok(const ir::Value& v) {
   return ok;
 }
 
-/// The ops this lowering does not take whatever their layouts (the distributed ones).
-bool refused_in_every_form(ir::OpCode code) {
-  using ir::OpCode;
-  switch (code) {
-    case OpCode::Rank:
-    case OpCode::NumRanks:
-    case OpCode::SymmAt:
-    case OpCode::Wait:
-    case OpCode::ConsumeToken:
-    case OpCode::Memcpy:
-    case OpCode::Fence:
-    case OpCode::Barrier:
-      return true;
-    default:
-      return false;
-  }
-}
-
 /// Why this lowering cannot take `op` yet, or empty.
 std::string why_not(const ir::Op& op, const GpuTarget& target) {
   using ir::OpCode;
@@ -60,7 +42,6 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
   if (op.code == OpCode::Reduce && op.str_attr("kind") != "sum" && op.str_attr("kind") != "max" &&
       op.str_attr("kind") != "min")
     return str_cat("reduce '", op.str_attr("kind"), "'");
-  if (refused_in_every_form(op.code)) return op.name();
   switch (op.code) {
     case OpCode::AtomicRMW:
     case OpCode::AtomicCAS:
@@ -159,18 +140,19 @@ LayoutLowering::LayoutLowering(const ir::Function& f, llvm::LLVMContext& ctx, co
 
 LayoutLowering::LayoutLowering(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts,
                                MakeGpuTarget make, std::unique_ptr<llvm::Module> m)
-    : Elements(ctx, *m),
+    : WorldOps(ctx, *m, opts, make, f.name),
       f_(f),
       ctx_(ctx),
       opts_(opts),
       module_(std::move(m)),
-      target_(make(b_, *module_, opts)),
       threads_(opts.num_warps * target_->warp_size()) {}
 
 GpuModule LayoutLowering::run() {
   module_->setTargetTriple(target_->triple());
   std::vector<llvm::Type*> params;
   for (auto& a : f_.body.args) params.push_back(target_->param_type(reg_type(a->type)));
+  const bool with_world = uses_world(f_.body);
+  if (with_world) params.push_back(b_.getPtrTy(1));  // the DeviceWorld (support/device_world.h)
   llvm::FunctionType* fty = nullptr;
   collect_tensor_maps();
   first_map_ = static_cast<unsigned>(params.size());
@@ -192,6 +174,7 @@ GpuModule LayoutLowering::run() {
   b_.setFastMathFlags(contract);
   tid_ = target_->thread_id();
   for (auto& a : f_.body.args) vals_[a.get()] = LVal::of(target_->param(fn_->getArg(a->index)));
+  if (with_world) world_ = fn_->getArg(static_cast<unsigned>(f_.body.args.size()));
   f_.walk([&](const ir::Op& op) {
     wgmma_ |= op.code == OpCode::Dot && op.results[0]->type.layout->kind == ir::Layout::Kind::mma &&
               op.results[0]->type.layout->mma == ir::MmaKind::wgmma && target_->hopper();
@@ -206,7 +189,7 @@ GpuModule LayoutLowering::run() {
   if (llvm::verifyModule(*module_, &os))
     throw Error(str_cat("tiledist: the GPU IR lowering made invalid LLVM IR for '", f_.name, "' (", opts_.arch,
                         "): ", os.str().substr(0, 400)));
-  return GpuModule{std::move(module_), f_.name, smem_bytes_, threads_ + producer_threads_, false, tma_recipes_};
+  return GpuModule{std::move(module_), f_.name, smem_bytes_, threads_ + producer_threads_, with_world, tma_recipes_};
 }
 
 [[noreturn]] void LayoutLowering::unsupported(const ir::Op& op, const std::string& what) {
@@ -300,6 +283,15 @@ void LayoutLowering::emit(const ir::Op& op) {
     }
     case OpCode::Hint:
       return define(op, val(op.operands[0]));
+    case OpCode::Rank:
+    case OpCode::NumRanks:
+    case OpCode::SymmAt:
+    case OpCode::Wait:
+    case OpCode::ConsumeToken:
+    case OpCode::Memcpy:
+    case OpCode::Fence:
+    case OpCode::Barrier:
+      return emit_distributed(op);
     case OpCode::ExpandDims: {
       const int64_t axis = op.int_attr("axis");
       return define(op, move(op.operands[0], *rt, [axis](std::vector<int64_t> c) {
@@ -439,15 +431,7 @@ bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const G
   // "gpu_ir_mma" takes sm_80's form there at once, to compare.
   std::vector<std::string> forms = {opts.arch == "sm_90a" && opts.lowering == "gpu_ir_mma" ? "sm_80" : opts.arch};
   if (forms[0] == "sm_90a") forms.push_back("sm_80");
-  // (an op no form takes is refused before the passes run for each: ag_gemm's waits)
   std::string reasons;
-  optimized.walk([&](const ir::Op& op) {
-    if (reasons.empty() && gpu_ir::refused_in_every_form(op.code)) reasons = op.name();
-  });
-  if (!reasons.empty()) {
-    if (why) *why = reasons;
-    return false;
-  }
   const std::string text = ir::print(optimized);
   for (const std::string& pass_arch : forms) {
     std::unique_ptr<ir::Function> f = ir::parse_function(text, optimized.name);

@@ -15,14 +15,18 @@
 //   wgmma over shared-memory views (and A registers), its group left in flight until its result
 //   is read (wgmma_wait);
 // - local_alloc, async_copy (cp.async), async_commit, async_wait and local_load (ldmatrix where
-//   the layouts allow it) are the pipelining pass's shared-memory ring.
+//   the layouts allow it) are the pipelining pass's shared-memory ring;
+// - the distributed ops (wait, symm_at, memcpy, the barrier of every rank) are the other
+//   lowering's code (codegen/world_ops.h), thread 0's work reaching the others through shared
+//   memory.
 // Kernels with an op this lowering does not take yet (`unsupported_op` says which) keep the
 // lowering of the optimized IR (codegen/gpu/). On AMD targets the same, in 64-lane waves, dots
 // on MFMA (asked for only: CompileOptions::lowering).
 //
 // Private to codegen/gpu_ir/: lowering.cpp (entry, values, dispatch, elementwise), registers.cpp
 // (coordinates; register moves and shared-memory exchanges), memory.cpp (global memory, shared
-// buffers, async copies), reduce.cpp, dot.cpp, control_flow.cpp.
+// buffers, async copies), reduce.cpp, dot.cpp, control_flow.cpp, tma.cpp, warp_specialization.cpp,
+// distributed.cpp.
 #pragma once
 
 #include <functional>
@@ -35,6 +39,7 @@
 #include "codegen/codegen.h"
 #include "codegen/elements.h"
 #include "codegen/gpu_target.h"
+#include "codegen/world_ops.h"
 #include "ir/layout.h"
 
 #pragma GCC visibility push(hidden)
@@ -73,7 +78,7 @@ struct LVal {
 /// empty where it takes them all.
 std::string unsupported_op(const ir::Function& f, const GpuTarget& target);
 
-class LayoutLowering : public Elements {
+class LayoutLowering : public WorldOps {
  public:
   LayoutLowering(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make);
   GpuModule run();
@@ -183,6 +188,21 @@ class LayoutLowering : public Elements {
   /// Byte offset within a tile of a memdesc's element at (row, col) of the tile as stored.
   llvm::Value* shared_offset(const ir::Type& desc, llvm::Value* row, llvm::Value* col);
 
+  // ---- distributed.cpp: the distributed ops, their code shared with the other lowering
+  // (codegen/world_ops.h) and the program's threads meeting around what thread 0 does; in a
+  // warp-specialized producer, its one thread does it alone
+  void emit_distributed(const ir::Op& op);
+  /// wait(p, n, v): thread 0 polls (WorldOps::poll_words), then the program's threads meet, so
+  /// that their later loads follow the acquire; the last word read reaches every thread through
+  /// shared memory. Where the kernel copies by TMA (the async proxy), each thread then fences
+  /// the generic proxy's view of global memory, which the acquire ordered, before its copies.
+  void emit_wait(const ir::Op& op);
+  /// A scalar thread 0 computes (`value`, emitted in its branch), made known to every thread
+  /// through shared memory; the producer's one thread computes it alone.
+  llvm::Value* from_thread0(llvm::Type* t, const std::function<llvm::Value*()>& value);
+  /// `v` as thread 0 has it, in every thread (through shared memory, between barriers).
+  llvm::Value* to_every_thread(llvm::Value* v);
+
   // ---- reduce.cpp
   // TMA copies onto mbarriers (tma.cpp)
   void collect_tensor_maps();
@@ -272,11 +292,8 @@ class LayoutLowering : public Elements {
   llvm::LLVMContext& ctx_;
   GpuOptions opts_;
   std::unique_ptr<llvm::Module> module_;
-  std::unique_ptr<GpuTarget> target_;
   int threads_;
-  llvm::Function* fn_ = nullptr;
   llvm::GlobalVariable* smem_ = nullptr;
-  llvm::Value* tid_ = nullptr;
   AxisAnalysis axis_;
   std::map<const ir::Value*, LVal> vals_;
   std::map<std::string, ir::LinearLayout> linear_;                // by type

@@ -76,6 +76,7 @@ void LayoutLowering::emit_store(const ir::Op& op) {
 void LayoutLowering::emit_atomic(const ir::Op& op) {
   const ir::Type& rt = op.results[0]->type;
   const bool cas = op.code == OpCode::AtomicCAS;
+  if (producer_) unsupported(op, "an atomic in a warp-specialized producer");  // (its barriers)
   const std::string& order = op.str_attr("order");
   llvm::Type* t = reg_type(rt);
   llvm::Value* thread0 = b_.CreateICmpEQ(tid_, b_.getInt32(0));
@@ -91,17 +92,9 @@ void LayoutLowering::emit_atomic(const ir::Op& op) {
     return target_->atomic(cas ? "cas" : op.str_attr("kind"), rt.dtype, p, v, desired, order, op.str_attr("scope"),
                            used);
   });
-  if (!used) {
-    if (order != "relaxed" && order != "release") barrier();  // (what follows after it)
-    return define(op, LVal::of(llvm::UndefValue::get(t)));
-  }
-  llvm::Value* slot = smem_at(scratch(8));
-  barrier();
-  when(thread0, [&] { b_.CreateStore(old, slot); });
-  barrier();
-  llvm::Value* r = b_.CreateLoad(t, slot);
-  barrier();
-  define(op, LVal::of(r));
+  if (used) return define(op, LVal::of(to_every_thread(old)));
+  if (order != "relaxed" && order != "release") barrier();  // (what follows after it)
+  define(op, LVal::of(llvm::UndefValue::get(t)));
 }
 
 // ---- shared buffers

@@ -63,6 +63,7 @@ bool elementwise(OpCode c) {
     case OpCode::Hint:
     case OpCode::AddPtr:
     case OpCode::ConsumeToken:
+    case OpCode::SymmAt:  // (pointers to a peer's heap: each element its own)
       return true;
     default:
       return false;

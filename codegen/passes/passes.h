@@ -120,7 +120,9 @@ void pipelining(ir::Function& f, const GpuPassContext& ctx);
 /// as consumers running the kernel as it was, without the copies. The producer takes the same
 /// branches and runs the same iterations of the loops around (a persistent kernel's tile loop:
 /// the next tile's copies under this one's epilogue; stores and atomics there may precede
-/// them, not waits, fences or barriers). The rings' buffers and barriers move to the kernel's
+/// them, not fences or barriers). A wait on the way whose token nothing reads (ag_gemm's: the
+/// loads that took it are copies now) the producer runs too, before the copies after it; a
+/// wait whose token is read orders the loads through it, the consumers'. The rings' buffers and barriers move to the kernel's
 /// start (made by every thread), their counts carried by the loops around; a ring whose loop
 /// follows another's in its block with the same tiles shares that ring, its count going on
 /// (one ring's shared memory for attention's two loops). Where the body's dots read the tiles,

@@ -190,7 +190,55 @@ class WarpSpecializer {
       slice_[r.loop] = std::move(in_body);
       if (!outside(work)) return false;
     }
+    // The waits on the path whose token nothing reads: the producer waits too, where the
+    // consumers do, before the copies after them (what they acquire may be what the copies
+    // read: ag_gemm's gathered rows; the token that said so is gone with the loads the copies
+    // replaced). A wait whose token is read orders the loads through it only (consume_token),
+    // the consumers' (nothing_written_before).
+    // (At the top, those before the last ring only.)
+    const Op* last = last_ring_in(body());
+    for (const Block* b : path_)
+      for (auto& op : b->ops) {
+        if (b == &body() && op.get() == last) break;
+        std::vector<const Value*> reads;
+        if (!wait_op(*op, reads) || token_read(*op)) continue;
+        waits_.insert(op.get());
+        if (!outside(reads)) return false;
+      }
     return true;
+  }
+
+  /// Whether `op` is a wait (of scalars), or a loop of waits and scalar arithmetic (a wait for
+  /// each of a tile's signal words); `reads` gets the values it reads from around it.
+  static bool wait_op(const Op& op, std::vector<const Value*>& reads) {
+    if (op.code == OpCode::Wait) {
+      reads.insert(reads.end(), op.operands.begin(), op.operands.end());
+      return !op.results[0]->type.is_tensor();
+    }
+    if (op.code != OpCode::For) return false;
+    const Block& b = *op.regions[0];
+    bool any = false;
+    for (auto& inner : b.ops) {
+      any |= inner->code == OpCode::Wait;
+      const bool scalar =
+          std::none_of(inner->results.begin(), inner->results.end(), [](const auto& r) { return r->type.is_tensor(); });
+      if (!scalar || !inner->regions.empty() ||
+          !(inner->is_pure() || inner->code == OpCode::Wait || inner->code == OpCode::Yield))
+        return false;
+    }
+    reads.insert(reads.end(), op.operands.begin(), op.operands.end());
+    for (auto& inner : b.ops)
+      for (const Value* v : inner->operands)
+        if (!(v->def && v->def->parent == &b) && v->owner != &b) reads.push_back(v);
+    return any;
+  }
+
+  /// Whether something reads a wait's token (its results): loads through consume_token,
+  /// which are the consumers' (the producer's slice takes no wait: outside).
+  static bool token_read(const Op& op) {
+    bool used = false;
+    for (const auto& r : op.results) ir::for_each_use(*op.parent, r.get(), [&](const Op&, size_t) { used = true; });
+    return used;
   }
 
   /// Adds what computes `work` outside the loops to outside_: scalar ops (and loads of
@@ -222,6 +270,16 @@ class WarpSpecializer {
     return op.code == OpCode::For && path_.count(op.regions[0].get());
   }
 
+  /// The block's last op that is or holds a ring's loop (null where none).
+  const Op* last_ring_in(const Block& b) const {
+    const Op* last = nullptr;
+    for (auto& op : b.ops)
+      if (around_rings(*op) ||
+          std::any_of(rings_.begin(), rings_.end(), [&](const Ring& r) { return r.loop == op.get(); }))
+        last = op.get();
+    return last;
+  }
+
   bool setup_op(const Op* op) const {
     for (const Ring& r : rings_)
       if (r.setup.count(op)) return true;
@@ -235,16 +293,22 @@ class WarpSpecializer {
   /// kernel's loads may not read what other threads of its program stored without a barrier;
   /// after the body's last ring (the tile's epilogue: stream-K's count of a tile's runs) also
   /// acquiring atomics, unless the producer loads in the loops (what it loads for the next
-  /// iteration could be what the acquire orders); no waits, fences, barriers or copies to
-  /// memory. (An acquire at the end of an iteration orders that iteration's epilogue, not the
-  /// next one's copies: a kernel that acquires another program's data for those must wait at
-  /// the start of the iteration, which keeps it from warp specialization.)
+  /// iteration could be what the acquire orders); no fences, barriers or copies to memory.
+  /// Waits anywhere on the path whose token nothing reads are the producer's too; a wait whose
+  /// token is read orders the loads through it (consume_token), the consumers'. Symm_at only
+  /// makes an address. (An acquire at the end of an iteration orders that iteration's
+  /// epilogue, not the next one's copies: a kernel that acquires another program's data for
+  /// those must wait at the start of the iteration, which keeps it from warp specialization.)
   bool nothing_written_before() {
     enum Where { top, in_loop, after_rings };
     bool producer_loads = false;  // (in the loops around rings)
     for (const Op* o : outside_) producer_loads |= o->code == OpCode::Load && o->parent != &body();
     std::function<bool(const Op&, Where)> writes = [&](const Op& op, Where at) {
+      if (waits_.count(&op)) return false;  // (the producer's too)
+      std::vector<const Value*> reads;
+      if (wait_op(op, reads) && token_read(op)) return false;  // (the consumers' loads wait for it)
       switch (op.code) {
+        case OpCode::SymmAt:  // (an address, checked)
         case OpCode::Load:
         case OpCode::LocalAlloc:
         case OpCode::LocalLoad:
@@ -294,11 +358,7 @@ class WarpSpecializer {
     // The rest of each loop around rings, before its next iteration.
     for (const Block* b : path_) {
       if (!b->parent || b->parent->code != OpCode::For) continue;
-      const Op* last_ring = nullptr;  // (the body's last op that is or holds a ring's loop)
-      for (auto& op : b->ops)
-        if (around_rings(*op) ||
-            std::any_of(rings_.begin(), rings_.end(), [&](const Ring& r) { return r.loop == op.get(); }))
-          last_ring = op.get();
+      const Op* last_ring = last_ring_in(*b);
       Where at = in_loop;
       for (auto& op : b->ops) {
         if (!around_rings(*op) && writes(*op, at)) return false;
@@ -455,7 +515,7 @@ class WarpSpecializer {
     ir::Builder p(&to);
     p.set_loc(loc);
     for (auto& op : from.ops) {
-      if (outside_.count(op.get())) clone(p, *op);
+      if (outside_.count(op.get()) || waits_.count(op.get())) clone(p, *op);
       for (Ring& r : rings_)
         if (op.get() == r.loop) producer_loop(p, r);
       if (op->code == OpCode::If && around_rings(*op)) {
@@ -504,6 +564,7 @@ class WarpSpecializer {
     return it == map_.end() ? v : it->second;
   }
 
+  /// `op` again (its regions too), on the producer's values.
   void clone(ir::Builder& b, const Op& op) {
     std::vector<Value*> operands;
     for (Value* o : op.operands) operands.push_back(mapped(o));
@@ -512,6 +573,14 @@ class WarpSpecializer {
     Op* c = b.create(op.code, operands, types, op.attrs);
     c->loc = op.loc;
     for (size_t i = 0; i < op.results.size(); ++i) map_[op.results[i].get()] = c->results[i].get();
+    if (op.regions.empty()) return;
+    for (size_t i = 0; i < op.regions.size(); ++i) {
+      Block& to = *c->regions[i];
+      for (const auto& a : op.regions[i]->args) map_[a.get()] = to.add_arg(a->type);
+      ir::Builder in(&to);
+      for (const auto& inner : op.regions[i]->ops) clone(in, *inner);
+    }
+    b.finish(c);
   }
 
   /// for i' in [lo, hi) step, carrying c from 0: the issue for i = i' - (S-1) step, j = c - (S-1).
@@ -548,6 +617,7 @@ class WarpSpecializer {
   std::map<const Op*, std::set<const Op*>> slice_;  // a loop: its issue and what it computes from
   std::set<const Block*> path_;                     // the kernel's body and the if regions around rings
   std::set<const Op*> outside_;                     // ops around the loops the producer recomputes
+  std::set<const Op*> waits_;                       // waits on the path (and loops of them), the producer's too
   std::map<const Value*, Value*> map_;              // original value: its clone in the producer
   std::map<const Ring*, Value*> count_;             // a ring (the first of those sharing it): the producer's count
 };

@@ -148,14 +148,51 @@ TEST(GpuIrLowering, TakesAmdKernels) {
 
 // An op it does not take: gpu_ir_only names it, gpu_ir falls back to the optimized IR's lowering.
 TEST(GpuIrLowering, NamesWhatItDoesNotTakeAndFallsBack) {
-  std::string e = error_of([] { ptx("all_reduce", "sm_90a", "gpu_ir_only"); });
-  EXPECT_NE(e.find("kernel 'all_reduce'"), std::string::npos) << e;
-  EXPECT_NE(e.find("does not take rank"), std::string::npos) << e;
-  e = error_of([] { ptx("gemm_fp8", "sm_90a", "gpu_ir_only"); });
+  // (the scaled f8 GEMM at its definition's 64x64 tiles: f8 registers, where only its library
+  // configuration's are in shared memory)
+  std::string e = error_of([] { ptx("gemm_fp8", "sm_90a", "gpu_ir_only"); });
+  EXPECT_NE(e.find("kernel 'gemm_fp8'"), std::string::npos) << e;
   EXPECT_NE(e.find("f8 values"), std::string::npos) << e;
   std::string text;
-  ASSERT_NO_THROW(text = ptx("all_reduce", "sm_90a", "gpu_ir"));
-  EXPECT_NE(text.find(".entry all_reduce("), std::string::npos);
+  ASSERT_NO_THROW(text = ptx("gemm_fp8", "sm_90a", "gpu_ir"));
+  EXPECT_NE(text.find(".entry gemm_fp8("), std::string::npos);
+  // "legacy": the other lowering, whatever the kernel (attention's loop of two dots included)
+  EXPECT_NE(ptx("attention", "sm_90a", "legacy"), ptx("attention", "sm_90a", "gpu_ir_only"));
+}
+
+// The distributed kernels go through it too: the collectives (waits, symm_at, puts), and the
+// library's overlapped GEMMs at their Hopper configuration, warp specialized by the passes
+// (ag_gemm's waits for the gathered rows run by the producer before its copies, and by the
+// consumers; gemm_rs's tile stored to a peer and signalled there), where "legacy" keeps the
+// other lowering.
+TEST(GpuIrLowering, TakesTheDistributedKernels) {
+  for (const char* arch : {"sm_80", "sm_90a"})
+    for (const char* kernel : {"all_reduce", "all_gather_bf16", "reduce_scatter", "rs_reduce"}) {
+      SCOPED_TRACE(std::string(kernel) + " on " + arch);
+      std::string text;
+      ASSERT_NO_THROW(text = ptx(kernel, arch, "gpu_ir_only"));
+      EXPECT_NE(text.find(".entry " + std::string(kernel) + "("), std::string::npos);
+    }
+  const Target t = Target::cuda("sm_90a");
+  const kernels::GemmConfig g = kernels::gemm_config(t, 8192, 8192, 8192);
+  for (const char* kernel : {"ag_gemm", "gemm_rs", "gemm_ar"}) {
+    SCOPED_TRACE(kernel);
+    const KernelDef& def = *Registry::global().find(kernel);
+    CompileOptions o = g.options;
+    o.lowering = "gpu_ir_only";
+    const std::string text = jit::Context::global().emit(def, g.constants, t, o, jit::Stage::asm_, def.aligned_facts());
+    EXPECT_NE(text.find("setmaxnreg.inc.sync.aligned.u32 232;"), std::string::npos);
+    EXPECT_NE(text.find("cp.async.bulk.tensor"), std::string::npos);
+    if (std::string(kernel) == "ag_gemm") {
+      // (two polls: the producer's and the consumers'; the producer's proxy fence after its own)
+      const size_t first = text.find("ld.acquire.sys.global.b32");
+      ASSERT_NE(first, std::string::npos);
+      EXPECT_NE(text.find("ld.acquire.sys.global.b32", first + 1), std::string::npos);
+      EXPECT_NE(text.find("fence.proxy.async.global;"), std::string::npos);
+    }
+    o.lowering = "legacy";
+    EXPECT_NE(text, jit::Context::global().emit(def, g.constants, t, o, jit::Stage::asm_, def.aligned_facts()));
+  }
 }
 
 // By default a kernel goes to it where the other lowering would leave a loop's dot without a

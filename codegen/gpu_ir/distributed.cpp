@@ -1,0 +1,87 @@
+// The distributed ops in the GPU IR lowering (codegen/gpu_ir/lowering.h): rank, num_ranks,
+// symm_at, wait, consume_token, memcpy, fence and the barrier of every program on every rank,
+// their code shared with the other lowering (codegen/world_ops.h).
+#include "codegen/gpu_ir/lowering.h"
+
+namespace tiledist::codegen::gpu_ir {
+
+void LayoutLowering::emit_distributed(const ir::Op& op) {
+  switch (op.code) {
+    case OpCode::Rank:
+      return define(op, LVal::of(rank()));
+    case OpCode::NumRanks:
+      return define(op, LVal::of(num_ranks()));
+    case OpCode::ConsumeToken:  // (orders its pointer's uses after the token's wait: by data)
+      return define(op, val(op.operands[0]));
+    case OpCode::SymmAt: {
+      llvm::Value* r = val(op.operands[1]).scalar;
+      const LVal& p = val(op.operands[0]);
+      if (!op.operands[0]->type.is_tensor()) return define(op, LVal::of(symm_at(r, p.scalar)(p.scalar)));
+      auto at = symm_at(r, p.regs.at(0));
+      LVal g;
+      for (llvm::Value* x : p.regs) g.regs.push_back(at(x));
+      return define(op, g);
+    }
+    case OpCode::Wait:
+      return emit_wait(op);
+    case OpCode::Fence:
+      return fence(op.str_attr("order"), op.str_attr("scope"));
+    case OpCode::Memcpy: {
+      if (producer_) unsupported(op, "memcpy by a warp-specialized producer");
+      llvm::Value* dst = global_ptr(val(op.operands[0]).scalar);
+      llvm::Value* src = global_ptr(val(op.operands[1]).scalar);
+      llvm::Value* n = b_.CreateSExtOrTrunc(val(op.operands[2]).scalar, b_.getInt64Ty());
+      barrier();  // (the source is written)
+      copy_by_threads(dst, src, n, threads_);
+      barrier();  // (the copy is done before what follows: its signal)
+      return;
+    }
+    case OpCode::Barrier:
+      if (producer_) unsupported(op, "the barrier of every program in a warp-specialized producer");
+      barrier();  // (the program's writes before thread 0's release)
+      when(b_.CreateICmpEQ(tid_, b_.getInt32(0)), [&] { device_barrier_by_thread0(); });
+      barrier();
+      return;
+    default:
+      TD_ASSERT(false, "not a distributed op");
+  }
+}
+
+void LayoutLowering::emit_wait(const ir::Op& op) {
+  llvm::Type* t = reg_type(op.results[0]->type);
+  auto poll = [&] {
+    return poll_words(op, t, val(op.operands[0]).scalar, val(op.operands[1]).scalar, val(op.operands[2]).scalar);
+  };
+  bool used = false;
+  ir::for_each_use(*op.parent, op.results[0].get(), [&](const ir::Op&, size_t) { used = true; });
+  llvm::Value* last = llvm::UndefValue::get(t);
+  if (used) {
+    last = from_thread0(t, poll);
+  } else if (producer_) {
+    poll();
+  } else {  // (the token unused: thread 0 polls, and the program meets after it)
+    when(b_.CreateICmpEQ(tid_, b_.getInt32(0)), [&] { poll(); });
+    barrier();
+  }
+  // (what the acquire ordered, seen by TMA's copies, which read through the async proxy; a
+  // warp-specialized kernel's consumers copy nothing)
+  if (!tma_recipes_.empty() && !consumers_) ptx(b_.getVoidTy(), "fence.proxy.async.global;", "", {});
+  define(op, LVal::of(last));
+}
+
+llvm::Value* LayoutLowering::from_thread0(llvm::Type* t, const std::function<llvm::Value*()>& value) {
+  if (producer_) return value();
+  return to_every_thread(when_value(b_.CreateICmpEQ(tid_, b_.getInt32(0)), t, llvm::UndefValue::get(t), value));
+}
+
+llvm::Value* LayoutLowering::to_every_thread(llvm::Value* v) {
+  llvm::Value* slot = smem_at(scratch(8));
+  barrier();
+  when(b_.CreateICmpEQ(tid_, b_.getInt32(0)), [&] { b_.CreateStore(v, slot); });
+  barrier();
+  llvm::Value* r = b_.CreateLoad(v->getType(), slot);
+  barrier();
+  return r;
+}
+
+}  // namespace tiledist::codegen::gpu_ir
