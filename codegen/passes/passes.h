@@ -107,7 +107,9 @@ void dot_prefetch(ir::Function& f, const GpuPassContext& ctx);
 /// faster). Copies are cp.async, or on sm_90a where ctx.tma (or the loop's warp_specialize
 /// hint) asks and every candidate's tile is a box of a tensor map (tensor_map.h), TMA copies
 /// onto a ring of full and empty mbarriers (a count carried; one thread issues, waiting for the
-/// slot's empty phase). num_stages < 2: nothing. Assumes layout_assignment ran.
+/// slot's empty phase); a TMA copy of a load whose pointer went through consume_token takes
+/// the token on its first coordinate (consume_token), so that it follows the wait as the load
+/// did. num_stages < 2: nothing. Assumes layout_assignment ran.
 void pipelining(ir::Function& f, const GpuPassContext& ctx);
 
 /// Warp specialization (sm_90a, where ctx.warp_specialize asks for it), after pipelining: where
@@ -120,16 +122,16 @@ void pipelining(ir::Function& f, const GpuPassContext& ctx);
 /// as consumers running the kernel as it was, without the copies. The producer takes the same
 /// branches and runs the same iterations of the loops around (a persistent kernel's tile loop:
 /// the next tile's copies under this one's epilogue; stores and atomics there may precede
-/// them, not fences or barriers). A wait on the way whose token nothing reads (ag_gemm's: the
-/// loads that took it are copies now) the producer runs too, before the copies after it; a
-/// wait whose token is read orders the loads through it, the consumers'. The rings' buffers and barriers move to the kernel's
-/// start (made by every thread), their counts carried by the loops around; a ring whose loop
-/// follows another's in its block with the same tiles shares that ring, its count going on
-/// (one ring's shared memory for attention's two loops). Where the body's dots read the tiles,
-/// the consumers release each slot an iteration late (`arrive_barrier {pending = 1}` after the
-/// next iteration's dots; the last after the loop), so that one dot runs while the next issues.
-/// With 8 consumer warps the producer gives registers to them (`producer_regs` 40,
-/// `consumer_regs` 232). Asked for by ctx.warp_specialize or a ring loop's warp_specialize hint.
+/// them, not fences or barriers). A wait on the way whose token a copy takes (ag_gemm's: the
+/// load's consume_token, kept on the copy's coordinate by pipelining) or that nothing reads
+/// the producer runs too, before the copies after it, where its compare stays true once true
+/// (ge, gt); a wait whose token only the consumers read orders their loads. The rings' buffers and barriers move to the
+/// kernel's start (made by every thread), their counts carried by the loops around; a ring whose loop follows another's
+/// in its block with the same tiles shares that ring, its count going on (one ring's shared memory for attention's two
+/// loops). Where the body's dots read the tiles, the consumers release each slot an iteration late (`arrive_barrier
+/// {pending = 1}` after the next iteration's dots; the last after the loop), so that one dot runs while the next
+/// issues. With 8 consumer warps the producer gives registers to them (`producer_regs` 40, `consumer_regs` 232). Asked
+/// for by ctx.warp_specialize or a ring loop's warp_specialize hint.
 void warp_specialization(ir::Function& f, const GpuPassContext& ctx);
 
 struct GpuPass {

@@ -111,6 +111,9 @@ class Pipeliner {
       if (!user || user->code != OpCode::ConvertLayout || !operand_layout(user->results[0]->type.layout)) continue;
       c.convert = user;
       if (want_tma()) c.tma = tma_view(c);
+      if (c.tma)  // (the waits the base's tokens come from, for every iteration's copies)
+        for (const Value* t : c.tma->tokens)
+          if (!ahead_.ahead(t)) c.tma.reset();
       candidates_.push_back(c);
     }
   }
@@ -152,6 +155,13 @@ class Pipeliner {
         std::vector<Value*> coords;
         for (const TensorMapView::Coord& x : c.tma->coords)
           coords.push_back(coordinate(b, x, at, iterations, prologue, made));
+        // The load's consume_tokens, on a coordinate: the copy follows their waits as the load
+        // did (the tensor map holds the base, not the pointer that carried them).
+        for (Value* t : c.tma->tokens)
+          coords[0] = b.create(OpCode::ConsumeToken, {coords[0], ahead_.clone_at(b, t, at, iterations, prologue, made)},
+                               {coords[0]->type})
+                          ->results[0]
+                          .get();
         b.async_tma_copy(c.buf, slot, full_, live, coords, c.tma->recipe.str());
         continue;
       }

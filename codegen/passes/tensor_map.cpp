@@ -119,6 +119,7 @@ class Matcher {
     if (load_.operands.size() > 1 && !bounds(load_.operands[1])) return std::nullopt;
 
     TensorMapView v;
+    v.tokens = tokens_;
     runtime::TmaRecipe& r = v.recipe;
     const Dim unbounded = Dim::of(runtime::TmaRecipe::kUnbounded);
     r.pointer = static_cast<int>(base_->index);
@@ -260,7 +261,10 @@ class Matcher {
   bool base(Value* p) {
     if (is(p, OpCode::AddPtr)) return base(p->def->operands[0]) && scalar_offsets(p->def->operands[1]);
     const int64_t div = axis_.of(p).divisibility;  // (of the hinted value)
-    p = through(p, {OpCode::Hint, OpCode::ConsumeToken});
+    while (is(p, OpCode::Hint) || is(p, OpCode::ConsumeToken)) {
+      if (is(p, OpCode::ConsumeToken)) tokens_.push_back(p->def->operands[1]);
+      p = p->def->operands[0];
+    }
     if (is(p, OpCode::AddPtr)) return base(p->def->operands[0]) && scalar_offsets(p->def->operands[1]);
     if (p->def || p->owner != &f_.body || !p->type.is_ptr || p->type.is_tensor() || div % 16) return false;
     base_ = p;
@@ -285,6 +289,7 @@ class Matcher {
   const ir::Op& load_;
   AxisAnalysis& axis_;
   Value* base_ = nullptr;
+  std::vector<Value*> tokens_;                           // (of the consume_tokens the base passes through)
   std::vector<std::pair<Value*, Value*>> tensor_terms_;  // (index, stride or null)
   std::vector<std::vector<Value*>> scalar_terms_;        // products of scalars, added to the base
 };

@@ -26,6 +26,9 @@ struct TensorMapView {
   runtime::TmaRecipe recipe;  // box: 128 bytes of the tile's row by its rows, 1 along the others
   std::vector<Coord> coords;  // the tile's first element, one per dimension of the recipe
   int64_t copies = 1;         // boxes per tile: the tile's row in 128-byte column blocks
+  /// The tokens of the consume_tokens the base pointer passes through (a wait's, for data that
+  /// another rank wrote): the copies must follow those waits, as the load did.
+  std::vector<ir::Value*> tokens;
 };
 
 /// The view of `load` (a [R, C] tile, C contiguous) as a box of a tensor, where its address is
@@ -38,7 +41,8 @@ struct TensorMapView {
 /// row's where the offset is a multiple of the stride), or else makes a dimension of its own
 /// (an expert's weights at `w + expert * K * N`: coordinate `expert`, stride `K * N`). An axis
 /// the mask does not bound is unbounded (runtime::TmaRecipe::kUnbounded), as the load is.
-/// Rows of 128 bytes or more (a multiple of 128), at most 256 rows, 1- and 2-byte elements.
+/// Rows of 128 bytes or more (a multiple of 128), at most 256 rows, 1- and 2-byte elements. The
+/// pointer may pass through hints and consume_tokens (their tokens are the view's).
 /// Sizes are taken as products that do not wrap, as the kernel's own address arithmetic is.
 std::optional<TensorMapView> tensor_map_view(const ir::Function& f, const ir::Op& load, AxisAnalysis& axis);
 

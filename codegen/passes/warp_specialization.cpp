@@ -192,9 +192,9 @@ class WarpSpecializer {
     }
     // The waits on the path whose token nothing reads: the producer waits too, where the
     // consumers do, before the copies after them (what they acquire may be what the copies
-    // read: ag_gemm's gathered rows; the token that said so is gone with the loads the copies
-    // replaced). A wait whose token is read orders the loads through it only (consume_token),
-    // the consumers' (nothing_written_before).
+    // read, the kernel relying on program order). Those whose token a copy takes (a load's
+    // consume_token, kept by pipelining) outside() gave it above; a wait whose token only the
+    // consumers read orders their loads only (nothing_written_before).
     // (At the top, those before the last ring only.)
     const Op* last = last_ring_in(body());
     for (const Block* b : path_)
@@ -202,6 +202,7 @@ class WarpSpecializer {
         if (b == &body() && op.get() == last) break;
         std::vector<const Value*> reads;
         if (!wait_op(*op, reads) || token_read(*op)) continue;
+        if (!monotonic(*op)) return false;
         waits_.insert(op.get());
         if (!outside(reads)) return false;
       }
@@ -233,12 +234,31 @@ class WarpSpecializer {
     return any;
   }
 
-  /// Whether something reads a wait's token (its results): loads through consume_token,
-  /// which are the consumers' (the producer's slice takes no wait: outside).
+  /// Whether something reads a wait's token (its results), through the ifs and loops that
+  /// yield it: loads through consume_token (a copy's coordinate, where the pipelining pass
+  /// made the load a copy: outside() then gives the wait to the producer too).
   static bool token_read(const Op& op) {
-    bool used = false;
-    for (const auto& r : op.results) ir::for_each_use(*op.parent, r.get(), [&](const Op&, size_t) { used = true; });
-    return used;
+    std::function<bool(const Value*, int)> read = [&](const Value* v, int depth) {
+      bool used = false;
+      ir::for_each_use(v->def ? *v->def->parent : *v->owner, v, [&](const Op& user, size_t i) {
+        if (used || depth > 8) return void(used = true);
+        const Op* around = user.parent->parent;
+        if (user.code != OpCode::Yield || !around || (around->code != OpCode::If && around->code != OpCode::For))
+          return void(used = true);
+        used = read(around->results.at(i).get(), depth + 1) ||
+               (around->code == OpCode::For && read(user.parent->args.at(i + 1).get(), depth + 1));
+      });
+      return used;
+    };
+    return std::any_of(op.results.begin(), op.results.end(), [&](const auto& r) { return read(r.get(), 0); });
+  }
+
+  /// Whether each wait of a wait op compares so that, once true, it stays true (ge, gt: signal
+  /// counts only grow), so the producer and the consumers may poll it at different times.
+  static bool monotonic(const Op& op) {
+    if (op.code == OpCode::Wait) return op.str_attr("cmp") == "ge" || op.str_attr("cmp") == "gt";
+    return std::all_of(op.regions[0]->ops.begin(), op.regions[0]->ops.end(),
+                       [](const auto& inner) { return inner->code != OpCode::Wait || monotonic(*inner); });
   }
 
   /// Adds what computes `work` outside the loops to outside_: scalar ops (and loads of
@@ -255,6 +275,12 @@ class WarpSpecializer {
       const Op* d = v->def;
       if (!path_.count(d->parent)) return false;
       if (setup_op(d)) continue;
+      std::vector<const Value*> reads;
+      if (wait_op(*d, reads)) {  // (a copy's consume_token: the producer waits too)
+        if (!monotonic(*d)) return false;
+        if (outside_.insert(d).second) work.insert(work.end(), reads.begin(), reads.end());
+        continue;
+      }
       if (!d->regions.empty() || d->results.size() != 1 || d->results[0]->type.is_tensor()) return false;
       if (!d->is_pure() && !(d->code == OpCode::Load && !d->results[0]->type.is_tensor())) return false;
       if (outside_.insert(d).second)
@@ -304,7 +330,7 @@ class WarpSpecializer {
     bool producer_loads = false;  // (in the loops around rings)
     for (const Op* o : outside_) producer_loads |= o->code == OpCode::Load && o->parent != &body();
     std::function<bool(const Op&, Where)> writes = [&](const Op& op, Where at) {
-      if (waits_.count(&op)) return false;  // (the producer's too)
+      if (waits_.count(&op) || outside_.count(&op)) return false;  // (the producer's too)
       std::vector<const Value*> reads;
       if (wait_op(op, reads) && token_read(op)) return false;  // (the consumers' loads wait for it)
       switch (op.code) {
