@@ -80,10 +80,10 @@ void LayoutLowering::emit_async_tma_copy(const ir::Op& op) {
 }
 
 void LayoutLowering::emit_wait_barrier(const ir::Op& op) {
-  // (the issuer's wait is warp 0's, whole: a warp stays converged, as the .aligned wgmma and
-  // ldmatrix instructions after it need)
+  // (every thread waits, the issuer's wait too: the warps stay converged, as the .aligned
+  // wgmma and ldmatrix instructions after it need; a wait of warp 0 alone made ptxas take the
+  // wgmma after it for divergent code, C7518)
   llvm::Value* on = op.operands.size() > 3 ? val(op.operands[3]).scalar : b_.getTrue();
-  if (op.has_attr("issuer") && !producer_) on = b_.CreateAnd(on, b_.CreateICmpULT(tid_, b_.getInt32(32)));
   llvm::Value* bar = barrier_at(op.operands[0], val(op.operands[1]).scalar);
   llvm::Value* parity = val(op.operands[2]).scalar;
   when(on, [&] {

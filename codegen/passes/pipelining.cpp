@@ -248,25 +248,46 @@ class Pipeliner {
       Value* x = b.local_load(c.buf, tile, c.convert->results[0]->type.layout, c.transposed);
       ir::replace_all_uses(body_, c.convert->results[0].get(), x);
     }
+    if (tma_) return rewrite_tma_end(carried, zero, tile);
     Value* ahead_by = b.binary(OpCode::Mul, constant(b, stages_ - 1), loop_.operands[2]);
     Value* slot = b.binary(OpCode::Rem, b.binary(OpCode::Add, tile, i32(stages_ - 1)), i32(stages_));
-    if (tma_) {
-      // Tile n = j + S - 1 goes where tile n - S was (from j = 1 on): its threads' reads done,
-      // the (n / S - 1)th phase of that slot's empty barrier.
-      Value* n = b.binary(OpCode::Add, carried, i32(stages_ - 1));
-      Value* reused = b.cmp("ge", carried, i32(1));
-      b.wait_barrier(empty_, slot, b.binary(OpCode::Xor, parity(n), i32(1)), reused, true);
-    }
     issue(b, b.binary(OpCode::Add, iv(), ahead_by), stages_ - 1, false, slot);
-    Value* next = b.binary(OpCode::Rem, b.binary(OpCode::Add, carried, i32(1)), i32(stages_));
-    if (tma_) {
-      ir::Builder end(&body_);
-      end.set_insert_point(&body_, std::prev(body_.ops.end()));  // (before the yield)
-      end.set_loc(loop_.loc);
-      end.arrive_barrier(empty_, tile);
-      next = end.binary(OpCode::Add, carried, end.constant_int(ir::DType::i32, 1));
-    }
-    body_.terminator()->operands.push_back(next);
+    body_.terminator()->operands.push_back(b.binary(OpCode::Rem, b.binary(OpCode::Add, carried, i32(1)), i32(stages_)));
+    erase_loads();
+  }
+
+  /// The end of a TMA loop's body, count j (from `first`), tile j % S: the slot of iteration
+  /// j - 1 released once this iteration's dots are issued and all but the newest done
+  /// (`pending` 1: the dot of j runs while what follows issues), from j > first on; every
+  /// thread then waits for that slot's release by all (from j >= 1 on: the count's (j + S - 1)
+  /// / S - 1th phase; every thread, so that the warps stay converged for the dots after), and
+  /// one thread copies iteration i + (S-1) step into it. The last iteration's slot is released
+  /// after the loop. (Released at the end of its own iteration, each slot would wait for its
+  /// dot to finish before the next one issues.) The warp_specialization pass gives the wait and
+  /// the copies to a producer, the compares with `first` to the count it carries.
+  void rewrite_tma_end(Value* j, Value* first, Value* tile) {
+    ir::Builder b(&body_);
+    b.set_insert_point(&body_, std::prev(body_.ops.end()));  // (before the yield)
+    b.set_loc(loop_.loc);
+    auto i32 = [&](int64_t v) { return b.constant_int(ir::DType::i32, v); };
+    const bool dots = std::any_of(body_.ops.begin(), body_.ops.end(), [](const auto& op) { return op->code == OpCode::Dot; });
+    Value* slot = b.binary(OpCode::Rem, b.binary(OpCode::Add, tile, i32(stages_ - 1)), i32(stages_));
+    b.arrive_barrier(empty_, slot, b.cmp("gt", j, first), dots ? 1 : 0);
+    Value* n = b.binary(OpCode::Add, j, i32(stages_ - 1));
+    Value* parity = b.binary(OpCode::And, b.binary(OpCode::Div, n, i32(stages_)), i32(1));
+    b.wait_barrier(empty_, slot, b.binary(OpCode::Xor, parity, i32(1)), b.cmp("ge", j, i32(1)), true);
+    Value* ahead_by = b.binary(OpCode::Mul, constant(b, stages_ - 1), loop_.operands[2]);
+    issue(b, b.binary(OpCode::Add, iv(), ahead_by), stages_ - 1, false, slot);
+    body_.terminator()->operands.push_back(b.binary(OpCode::Add, j, i32(1)));
+    erase_loads();
+    ir::Builder after = LoopAhead::builder_at(loop_, true);
+    Value* end = loop_.results.back().get();
+    Value* last = after.binary(OpCode::Rem, after.binary(OpCode::Add, end, after.constant_int(ir::DType::i32, stages_ - 1)),
+                               after.constant_int(ir::DType::i32, stages_));
+    after.arrive_barrier(empty_, last, after.cmp("gt", end, first));
+  }
+
+  void erase_loads() {
     for (Candidate& c : candidates_) {
       std::vector<const Op*> gone = {c.convert, c.trans, c.load};
       for (const Op* op : gone)

@@ -2,14 +2,14 @@
 //
 //   bufs, full, empty = local_alloc ...; init_barrier full; init_barrier empty
 //   async_tma_copy ... (iterations 0 .. S-2, into slots 0 .. S-2)
-//   for i ..., carrying j (from 0):
+//   for i ..., carrying j (from first = 0):
 //     wait_barrier full[j % S], (j / S) & 1                 every thread
-//     ... local_load ...
+//     ... local_load ... the body ...
+//     arrive_barrier empty[slot], j > first {pending = 1}   slot = (j + S - 1) % S: iteration j-1's
 //     wait_barrier empty[slot], ..., j >= 1 {issuer}        the copies of iteration i + (S-1) step,
-//     async_tma_copy ... into slot = (j + S - 1) % S        count j + S - 1
-//     ... the body ...
-//     arrive_barrier empty[j % S]
+//     async_tma_copy ... into slot                          count j + S - 1
 //     yield ..., j + 1
+//   arrive_barrier empty[(end + S - 1) % S], end > first    the last iteration's slot
 //
 // and this pass makes the kernel
 //
@@ -410,7 +410,7 @@ class WarpSpecializer {
       std::vector<std::pair<Value*, Value*>> to = {{r.full, root.full}, {r.empty, root.empty}};
       for (size_t t = 0; t < r.tiles.size(); ++t) to.push_back({r.tiles[t], root.tiles[t]});
       for (auto [from, with] : to) ir::replace_all_uses(body(), from, with);
-      r.loop->operands.back() = before.loop->results.back().get();  // (the count goes on)
+      start_count(r, before.loop->results.back().get());  // (the count goes on)
       for (Op* p : r.prologue) p->parent->erase(p);
       r.prologue.clear();
       std::vector<const Op*> gone(r.setup.begin(), r.setup.end());
@@ -445,7 +445,7 @@ class WarpSpecializer {
         l->add_result(ir::Type::scalar(ir::DType::i32));
         count = l->regions[0]->add_arg(ir::Type::scalar(ir::DType::i32));
       }
-      r.loop->operands.back() = count;
+      start_count(r, count);
       Value* out = last->loop->results.back().get();
       for (auto l = loops.rbegin(); l != loops.rend(); ++l) {
         (*l)->regions[0]->terminator()->operands.push_back(out);
@@ -454,44 +454,23 @@ class WarpSpecializer {
     }
   }
 
-  /// In a ring's loop whose dots read the tiles (wgmma, asynchronous), the consumers release
-  /// a slot an iteration late: after the next iteration's dots are issued, once all but the
-  /// newest dot are done (`pending` 1), so that one dot runs while the next is issued; the
-  /// last slot after the loop, once every dot is done. (The producer waits for each slot to be
-  /// emptied: S - 1 tiles ahead, not S. Without a producer the issue in the body would wait
-  /// for its own arrive.)
-  void release_late(const Ring& r) {
-    Block& b = *r.loop->regions[0];
-    Op* arrive = nullptr;
-    bool dot = false;
-    for (auto& op : b.ops) {
-      dot |= op->code == OpCode::Dot;
-      if (op->code == OpCode::ArriveBarrier && op->operands[0] == r.empty && dot && !arrive) arrive = op.get();
-    }
-    if (!arrive || arrive->operands.size() != 2) return;
-    Value* first = r.loop->operands.back();  // (the count of its first iteration)
-    auto previous = [&](ir::Builder& at, Value* count) {
-      return at.binary(OpCode::Rem, at.binary(OpCode::Add, count, at.constant_int(ir::DType::i32, r.stages - 1)),
-                       at.constant_int(ir::DType::i32, r.stages));
+  /// The ring's loop counts from `first`: its init, and the compares with the count it had
+  /// (pipelining's release of the slot before, from the second iteration on, and of the last
+  /// one after the loop: `j > first`).
+  static void start_count(Ring& r, Value* first) {
+    Value* old = r.loop->operands.back();
+    r.loop->operands.back() = first;
+    auto repoint = [&](Block& b) {
+      for (auto& op : b.ops)
+        if (op->code == OpCode::Cmp && op->operands[1] == old) op->operands[1] = first;
     };
-    ir::Builder in(&b);
-    in.set_insert_point(&b, b.position(arrive));
-    in.set_loc(arrive->loc);
-    Value* j = b.args.back().get();
-    in.arrive_barrier(r.empty, previous(in, j), in.cmp("gt", j, first), 1);
-    b.erase(arrive);
-    Block& around = *r.loop->parent;
-    ir::Builder after(&around);
-    after.set_insert_point(&around, std::next(around.position(r.loop)));
-    after.set_loc(r.loop->loc);
-    Value* end = r.loop->results.back().get();
-    after.arrive_barrier(r.empty, previous(after, end), after.cmp("gt", end, first));
+    repoint(*r.loop->regions[0]);
+    repoint(*r.loop->parent);
   }
 
   void build() {
     share_rings();
     carry_counts();
-    for (const Ring& r : rings_) release_late(r);
     // The rings' buffers and barriers first, made and initialized by every thread.
     std::vector<Op*> order;  // (in program order: each init_barrier after its local_alloc)
     f_.walk([&](Op& op) {
