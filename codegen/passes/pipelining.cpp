@@ -270,7 +270,8 @@ class Pipeliner {
     b.set_insert_point(&body_, std::prev(body_.ops.end()));  // (before the yield)
     b.set_loc(loop_.loc);
     auto i32 = [&](int64_t v) { return b.constant_int(ir::DType::i32, v); };
-    const bool dots = std::any_of(body_.ops.begin(), body_.ops.end(), [](const auto& op) { return op->code == OpCode::Dot; });
+    const bool dots =
+        std::any_of(body_.ops.begin(), body_.ops.end(), [](const auto& op) { return op->code == OpCode::Dot; });
     Value* slot = b.binary(OpCode::Rem, b.binary(OpCode::Add, tile, i32(stages_ - 1)), i32(stages_));
     b.arrive_barrier(empty_, slot, b.cmp("gt", j, first), dots ? 1 : 0);
     Value* n = b.binary(OpCode::Add, j, i32(stages_ - 1));
@@ -282,8 +283,9 @@ class Pipeliner {
     erase_loads();
     ir::Builder after = LoopAhead::builder_at(loop_, true);
     Value* end = loop_.results.back().get();
-    Value* last = after.binary(OpCode::Rem, after.binary(OpCode::Add, end, after.constant_int(ir::DType::i32, stages_ - 1)),
-                               after.constant_int(ir::DType::i32, stages_));
+    Value* last =
+        after.binary(OpCode::Rem, after.binary(OpCode::Add, end, after.constant_int(ir::DType::i32, stages_ - 1)),
+                     after.constant_int(ir::DType::i32, stages_));
     after.arrive_barrier(empty_, last, after.cmp("gt", end, first));
   }
 
