@@ -10,7 +10,7 @@
 #include <random>
 
 #include "kernels/reference.h"
-#include "tests/runtime/collectives_check.h"
+#include "tests/kernels/collectives_check.h"
 #include "tiledist.h"
 
 namespace tiledist {

@@ -2,7 +2,7 @@
 // computes in the same rank order (so results must match exactly): ragged sizes, messages larger
 // than the staging area (sent in pieces), calls back to back (staging halves and growing signal
 // words), and all-reduce in one shot and in two (with a tail of fewer than 4 per rank). Shared by the CPU test
-// (dist_test) and the GPU test (cuda_dist_test).
+// (collectives_test, dist_test) and the GPU test (cuda_dist_test).
 #pragma once
 
 #include <gtest/gtest.h>
