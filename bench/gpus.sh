@@ -5,7 +5,8 @@
 #   bash bench/gpus.sh N [STAGE...]     (from the repository root; N ranks, one per GPU)
 #
 # Stages (default: all, in this order; each under its own time limit, logs in $OUT or /tmp):
-#   tests        cuda_dist_test on N ranks, then its fault tests (a wait that never completes)
+#   tests        cuda_dist_test and cuda_collectives_test on N ranks, then the fault tests (a wait
+#                that never completes)
 #   collectives  collectives_bench collectives: ours against NCCL, f32 and bf16
 #   gemms        collectives_bench ag_gemm: AllGather+GEMM, GEMM+ReduceScatter, GEMM+AllReduce
 #                against our GEMM then NCCL, and cuBLAS then NCCL
@@ -43,6 +44,8 @@ for stage in $stages; do
     tests)
       TILEDIST_WAIT_TIMEOUT=30 run dist 300 ./tools/tiledist-run -n "$n" --timeout 290 ./tests/cuda_dist_test --gtest_filter=-GpuFaults.*
       grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/dist.log" | head -10
+      TILEDIST_WAIT_TIMEOUT=30 run collectives-tests 300 ./tools/tiledist-run -n "$n" --timeout 290 ./tests/cuda_collectives_test
+      grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/collectives-tests.log" | head -10
       # (each fault test in a process of its own: a trapped kernel leaves its context unusable)
       for t in AWaitThatNeverCompletesNamesKernelRankAndSignal AWaitOnAStreamIsReportedByTheStreamsSynchronize; do
         TILEDIST_WAIT_TIMEOUT=2 run "fault-$t" 120 ./tools/tiledist-run -n "$n" --timeout 110 ./tests/cuda_dist_test --gtest_filter="GpuFaults.$t"

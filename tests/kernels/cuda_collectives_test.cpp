@@ -1,0 +1,241 @@
+// The kernel library's communicating objects on GPUs (kernels/collectives.cpp, ag_gemm.cpp,
+// gemm_rs.cpp), one process per GPU, run by `tiledist-run -n N cuda_collectives_test` (ctest's
+// gpu.collectives.ranks2; skipped, exit 77, where there is no CUDA GPU). Ranks may share a GPU.
+// Every rank checks its own results (tests/kernels/collectives_check.h, shared with the CPU
+// world's collectives_test), and the overlapped GEMMs at Triton-distributed's check shapes.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include "kernels/reference.h"
+#include "tests/kernels/collectives_check.h"
+#include "tiledist.h"
+
+namespace tiledist {
+namespace {
+
+// The kernel library's collectives on GPU memory (kernels/collectives.cpp).
+template <class T>
+struct DeviceMemory {
+  std::unique_ptr<cuda::Buffer<T>> b;
+  static DeviceMemory make(const std::vector<T>& v) { return {std::make_unique<cuda::Buffer<T>>(v)}; }
+  T* ptr() { return b->data(); }
+  std::vector<T> get() const { return b->download(); }
+};
+TEST(GpuKernels, LibraryCollectives) {
+  testing_collectives::check<DeviceMemory>(Target::cuda(), 256 << 10);  // 100003 floats go in pieces
+}
+TEST(GpuKernels, LibraryCollectivesOfBf16) {
+  testing_collectives::check<DeviceMemory, bf16>(Target::cuda(), 256 << 10);
+  testing_collectives::check<DeviceMemory, bf16>(Target::cuda(), 256 << 20, {18000001});  // pipelined chunks
+}
+TEST(GpuKernels, LibraryCollectivesInPipelinedChunks) {
+  // One piece, slices of over 65536 floats per program: chunks pipelined, the last one ragged.
+  testing_collectives::check<DeviceMemory>(Target::cuda(), 256 << 20, {9000001});
+}
+// Calls queued back to back on two streams in turn, sizes alternating (one in pieces, through
+// both staging halves), nothing waited for until the last: every result checked after.
+TEST(GpuKernels, LibraryCollectivesQueuedOnStreams) {
+  using testing_collectives::values;
+  kernels::Collectives c(Target::cuda(), 256 << 10);
+  const int n = c.ranks(), me = cuda::World::get().rank();
+  cuda::Stream first, second;
+  const size_t sizes[] = {5, 100003, 1, 4099, 65536};
+  struct Call {
+    size_t count;
+    bool gather;
+    std::unique_ptr<cuda::Buffer<float>> in, out;
+  };
+  std::vector<Call> calls;
+  for (int call = 0; call < 40; ++call) {
+    const size_t count = sizes[call % 5];
+    const bool gather = call % 3 == 1;
+    auto in = std::make_unique<cuda::Buffer<float>>(values(me, count, call));
+    auto out = std::make_unique<cuda::Buffer<float>>(std::vector<float>(gather ? n * count : count, -1.0f));
+    const cuda::Stream* on = call % 4 < 2 ? &first : &second;
+    if (gather)
+      c.all_gather(in->data(), out->data(), count, on);
+    else
+      c.all_reduce(in->data(), out->data(), count, on);
+    calls.push_back({count, gather, std::move(in), std::move(out)});
+  }
+  // Then one without a stream (on the default stream, after the queued ones), at once.
+  const size_t count = 4099;
+  cuda::Buffer<float> in(values(me, count, 40)), out(count);
+  c.all_reduce(in.data(), out.data(), count);
+  std::vector<float> got = out.download();
+  for (size_t i = 0; i < count; ++i) {
+    float want = 0;
+    for (int r = 0; r < n; ++r) want += testing_collectives::value(r, int64_t(i), 40);
+    ASSERT_EQ(got[i], want) << "all_reduce without a stream after queued ones: element " << i;
+  }
+  first.synchronize();
+  second.synchronize();
+  for (int call = 0; call < 40; ++call) {
+    const Call& k = calls[call];
+    std::vector<float> got = k.out->download();
+    for (size_t i = 0; i < k.count; ++i) {
+      if (k.gather) {
+        for (int r = 0; r < n; ++r)
+          ASSERT_EQ(got[r * k.count + i], testing_collectives::value(r, int64_t(i), call))
+              << "queued all_gather " << call << " of " << k.count << ": rank " << r << "'s element " << i;
+      } else {
+        float want = 0;
+        for (int r = 0; r < n; ++r) want += testing_collectives::value(r, int64_t(i), call);
+        ASSERT_EQ(got[i], want) << "queued all_reduce " << call << " of " << k.count << ": element " << i;
+      }
+    }
+  }
+}
+TEST(GpuKernels, AllGatherGemm) {
+  const int n = cuda::World::get().size();
+  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 40 * n, 72, 48);     // small tiles, ragged
+  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 320 * n, 512, 256);  // pipelined mma tiles
+  cuda::Stream first, second;
+  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 40 * n, 72, 48, {&first, &second});  // queued
+  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 320 * n, 512, 256, {nullptr},        // in place
+                                                   kernels::AgGemm::Gather::copy_engine, 0, true);
+}
+TEST(GpuKernels, AllGatherGemmBySmPuts) {
+  const int n = cuda::World::get().size();
+  using Gather = kernels::AgGemm::Gather;
+  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 40 * n, 72, 48, {nullptr}, Gather::sm_puts,
+                                                   3);  // ragged slices
+  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 320 * n, 512, 256, {nullptr},
+                                                   Gather::sm_puts);  // 16 slices
+  cuda::Stream first, second;
+  testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 256 * n, 256, 128, {&first, &second},
+                                                   Gather::sm_puts, 5);
+}
+TEST(GpuKernels, GemmReduceScatter) {
+  const int n = cuda::World::get().size();
+  testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 64 * n, 72, 48);     // 64-row tiles, ragged N, K
+  testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 256 * n, 256, 512);  // pipelined 256-row tiles
+  cuda::Stream first, second;
+  testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 64 * n, 72, 48, {&first, &second});  // queued
+  // 4 rows of 128-row tiles per rank, 64 columns of tiles: groups of 8 rows of tiles would mix
+  // the ranks' rows, and more waiting tiles of our rows than SMs would starve the peers' (a
+  // deadlock found in review).
+  testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 512 * n, 16384, 64);
+}
+// The same by SM pushes (the copy engine is the default on GPUs).
+struct GemmRsBySmPushes : kernels::GemmRs {
+  GemmRsBySmPushes(const Target& t, int64_t M, int64_t N, int64_t K) : GemmRs(t, M, N, K, Scatter::sm_pushes) {}
+};
+TEST(GpuKernels, GemmReduceScatterBySmPushes) {
+  const int n = cuda::World::get().size();
+  testing_collectives::check_gemm_rs<DeviceMemory, GemmRsBySmPushes>(Target::cuda(), 64 * n, 72, 48);
+  testing_collectives::check_gemm_rs<DeviceMemory, GemmRsBySmPushes>(Target::cuda(), 256 * n, 256, 512);
+}
+TEST(GpuKernels, GemmAllReduce) {
+  testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 70, 72, 48);  // ragged
+  testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 128, 256,
+                                                                    512);  // skinny, pipelined
+  cuda::Stream stream;
+  testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 70, 72, 48, {&stream});  // queued
+}
+
+// ---- Regressions at Triton-distributed's own check shapes --------------------------------
+// Fresh random bf16 inputs in [-1, 1) from a seed that rank 0 draws and every rank shares (so
+// that each can draw the peers' inputs again for its reference); a run's output starts as NaN.
+uint64_t shared_seed() {
+  static uint64_t* seed = symm_alloc<uint64_t>(1).data();
+  if (rank() == 0)
+    *seed = std::random_device{}() ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  barrier_all();
+  const uint64_t s = *symm_at(seed, 0);  // (rank 0's)
+  barrier_all();
+  return s;
+}
+std::vector<bf16> random_bf16(uint64_t seed, size_t n) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<bf16> v(n);
+  for (auto& x : v) x = bf16(dist(rng));
+  return v;
+}
+/// `got` against C = A[M, K] @ B[K, N] computed another way: every element against the library's
+/// plain GEMM (no communication) in relative norm, and 8 rows in double on the host; the bound
+/// is 1e-5 up to K = 1024, growing with sqrt(K) past it (f32 sums of bf16 products, in two
+/// computations: 4 ranks' K = 12288 gave 1.1e-5 against the plain GEMM).
+void expect_gemm(const std::vector<float>& got, const std::vector<bf16>& a, const std::vector<bf16>& b, int64_t M,
+                 int64_t N, int64_t K, const std::string& what) {
+  const double bound = 1e-5 * std::max(1.0, std::sqrt(double(K) / 1024.0));
+  cuda::Buffer<bf16> da(a), db(b);
+  cuda::Buffer<float> dc(std::vector<float>(size_t(M * N), NAN));
+  kernels::Gemm(Target::cuda(), M, N, K).run(da.data(), db.data(), dc.data());
+  EXPECT_LT(reference::rel_error(got, dc.download()), bound) << what << ": against the plain GEMM";
+  std::mt19937_64 pick(M + N + K);
+  std::vector<float> rows_got, rows_want;
+  for (int t = 0; t < 8; ++t) {
+    const int64_t i = std::uniform_int_distribution<int64_t>(0, M - 1)(pick);
+    std::vector<double> row(N, 0.0);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j) row[j] += double(float(a[i * K + k])) * float(b[k * N + j]);
+    for (int64_t j = 0; j < N; ++j) rows_got.push_back(got[i * N + j]), rows_want.push_back(float(row[j]));
+  }
+  EXPECT_LT(reference::rel_error(rows_got, rows_want), bound) << what << ": 8 rows against the host's double sums";
+}
+
+// AllGather+GEMM, each rank holding 4091 rows, N=5120, K=1024, ten runs in a row per object in
+// each gather mode: with 4 ranks on one GPU the copy engine's gather deadlocked in its second
+// run (kernels/ag_gemm.cpp says why).
+TEST(GpuKernels, AllGatherGemmAtTheSeedsCheckShape) {
+  const int n = world_size(), me = rank();
+  const int64_t rows = 4091, M = rows * n, N = 5120, K = 1024;
+  using Gather = kernels::AgGemm::Gather;
+  for (Gather gather : {Gather::copy_engine, Gather::sm_puts}) {
+    kernels::AgGemm op(Target::cuda(), M, N, K, gather);
+    for (int run = 1; run <= 10; ++run) {
+      const uint64_t seed = shared_seed();
+      std::vector<bf16> b = random_bf16(seed + 100 + me, K * N);
+      cuda::Buffer<bf16> a(random_bf16(seed + me, rows * K)), db(b);
+      cuda::Buffer<float> c(std::vector<float>(size_t(M * N), NAN));
+      op.run(a.data(), db.data(), c.data());
+      std::vector<bf16> gathered;
+      for (int r = 0; r < n; ++r) {
+        std::vector<bf16> shard = random_bf16(seed + r, rows * K);
+        gathered.insert(gathered.end(), shard.begin(), shard.end());
+      }
+      expect_gemm(c.download(), gathered, b, M, N, K,
+                  str_cat(gather == Gather::copy_engine ? "copy engine" : "SM puts", ", run ", run, ", seed ", seed));
+      barrier_all();  // (the next run's inputs are drawn after every rank's check)
+    }
+  }
+}
+
+// GEMM+ReduceScatter of 4096 x 4096 with K = 12288 split over the ranks (M rounded up to whole
+// row tiles per rank where the ranks do not divide it), three runs per object, both scatters.
+TEST(GpuKernels, GemmReduceScatterAtTheSeedsCheckShape) {
+  const int n = world_size(), me = rank();
+  const int64_t N = 4096, K = 12288 / n, tile = 256;
+  const int64_t rows = (4096 / n + tile - 1) / tile * tile, M = rows * n;
+  using Scatter = kernels::GemmRs::Scatter;
+  for (Scatter scatter : {Scatter::copy_engine, Scatter::sm_pushes}) {
+    kernels::GemmRs op(Target::cuda(), M, N, K, scatter);
+    for (int run = 1; run <= 3; ++run) {
+      const uint64_t seed = shared_seed();
+      cuda::Buffer<bf16> a(random_bf16(seed + me, M * K)), b(random_bf16(seed + 100 + me, K * N));
+      cuda::Buffer<float> out(std::vector<float>(size_t(rows * N), NAN));
+      op.run(a.data(), b.data(), out.data());
+      // Our rows of the sum over ranks of A_r B_r: [A_0 .. A_n-1] (rows x nK) @ [B_0; ..; B_n-1].
+      std::vector<bf16> wide(size_t(rows * n * K)), tall;
+      for (int r = 0; r < n; ++r) {
+        std::vector<bf16> ar = random_bf16(seed + r, M * K), br = random_bf16(seed + 100 + r, K * N);
+        for (int64_t i = 0; i < rows; ++i)
+          std::copy(ar.begin() + (me * rows + i) * K, ar.begin() + (me * rows + i + 1) * K,
+                    wide.begin() + i * n * K + r * K);
+        tall.insert(tall.end(), br.begin(), br.end());
+      }
+      expect_gemm(
+          out.download(), wide, tall, rows, N, n * K,
+          str_cat(scatter == Scatter::copy_engine ? "copy engine" : "SM pushes", ", run ", run, ", seed ", seed));
+      barrier_all();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tiledist
