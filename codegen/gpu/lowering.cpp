@@ -4,6 +4,8 @@
 // counted loops); lower_gpu, codegen's entry point.
 #include "codegen/gpu/lowering.h"
 
+#include "codegen/passes/passes.h"
+
 namespace tiledist::codegen::gpu {
 
 GpuLowering::GpuLowering(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make)
@@ -233,7 +235,8 @@ GpuModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOpti
   // IR lowering, which pipelines any loop's loads as the passes state it, where it takes the
   // kernel. (NVIDIA only: on AMD it has no MFMA dot yet, and would take a small dot by FMAs
   // that this lowering gives MFMA.)
-  if (lowering.left_a_loop_dot_unpipelined() && opts.arch.rfind("sm_", 0) == 0 && !legacy) {
+  const std::optional<GpuPassContext> facts = GpuPassContext::find(opts.arch, opts.num_warps);
+  if (lowering.left_a_loop_dot_unpipelined() && facts && facts->mma_sync && !legacy) {
     GpuModule laid;
     if (lower_gpu_ir(f, ctx, opts, make, laid, nullptr)) return laid;
   }

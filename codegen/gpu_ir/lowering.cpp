@@ -429,8 +429,10 @@ bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const G
   // attention's P in registers), and where that form is refused (operand tiles whose rows are
   // not 128 bytes: a GEMM with BK = 32), sm_80's (mma.sync, ldmatrix), which Hopper also runs;
   // "gpu_ir_mma" takes sm_80's form there at once, to compare.
-  std::vector<std::string> forms = {opts.arch == "sm_90a" && opts.lowering == "gpu_ir_mma" ? "sm_80" : opts.arch};
-  if (forms[0] == "sm_90a") forms.push_back("sm_80");
+  const std::string mma_sync_form = "sm_80";  // (the GPU passes' form of mma.sync, which every NVIDIA arch runs)
+  const bool wgmma = GpuPassContext::for_arch(opts.arch, opts.num_warps).wgmma;
+  std::vector<std::string> forms = {wgmma && opts.lowering == "gpu_ir_mma" ? mma_sync_form : opts.arch};
+  if (wgmma && forms[0] == opts.arch) forms.push_back(mma_sync_form);
   std::string reasons;
   const std::string text = ir::print(optimized);
   for (const std::string& pass_arch : forms) {

@@ -4,6 +4,7 @@
 // FileCheck test under tests/codegen/passes/; `gpu_pipeline()` lists them in order.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,9 +29,10 @@ struct GpuPassContext {
   /// (bench/RESULTS.md, 2026-11-25).
   bool prefetch_dots = false;
   /// pipelining copies by TMA where it can (sm_90a: CompileOptions::lowering "gpu_ir_tma", or
-  /// with warp specialization). Alone it is slower than cp.async (attention 0.51 of SDPA against
-  /// 0.60 on an H200, 2026-11-26: the issuing thread is one of the math warps'); with a
-  /// producer warpgroup 0.75.
+  /// with warp specialization). Issued by a math warp it was slower than cp.async (attention
+  /// 0.51 of SDPA against 0.60 on an H200, 2026-11-26) until each slot was released a dot late
+  /// (the skinny GEMM's tiles 385 TFLOP/s against cp.async's 340, the same day; attention not
+  /// timed since); with a producer warpgroup attention gives 0.75.
   bool tma = false;
   /// warp_specialization runs (CompileOptions::warp_specialize, as the library asks for
   /// attention at D = 128 and the bf16 grouped GEMM on Hopper, or lowering "gpu_ir_ws" for every
@@ -41,6 +43,9 @@ struct GpuPassContext {
   /// (CompileOptions::lowering) asks for the passes that are off by default.
   static GpuPassContext for_arch(const std::string& arch, int num_warps, int num_stages = 3,
                                  const std::string& lowering = "");
+  /// The same, or nothing where the table does not know `arch`.
+  static std::optional<GpuPassContext> find(const std::string& arch, int num_warps, int num_stages = 3,
+                                            const std::string& lowering = "");
   /// What a compile's options ask for besides: warp specialization (CompileOptions::
   /// warp_specialize, on a wgmma target where TMA is on) and the TMA copies it needs.
   GpuPassContext& asking(bool tma_on, bool ws) {

@@ -8,6 +8,12 @@ namespace tiledist::codegen {
 
 GpuPassContext GpuPassContext::for_arch(const std::string& arch, int num_warps, int num_stages,
                                         const std::string& lowering) {
+  if (std::optional<GpuPassContext> c = find(arch, num_warps, num_stages, lowering)) return *c;
+  throw Error(str_cat("tiledist: the GPU passes know sm_80, sm_90a, gfx90a and gfx942, not '", arch, "'"));
+}
+
+std::optional<GpuPassContext> GpuPassContext::find(const std::string& arch, int num_warps, int num_stages,
+                                                   const std::string& lowering) {
   struct Facts {
     const char* arch;
     int warp_size;
@@ -29,7 +35,7 @@ GpuPassContext GpuPassContext::for_arch(const std::string& arch, int num_warps, 
       c.warp_specialize = c.tma && lowering == "gpu_ir_ws";
       return c;
     }
-  throw Error(str_cat("tiledist: the GPU passes know sm_80, sm_90a, gfx90a and gfx942, not '", arch, "'"));
+  return std::nullopt;
 }
 
 const std::vector<GpuPass>& gpu_pipeline() {
