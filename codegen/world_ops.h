@@ -10,6 +10,7 @@
 
 #include <array>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -34,6 +35,7 @@ class WorldOps : public Elements {
   llvm::Value* world_field(size_t offset, llvm::Type* t, llvm::Value* index = nullptr);
   llvm::Value* rank() { return world_field(offsetof(runtime::DeviceWorld, rank), b_.getInt32Ty()); }
   llvm::Value* num_ranks() { return world_field(offsetof(runtime::DeviceWorld, num_ranks), b_.getInt32Ty()); }
+  llvm::Value* is_thread0() { return b_.CreateICmpEQ(tid_, b_.getInt32(0)); }
   llvm::Value* global_ptr(llvm::Value* p) { return b_.CreateAddrSpaceCast(p, b_.getPtrTy(1)); }
   void fence(const std::string& order, const std::string& scope) { target_->fence(order, scope); }
 
@@ -86,7 +88,8 @@ class WorldOps : public Elements {
   std::unique_ptr<GpuTarget> target_;
   llvm::Function* fn_ = nullptr;
   llvm::Value* tid_ = nullptr;
-  llvm::Value* world_ = nullptr;  // the DeviceWorld parameter of kernels with distributed ops
+  llvm::Value* world_ = nullptr;          // the DeviceWorld parameter of kernels with distributed ops
+  std::map<const ir::Value*, int> uses_;  // the kernel's values: how many uses each has (ir::count_uses)
 
  private:
   std::string kernel_;  // (named in the failure record)

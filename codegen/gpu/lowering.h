@@ -120,7 +120,6 @@ class GpuLowering : public WorldOps {
   /// Stages a tensor in shared memory at byte offset `base`; returns the staged array.
   llvm::Value* stage(const ir::Value* v, int64_t base);
   llvm::Value* staged_load(llvm::Value* arr, const ir::Type& t, llvm::Value* index);
-  llvm::Value* is_thread0() { return b_.CreateICmpEQ(tid_, b_.getInt32(0)); }
   /// A scalar computed by thread 0 only (a side effect), made known to every thread.
   llvm::Value* from_thread0(llvm::Type* t, const std::function<llvm::Value*()>& value);
 
@@ -607,7 +606,6 @@ class GpuLowering : public WorldOps {
   int threads_;
   llvm::GlobalVariable* smem_ = nullptr;
   int64_t max_vec_ = 4;  // vec_of's widest vector (8 for kernels of 16-bit memory)
-  std::map<const ir::Value*, int> uses_;
   int64_t smem_bytes_ = 0;
   int64_t smem_floor_ = 0;  // scratch() starts here
   AxisAnalysis axis_;

@@ -39,7 +39,7 @@ void LayoutLowering::emit_distributed(const ir::Op& op) {
     case OpCode::Barrier:
       if (producer_) unsupported(op, "the barrier of every program in a warp-specialized producer");
       barrier();  // (the program's writes before thread 0's release)
-      when(b_.CreateICmpEQ(tid_, b_.getInt32(0)), [&] { device_barrier_by_thread0(); });
+      when(is_thread0(), [&] { device_barrier_by_thread0(); });
       barrier();
       return;
     default:
@@ -52,15 +52,14 @@ void LayoutLowering::emit_wait(const ir::Op& op) {
   auto poll = [&] {
     return poll_words(op, t, val(op.operands[0]).scalar, val(op.operands[1]).scalar, val(op.operands[2]).scalar);
   };
-  bool used = false;
-  ir::for_each_use(*op.parent, op.results[0].get(), [&](const ir::Op&, size_t) { used = true; });
+  const bool used = uses_[op.results[0].get()] > 0;
   llvm::Value* last = llvm::UndefValue::get(t);
   if (used) {
     last = from_thread0(t, poll);
   } else if (producer_) {
     poll();
   } else {  // (the token unused: thread 0 polls, and the program meets after it)
-    when(b_.CreateICmpEQ(tid_, b_.getInt32(0)), [&] { poll(); });
+    when(is_thread0(), [&] { poll(); });
     barrier();
   }
   // (what the acquire ordered, seen by TMA's copies, which read through the async proxy; a
@@ -71,13 +70,13 @@ void LayoutLowering::emit_wait(const ir::Op& op) {
 
 llvm::Value* LayoutLowering::from_thread0(llvm::Type* t, const std::function<llvm::Value*()>& value) {
   if (producer_) return value();
-  return to_every_thread(when_value(b_.CreateICmpEQ(tid_, b_.getInt32(0)), t, llvm::UndefValue::get(t), value));
+  return to_every_thread(when_value(is_thread0(), t, llvm::UndefValue::get(t), value));
 }
 
 llvm::Value* LayoutLowering::to_every_thread(llvm::Value* v) {
   llvm::Value* slot = smem_at(scratch(8));
   barrier();
-  when(b_.CreateICmpEQ(tid_, b_.getInt32(0)), [&] { b_.CreateStore(v, slot); });
+  when(is_thread0(), [&] { b_.CreateStore(v, slot); });
   barrier();
   llvm::Value* r = b_.CreateLoad(v->getType(), slot);
   barrier();

@@ -181,6 +181,7 @@ GpuModule LayoutLowering::run() {
   });
   if (wgmma_) smem_->setAlignment(llvm::Align(1024));  // (wgmma's 128-byte swizzle atoms: buffers at multiples of 1024)
   plan_shared_buffers();
+  uses_ = ir::count_uses(f_.body);
   emit_block(f_.body);
   // A module LLVM rejects is this lowering's bug, not the kernel's: an Error (lower_gpu_ir then
   // falls back to the other lowering, saying why), not an abort.

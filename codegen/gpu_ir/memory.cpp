@@ -55,7 +55,7 @@ void LayoutLowering::emit_store(const ir::Op& op) {
   const DType d = pt.dtype;
   const ir::Value* mask = op.operands.size() > 2 ? op.operands[2] : nullptr;
   if (!pt.is_tensor()) {  // thread 0 stores a scalar
-    llvm::Value* on = b_.CreateICmpEQ(tid_, b_.getInt32(0));
+    llvm::Value* on = is_thread0();
     if (mask) on = b_.CreateAnd(on, val(mask).scalar);
     return when(on, [&] { b_.CreateStore(to_mem(val(op.operands[1]).scalar, d), val(op.operands[0]).scalar); });
   }
@@ -79,11 +79,10 @@ void LayoutLowering::emit_atomic(const ir::Op& op) {
   if (producer_) unsupported(op, "an atomic in a warp-specialized producer");  // (its barriers)
   const std::string& order = op.str_attr("order");
   llvm::Type* t = reg_type(rt);
-  llvm::Value* thread0 = b_.CreateICmpEQ(tid_, b_.getInt32(0));
+  llvm::Value* thread0 = is_thread0();
   llvm::Value* on = thread0;
   if (!cas && op.operands.size() > 2) on = b_.CreateAnd(on, val(op.operands[2]).scalar);
-  bool used = false;
-  ir::for_each_use(*op.parent, op.results[0].get(), [&](const ir::Op&, size_t) { used = true; });
+  const bool used = uses_[op.results[0].get()] > 0;
   llvm::Value* p = val(op.operands[0]).scalar;
   llvm::Value* v = val(op.operands[1]).scalar;
   llvm::Value* desired = cas ? val(op.operands[2]).scalar : nullptr;

@@ -27,7 +27,7 @@ llvm::Value* LayoutLowering::barrier_at(const ir::Value* bars, llvm::Value* inde
 
 void LayoutLowering::emit_init_barrier(const ir::Op& op) {
   const int64_t n = op.operands[0]->type.shape[0];
-  when(b_.CreateICmpEQ(tid_, b_.getInt32(0)), [&] {
+  when(is_thread0(), [&] {
     for (int64_t i = 0; i < n; ++i)
       ptx(b_.getVoidTy(), "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r",
           {barrier_at(op.operands[0], b_.getInt32(static_cast<uint32_t>(i))),
@@ -51,7 +51,7 @@ void LayoutLowering::emit_async_tma_copy(const ir::Op& op) {
   std::vector<llvm::Value*> coords;
   for (size_t i = 4; i < op.operands.size(); ++i) coords.push_back(val(op.operands[i]).scalar);
   llvm::Value* on = val(op.operands[3]).scalar;
-  if (!producer_) on = b_.CreateAnd(b_.CreateICmpEQ(tid_, b_.getInt32(0)), on);  // (the producer's one thread)
+  if (!producer_) on = b_.CreateAnd(is_thread0(), on);  // (the producer's one thread)
   when(on, [&] {
     llvm::Value* bar = barrier_at(op.operands[2], index);
     ptx(b_.getVoidTy(), "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r",

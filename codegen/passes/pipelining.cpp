@@ -110,10 +110,8 @@ class Pipeliner {
       }
       if (!user || user->code != OpCode::ConvertLayout || !operand_layout(user->results[0]->type.layout)) continue;
       c.convert = user;
+      // (a token the base passes through is computed ahead as the address is: ahead() above)
       if (want_tma()) c.tma = tma_view(c);
-      if (c.tma)  // (the waits the base's tokens come from, for every iteration's copies)
-        for (const Value* t : c.tma->tokens)
-          if (!ahead_.ahead(t)) c.tma.reset();
       candidates_.push_back(c);
     }
   }
@@ -235,12 +233,11 @@ class Pipeliner {
     b.set_insert_point(&body_, body_.ops.begin());
     b.set_loc(loop_.loc);
     auto i32 = [&](int64_t v) { return b.constant_int(ir::DType::i32, v); };
-    auto parity = [&](Value* n) { return b.binary(OpCode::And, b.binary(OpCode::Div, n, i32(stages_)), i32(1)); };
     Value* tile = carried;
     if (tma_) {
       // Iteration j reads tile j % S, the (j / S)th phase of its full barrier.
       tile = b.binary(OpCode::Rem, carried, i32(stages_));
-      b.wait_barrier(full_, tile, parity(carried));
+      b.wait_barrier(full_, tile, parity(b, carried));
     } else {
       b.async_wait(stages_ - 2);
     }
@@ -249,9 +246,7 @@ class Pipeliner {
       ir::replace_all_uses(body_, c.convert->results[0].get(), x);
     }
     if (tma_) return rewrite_tma_end(carried, zero, tile);
-    Value* ahead_by = b.binary(OpCode::Mul, constant(b, stages_ - 1), loop_.operands[2]);
-    Value* slot = b.binary(OpCode::Rem, b.binary(OpCode::Add, tile, i32(stages_ - 1)), i32(stages_));
-    issue(b, b.binary(OpCode::Add, iv(), ahead_by), stages_ - 1, false, slot);
+    issue_ahead(b, slot_before(b, tile));
     body_.terminator()->operands.push_back(b.binary(OpCode::Rem, b.binary(OpCode::Add, carried, i32(1)), i32(stages_)));
     erase_loads();
   }
@@ -272,21 +267,33 @@ class Pipeliner {
     auto i32 = [&](int64_t v) { return b.constant_int(ir::DType::i32, v); };
     const bool dots =
         std::any_of(body_.ops.begin(), body_.ops.end(), [](const auto& op) { return op->code == OpCode::Dot; });
-    Value* slot = b.binary(OpCode::Rem, b.binary(OpCode::Add, tile, i32(stages_ - 1)), i32(stages_));
+    Value* slot = slot_before(b, tile);
     b.arrive_barrier(empty_, slot, b.cmp("gt", j, first), dots ? 1 : 0);
     Value* n = b.binary(OpCode::Add, j, i32(stages_ - 1));
-    Value* parity = b.binary(OpCode::And, b.binary(OpCode::Div, n, i32(stages_)), i32(1));
-    b.wait_barrier(empty_, slot, b.binary(OpCode::Xor, parity, i32(1)), b.cmp("ge", j, i32(1)), true);
-    Value* ahead_by = b.binary(OpCode::Mul, constant(b, stages_ - 1), loop_.operands[2]);
-    issue(b, b.binary(OpCode::Add, iv(), ahead_by), stages_ - 1, false, slot);
+    b.wait_barrier(empty_, slot, b.binary(OpCode::Xor, parity(b, n), i32(1)), b.cmp("ge", j, i32(1)), true);
+    issue_ahead(b, slot);
     body_.terminator()->operands.push_back(b.binary(OpCode::Add, j, i32(1)));
     erase_loads();
     ir::Builder after = LoopAhead::builder_at(loop_, true);
     Value* end = loop_.results.back().get();
-    Value* last =
-        after.binary(OpCode::Rem, after.binary(OpCode::Add, end, after.constant_int(ir::DType::i32, stages_ - 1)),
-                     after.constant_int(ir::DType::i32, stages_));
+    Value* last = slot_before(after, end);
     after.arrive_barrier(empty_, last, after.cmp("gt", end, first));
+  }
+
+  /// (x + S - 1) % S: the slot before x's, where the copies S - 1 iterations ahead of x go.
+  Value* slot_before(ir::Builder& b, Value* x) {
+    return b.binary(OpCode::Rem, b.binary(OpCode::Add, x, b.constant_int(ir::DType::i32, stages_ - 1)),
+                    b.constant_int(ir::DType::i32, stages_));
+  }
+  /// (n / S) & 1: the parity of count n's phase of its slot's barriers.
+  Value* parity(ir::Builder& b, Value* n) {
+    return b.binary(OpCode::And, b.binary(OpCode::Div, n, b.constant_int(ir::DType::i32, stages_)),
+                    b.constant_int(ir::DType::i32, 1));
+  }
+  /// The copies of iteration i + (S-1) step into `slot`.
+  void issue_ahead(ir::Builder& b, Value* slot) {
+    Value* ahead_by = b.binary(OpCode::Mul, constant(b, stages_ - 1), loop_.operands[2]);
+    issue(b, b.binary(OpCode::Add, iv(), ahead_by), stages_ - 1, false, slot);
   }
 
   void erase_loads() {

@@ -200,12 +200,18 @@ class WarpSpecializer {
     for (const Block* b : path_)
       for (auto& op : b->ops) {
         if (b == &body() && op.get() == last) break;
-        std::vector<const Value*> reads;
+        std::vector<const Value*> reads, work;
         if (!wait_op(*op, reads) || token_read(*op)) continue;
-        if (!monotonic(*op)) return false;
-        waits_.insert(op.get());
-        if (!outside(reads)) return false;
+        if (!producer_waits(op.get(), reads, work) || !outside(work)) return false;
       }
+    return true;
+  }
+
+  /// A wait op the producer runs too (it joins outside_), what it reads added to `work`; false
+  /// where its compare may not stay true once true (monotonic).
+  bool producer_waits(const Op* op, const std::vector<const Value*>& reads, std::vector<const Value*>& work) {
+    if (!monotonic(*op)) return false;
+    if (outside_.insert(op).second) work.insert(work.end(), reads.begin(), reads.end());
     return true;
   }
 
@@ -277,8 +283,7 @@ class WarpSpecializer {
       if (setup_op(d)) continue;
       std::vector<const Value*> reads;
       if (wait_op(*d, reads)) {  // (a copy's consume_token: the producer waits too)
-        if (!monotonic(*d)) return false;
-        if (outside_.insert(d).second) work.insert(work.end(), reads.begin(), reads.end());
+        if (!producer_waits(d, reads, work)) return false;
         continue;
       }
       if (!d->regions.empty() || d->results.size() != 1 || d->results[0]->type.is_tensor()) return false;
@@ -330,7 +335,7 @@ class WarpSpecializer {
     bool producer_loads = false;  // (in the loops around rings)
     for (const Op* o : outside_) producer_loads |= o->code == OpCode::Load && o->parent != &body();
     std::function<bool(const Op&, Where)> writes = [&](const Op& op, Where at) {
-      if (waits_.count(&op) || outside_.count(&op)) return false;  // (the producer's too)
+      if (outside_.count(&op)) return false;  // (a wait the producer runs too)
       std::vector<const Value*> reads;
       if (wait_op(op, reads) && token_read(op)) return false;  // (the consumers' loads wait for it)
       switch (op.code) {
@@ -460,12 +465,12 @@ class WarpSpecializer {
   static void start_count(Ring& r, Value* first) {
     Value* old = r.loop->operands.back();
     r.loop->operands.back() = first;
-    auto repoint = [&](Block& b) {
+    auto repoint = [&](Block& b, const Value* count) {  // (compares of `count` with the old start)
       for (auto& op : b.ops)
-        if (op->code == OpCode::Cmp && op->operands[1] == old) op->operands[1] = first;
+        if (op->code == OpCode::Cmp && op->operands[0] == count && op->operands[1] == old) op->operands[1] = first;
     };
-    repoint(*r.loop->regions[0]);
-    repoint(*r.loop->parent);
+    repoint(*r.loop->regions[0], r.loop->regions[0]->args.back().get());
+    repoint(*r.loop->parent, r.loop->results.back().get());
   }
 
   void build() {
@@ -520,7 +525,7 @@ class WarpSpecializer {
     ir::Builder p(&to);
     p.set_loc(loc);
     for (auto& op : from.ops) {
-      if (outside_.count(op.get()) || waits_.count(op.get())) clone(p, *op);
+      if (outside_.count(op.get())) clone(p, *op);
       for (Ring& r : rings_)
         if (op.get() == r.loop) producer_loop(p, r);
       if (op->code == OpCode::If && around_rings(*op)) {
@@ -621,8 +626,7 @@ class WarpSpecializer {
   std::vector<Ring> rings_;
   std::map<const Op*, std::set<const Op*>> slice_;  // a loop: its issue and what it computes from
   std::set<const Block*> path_;                     // the kernel's body and the if regions around rings
-  std::set<const Op*> outside_;                     // ops around the loops the producer recomputes
-  std::set<const Op*> waits_;                       // waits on the path (and loops of them), the producer's too
+  std::set<const Op*> outside_;                     // ops around the loops the producer recomputes (waits too)
   std::map<const Value*, Value*> map_;              // original value: its clone in the producer
   std::map<const Ring*, Value*> count_;             // a ring (the first of those sharing it): the producer's count
 };
