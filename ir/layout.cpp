@@ -618,6 +618,15 @@ bool LinearLayout::covers_once() const {
   return independent == bits;
 }
 
+std::array<int64_t, 3> LinearLayout::duplicate_bits() const {
+  std::array<int64_t, 3> dup{};
+  Span s;
+  for (size_t in = 0; in < bases.size() && in < dup.size(); ++in)
+    for (size_t bit = 0; bit < bases[in].size(); ++bit)
+      if (!s.add(flat(bases[in][bit], shape))) dup[in] |= int64_t{1} << bit;
+  return dup;
+}
+
 LinearLayout to_linear(const Layout& layout, const std::vector<int64_t>& shape) {
   if (static_cast<int>(shape.size()) != layout.rank())
     bad(str_cat(layout.str(), " describes rank-", layout.rank(), " tensors, not ", shape_str(shape)));

@@ -12,6 +12,7 @@
 // algebra, so that no pass knows the fragment tables of mma.sync, wgmma or MFMA but this file.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -106,6 +107,10 @@ struct LinearLayout {
   /// that are broadcast (zero bases) are set aside: no register holds a duplicate, and the
   /// bases span the tensor.
   bool covers_once() const;
+  /// Per input (reg, lane, warp), the bits that repeat what the bits before them hold (zero
+  /// bases, and bases in the span of earlier ones): the inputs with those bits clear hold each
+  /// element once (where a store writes a replicated tensor from only one of its copies).
+  std::array<int64_t, 3> duplicate_bits() const;
   bool operator==(const LinearLayout&) const = default;
 };
 

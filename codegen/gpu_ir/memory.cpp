@@ -64,13 +64,19 @@ void LayoutLowering::emit_store(const ir::Op& op) {
   const llvm::Align align(v * ir::dtype_bytes(d));
   const LVal& ptrs = val(op.operands[0]);
   const LVal& x = val(op.operands[1]);
-  for (size_t j = 0; j < ptrs.regs.size(); j += static_cast<size_t>(v))
-    when(mask ? val(mask).regs[j] : b_.getTrue(), [&] {
+  // (one copy of a replicated tensor stored: its registers, lanes and warps of the first copy)
+  const int64_t copies = linear(pt).duplicate_bits()[ir::LinearLayout::reg];
+  llvm::Value* first = holds_first_copy(linear(pt));
+  for (size_t j = 0; j < ptrs.regs.size(); j += static_cast<size_t>(v)) {
+    if (static_cast<int64_t>(j) & copies) continue;
+    llvm::Value* on = mask ? val(mask).regs[j] : b_.getTrue();
+    when(first == b_.getTrue() ? on : b_.CreateAnd(first, on), [&] {
       llvm::Value* w = llvm::PoisonValue::get(vt);
       for (int64_t k = 0; k < v; ++k)
         w = b_.CreateInsertElement(w, to_mem(x.regs[j + static_cast<size_t>(k)], d), uint64_t(k));
       b_.CreateAlignedStore(w, ptrs.regs[j], align);
     });
+  }
 }
 
 void LayoutLowering::emit_atomic(const ir::Op& op) {

@@ -32,6 +32,21 @@ std::vector<llvm::Value*> LayoutLowering::thread_coords(const LinearLayout& ll) 
   return c;
 }
 
+llvm::Value* LayoutLowering::holds_first_copy(const LinearLayout& ll) {
+  const std::array<int64_t, 3> dup = ll.duplicate_bits();
+  const int ws = target_->warp_size();
+  llvm::Value* on = b_.getTrue();
+  if (dup[LinearLayout::lane])
+    on = b_.CreateICmpEQ(
+        b_.CreateAnd(b_.CreateURem(tid_, b_.getInt32(ws)), b_.getInt32(static_cast<uint32_t>(dup[LinearLayout::lane]))),
+        b_.getInt32(0));
+  if (dup[LinearLayout::warp])
+    on = b_.CreateAnd(on, b_.CreateICmpEQ(b_.CreateAnd(b_.CreateUDiv(tid_, b_.getInt32(ws)),
+                                                       b_.getInt32(static_cast<uint32_t>(dup[LinearLayout::warp]))),
+                                          b_.getInt32(0)));
+  return on;
+}
+
 std::vector<llvm::Value*> LayoutLowering::coords(const LinearLayout& ll, int64_t r) {
   return at_register(thread_coords(ll), ll, r);
 }

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -63,6 +64,36 @@ TEST(Layout, BlockedSmallerThanItsTileBroadcasts) {
   auto n = holders(ll);
   EXPECT_EQ(n.size(), 256u);
   for (auto& [c, k] : n) EXPECT_EQ(k, 2) << "element (" << c[0] << ", " << c[1] << ")";
+}
+
+TEST(Layout, TheFirstCopyOfAReplicatedTensorHoldsEachElementOnce) {
+  // The inputs whose duplicate bits are clear hold every element exactly once (what a store of
+  // a replicated tensor writes from): a 4-element tensor over 16 warps (lanes and warps copies),
+  // a tensor smaller than its blocked tile in both dimensions, one larger (registers repeat the
+  // tile, no copies), and a slice of a wgmma accumulator (the lanes along the sliced columns).
+  struct Case {
+    LinearLayout ll;
+    std::array<int64_t, 3> dup;
+  };
+  auto wgmma = Layout::mma_acc(MmaKind::wgmma, {4, 1}, {64, 64});
+  const Case cases[] = {
+      {to_linear(*Layout::blocked({1}, {32}, {16}, {0}), {4}), {0, 0b11100, 0b1111}},
+      {to_linear(*Layout::blocked({1, 4}, {8, 4}, {4, 1}, {1, 0}), {4, 8}), {0, 0b10010, 0b11}},
+      {to_linear(*Layout::blocked({1, 4}, {8, 4}, {4, 1}, {1, 0}), {64, 64}), {0, 0, 0}},
+      {to_linear(*Layout::slice(1, wgmma), {64}), {0, 0b00011, 0}},
+  };
+  for (const Case& c : cases) {
+    const std::array<int64_t, 3> dup = c.ll.duplicate_bits();
+    EXPECT_EQ(dup, c.dup) << c.ll.shape.size() << "-d shape " << c.ll.shape[0];
+    std::map<Coords, int> n;
+    each_input(c.ll, [&](int64_t r, int64_t lane, int64_t w, const Coords& at) {
+      if (!(r & dup[0]) && !(lane & dup[1]) && !(w & dup[2])) n[at]++;
+    });
+    int64_t numel = 1;
+    for (int64_t d : c.ll.shape) numel *= d;
+    EXPECT_EQ(static_cast<int64_t>(n.size()), numel);
+    for (auto& [at, k] : n) EXPECT_EQ(k, 1) << "element " << at[0];
+  }
 }
 
 TEST(Layout, MmaSyncAccumulatorIsThePtxFragment) {
