@@ -30,6 +30,21 @@ int64_t pow2_floor(int64_t v) {
   return v < 1 ? 1 : p;
 }
 
+/// Whether `sub` (a - b, scalars) is computed in a branch that runs only where a >= b: the
+/// then-branch of an if on a >= b or a > b, or the else-branch of one on a < b or a <= b.
+bool guarded_ge(const ir::Op& sub) {
+  for (const ir::Block* b = sub.parent; b && b->parent; b = b->parent->parent) {
+    const ir::Op& around = *b->parent;
+    if (around.code != OpCode::If) continue;
+    const ir::Op* c = around.operands[0]->def;
+    if (!c || c->code != OpCode::Cmp || c->operands != sub.operands) continue;
+    const std::string& pred = c->str_attr("pred");
+    const bool then = around.regions[0].get() == b;
+    if (then ? (pred == "ge" || pred == "gt") : (pred == "lt" || pred == "le")) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 /// Whether every element of `v` is >= 0 (for x % m, whose sign follows x in C).
@@ -72,6 +87,8 @@ bool nonneg(const ir::Value* v, int depth, bool sizes) {
       return nonneg(d.operands[0], depth + 1, sizes) && nonneg(d.operands[1], depth + 1, sizes);
     case OpCode::Max:
       return nonneg(d.operands[0], depth + 1, sizes) || nonneg(d.operands[1], depth + 1, sizes);
+    case OpCode::Sub:  // a - b where a branch taken only if a >= b holds it (b >= 0: no wrap)
+      return !v->type.is_tensor() && guarded_ge(d) && nonneg(d.operands[1], depth + 1, sizes);
     case OpCode::Select:
       return nonneg(d.operands[1], depth + 1, sizes) && nonneg(d.operands[2], depth + 1, sizes);
     case OpCode::Cast:

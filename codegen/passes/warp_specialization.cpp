@@ -370,15 +370,23 @@ class WarpSpecializer {
       return false;
     };
     // In program order (an if's regions before what follows it) up to the last ring's loop.
+    // (An if's branch that never runs where the rings do, its condition the other branch's of
+    // an if around every ring, is the consumers' alone: ag_gemm's programs that push rows.)
     const Op* last = rings_.back().loop;
     std::function<int(const Block&, Where)> scan = [&](const Block& b, Where at) {  // 1: reached it, -1: a write
       for (auto& op : b.ops) {
         if (op.get() == last) return 1;
         if (around_rings(*op)) {
           for (auto& r : op->regions) {
+            if (!path_.count(r.get())) continue;  // (the other branch: not where the rings run)
             const int s = scan(*r, op->code == OpCode::For ? in_loop : at);
             if (s) return s;
           }
+          continue;
+        }
+        if (op->code == OpCode::If && apart_from_rings(*op)) {
+          for (const auto& inner : op->regions[1]->ops)
+            if (writes(*inner, at)) return -1;
           continue;
         }
         if (writes(*op, at)) return -1;
@@ -397,6 +405,35 @@ class WarpSpecializer {
       }
     }
     return true;
+  }
+
+  /// Whether the then-branch of `op` (an if around no ring) never runs where the rings do: an
+  /// if around every ring holds them in a branch that runs only where `op`'s condition is false
+  /// (its then-branch, the condition the same compare negated; its else-branch, the same value).
+  bool apart_from_rings(const Op& op) const {
+    const Value* c = op.operands[0];
+    for (const Block* b : path_) {
+      const Op* around = b->parent;
+      if (!around || around->code != OpCode::If) continue;
+      const bool then = around->regions[0].get() == b;
+      const bool holds_all = std::all_of(rings_.begin(), rings_.end(), [&](const Ring& r) {
+        for (const Block* in = r.loop->parent; in; in = in->parent ? in->parent->parent : nullptr)
+          if (in == b) return true;
+        return false;
+      });
+      if (holds_all && (then ? negated(c, around->operands[0]) : c == around->operands[0])) return true;
+    }
+    return false;
+  }
+
+  /// Whether `a` is `b` negated: compares of the same integers by opposite predicates.
+  static bool negated(const Value* a, const Value* b) {
+    if (!a->def || !b->def || a->def->code != OpCode::Cmp || b->def->code != OpCode::Cmp) return false;
+    if (a->def->operands != b->def->operands || a->def->operands[0]->type.is_float()) return false;
+    static const std::map<std::string, std::string> opposite = {{"lt", "ge"}, {"ge", "lt"}, {"le", "gt"},
+                                                                {"gt", "le"}, {"eq", "ne"}, {"ne", "eq"}};
+    auto it = opposite.find(a->def->str_attr("pred"));
+    return it != opposite.end() && it->second == b->def->str_attr("pred");
   }
 
   /// A ring whose loop follows another ring's in the same block, with tiles of the same types,
