@@ -232,7 +232,7 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
     // through the GPU passes (the warp_specialization pass takes the tile loop, stream-K's
     // too: 0.952-0.996 of cuBLAS at the TP shapes on an H200, bench/RESULTS.md); ag_gemm's,
     // gemm_rs's and gemm_ar's on this configuration too (the producer waits for ag_gemm's rows
-    // before copying them). Their per-tile forms (GemmConfig::per_tile) keep the other lowering.
+    // before copying them), and their per-tile forms (GemmConfig::per_tile).
     if (persistent) {
       g.constants.insert_or_assign("PERSISTENT", 1);
       g.options.warp_specialize = true;

@@ -29,17 +29,14 @@ struct GemmConfig {
       return {static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(tiles_m * tiles_n, programs))), 1};
     return {static_cast<int>(tiles_m), static_cast<int>(tiles_n)};
   }
-  /// The same tiles, a program per tile, without warp specialization unless the environment
-  /// asks for it: for kernels that order their tiles themselves (ag_gemm, gemm_rs). (Through
-  /// the lowering the environment asks for: the GPU IR lowering's TMA form without a producer
-  /// runs at about 0.6 of the other lowering's, bench/RESULTS.md.)
+  /// The same tiles, a program per tile: for kernels that order their tiles themselves
+  /// (ag_gemm by SM puts, gemm_rs by pushes, gemm_ar). Compiled as the configuration says
+  /// (on Hopper through the GPU passes, warp specialized: as fast as the other lowering on
+  /// 2 x H200, bench/RESULTS.md).
   GemmConfig per_tile() const {
     GemmConfig g = *this;
     g.constants.erase("PERSISTENT");
     g.programs = 0;
-    const CompileOptions env = CompileOptions::from_env();
-    g.options.warp_specialize = env.warp_specialize;
-    g.options.lowering = env.lowering;
     return g;
   }
 };
