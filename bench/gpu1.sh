@@ -25,6 +25,10 @@
 #              passes (TILEDIST_LOWERING=gpu_ir: f8 wgmma in the GPU IR lowering)
 #   skinny     the skinny GEMM's tiles (M=128, N=K=8192; 64x128x64, 4 warps) by each lowering
 #              and stage count (gpu_bench gemm: TFLOP/s, no baseline; `gemm` has cuBLAS's)
+#   legacy     gpu_bench (bandwidth-bound kernels, GEMM tiles, TP shapes) by default, then with
+#              TILEDIST_LOWERING=legacy (the other lowering)
+#   sm80       sm_80's code on this GPU (TILEDIST_TARGET=sm_80: mma.sync, cp.async, no TMA):
+#              kernels_test, then gpu_bench tp by default and by the other lowering
 # Prints each stage's summary; the logs keep the rest.
 set -u
 stages=${*:-tests attention grouped gemm gpuir}
@@ -123,6 +127,18 @@ for stage in $stages; do
           [ "$l" = default ] && l=
           echo "   ${l:-default} stages=$s | $(TILEDIST_LOWERING=$l timeout 60 bench/gpu_bench gemm 128 8192 8192 64 128 64 4 $s 2>&1 | tail -1)"
         done
+      done ;;
+    legacy)
+      run bench_default 300 bench/gpu_bench
+      grep -vE '^\s*$' "$logs/bench_default.log" | tail -40
+      TILEDIST_LOWERING=legacy run bench_legacy 300 bench/gpu_bench
+      grep -vE '^\s*$' "$logs/bench_legacy.log" | tail -40 ;;
+    sm80)
+      TILEDIST_TARGET=sm_80 run tests_sm80 400 tests/kernels_test
+      grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_sm80.log"
+      for l in "" legacy; do
+        TILEDIST_TARGET=sm_80 TILEDIST_LOWERING=$l run "tp_sm80${l:+_$l}" 240 bench/gpu_bench tp
+        grep -vE '^\s*$' "$logs/tp_sm80${l:+_$l}.log" | tail -14
       done ;;
     *) echo "unknown stage '$stage'" ;;
   esac

@@ -200,8 +200,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   const auto& dev = cuda::device();
-  std::printf("gpu_bench on %s (%s, %d SMs)\n\n", dev.name.c_str(), dev.arch().c_str(), dev.sms);
-  Target target = Target::cuda();       // the arch of the device found
+  // The arch of the device found, or $TILEDIST_TARGET's (sm_80's code on a Hopper GPU: the
+  // mma.sync and cp.async forms, timed where no Ampere GPU is lent)
+  const Target target = std::getenv("TILEDIST_TARGET") ? Target::default_target() : Target::cuda();
+  std::printf("gpu_bench on %s (%s, %d SMs), code for %s\n\n", dev.name.c_str(), dev.arch().c_str(), dev.sms,
+              target.arch.c_str());
   const bool only_fp8 = mode == "fp8";  // `gpu_bench fp8`: the f8 GEMM rows alone
   const bool only_tp = mode == "tp";    // `gpu_bench tp`: the library's GEMM at the TP shapes alone
   try {

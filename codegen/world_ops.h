@@ -32,6 +32,15 @@ class WorldOps : public Elements {
   WorldOps(llvm::LLVMContext& ctx, llvm::Module& m, const GpuOptions& opts, MakeGpuTarget make, std::string kernel)
       : Elements(ctx, m), target_(make(b_, m, opts)), kernel_(std::move(kernel)) {}
 
+  /// Throws where a program of `threads` threads cannot run together (over 1024: num_warps
+  /// wavefronts of 64 on AMD).
+  void check_threads(int threads, const GpuOptions& opts) const {
+    if (threads > 1024)
+      throw Error(str_cat("tiledist: kernel '", kernel_, "': num_warps = ", opts.num_warps, " makes ", threads,
+                          " threads per program on ", opts.arch, " (", target_->warp_size(),
+                          " a warp); at most 1024 run together"));
+  }
+
   llvm::Value* world_field(size_t offset, llvm::Type* t, llvm::Value* index = nullptr);
   llvm::Value* rank() { return world_field(offsetof(runtime::DeviceWorld, rank), b_.getInt32Ty()); }
   llvm::Value* num_ranks() { return world_field(offsetof(runtime::DeviceWorld, num_ranks), b_.getInt32Ty()); }

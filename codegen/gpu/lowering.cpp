@@ -21,10 +21,7 @@ GpuLowering::GpuLowering(const ir::Function& f, llvm::LLVMContext& ctx, const Gp
       threads_(opts.num_warps * target_->warp_size()) {}
 
 GpuModule GpuLowering::run() {
-  if (threads_ > 1024)
-    throw Error(str_cat("tiledist: kernel '", f_.name, "': num_warps = ", opts_.num_warps, " makes ", threads_,
-                        " threads per program on ", opts_.arch, " (", target_->warp_size(),
-                        " a warp); at most 1024 run together"));
+  check_threads(threads_, opts_);
   module_->setTargetTriple(target_->triple());
   if (!opts_.data_layout.empty()) module_->setDataLayout(opts_.data_layout);
   std::vector<llvm::Type*> params;

@@ -148,6 +148,7 @@ LayoutLowering::LayoutLowering(const ir::Function& f, llvm::LLVMContext& ctx, co
       threads_(opts.num_warps * target_->warp_size()) {}
 
 GpuModule LayoutLowering::run() {
+  check_threads(threads_, opts_);
   module_->setTargetTriple(target_->triple());
   std::vector<llvm::Type*> params;
   for (auto& a : f_.body.args) params.push_back(target_->param_type(reg_type(a->type)));
