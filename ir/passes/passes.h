@@ -8,10 +8,11 @@
 
 namespace tiledist::ir {
 
-void fold(Function& f);  // constant folding and algebraic simplification
-void cse(Function& f);   // common subexpression elimination of pure ops
-void dce(Function& f);   // dead code elimination
-void licm(Function& f);  // loop-invariant code motion out of for/while bodies
+void fold(Function& f);             // constant folding and algebraic simplification
+void cse(Function& f);              // common subexpression elimination of pure ops
+void dce(Function& f);              // dead code elimination
+void licm(Function& f);             // loop-invariant code motion out of for/while bodies
+void fold_wait_loops(Function& f);  // a loop of waits on consecutive signal words: one wait of them all
 
 struct Pass {
   const char* name;

@@ -11,11 +11,12 @@ namespace tiledist::ir {
 
 const std::vector<Pass>& pipeline() {
   static const std::vector<Pass> passes = {
-      {"fold", fold},  // fold constants first, so that CSE sees canonical operands
-      {"cse", cse},    // merge equal pure ops
-      {"licm", licm},  // hoist loop invariants (after CSE, so each is hoisted once)
-      {"fold", fold},  // hoisting can expose new constant operands
-      {"dce", dce},    // drop what the others left unused
+      {"fold", fold},                   // fold constants first, so that CSE sees canonical operands
+      {"cse", cse},                     // merge equal pure ops
+      {"wait_loops", fold_wait_loops},  // one wait for consecutive signal words (canonical operands)
+      {"licm", licm},                   // hoist loop invariants (after CSE, so each is hoisted once)
+      {"fold", fold},                   // hoisting can expose new constant operands
+      {"dce", dce},                     // drop what the others left unused
   };
   return passes;
 }
