@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "ir/attrs.h"
+
 namespace tiledist::codegen {
 
 namespace {
@@ -38,9 +40,10 @@ bool guarded_ge(const ir::Op& sub) {
     if (around.code != OpCode::If) continue;
     const ir::Op* c = around.operands[0]->def;
     if (!c || c->code != OpCode::Cmp || c->operands != sub.operands) continue;
-    const std::string& pred = c->str_attr("pred");
-    const bool then = around.regions[0].get() == b;
-    if (then ? (pred == "ge" || pred == "gt") : (pred == "lt" || pred == "le")) return true;
+    // (in the else-branch, the negated compare holds)
+    ir::CmpPred pred = ir::enum_attr<ir::CmpPred>(*c, "pred");
+    if (around.regions[1].get() == b) pred = ir::negated(pred);
+    if (pred == ir::CmpPred::ge || pred == ir::CmpPred::gt) return true;
   }
   return false;
 }
@@ -235,14 +238,14 @@ AxisInfo AxisAnalysis::compute(const ir::Value* v) {
       int64_t k = std::min(a.constancy, b.constancy);
       // x < c and x >= c, with x contiguous from a multiple of g and c a multiple of g, change
       // value only at multiples of g.
-      const std::string& p = d.str_attr("pred");
+      const ir::CmpPred p = ir::enum_attr<ir::CmpPred>(d, "pred");
       auto runs = [&](const AxisInfo& x, const AxisInfo& c) {
         if (x.contiguity <= 1 || c.constancy < x.contiguity) return int64_t{1};
         return std::gcd(x.contiguity, std::gcd(x.divisibility, c.divisibility));
       };
       if (!d.operands[0]->type.is_ptr) {  // (pointer divisibility is in bytes, contiguity in elements)
-        if (p == "lt" || p == "ge") k = std::max(k, runs(a, b));
-        if (p == "gt" || p == "le") k = std::max(k, runs(b, a));
+        if (p == ir::CmpPred::lt || p == ir::CmpPred::ge) k = std::max(k, runs(a, b));
+        if (p == ir::CmpPred::gt || p == ir::CmpPred::le) k = std::max(k, runs(b, a));
       }
       return {1, 1, k};
     }

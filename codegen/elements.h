@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "ir/attrs.h"
 #include "ir/ir.h"
 #include "ir/numeric.h"
 #include "llvm/IR/IRBuilder.h"
@@ -212,7 +213,7 @@ class Elements {
         return b_.CreateSelect(too_far, llvm::ConstantInt::get(in[0]->getType(), 0), b_.CreateShl(in[0], amount));
       }
       case OpCode::Cmp:
-        return compare(op.str_attr("pred"), in[0], in[1], at);
+        return compare(ir::enum_attr<ir::CmpPred>(op, "pred"), in[0], in[1], at);
       case OpCode::Neg:
         return fl ? b_.CreateFNeg(in[0]) : b_.CreateNeg(in[0]);
       case OpCode::Not:
@@ -260,25 +261,46 @@ class Elements {
     return b_.CreateSelect(b_.CreateOr(zero, overflow), llvm::ConstantInt::get(t, 1), b);
   }
 
-  llvm::Value* compare(const std::string& p, llvm::Value* a, llvm::Value* b, const ir::Type& t) {
+  llvm::Value* compare(ir::CmpPred p, llvm::Value* a, llvm::Value* b, const ir::Type& t) {
+    if (t.is_float()) return b_.CreateFCmp(float_predicate(p), a, b);
+    return b_.CreateICmp(int_predicate(p, t.is_ptr || t.dtype == DType::i1), a, b);
+  }
+  static llvm::CmpInst::Predicate float_predicate(ir::CmpPred p) {
     using P = llvm::CmpInst::Predicate;
-    if (t.is_float()) {
-      P pred = p == "eq"   ? P::FCMP_OEQ
-               : p == "ne" ? P::FCMP_UNE
-               : p == "lt" ? P::FCMP_OLT
-               : p == "le" ? P::FCMP_OLE
-               : p == "gt" ? P::FCMP_OGT
-                           : P::FCMP_OGE;
-      return b_.CreateFCmp(pred, a, b);
+    switch (p) {
+      case ir::CmpPred::eq:
+        return P::FCMP_OEQ;
+      case ir::CmpPred::ne:
+        return P::FCMP_UNE;
+      case ir::CmpPred::lt:
+        return P::FCMP_OLT;
+      case ir::CmpPred::le:
+        return P::FCMP_OLE;
+      case ir::CmpPred::gt:
+        return P::FCMP_OGT;
+      case ir::CmpPred::ge:
+        break;
     }
-    bool u = t.is_ptr || t.dtype == DType::i1;
-    P pred = p == "eq"   ? P::ICMP_EQ
-             : p == "ne" ? P::ICMP_NE
-             : p == "lt" ? (u ? P::ICMP_ULT : P::ICMP_SLT)
-             : p == "le" ? (u ? P::ICMP_ULE : P::ICMP_SLE)
-             : p == "gt" ? (u ? P::ICMP_UGT : P::ICMP_SGT)
-                         : (u ? P::ICMP_UGE : P::ICMP_SGE);
-    return b_.CreateICmp(pred, a, b);
+    return P::FCMP_OGE;
+  }
+  /// (`unsigned_`: pointers and i1)
+  static llvm::CmpInst::Predicate int_predicate(ir::CmpPred p, bool unsigned_) {
+    using P = llvm::CmpInst::Predicate;
+    switch (p) {
+      case ir::CmpPred::eq:
+        return P::ICMP_EQ;
+      case ir::CmpPred::ne:
+        return P::ICMP_NE;
+      case ir::CmpPred::lt:
+        return unsigned_ ? P::ICMP_ULT : P::ICMP_SLT;
+      case ir::CmpPred::le:
+        return unsigned_ ? P::ICMP_ULE : P::ICMP_SLE;
+      case ir::CmpPred::gt:
+        return unsigned_ ? P::ICMP_UGT : P::ICMP_SGT;
+      case ir::CmpPred::ge:
+        break;
+    }
+    return unsigned_ ? P::ICMP_UGE : P::ICMP_SGE;
   }
 
   llvm::Value* cast(llvm::Value* v, DType from, DType to) {
@@ -306,9 +328,9 @@ class Elements {
   }
 
   /// The starting value of a reduction: 0 for sum, the far end of the type for max and min.
-  static llvm::Value* reduce_identity(const std::string& kind, llvm::Type* t) {
-    if (kind == "sum") return llvm::Constant::getNullValue(t);
-    bool up = kind == "max" || kind == "argmax";
+  static llvm::Value* reduce_identity(ir::ReduceKind kind, llvm::Type* t) {
+    if (kind == ir::ReduceKind::sum) return llvm::Constant::getNullValue(t);
+    bool up = ir::takes_larger(kind);
     if (t->isFloatingPointTy()) return llvm::ConstantFP::getInfinity(t, up);
     unsigned bits = t->getIntegerBitWidth();
     return llvm::ConstantInt::get(t, up ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getSignedMaxValue(bits));

@@ -110,14 +110,8 @@ std::function<llvm::Value*(llvm::Value*)> WorldOps::symm_at(llvm::Value* r, llvm
 
 llvm::Value* WorldOps::poll_words(const ir::Op& wait, llvm::Type* t, llvm::Value* p, llvm::Value* n,
                                   llvm::Value* want) {
-  const std::string order = wait.str_attr("order") == "acquire" ? "acquire" : "relaxed";
-  const std::string& cmp = wait.str_attr("cmp");
-  llvm::CmpInst::Predicate pred = cmp == "eq"   ? llvm::CmpInst::ICMP_EQ
-                                  : cmp == "ne" ? llvm::CmpInst::ICMP_NE
-                                  : cmp == "lt" ? llvm::CmpInst::ICMP_SLT
-                                  : cmp == "le" ? llvm::CmpInst::ICMP_SLE
-                                  : cmp == "gt" ? llvm::CmpInst::ICMP_SGT
-                                                : llvm::CmpInst::ICMP_SGE;
+  const std::string order = ir::enum_attr<ir::MemOrder>(wait, "order") == ir::MemOrder::acquire ? "acquire" : "relaxed";
+  const llvm::CmpInst::Predicate pred = int_predicate(ir::enum_attr<ir::CmpPred>(wait, "cmp"), false);
   llvm::Value* seen = local(t, llvm::Constant::getNullValue(t));
   counted_loop(b_.getInt32(0), n, 1, [&](llvm::Value* i) {
     llvm::Value* at = b_.CreateGEP(t, p, i);

@@ -38,6 +38,24 @@ const char* name(E v) {
 
 }  // namespace
 
+CmpPred negated(CmpPred p) {
+  switch (p) {
+    case CmpPred::eq:
+      return CmpPred::ne;
+    case CmpPred::ne:
+      return CmpPred::eq;
+    case CmpPred::lt:
+      return CmpPred::ge;
+    case CmpPred::ge:
+      return CmpPred::lt;
+    case CmpPred::le:
+      return CmpPred::gt;
+    case CmpPred::gt:
+      return CmpPred::le;
+  }
+  return p;
+}
+
 const char* name_of(MemOrder v) { return name(v); }
 const char* name_of(MemScope v) { return name(v); }
 const char* name_of(RmwKind v) { return name(v); }

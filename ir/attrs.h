@@ -23,6 +23,12 @@ enum class CmpPred : uint8_t { eq, ne, lt, le, gt, ge };
 /// A reduction (reduce's `kind`).
 enum class ReduceKind : uint8_t { sum, max, min, argmax, argmin };
 
+/// The comparison that holds exactly where `p` does not (of integers: floats' NaN holds neither).
+CmpPred negated(CmpPred p);
+/// Whether a reduction's result is an index (argmax, argmin), or its combine takes the larger.
+inline bool is_arg(ReduceKind k) { return k == ReduceKind::argmax || k == ReduceKind::argmin; }
+inline bool takes_larger(ReduceKind k) { return k == ReduceKind::max || k == ReduceKind::argmax; }
+
 const char* name_of(MemOrder v);
 const char* name_of(MemScope v);
 const char* name_of(RmwKind v);

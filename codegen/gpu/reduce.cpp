@@ -6,16 +6,16 @@ namespace tiledist::codegen::gpu {
 
 bool GpuLowering::emit_reduce_to_scalar(const ir::Op& op) {
   const ir::Type& in = op.operands[0]->type;
-  const std::string& kind = op.str_attr("kind");
+  const ir::ReduceKind kind = ir::enum_attr<ir::ReduceKind>(op, "kind");
   llvm::Type* t = reg_type(in.element());
-  if (in.shape.size() != 1 || kind == "argmax" || kind == "argmin" || !(t->isFloatTy() || t->isIntegerTy(32)))
-    return false;
+  if (in.shape.size() != 1 || ir::is_arg(kind) || !(t->isFloatTy() || t->isIntegerTy(32))) return false;
   bool fl = t->isFloatTy();
   llvm::Value* identity = reduce_identity(kind, t);
   auto combine = [&](llvm::Value* a, llvm::Value* x) -> llvm::Value* {
-    if (kind == "sum") return fl ? b_.CreateFAdd(a, x) : b_.CreateAdd(a, x);
-    if (fl) return b_.CreateBinaryIntrinsic(kind == "max" ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum, a, x);
-    return b_.CreateBinaryIntrinsic(kind == "max" ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, a, x);
+    if (kind == ir::ReduceKind::sum) return fl ? b_.CreateFAdd(a, x) : b_.CreateAdd(a, x);
+    const bool up = ir::takes_larger(kind);
+    if (fl) return b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum, a, x);
+    return b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, a, x);
   };
   llvm::Value* partial = identity;
   for (int64_t j = 0; j < slots_of(in); ++j)
@@ -43,9 +43,9 @@ void GpuLowering::emit_reduce(const ir::Op& op) {
   if (emit_reduce_to_scalar(op)) return;
   const ir::Type& in = op.operands[0]->type;
   const ir::Type& rt = op.results[0]->type;
-  const std::string& kind = op.str_attr("kind");
+  const ir::ReduceKind kind = ir::enum_attr<ir::ReduceKind>(op, "kind");
   int axis = static_cast<int>(op.int_attr("axis"));
-  bool arg = kind == "argmax" || kind == "argmin";
+  bool arg = ir::is_arg(kind);
   bool fl = in.is_float();
   llvm::Type* acc_t = reg_type(in.element());
   auto in_strides = strides_of(in.shape);
@@ -62,11 +62,11 @@ void GpuLowering::emit_reduce(const ir::Op& op) {
       llvm::Value* x = staged_load(
           arr, in, b_.CreateAdd(base, b_.CreateMul(k, b_.getInt32(static_cast<int32_t>(in_strides[axis])))));
       llvm::Value* a = b_.CreateLoad(acc_t, acc);
-      if (kind == "sum") {
+      if (kind == ir::ReduceKind::sum) {
         b_.CreateStore(fl ? b_.CreateFAdd(a, x) : b_.CreateAdd(a, x), acc);
         return;
       }
-      bool greater = kind == "max" || kind == "argmax";
+      bool greater = ir::takes_larger(kind);
       llvm::Value* better = fl ? (greater ? b_.CreateFCmpOGT(x, a) : b_.CreateFCmpOLT(x, a))
                                : (greater ? b_.CreateICmpSGT(x, a) : b_.CreateICmpSLT(x, a));
       b_.CreateStore(b_.CreateSelect(better, x, a), acc);

@@ -39,8 +39,7 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
     if (f8(*r)) return "f8 values";
   for (const ir::Value* v : op.operands)
     if (f8(*v)) return "f8 values";
-  if (op.code == OpCode::Reduce && op.str_attr("kind") != "sum" && op.str_attr("kind") != "max" &&
-      op.str_attr("kind") != "min")
+  if (op.code == OpCode::Reduce && ir::is_arg(ir::enum_attr<ir::ReduceKind>(op, "kind")))
     return str_cat("reduce '", op.str_attr("kind"), "'");
   switch (op.code) {
     case OpCode::AtomicRMW:

@@ -13,15 +13,16 @@ void LayoutLowering::emit_reduce(const ir::Op& op) {
   const ir::Type& in = op.operands[0]->type;
   const ir::Type& rt = op.results[0]->type;
   const int axis = static_cast<int>(op.int_attr("axis"));
-  const std::string& kind = op.str_attr("kind");
+  const ir::ReduceKind kind = ir::enum_attr<ir::ReduceKind>(op, "kind");
   llvm::Type* t = reg_type(in.element());
-  if (kind != "sum" && kind != "max" && kind != "min") unsupported(op, str_cat("reduce '", kind, "'"));
+  if (ir::is_arg(kind)) unsupported(op, str_cat("reduce '", ir::name_of(kind), "'"));
   if (!t->isFloatTy() && !t->isIntegerTy(32)) unsupported(op, str_cat("reduce of ", in.str()));
   const bool fl = t->isFloatTy();
   auto combine = [&](llvm::Value* a, llvm::Value* x) -> llvm::Value* {
-    if (kind == "sum") return fl ? b_.CreateFAdd(a, x) : b_.CreateAdd(a, x);
-    if (fl) return b_.CreateBinaryIntrinsic(kind == "max" ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum, a, x);
-    return b_.CreateBinaryIntrinsic(kind == "max" ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, a, x);
+    if (kind == ir::ReduceKind::sum) return fl ? b_.CreateFAdd(a, x) : b_.CreateAdd(a, x);
+    const bool up = ir::takes_larger(kind);
+    if (fl) return b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum, a, x);
+    return b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, a, x);
   };
   const LinearLayout& ll = linear(in);
   ir::ReducePlan plan = ir::reduce_plan(ll, axis);

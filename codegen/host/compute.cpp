@@ -6,9 +6,9 @@ namespace tiledist::codegen::host {
 void HostLowering::emit_reduce(const ir::Op& op) {
   const ir::Type& in = op.operands[0]->type;
   const ir::Type& rt = op.results[0]->type;
-  const std::string& kind = op.str_attr("kind");
+  const ir::ReduceKind kind = ir::enum_attr<ir::ReduceKind>(op, "kind");
   int axis = static_cast<int>(op.int_attr("axis"));
-  bool arg = kind == "argmax" || kind == "argmin";
+  bool arg = ir::is_arg(kind);
   bool fl = in.is_float();
   llvm::Type* acc_t = reg_type(in.element());
   auto in_strides = strides_of(in.shape);
@@ -37,10 +37,10 @@ void HostLowering::emit_reduce(const ir::Op& op) {
       llvm::Value* x = buf_load(src, in, b_.CreateAdd(base, b_.CreateMul(k, b_.getInt64(in_strides[axis]))));
       llvm::Value* acc = b_.CreateLoad(acc_t, acc_slot);
       llvm::Value* next;
-      if (kind == "sum") {
+      if (kind == ir::ReduceKind::sum) {
         next = fl ? b_.CreateFAdd(acc, x) : b_.CreateAdd(acc, x);
       } else {
-        bool greater = kind == "max" || kind == "argmax";
+        bool greater = ir::takes_larger(kind);
         llvm::Value* better = fl ? (greater ? b_.CreateFCmpOGT(x, acc) : b_.CreateFCmpOLT(x, acc))
                                  : (greater ? b_.CreateICmpSGT(x, acc) : b_.CreateICmpSLT(x, acc));
         next = b_.CreateSelect(better, x, acc);

@@ -289,16 +289,15 @@ class HostLowering : public Elements {
       case OpCode::Wait: {
         distributed_ = true;
         const ir::Type& pt = op.operands[0]->type;
-        static const char* cmps[] = {"eq", "ne", "lt", "le", "gt", "ge"};
-        int cmp = 0;
-        while (op.str_attr("cmp") != cmps[cmp]) ++cmp;
+        // (the runtime's helper numbers the comparisons eq, ne, lt, le, gt, ge, as CmpPred does)
+        const int cmp = static_cast<int>(ir::enum_attr<ir::CmpPred>(op, "cmp"));
         auto f = helper("tiledist_wait", b_.getInt64Ty(),
                         {b_.getPtrTy(), b_.getPtrTy(), b_.getInt32Ty(), b_.getInt32Ty(), b_.getInt32Ty(),
                          b_.getInt64Ty(), b_.getInt32Ty()});
         llvm::Value* got = b_.CreateCall(
             f, {rt_, val(op.operands[0]).scalar, b_.getInt32(ir::dtype_bytes(pt.dtype)), val(op.operands[1]).scalar,
                 b_.getInt32(cmp), b_.CreateSExt(val(op.operands[2]).scalar, b_.getInt64Ty()),
-                b_.getInt32(op.str_attr("order") == "acquire")});
+                b_.getInt32(ir::enum_attr<ir::MemOrder>(op, "order") == ir::MemOrder::acquire)});
         vals_[op.results[0].get()] = CVal{b_.CreateTrunc(got, reg_type(*rt)), nullptr};
         return;
       }

@@ -6,6 +6,8 @@
 #include <functional>
 #include <initializer_list>
 
+#include "ir/attrs.h"
+
 namespace tiledist::codegen {
 
 namespace {
@@ -106,7 +108,7 @@ class Matcher {
     std::function<bool(Value*)> bounds = [&](Value* m) {
       m = through(m, {OpCode::Broadcast});
       if (is(m, OpCode::And)) return bounds(m->def->operands[0]) && bounds(m->def->operands[1]);
-      if (!is(m, OpCode::Cmp) || m->def->str_attr("pred") != "lt") return false;
+      if (!is(m, OpCode::Cmp) || ir::enum_attr<ir::CmpPred>(*m->def, "pred") != ir::CmpPred::lt) return false;
       auto x = tile_index(m->def->operands[0]);
       Value* bound = through(m->def->operands[1], {OpCode::Broadcast});
       if (!x || !is(bound, OpCode::Splat)) return false;

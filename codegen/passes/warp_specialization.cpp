@@ -33,6 +33,7 @@
 #include <set>
 
 #include "codegen/passes/passes.h"
+#include "ir/attrs.h"
 #include "ir/builder.h"
 #include "ir/passes/passes.h"
 
@@ -262,7 +263,10 @@ class WarpSpecializer {
   /// Whether each wait of a wait op compares so that, once true, it stays true (ge, gt: signal
   /// counts only grow), so the producer and the consumers may poll it at different times.
   static bool monotonic(const Op& op) {
-    if (op.code == OpCode::Wait) return op.str_attr("cmp") == "ge" || op.str_attr("cmp") == "gt";
+    if (op.code == OpCode::Wait) {
+      const ir::CmpPred p = ir::enum_attr<ir::CmpPred>(op, "cmp");
+      return p == ir::CmpPred::ge || p == ir::CmpPred::gt;
+    }
     return std::all_of(op.regions[0]->ops.begin(), op.regions[0]->ops.end(),
                        [](const auto& inner) { return inner->code != OpCode::Wait || monotonic(*inner); });
   }
@@ -356,8 +360,8 @@ class WarpSpecializer {
           break;
         case OpCode::AtomicRMW:
         case OpCode::AtomicCAS: {
-          const std::string& order = op.str_attr("order");
-          const bool acquires = order != "relaxed" && order != "release";
+          const ir::MemOrder order = ir::enum_attr<ir::MemOrder>(op, "order");
+          const bool acquires = order != ir::MemOrder::relaxed && order != ir::MemOrder::release;
           if (at == top || (acquires && (at == in_loop || producer_loads))) return true;
           break;
         }
@@ -430,10 +434,7 @@ class WarpSpecializer {
   static bool negated(const Value* a, const Value* b) {
     if (!a->def || !b->def || a->def->code != OpCode::Cmp || b->def->code != OpCode::Cmp) return false;
     if (a->def->operands != b->def->operands || a->def->operands[0]->type.is_float()) return false;
-    static const std::map<std::string, std::string> opposite = {{"lt", "ge"}, {"ge", "lt"}, {"le", "gt"},
-                                                                {"gt", "le"}, {"eq", "ne"}, {"ne", "eq"}};
-    auto it = opposite.find(a->def->str_attr("pred"));
-    return it != opposite.end() && it->second == b->def->str_attr("pred");
+    return ir::negated(ir::enum_attr<ir::CmpPred>(*a->def, "pred")) == ir::enum_attr<ir::CmpPred>(*b->def, "pred");
   }
 
   /// A ring whose loop follows another ring's in the same block, with tiles of the same types,
