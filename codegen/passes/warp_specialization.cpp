@@ -382,7 +382,8 @@ class WarpSpecializer {
         if (op.get() == last) return 1;
         if (around_rings(*op)) {
           for (auto& r : op->regions) {
-            if (!path_.count(r.get())) continue;  // (the other branch: not where the rings run)
+            // (an if holding every ring: its other branch never runs where they do)
+            if (!path_.count(r.get()) && holds_every_ring(*op)) continue;
             const int s = scan(*r, op->code == OpCode::For ? in_loop : at);
             if (s) return s;
           }
@@ -428,6 +429,15 @@ class WarpSpecializer {
       if (holds_all && (then ? negated(c, around->operands[0]) : c == around->operands[0])) return true;
     }
     return false;
+  }
+
+  /// Whether every ring's loop is inside `op`'s regions.
+  bool holds_every_ring(const Op& op) const {
+    return std::all_of(rings_.begin(), rings_.end(), [&](const Ring& r) {
+      for (const Block* in = r.loop->parent; in && in->parent; in = in->parent->parent)
+        if (in->parent == &op) return true;
+      return false;
+    });
   }
 
   /// Whether `a` is `b` negated: compares of the same integers by opposite predicates.

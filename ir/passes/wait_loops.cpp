@@ -8,10 +8,11 @@
 //   }
 // becomes
 //   %p = addptr %base, %lo
-//   %t = wait %p, %hi - %lo, %want {...}
+//   %t = wait %p, max(%hi - %lo, 0), %want {...}
 //
 // which polls the same words in the same order and gives the same value (the last word's, or 0
-// where there is none). ag_gemm waits so for the signal words of a tile's rows; one wait is one
+// where there is none: hi <= lo, a wait of no words, which the host's runtime would refuse
+// negative). ag_gemm waits so for the signal words of a tile's rows; one wait is one
 // polling region for the lowering, where a loop of them is a region per iteration, which ptxas
 // answered by serializing the wgmma of the K loop after it (C7518).
 #include "ir/builder.h"
@@ -61,7 +62,8 @@ void fold_in(Block& b) {
     bld.set_loc(wait->loc);
     const Op& at = *op.regions[0]->ops.front();
     Value* first = bld.addptr(at.operands[0], op.operands[0]);
-    Value* n = bld.binary(OpCode::Sub, op.operands[1], op.operands[0]);
+    Value* span = bld.binary(OpCode::Sub, op.operands[1], op.operands[0]);
+    Value* n = bld.binary(OpCode::Max, span, bld.constant_int(DType::i32, 0));
     Op* all = bld.create(OpCode::Wait, {first, n, wait->operands[2]}, {wait->results[0]->type}, wait->attrs);
     replace_all_uses(b, op.results[0].get(), all->results[0].get());
     it = b.ops.erase(it);
