@@ -28,7 +28,8 @@
 #   legacy     gpu_bench (bandwidth-bound kernels, GEMM tiles, TP shapes) by default, then with
 #              TILEDIST_LOWERING=legacy (the other lowering)
 #   sm80       sm_80's code on this GPU (TILEDIST_TARGET=sm_80: mma.sync, cp.async, no TMA):
-#              kernels_test, then gpu_bench tp by default and by the other lowering
+#              kernels_test through the GPU passes, then gpu_bench tp through them and through
+#              the other lowering
 # Prints each stage's summary; the logs keep the rest.
 set -u
 stages=${*:-tests attention grouped gemm gpuir}
@@ -134,11 +135,11 @@ for stage in $stages; do
       TILEDIST_LOWERING=legacy run bench_legacy 300 bench/gpu_bench
       grep -vE '^\s*$' "$logs/bench_legacy.log" | tail -40 ;;
     sm80)
-      TILEDIST_TARGET=sm_80 run tests_sm80 400 tests/kernels_test
+      TILEDIST_TARGET=sm_80 TILEDIST_LOWERING=gpu_ir run tests_sm80 400 tests/kernels_test
       grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_sm80.log"
-      for l in "" legacy; do
-        TILEDIST_TARGET=sm_80 TILEDIST_LOWERING=$l run "tp_sm80${l:+_$l}" 240 bench/gpu_bench tp
-        grep -vE '^\s*$' "$logs/tp_sm80${l:+_$l}.log" | tail -14
+      for l in gpu_ir legacy; do
+        TILEDIST_TARGET=sm_80 TILEDIST_LOWERING=$l run "tp_sm80_$l" 240 bench/gpu_bench tp
+        grep -vE '^\s*$' "$logs/tp_sm80_$l.log" | tail -14
       done ;;
     *) echo "unknown stage '$stage'" ;;
   esac
