@@ -7,8 +7,8 @@
 # Stages (default: all, in this order; each under its own time limit, logs in $OUT or /tmp):
 #   tests        cuda_dist_test and cuda_collectives_test on N ranks, then the fault tests (a wait
 #                that never completes)
-#   collectives  collectives_bench collectives: ours against NCCL, f32 and bf16
-#   gemms        collectives_bench ag_gemm: AllGather+GEMM, GEMM+ReduceScatter, GEMM+AllReduce
+#   collectives  collectives_bench: ours against NCCL, f32 and bf16
+#   gemms        overlapped_gemm_bench: AllGather+GEMM, GEMM+ReduceScatter, GEMM+AllReduce
 #                against our GEMM then NCCL, and cuBLAS then NCCL
 #   torch        bench/torch_baseline.py: NCCL and PyTorch's fused symmetric-memory ops
 # Prints each stage's summary lines; the logs keep the rest. N may exceed the GPUs found: ranks
@@ -52,10 +52,10 @@ for stage in $stages; do
         grep -E "^\[0\] \[  (PASSED|FAILED)" "$logs/fault-$t.log" | head -3
       done ;;
     collectives)
-      run collectives 400 ./tools/tiledist-run -n "$n" --timeout 390 ./bench/collectives_bench collectives
+      run collectives 400 ./tools/tiledist-run -n "$n" --timeout 390 ./bench/collectives_bench
       grep -E "^\[0\] " "$logs/collectives.log" | cut -c5-200 | grep -vE "^\s*$" | tail -40 ;;
     gemms)
-      TILEDIST_GPU_HEAP_SIZE=3G run gemms 400 ./tools/tiledist-run -n "$n" --timeout 390 ./bench/collectives_bench ag_gemm
+      TILEDIST_GPU_HEAP_SIZE=3G run gemms 400 ./tools/tiledist-run -n "$n" --timeout 390 ./bench/overlapped_gemm_bench
       grep -E "^\[0\] " "$logs/gemms.log" | cut -c5-200 | grep -vE "^\s*$" | tail -30 ;;
     torch)
       run torch 300 /opt/torch/.venv/bin/torchrun --nproc-per-node "$n" "$root/bench/torch_baseline.py"
