@@ -42,6 +42,28 @@ TEST(World, RanksAndSymmetricOffsets) {
   symm_free(slots.data());
 }
 
+// ---- a loop of waits over consecutive signal words (the optimizer's wait_loops pass makes it
+// one wait of them all): it returns the last word's value, or 0 where the range is empty
+// (hi <= lo: no word waited for, not an error)
+void wait_words(tl::Ptr<int32_t> flags, tl::Ptr<int32_t> seen, tl::Int lo, tl::Int hi) {
+  auto last = tl::for_range(lo, hi, 1, tl::scalar(0, tl::int32),
+                            [&](Tensor w, Tensor) { return shmem::signal_wait_until(flags + w, shmem::Cmp::ge, 1); });
+  tl::store(seen, last);
+}
+TEST(Waits, ALoopOfWaitsOverConsecutiveWords) {
+  auto flags = symm_alloc<int32_t>(8);
+  for (int i = 0; i < 8; ++i) flags[i] = 10 + i;  // (every word already signalled)
+  barrier_all();
+  Kernel k = host_compile(KernelDef("wait_words", wait_words, {"flags", "seen", "lo", "hi"}));
+  for (auto [lo, hi, want] : {std::tuple{2, 6, 15}, {0, 8, 17}, {5, 5, 0}, {6, 2, 0}}) {
+    std::vector<int32_t> seen(1, -1);
+    k.launch({1}, flags.data(), seen, lo, hi);
+    EXPECT_EQ(seen[0], want) << "words " << lo << " to " << hi;
+  }
+  barrier_all();
+  symm_free(flags.data());
+}
+
 // ---- program i waits for program i+1: needs programs that yield while they wait
 void chain(tl::Ptr<int32_t> flags, tl::Ptr<int32_t> order, tl::Ptr<int32_t> counter, tl::Int n) {
   auto pid = tl::program_id(0);
