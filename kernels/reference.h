@@ -14,6 +14,16 @@ double rel_error(const std::vector<float>& got, const std::vector<float>& want);
 /// Uniform random floats in [lo, hi) from a fresh seed (reported by `last_seed` for reruns).
 std::vector<float> random_floats(size_t n, float lo = -1.0f, float hi = 1.0f);
 uint64_t last_seed();
+/// Uniform values in [-1, 1) from `seed`, as T (the same numbers wherever they are made: every
+/// rank can compute any rank's inputs).
+template <class T>
+std::vector<T> random_values(uint64_t seed, size_t n) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<T> v(n);
+  for (auto& x : v) x = T(dist(rng));
+  return v;
+}
 
 void add(const std::vector<float>& x, const std::vector<float>& y, std::vector<float>& out);
 void softmax(const std::vector<float>& in, std::vector<float>& out, int rows, int cols);

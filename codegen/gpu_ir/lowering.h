@@ -134,10 +134,11 @@ class LayoutLowering : public WorldOps {
   const ir::LinearLayout& linear(const ir::Type& t);
   /// This thread's part of each coordinate: the XOR of the lane and warp bases of its bits.
   std::vector<llvm::Value*> thread_coords(const ir::LinearLayout& ll);
-  /// Whether this thread holds the first copy of its elements under `ll` (true where lanes and
-  /// warps hold no copies of each other's): the one that stores a replicated tensor, so that
-  /// no copy is stored after a thread has read it back (a sum stored in place).
-  llvm::Value* holds_first_copy(const ir::LinearLayout& ll);
+  /// Whether this thread holds the first copy of its elements under a layout whose duplicate
+  /// bits (LinearLayout::duplicate_bits) are `dup` (true where lanes and warps hold no copies of
+  /// each other's): the one that stores a replicated tensor, so that no copy is stored after a
+  /// thread has read it back (a sum stored in place).
+  llvm::Value* holds_first_copy(const std::array<int64_t, 3>& dup);
   /// The coordinates of register r in this thread.
   std::vector<llvm::Value*> coords(const ir::LinearLayout& ll, int64_t r);
   /// The same from this thread's part (`mine`, thread_coords(ll)) computed once.

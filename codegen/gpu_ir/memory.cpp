@@ -65,8 +65,9 @@ void LayoutLowering::emit_store(const ir::Op& op) {
   const LVal& ptrs = val(op.operands[0]);
   const LVal& x = val(op.operands[1]);
   // (one copy of a replicated tensor stored: its registers, lanes and warps of the first copy)
-  const int64_t copies = linear(pt).duplicate_bits()[ir::LinearLayout::reg];
-  llvm::Value* first = holds_first_copy(linear(pt));
+  const std::array<int64_t, 3> dup = linear(pt).duplicate_bits();
+  const int64_t copies = dup[ir::LinearLayout::reg];
+  llvm::Value* first = holds_first_copy(dup);
   for (size_t j = 0; j < ptrs.regs.size(); j += static_cast<size_t>(v)) {
     if (static_cast<int64_t>(j) & copies) continue;
     llvm::Value* on = mask ? val(mask).regs[j] : b_.getTrue();

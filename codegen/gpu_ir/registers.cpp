@@ -32,8 +32,7 @@ std::vector<llvm::Value*> LayoutLowering::thread_coords(const LinearLayout& ll) 
   return c;
 }
 
-llvm::Value* LayoutLowering::holds_first_copy(const LinearLayout& ll) {
-  const std::array<int64_t, 3> dup = ll.duplicate_bits();
+llvm::Value* LayoutLowering::holds_first_copy(const std::array<int64_t, 3>& dup) {
   const int ws = target_->warp_size();
   llvm::Value* on = b_.getTrue();
   if (dup[LinearLayout::lane])

@@ -421,11 +421,7 @@ class WarpSpecializer {
       const Op* around = b->parent;
       if (!around || around->code != OpCode::If) continue;
       const bool then = around->regions[0].get() == b;
-      const bool holds_all = std::all_of(rings_.begin(), rings_.end(), [&](const Ring& r) {
-        for (const Block* in = r.loop->parent; in; in = in->parent ? in->parent->parent : nullptr)
-          if (in == b) return true;
-        return false;
-      });
+      const bool holds_all = std::all_of(rings_.begin(), rings_.end(), [&](const Ring& r) { return inside(r, *b); });
       if (holds_all && (then ? negated(c, around->operands[0]) : c == around->operands[0])) return true;
     }
     return false;
@@ -434,10 +430,14 @@ class WarpSpecializer {
   /// Whether every ring's loop is inside `op`'s regions.
   bool holds_every_ring(const Op& op) const {
     return std::all_of(rings_.begin(), rings_.end(), [&](const Ring& r) {
-      for (const Block* in = r.loop->parent; in && in->parent; in = in->parent->parent)
-        if (in->parent == &op) return true;
-      return false;
+      return std::any_of(op.regions.begin(), op.regions.end(), [&](const auto& b) { return inside(r, *b); });
     });
+  }
+  /// Whether the ring's loop is in `b` or in a region nested in it.
+  static bool inside(const Ring& r, const Block& b) {
+    for (const Block* in = r.loop->parent; in; in = in->parent ? in->parent->parent : nullptr)
+      if (in == &b) return true;
+    return false;
   }
 
   /// Whether `a` is `b` negated: compares of the same integers by opposite predicates.

@@ -149,13 +149,7 @@ uint64_t shared_seed() {
   barrier_all();
   return s;
 }
-std::vector<bf16> random_bf16(uint64_t seed, size_t n) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<bf16> v(n);
-  for (auto& x : v) x = bf16(dist(rng));
-  return v;
-}
+std::vector<bf16> random_bf16(uint64_t seed, size_t n) { return reference::random_values<bf16>(seed, n); }
 /// `got` against C = A[M, K] @ B[K, N] computed another way: every element against the library's
 /// plain GEMM (no communication) in relative norm, and 8 rows in double on the host; the bound
 /// is 1e-5 up to K = 1024, growing with sqrt(K) past it (f32 sums of bf16 products, in two

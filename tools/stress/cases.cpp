@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "kernels/kernels.h"
+#include "kernels/reference.h"
 
 namespace tiledist::stress {
 
@@ -15,15 +16,7 @@ namespace {
 
 using Algo = kernels::Collectives::AllReduce;
 
-/// Uniform values in [-1, 1) from `seed`, as T.
-template <class T>
-std::vector<T> random_values(uint64_t seed, size_t n) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<T> v(n);
-  for (auto& x : v) x = T(dist(rng));
-  return v;
-}
+using reference::random_values;
 
 /// A buffer of the job's target: device memory on a GPU, host memory on the host.
 template <class T>
