@@ -27,6 +27,11 @@
 #              and stage count (gpu_bench gemm: TFLOP/s, no baseline; `gemm` has cuBLAS's)
 #   legacy     gpu_bench (bandwidth-bound kernels, GEMM tiles, TP shapes) by default, then with
 #              TILEDIST_LOWERING=legacy (the other lowering)
+#   policy     what the default on Hopper could be, per lowering (legacy, gpu_ir: cp.async, gpu_ir_tma:
+#              TMA issued by the math warps, gpu_ir_ws: a producer warpgroup): gpu_bench sustain
+#              (ours then cuBLAS, one second each, twice) on a GEMM compiled as a user compiles it
+#              (no library configuration) at 8192^3 and 4096^3, 128x256x64/8w/4s and
+#              128x128x64/4w/4s, and attention_bench one at D = 64 and 128 (128x64/8w/3s)
 #   sm80       sm_80's code on this GPU (TILEDIST_TARGET=sm_80: mma.sync, cp.async, no TMA):
 #              kernels_test through the GPU passes, then gpu_bench tp through them and through
 #              the other lowering
@@ -134,6 +139,17 @@ for stage in $stages; do
       grep -vE '^\s*$' "$logs/bench_default.log" | tail -40
       TILEDIST_LOWERING=legacy run bench_legacy 300 bench/gpu_bench
       grep -vE '^\s*$' "$logs/bench_legacy.log" | tail -40 ;;
+    policy)
+      for l in legacy gpu_ir gpu_ir_tma gpu_ir_ws; do
+        for c in "8192 8192 8192 128 256 64 8 4" "4096 4096 4096 128 256 64 8 4" "8192 8192 8192 128 128 64 4 4"; do
+          echo "   $l $c | $(TILEDIST_LOWERING=$l timeout 60 bench/gpu_bench sustain $c 1 2>&1 | tail -2 |
+                               grep -oE '(ours|cuBLAS) .*TFLOP/s' | sed 's/ [0-9.]*\.\.[0-9.]* / /' | tr '\n' ' ')"
+        done
+        [ "$l" = legacy ] && continue  # (attention's loop of two dots is left unpipelined there)
+        for d in 64 128; do
+          echo "   $l attention D=$d | $(TILEDIST_LOWERING=$l timeout 60 bench/attention_bench one 4 32 4096 $d 0 128 64 8 3 10 2>&1 | tail -1)"
+        done
+      done ;;
     sm80)
       TILEDIST_TARGET=sm_80 TILEDIST_LOWERING=gpu_ir run tests_sm80 400 tests/kernels_test
       grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_sm80.log"

@@ -40,11 +40,11 @@ struct GpuOptions {
   /// The target machine's data layout, where the lowering needs it (AMDGCN: allocas and
   /// globals live in their own address spaces).
   std::string data_layout;
-  /// "": lower the optimized IR (codegen/gpu/), unless that leaves a dot in a loop without a
-  /// pipeline: then the GPU IR where its lowering takes every op; "gpu_ir": run the GPU passes
-  /// and lower their output (codegen/gpu_ir/) where that lowering takes every op, else the
-  /// optimized IR; "gpu_ir_only": the GPU IR or an error naming the op it does not take yet;
-  /// "legacy": the optimized IR, always.
+  /// "": NVIDIA: the GPU passes' output (codegen/gpu_ir/), TMA copies where they can be, where
+  /// that lowering takes every op, else the optimized IR (codegen/gpu/); AMD: the optimized IR;
+  /// "gpu_ir": the GPU passes' output (cp.async copies unless warp specialized) where that
+  /// lowering takes every op, else the optimized IR, on any target; "gpu_ir_only": the GPU IR
+  /// or an error naming the op it does not take yet; "legacy": the optimized IR, always.
   std::string lowering;
 };
 

@@ -464,8 +464,8 @@ std::string Context::emit(const KernelDef& def, const Constants& constants, cons
     if (target.kind == Target::Kind::host)
       throw Error("tiledist: the GPU IR (layouts) needs a GPU target (sm_80, sm_90a, gfx90a, gfx942)");
     codegen::run_gpu_passes(
-        *fn, codegen::GpuPassContext::for_arch(target.arch, options.num_warps, options.num_stages, options.lowering)
-                 .asking(options.tma, options.warp_specialize));  // (as the lowering runs them)
+        *fn, codegen::GpuPassContext::for_compile(target.arch, options.num_warps, options.num_stages, options.lowering,
+                                                  options.tma, options.warp_specialize));
     return ir::print(*fn);
   }
   return emit(*fn, target, options, stage);

@@ -64,12 +64,13 @@ struct CompileOptions {
   /// "gpu_ir_tma" as gpu_ir, its pipelines copying by TMA where they can (sm_90a); "gpu_ir_ws"
   /// as gpu_ir_tma, warp specialized where the warp_specialization pass can (a producer
   /// warpgroup issuing the copies).
-  /// Empty (the default): the optimized IR, whose lowering has the library GEMMs' fast paths
-  /// (wgmma, TMA, warp specialization), except for kernels whose loop dots it would leave
-  /// without a pipeline (attention, back-to-back dots): those take the GPU IR where its
-  /// lowering takes them. "legacy": the optimized IR's lowering for every kernel, the library's
-  /// too (what a kernel ran through before the GPU passes took it: a way back, and a figure
-  /// to compare with). ($TILEDIST_LOWERING sets it for every compile, the library's included.)
+  /// Empty (the default): on NVIDIA targets the GPU passes' output, as "gpu_ir" but with the
+  /// pipelines copying by TMA where they can (sm_90a, unless `tma` is off), where the GPU IR
+  /// lowering takes every op of the kernel, else the optimized IR; on AMD targets the optimized
+  /// IR. "legacy": the optimized IR's lowering for every kernel, the library's too (a way back,
+  /// and a figure to compare with: its wgmma GEMM loop, TMA and warp specialization match the
+  /// library GEMM's loop). ($TILEDIST_LOWERING sets it for every compile, the library's
+  /// included.)
   std::string lowering;
 
   /// Defaults, with the environment's overrides applied.

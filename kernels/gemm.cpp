@@ -144,13 +144,12 @@ GemmConfig gemm_fp8_config(const Target& target, int64_t M, int64_t N, int64_t K
   if (target.has(Cap::wgmma) && M % 16 == 0 && N % 16 == 0 && K % 16 == 0 && M > 64) {
     g.bm = 128, g.bn = 256, g.options.num_warps = 8, g.options.num_stages = 4;
     g.constants = {{"BM", 128}, {"BN", 256}, {"BK", 128}};
-    // Persistent and warp specialized, through the GPU passes (f8 wgmma: 1.023 / 0.993 of
-    // cuBLAS at 8192^3, default / fast accumulation, on an H200; the other lowering 1.020 /
-    // 0.986 in the same run), unless $TILEDIST_WS=0.
+    // Persistent and warp specialized (f8 wgmma: 1.023 / 0.993 of cuBLAS at 8192^3, default /
+    // fast accumulation, on an H200; the other lowering 1.020 / 0.986 in the same run), unless
+    // $TILEDIST_WS=0.
     if (library_persistent()) {
       g.constants.insert_or_assign("PERSISTENT", 1);
       g.options.warp_specialize = true;
-      if (g.options.lowering.empty()) g.options.lowering = "gpu_ir";
       g.programs = sm_count();
     }
   }
@@ -212,11 +211,10 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
     // 0.82 of cuBLAS at M=128, N=K=8192: bench/RESULTS.md)
     g.bm = 64, g.bn = 128, g.options.num_warps = 4, g.options.num_stages = target.has(Cap::wgmma) ? 8 : 4;
     g.constants = {{"BM", 64}, {"BN", 128}, {"BK", 64}};
-    // Hopper: through the GPU passes, warp specialized (a producer warpgroup beside the one of
-    // math: 431 TFLOP/s at M=128 N=K=8192 on an H200, where the other lowering gave 416 and
-    // cuBLAS about 420), unless $TILEDIST_WS=0.
-    if (target.has(Cap::wgmma) && persistent && g.options.lowering.empty())
-      g.options.lowering = "gpu_ir", g.options.warp_specialize = true;
+    // Hopper: warp specialized (a producer warpgroup beside the one of math: 431 TFLOP/s at
+    // M=128 N=K=8192 on an H200, where the other lowering gave 416 and cuBLAS about 420),
+    // unless $TILEDIST_WS=0.
+    if (target.has(Cap::wgmma) && persistent) g.options.warp_specialize = true;
   } else if (target.has(Cap::wgmma)) {  // wgmma: two warpgroups of m64n256, 4 stages of 48 KB
     g.bm = 128, g.bn = 256, g.options.num_warps = 8, g.options.num_stages = 4;
     // Where the last wave of 128x256 tiles would leave much of the GPU idle (N = 1152: 4.5
@@ -228,15 +226,13 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
     };
     if (fill(128) > 1.15 * fill(256)) g.bn = 128;
     g.constants = {{"BM", 128}, {"BN", g.bn}, {"BK", 64}};
-    // Persistent and warp specialized (TMA's producer warpgroup), unless $TILEDIST_WS=0,
-    // through the GPU passes (the warp_specialization pass takes the tile loop, stream-K's
-    // too: 0.952-0.996 of cuBLAS at the TP shapes on an H200, bench/RESULTS.md); ag_gemm's,
-    // gemm_rs's and gemm_ar's on this configuration too (the producer waits for ag_gemm's rows
-    // before copying them), and their per-tile forms (GemmConfig::per_tile).
+    // Persistent and warp specialized (TMA's producer warpgroup), unless $TILEDIST_WS=0 (the
+    // warp_specialization pass takes the tile loop, stream-K's too: 0.952-0.996 of cuBLAS at the TP shapes on an H200,
+    // bench/RESULTS.md); ag_gemm's, gemm_rs's and gemm_ar's on this configuration too (the producer waits for ag_gemm's
+    // rows before copying them), and their per-tile forms (GemmConfig::per_tile).
     if (persistent) {
       g.constants.insert_or_assign("PERSISTENT", 1);
       g.options.warp_specialize = true;
-      if (g.options.lowering.empty()) g.options.lowering = "gpu_ir";
       g.programs = sm_count();
     }
   } else {

@@ -217,13 +217,11 @@ GemmConfig grouped_gemm_config(const Target& target, int64_t rows, int64_t N, in
     // rowwise epilogue's scales, the blockwise form's second accumulator)
     g.bm = bm, g.bn = N >= 256 && !f8 ? 256 : 128;
     g.options.num_warps = bm / 16, g.options.num_stages = 4;
-    // bf16: through the GPU passes, warp specialized (a producer warpgroup copies both operands
-    // by TMA, the expert a coordinate: 0.99 of torch._grouped_mm at E = 8 in both weight
-    // layouts, on an H200, against 0.98 / 0.83 by the other lowering; bench/RESULTS.md). f8
-    // keeps the other lowering (not warp specialized by it: a program per tile), not yet timed
-    // through the GPU passes, which take its f8 wgmma now.
-    if (!f8 && g.options.lowering.empty() && detail::library_warp_specialize())
-      g.options.lowering = "gpu_ir", g.options.warp_specialize = true;
+    // bf16: warp specialized (a producer warpgroup copies both operands by TMA, the expert a
+    // coordinate: 0.99 of torch._grouped_mm at E = 8 in both weight layouts, on an H200,
+    // against 0.98 / 0.83 by the other lowering; bench/RESULTS.md). f8: TMA copies issued by
+    // the math warps (its f8 wgmma through the GPU passes by default since 2026-11-26).
+    if (!f8 && detail::library_warp_specialize()) g.options.warp_specialize = true;
   } else {
     g.bm = bm, g.bn = 128;
     g.options.num_warps = 8, g.options.num_stages = 3;

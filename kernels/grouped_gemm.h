@@ -5,15 +5,12 @@
 // compiler has no path of its own for it.
 //
 // What the GPU compiler makes of it today (tiledist-compile ... --target sm_90a --emit asm,
-// tested by GroupedGemm.Sm90aCode): the library's bf16 config goes through the GPU passes,
-// warp specialized (grouped_gemm_config): both operands copied by TMA (W [E, K, N] a 3-D map,
-// the expert a coordinate) by a producer warpgroup that recomputes the tile's table entry,
-// wgmma in the consumers. Without that option: wgmma fed by TMA (W [E, N, K] seen as one
-// [E * N, K] tensor) or cp.async (W [E, K, N]) by the other lowering, a program per tile (its
-// producer takes coordinates made of pure ops only). The blockwise f8 form scales each K
-// block's product before accumulating it, which the pipeline does not take: mma.sync on
-// registers, no pipeline. On sm_80 bf16 W [E, K, N] gets the cp.async + ldmatrix + mma.sync
-// pipeline, W [E, N, K] (B as trans(load)) mma.sync on 16-byte loads.
+// tested by GroupedGemm.Sm90aCode): through the GPU passes, the library's bf16 config warp
+// specialized (grouped_gemm_config): both operands copied by TMA (W [E, K, N] a 3-D map, the
+// expert a coordinate) by a producer warpgroup that recomputes the tile's table entry, wgmma
+// in the consumers. Without that option, and the f8 forms (the blockwise form's scaled
+// product of each K block too): wgmma fed by TMA copies that the math warps issue. On sm_80
+// bf16 in both layouts: the cp.async + ldmatrix + mma.sync pipeline.
 #pragma once
 
 #include <span>

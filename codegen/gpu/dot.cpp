@@ -30,9 +30,6 @@ llvm::Value* GpuLowering::stage_narrow(const ir::Value* v, int64_t base, bool tr
 void GpuLowering::emit_dot(const ir::Op& op) {
   if (auto it = pipe_dots_.find(&op); it != pipe_dots_.end())
     return it->second->wgmma ? pipe_dot_wgmma(*it->second, op) : pipe_dot(*it->second, op);
-  if (mma_eligible(op))  // (a tensor-core dot: FMA dots are as slow either way)
-    for (const ir::Block* b = op.parent; b && b->parent; b = b->parent->parent)
-      unpipelined_loop_dot_ |= b->parent->code == OpCode::For || b->parent->code == OpCode::While;
   if (emit_dot_mma(op) || emit_dot_mfma(op)) return;
   const ir::Type& at = op.operands[0]->type;
   const ir::Type& bt = op.operands[1]->type;

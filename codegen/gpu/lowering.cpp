@@ -218,7 +218,12 @@ namespace tiledist::codegen {
 
 GpuModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make) {
   const bool legacy = opts.lowering == "legacy";
-  if (!opts.lowering.empty() && !legacy) {
+  // NVIDIA kernels go through the GPU passes by default (layouts, pipelines and warp
+  // specialization as the IR states them), where the GPU IR lowering takes every op; a lowering
+  // named in the options asks for them on any target. (AMD keeps this lowering by default: the
+  // GPU IR's MFMA dots read B from LDS 4 bytes at a time where this one reads 8.)
+  const std::optional<GpuPassContext> facts = GpuPassContext::find(opts.arch, opts.num_warps);
+  if (!legacy && (!opts.lowering.empty() || (facts && facts->mma_sync))) {
     GpuModule m;
     std::string why;
     if (lower_gpu_ir(f, ctx, opts, make, m, &why)) return m;
@@ -227,16 +232,6 @@ GpuModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOpti
   }
   gpu::GpuLowering lowering(f, ctx, opts, make);
   GpuModule m = lowering.run();
-  // By default, a kernel whose loop dots this lowering leaves without a pipeline (a loop of two
-  // dots, an operand made in registers: anything but the GEMM loop it matches) goes to the GPU
-  // IR lowering, which pipelines any loop's loads as the passes state it, where it takes the
-  // kernel. (NVIDIA only: on AMD it has no MFMA dot yet, and would take a small dot by FMAs
-  // that this lowering gives MFMA.)
-  const std::optional<GpuPassContext> facts = GpuPassContext::find(opts.arch, opts.num_warps);
-  if (lowering.left_a_loop_dot_unpipelined() && facts && facts->mma_sync && !legacy) {
-    GpuModule laid;
-    if (lower_gpu_ir(f, ctx, opts, make, laid, nullptr)) return laid;
-  }
   // Warp specialization keeps the loop's buffers for the whole kernel, under the scratch of
   // everything else (an epilogue that stages its tile): where that exceeds what a program may
   // have (227 KiB on sm_90), the kernel is lowered again without it.

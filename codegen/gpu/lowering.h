@@ -57,9 +57,6 @@ class GpuLowering : public WorldOps {
   bool warp_specialized() const { return ws_.has_value(); }
   /// Threads per program: the layouts' threads_, and a producer warpgroup where warp specialized.
   int block_threads() const { return threads_ + (ws_ ? 128 : 0); }
-  /// Whether a dot inside a loop was lowered without a pipeline (its loop is not the shape
-  /// match_pipeline takes): operands staged through shared memory every iteration.
-  bool left_a_loop_dot_unpipelined() const { return unpipelined_loop_dot_; }
 
  private:
   GpuLowering(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make,
@@ -615,8 +612,7 @@ class GpuLowering : public WorldOps {
   std::map<const ir::Op*, std::pair<PipeOperand, PipeOperand>> tma_loops_;  // wgmma loops copying by TMA
   unsigned first_map_ = 0;                                                  // the first tensor map's parameter
   std::optional<WarpSpec> ws_;                                              // warp specialized (see WarpSpec)
-  bool ws_allowed_ = true;             // (false: lowered again without, see lower_nvptx)
-  bool unpipelined_loop_dot_ = false;  // see left_a_loop_dot_unpipelined
+  bool ws_allowed_ = true;  // (false: lowered again without, see lower_nvptx)
   std::map<const ir::Value*, bool> from_wait_;
   bool producer_ = false;                           // emitting the producer's code
   std::set<const ir::Op*> producer_only_waits_;     // see find_producer_only_waits

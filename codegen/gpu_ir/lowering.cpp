@@ -438,10 +438,8 @@ bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const G
   const std::string text = ir::print(optimized);
   for (const std::string& pass_arch : forms) {
     std::unique_ptr<ir::Function> f = ir::parse_function(text, optimized.name);
-    // (warp specialization asked for by the options, as the other lowering takes it; its rings
-    // copy by TMA unless TMA is off)
-    GpuPassContext passes = GpuPassContext::for_arch(pass_arch, opts.num_warps, opts.num_stages, opts.lowering)
-                                .asking(opts.tma, opts.warp_specialize);
+    const GpuPassContext passes = GpuPassContext::for_compile(pass_arch, opts.num_warps, opts.num_stages, opts.lowering,
+                                                              opts.tma, opts.warp_specialize);
     run_gpu_passes(*f, passes);
     // An op refused up front, or one whose layouts this lowering finds it cannot take as it
     // lowers (a dot whose layouts do not hold its fragments, a reduction over mixed

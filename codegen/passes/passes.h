@@ -28,11 +28,12 @@ struct GpuPassContext {
   /// at D = 128 where the plain wgmma form gives 0.47, but 0.50 at D = 64 against 0.58
   /// (bench/RESULTS.md, 2026-11-25).
   bool prefetch_dots = false;
-  /// pipelining copies by TMA where it can (sm_90a: CompileOptions::lowering "gpu_ir_tma", or
-  /// with warp specialization). Issued by a math warp it was slower than cp.async (attention
-  /// 0.51 of SDPA against 0.60 on an H200, 2026-11-26) until each slot was released a dot late
-  /// (the skinny GEMM's tiles 385 TFLOP/s against cp.async's 340, the same day; attention not
-  /// timed since); with a producer warpgroup attention gives 0.75.
+  /// pipelining copies by TMA where it can (sm_90a): by default (for_compile), or with warp
+  /// specialization, or where CompileOptions::lowering is "gpu_ir_tma". Issued by the math
+  /// warps it was slower than cp.async (attention 0.51 of SDPA against 0.60 on an H200,
+  /// 2026-11-26) until each slot was released a dot late; since, the same day: a GEMM at
+  /// 128x256x64 636 TFLOP/s against cp.async's 498 (the other lowering 638, cuBLAS 645),
+  /// attention D = 128 456 against 437, D = 64 362 against 369.
   bool tma = false;
   /// warp_specialization runs (CompileOptions::warp_specialize, as the library asks for
   /// attention at D = 128 and the bf16 grouped GEMM on Hopper, or lowering "gpu_ir_ws" for every
@@ -52,6 +53,16 @@ struct GpuPassContext {
     warp_specialize |= wgmma && ws && tma_on;
     tma |= warp_specialize;
     return *this;
+  }
+  /// The passes a GPU compile runs (the GPU IR lowering, and `--emit gpu-ir` as it shows them):
+  /// `for_arch`'s, and what the options ask for (`asking`); by default (`lowering` empty) the
+  /// pipelines copy by TMA where they can, as the other lowering's did, unless `tma_on` is off
+  /// (CompileOptions::tma, $TILEDIST_TMA=0).
+  static GpuPassContext for_compile(const std::string& arch, int num_warps, int num_stages, const std::string& lowering,
+                                    bool tma_on, bool ws) {
+    GpuPassContext c = for_arch(arch, num_warps, num_stages, lowering);
+    if (lowering.empty()) c.tma = c.wgmma && tma_on;
+    return c.asking(tma_on, ws);
   }
 };
 

@@ -63,6 +63,22 @@ class WarpSpecializer {
  public:
   WarpSpecializer(ir::Function& f, const GpuPassContext& ctx) : f_(f), ctx_(ctx) {}
 
+  /// After the consumers lost the copies (and dce what computed their coordinates): the waits
+  /// whose token only copies read, which the producer runs, are dropped from the consumers
+  /// where nothing of theirs reads the token (a token orders the loads through it: those are
+  /// the producer's). Whether it dropped one.
+  bool drop_consumer_copy_waits() {
+    std::vector<Op*> dead;
+    f_.walk([&](Op& op) {
+      if (!copy_waits_.count(&op)) return;  // (the originals: the consumers'; the producer has clones)
+      bool used = false;
+      for (const auto& r : op.results) ir::for_each_use(*op.parent, r.get(), [&](const Op&, size_t) { used = true; });
+      if (!used) dead.push_back(&op);
+    });
+    for (Op* op : dead) op->parent->erase(op);
+    return !dead.empty();
+  }
+
   bool run() {
     if (!find_rings()) return false;
     bool asked = ctx_.warp_specialize;
@@ -288,6 +304,7 @@ class WarpSpecializer {
       std::vector<const Value*> reads;
       if (wait_op(*d, reads)) {  // (a copy's consume_token: the producer waits too)
         if (!producer_waits(d, reads, work)) return false;
+        copy_waits_.insert(d);
         continue;
       }
       if (!d->regions.empty() || d->results.size() != 1 || d->results[0]->type.is_tensor()) return false;
@@ -671,6 +688,7 @@ class WarpSpecializer {
 
   ir::Function& f_;
   const GpuPassContext& ctx_;
+  std::set<const Op*> copy_waits_;  // waits whose token a copy's coordinate reads
   std::vector<Ring> rings_;
   std::map<const Op*, std::set<const Op*>> slice_;  // a loop: its issue and what it computes from
   std::set<const Block*> path_;                     // the kernel's body and the if regions around rings
@@ -685,7 +703,10 @@ void warp_specialization(ir::Function& f, const GpuPassContext& ctx) {
   if (!ctx.wgmma) return;
   if (ctx.num_warps % 4 || (ctx.num_warps + 4) * ctx.warp_size > 1024) return;
   if (!f.body.terminator() || f.body.terminator()->code != OpCode::Return) return;
-  if (WarpSpecializer(f, ctx).run()) ir::dce(f);
+  WarpSpecializer ws(f, ctx);
+  if (!ws.run()) return;
+  ir::dce(f);
+  if (ws.drop_consumer_copy_waits()) ir::dce(f);
 }
 
 }  // namespace tiledist::codegen

@@ -97,7 +97,8 @@ TEST(GpuIrLowering, WarpSpecializedAttention) {
 TEST(GpuIrLowering, LibraryGemmWarpSpecializedThroughThePasses) {
   const Target t = Target::cuda("sm_90a");
   const kernels::GemmConfig g = kernels::gemm_config(t, 8192, 8192, 8192);
-  ASSERT_EQ(g.options.lowering, "gpu_ir");
+  ASSERT_TRUE(g.options.lowering.empty());  // (the default: the GPU passes)
+  ASSERT_TRUE(g.options.warp_specialize);
   auto emit = [&](const KernelDef& def, const Constants& constants, const std::string& lowering) {
     CompileOptions o = g.options;
     o.lowering = lowering;
@@ -105,9 +106,8 @@ TEST(GpuIrLowering, LibraryGemmWarpSpecializedThroughThePasses) {
   };
   const KernelDef& gemm = kernels::gemm_kernel(ir::DType::bf16);
   const kernels::GemmConfig skinny = kernels::gemm_config(t, 128, 8192, 8192);  // (M <= 256: 64x128 tiles)
-  EXPECT_EQ(skinny.options.lowering, "gpu_ir");
   EXPECT_TRUE(skinny.options.warp_specialize);
-  const std::string text = emit(gemm, g.constants, "gpu_ir");
+  const std::string text = emit(gemm, g.constants, "");
   EXPECT_EQ(text, emit(gemm, g.constants, "gpu_ir_only"));
   EXPECT_NE(text.find("setmaxnreg.inc.sync.aligned.u32 232;"), std::string::npos);
   EXPECT_NE(text.find("cp.async.bulk.tensor"), std::string::npos);
@@ -118,7 +118,7 @@ TEST(GpuIrLowering, LibraryGemmWarpSpecializedThroughThePasses) {
   EXPECT_NE(stream_k.find("setmaxnreg.inc.sync.aligned.u32 232;"), std::string::npos);
   EXPECT_NE(stream_k.find("atom.acq_rel.gpu.global.add.u32"), std::string::npos);
   const kernels::GemmConfig f8 = kernels::gemm_fp8_config(t, 8192, 8192, 8192);
-  ASSERT_EQ(f8.options.lowering, "gpu_ir");
+  ASSERT_TRUE(f8.options.warp_specialize);
   CompileOptions o = f8.options;
   const KernelDef& fp8 = kernels::gemm_fp8_kernel(ir::DType::f8e4m3);
   const std::string scaled =
@@ -162,9 +162,9 @@ TEST(GpuIrLowering, NamesWhatItDoesNotTakeAndFallsBack) {
 
 // The distributed kernels go through it too: the collectives (waits, symm_at, puts), and the
 // library's overlapped GEMMs at their Hopper configuration, warp specialized by the passes
-// (ag_gemm's waits for the gathered rows run by the producer before its copies, and by the
-// consumers; gemm_rs's tile stored to a peer and signalled there), where "legacy" keeps the
-// other lowering.
+// (ag_gemm's waits for the gathered rows run by the producer before its copies, not by the
+// consumers, whose loads no longer read their token; gemm_rs's tile stored to a peer and signalled there), where
+// "legacy" keeps the other lowering.
 TEST(GpuIrLowering, TakesTheDistributedKernels) {
   for (const char* arch : {"sm_80", "sm_90a"})
     for (const char* kernel : {"all_reduce", "all_gather_bf16", "reduce_scatter", "rs_reduce"}) {
@@ -184,10 +184,10 @@ TEST(GpuIrLowering, TakesTheDistributedKernels) {
     EXPECT_NE(text.find("setmaxnreg.inc.sync.aligned.u32 232;"), std::string::npos);
     EXPECT_NE(text.find("cp.async.bulk.tensor"), std::string::npos);
     if (std::string(kernel) == "ag_gemm") {
-      // (two polls: the producer's and the consumers'; the producer's proxy fence after its own)
+      // (one poll, the producer's, with its proxy fence after it)
       const size_t first = text.find("ld.acquire.sys.global.b32");
       ASSERT_NE(first, std::string::npos);
-      EXPECT_NE(text.find("ld.acquire.sys.global.b32", first + 1), std::string::npos);
+      EXPECT_EQ(text.find("ld.acquire.sys.global.b32", first + 1), std::string::npos);
       EXPECT_NE(text.find("fence.proxy.async.global;"), std::string::npos);
     }
     o.lowering = "legacy";
@@ -195,19 +195,27 @@ TEST(GpuIrLowering, TakesTheDistributedKernels) {
   }
 }
 
-// By default a kernel goes to it where the other lowering would leave a loop's dot without a
-// pipeline (attention: two dots a loop), and stays there where that lowering has its fast path
-// (the library GEMM's wgmma loop).
-TEST(GpuIrLowering, ByDefaultWhereTheOtherLoweringHasNoPipeline) {
-  const std::string attention = ptx("attention", "sm_90a", "");
-  EXPECT_EQ(attention, ptx("attention", "sm_90a", "gpu_ir_only"));
-  EXPECT_NE(attention.find("ldmatrix.sync.aligned.m8n8.x4.trans"), std::string::npos);
+// By default an NVIDIA kernel goes through it: sm_90a's pipelines copy by TMA where they can
+// (as "gpu_ir_tma" asks for), sm_80's by cp.async (as "gpu_ir"); "legacy" keeps the other
+// lowering, which AMD kernels keep by default.
+TEST(GpuIrLowering, ByDefaultOnNvidia) {
   const KernelDef& gemm = *Registry::global().find("gemm");
-  CompileOptions o;
-  o.num_warps = 8, o.num_stages = 4;
-  const std::string text = jit::Context::global().emit(
-      gemm, {{"BM", 128}, {"BN", 256}, {"BK", 64}}, Target::cuda("sm_90a"), o, jit::Stage::asm_, gemm.aligned_facts());
+  auto emit = [&](const Target& t, const std::string& lowering) {
+    CompileOptions o;
+    o.num_warps = 8, o.num_stages = 4, o.lowering = lowering;
+    return jit::Context::global().emit(gemm, {{"BM", 128}, {"BN", 256}, {"BK", 64}}, t, o, jit::Stage::asm_,
+                                       gemm.aligned_facts());
+  };
+  const Target hopper = Target::cuda("sm_90a"), ampere = Target::cuda("sm_80"), mi300 = Target::amdgcn("gfx942");
+  const std::string text = emit(hopper, "");
   EXPECT_NE(text.find("wgmma.mma_async"), std::string::npos);
+  EXPECT_NE(text.find("cp.async.bulk.tensor.2d"), std::string::npos);
+  EXPECT_EQ(text, emit(hopper, "gpu_ir_tma"));
+  EXPECT_NE(text, emit(hopper, "legacy"));
+  EXPECT_EQ(emit(ampere, ""), emit(ampere, "gpu_ir"));
+  EXPECT_NE(emit(ampere, ""), emit(ampere, "legacy"));
+  EXPECT_EQ(emit(mi300, ""), emit(mi300, "legacy"));
+  EXPECT_EQ(ptx("attention", "sm_90a", ""), ptx("attention", "sm_90a", "gpu_ir_tma"));
 }
 
 TEST(GpuIrLowering, ABadLoweringIsNamed) {
