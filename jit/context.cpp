@@ -1,5 +1,6 @@
-// The compile driver: trace -> optimize -> (memory cache) -> (disk cache) -> LLVM codegen ->
-// object file -> ORC LLJIT. Every step that can fail reports an Error naming the kernel.
+// The compile driver: trace -> optimize -> (memory cache) -> (disk cache) -> the target's
+// backend (jit/backend.h: its passes, lowering, LLVM, the binary, loading it). Every step that
+// can fail reports an Error naming the kernel.
 #include "jit/context.h"
 
 #include <dlfcn.h>
@@ -10,48 +11,18 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "codegen/codegen.h"
-#include "codegen/passes/passes.h"
-#include "ir/builder.h"
-#include "ir/numeric.h"
 #include "ir/passes/passes.h"
 #include "ir/printer.h"
-#include "jit/amdgpu.h"
+#include "jit/backend.h"
 #include "jit/cache.h"
 #include "jit/manifest.h"
-#include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
-#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
-#include "llvm/ExecutionEngine/Orc/LLJIT.h"
-#include "llvm/IR/LegacyPassManager.h"
-#include "llvm/IR/Module.h"
-#include "llvm/MC/TargetRegistry.h"
-#include "llvm/Passes/PassBuilder.h"
-#include "llvm/Support/CommandLine.h"
-#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/SHA256.h"
-#include "llvm/Support/TargetSelect.h"
-#include "llvm/Support/raw_ostream.h"
-#include "llvm/Target/TargetMachine.h"
-#include "llvm/Target/TargetOptions.h"
 
 #ifndef TILEDIST_VERSION
 #define TILEDIST_VERSION "0.1.0"
 #endif
-
-extern "C" {
-void LLVMInitializeNVPTXTargetInfo();
-void LLVMInitializeNVPTXTarget();
-void LLVMInitializeNVPTXTargetMC();
-void LLVMInitializeNVPTXAsmPrinter();
-void LLVMInitializeAMDGPUTargetInfo();
-void LLVMInitializeAMDGPUTarget();
-void LLVMInitializeAMDGPUTargetMC();
-void LLVMInitializeAMDGPUAsmPrinter();
-static uint8_t tiledist_f32_to_f8e4m3(float f) { return tiledist::float_to_f8e4m3_bits(f); }
-static float tiledist_f8e4m3_to_f32(uint8_t b) { return tiledist::f8e4m3_bits_to_float(b); }
-static uint8_t tiledist_f32_to_f8e5m2(float f) { return tiledist::float_to_f8e5m2_bits(f); }
-static float tiledist_f8e5m2_to_f32(uint8_t b) { return tiledist::f8e5m2_bits_to_float(b); }
-}
 
 namespace tiledist::jit {
 
@@ -105,40 +76,6 @@ const char* compiler_version() {
 
 namespace {
 
-std::string to_string(llvm::Error e) { return llvm::toString(std::move(e)); }
-
-template <class T>
-T unwrap(llvm::Expected<T> v, const std::string& what) {
-  if (!v) throw Error(str_cat("tiledist: ", what, ": ", to_string(v.takeError())));
-  return std::move(*v);
-}
-void check(llvm::Error e, const std::string& what) {
-  if (e) throw Error(str_cat("tiledist: ", what, ": ", to_string(std::move(e))));
-}
-
-void init_llvm() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-    llvm::InitializeNativeTargetAsmParser();
-    LLVMInitializeNVPTXTargetInfo();
-    LLVMInitializeNVPTXTarget();
-    LLVMInitializeNVPTXTargetMC();
-    LLVMInitializeNVPTXAsmPrinter();
-    LLVMInitializeAMDGPUTargetInfo();
-    LLVMInitializeAMDGPUTarget();
-    LLVMInitializeAMDGPUTargetMC();
-    LLVMInitializeAMDGPUAsmPrinter();
-    // 32-bit shared-memory addresses, as Triton and nvcc use: address arithmetic for ldmatrix
-    // and cp.async stays in 32-bit registers. (A backend option read when a target machine is
-    // made; it changes the NVPTX data layout only.)
-    auto& options = llvm::cl::getRegisteredOptions();
-    if (auto it = options.find("nvptx-short-ptr"); it != options.end())
-      static_cast<llvm::cl::opt<bool>*>(it->second)->setValue(true);
-  });
-}
-
 std::string sha256_hex(const std::string& s) {
   llvm::SHA256 h;
   h.update(s);
@@ -178,12 +115,7 @@ std::pair<std::unique_ptr<ir::Function>, std::string> trace_optimized(const Kern
   options.validate();
   std::unique_ptr<ir::Function> fn = def.trace(constants, facts);
   ir::optimize(*fn);
-  if (!options.gpu_passes.empty()) {
-    if (target.kind != Target::Kind::host)
-      throw Error("tiledist: CompileOptions::gpu_passes runs the GPU passes' output on the host target only");
-    codegen::run_gpu_passes(*fn, codegen::GpuPassContext::for_arch(options.gpu_passes, options.num_warps,
-                                                                   options.num_stages, options.lowering));
-  }
+  Backend::for_target(target).prepare(*fn, options);
   std::string key =
       sha256_hex(str_cat(ir::print(*fn), "\n", target.key(), "\n", options.key(), "\n", compiler_version()));
   return {std::move(fn), std::move(key)};
@@ -193,172 +125,26 @@ std::pair<std::unique_ptr<ir::Function>, std::string> trace_optimized(const Kern
 
 struct Context::Impl {
   std::mutex mu;
-  std::unique_ptr<llvm::orc::LLJIT> lljit;
-  std::unique_ptr<llvm::TargetMachine> host_tm;
-  std::map<std::string, std::unique_ptr<llvm::TargetMachine>> gpu_tms;
+  std::map<const Backend*, std::unique_ptr<Backend::State>> backend_states;
   std::map<std::string, std::shared_ptr<Loaded>> by_key;
   std::map<std::string, std::shared_ptr<Loaded>> by_spec;
   Stats stats;
-  int dylibs = 0;
 
-  llvm::TargetMachine& tm() {
-    if (!host_tm) {
-      init_llvm();
-      auto jtmb = unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
-      jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
-      jtmb.setRelocationModel(llvm::Reloc::PIC_);
-      jtmb.setCodeModel(llvm::CodeModel::Small);
-      host_tm = unwrap(jtmb.createTargetMachine(), "creating the host target machine");
-    }
-    return *host_tm;
-  }
-
-  llvm::TargetMachine& gpu_tm(const Target& target) {
-    auto& tm = gpu_tms[target.arch];
-    if (!tm) {
-      init_llvm();
-      std::string err;
-      const bool amd = target.kind == Target::Kind::amdgcn;
-      const char* triple = amd ? "amdgcn-amd-amdhsa" : "nvptx64-nvidia-cuda";
-      const llvm::Target* t = llvm::TargetRegistry::lookupTarget(triple, err);
-      if (!t) throw Error(str_cat("tiledist: no ", amd ? "AMDGPU" : "NVPTX", " backend in this build: ", err));
-      // NVPTX: PTX 8.4 (CUDA 12.4 drivers) for Hopper: f8 mma.sync needs it; 8.0 elsewhere.
-      const char* features = amd ? "" : target.has(Cap::wgmma) ? "+ptx84" : "+ptx80";
-      tm.reset(t->createTargetMachine(triple, target.arch, features, llvm::TargetOptions(),
-                                      amd ? std::optional(llvm::Reloc::PIC_) : std::nullopt, std::nullopt,
-                                      llvm::CodeGenOptLevel::Aggressive));
-    }
-    return *tm;
-  }
-
-  /// Lowers and optimizes for a GPU (AMDGCN: with the device libraries' functions it calls).
-  codegen::GpuModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const Target& target,
-                               const CompileOptions& options, bool optimize = true) {
-    llvm::TargetMachine& machine = gpu_tm(target);
-    codegen::GpuOptions o{target.arch, options.num_warps, options.num_stages, options.tma, options.warp_specialize,
-                          "",          options.lowering};
-    codegen::GpuModule gm;
-    if (target.kind == Target::Kind::amdgcn) {
-      o.data_layout = machine.createDataLayout().getStringRepresentation();
-      gm = codegen::lower_amdgcn(f, ctx, o);
-      if (optimize) link_amdgpu_device_libs(*gm.module, target.arch);
-    } else {
-      gm = codegen::lower_nvptx(f, ctx, o);
-    }
-    gm.module->setDataLayout(machine.createDataLayout());
-    if (optimize) run_o3(*gm.module, machine);
-    return gm;
-  }
-
-  static void run_o3(llvm::Module& m, llvm::TargetMachine& machine) {
-    llvm::LoopAnalysisManager lam;
-    llvm::FunctionAnalysisManager fam;
-    llvm::CGSCCAnalysisManager cgam;
-    llvm::ModuleAnalysisManager mam;
-    llvm::PassBuilder pb(&machine);
-    pb.registerModuleAnalyses(mam);
-    pb.registerCGSCCAnalyses(cgam);
-    pb.registerFunctionAnalyses(fam);
-    pb.registerLoopAnalyses(lam);
-    pb.crossRegisterProxies(lam, fam, cgam, mam);
-    pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
-  }
-
-  llvm::orc::LLJIT& jit() {
-    if (!lljit) {
-      init_llvm();
-      lljit = unwrap(llvm::orc::LLJITBuilder().create(), "starting the host JIT");
-    }
-    return *lljit;
-  }
-
-  /// Lowers and optimizes the host module; `os` receives LLVM IR text when given.
-  codegen::HostModule lower(const ir::Function& f, llvm::LLVMContext& ctx, const CompileOptions& options,
-                            bool optimize = true) {
-    codegen::HostModule hm = codegen::lower_host(f, ctx, {options.check_bounds});
-    llvm::TargetMachine& machine = tm();
-    hm.module->setDataLayout(machine.createDataLayout());
-    hm.module->setTargetTriple(machine.getTargetTriple().str());
-    if (optimize) run_o3(*hm.module, machine);
-    return hm;
-  }
-
-  std::string emit_file(llvm::Module& m, llvm::CodeGenFileType type, llvm::TargetMachine* machine = nullptr) {
-    llvm::SmallVector<char, 0> buf;
-    llvm::raw_svector_ostream os(buf);
-    llvm::legacy::PassManager pm;
-    if ((machine ? *machine : tm()).addPassesToEmitFile(pm, os, nullptr, type))
-      throw Error("tiledist: the host target cannot emit this file type");
-    pm.run(m);
-    return std::string(buf.begin(), buf.end());
+  /// What `backend` keeps in this Context, made at its first use.
+  Backend::State& state(const Backend& backend) {
+    auto& s = backend_states[&backend];
+    if (!s) s = backend.new_state();
+    return *s;
   }
 
   Artifact codegen(const ir::Function& f, const std::string& key, const Target& target, const CompileOptions& options) {
-    llvm::LLVMContext ctx;
-    Artifact a;
+    const Backend& backend = Backend::for_target(target);
+    Artifact a = backend.compile(f, target, options, state(backend));
     a.key = key;
     a.kernel = f.name;
     a.target = target.name();
-    if (target.kind != Target::Kind::host) {
-      codegen::GpuModule gm = lower_gpu(f, ctx, target, options);
-      a.entry = gm.entry;
-      a.scratch_bytes = gm.shared_bytes;
-      a.threads = gm.threads;
-      a.distributed = gm.distributed;
-      a.tma = runtime::tma_recipes_str(gm.tma);
-      a.binary = target.kind == Target::Kind::amdgcn
-                     ? code_object(gm, target)
-                     : emit_file(*gm.module, llvm::CodeGenFileType::AssemblyFile, &gpu_tm(target));
-    } else {
-      codegen::HostModule hm = lower(f, ctx, options);
-      a.entry = hm.entry;
-      a.scratch_bytes = hm.scratch_bytes;
-      a.distributed = hm.distributed;
-      a.binary = emit_file(*hm.module, llvm::CodeGenFileType::ObjectFile);
-    }
     stats.compiles++;
     return a;
-  }
-
-  /// The AMDGPU code object of a lowered kernel: its object file linked by lld. A workgroup has
-  /// 64 KiB of LDS on gfx90a and gfx942.
-  std::string code_object(codegen::GpuModule& gm, const Target& target) {
-    constexpr int64_t kMaxLds = 64 * 1024;
-    if (gm.shared_bytes > kMaxLds)
-      throw Error(str_cat("tiledist: kernel '", gm.entry, "' needs ", gm.shared_bytes,
-                          " bytes of shared memory (LDS) per program; ", target.arch, " has ", kMaxLds,
-                          ": use smaller tiles"));
-    return link_amdgpu_code_object(emit_file(*gm.module, llvm::CodeGenFileType::ObjectFile, &gpu_tm(target)), gm.entry);
-  }
-
-  runtime::HostKernelFn load(const Artifact& a) {
-    llvm::orc::LLJIT& j = jit();
-    auto created = j.createJITDylib(str_cat("tiledist.", a.kernel, ".", dylibs++));
-    if (!created) throw Error(str_cat("tiledist: creating a JIT dylib: ", to_string(created.takeError())));
-    llvm::orc::JITDylib& jd = *created;
-    jd.addGenerator(
-        unwrap(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(j.getDataLayout().getGlobalPrefix()),
-               "searching the process for symbols"));
-    llvm::orc::SymbolMap helpers;
-    auto add = [&](const char* name, auto* fn) {
-      helpers[j.mangleAndIntern(name)] = {llvm::orc::ExecutorAddr::fromPtr(fn), llvm::JITSymbolFlags::Exported};
-    };
-    add(codegen::kHostHelperF32ToF8E4M3, &tiledist_f32_to_f8e4m3);
-    add(codegen::kHostHelperF8E4M3ToF32, &tiledist_f8e4m3_to_f32);
-    add(codegen::kHostHelperF32ToF8E5M2, &tiledist_f32_to_f8e5m2);
-    add(codegen::kHostHelperF8E5M2ToF32, &tiledist_f8e5m2_to_f32);
-    add(codegen::kHostHelperCheckAccess, &tiledist_check_access);
-    add("tiledist_rank", &tiledist_rank);
-    add("tiledist_num_ranks", &tiledist_num_ranks);
-    add("tiledist_symm_at", &tiledist_symm_at);
-    add("tiledist_wait", &tiledist_wait);
-    add("tiledist_barrier", &tiledist_barrier);
-    add("tiledist_memcpy", &tiledist_memcpy);
-    check(jd.define(llvm::orc::absoluteSymbols(std::move(helpers))), "defining helper symbols");
-    check(j.addObjectFile(jd, llvm::MemoryBuffer::getMemBufferCopy(a.binary, a.kernel)),
-          str_cat("loading the object code of kernel '", a.kernel, "'"));
-    auto addr = unwrap(j.lookup(jd, a.entry), str_cat("linking kernel '", a.kernel, "'"));
-    return addr.toPtr<runtime::HostKernelFn>();
   }
 };
 
@@ -410,7 +196,6 @@ std::shared_ptr<const Loaded> Context::compile(const KernelDef& def, const Const
       write_cache_entry(cache_dir_, a);
     }
     loaded = std::make_shared<Loaded>();
-    if (target.kind == Target::Kind::host) loaded->host_fn = impl_->load(a);
     loaded->target = target;
     loaded->artifact = std::move(a);
     loaded->ir = std::move(fn);
@@ -419,6 +204,8 @@ std::shared_ptr<const Loaded> Context::compile(const KernelDef& def, const Const
     TD_ASSERT(recipes, "the code generator made a TMA recipe it cannot read back: ", loaded->artifact.tma);
     loaded->tma = std::move(*recipes);
     loaded->options = options;
+    const Backend& backend = Backend::for_target(target);
+    backend.load(*loaded, impl_->state(backend));
     impl_->by_key[key] = loaded;
   }
   impl_->by_spec[spec] = loaded;
@@ -455,19 +242,9 @@ std::string Context::emit(const KernelDef& def, const Constants& constants, cons
   if (stage == Stage::tile_ir) return ir::print(*fn);
   ir::optimize(*fn);
   if (stage == Stage::opt_ir) return ir::print(*fn);
-  if (!options.gpu_passes.empty() && target.kind == Target::Kind::host) {  // (what compile() lowers: trace_optimized)
-    codegen::run_gpu_passes(*fn, codegen::GpuPassContext::for_arch(options.gpu_passes, options.num_warps,
-                                                                   options.num_stages, options.lowering));
-    if (stage == Stage::gpu_ir) return ir::print(*fn);
-  }
-  if (stage == Stage::gpu_ir) {
-    if (target.kind == Target::Kind::host)
-      throw Error("tiledist: the GPU IR (layouts) needs a GPU target (sm_80, sm_90a, gfx90a, gfx942)");
-    codegen::run_gpu_passes(
-        *fn, codegen::GpuPassContext::for_compile(target.arch, options.num_warps, options.num_stages, options.lowering,
-                                                  options.tma, options.warp_specialize));
-    return ir::print(*fn);
-  }
+  const Backend& backend = Backend::for_target(target);
+  backend.prepare(*fn, options);  // (as compile() does: trace_optimized)
+  if (stage == Stage::gpu_ir) return backend.gpu_ir(*fn, target, options);
   return emit(*fn, target, options, stage);
 }
 
@@ -475,26 +252,8 @@ std::string Context::emit(const ir::Function& fn, const Target& target, const Co
   if (stage == Stage::tile_ir || stage == Stage::opt_ir) return ir::print(fn);
   TD_ASSERT(stage != Stage::gpu_ir, "emit the GPU IR from a definition");
   std::lock_guard<std::mutex> lock(impl_->mu);
-  llvm::LLVMContext ctx;
-  if (target.kind != Target::Kind::host) {
-    codegen::GpuModule gm = impl_->lower_gpu(fn, ctx, target, options, stage != Stage::llvm_lowered);
-    if (stage == Stage::binary && target.kind == Target::Kind::amdgcn) return impl_->code_object(gm, target);
-    if (stage == Stage::asm_ || stage == Stage::binary)
-      return impl_->emit_file(*gm.module, llvm::CodeGenFileType::AssemblyFile, &impl_->gpu_tm(target));
-    std::string s;
-    llvm::raw_string_ostream os(s);
-    gm.module->print(os, nullptr);
-    return os.str();
-  }
-  codegen::HostModule hm = impl_->lower(fn, ctx, options, stage != Stage::llvm_lowered);
-  if (stage == Stage::llvm || stage == Stage::llvm_lowered) {
-    std::string s;
-    llvm::raw_string_ostream os(s);
-    hm.module->print(os, nullptr);
-    return os.str();
-  }
-  return impl_->emit_file(
-      *hm.module, stage == Stage::binary ? llvm::CodeGenFileType::ObjectFile : llvm::CodeGenFileType::AssemblyFile);
+  const Backend& backend = Backend::for_target(target);
+  return backend.emit(fn, target, options, stage, impl_->state(backend));
 }
 
 }  // namespace tiledist::jit

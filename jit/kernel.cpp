@@ -1,3 +1,5 @@
+// Kernel: a launch's arguments checked against the kernel's parameters and packed, then run by
+// the target's backend (jit/backend.h); GPU kernels' variants specialized at launch.
 #include "jit/kernel.h"
 
 #include <cstdint>
@@ -6,108 +8,14 @@
 #include <map>
 #include <mutex>
 
-#include "runtime/cuda_world.h"
-#include "runtime/hip.h"
-#include "runtime/hip_world.h"
+#include "jit/backend.h"
 
 namespace tiledist {
-
-namespace {
-
-/// The device memory functions of a GPU runtime.
-struct DeviceMemory {
-  void* (*malloc)(size_t);
-  void (*free)(void*);
-  void (*to_device)(void*, const void*, size_t);
-  void (*to_host)(void*, const void*, size_t);
-};
-
-/// A GPU launch's parameter addresses: each slot, then the GPU world's address (`*world`, the
-/// distributed kernels' trailing parameter) where there is one.
-std::vector<void*> param_addresses(std::vector<uint64_t>& slots, void** world) {
-  std::vector<void*> ptrs(slots.size());
-  for (size_t i = 0; i < slots.size(); ++i) ptrs[i] = &slots[i];
-  if (*world) ptrs.push_back(world);
-  return ptrs;
-}
-
-/// Host buffers given to a GPU launch: copied to device memory before it (their slots then hold
-/// the device copies), back after it (`finish`, once the launch is done), freed either way.
-class HostStaging {
- public:
-  HostStaging(const DeviceMemory& mem, const jit::Loaded& loaded, const std::vector<LaunchArg>& args,
-              std::vector<uint64_t>& slots)
-      : mem_(mem) {
-    const auto& params = loaded.runtime_params;
-    staged_.reserve(args.size());
-    try {
-      for (size_t i = 0; i < args.size(); ++i) {
-        if (params[i].kind != ParamKind::pointer || args[i].on_device) continue;
-        if (args[i].extent_bytes < 0)
-          throw Error(str_cat("tiledist: argument ", i, " ('", params[i].name, "') of GPU kernel '",
-                              loaded.artifact.kernel,
-                              "' is a raw host pointer: pass a device buffer, or a std::vector or std::span to copy"));
-        size_t bytes = static_cast<size_t>(args[i].extent_bytes);
-        void* d = mem_.malloc(bytes);
-        staged_.push_back({args[i].ptr, d, bytes});
-        mem_.to_device(d, args[i].ptr, bytes);
-        std::memcpy(&slots[i], &d, sizeof d);
-      }
-    } catch (...) {  // (no destructor runs for an object whose constructor throws)
-      release();
-      throw;
-    }
-  }
-  ~HostStaging() { release(); }
-  HostStaging(const HostStaging&) = delete;
-  HostStaging& operator=(const HostStaging&) = delete;
-  bool empty() const { return staged_.empty(); }
-  void finish() {
-    for (auto& s : staged_) mem_.to_host(s.host, s.device, s.bytes);
-  }
-
- private:
-  void release() {
-    // (After a kernel has trapped every call fails: the launch's own error is the one to see.)
-    for (auto& s : staged_) {
-      try {
-        mem_.free(s.device);
-      } catch (const Error&) {
-      }
-    }
-    staged_.clear();
-  }
-
-  struct Staged {
-    void* host;
-    void* device;
-    size_t bytes;
-  };
-  DeviceMemory mem_;
-  std::vector<Staged> staged_;
-};
-
-/// The kernel's module of a GPU runtime, loaded on its first launch (and its name noted with the
-/// world, where it has one, for its failure record).
-template <class Module>
-std::shared_ptr<Module> module_of(const jit::Loaded& loaded, runtime::GpuWorld* world) {
-  std::lock_guard<std::mutex> lock(loaded.gpu_mutex);
-  if (!loaded.gpu_module) {
-    loaded.gpu_module = std::make_shared<Module>(loaded.artifact.binary, loaded.artifact.kernel);
-    if (world) world->note_kernel(loaded.artifact.kernel);
-  }
-  return std::static_pointer_cast<Module>(loaded.gpu_module);
-}
-
-const DeviceMemory kCudaMemory{cuda::malloc, cuda::free, cuda::copy_to_device, cuda::copy_to_host};
-const DeviceMemory kHipMemory{hip::malloc, hip::free, hip::copy_to_device, hip::copy_to_host};
-
-}  // namespace
 
 Kernel compile(const KernelDef& def, const Constants& constants, const Target& target, const CompileOptions& options,
                jit::Context& ctx) {
   auto generic = ctx.compile(def, constants, target, options);
-  if (target.kind == Target::Kind::host) return Kernel(std::move(generic));
+  if (!jit::Backend::for_target(target).specializes_at_launch()) return Kernel(std::move(generic));
   return Kernel(std::move(generic), def, constants, target, options, ctx);
 }
 
@@ -156,9 +64,8 @@ const jit::Loaded& Kernel::variant_for(const std::vector<LaunchArg>& args) const
 
 void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args, const cuda::Stream* stream) const {
   if (!loaded_) throw Error("tiledist: launch of an empty Kernel (compile it first)");
-  if (stream && loaded_->target.kind == Target::Kind::host)
-    throw Error(str_cat("tiledist: kernel '", loaded_->artifact.kernel,
-                        "' was compiled for the host: it has no CUDA stream to run on"));
+  const jit::Backend& backend = jit::Backend::for_target(loaded_->target);
+  backend.check_stream(*loaded_, stream);
   const jit::Loaded& loaded = variant_for(args);
   const auto& params = loaded.runtime_params;
   const std::string& kname = loaded.artifact.kernel;
@@ -169,7 +76,6 @@ void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args, const cu
         str_cat("tiledist: kernel '", kname, "' takes ", params.size(), " arguments (", names, "), got ", args.size()));
   }
   std::vector<uint64_t> slots(args.size());
-  std::vector<void*> ptrs(args.size());
   runtime::HostRuntime rt;
   rt.kernel = kname;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -179,11 +85,10 @@ void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args, const cu
       return Error(str_cat("tiledist: argument ", i, " ('", p.name, "') of kernel '", kname, "': ", what));
     };
     void* slot = &slots[i];
-    ptrs[i] = slot;
     if (p.kind == ParamKind::pointer) {
       if (a.kind != LaunchArg::Kind::pointer)
         throw bad(str_cat("expected a pointer to ", ir::dtype_name(p.type.dtype), ", got a number"));
-      if (a.on_device && loaded.target.kind == Target::Kind::host)
+      if (a.on_device && !backend.takes_device_memory())
         throw bad("a cuda::Buffer was given to a kernel compiled for the host");
       if (a.elem != p.type.dtype)
         throw bad(str_cat("expected a pointer to ", ir::dtype_name(p.type.dtype), ", got a pointer to ",
@@ -222,96 +127,8 @@ void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args, const cu
         throw bad(str_cat("unsupported parameter type ", p.type.str()));
     }
   }
-  if (loaded.target.kind == Target::Kind::nvptx) return launch_gpu(loaded, grid, args, slots, stream);
-  if (loaded.target.kind == Target::Kind::amdgcn) return launch_amdgpu(loaded, grid, args, slots, stream);
-  runtime::launch_host(loaded.host_fn, grid, ptrs.data(), loaded.artifact.scratch_bytes, rt,
-                       {loaded.options.check_bounds, loaded.artifact.distributed});
-}
-
-void Kernel::launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<LaunchArg>& args,
-                        std::vector<uint64_t>& slots, const cuda::Stream* stream) const {
-  const auto& params = loaded.runtime_params;
-  // Kernels with distributed ops take the GPU world as a trailing parameter.
-  cuda::World* world = loaded.artifact.distributed ? &cuda::World::get() : nullptr;
-  // Host buffers go to the device for the launch and come back after it.
-  HostStaging staged(kCudaMemory, loaded, args, slots);
-  void* device_world = world ? world->device_world() : nullptr;
-  std::vector<void*> ptrs = param_addresses(slots, &device_world);
-  // TMA tensor maps, by value after everything else, encoded from this launch's arguments.
-  std::vector<cuda::TensorMap> maps;
-  maps.reserve(loaded.tma.size());
-  for (const runtime::TmaRecipe& r : loaded.tma) {
-    auto size = [&](const runtime::TmaRecipe::Dim& d) {
-      int64_t v = d.value;
-      for (int p : d.params) v *= args.at(static_cast<size_t>(p)).i;
-      return v;
-    };
-    cuda::TensorMapShape t;
-    std::memcpy(&t.base, &slots.at(static_cast<size_t>(r.pointer)), sizeof(void*));
-    t.element_bytes = static_cast<int>(ir::dtype_bytes(r.dtype));
-    t.bf16 = r.dtype == ir::DType::bf16;
-    t.rank = static_cast<int>(r.dims.size());
-    bool empty = false;
-    for (int i = 0; i < t.rank; ++i) {
-      const int64_t n = size(r.dims[static_cast<size_t>(i)]);
-      empty |= n <= 0;
-      t.dims[i] = static_cast<uint64_t>(std::min(n, runtime::TmaRecipe::kUnbounded));
-      t.box[i] = static_cast<unsigned>(r.box[static_cast<size_t>(i)]);
-      if (i)
-        t.stride_bytes[i - 1] = static_cast<uint64_t>(size(r.strides[static_cast<size_t>(i - 1)]) * t.element_bytes);
-    }
-    if (empty) {  // an empty tensor, whose every element reads as zero: a map of zeros
-      t.base = cuda::zeros_for_tensor_maps();
-      uint64_t stride = 128;
-      for (int i = 0; i < t.rank; ++i) {
-        t.dims[i] = t.box[i];
-        if (i) t.stride_bytes[i - 1] = stride;
-        stride *= t.box[i];
-      }
-    }
-    try {
-      maps.push_back(cuda::encode_tensor_map(t));
-    } catch (const Error& e) {
-      throw Error(str_cat("tiledist: kernel '", loaded.artifact.kernel, "', argument ", r.pointer, " ('",
-                          params[static_cast<size_t>(r.pointer)].name, "'): ", e.what()));
-    }
-  }
-  for (auto& m : maps) ptrs.push_back(m.bytes);
-  std::shared_ptr<cuda::Module> module = module_of<cuda::Module>(loaded, world);
-  const int g[3] = {grid.x, grid.y, grid.z};
-  module->launch(loaded.artifact.entry, g, loaded.artifact.threads, static_cast<size_t>(loaded.artifact.scratch_bytes),
-                 ptrs.data(), stream ? stream->handle() : nullptr);
-  // A distributed kernel launched without a stream is waited for, so that a program that
-  // gives up (a wait past the timeout: it traps) is reported here; on a stream it runs
-  // asynchronously, and the stream's synchronize reports it. Either way the Error carries
-  // the world's failure record (cuda::set_failure_explainer).
-  if (world && !stream) cuda::synchronize();
-  if (!staged.empty()) {
-    if (stream)
-      stream->synchronize();
-    else
-      cuda::synchronize();
-    staged.finish();
-  }
-}
-
-void Kernel::launch_amdgpu(const jit::Loaded& loaded, Grid grid, const std::vector<LaunchArg>& args,
-                           std::vector<uint64_t>& slots, const cuda::Stream* stream) const {
-  const std::string& kernel = loaded.artifact.kernel;
-  if (stream) throw Error(str_cat("tiledist: kernel '", kernel, "' runs on an AMD GPU: a CUDA stream cannot order it"));
-  // Kernels with distributed ops take the AMD GPU world as a trailing parameter.
-  hip::World* world = loaded.artifact.distributed ? &hip::World::get() : nullptr;
-  HostStaging staged(kHipMemory, loaded, args, slots);
-  void* device_world = world ? world->device_world() : nullptr;
-  std::vector<void*> ptrs = param_addresses(slots, &device_world);
-  std::shared_ptr<hip::Module> module = module_of<hip::Module>(loaded, world);
-  const int g[3] = {grid.x, grid.y, grid.z};
-  module->launch(loaded.artifact.entry, g, loaded.artifact.threads, ptrs.data());
-  hip::synchronize();
-  // A program that gave up (a wait past the timeout) has filled the failure record and ended
-  // its wavefront (codegen/amdgcn.cpp: give_up), and the kernel has completed.
-  if (world && !world->failure().empty()) throw Error(world->failure());
-  staged.finish();
+  jit::Launch launch{grid, args, slots, rt, stream};
+  backend.launch(loaded, launch);
 }
 
 }  // namespace tiledist

@@ -126,10 +126,6 @@ class Kernel {
  private:
   struct Variants;
   const jit::Loaded& variant_for(const std::vector<LaunchArg>& args) const;
-  void launch_gpu(const jit::Loaded& loaded, Grid grid, const std::vector<LaunchArg>& args,
-                  std::vector<uint64_t>& slots, const cuda::Stream* stream) const;
-  void launch_amdgpu(const jit::Loaded& loaded, Grid grid, const std::vector<LaunchArg>& args,
-                     std::vector<uint64_t>& slots, const cuda::Stream* stream) const;
   std::shared_ptr<const jit::Loaded> loaded_;
   std::shared_ptr<Variants> variants_;
 };

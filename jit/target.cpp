@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
 
 #include "codegen/passes/passes.h"
-#include "llvm/ADT/StringMap.h"
+#include "jit/backend.h"
+#include "llvm/ADT/StringRef.h"
 #include "llvm/TargetParser/Host.h"
 #include "runtime/cuda.h"
 #include "runtime/hip.h"
@@ -67,27 +67,7 @@ bool Target::has(Cap c) const {
 
 std::string Target::name() const { return kind == Kind::host ? "host" : arch; }
 
-namespace {
-/// The host CPU's enabled features, sorted: asked of LLVM once per process.
-const std::string& host_features() {
-  static const std::string features = [] {
-    llvm::StringMap<bool> map = llvm::sys::getHostCPUFeatures();
-    std::vector<std::string> on;
-    for (auto& f : map)
-      if (f.second) on.push_back(f.first().str());
-    std::sort(on.begin(), on.end());
-    std::string s;
-    for (auto& f : on) s += "+" + f;
-    return s;
-  }();
-  return features;
-}
-}  // namespace
-
-std::string Target::key() const {
-  if (kind != Kind::host) return name();
-  return "host-" + arch + host_features();
-}
+std::string Target::key() const { return jit::Backend::for_target(*this).key(*this); }
 
 CompileOptions CompileOptions::from_env() {
   CompileOptions o;

@@ -33,7 +33,8 @@ struct Target {
   static Target default_target();
   /// The short name users type ("host", "sm_90a").
   std::string name() const;
-  /// Everything that changes the generated code (host: CPU name and features).
+  /// Everything that changes the generated code (host: CPU name and features), as the target's
+  /// backend says (jit/backend.h).
   std::string key() const;
   /// Whether the target's hardware has `c` (the host: nothing of these).
   bool has(Cap c) const;

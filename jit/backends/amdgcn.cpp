@@ -1,0 +1,102 @@
+// The AMDGCN backend: the GPU lowering for AMD (codegen/amdgcn), the ROCm device libraries'
+// functions it calls linked in, LLVM's -O3, a code object linked by lld in this process
+// (jit/amdgpu.h), loaded by HIP at the first launch.
+#include "jit/amdgpu.h"
+#include "jit/backends/backends.h"
+#include "jit/backends/gpu.h"
+#include "jit/kernel.h"
+#include "jit/llvm_codegen.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Target/TargetMachine.h"
+#include "runtime/hip.h"
+#include "runtime/hip_world.h"
+
+namespace tiledist::jit {
+
+namespace {
+
+const DeviceMemory kHipMemory{hip::malloc, hip::free, hip::copy_to_device, hip::copy_to_host};
+
+class AmdgcnBackend final : public GpuBackend {
+ public:
+  const char* name() const override { return "amdgcn"; }
+  BinaryKind binary_kind() const override { return BinaryKind::code_object; }
+
+  Artifact compile(const ir::Function& fn, const Target& target, const CompileOptions& options,
+                   State& state) const override {
+    llvm::LLVMContext ctx;
+    codegen::GpuModule gm = lower(fn, ctx, target, options, state, true);
+    Artifact a = artifact_of(gm);
+    a.binary = code_object(gm, target, state);
+    return a;
+  }
+
+  std::string emit(const ir::Function& fn, const Target& target, const CompileOptions& options, Stage stage,
+                   State& state) const override {
+    llvm::LLVMContext ctx;
+    codegen::GpuModule gm = lower(fn, ctx, target, options, state, stage != Stage::llvm_lowered);
+    if (stage == Stage::binary) return code_object(gm, target, state);
+    if (stage == Stage::asm_) return emit_file(*gm.module, machine(state, target), llvm::CodeGenFileType::AssemblyFile);
+    return print_module(*gm.module);
+  }
+
+  void launch(const Loaded& loaded, Launch& launch) const override {
+    const std::string& kernel = loaded.artifact.kernel;
+    if (launch.stream)
+      throw Error(str_cat("tiledist: kernel '", kernel, "' runs on an AMD GPU: a CUDA stream cannot order it"));
+    // Kernels with distributed ops take the AMD GPU world as a trailing parameter.
+    hip::World* world = loaded.artifact.distributed ? &hip::World::get() : nullptr;
+    HostStaging staged(kHipMemory, loaded, launch.args, launch.slots);
+    void* device_world = world ? world->device_world() : nullptr;
+    std::vector<void*> ptrs = param_addresses(launch.slots, &device_world);
+    std::shared_ptr<hip::Module> module = module_of<hip::Module>(loaded, world);
+    const int g[3] = {launch.grid.x, launch.grid.y, launch.grid.z};
+    module->launch(loaded.artifact.entry, g, loaded.artifact.threads, ptrs.data());
+    hip::synchronize();
+    // A program that gave up (a wait past the timeout) has filled the failure record and ended
+    // its wavefront (codegen/amdgcn.cpp: give_up), and the kernel has completed.
+    if (world && !world->failure().empty()) throw Error(world->failure());
+    staged.finish();
+  }
+
+ private:
+  std::unique_ptr<llvm::TargetMachine> new_machine(const Target& target) const override {
+    return gpu_target_machine("amdgcn-amd-amdhsa", "AMDGPU", target.arch, "", llvm::Reloc::PIC_);
+  }
+
+  /// The kernel's module for the arch, with the device libraries' functions it calls and
+  /// optimized, unless `optimize` is false.
+  codegen::GpuModule lower(const ir::Function& fn, llvm::LLVMContext& ctx, const Target& target,
+                           const CompileOptions& options, State& state, bool optimize) const {
+    llvm::TargetMachine& tm = machine(state, target);
+    codegen::GpuOptions o = gpu_options(target, options);
+    o.data_layout = tm.createDataLayout().getStringRepresentation();
+    codegen::GpuModule gm = codegen::lower_amdgcn(fn, ctx, o);
+    if (optimize) link_amdgpu_device_libs(*gm.module, target.arch);
+    gm.module->setDataLayout(tm.createDataLayout());
+    if (optimize) run_o3(*gm.module, tm);
+    return gm;
+  }
+
+  /// The code object of a lowered kernel: its object file linked by lld. A workgroup has 64 KiB
+  /// of LDS on gfx90a and gfx942.
+  std::string code_object(codegen::GpuModule& gm, const Target& target, State& state) const {
+    constexpr int64_t kMaxLds = 64 * 1024;
+    if (gm.shared_bytes > kMaxLds)
+      throw Error(str_cat("tiledist: kernel '", gm.entry, "' needs ", gm.shared_bytes,
+                          " bytes of shared memory (LDS) per program; ", target.arch, " has ", kMaxLds,
+                          ": use smaller tiles"));
+    return link_amdgpu_code_object(emit_file(*gm.module, machine(state, target), llvm::CodeGenFileType::ObjectFile),
+                                   gm.entry);
+  }
+};
+
+}  // namespace
+
+const Backend& amdgcn_backend() {
+  static const AmdgcnBackend backend;
+  return backend;
+}
+
+}  // namespace tiledist::jit

@@ -1,0 +1,99 @@
+#include "jit/backends/gpu.h"
+
+#include <cstring>
+
+#include "codegen/passes/passes.h"
+#include "ir/printer.h"
+#include "jit/kernel.h"
+#include "llvm/Target/TargetMachine.h"
+
+namespace tiledist::jit {
+
+namespace {
+struct GpuState : Backend::State {
+  std::map<std::string, std::unique_ptr<llvm::TargetMachine>> machines;  // by arch
+};
+}  // namespace
+
+std::unique_ptr<Backend::State> GpuBackend::new_state() const { return std::make_unique<GpuState>(); }
+
+void GpuBackend::prepare(ir::Function&, const CompileOptions& options) const {
+  if (!options.gpu_passes.empty())
+    throw Error("tiledist: CompileOptions::gpu_passes runs the GPU passes' output on the host target only");
+}
+
+std::string GpuBackend::gpu_ir(ir::Function& fn, const Target& target, const CompileOptions& options) const {
+  codegen::run_gpu_passes(fn, codegen::GpuPassContext::for_compile(
+                                  target.arch, options.num_warps, options.num_stages, options.lowering, options.tma,
+                                  options.warp_specialize));  // (as the lowering runs them)
+  return ir::print(fn);
+}
+
+llvm::TargetMachine& GpuBackend::machine(State& state, const Target& target) const {
+  auto& tm = static_cast<GpuState&>(state).machines[target.arch];
+  if (!tm) tm = new_machine(target);
+  return *tm;
+}
+
+codegen::GpuOptions GpuBackend::gpu_options(const Target& target, const CompileOptions& options) {
+  return {target.arch, options.num_warps, options.num_stages, options.tma, options.warp_specialize,
+          "",          options.lowering};
+}
+
+Artifact GpuBackend::artifact_of(const codegen::GpuModule& gm) {
+  Artifact a;
+  a.entry = gm.entry;
+  a.scratch_bytes = gm.shared_bytes;
+  a.threads = gm.threads;
+  a.distributed = gm.distributed;
+  a.tma = runtime::tma_recipes_str(gm.tma);
+  return a;
+}
+
+std::vector<void*> param_addresses(std::vector<uint64_t>& slots, void** world) {
+  std::vector<void*> ptrs(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) ptrs[i] = &slots[i];
+  if (*world) ptrs.push_back(world);
+  return ptrs;
+}
+
+HostStaging::HostStaging(const DeviceMemory& mem, const Loaded& loaded, const std::vector<LaunchArg>& args,
+                         std::vector<uint64_t>& slots)
+    : mem_(mem) {
+  const auto& params = loaded.runtime_params;
+  staged_.reserve(args.size());
+  try {
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (params[i].kind != ParamKind::pointer || args[i].on_device) continue;
+      if (args[i].extent_bytes < 0)
+        throw Error(str_cat("tiledist: argument ", i, " ('", params[i].name, "') of GPU kernel '",
+                            loaded.artifact.kernel,
+                            "' is a raw host pointer: pass a device buffer, or a std::vector or std::span to copy"));
+      size_t bytes = static_cast<size_t>(args[i].extent_bytes);
+      void* d = mem_.malloc(bytes);
+      staged_.push_back({args[i].ptr, d, bytes});
+      mem_.to_device(d, args[i].ptr, bytes);
+      std::memcpy(&slots[i], &d, sizeof d);
+    }
+  } catch (...) {  // (no destructor runs for an object whose constructor throws)
+    release();
+    throw;
+  }
+}
+
+void HostStaging::finish() {
+  for (auto& s : staged_) mem_.to_host(s.host, s.device, s.bytes);
+}
+
+void HostStaging::release() {
+  // (After a kernel has trapped every call fails: the launch's own error is the one to see.)
+  for (auto& s : staged_) {
+    try {
+      mem_.free(s.device);
+    } catch (const Error&) {
+    }
+  }
+  staged_.clear();
+}
+
+}  // namespace tiledist::jit

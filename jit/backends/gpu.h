@@ -1,0 +1,94 @@
+// What the GPU backends (NVPTX, AMDGCN) share: the GPU passes' output for Stage::gpu_ir, one
+// LLVM target machine per arch, kernels that specialize at launch, and a launch's host
+// buffers staged through device memory.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "codegen/codegen.h"
+#include "jit/backend.h"
+#include "runtime/gpu_world.h"
+
+namespace llvm {
+class TargetMachine;
+}
+
+namespace tiledist::jit {
+
+class GpuBackend : public Backend {
+ public:
+  std::unique_ptr<State> new_state() const override;
+  /// The arch: LLVM's GPU targets take no feature of the machine compiling.
+  std::string key(const Target& target) const override { return target.name(); }
+  /// Nothing: the GPU passes run inside the lowering (CompileOptions::lowering).
+  void prepare(ir::Function& fn, const CompileOptions& options) const override;
+  std::string gpu_ir(ir::Function& fn, const Target& target, const CompileOptions& options) const override;
+  /// Nothing: the module is loaded at the first launch, in the launching device's context.
+  void load(Loaded&, State&) const override {}
+  bool specializes_at_launch() const override { return true; }
+  bool takes_device_memory() const override { return true; }
+  void check_stream(const Loaded&, const cuda::Stream*) const override {}
+
+ protected:
+  /// The target machine of `target`'s arch, made at its first use in this Context.
+  llvm::TargetMachine& machine(State& state, const Target& target) const;
+  virtual std::unique_ptr<llvm::TargetMachine> new_machine(const Target& target) const = 0;
+  /// The lowering's options from the compile's.
+  static codegen::GpuOptions gpu_options(const Target& target, const CompileOptions& options);
+  /// An artifact's launch parameters from a lowered module (its binary left to the backend).
+  static Artifact artifact_of(const codegen::GpuModule& gm);
+};
+
+/// The device memory functions of a GPU runtime.
+struct DeviceMemory {
+  void* (*malloc)(size_t);
+  void (*free)(void*);
+  void (*to_device)(void*, const void*, size_t);
+  void (*to_host)(void*, const void*, size_t);
+};
+
+/// A GPU launch's parameter addresses: each slot, then the GPU world's address (`*world`, the
+/// distributed kernels' trailing parameter) where there is one.
+std::vector<void*> param_addresses(std::vector<uint64_t>& slots, void** world);
+
+/// Host buffers given to a GPU launch: copied to device memory before it (their slots then hold
+/// the device copies), back after it (`finish`, once the launch is done), freed either way.
+class HostStaging {
+ public:
+  HostStaging(const DeviceMemory& mem, const Loaded& loaded, const std::vector<LaunchArg>& args,
+              std::vector<uint64_t>& slots);
+  ~HostStaging() { release(); }
+  HostStaging(const HostStaging&) = delete;
+  HostStaging& operator=(const HostStaging&) = delete;
+  bool empty() const { return staged_.empty(); }
+  void finish();
+
+ private:
+  void release();
+
+  struct Staged {
+    void* host;
+    void* device;
+    size_t bytes;
+  };
+  DeviceMemory mem_;
+  std::vector<Staged> staged_;
+};
+
+/// The kernel's module of a GPU runtime, loaded on its first launch (and its name noted with the
+/// world, where it has one, for its failure record).
+template <class Module>
+std::shared_ptr<Module> module_of(const Loaded& loaded, runtime::GpuWorld* world) {
+  std::lock_guard<std::mutex> lock(loaded.gpu_mutex);
+  if (!loaded.gpu_module) {
+    loaded.gpu_module = std::make_shared<Module>(loaded.artifact.binary, loaded.artifact.kernel);
+    if (world) world->note_kernel(loaded.artifact.kernel);
+  }
+  return std::static_pointer_cast<Module>(loaded.gpu_module);
+}
+
+}  // namespace tiledist::jit

@@ -1,0 +1,64 @@
+// Backends: one per kind of target, picked by Backend::for_target, each saying what its binary
+// is and whether its kernels take device memory or specialize at launch; the target's cache key
+// as it was; the GPU passes on the host only, through compile and emit alike.
+#include "jit/backend.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "error_of.h"
+#include "kernels/kernels.h"
+#include "temp_dir.h"
+
+namespace tiledist {
+namespace {
+
+using jit::Backend;
+using jit::BinaryKind;
+using test_util::error_of;
+
+TEST(Backend, OnePerKindOfTarget) {
+  const Backend& host = Backend::for_target(Target::host());
+  const Backend& nvptx = Backend::for_target(Target::parse("sm_80"));
+  const Backend& amdgcn = Backend::for_target(Target::parse("gfx942"));
+  EXPECT_STREQ(host.name(), "host");
+  EXPECT_STREQ(nvptx.name(), "nvptx");
+  EXPECT_STREQ(amdgcn.name(), "amdgcn");
+  EXPECT_EQ(&Backend::for_target(Target::parse("sm_90a")), &nvptx);
+  EXPECT_EQ(&Backend::for_target(Target::parse("gfx90a")), &amdgcn);
+  EXPECT_EQ(host.binary_kind(), BinaryKind::object);
+  EXPECT_EQ(nvptx.binary_kind(), BinaryKind::ptx);
+  EXPECT_EQ(amdgcn.binary_kind(), BinaryKind::code_object);
+  EXPECT_FALSE(host.takes_device_memory() || host.specializes_at_launch());
+  for (const Backend* gpu : {&nvptx, &amdgcn}) EXPECT_TRUE(gpu->takes_device_memory() && gpu->specializes_at_launch());
+}
+
+TEST(Backend, KeysTheTargetAsBefore) {
+  // (cache entries written before the backends keep their keys)
+  EXPECT_EQ(Target::parse("sm_90a").key(), "sm_90a");
+  EXPECT_EQ(Target::parse("gfx942").key(), "gfx942");
+  const Target host = Target::host();
+  EXPECT_EQ(host.key().rfind("host-" + host.arch + "+", 0), 0u) << host.key();
+}
+
+TEST(Backend, GpuPassesOnTheHostOnly) {
+  test_util::TempDir dir;
+  jit::Context ctx(dir.path.string());
+  CompileOptions options;
+  options.gpu_passes = "sm_80";
+  const Constants block{{"BLOCK", 256}};
+  const std::string want = "tiledist: CompileOptions::gpu_passes runs the GPU passes' output on the host target only";
+  for (const char* gpu : {"sm_80", "gfx942"}) {
+    const Target t = Target::parse(gpu);
+    EXPECT_EQ(error_of([&] { ctx.compile(kernels::add_kernel(), block, t, options); }), want) << gpu;
+    EXPECT_EQ(error_of([&] { ctx.emit(kernels::add_kernel(), block, t, options, jit::Stage::gpu_ir); }), want) << gpu;
+  }
+  EXPECT_NE(ctx.emit(kernels::add_kernel(), block, Target::host(), options, jit::Stage::gpu_ir).find("#blocked<"),
+            std::string::npos);
+  EXPECT_EQ(error_of([&] { ctx.emit(kernels::add_kernel(), block, Target::host(), {}, jit::Stage::gpu_ir); }),
+            "tiledist: the GPU IR (layouts) needs a GPU target (sm_80, sm_90a, gfx90a, gfx942)");
+}
+
+}  // namespace
+}  // namespace tiledist
