@@ -32,6 +32,9 @@
 #              (ours then cuBLAS, one second each, twice) on a GEMM compiled as a user compiles it
 #              (no library configuration) at 8192^3 and 4096^3, 128x256x64/8w/4s and
 #              128x128x64/4w/4s, and attention_bench one at D = 64 and 128 (128x64/8w/3s)
+#   gemmtiles  a GEMM compiled as a user compiles it at other tiles than the library's (128x128x64 on
+#              one warpgroup, 256x128x64 on two: wgmma repeated over the rows), by default and by
+#              the other lowering: gpu_bench sustain against cuBLAS
 #   sm80       sm_80's code on this GPU (TILEDIST_TARGET=sm_80: mma.sync, cp.async, no TMA):
 #              kernels_test through the GPU passes, then gpu_bench tp through them and through
 #              the other lowering
@@ -148,6 +151,15 @@ for stage in $stages; do
         [ "$l" = legacy ] && continue  # (attention's loop of two dots is left unpipelined there)
         for d in 64 128; do
           echo "   $l attention D=$d | $(TILEDIST_LOWERING=$l timeout 60 bench/attention_bench one 4 32 4096 $d 0 128 64 8 3 10 2>&1 | tail -1)"
+        done
+      done ;;
+    gemmtiles)
+      for l in default legacy; do
+        for c in "8192 8192 8192 128 128 64 4 4" "4096 4096 4096 128 128 64 4 4" "8192 8192 8192 128 128 64 4 3" \
+                 "8192 8192 8192 256 128 64 8 3"; do
+          [ "$l" = default ] && v= || v=$l
+          echo "   $l $c | $(TILEDIST_LOWERING=$v timeout 60 bench/gpu_bench sustain $c 1 2>&1 | tail -2 |
+                               grep -oE '(ours|cuBLAS) .*TFLOP/s' | sed 's/ [0-9.]*\.\.[0-9.]* / /' | tr '\n' ' ')"
         done
       done ;;
     sm80)

@@ -464,6 +464,13 @@ LinearLayout mma_linear(const Layout& l, const std::vector<int64_t>& shape) {
     for (int64_t v = 4; v < 4 * (64 / S); v *= 2) ln.push_back({v, 0});  // lane / S: 4 rows each
     repeat(r, wt, {S, S}, {1, 0});
     warp_grid(ll, l, wt, true, true);
+  } else if (const int64_t rows = 16 * l.warps_per_cta[0]; l.mma == MmaKind::wgmma && shape[0] > rows) {
+    // More rows than one wgmma of each warpgroup (64 rows) holds: each further instruction
+    // takes the next `rows`, its registers after the first's (a warp's 16 rows of every one).
+    ll = mma_linear(l, {rows, shape[1]});
+    ll.shape = shape;
+    repeat(ll.bases[LinearLayout::reg], shape, {rows, shape[1]}, {0});
+    return ll;
   } else {  // mma.sync's 16x8 fragment; wgmma's warps each hold 16 rows of it
     auto wt = warp_tile(l, shape, {16, 8});
     r = {{0, 1}, {8, 0}};

@@ -177,8 +177,11 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
   const ir::Type& ct = op.results[0]->type;
   const int64_t M = ct.shape[0], N = ct.shape[1], K = A->type.shape[1];  // (why_not: N <= 256, N % 8, K of 32 bytes)
   const LinearLayout& lc = linear(ct);
-  const int64_t n = lc.in_size(LinearLayout::reg);
-  if (n != N / 2) unsupported(op, "a wgmma accumulator whose registers are not a warp's 16 rows");
+  // An instruction's 64 rows a warpgroup (`rows` over them all), repeated over M: `reps`
+  // instructions a k step, each on its own N / 2 registers (the layout's, in order).
+  const int64_t rows = 16 * ct.layout->warps_per_cta[0], reps = M / rows, n = N / 2;
+  if (M % rows || lc.in_size(LinearLayout::reg) != reps * n)
+    unsupported(op, "a wgmma accumulator whose registers are not a warp's 16 rows of each instruction");
   // Tiles in shared memory are rows of 128 bytes (column blocks of them where longer), 8-row
   // atoms 1024 bytes apart: a K-major operand's k step is 32 bytes within a block (then the next
   // block, `rows` x 128 bytes on); an N-major B's is 16 rows of 128 bytes, its blocks K x 128 apart.
@@ -188,6 +191,7 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
   const bool a_shared = A->type.layout->kind == ir::Layout::Kind::shared;
   if (a_shared && A->type.layout->order[0] != 1)
     unsupported(op, "a wgmma A operand in shared memory that is not K-major");
+  if (!a_shared && reps > 1) unsupported(op, "a wgmma A operand in registers over more rows than one instruction's");
   llvm::Value* group = b_.CreateUDiv(tid_, b_.getInt32(128));
   llvm::Value* a_tile = a_shared ? b_.CreateAdd(val(A).view, b_.CreateMul(group, b_.getInt32(64 * 128))) : nullptr;
   llvm::Value* b_tile = val(B).view;
@@ -222,7 +226,7 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
   };
   // Every k step's operands first: A's registers must be written before the fence (PTX ISA,
   // wgmma.fence), which takes them as inputs so that nothing computes them after it.
-  std::vector<std::vector<llvm::Value*>> steps;
+  std::vector<std::vector<llvm::Value*>> steps;  // (a k step's operands for each repetition in turn)
   std::vector<llvm::Value*> a_words;
   std::string a_cons;
   // Each operand's descriptor once; a k step's is it plus the step's offset >> 4 (the address
@@ -233,21 +237,27 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
     return bytes ? b_.CreateAdd(desc, b_.getInt64(static_cast<uint64_t>(bytes >> 4))) : desc;
   };
   const int64_t kstep = 32 / ir::dtype_bytes(A->type.dtype);  // (an instruction's K: 32 bytes of each operand)
-  for (int64_t ks = 0; ks < K / kstep; ++ks) {
-    std::vector<llvm::Value*> more;
-    if (a_shared) {
-      more.push_back(moved(a_desc, (ks / 4) * M * 128 + (ks % 4) * 32));
-    } else {
-      for (auto [dm, dk] : {std::pair<int64_t, int64_t>{0, 0}, {8, 0}, {0, 8}, {8, 8}}) {
-        more.push_back(pair_word(A, at(*la, dm, ks * 16 + dk)));
-        a_words.push_back(more.back()), a_cons += ",r";
+  for (int64_t ks = 0; ks < K / kstep; ++ks)
+    for (int64_t rep = 0; rep < reps; ++rep) {
+      std::vector<llvm::Value*> more;
+      if (a_shared) {
+        more.push_back(moved(a_desc, (ks / 4) * M * 128 + (ks % 4) * 32 + rep * rows * 128));
+      } else {
+        for (auto [dm, dk] : {std::pair<int64_t, int64_t>{0, 0}, {8, 0}, {0, 8}, {8, 8}}) {
+          more.push_back(pair_word(A, at(*la, dm, ks * 16 + dk)));
+          a_words.push_back(more.back()), a_cons += ",r";
+        }
       }
+      more.push_back(moved(b_desc, b_k_major ? (ks / 4) * b_rows * 128 + (ks % 4) * 32 : ks * kstep * 128));
+      steps.push_back(more);
     }
-    more.push_back(moved(b_desc, b_k_major ? (ks / 4) * b_rows * 128 + (ks % 4) * 32 : ks * kstep * 128));
-    steps.push_back(more);
-  }
   on_acc("wgmma.fence.sync.aligned;", a_cons, a_words);
-  for (const std::vector<llvm::Value*>& more : steps) on_acc(text, a_shared ? ",l,l" : ",r,r,r,r,l", more);
+  for (size_t i = 0; i < steps.size(); ++i) {  // (each instruction on its repetition's registers)
+    const auto first = acc.begin() + static_cast<long>(i % reps * n);
+    std::vector<llvm::Value*> part(first, first + n);
+    part = through_asm(text, part, a_shared ? ",l,l" : ",r,r,r,r,l", steps[i]);
+    std::copy(part.begin(), part.end(), first);
+  }
   // The carried values the rest of the block works on (not this dot's operands: the group
   // reads those; not those in flight) pass through the commit, so that work waits for the issue.
   std::vector<const ir::Value*> held;

@@ -148,7 +148,10 @@ class LayoutAssignment {
     const bool rows = along_rows(op);
     // K of one instruction: 32 bytes of operand for mma.sync and wgmma, a lane's 8 bytes times
     // the 64 / side lanes along K for MFMA.
-    if (ctx_.wgmma && nw % 4 == 0 && M == 16 * nw && N % 8 == 0 && N <= 256 && K % (32 / eb) == 0)
+    // wgmma: each warpgroup 64 rows an instruction, repeated over more rows where the
+    // accumulator stays within 128 registers a thread (a 128x128 tile on one warpgroup).
+    if (ctx_.wgmma && nw % 4 == 0 && M % (16 * nw) == 0 && M / (16 * nw) * N / 2 <= 128 && N % 8 == 0 && N <= 256 &&
+        K % (32 / eb) == 0)
       return Layout::mma_acc(ir::MmaKind::wgmma, {nw, 1}, {64, N});
     if (ctx_.mfma) {  // the larger tile where the warps can share it out
       for (int64_t side : {32, 16}) {

@@ -124,6 +124,23 @@ TEST(Layout, WgmmaAccumulatorIsFourWarpsSlicesOfIt) {
   EXPECT_TRUE(ll.covers_once());
 }
 
+TEST(Layout, WgmmaAccumulatorOverMoreRowsRepeatsTheInstruction) {
+  // One warpgroup over 128 rows: two m64n64 instructions, the second's registers after the
+  // first's, warp w holding rows 16w + l/4 (+8) of each 64.
+  auto l = Layout::mma_acc(MmaKind::wgmma, {4, 1}, {64, 64});
+  LinearLayout ll = to_linear(*l, {128, 64});
+  ASSERT_EQ(ll.in_size(LinearLayout::reg), 64);
+  each_input(ll, [&](int64_t r, int64_t lane, int64_t w, const Coords& c) {
+    const int64_t j = r % 32;  // (the register within its instruction's 32)
+    int64_t row = 64 * (r / 32) + 16 * w + lane / 4 + 8 * ((j % 4) / 2), col = 8 * (j / 4) + 2 * (lane % 4) + j % 2;
+    EXPECT_EQ(c, (Coords{row, col}));
+  });
+  EXPECT_TRUE(ll.covers_once());
+  // A row slice (what a reduction along the columns makes) repeats the same way.
+  LinearLayout rows = to_linear(*Layout::slice(1, l), {128});
+  EXPECT_TRUE(rows.in_size(LinearLayout::reg) == 4);
+}
+
 TEST(Layout, MmaOperandsAreThePtxFragments) {
   // mma.m16n8k16 A (16-bit): a_i at row l/4 + 8 ((i/2) % 2), column 2(l%4) + i%2 + 8 (i/4).
   auto parent = mma_sync(1, 1);

@@ -74,7 +74,10 @@ TEST(Gemm, AlignedShapesWithPipelinedTiles) {
                  Case{144, 272, 96, 128, 128, 32, 8, 3}, Case{64, 128, 1024, 64, 128, 64, 4, 2},
                  // on sm_90a, wgmma: one or two warpgroups, N of 1, 2 or 4 column blocks, K of 1 or 2
                  Case{304, 528, 208, 128, 256, 64, 8, 4}, Case{256, 192, 320, 128, 128, 128, 8, 3},
-                 Case{128, 512, 128, 64, 256, 64, 4, 3}, Case{96, 64, 80, 64, 64, 64, 4, 5}})
+                 Case{128, 512, 128, 64, 256, 64, 4, 3}, Case{96, 64, 80, 64, 64, 64, 4, 5},
+                 // wgmma repeated over the rows: a warpgroup's 64 rows twice (128x128 on 4
+                 // warps, 256x128 on 8)
+                 Case{304, 528, 208, 128, 128, 64, 4, 4}, Case{272, 192, 160, 256, 128, 64, 8, 3}})
     check_pipelined<bf16>(ir::DType::bf16, t);
 }
 // On sm_90a the wgmma loops above copy their tiles by TMA (out-of-bounds boxes read as zeros);
@@ -93,7 +96,7 @@ TEST(Gemm, PersistentAndWarpSpecialized) {
   for (bool ws : {false, true}) {
     for (Case t : {Case{304, 528, 208, 128, 256, 64, 8, 4}, Case{512, 512, 64, 128, 256, 64, 8, 4},
                    Case{256, 192, 320, 128, 128, 128, 8, 3}, Case{96, 64, 80, 64, 64, 64, 4, 5},
-                   Case{80, 48, 48, 64, 64, 32, 4, 3}})
+                   Case{80, 48, 48, 64, 64, 32, 4, 3}, Case{304, 528, 208, 128, 128, 64, 4, 4}})
       check_pipelined<bf16>(ir::DType::bf16, t, true, 3, ws);
     check_pipelined<bf16>(ir::DType::bf16, Case{304, 528, 208, 128, 256, 64, 8, 4}, true, 0, ws);
   }
