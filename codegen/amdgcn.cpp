@@ -157,29 +157,29 @@ class AmdgcnTarget : public GpuTarget {
   /// abort the process before the host could read the failure record; the launch reads it.)
   void give_up() override { b_.CreateIntrinsic(llvm::Intrinsic::amdgcn_endpgm, {}, {}); }
 
-  llvm::Value* load(llvm::Type* t, llvm::Value* p, const std::string& order, const std::string& scope) override {
+  llvm::Value* load(llvm::Type* t, llvm::Value* p, ir::MemOrder order, ir::MemScope scope) override {
     auto* ld = b_.CreateAlignedLoad(t, global_ptr(p), llvm::Align(t->getPrimitiveSizeInBits() / 8), /*volatile*/ true);
     ld->setAtomic(ordering(order), sync_scope(scope));
     return ld;
   }
-  void store(llvm::Value* p, llvm::Value* v, const std::string& order, const std::string& scope) override {
+  void store(llvm::Value* p, llvm::Value* v, ir::MemOrder order, ir::MemScope scope) override {
     auto* st = b_.CreateAlignedStore(v, global_ptr(p), llvm::Align(v->getType()->getPrimitiveSizeInBits() / 8),
                                      /*volatile*/ true);
     st->setAtomic(ordering(order), sync_scope(scope));
   }
-  void fence(const std::string& order, const std::string& scope) override {
-    if (order != "relaxed") b_.CreateFence(ordering(order), sync_scope(scope));
+  void fence(ir::MemOrder order, ir::MemScope scope) override {
+    if (order != ir::MemOrder::relaxed) b_.CreateFence(ordering(order), sync_scope(scope));
   }
-  llvm::Value* atomic(const std::string& kind, ir::DType d, llvm::Value* p, llvm::Value* v, llvm::Value* desired,
-                      const std::string& order, const std::string& scope, bool) override {
+  llvm::Value* atomic(std::optional<ir::RmwKind> kind, ir::DType d, llvm::Value* p, llvm::Value* v,
+                      llvm::Value* desired, ir::MemOrder order, ir::MemScope scope, bool) override {
     return llvm_atomic(b_, kind, d, global_ptr(p), v, desired, ordering(order), sync_scope(scope));
   }
 
  private:
   /// AMDGPU's scopes: a workgroup (cta), the agent (gpu), the system (sys: other GPUs and the host).
-  llvm::SyncScope::ID sync_scope(const std::string& scope) {
-    if (scope == "sys") return llvm::SyncScope::System;
-    return module_.getContext().getOrInsertSyncScopeID(scope == "cta" ? "workgroup" : "agent");
+  llvm::SyncScope::ID sync_scope(ir::MemScope scope) {
+    if (scope == ir::MemScope::sys) return llvm::SyncScope::System;
+    return module_.getContext().getOrInsertSyncScopeID(scope == ir::MemScope::cta ? "workgroup" : "agent");
   }
 
   static bool f8(ir::DType d) { return d == ir::DType::f8e4m3 || d == ir::DType::f8e5m2; }

@@ -18,21 +18,36 @@
 namespace tiledist::codegen {
 
 /// The LLVM ordering of a memory order a kernel named.
-inline llvm::AtomicOrdering ordering(const std::string& order) {
-  if (order == "relaxed") return llvm::AtomicOrdering::Monotonic;
-  if (order == "seq_cst") return llvm::AtomicOrdering::SequentiallyConsistent;
-  if (order == "acquire") return llvm::AtomicOrdering::Acquire;
-  if (order == "release") return llvm::AtomicOrdering::Release;
+inline llvm::AtomicOrdering ordering(ir::MemOrder order) {
+  switch (order) {
+    case ir::MemOrder::relaxed:
+      return llvm::AtomicOrdering::Monotonic;
+    case ir::MemOrder::seq_cst:
+      return llvm::AtomicOrdering::SequentiallyConsistent;
+    case ir::MemOrder::acquire:
+      return llvm::AtomicOrdering::Acquire;
+    case ir::MemOrder::release:
+      return llvm::AtomicOrdering::Release;
+    case ir::MemOrder::acq_rel:
+      break;
+  }
   return llvm::AtomicOrdering::AcquireRelease;
 }
 
-/// LLVM's atomic instruction on *p: `kind` add, max, min, xchg, and, or, xor (v the operand) or
-/// cas (v the expected value, `desired` the new one) on a value of dtype `d`; returns the old value.
-inline llvm::Value* llvm_atomic(llvm::IRBuilder<>& b, const std::string& kind, ir::DType d, llvm::Value* p,
+/// An atomic op's read-modify-write kind (atomic_rmw), or none (atomic_cas: compare-and-swap).
+inline std::optional<ir::RmwKind> atomic_kind(const ir::Op& op) {
+  if (op.code == ir::OpCode::AtomicCAS) return std::nullopt;
+  return ir::enum_attr<ir::RmwKind>(op, "kind");
+}
+
+/// LLVM's atomic instruction on *p: a read-modify-write of `kind` (v the operand), or where
+/// `kind` is none a compare-and-swap (v the expected value, `desired` the new one), on a value
+/// of dtype `d`; returns the old value.
+inline llvm::Value* llvm_atomic(llvm::IRBuilder<>& b, std::optional<ir::RmwKind> kind, ir::DType d, llvm::Value* p,
                                 llvm::Value* v, llvm::Value* desired, llvm::AtomicOrdering order,
                                 llvm::SyncScope::ID scope) {
   llvm::MaybeAlign align(ir::dtype_bytes(d));
-  if (kind == "cas") {
+  if (!kind) {
     llvm::AtomicOrdering failure = order == llvm::AtomicOrdering::Release          ? llvm::AtomicOrdering::Monotonic
                                    : order == llvm::AtomicOrdering::AcquireRelease ? llvm::AtomicOrdering::Acquire
                                                                                    : order;
@@ -40,13 +55,30 @@ inline llvm::Value* llvm_atomic(llvm::IRBuilder<>& b, const std::string& kind, i
   }
   bool fl = ir::is_float(d);
   using B = llvm::AtomicRMWInst::BinOp;
-  B bop = kind == "add"    ? (fl ? B::FAdd : B::Add)
-          : kind == "max"  ? (fl ? B::FMax : B::Max)
-          : kind == "min"  ? (fl ? B::FMin : B::Min)
-          : kind == "xchg" ? B::Xchg
-          : kind == "and"  ? B::And
-          : kind == "or"   ? B::Or
-                           : B::Xor;
+  B bop = B::Xor;
+  switch (*kind) {
+    case ir::RmwKind::add:
+      bop = fl ? B::FAdd : B::Add;
+      break;
+    case ir::RmwKind::max:
+      bop = fl ? B::FMax : B::Max;
+      break;
+    case ir::RmwKind::min:
+      bop = fl ? B::FMin : B::Min;
+      break;
+    case ir::RmwKind::xchg:
+      bop = B::Xchg;
+      break;
+    case ir::RmwKind::and_:
+      bop = B::And;
+      break;
+    case ir::RmwKind::or_:
+      bop = B::Or;
+      break;
+    case ir::RmwKind::xor_:
+      bop = B::Xor;
+      break;
+  }
   return b.CreateAtomicRMW(bop, p, v, align, order, scope);
 }
 
@@ -323,8 +355,8 @@ class Elements {
   /// and `desired` the new one); returns the old value.
   llvm::Value* atomic_update(const ir::Op& op, llvm::Value* p, llvm::Value* v, llvm::Value* desired,
                              llvm::SyncScope::ID scope = llvm::SyncScope::System) {
-    return llvm_atomic(b_, op.code == OpCode::AtomicCAS ? "cas" : op.str_attr("kind"), op.results[0]->type.dtype, p, v,
-                       desired, ordering(op.str_attr("order")), scope);
+    return llvm_atomic(b_, atomic_kind(op), op.results[0]->type.dtype, p, v, desired,
+                       ordering(ir::enum_attr<ir::MemOrder>(op, "order")), scope);
   }
 
   /// The starting value of a reduction: 0 for sum, the far end of the type for max and min.

@@ -82,16 +82,14 @@ class GpuTarget {
   virtual void give_up() { b_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {}); }
 
   // ---- the memory model, on global memory, in the order and scope a kernel names
-  // (order: relaxed, acquire, release, acq_rel, seq_cst; scope: cta, gpu, sys)
-  virtual llvm::Value* load(llvm::Type* t, llvm::Value* p, const std::string& order, const std::string& scope) = 0;
-  virtual void store(llvm::Value* p, llvm::Value* v, const std::string& order, const std::string& scope) = 0;
-  virtual void fence(const std::string& order, const std::string& scope) = 0;
-  /// One atomic: `kind` add, max, min, xchg, and, or, xor (v the operand) or cas (v the expected
-  /// value, `desired` the new one) on a value of dtype `d`; returns the old value unless
-  /// `result_used` is false (then it may return undef).
-  virtual llvm::Value* atomic(const std::string& kind, ir::DType d, llvm::Value* p, llvm::Value* v,
-                              llvm::Value* desired, const std::string& order, const std::string& scope,
-                              bool result_used) = 0;
+  virtual llvm::Value* load(llvm::Type* t, llvm::Value* p, ir::MemOrder order, ir::MemScope scope) = 0;
+  virtual void store(llvm::Value* p, llvm::Value* v, ir::MemOrder order, ir::MemScope scope) = 0;
+  virtual void fence(ir::MemOrder order, ir::MemScope scope) = 0;
+  /// One atomic: a read-modify-write of `kind` (v the operand), or where `kind` is none a
+  /// compare-and-swap (v the expected value, `desired` the new one), on a value of dtype `d`;
+  /// returns the old value unless `result_used` is false (then it may return undef).
+  virtual llvm::Value* atomic(std::optional<ir::RmwKind> kind, ir::DType d, llvm::Value* p, llvm::Value* v,
+                              llvm::Value* desired, ir::MemOrder order, ir::MemScope scope, bool result_used) = 0;
 
  protected:
   /// `p` as a global-memory pointer (address space 1 on both vendors).

@@ -101,58 +101,65 @@ class NvptxTarget : public GpuTarget {
   }
   llvm::Value* nanoseconds() override { return ptx(b_.getInt64Ty(), "mov.u64 $0, %globaltimer;", "=l", {}); }
 
-  llvm::Value* load(llvm::Type* t, llvm::Value* p, const std::string& order, const std::string& scope) override {
-    return ptx(t, str_cat("ld.", order, ".", ptx_scope(scope), ".global.b", t->getPrimitiveSizeInBits(), " $0, [$1];"),
+  llvm::Value* load(llvm::Type* t, llvm::Value* p, ir::MemOrder order, ir::MemScope scope) override {
+    return ptx(t,
+               str_cat("ld.", ir::name_of(order), ".", ir::name_of(scope), ".global.b", t->getPrimitiveSizeInBits(),
+                       " $0, [$1];"),
                str_cat("=", reg_constraint(t), ",l"), {global_ptr(p)});
   }
-  void store(llvm::Value* p, llvm::Value* v, const std::string& order, const std::string& scope) override {
+  void store(llvm::Value* p, llvm::Value* v, ir::MemOrder order, ir::MemScope scope) override {
     llvm::Type* t = v->getType();
     ptx(b_.getVoidTy(),
-        str_cat("st.", order, ".", ptx_scope(scope), ".global.b", t->getPrimitiveSizeInBits(), " [$0], $1;"),
+        str_cat("st.", ir::name_of(order), ".", ir::name_of(scope), ".global.b", t->getPrimitiveSizeInBits(),
+                " [$0], $1;"),
         str_cat("l,", reg_constraint(t)), {global_ptr(p), v});
   }
   /// fence.acq_rel (or fence.sc for seq_cst) at `scope`; relaxed orders need none.
-  void fence(const std::string& order, const std::string& scope) override {
-    if (order == "relaxed") return;
-    ptx(b_.getVoidTy(), str_cat("fence.", order == "seq_cst" ? "sc" : "acq_rel", ".", ptx_scope(scope), ";"), "", {});
+  void fence(ir::MemOrder order, ir::MemScope scope) override {
+    if (order == ir::MemOrder::relaxed) return;
+    ptx(b_.getVoidTy(),
+        str_cat("fence.", order == ir::MemOrder::seq_cst ? "sc" : "acq_rel", ".", ir::name_of(scope), ";"), "", {});
   }
   /// atom.<order>.<scope> (seq_cst: fence.sc, then acq_rel); an exchange whose old value nobody
   /// reads, with release or relaxed order, is a st.<order>.<scope>. Kinds PTX has no atom for
   /// at this width go through LLVM's atomic between fences.
-  llvm::Value* atomic(const std::string& kind, ir::DType d, llvm::Value* p, llvm::Value* v, llvm::Value* desired,
-                      const std::string& order, const std::string& scope_name, bool result_used) override {
-    const std::string scope = ptx_scope(scope_name);
+  llvm::Value* atomic(std::optional<ir::RmwKind> kind, ir::DType d, llvm::Value* p, llvm::Value* v,
+                      llvm::Value* desired, ir::MemOrder order, ir::MemScope scope_kind, bool result_used) override {
+    using K = ir::RmwKind;
+    using O = ir::MemOrder;
+    const char* scope = ir::name_of(scope_kind);  // (PTX's scopes are named as the IR's: cta, gpu, sys)
     const std::string bits = std::to_string(8 * ir::dtype_bytes(d));
     const bool wide = ir::dtype_bytes(d) == 4 || ir::dtype_bytes(d) == 8, fl = ir::is_float(d);
     std::string type;
-    if (wide && kind == "add")
+    if (wide && kind == K::add)
       type = (fl ? "f" : "u") + bits;
-    else if (wide && !fl && (kind == "max" || kind == "min"))
+    else if (wide && !fl && (kind == K::max || kind == K::min))
       type = "s" + bits;
-    else if (wide && (kind == "xchg" || kind == "and" || kind == "or" || kind == "xor" || kind == "cas"))
+    else if (wide && (!kind || kind == K::xchg || kind == K::and_ || kind == K::or_ || kind == K::xor_))
       type = "b" + bits;
     llvm::Type* t = v->getType();
     if (type.empty()) {
-      llvm::SyncScope::ID ssid = module_.getContext().getOrInsertSyncScopeID(scope_name == "cta"   ? "block"
-                                                                             : scope_name == "gpu" ? "device"
-                                                                                                   : "");
-      if (order != "relaxed" && order != "acquire") fence(order, scope);
+      llvm::SyncScope::ID ssid =
+          module_.getContext().getOrInsertSyncScopeID(scope_kind == ir::MemScope::cta   ? "block"
+                                                      : scope_kind == ir::MemScope::gpu ? "device"
+                                                                                        : "");
+      if (order != O::relaxed && order != O::acquire) fence(order, scope_kind);
       llvm::Value* r = llvm_atomic(b_, kind, d, p, v, desired, ordering(order), ssid);
-      if (order != "relaxed" && order != "release") fence(order, scope);
+      if (order != O::relaxed && order != O::release) fence(order, scope_kind);
       return r;
     }
-    if (order == "seq_cst") fence(order, scope);
-    const std::string s = order == "seq_cst" ? "acq_rel" : order;
+    if (order == O::seq_cst) fence(order, scope_kind);
+    const char* s = ir::name_of(order == O::seq_cst ? O::acq_rel : order);
     const char* rc = reg_constraint(t);
-    if (kind == "xchg" && !result_used && (order == "release" || order == "relaxed")) {
+    if (kind == K::xchg && !result_used && (order == O::release || order == O::relaxed)) {
       ptx(b_.getVoidTy(), str_cat("st.", s, ".", scope, ".global.b", bits, " [$0], $1;"), str_cat("l,", rc),
           {global_ptr(p), v});
       return llvm::UndefValue::get(t);
     }
-    const std::string name = kind == "xchg" ? "exch" : kind;
-    if (kind == "cas")
+    if (!kind)
       return ptx(t, str_cat("atom.", s, ".", scope, ".global.cas.", type, " $0, [$1], $2, $3;"),
                  str_cat("=", rc, ",l,", rc, ",", rc), {global_ptr(p), v, desired});
+    const std::string name = *kind == K::xchg ? "exch" : ir::name_of(*kind);
     return ptx(t, str_cat("atom.", s, ".", scope, ".global.", name, ".", type, " $0, [$1], $2;"),
                str_cat("=", rc, ",l,", rc), {global_ptr(p), v});
   }
@@ -161,9 +168,6 @@ class NvptxTarget : public GpuTarget {
   llvm::Value* ptx(llvm::Type* ret, const std::string& text, std::string constraints,
                    const std::vector<llvm::Value*>& args) {
     return inline_asm(b_, ret, text, std::move(constraints), args);
-  }
-  static std::string ptx_scope(const std::string& scope) {
-    return scope == "cta" ? "cta" : scope == "gpu" ? "gpu" : "sys";
   }
   static const char* reg_constraint(llvm::Type* t) {
     return t->isFloatTy() ? "f" : t->isDoubleTy() ? "d" : t->getPrimitiveSizeInBits() == 64 ? "l" : "r";

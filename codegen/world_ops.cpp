@@ -5,6 +5,9 @@
 
 namespace tiledist::codegen {
 
+using Order = ir::MemOrder;
+using Scope = ir::MemScope;
+
 bool WorldOps::uses_world(const ir::Block& block) {
   for (const auto& op : block.ops) {
     if (op->code == OpCode::Rank || op->code == OpCode::NumRanks || op->code == OpCode::SymmAt ||
@@ -29,8 +32,8 @@ llvm::Value* WorldOps::world_field(size_t offset, llvm::Type* t, llvm::Value* in
 void WorldOps::fail(runtime::DeviceFailure kind, llvm::Value* address, llvm::Value* expected, llvm::Value* seen) {
   llvm::Type* i64 = b_.getInt64Ty();
   llvm::Value* rec = b_.CreateIntToPtr(world_field(offsetof(runtime::DeviceWorld, failure), i64), b_.getPtrTy(1));
-  llvm::Value* old = target_->atomic("cas", ir::DType::i32, rec, b_.getInt32(0),
-                                     b_.getInt32(static_cast<uint32_t>(kind)), "relaxed", "sys", true);
+  llvm::Value* old = target_->atomic(std::nullopt, ir::DType::i32, rec, b_.getInt32(0),
+                                     b_.getInt32(static_cast<uint32_t>(kind)), Order::relaxed, Scope::sys, true);
   when(b_.CreateICmpEQ(old, b_.getInt32(0)), [&] {
     auto field = [&](size_t offset, llvm::Value* v) {
       b_.CreateAlignedStore(v, b_.CreateConstGEP1_64(b_.getInt8Ty(), rec, offset),
@@ -47,9 +50,9 @@ void WorldOps::fail(runtime::DeviceFailure kind, llvm::Value* address, llvm::Val
     field(offsetof(runtime::DeviceFailureRecord, expected), b_.CreateSExt(expected, i64));
     field(offsetof(runtime::DeviceFailureRecord, seen), b_.CreateSExt(seen, i64));
     field(offsetof(runtime::DeviceFailureRecord, kernel), b_.getInt32(runtime::kernel_tag(kernel_)));
-    fence("seq_cst", "sys");
+    fence(Order::seq_cst, Scope::sys);
     field(offsetof(runtime::DeviceFailureRecord, complete), b_.getInt32(1));
-    fence("seq_cst", "sys");
+    fence(Order::seq_cst, Scope::sys);
   });
   target_->give_up();
 }
@@ -110,7 +113,8 @@ std::function<llvm::Value*(llvm::Value*)> WorldOps::symm_at(llvm::Value* r, llvm
 
 llvm::Value* WorldOps::poll_words(const ir::Op& wait, llvm::Type* t, llvm::Value* p, llvm::Value* n,
                                   llvm::Value* want) {
-  const std::string order = ir::enum_attr<ir::MemOrder>(wait, "order") == ir::MemOrder::acquire ? "acquire" : "relaxed";
+  const Order order = ir::enum_attr<Order>(wait, "order") == Order::acquire ? Order::acquire : Order::relaxed;
+  const Scope scope = ir::enum_attr<Scope>(wait, "scope");
   const llvm::CmpInst::Predicate pred = int_predicate(ir::enum_attr<ir::CmpPred>(wait, "cmp"), false);
   llvm::Value* seen = local(t, llvm::Constant::getNullValue(t));
   counted_loop(b_.getInt32(0), n, 1, [&](llvm::Value* i) {
@@ -118,7 +122,7 @@ llvm::Value* WorldOps::poll_words(const ir::Op& wait, llvm::Type* t, llvm::Value
     llvm::Value* v = nullptr;
     spin_until(
         [&] {
-          v = target_->load(t, at, order, wait.str_attr("scope"));
+          v = target_->load(t, at, order, scope);
           return b_.CreateICmp(pred, v, want);
         },
         runtime::DeviceFailure::wait_timeout, [&] { return std::array<llvm::Value*, 3>{at, want, v}; });
@@ -141,30 +145,30 @@ void WorldOps::device_barrier_by_thread0() {
   llvm::Value* ny = target_->num_programs(1);
   llvm::Value* nz = target_->num_programs(2);
   llvm::Value* total = b_.CreateMul(b_.CreateMul(b_.CreateMul(nx, ny), nz), ranks);
-  llvm::Value* generation = target_->load(i32, mine, "acquire", "sys");
-  llvm::Value* before =
-      target_->atomic("add", ir::DType::i32, counter, b_.getInt32(1), nullptr, "acq_rel", "sys", true);
+  llvm::Value* generation = target_->load(i32, mine, Order::acquire, Scope::sys);
+  llvm::Value* before = target_->atomic(ir::RmwKind::add, ir::DType::i32, counter, b_.getInt32(1), nullptr,
+                                        Order::acq_rel, Scope::sys, true);
   llvm::Value* last = b_.CreateICmpEQ(before, b_.CreateSub(total, b_.getInt32(1)));
   auto* release = llvm::BasicBlock::Create(b_.getContext(), "barrier.release", fn_);
   auto* wait = llvm::BasicBlock::Create(b_.getContext(), "barrier.wait", fn_);
   auto* done = llvm::BasicBlock::Create(b_.getContext(), "barrier.done", fn_);
   b_.CreateCondBr(last, release, wait);
   b_.SetInsertPoint(release);
-  target_->store(counter, b_.getInt32(0), "relaxed", "sys");
+  target_->store(counter, b_.getInt32(0), Order::relaxed, Scope::sys);
   counted_loop(b_.getInt32(0), ranks, 1, [&](llvm::Value* r) {
-    target_->store(word(r, runtime::kBarrierGenerationOffset), b_.CreateAdd(generation, b_.getInt32(1)), "release",
-                   "sys");
+    target_->store(word(r, runtime::kBarrierGenerationOffset), b_.CreateAdd(generation, b_.getInt32(1)), Order::release,
+                   Scope::sys);
   });
   b_.CreateBr(done);
   b_.SetInsertPoint(wait);
   spin_until(
       [&] {
-        llvm::Value* now = target_->load(i32, mine, "acquire", "sys");
+        llvm::Value* now = target_->load(i32, mine, Order::acquire, Scope::sys);
         return b_.CreateICmpNE(now, generation);
       },
       runtime::DeviceFailure::barrier_timeout,
       [&] {
-        llvm::Value* arrived = target_->load(i32, counter, "relaxed", "sys");
+        llvm::Value* arrived = target_->load(i32, counter, Order::relaxed, Scope::sys);
         return std::array<llvm::Value*, 3>{counter, total, arrived};
       });
   b_.CreateBr(done);

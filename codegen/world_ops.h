@@ -46,7 +46,7 @@ class WorldOps : public Elements {
   llvm::Value* num_ranks() { return world_field(offsetof(runtime::DeviceWorld, num_ranks), b_.getInt32Ty()); }
   llvm::Value* is_thread0() { return b_.CreateICmpEQ(tid_, b_.getInt32(0)); }
   llvm::Value* global_ptr(llvm::Value* p) { return b_.CreateAddrSpaceCast(p, b_.getPtrTy(1)); }
-  void fence(const std::string& order, const std::string& scope) { target_->fence(order, scope); }
+  void fence(ir::MemOrder order, ir::MemScope scope) { target_->fence(order, scope); }
 
   /// The thread gives up: it claims the world's failure record (the first to fail keeps it),
   /// fills it, and ends the program (GpuTarget::give_up); the host names the kernel, rank and

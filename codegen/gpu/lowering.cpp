@@ -179,7 +179,7 @@ void GpuLowering::emit_op(const ir::Op& op) {
     case OpCode::Memcpy:
       return emit_memcpy(op);
     case OpCode::Fence:
-      fence(op.str_attr("order"), op.str_attr("scope"));
+      fence(ir::enum_attr<ir::MemOrder>(op, "order"), ir::enum_attr<ir::MemScope>(op, "scope"));
       return;
     case OpCode::Barrier:
       return emit_device_barrier();

@@ -112,7 +112,9 @@ void GpuLowering::emit_memcpy(const ir::Op& op) {
 void GpuLowering::emit_atomic(const ir::Op& op) {
   const ir::Type& rt = op.results[0]->type;
   bool cas = op.code == OpCode::AtomicCAS;
-  const std::string kind = cas ? "cas" : op.str_attr("kind");
+  const std::optional<ir::RmwKind> kind = atomic_kind(op);
+  const ir::MemOrder order = ir::enum_attr<ir::MemOrder>(op, "order");
+  const ir::MemScope scope = ir::enum_attr<ir::MemScope>(op, "scope");
   const bool used = uses_[op.results[0].get()] > 0;
   auto one = [&](int64_t j, llvm::Value* ok) -> llvm::Value* {
     llvm::Value* p = element(op.operands[0], j);
@@ -121,18 +123,16 @@ void GpuLowering::emit_atomic(const ir::Op& op) {
     llvm::Value* cond = mask ? b_.CreateAnd(ok, mask) : ok;
     llvm::Type* t = reg_type(rt.element());
     return when_value(cond, t, llvm::Constant::getNullValue(t), [&] {
-      return target_->atomic(kind, rt.dtype, p, v, cas ? element(op.operands[2], j) : nullptr, op.str_attr("order"),
-                             op.str_attr("scope"), used);
+      return target_->atomic(kind, rt.dtype, p, v, cas ? element(op.operands[2], j) : nullptr, order, scope, used);
     });
   };
   if (!rt.is_tensor()) {
     // One thread performs it for the program; a releasing atomic must follow every thread's
     // earlier writes, so the program's threads meet first.
-    const std::string& sem = op.str_attr("order");
-    if (sem != "relaxed" && sem != "acquire") barrier();
+    if (order != ir::MemOrder::relaxed && order != ir::MemOrder::acquire) barrier();
     if (uses_[op.results[0].get()] == 0) {  // nothing to share: an acquire still orders what follows
       when(is_thread0(), [&] { one(0, b_.getTrue()); });
-      if (sem != "relaxed" && sem != "release") barrier();
+      if (order != ir::MemOrder::relaxed && order != ir::MemOrder::release) barrier();
       return define(op, {llvm::UndefValue::get(reg_type(rt)), {}});
     }
     return define(op, {from_thread0(reg_type(rt), [&] { return one(0, b_.getTrue()); }), {}});

@@ -25,7 +25,7 @@ void LayoutLowering::emit_distributed(const ir::Op& op) {
     case OpCode::Wait:
       return emit_wait(op);
     case OpCode::Fence:
-      return fence(op.str_attr("order"), op.str_attr("scope"));
+      return fence(ir::enum_attr<ir::MemOrder>(op, "order"), ir::enum_attr<ir::MemScope>(op, "scope"));
     case OpCode::Memcpy: {
       if (producer_) unsupported(op, "memcpy by a warp-specialized producer");
       llvm::Value* dst = global_ptr(val(op.operands[0]).scalar);

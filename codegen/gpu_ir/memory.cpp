@@ -84,7 +84,7 @@ void LayoutLowering::emit_atomic(const ir::Op& op) {
   const ir::Type& rt = op.results[0]->type;
   const bool cas = op.code == OpCode::AtomicCAS;
   if (producer_) unsupported(op, "an atomic in a warp-specialized producer");  // (its barriers)
-  const std::string& order = op.str_attr("order");
+  const ir::MemOrder order = ir::enum_attr<ir::MemOrder>(op, "order");
   llvm::Type* t = reg_type(rt);
   llvm::Value* thread0 = is_thread0();
   llvm::Value* on = thread0;
@@ -93,13 +93,13 @@ void LayoutLowering::emit_atomic(const ir::Op& op) {
   llvm::Value* p = val(op.operands[0]).scalar;
   llvm::Value* v = val(op.operands[1]).scalar;
   llvm::Value* desired = cas ? val(op.operands[2]).scalar : nullptr;
-  if (order != "relaxed" && order != "acquire") barrier();  // (every thread's writes before it)
+  if (order != ir::MemOrder::relaxed && order != ir::MemOrder::acquire) barrier();  // (every thread's writes before it)
   llvm::Value* old = when_value(on, t, llvm::Constant::getNullValue(t), [&] {
-    return target_->atomic(cas ? "cas" : op.str_attr("kind"), rt.dtype, p, v, desired, order, op.str_attr("scope"),
+    return target_->atomic(atomic_kind(op), rt.dtype, p, v, desired, order, ir::enum_attr<ir::MemScope>(op, "scope"),
                            used);
   });
   if (used) return define(op, LVal::of(to_every_thread(old)));
-  if (order != "relaxed" && order != "release") barrier();  // (what follows after it)
+  if (order != ir::MemOrder::relaxed && order != ir::MemOrder::release) barrier();  // (what follows after it)
   define(op, LVal::of(llvm::UndefValue::get(t)));
 }
 

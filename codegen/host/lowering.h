@@ -314,7 +314,7 @@ class HostLowering : public Elements {
         return;
       }
       case OpCode::Fence:
-        b_.CreateFence(ordering(op.str_attr("order") == "seq_cst" ? "seq_cst" : op.str_attr("order")));
+        b_.CreateFence(ordering(ir::enum_attr<ir::MemOrder>(op, "order")));
         return;
       case OpCode::Barrier:
         distributed_ = true;
