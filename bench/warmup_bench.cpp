@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "jit/backend.h"
 #include "kernels/kernels.h"
 
 namespace {
@@ -29,7 +30,7 @@ std::vector<Job> registry_jobs() {
     const KernelDef* def = Registry::global().find(name);
     for (Target t : {Target::cuda("sm_90a"), Target::cuda("sm_80"), Target::host()}) {
       jobs.push_back({def, t, {}});
-      if (t.kind != Target::Kind::host) jobs.push_back({def, t, def->aligned_facts()});
+      if (jit::Backend::for_target(t).specializes_at_launch()) jobs.push_back({def, t, def->aligned_facts()});
     }
   }
   return jobs;

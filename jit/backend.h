@@ -77,6 +77,13 @@ class Backend {
   /// module at the first launch instead, in the device's context).
   virtual void load(Loaded& loaded, State& state) const = 0;
 
+  /// Whether the kernels run on a GPU: a program is a block of threads, many at once over the
+  /// GPU's multiprocessors, each small; the host runs a few programs per core, each a loop over
+  /// its tile's ops (Target::is_gpu).
+  virtual bool is_gpu() const = 0;
+  /// Whether the kernels run through the CUDA driver: in order on a cuda::Stream, the
+  /// distributed ones on cuda::World's symmetric heap (Target::runs_on_cuda).
+  virtual bool runs_on_cuda() const = 0;
   /// Whether a kernel specializes itself at launch on what its arguments are (Kernel's variants:
   /// GPUs, where aligned accesses vectorize).
   virtual bool specializes_at_launch() const = 0;

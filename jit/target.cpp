@@ -68,6 +68,8 @@ bool Target::has(Cap c) const {
 std::string Target::name() const { return kind == Kind::host ? "host" : arch; }
 
 std::string Target::key() const { return jit::Backend::for_target(*this).key(*this); }
+bool Target::is_gpu() const { return jit::Backend::for_target(*this).is_gpu(); }
+bool Target::runs_on_cuda() const { return jit::Backend::for_target(*this).runs_on_cuda(); }
 
 CompileOptions CompileOptions::from_env() {
   CompileOptions o;

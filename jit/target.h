@@ -38,6 +38,14 @@ struct Target {
   std::string key() const;
   /// Whether the target's hardware has `c` (the host: nothing of these).
   bool has(Cap c) const;
+  /// Whether the target is a GPU (NVIDIA, AMD): its programs are many and small, a block of
+  /// threads each, where the host runs a few per core. The kernel library sizes its tiles and
+  /// grids by it, as its backend says (jit/backend.h).
+  bool is_gpu() const;
+  /// Whether the target's kernels run through the CUDA driver (NVIDIA): ordered by a
+  /// cuda::Stream, communicating through cuda::World's symmetric heap. The kernel library's
+  /// objects that take a stream run on such a target or on the host.
+  bool runs_on_cuda() const;
 };
 
 struct CompileOptions {

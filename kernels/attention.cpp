@@ -125,7 +125,7 @@ AttentionConfig attention_config(const Target& target, int head_dim, bool causal
   AttentionConfig c;
   c.options = CompileOptions::from_env();
   // (the same tiles for every head dim and mask so far)
-  if (target.kind == Target::Kind::host) {  // few, large programs: the CPU's cost is per program and op
+  if (!target.is_gpu()) {  // few, large programs: the CPU's cost is per program and op
     c.block_m = 64, c.block_n = 32;
   } else {  // (FlashAttention-2's tiles; `attention_bench one ...` sweeps others)
     c.block_m = 128, c.block_n = 64;
@@ -182,7 +182,7 @@ Attention::Attention(const Target& target, int heads, int kv_heads, int head_dim
                         ": both positive, and heads a multiple of kv_heads (grouped-query heads)"));
   if (!std::isfinite(scale) || scale < 0)
     throw Error(str_cat("tiledist: attention: scale = ", scale, ": a positive number (or 0 for 1/sqrt(head_dim))"));
-  if (target.kind != Target::Kind::host && target.kind != Target::Kind::nvptx)
+  if (target.is_gpu() && !target.runs_on_cuda())  // (Attention::run takes a CUDA stream)
     throw Error(str_cat("tiledist: attention: Attention runs on the host and on NVIDIA GPUs, not yet on ",
                         target.name(), " (attention_kernel compiles for it: launch it through Kernel)"));
   auto pow2 = [](int x) { return x > 0 && (x & (x - 1)) == 0; };
@@ -228,7 +228,7 @@ void Attention::launch(const T* q, const T* k, const T* v, T* o, const int32_t* 
   const Grid grid(tl::cdiv(int64_t(seqlen), s.config.block_m), int64_t(batch) * s.heads);
   // (the varlen form takes no sequence length: 0, which selects no new launch variant)
   const int len_arg = varlen ? 0 : seqlen;
-  if (s.target.kind == Target::Kind::host) {
+  if (!s.target.runs_on_cuda()) {  // the host (the constructor takes no other)
     if (stream) throw Error("tiledist: attention: a CUDA stream given to an Attention for the host target");
     kernel.launch(grid, q, k, v, o, cu_seqlens, len_arg, s.heads, s.kv_heads, s.scale);
     return;

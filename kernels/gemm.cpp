@@ -195,7 +195,7 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
   g.options = CompileOptions::from_env();
   bool aligned = M % 16 == 0 && N % 16 == 0 && K % 16 == 0;  // else the launch gets the generic variant
   const bool persistent = library_persistent();
-  if (target.kind == Target::Kind::host) {  // persistent: a few programs per core
+  if (!target.is_gpu()) {  // persistent: a few programs per core
     g.constants = kDefaults;
     if (persistent) {
       g.constants.insert_or_assign("PERSISTENT", 1);

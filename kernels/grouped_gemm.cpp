@@ -204,7 +204,7 @@ GemmConfig grouped_gemm_config(const Target& target, int64_t rows, int64_t N, in
   g.options = CompileOptions::from_env();
   const bool f8 = dtype == ir::DType::f8e4m3;
   g.constants = f8 ? kFp8Defaults : kDefaults;
-  if (target.kind == Target::Kind::host) return g;  // (64x64 tiles)
+  if (!target.is_gpu()) return g;  // (64x64 tiles)
   (void)K;
   // Experts of fewer rows than 128 on average: 64-row tiles (less of each tile wasted past
   // its expert's end); else 128. A program per tile, which the programs of empty slots leave

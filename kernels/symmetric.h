@@ -11,12 +11,15 @@
 
 namespace tiledist::kernels::detail {
 
+/// Whether `target`'s world is the GPU's (CUDA's) rather than the host's; throws Error for a GPU
+/// whose runtime the objects do not take yet.
 inline bool on_gpu(const Target& target) {
-  if (target.kind == Target::Kind::amdgcn)  // (their streams and heaps are CUDA's; kernels alone run there)
+  if (!target.is_gpu()) return false;
+  if (!target.runs_on_cuda())  // (their streams and heaps are CUDA's; kernels alone run there)
     throw Error(
         str_cat("tiledist: the kernel library's communicating objects run on the host and on NVIDIA GPUs, not yet on ",
                 target.name(), " (its kernels compile for it and launch through Kernel)"));
-  return target.kind == Target::Kind::nvptx;
+  return true;
 }
 inline int world_rank(const Target& target) { return on_gpu(target) ? cuda::World::get().rank() : rank(); }
 inline int world_ranks(const Target& target) { return on_gpu(target) ? cuda::World::get().size() : world_size(); }

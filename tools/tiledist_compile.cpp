@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "jit/backend.h"
 #include "kernels/kernels.h"
 
 namespace {
@@ -145,7 +146,8 @@ int main(int argc, char** argv) {
   try {
     Target t = Target::parse(target);
     std::vector<ParamInfo> runtime = def->runtime_params();
-    if (aligned_arg.empty()) aligned_arg = t.kind == Target::Kind::host ? "none" : "all";
+    // (the variant a launch gets: aligned where the target specializes at launch)
+    if (aligned_arg.empty()) aligned_arg = jit::Backend::for_target(t).specializes_at_launch() ? "all" : "none";
     ArgFacts aligned = aligned_arg == "all" ? def->aligned_facts() : ArgFacts(runtime.size(), ArgFact::none);
     // NAME,NAME,...: each a parameter of the kernel that `ok` takes, marked `fact`.
     auto mark = [&](const std::string& list, const char* flag, const char* what, bool (*ok)(const ir::Type&),

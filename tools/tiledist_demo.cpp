@@ -33,13 +33,12 @@ int main() {
   Target target = Target::host();
   try {
     target = Target::default_target();
-    if (target.kind == Target::Kind::host)
+    if (!target.is_gpu())
       std::printf("%s — showcase on the CPU backend (target host: %s)\n\n", jit::compiler_version(),
                   target.arch.c_str());
     else
       std::printf("%s — showcase on %s (target %s; times include copying the host vectors to the GPU and back)\n\n",
-                  jit::compiler_version(),
-                  (target.kind == Target::Kind::amdgcn ? hip::device().name : cuda::device().name).c_str(),
+                  jit::compiler_version(), (target.runs_on_cuda() ? cuda::device().name : hip::device().name).c_str(),
                   target.arch.c_str());
     {
       int n = 1000003;

@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
         }
         if (pass) {
           pass->run(*f);
-        } else if (t.kind == Target::Kind::host) {
+        } else if (!t.is_gpu()) {
           std::fprintf(stderr, "tiledist-opt: '%s' is a GPU pass: give --target (sm_80, sm_90a, gfx90a, gfx942)\n",
                        p.c_str());
           return 2;

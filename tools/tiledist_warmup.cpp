@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "jit/backend.h"
 #include "jit/manifest.h"
 #include "kernels/kernels.h"
 
@@ -187,7 +188,7 @@ int main(int argc, char** argv) {
           jit::Specialization s{name, t.name(), constants, options, {}};
           if (!args_arg.empty()) s.facts = jit::parse_facts(args_arg);
           add(s);
-          if (def && args_arg.empty() && t.kind != Target::Kind::host) {
+          if (def && args_arg.empty() && jit::Backend::for_target(t).specializes_at_launch()) {
             s.facts = def->aligned_facts();
             add(s);
           }

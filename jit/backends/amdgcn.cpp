@@ -22,6 +22,7 @@ class AmdgcnBackend final : public GpuBackend {
  public:
   const char* name() const override { return "amdgcn"; }
   BinaryKind binary_kind() const override { return BinaryKind::code_object; }
+  bool runs_on_cuda() const override { return false; }  // (HIP's streams)
 
   Artifact compile(const ir::Function& fn, const Target& target, const CompileOptions& options,
                    State& state) const override {

@@ -29,6 +29,7 @@ class GpuBackend : public Backend {
   std::string gpu_ir(ir::Function& fn, const Target& target, const CompileOptions& options) const override;
   /// Nothing: the module is loaded at the first launch, in the launching device's context.
   void load(Loaded&, State&) const override {}
+  bool is_gpu() const override { return true; }
   bool specializes_at_launch() const override { return true; }
   bool takes_device_memory() const override { return true; }
   void check_stream(const Loaded&, const cuda::Stream*) const override {}

@@ -146,6 +146,8 @@ class HostBackend final : public Backend {
     loaded.host_fn = addr.toPtr<runtime::HostKernelFn>();
   }
 
+  bool is_gpu() const override { return false; }
+  bool runs_on_cuda() const override { return false; }
   bool specializes_at_launch() const override { return false; }
   bool takes_device_memory() const override { return false; }
 

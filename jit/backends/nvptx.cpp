@@ -69,6 +69,7 @@ class NvptxBackend final : public GpuBackend {
  public:
   const char* name() const override { return "nvptx"; }
   BinaryKind binary_kind() const override { return BinaryKind::ptx; }
+  bool runs_on_cuda() const override { return true; }
 
   Artifact compile(const ir::Function& fn, const Target& target, const CompileOptions& options,
                    State& state) const override {

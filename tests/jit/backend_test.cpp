@@ -1,6 +1,7 @@
 // Backends: one per kind of target, picked by Backend::for_target, each saying what its binary
-// is and whether its kernels take device memory or specialize at launch; the target's cache key
-// as it was; the GPU passes on the host only, through compile and emit alike.
+// is and whether its kernels run on a GPU, through CUDA, take device memory or specialize at
+// launch; the target's cache key as it was; the GPU passes on the host only, through compile
+// and emit alike.
 #include "jit/backend.h"
 
 #include <gtest/gtest.h>
@@ -32,6 +33,20 @@ TEST(Backend, OnePerKindOfTarget) {
   EXPECT_EQ(amdgcn.binary_kind(), BinaryKind::code_object);
   EXPECT_FALSE(host.takes_device_memory() || host.specializes_at_launch());
   for (const Backend* gpu : {&nvptx, &amdgcn}) EXPECT_TRUE(gpu->takes_device_memory() && gpu->specializes_at_launch());
+}
+
+TEST(Backend, SaysWhereItsKernelsRun) {
+  // (what the kernel library and the tools ask of a target in place of its kind)
+  EXPECT_FALSE(Target::host().is_gpu());
+  EXPECT_FALSE(Target::host().runs_on_cuda());
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    EXPECT_TRUE(Target::parse(arch).is_gpu()) << arch;
+    EXPECT_TRUE(Target::parse(arch).runs_on_cuda()) << arch;
+  }
+  for (const char* arch : {"gfx90a", "gfx942"}) {
+    EXPECT_TRUE(Target::parse(arch).is_gpu()) << arch;
+    EXPECT_FALSE(Target::parse(arch).runs_on_cuda()) << arch;  // (HIP's streams)
+  }
 }
 
 TEST(Backend, KeysTheTargetAsBefore) {

@@ -356,7 +356,7 @@ std::unique_ptr<Subject> make_subject(Job& job, int id) {
 
 Job::Job(const Target& target, uint64_t seed, int steps, bool self_test)
     : target_(target),
-      gpu_(target.kind == Target::Kind::nvptx),
+      gpu_(target.runs_on_cuda()),
       ranks_(gpu_ ? cuda::World::get().size() : world_size()),
       me_(gpu_ ? cuda::World::get().rank() : rank()),
       seed_(seed),
