@@ -7,7 +7,10 @@
 # Stages (default: all, in this order; each under its own time limit, logs in $OUT or /tmp):
 #   tests      kernels_test on the GPU (every kernel test; the grouped GEMM's again with TMA off)
 #   attention  attention_bench: kernels::Attention against PyTorch SDPA, same run
-#   grouped    grouped_gemm_bench: kernels::GroupedGemm against torch._grouped_mm, same run
+#   grouped    grouped_gemm_bench: kernels::GroupedGemm against torch._grouped_mm, same run (and
+#              its e4m3 forms alone)
+#   grouped8   the e4m3 grouped GEMM's rows alone: by default, by the other lowering, and warp
+#              specialized (TILEDIST_WS=1)
 #   gemm       gpu_bench tp and fp8: the library GEMMs against cuBLAS (no-regression check)
 #   gpuir      every kernel test through the GPU IR lowering (TILEDIST_LOWERING=gpu_ir: on Hopper
 #              its wgmma form), then attention's registers and spills (ptxas -v) and times at a few
@@ -73,6 +76,13 @@ for stage in $stages; do
     grouped)
       run grouped 240 bench/grouped_gemm_bench 20
       grep -vE '^\s*$' "$logs/grouped.log" | tail -12 ;;
+    grouped8)
+      for l in default legacy ws; do  # (ws: the default lowering, warp specialized: TILEDIST_WS=1)
+        [ "$l" = legacy ] && v=legacy || v=
+        [ "$l" = ws ] && w=1 || w=
+        TILEDIST_LOWERING=$v TILEDIST_WS=$w run "grouped8_$l" 240 bench/grouped_gemm_bench 10 f8
+        echo "   $l:"; grep -E "rowwise|blockwise" "$logs/grouped8_$l.log"
+      done ;;
     gemm)
       run gemm 240 bench/gpu_bench tp
       grep -vE '^\s*$' "$logs/gemm.log" | tail -16

@@ -137,8 +137,11 @@ int main(int argc, char** argv) {
     std::printf(
         "(torch baseline not run: no PyTorch python at $TILEDIST_TORCH_PYTHON or /opt/torch/.venv/bin/python, "
         "or no bench/grouped_gemm_baseline.py: set $TILEDIST_GROUPED_GEMM_BASELINE)\n");
+  // (`grouped_gemm_bench REPS f8`: the e4m3 rows alone)
+  const bool only_f8 = argc > 2 && std::string(argv[2]) == "f8";
   try {
-    if (!check_against_torch(target, python, script)) {
+    if (only_f8) python.clear();
+    if (!only_f8 && !check_against_torch(target, python, script)) {
       std::fprintf(stderr, "grouped_gemm_bench: ours disagrees with the reference\n");
       return 1;
     }
@@ -148,6 +151,7 @@ int main(int argc, char** argv) {
       int E, rows, N, K;
     };
     for (Shape s : {Shape{8, 16384, 4096, 7168}, Shape{64, 2048, 4096, 7168}}) {
+      if (only_f8) break;
       const auto offs = uneven_offsets(s.rows, s.E);
       cuda::Buffer<bf16> a(size_t(s.rows) * s.K), w(size_t(s.E) * s.N * s.K), c(size_t(s.rows) * s.N);
       cuda::Buffer<int32_t> doffs(offs);
@@ -183,6 +187,31 @@ int main(int argc, char** argv) {
         std::printf("%-44s %-14s %9.3f %9.1f %9s %9s\n", label, tiles, ms, flop / ms / 1e9, theirs.c_str(),
                     ratio.c_str());
       }
+    }
+    // e4m3, W [E, N, K], both scalings: ours alone (the f8 forms' figures by each lowering:
+    // TILEDIST_LOWERING=legacy gives the other's). Scales of 1: the time does not depend on them.
+    std::printf("\ne4m3 grouped GEMM (bf16 out, f32 scales), TFLOP/s; ours alone, median of %d launches\n", reps);
+    std::printf("%-44s %-14s %9s %9s\n", "shape", "tiles", "ours ms", "TFLOP/s");
+    for (auto scaling : {GroupedGemm::Scaling::rowwise, GroupedGemm::Scaling::blockwise}) {
+      const int E = 8, rows = 16384, N = 4096, K = 7168, KB = (K + 127) / 128;
+      const auto offs = uneven_offsets(rows, E);
+      cuda::Buffer<f8e4m3> a(size_t(rows) * K), w(size_t(E) * N * K);
+      cuda::Buffer<bf16> c(size_t(rows) * N);
+      cuda::Buffer<int32_t> doffs(offs);
+      const bool block = scaling == GroupedGemm::Scaling::blockwise;
+      std::vector<float> ones_a(block ? size_t(rows) * KB : size_t(rows), 1.0f),
+          ones_w(block ? size_t(E) * (N / 128) * KB : size_t(E) * N, 1.0f);
+      cuda::Buffer<float> sa(ones_a), sw(ones_w);
+      bench::fill_random(a);
+      bench::fill_random(w);
+      GroupedGemm g(target, rows, N, K, E, ir::DType::f8e4m3, scaling, GroupedGemm::Layout::nk);
+      const double ms = bench::median_ms(
+          [&] { g.run(a.data(), w.data(), c.data(), sa.data(), sw.data(), doffs.data(), &cuda::Stream::legacy()); },
+          reps, /*warmup*/ 3);
+      char label[64], tiles[32];
+      std::snprintf(label, sizeof label, "E=%d rows=%d N=%d K=%d %s", E, rows, N, K, block ? "blockwise" : "rowwise");
+      std::snprintf(tiles, sizeof tiles, "%dx%d/%dw", g.config().bm, g.config().bn, g.config().options.num_warps);
+      std::printf("%-44s %-14s %9.3f %9.1f\n", label, tiles, ms, 2.0 * rows * N * K / ms / 1e9);
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());

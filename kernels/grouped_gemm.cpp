@@ -199,7 +199,6 @@ const KernelDef& grouped_gemm_fp8_kernel(bool blockwise) {
 
 GemmConfig grouped_gemm_config(const Target& target, int64_t rows, int64_t N, int64_t K, int64_t E, ir::DType dtype,
                                bool blockwise) {
-  (void)blockwise;  // (the same tiles for both scaled forms today)
   GemmConfig g;
   g.options = CompileOptions::from_env();
   const bool f8 = dtype == ir::DType::f8e4m3;
@@ -219,9 +218,13 @@ GemmConfig grouped_gemm_config(const Target& target, int64_t rows, int64_t N, in
     g.options.num_warps = bm / 16, g.options.num_stages = 4;
     // bf16: warp specialized (a producer warpgroup copies both operands by TMA, the expert a
     // coordinate: 0.99 of torch._grouped_mm at E = 8 in both weight layouts, on an H200,
-    // against 0.98 / 0.83 by the other lowering; bench/RESULTS.md). f8: TMA copies issued by
-    // the math warps (its f8 wgmma through the GPU passes by default since 2026-11-26).
+    // against 0.98 / 0.83 by the other lowering; bench/RESULTS.md). f8 blockwise: the GPU
+    // passes' f8 wgmma fed by TMA (61 TFLOP/s at E = 8, 16384 rows, N = 4096, K = 7168, where
+    // the other lowering's mma.sync gave 8). f8 rowwise keeps the other lowering for now: 1129
+    // TFLOP/s there against 925 through the GPU passes (875 warp specialized), same H200,
+    // 2026-11-26.
     if (!f8 && detail::library_warp_specialize()) g.options.warp_specialize = true;
+    if (f8 && !blockwise && g.options.lowering.empty()) g.options.lowering = "legacy";
   } else {
     g.bm = bm, g.bn = 128;
     g.options.num_warps = 8, g.options.num_stages = 3;
