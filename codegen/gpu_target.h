@@ -124,6 +124,11 @@ using MakeGpuTarget = std::unique_ptr<GpuTarget> (*)(llvm::IRBuilder<>& b, llvm:
 /// The shared GPU lowering, for the target `make` gives.
 GpuModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make);
 
+/// With $TILEDIST_EXPLAIN set, says on stderr why a kernel's compile took the path it did (the
+/// GPU IR's form refused, the other lowering instead); nothing otherwise. (Compiles only: a
+/// kernel found in the cache is not compiled again.)
+void explain(const std::string& kernel, const std::string& what);
+
 /// The lowering of the GPU IR (codegen/gpu_ir/): runs the GPU passes on a copy of `optimized`
 /// and lowers their output into `out`; false (with the reason in `why`) where it does not take
 /// one of the ops yet.

@@ -229,6 +229,7 @@ GpuModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOpti
     if (lower_gpu_ir(f, ctx, opts, make, m, &why)) return m;
     if (opts.lowering == "gpu_ir_only")
       throw Error(str_cat("tiledist: kernel '", f.name, "': the GPU IR lowering does not take ", why, " yet"));
+    explain(f.name, str_cat("the GPU IR lowering does not take ", why, ": the optimized IR's lowering instead"));
   }
   gpu::GpuLowering lowering(f, ctx, opts, make);
   GpuModule m = lowering.run();

@@ -424,6 +424,11 @@ void LayoutLowering::emit_elementwise(const ir::Op& op) {
 
 namespace tiledist::codegen {
 
+void explain(const std::string& kernel, const std::string& what) {
+  if (const char* e = std::getenv("TILEDIST_EXPLAIN"); e && *e && std::string(e) != "0")
+    std::fprintf(stderr, "tiledist: kernel '%s': %s\n", kernel.c_str(), what.c_str());
+}
+
 bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make,
                   GpuModule& out, std::string* why) {
   // Each target's own form of the GPU IR: on sm_90a wgmma (its operands in shared memory, but
@@ -455,6 +460,9 @@ bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const G
     } catch (const Error& e) {
       w = e.what();
     }
+    if (pass_arch != forms.back())
+      explain(optimized.name, str_cat("the GPU IR's ", pass_arch, " form does not take it (", w, "): ", forms.back(),
+                                      "'s form instead"));
     if (reasons.empty())
       reasons = w;
     else if (w != reasons)
