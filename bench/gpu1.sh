@@ -63,6 +63,10 @@ run() {  # run NAME SECONDS CMD...: the command under a limit, its rc and its la
   timeout "$limit" "$@" > "$logs/$name.log" 2>&1
   echo "   rc=$?  (log: $logs/$name.log)"
 }
+sustain() {  # sustain M N K BM BN BK WARPS STAGES: ours and cuBLAS, a second each, the second round's TFLOP/s
+  timeout 60 bench/gpu_bench sustain "$@" 1 2>&1 | tail -2 | grep -oE '(ours|cuBLAS) .*TFLOP/s' |
+    sed 's/ [0-9.]*\.\.[0-9.]* / /' | tr '\n' ' '
+}
 for stage in $stages; do
   case $stage in
     tests)
@@ -155,8 +159,7 @@ for stage in $stages; do
     policy)
       for l in legacy gpu_ir gpu_ir_tma gpu_ir_ws; do
         for c in "8192 8192 8192 128 256 64 8 4" "4096 4096 4096 128 256 64 8 4" "8192 8192 8192 128 128 64 4 4"; do
-          echo "   $l $c | $(TILEDIST_LOWERING=$l timeout 60 bench/gpu_bench sustain $c 1 2>&1 | tail -2 |
-                               grep -oE '(ours|cuBLAS) .*TFLOP/s' | sed 's/ [0-9.]*\.\.[0-9.]* / /' | tr '\n' ' ')"
+          echo "   $l $c | $(TILEDIST_LOWERING=$l sustain $c)"
         done
         [ "$l" = legacy ] && continue  # (attention's loop of two dots is left unpipelined there)
         for d in 64 128; do
@@ -168,8 +171,7 @@ for stage in $stages; do
         for c in "8192 8192 8192 128 128 64 4 4" "4096 4096 4096 128 128 64 4 4" "8192 8192 8192 128 128 64 4 3" \
                  "8192 8192 8192 256 128 64 8 3"; do
           [ "$l" = default ] && v= || v=$l
-          echo "   $l $c | $(TILEDIST_LOWERING=$v timeout 60 bench/gpu_bench sustain $c 1 2>&1 | tail -2 |
-                               grep -oE '(ours|cuBLAS) .*TFLOP/s' | sed 's/ [0-9.]*\.\.[0-9.]* / /' | tr '\n' ' ')"
+          echo "   $l $c | $(TILEDIST_LOWERING=$v sustain $c)"
         done
       done ;;
     sm80)
