@@ -47,22 +47,18 @@ struct GpuPassContext {
   /// The same, or nothing where the table does not know `arch`.
   static std::optional<GpuPassContext> find(const std::string& arch, int num_warps, int num_stages = 3,
                                             const std::string& lowering = "");
-  /// What a compile's options ask for besides: warp specialization (CompileOptions::
-  /// warp_specialize, on a wgmma target where TMA is on) and the TMA copies it needs.
-  GpuPassContext& asking(bool tma_on, bool ws) {
-    warp_specialize |= wgmma && ws && tma_on;
-    tma |= warp_specialize;
-    return *this;
-  }
   /// The passes a GPU compile runs (the GPU IR lowering, and `--emit gpu-ir` as it shows them):
-  /// `for_arch`'s, and what the options ask for (`asking`); by default (`lowering` empty) the
-  /// pipelines copy by TMA where they can, as the other lowering's did, unless `tma_on` is off
-  /// (CompileOptions::tma, $TILEDIST_TMA=0).
+  /// `for_arch`'s, and what the options ask for: warp specialization (`ws`: CompileOptions::
+  /// warp_specialize, on a wgmma target where TMA is on) with the TMA copies it needs; and by
+  /// default (`lowering` empty) the pipelines copy by TMA where they can, as the other
+  /// lowering's did, unless `tma_on` is off (CompileOptions::tma, $TILEDIST_TMA=0).
   static GpuPassContext for_compile(const std::string& arch, int num_warps, int num_stages, const std::string& lowering,
                                     bool tma_on, bool ws) {
     GpuPassContext c = for_arch(arch, num_warps, num_stages, lowering);
     if (lowering.empty()) c.tma = c.wgmma && tma_on;
-    return c.asking(tma_on, ws);
+    c.warp_specialize |= c.wgmma && ws && tma_on;
+    c.tma |= c.warp_specialize;
+    return c;
   }
 };
 
