@@ -16,7 +16,7 @@
 #              its wgmma form), then attention's registers and spills (ptxas -v) and times at a few
 #              tile shapes
 #   tiles      attention at other tiles, D = 128 and 64, plain and with dot_prefetch (one line each)
-#   mma        attention_bench through the GPU IR lowering in sm_80's form (gpu_ir_mma), to compare
+#   mma        attention_bench through the GPU IR lowering in sm_89's form (gpu_ir_mma), to compare
 #   prefetch   with the dot_prefetch pass (gpu_ir_prefetch): the attention and two-dot tests, then
 #              attention_bench against SDPA
 #   tma        with TMA copies in the GPU IR pipeline (gpu_ir_tma): the attention, grouped GEMM and

@@ -73,6 +73,13 @@ class GpuTarget {
   virtual llvm::Value* math(ir::OpCode code, llvm::Value* x) = 0;
   /// |x| of an f32.
   virtual llvm::Value* fabs(llvm::Value* x) { return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x); }
+  /// An f8 value (`bits`, i8, of format `d`) as an f32, by a table of the format's 256 codes
+  /// (codegen/gpu_f8.cpp).
+  llvm::Value* f8_from_bits(llvm::Value* bits, ir::DType d);
+  /// An f32 rounded to format `d`'s bits (i8): to nearest even, finite overflow saturating (as
+  /// the host conversion does): a binary search of the table of its non-negative finite values
+  /// for the largest at most |v|, then that code or the next.
+  llvm::Value* f8_to_bits(llvm::Value* v, ir::DType d);
   /// `v` (an f32 or i32) of the lane whose index is this lane's xor `mask`.
   virtual llvm::Value* shuffle_xor(llvm::Value* v, int mask) = 0;
   /// A clock in nanoseconds (for timeouts).

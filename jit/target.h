@@ -68,7 +68,7 @@ struct CompileOptions {
   /// as the IR states them: codegen/gpu_ir/) where that lowering takes every op of the kernel,
   /// else the optimized IR; "gpu_ir_only" the same, but an op it does not take is an error;
   /// the GPU IR is each target's own form (sm_90a: wgmma); "gpu_ir_mma" as gpu_ir, but on
-  /// sm_90a sm_80's form (mma.sync), to compare; "gpu_ir_prefetch" as gpu_ir, with the
+  /// sm_90a sm_89's form (mma.sync, f8 operands too), to compare; "gpu_ir_prefetch" as gpu_ir, with the
   /// dot_prefetch pass (a dot feeding another issued an iteration ahead, codegen/passes/);
   /// "gpu_ir_tma" as gpu_ir, its pipelines copying by TMA where they can (sm_90a); "gpu_ir_ws"
   /// as gpu_ir_tma, warp specialized where the warp_specialization pass can (a producer

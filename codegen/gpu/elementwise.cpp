@@ -1,6 +1,6 @@
 // Elementwise ops on the GPU (codegen/gpu/lowering.h): the hooks of the shared elementwise
-// lowering (codegen/elements.h) whose form is the GPU's: math functions, bf16, and the f8 formats'
-// conversions through tables.
+// lowering (codegen/elements.h) whose form is the GPU's: math functions and bf16 (the f8 formats'
+// conversions are the target's, codegen/gpu_f8.cpp).
 #include "codegen/gpu/lowering.h"
 
 namespace tiledist::codegen::gpu {
@@ -8,60 +8,6 @@ namespace tiledist::codegen::gpu {
 llvm::Value* GpuLowering::bf16_bits(llvm::Value* v) {
   if (!target_->bf16_convert()) return Elements::bf16_bits(v);
   return b_.CreateBitCast(b_.CreateFPTrunc(v, b_.getBFloatTy()), b_.getInt16Ty());
-}
-
-llvm::GlobalVariable* GpuLowering::f8_table(DType d, bool positive_only) {
-  std::string name = str_cat("tiledist_", ir::dtype_name(d), positive_only ? "_finite" : "_values");
-  if (auto* g = module_->getGlobalVariable(name, true)) return g;
-  std::vector<llvm::Constant*> values;
-  int count = positive_only ? max_finite_code(d) + 1 : 256;
-  for (int c = 0; c < count; ++c) {
-    float v = d == DType::f8e4m3 ? f8e4m3_bits_to_float(static_cast<uint8_t>(c))
-                                 : f8e5m2_bits_to_float(static_cast<uint8_t>(c));
-    values.push_back(llvm::ConstantFP::get(b_.getFloatTy(), v));
-  }
-  auto* ty = llvm::ArrayType::get(b_.getFloatTy(), values.size());
-  return new llvm::GlobalVariable(*module_, ty, true, llvm::GlobalValue::InternalLinkage,
-                                  llvm::ConstantArray::get(ty, values), name);
-}
-
-llvm::Value* GpuLowering::f8_from_bits(llvm::Value* bits, DType d) {
-  llvm::GlobalVariable* t = f8_table(d, false);
-  return b_.CreateLoad(b_.getFloatTy(),
-                       b_.CreateGEP(t->getValueType(), t, {b_.getInt32(0), b_.CreateZExt(bits, b_.getInt32Ty())}));
-}
-
-llvm::Value* GpuLowering::f8_to_bits(llvm::Value* v, DType d) {
-  llvm::GlobalVariable* t = f8_table(d, true);
-  int max_code = max_finite_code(d);
-  auto value_at = [&](llvm::Value* code) {
-    return b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(t->getValueType(), t, {b_.getInt32(0), code}));
-  };
-  llvm::Value* a = target_->fabs(v);
-  llvm::Value* lo = b_.getInt32(0);
-  for (int step = 64; step >= 1; step /= 2) {
-    llvm::Value* probe = b_.CreateAdd(lo, b_.getInt32(step));
-    llvm::Value* in_range = b_.CreateICmpSLE(probe, b_.getInt32(max_code));
-    llvm::Value* safe = b_.CreateSelect(in_range, probe, b_.getInt32(0));
-    llvm::Value* take = b_.CreateAnd(in_range, b_.CreateFCmpOLE(value_at(safe), a));
-    lo = b_.CreateSelect(take, probe, lo);
-  }
-  llvm::Value* hi = b_.CreateSelect(b_.CreateICmpSLT(lo, b_.getInt32(max_code)), b_.CreateAdd(lo, b_.getInt32(1)), lo);
-  llvm::Value* below = b_.CreateFSub(a, value_at(lo));
-  llvm::Value* above = b_.CreateFSub(value_at(hi), a);
-  llvm::Value* lo_even = b_.CreateICmpEQ(b_.CreateAnd(lo, b_.getInt32(1)), b_.getInt32(0));
-  llvm::Value* pick_hi =
-      b_.CreateOr(b_.CreateFCmpOLT(above, below), b_.CreateAnd(b_.CreateFCmpOEQ(above, below), b_.CreateNot(lo_even)));
-  llvm::Value* code = b_.CreateSelect(b_.CreateAnd(pick_hi, b_.CreateICmpNE(hi, lo)), hi, lo);
-  if (d == DType::f8e5m2) {  // e5m2 has infinities
-    llvm::Value* inf = b_.CreateFCmpOEQ(a, llvm::ConstantFP::getInfinity(b_.getFloatTy()));
-    code = b_.CreateSelect(inf, b_.getInt32(0x7C), code);
-  }
-  llvm::Value* nan = b_.CreateFCmpUNO(v, v);
-  code = b_.CreateSelect(nan, b_.getInt32(d == DType::f8e4m3 ? 0x7F : 0x7E), code);
-  llvm::Value* sign = b_.CreateLShr(b_.CreateBitCast(v, b_.getInt32Ty()), 24);
-  code = b_.CreateOr(code, b_.CreateAnd(sign, b_.getInt32(0x80)));
-  return b_.CreateTrunc(code, b_.getInt8Ty());
 }
 
 }  // namespace tiledist::codegen::gpu

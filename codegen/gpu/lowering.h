@@ -123,16 +123,8 @@ class GpuLowering : public WorldOps {
   // ---- elementwise.cpp: Elements' hooks
   llvm::Value* math(OpCode code, llvm::Value* x) override { return target_->math(code, x); }
   llvm::Value* bf16_bits(llvm::Value* v) override;
-
-  /// The values of an f8 format: all 256 codes (for decoding), or the non-negative finite ones
-  /// in ascending order (for rounding), as constant arrays.
-  llvm::GlobalVariable* f8_table(DType d, bool positive_only);
-  static int max_finite_code(DType d) { return d == DType::f8e4m3 ? 0x7E : 0x7B; }
-  llvm::Value* f8_from_bits(llvm::Value* bits, DType d) override;
-
-  /// Round to nearest even, saturating finite overflow (as the host conversion does): binary
-  /// search for the largest code whose value is <= |v|, then pick it or the next one.
-  llvm::Value* f8_to_bits(llvm::Value* v, DType d) override;
+  llvm::Value* f8_from_bits(llvm::Value* bits, DType d) override { return target_->f8_from_bits(bits, d); }
+  llvm::Value* f8_to_bits(llvm::Value* v, DType d) override { return target_->f8_to_bits(v, d); }
 
   // ---- recompute.cpp: values recomputed at any element or iteration; broadcast and transpose
   /// Input strides of a broadcast or transpose: element (i0, i1, ...) of the result reads the

@@ -1,7 +1,8 @@
-// dot in the GPU IR lowering (codegen/gpu_ir/lowering.h): mma.sync.m16n8k16 over registers.
+// dot in the GPU IR lowering (codegen/gpu_ir/lowering.h): mma.sync over registers (m16n8k16 of
+// 16-bit operands, m16n8k32 of f8 ones).
 // The accumulator's layout is an MMA one and the operands' are its dot-operand layouts, so each
 // thread already holds its fragments: for each 16x8 tile of the accumulator this thread's
-// registers hold (its register bits' coordinates a multiple of 16 x 8), and each 16 of K, the
+// registers hold (its register bits' coordinates a multiple of 16 x 8), and each k step, the
 // fragment registers are found by their coordinates. The lanes' and warps' parts of the three
 // layouts must be mma.sync's (checked, not assumed).
 #include <llvm/IR/IntrinsicsNVPTX.h>
@@ -12,12 +13,23 @@ namespace tiledist::codegen::gpu_ir {
 
 using ir::LinearLayout;
 
-llvm::Value* LayoutLowering::pair_word(const ir::Value* v, int64_t r) {
+namespace {
+
+/// A matrix instruction's name for an operand type.
+const char* operand_type(ir::DType t) {
+  using ir::DType;
+  return t == DType::bf16 ? "bf16" : t == DType::f16 ? "f16" : t == DType::f8e4m3 ? "e4m3" : "e5m2";
+}
+
+}  // namespace
+
+llvm::Value* LayoutLowering::operand_word(const ir::Value* v, int64_t r) {
   const LVal& g = val(v);
-  if (g.lazy_pair && r % 2 == 0) return (*g.lazy_pair)(r / 2);
-  if (!g.pairs.empty() && r % 2 == 0) return g.pairs[static_cast<size_t>(r / 2)];
   const DType d = v->type.dtype;
-  if (!g.wide.empty()) {  // one cvt.rn.{bf16,f16}x2.f32 (its first source the upper half)
+  const int64_t n = 4 / ir::dtype_bytes(d);
+  if (g.lazy_word && r % n == 0) return (*g.lazy_word)(r / n);
+  if (!g.words.empty() && r % n == 0) return g.words[static_cast<size_t>(r / n)];
+  if (n == 2 && !g.wide.empty()) {  // one cvt.rn.{bf16,f16}x2.f32 (its first source the upper half)
     auto id = d == DType::f16 ? llvm::Intrinsic::nvvm_ff2f16x2_rn : llvm::Intrinsic::nvvm_ff2bf16x2_rn;
     llvm::Value* two = b_.CreateIntrinsic(id, {}, {g.wide[static_cast<size_t>(r + 1)], g.wide[static_cast<size_t>(r)]});
     return b_.CreateBitCast(two, b_.getInt32Ty());
@@ -28,7 +40,9 @@ llvm::Value* LayoutLowering::pair_word(const ir::Value* v, int64_t r) {
     if (d == DType::f16) m = b_.CreateBitCast(m, b_.getInt16Ty());
     return b_.CreateZExt(m, b_.getInt32Ty());
   };
-  return b_.CreateOr(bits(r), b_.CreateShl(bits(r + 1), 16));
+  llvm::Value* w = bits(r);
+  for (int64_t i = 1; i < n; ++i) w = b_.CreateOr(w, b_.CreateShl(bits(r + i), static_cast<uint64_t>(32 / n * i)));
+  return w;
 }
 
 bool LayoutLowering::fragments(const LinearLayout& la, const LinearLayout& lb, const LinearLayout& lc,
@@ -59,38 +73,47 @@ void LayoutLowering::emit_dot(const ir::Op& op) {
   const LinearLayout& la = linear(A->type);
   const LinearLayout& lb = linear(B->type);
   const LinearLayout& lc = linear(ct);
-  const Bases rows_lanes = {{0, 2}, {0, 4}, {1, 0}, {2, 0}, {4, 0}};  // A and C: lane % 4 along K (N), lane / 4 along M
-  const Bases b_lanes = {{2, 0}, {4, 0}, {0, 1}, {0, 2}, {0, 4}};
-  if (!fragments(la, lb, lc, rows_lanes, b_lanes, rows_lanes))
+  // An instruction's K is 32 bytes of each operand (m16n8k16 of 16-bit operands, m16n8k32 of
+  // f8); a lane's word holds n of its elements along K, its second word along K `half` on.
+  const int64_t K = A->type.shape[1], n = 4 / ir::dtype_bytes(A->type.dtype), kstep = 8 * n, half = 4 * n;
+  // lane % 4 along K (A: by words of n) or N (C), lane / 4 along M (A, C) or N (B)
+  const Bases a_lanes = {{0, n}, {0, 2 * n}, {1, 0}, {2, 0}, {4, 0}};
+  const Bases b_lanes = {{n, 0}, {2 * n, 0}, {0, 1}, {0, 2}, {0, 4}};
+  const Bases c_lanes = {{0, 2}, {0, 4}, {1, 0}, {2, 0}, {4, 0}};
+  if (!fragments(la, lb, lc, a_lanes, b_lanes, c_lanes))
     unsupported(op, "a dot whose layouts do not hold mma.sync's fragments");
-  const int64_t K = A->type.shape[1];
-  const char* ab = A->type.dtype == DType::bf16 ? "bf16" : "f16";
-  const std::string text = str_cat("mma.sync.aligned.m16n8k16.row.col.f32.", ab, ".", ab,
-                                   ".f32 {$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};");
+  const std::string text =
+      str_cat("mma.sync.aligned.m16n8k", kstep, ".row.col.f32.", operand_type(A->type.dtype), ".",
+              operand_type(B->type.dtype), ".f32 {$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};");
   llvm::Type* f32 = b_.getFloatTy();
   auto* ret = llvm::StructType::get(ctx_, {f32, f32, f32, f32});
   auto at = [&](const LinearLayout& ll, int64_t r0, int64_t r1) { return fragment_register(op, ll, r0, r1); };
+  // Whether the n registers from (r0, r1) on along K (dimension `kd`) are one word's: r, r + 1, ...
+  auto word_at = [&](const LinearLayout& ll, int64_t r0, int64_t r1, int kd) {
+    const int64_t r = at(ll, r0, r1);
+    bool ok = r % n == 0;
+    for (int64_t i = 1; ok && i < n; ++i) ok = at(ll, r0 + (kd == 0 ? i : 0), r1 + (kd == 1 ? i : 0)) == r + i;
+    return ok ? r : -1;
+  };
   LVal out;
   out.regs = val(op.operands[2]).regs;
   // K steps outermost: an operand's fragments for one step are used by every tile, then dead.
-  for (int64_t k = 0; k < K; k += 16)
+  for (int64_t k = 0; k < K; k += kstep)
     for (int64_t r = 0; r < lc.in_size(LinearLayout::reg); ++r) {
       std::vector<int64_t> o = lc.coords(r, 0, 0);
       if (o[0] % 16 || o[1] % 8) continue;
       const int64_t c[4] = {r, at(lc, o[0], o[1] + 1), at(lc, o[0] + 8, o[1]), at(lc, o[0] + 8, o[1] + 1)};
       {
         std::vector<llvm::Value*> args;
-        for (auto [dm, dk] : {std::pair<int64_t, int64_t>{0, 0}, {8, 0}, {0, 8}, {8, 8}}) {
-          int64_t ra = at(la, o[0] + dm, k + dk);
-          if (at(la, o[0] + dm, k + dk + 1) != ra + 1 || ra % 2)
-            unsupported(op, "a dot whose A pairs are not adjacent registers");
-          args.push_back(pair_word(A, ra));
+        for (auto [dm, dk] : {std::pair<int64_t, int64_t>{0, 0}, {8, 0}, {0, half}, {8, half}}) {
+          const int64_t ra = word_at(la, o[0] + dm, k + dk, 1);
+          if (ra < 0) unsupported(op, "a dot whose A words are not consecutive registers");
+          args.push_back(operand_word(A, ra));
         }
-        for (int64_t dk : {0, 8}) {
-          int64_t rb = at(lb, k + dk, o[1]);
-          if (at(lb, k + dk + 1, o[1]) != rb + 1 || rb % 2)
-            unsupported(op, "a dot whose B pairs are not adjacent registers");
-          args.push_back(pair_word(B, rb));
+        for (int64_t dk : {int64_t{0}, half}) {
+          const int64_t rb = word_at(lb, k + dk, o[1], 0);
+          if (rb < 0) unsupported(op, "a dot whose B words are not consecutive registers");
+          args.push_back(operand_word(B, rb));
         }
         for (int64_t i : c) args.push_back(out.regs[static_cast<size_t>(i)]);
         // No side effects (only its registers order it), but convergent: the whole warp runs it,
@@ -244,7 +267,7 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
         more.push_back(moved(a_desc, (ks / 4) * M * 128 + (ks % 4) * 32 + rep * rows * 128));
       } else {
         for (auto [dm, dk] : {std::pair<int64_t, int64_t>{0, 0}, {8, 0}, {0, 8}, {8, 8}}) {
-          more.push_back(pair_word(A, at(*la, dm, ks * 16 + dk)));
+          more.push_back(operand_word(A, at(*la, dm, ks * 16 + dk)));
           a_words.push_back(more.back()), a_cons += ",r";
         }
       }
@@ -282,11 +305,9 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
 }
 
 std::string LayoutLowering::wgmma_instr(const ir::Op& dot) {
-  auto name = [](DType t) {
-    return t == DType::bf16 ? "bf16" : t == DType::f16 ? "f16" : t == DType::f8e4m3 ? "e4m3" : "e5m2";
-  };
   const DType a = dot.operands[0]->type.dtype, b = dot.operands[1]->type.dtype;
-  return str_cat("m64n", dot.results[0]->type.shape[1], "k", 32 / ir::dtype_bytes(a), ".f32.", name(a), ".", name(b));
+  return str_cat("m64n", dot.results[0]->type.shape[1], "k", 32 / ir::dtype_bytes(a), ".f32.", operand_type(a), ".",
+                 operand_type(b));
 }
 
 bool LayoutLowering::only_use(const ir::Op& op, const ir::Value* v) {

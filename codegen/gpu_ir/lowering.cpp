@@ -30,15 +30,6 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
         !(shared_layout(r->type) && shared_view_ok(*r)))
       return shared_layout(r->type) ? "a tensor in shared memory used by other than a dot"
                                     : "a tensor without a layout";
-  // (f8 only in shared memory: tiles, and their views that wgmma reads)
-  auto f8 = [](const ir::Value& v) {
-    const ir::Type& t = v.type;
-    return !t.is_ptr && ir::is_f8(t.dtype) && !t.is_memdesc() && !(shared_layout(t) && shared_view_ok(v));
-  };
-  for (const auto& r : op.results)
-    if (f8(*r)) return "f8 values";
-  for (const ir::Value* v : op.operands)
-    if (f8(*v)) return "f8 values";
   if (op.code == OpCode::Reduce && ir::is_arg(ir::enum_attr<ir::ReduceKind>(op, "kind")))
     return str_cat("reduce '", op.str_attr("kind"), "'");
   switch (op.code) {
@@ -51,26 +42,27 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
       if (c.layout->kind != ir::Layout::Kind::mma) {  // (by FMAs: f32 registers of float operands)
         if (!a.is_float() || !op.operands[1]->type.is_float() || !c.is_float() || c.dtype == ir::DType::f64 ||
             a.dtype == ir::DType::f64 || op.operands[1]->type.dtype == ir::DType::f64)
-          return "dot of other than f32, f16 or bf16 values without a matrix unit";
+          return "dot of other than f32, f16, bf16 or f8 values without a matrix unit";
         return "";
       }
+      const ir::DType bt = op.operands[1]->type.dtype;
+      const bool f8_dot = ir::is_f8(a.dtype) && ir::is_f8(bt) && c.dtype == ir::DType::f32;
+      const bool half_dot =
+          (a.dtype == ir::DType::bf16 || a.dtype == ir::DType::f16) && bt == a.dtype && c.dtype == ir::DType::f32;
+      const int64_t eb = ir::dtype_bytes(a.dtype);
       if (c.layout->mma == ir::MmaKind::mfma) {
-        if (!target.mfma_takes(a.dtype, op.operands[1]->type.dtype) || c.dtype != ir::DType::f32 ||
-            op.operands[1]->type.dtype != a.dtype || (a.dtype != ir::DType::bf16 && a.dtype != ir::DType::f16))
-          return "dot on MFMA of other than 16-bit operands into f32";
+        if (!target.mfma_takes(a.dtype, bt) || !(f8_dot || half_dot))
+          return "dot on MFMA of other than 16-bit or f8 operands it takes into f32";
         return "";
       }
       if (!target.mma_sync()) return "dot on MFMA";
       if (c.layout->kind != ir::Layout::Kind::mma) return "dot without an MMA layout";
       const bool wgmma = c.layout->mma == ir::MmaKind::wgmma && target.hopper();
-      const ir::DType bt = op.operands[1]->type.dtype;
-      const bool f8_dot = wgmma && ir::is_f8(a.dtype) && ir::is_f8(bt) && c.dtype == ir::DType::f32;
-      if (!f8_dot &&
-          ((a.dtype != ir::DType::bf16 && a.dtype != ir::DType::f16) || bt != a.dtype || c.dtype != ir::DType::f32))
-        return "dot of other than 16-bit operands (or f8 ones on wgmma) into f32";
-      if (f8_dot && (a.layout->kind != ir::Layout::Kind::shared || op.operands[1]->type.layout->order[0] != 0))
+      // (f8 operands: wgmma, and mma.sync's m16n8k32 from sm_89 on, of our targets sm_90a's)
+      if (!half_dot && !(f8_dot && target.hopper()))
+        return "dot of other than 16-bit operands (or f8 ones on sm_90a) into f32";
+      if (f8_dot && wgmma && (a.layout->kind != ir::Layout::Kind::shared || op.operands[1]->type.layout->order[0] != 0))
         return "an f8 wgmma whose operands are not K-major tiles in shared memory";
-      const int64_t eb = ir::dtype_bytes(a.dtype);
       for (int i = 0; i < 2; ++i) {
         const ir::LayoutRef& l = op.operands[i]->type.layout;
         if (wgmma && l->kind == ir::Layout::Kind::shared) {
@@ -84,7 +76,7 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
           continue;
         }
         if (wgmma && i == 1) return "wgmma's B operand in registers";
-        if (l->kind != ir::Layout::Kind::dot_operand || l->k_width != 2 || !(*l->parent == *c.layout))
+        if (l->kind != ir::Layout::Kind::dot_operand || l->k_width * eb != 4 || !(*l->parent == *c.layout))
           return "dot operands not in the accumulator's dot-operand layouts";
       }
       if (wgmma && (c.layout->warps_per_cta[0] % 4 || c.layout->warps_per_cta[1] != 1 ||
@@ -412,6 +404,14 @@ void LayoutLowering::emit_elementwise(const ir::Op& op) {
     }
     return define(op, g);
   }
+  if (op.code == OpCode::Cast && ir::is_f8(rt.dtype) && ir::is_float(from) && !ir::is_f8(from)) {
+    // The bits once, as above (a matrix unit takes them; the registers read them back).
+    for (llvm::Value* x : val(op.operands[0]).regs) {
+      g.bits.push_back(to_mem(b_.CreateFPCast(x, b_.getFloatTy()), rt.dtype));
+      g.regs.push_back(from_mem(g.bits.back(), rt.dtype));
+    }
+    return define(op, g);
+  }
   for (size_t j = 0; j < n; ++j) {
     std::vector<llvm::Value*> in;
     for (auto* v : op.operands) in.push_back(val(v).regs[j]);
@@ -433,9 +433,9 @@ bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const G
                   GpuModule& out, std::string* why) {
   // Each target's own form of the GPU IR: on sm_90a wgmma (its operands in shared memory, but
   // attention's P in registers), and where that form is refused (operand tiles whose rows are
-  // not 128 bytes: a GEMM with BK = 32), sm_80's (mma.sync, ldmatrix), which Hopper also runs;
-  // "gpu_ir_mma" takes sm_80's form there at once, to compare.
-  const std::string mma_sync_form = "sm_80";  // (the GPU passes' form of mma.sync, which every NVIDIA arch runs)
+  // not 128 bytes: a GEMM with BK = 32), sm_89's (mma.sync, ldmatrix, f8 operands too), which
+  // Hopper also runs; "gpu_ir_mma" takes sm_89's form there at once, to compare.
+  const std::string mma_sync_form = "sm_89";
   const bool wgmma = GpuPassContext::for_arch(opts.arch, opts.num_warps).wgmma;
   std::vector<std::string> forms = {wgmma && opts.lowering == "gpu_ir_mma" ? mma_sync_form : opts.arch};
   if (wgmma && forms[0] == opts.arch) forms.push_back(mma_sync_form);
@@ -466,7 +466,7 @@ bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const G
     if (reasons.empty())
       reasons = w;
     else if (w != reasons)
-      reasons = str_cat(reasons, " (in sm_80's form: ", w, ")");
+      reasons = str_cat(reasons, " (in ", pass_arch, "'s form: ", w, ")");
   }
   if (why) *why = reasons;
   return false;

@@ -49,18 +49,20 @@ namespace tiledist::codegen::gpu_ir {
 struct LVal {
   llvm::Value* scalar = nullptr;
   std::vector<llvm::Value*> regs;
-  /// 16-bit tensors read by ldmatrix: registers 2i and 2i + 1 as one 32-bit word (what mma.sync
-  /// takes); empty otherwise.
-  std::vector<llvm::Value*> pairs;
-  /// A local_load whose one user is a dot later in its block: pair i's word, loaded (with the
-  /// others of its ldmatrix) where the dot first asks for it, so that operand fragments live
-  /// only through the k step that takes them.
-  std::shared_ptr<std::function<llvm::Value*(int64_t)>> lazy_pair;
-  /// 16-bit float tensors made by a cast: each register's memory bits (i16), so that packing
-  /// them for mma.sync does not round again; empty otherwise.
+  /// 16-bit and 8-bit tensors read by ldmatrix: each 32-bit word as ldmatrix handed it out
+  /// (registers w * n .. w * n + n - 1, n = 4 / element bytes: what mma.sync takes); empty
+  /// otherwise.
+  std::vector<llvm::Value*> words;
+  /// A local_load whose one user is a dot later in its block: word w, loaded (with the others of
+  /// its ldmatrix) where the dot first asks for it, so that operand fragments live only through
+  /// the k step that takes them.
+  std::shared_ptr<std::function<llvm::Value*(int64_t)>> lazy_word;
+  /// 16-bit float tensors made by a cast, and f8 tensors loaded or made by a cast: each
+  /// register's memory bits (i16, i8), so that packing them for a matrix unit does not round
+  /// (or, for f8, search its table) again; empty otherwise.
   std::vector<llvm::Value*> bits;
-  /// The same tensors: the f32 registers each was rounded from, so that a pair packs with one
-  /// conversion of two (cvt.rn.bf16x2.f32); empty otherwise.
+  /// The 16-bit tensors made by a cast: the f32 registers each was rounded from, so that a pair
+  /// packs with one conversion of two (cvt.rn.bf16x2.f32); empty otherwise.
   std::vector<llvm::Value*> wide;
   int64_t smem = -1;  // a memdesc: its byte offset in shared memory
   /// A tensor in a #shared layout (a wgmma operand read in place): its tile's shared address
@@ -91,20 +93,14 @@ class LayoutLowering : public WorldOps {
   [[noreturn]] void unsupported(const ir::Op& op, const std::string& what);
 
   // ---- lowering.cpp
-  // Elements' hooks (f8 is refused by unsupported_op: its tables are the other lowering's)
+  // Elements' hooks
   llvm::Value* math(OpCode code, llvm::Value* x) override { return target_->math(code, x); }
   llvm::Value* bf16_bits(llvm::Value* v) override {
     if (!target_->bf16_convert()) return Elements::bf16_bits(v);
     return b_.CreateBitCast(b_.CreateFPTrunc(v, b_.getBFloatTy()), b_.getInt16Ty());
   }
-  llvm::Value* f8_to_bits(llvm::Value*, DType) override {
-    TD_ASSERT(false, "f8 in the GPU IR lowering");
-    return nullptr;
-  }
-  llvm::Value* f8_from_bits(llvm::Value*, DType) override {
-    TD_ASSERT(false, "f8 in the GPU IR lowering");
-    return nullptr;
-  }
+  llvm::Value* f8_to_bits(llvm::Value* v, DType d) override { return target_->f8_to_bits(v, d); }
+  llvm::Value* f8_from_bits(llvm::Value* bits, DType d) override { return target_->f8_from_bits(bits, d); }
 
   LVal& val(const ir::Value* v);
   void define(const ir::Op& op, LVal g) { vals_[op.results[0].get()] = std::move(g); }
@@ -157,8 +153,9 @@ class LayoutLowering : public WorldOps {
   LVal move(const ir::Value* v, const ir::Type& to_type, const CoordMap& map);
   /// Writes every register of `v` into shared memory at `base` (bytes), each element at its
   /// row-major place (4 bytes an element, 8 for pointers and 64-bit values, 1 for booleans);
-  /// returns that size. Copies of an element write the same value.
-  int64_t stage(const ir::Value* v, llvm::Value* base);
+  /// returns that size. Copies of an element write the same value. `as_bits`: an f8 tensor's
+  /// memory bits (LVal::bits), zero-extended to 4 bytes, rather than its values.
+  int64_t stage(const ir::Value* v, llvm::Value* base, bool as_bits = false);
   static int64_t element_bytes(const ir::Type& t);
   /// The element at `c` of each register of `ll`'s tensor, row-major flat index (i32).
   llvm::Value* flat_index(const std::vector<llvm::Value*>& c, const std::vector<int64_t>& shape);
@@ -182,8 +179,9 @@ class LayoutLowering : public WorldOps {
   /// Whether every element of `v` is a constant whose bits are all zero (what cp.async fills).
   static bool zero_bits(const ir::Value* v);
   void emit_local_load(const ir::Op& op);
-  /// ldmatrix for a local_load where the result layout's lanes take 8x8 blocks of 16-bit
-  /// elements as ldmatrix (or its .trans) hands them out; false where they do not.
+  /// ldmatrix for a local_load where the result layout's lanes take blocks of 8 rows of 16 bytes
+  /// as ldmatrix hands them out (a lane the 4 bytes of its row's word: 2 16-bit or 4 8-bit
+  /// elements), or 8x8 blocks of 16-bit elements as ldmatrix.trans does; false where they do not.
   bool ldmatrix_load(const ir::Op& op, llvm::Value* tile_base);
   /// The dot a local_load may be done at, where that dot needs its fragments, or null: its one
   /// user, on a matrix unit, later in its block, with nothing between them that waits for copies
@@ -278,8 +276,9 @@ class LayoutLowering : public WorldOps {
   llvm::Value* wgmma_desc(llvm::Value* at, int64_t lbo, int64_t sbo);
   /// A tensor stored into a placed buffer in its #shared layout (convert_layout to one).
   void emit_to_shared(const ir::Op& op);
-  /// The 32-bit word of registers r and r + 1 of a 16-bit dot operand (its memory bits).
-  llvm::Value* pair_word(const ir::Value* v, int64_t r);
+  /// The 32-bit word of registers r .. r + n - 1 of a dot operand of n = 4 / element bytes
+  /// elements a word (their memory bits, the first lowest).
+  llvm::Value* operand_word(const ir::Value* v, int64_t r);
 
   // ---- control_flow.cpp
   void emit_for(const ir::Op& op);

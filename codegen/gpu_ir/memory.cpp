@@ -42,9 +42,19 @@ void LayoutLowering::emit_load(const ir::Op& op) {
     llvm::Value* x = when_value(on, vt, llvm::Constant::getNullValue(vt),
                                 [&] { return b_.CreateAlignedLoad(vt, ptrs.regs[j], align); });
     for (int64_t k = 0; k < v; ++k) {
-      llvm::Value* e = from_mem(b_.CreateExtractElement(x, uint64_t(k)), d);
+      llvm::Value* m = b_.CreateExtractElement(x, uint64_t(k));
+      llvm::Value* e = from_mem(m, d);
       if (other) e = b_.CreateSelect(on, e, val(other).regs[j + static_cast<size_t>(k)]);
       g.regs.push_back(e);
+      // (f8: the memory bits too, `other`'s where masked off)
+      if (!ir::is_f8(d)) continue;
+      if (!other) {
+        g.bits.push_back(m);
+        continue;
+      }
+      const LVal& o = val(other);
+      const size_t i = j + static_cast<size_t>(k);
+      g.bits.push_back(b_.CreateSelect(on, m, o.bits.empty() ? to_mem(o.regs[i], d) : o.bits[i]));
     }
   }
   define(op, g);
@@ -290,7 +300,9 @@ void LayoutLowering::emit_local_load(const ir::Op& op) {
   for (int64_t r = 0; r < ll.in_size(LinearLayout::reg); ++r) {
     std::vector<llvm::Value*> c = coords(ll, r);
     llvm::Value* at = shared_offset(desc, transposed ? c[1] : c[0], transposed ? c[0] : c[1]);
-    g.regs.push_back(from_mem(b_.CreateLoad(mt, smem_at(b_.CreateAdd(tile, at))), desc.dtype));
+    llvm::Value* x = b_.CreateLoad(mt, smem_at(b_.CreateAdd(tile, at)));
+    if (ir::is_f8(desc.dtype)) g.bits.push_back(x);
+    g.regs.push_back(from_mem(x, desc.dtype));
   }
   define(op, g);
 }
@@ -317,7 +329,8 @@ const ir::Op* LayoutLowering::sunk_to_dot(const ir::Op& op) {
 bool LayoutLowering::ldmatrix_load(const ir::Op& op, llvm::Value* tile) {
   const ir::Type& desc = op.operands[0]->type;
   const ir::Type& rt = op.results[0]->type;
-  if (ir::dtype_bytes(desc.dtype) != 2 || rt.shape.size() != 2 || desc.layout->vec != 8) return false;
+  const int64_t eb = ir::dtype_bytes(desc.dtype), n = 4 / std::max<int64_t>(eb, 1);  // (n elements a word)
+  if ((eb != 2 && eb != 1) || rt.shape.size() != 2 || desc.layout->vec * eb != 16) return false;
   const bool transposed = op.has_attr("perm") && op.ints_attr("perm") == std::vector<int64_t>{1, 0};
   // The result's bases in the tile's coordinates, as (s, c): c the dimension contiguous in
   // shared memory, s the other.
@@ -330,21 +343,24 @@ bool LayoutLowering::ldmatrix_load(const ir::Op& op, llvm::Value* tile) {
   using P = std::pair<int64_t, int64_t>;
   const auto& reg = ll.bases[LinearLayout::reg];
   const auto& lane = ll.bases[LinearLayout::lane];
-  if (reg.empty() || lane.size() != 5) return false;
-  bool trans;
-  if (sc(reg[0]) == P{0, 1} && sc(lane[0]) == P{0, 2} && sc(lane[1]) == P{0, 4} && sc(lane[2]) == P{1, 0} &&
-      sc(lane[3]) == P{2, 0} && sc(lane[4]) == P{4, 0})
-    trans = false;  // a lane's two elements lie together in a row of the tile
-  else if (sc(reg[0]) == P{1, 0} && sc(lane[0]) == P{2, 0} && sc(lane[1]) == P{4, 0} && sc(lane[2]) == P{0, 1} &&
-           sc(lane[3]) == P{0, 2} && sc(lane[4]) == P{0, 4})
-    trans = true;  // they lie in two rows: ldmatrix.trans
+  const size_t word_bits = static_cast<size_t>(n == 4 ? 2 : 1);  // (register bits within a word)
+  if (reg.size() < word_bits || lane.size() != 5) return false;
+  bool trans = false;
+  bool plain = sc(lane[0]) == P{0, n} && sc(lane[1]) == P{0, 2 * n} && sc(lane[2]) == P{1, 0} &&
+               sc(lane[3]) == P{2, 0} && sc(lane[4]) == P{4, 0};
+  for (size_t i = 0; i < word_bits; ++i) plain = plain && sc(reg[i]) == P{0, int64_t{1} << i};
+  if (plain)
+    trans = false;  // a lane's n elements lie together in a row of the tile
+  else if (n == 2 && sc(reg[0]) == P{1, 0} && sc(lane[0]) == P{2, 0} && sc(lane[1]) == P{4, 0} &&
+           sc(lane[2]) == P{0, 1} && sc(lane[3]) == P{0, 2} && sc(lane[4]) == P{0, 4})
+    trans = true;  // two 16-bit elements in two rows: ldmatrix.trans
   else
     return false;
-  for (size_t i = 1; i < reg.size(); ++i)
-    if (sc(reg[i]).second % 8) return false;  // every 8x8 block starts at a 16-byte chunk
+  for (size_t i = word_bits; i < reg.size(); ++i)
+    if (sc(reg[i]).second % (4 * n)) return false;  // every block starts at a 16-byte chunk
   for (const auto& w : ll.bases[LinearLayout::warp])
-    if (sc(w).second % 8) return false;
-  const int64_t pairs = ll.in_size(LinearLayout::reg) / 2;
+    if (sc(w).second % (4 * n)) return false;
+  const int64_t words = ll.in_size(LinearLayout::reg) / n;
   // This thread's block origin from its warp, and the row its lane's address names.
   llvm::Value* lane_id = b_.CreateURem(tid_, b_.getInt32(32));
   llvm::Value* warp_id = b_.CreateUDiv(tid_, b_.getInt32(32));
@@ -357,16 +373,16 @@ bool LayoutLowering::ldmatrix_load(const ir::Op& op, llvm::Value* tile) {
     s0 = b_.CreateXor(s0, b_.CreateMul(on, b_.getInt32(static_cast<uint32_t>(s))));
     c0 = b_.CreateXor(c0, b_.CreateMul(on, b_.getInt32(static_cast<uint32_t>(c))));
   }
-  // One ldmatrix.xn of the register pairs `ps` (n of them): lane l names row l % 8 of block
-  // l / 8, block m being pair ps[m] (its origin: the pair's register bits, and the warp's).
-  auto group = [this, s0, c0, lane_id, tile, cdim, trans, &desc, &ll, sc](const std::vector<int64_t>& ps) {
-    const int64_t n = static_cast<int64_t>(ps.size());
-    llvm::Value* m = b_.CreateAnd(b_.CreateLShr(lane_id, b_.getInt32(3)), b_.getInt32(static_cast<uint32_t>(n - 1)));
+  // One ldmatrix.xm of the words `ws` (m of them): lane l names row l % 8 of block l / 8, block
+  // i being word ws[i] (its origin: the word's register bits, and the warp's).
+  auto group = [this, s0, c0, lane_id, tile, cdim, trans, n, &desc, &ll, sc](const std::vector<int64_t>& ws) {
+    const int64_t m = static_cast<int64_t>(ws.size());
+    llvm::Value* blk = b_.CreateAnd(b_.CreateLShr(lane_id, b_.getInt32(3)), b_.getInt32(static_cast<uint32_t>(m - 1)));
     llvm::Value* s = nullptr;
     llvm::Value* c = nullptr;
-    for (int64_t i = n; i-- > 0;) {
-      auto [bs, bc] = sc(ll.coords(2 * ps[static_cast<size_t>(i)], 0, 0));
-      llvm::Value* is = b_.CreateICmpEQ(m, b_.getInt32(static_cast<uint32_t>(i)));
+    for (int64_t i = m; i-- > 0;) {
+      auto [bs, bc] = sc(ll.coords(n * ws[static_cast<size_t>(i)], 0, 0));
+      llvm::Value* is = b_.CreateICmpEQ(blk, b_.getInt32(static_cast<uint32_t>(i)));
       s = s ? b_.CreateSelect(is, b_.getInt32(static_cast<uint32_t>(bs)), s) : b_.getInt32(static_cast<uint32_t>(bs));
       c = c ? b_.CreateSelect(is, b_.getInt32(static_cast<uint32_t>(bc)), c) : b_.getInt32(static_cast<uint32_t>(bc));
     }
@@ -375,63 +391,63 @@ bool LayoutLowering::ldmatrix_load(const ir::Op& op, llvm::Value* tile) {
     llvm::Value* row = cdim == 1 ? s : c;
     llvm::Value* col = cdim == 1 ? c : s;
     llvm::Value* addr = b_.CreatePtrToInt(smem_at(b_.CreateAdd(tile, shared_offset(desc, row, col))), b_.getInt32Ty());
-    std::vector<llvm::Type*> rts(static_cast<size_t>(n), b_.getInt32Ty());
+    std::vector<llvm::Type*> rts(static_cast<size_t>(m), b_.getInt32Ty());
     std::string outs, cons;
-    for (int64_t i = 0; i < n; ++i) outs += str_cat(i ? "," : "", "$", i), cons += "=r,";
+    for (int64_t i = 0; i < m; ++i) outs += str_cat(i ? "," : "", "$", i), cons += "=r,";
     llvm::Value* res =
-        ptx(n == 1 ? static_cast<llvm::Type*>(b_.getInt32Ty()) : llvm::StructType::get(ctx_, rts),
-            str_cat("ldmatrix.sync.aligned.m8n8.x", n, trans ? ".trans" : "", ".shared.b16 {", outs, "}, [$", n, "];"),
+        ptx(m == 1 ? static_cast<llvm::Type*>(b_.getInt32Ty()) : llvm::StructType::get(ctx_, rts),
+            str_cat("ldmatrix.sync.aligned.m8n8.x", m, trans ? ".trans" : "", ".shared.b16 {", outs, "}, [$", m, "];"),
             cons + "r", {addr});
     llvm::cast<llvm::CallInst>(res)->addFnAttr(llvm::Attribute::Convergent);  // (the warp's, together)
-    std::vector<llvm::Value*> words;
-    for (int64_t i = 0; i < n; ++i)
-      words.push_back(n == 1 ? res : b_.CreateExtractValue(res, {static_cast<unsigned>(i)}));
-    return words;
+    std::vector<llvm::Value*> got;
+    for (int64_t i = 0; i < m; ++i)
+      got.push_back(m == 1 ? res : b_.CreateExtractValue(res, {static_cast<unsigned>(i)}));
+    return got;
   };
-  // The pairs in groups of up to four; for a dot, each group's pairs in one k step (16 of K),
-  // so that a k step's fragments are loaded together and die after it.
+  // The words in groups of up to four; for a dot, each group's words in one k step (32 bytes
+  // of K), so that a k step's fragments are loaded together and die after it.
   const ir::Op* dot = sunk_to_dot(op);
-  std::vector<int64_t> order(static_cast<size_t>(pairs));
-  for (int64_t p = 0; p < pairs; ++p) order[static_cast<size_t>(p)] = p;
+  std::vector<int64_t> order(static_cast<size_t>(words));
+  for (int64_t w = 0; w < words; ++w) order[static_cast<size_t>(w)] = w;
   if (dot) {
     const int kdim = dot->operands[0] == op.results[0].get() ? 1 : 0;
+    const int64_t kstep = 8 * n;
     std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
-      return ll.coords(2 * x, 0, 0)[kdim] / 16 < ll.coords(2 * y, 0, 0)[kdim] / 16;
+      return ll.coords(n * x, 0, 0)[kdim] / kstep < ll.coords(n * y, 0, 0)[kdim] / kstep;
     });
   }
-  const int64_t per = std::min<int64_t>(4, pairs);  // (pairs is a power of two)
+  const int64_t per = std::min<int64_t>(4, words);  // (words is a power of two)
   std::vector<std::vector<int64_t>> groups;
-  for (int64_t q = 0; q < pairs; q += per) groups.emplace_back(order.begin() + q, order.begin() + q + per);
+  for (int64_t q = 0; q < words; q += per) groups.emplace_back(order.begin() + q, order.begin() + q + per);
   LVal g;
   if (dot) {
-    auto cache = std::make_shared<std::vector<llvm::Value*>>(static_cast<size_t>(pairs), nullptr);
-    auto where = std::make_shared<std::vector<size_t>>(static_cast<size_t>(pairs));
+    auto cache = std::make_shared<std::vector<llvm::Value*>>(static_cast<size_t>(words), nullptr);
+    auto where = std::make_shared<std::vector<size_t>>(static_cast<size_t>(words));
     for (size_t i = 0; i < groups.size(); ++i)
-      for (int64_t p : groups[i]) (*where)[static_cast<size_t>(p)] = i;
-    g.lazy_pair = std::make_shared<std::function<llvm::Value*(int64_t)>>([group, cache, where, groups](int64_t p) {
-      if (!(*cache)[static_cast<size_t>(p)]) {
-        const std::vector<int64_t>& ps = groups[(*where)[static_cast<size_t>(p)]];
-        std::vector<llvm::Value*> words = group(ps);
-        for (size_t i = 0; i < ps.size(); ++i) (*cache)[static_cast<size_t>(ps[i])] = words[i];
+      for (int64_t w : groups[i]) (*where)[static_cast<size_t>(w)] = i;
+    g.lazy_word = std::make_shared<std::function<llvm::Value*(int64_t)>>([group, cache, where, groups](int64_t w) {
+      if (!(*cache)[static_cast<size_t>(w)]) {
+        const std::vector<int64_t>& ws = groups[(*where)[static_cast<size_t>(w)]];
+        std::vector<llvm::Value*> got = group(ws);
+        for (size_t i = 0; i < ws.size(); ++i) (*cache)[static_cast<size_t>(ws[i])] = got[i];
       }
-      return (*cache)[static_cast<size_t>(p)];
+      return (*cache)[static_cast<size_t>(w)];
     });
     define(op, g);
     return true;
   }
-  g.pairs.resize(static_cast<size_t>(pairs));
-  for (const std::vector<int64_t>& ps : groups) {
-    std::vector<llvm::Value*> words = group(ps);
-    for (size_t i = 0; i < ps.size(); ++i) g.pairs[static_cast<size_t>(ps[i])] = words[i];
+  g.words.resize(static_cast<size_t>(words));
+  for (const std::vector<int64_t>& ws : groups) {
+    std::vector<llvm::Value*> got = group(ws);
+    for (size_t i = 0; i < ws.size(); ++i) g.words[static_cast<size_t>(ws[i])] = got[i];
   }
-  for (llvm::Value* w : g.pairs) {
-    llvm::Type* i16 = b_.getInt16Ty();
-    auto elem = [&](llvm::Value* bits) {
-      return from_mem(desc.dtype == DType::f16 ? b_.CreateBitCast(bits, b_.getHalfTy()) : bits, desc.dtype);
-    };
-    g.regs.push_back(elem(b_.CreateTrunc(w, i16)));
-    g.regs.push_back(elem(b_.CreateTrunc(b_.CreateLShr(w, 16), i16)));
-  }
+  llvm::Type* et = b_.getIntNTy(static_cast<unsigned>(32 / n));
+  for (llvm::Value* w : g.words)
+    for (int64_t i = 0; i < n; ++i) {
+      llvm::Value* bits = b_.CreateTrunc(i ? b_.CreateLShr(w, static_cast<uint64_t>(32 / n * i)) : w, et);
+      if (ir::is_f8(desc.dtype)) g.bits.push_back(bits);
+      g.regs.push_back(from_mem(desc.dtype == DType::f16 ? b_.CreateBitCast(bits, b_.getHalfTy()) : bits, desc.dtype));
+    }
   define(op, g);
   return true;
 }

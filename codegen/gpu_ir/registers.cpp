@@ -110,20 +110,25 @@ LVal LayoutLowering::move(const ir::Value* v, const ir::Type& to_type, const Coo
       for (int64_t s : *perm) out.bits.push_back(src.bits[static_cast<size_t>(s)]);
     if (!src.wide.empty())
       for (int64_t s : *perm) out.wide.push_back(src.wide[static_cast<size_t>(s)]);
-    bool pairs = !src.pairs.empty() && perm->size() % 2 == 0;
-    for (size_t i = 0; pairs && i < perm->size(); i += 2)
-      pairs = (*perm)[i] % 2 == 0 && (*perm)[i + 1] == (*perm)[i] + 1;
-    for (size_t i = 0; pairs && i < perm->size(); i += 2)
-      out.pairs.push_back(src.pairs[static_cast<size_t>((*perm)[i] / 2)]);
+    // (ldmatrix's words where each moves whole: n registers from a word's n, in order)
+    const size_t n = src.words.empty() ? 0 : static_cast<size_t>(4 / ir::dtype_bytes(from_type.dtype));
+    bool words = n && perm->size() % n == 0;
+    for (size_t i = 0; words && i < perm->size(); i += n)
+      for (size_t k = 0; words && k < n; ++k)
+        words = (*perm)[i] % static_cast<int64_t>(n) == 0 && (*perm)[i + k] == (*perm)[i] + static_cast<int64_t>(k);
+    for (size_t i = 0; words && i < perm->size(); i += n)
+      out.words.push_back(src.words[static_cast<size_t>((*perm)[i]) / n]);
     return out;
   }
   // Through shared memory: each thread writes its registers at their elements' places, then
   // reads the elements of its new registers.
-  llvm::Type* t = buf_type(from_type);
+  // (f8 values with their memory bits move as the bits, which the registers are read back from)
+  const bool as_bits = ir::is_f8(from_type.dtype) && !src.bits.empty();
+  llvm::Type* t = as_bits ? b_.getInt32Ty() : buf_type(from_type);
   const int64_t esize = element_bytes(from_type);
   llvm::Value* base = scratch(from_type.numel() * esize);
   barrier();
-  stage(v, base);
+  stage(v, base, as_bits);
   barrier();
   const std::vector<llvm::Value*> mine = thread_coords(to);
   for (int64_t r = 0; r < to.in_size(LinearLayout::reg); ++r) {
@@ -144,6 +149,10 @@ LVal LayoutLowering::move(const ir::Value* v, const ir::Type& to_type, const Coo
     llvm::Value* x =
         b_.CreateLoad(t, smem_at(b_.CreateAdd(base, b_.CreateMul(e, b_.getInt32(static_cast<uint32_t>(esize))))));
     if (from_type.dtype == DType::i1 && !from_type.is_ptr) x = b_.CreateICmpNE(x, llvm::ConstantInt::get(t, 0));
+    if (as_bits) {
+      out.bits.push_back(b_.CreateTrunc(x, b_.getInt8Ty()));
+      x = from_mem(out.bits.back(), from_type.dtype);
+    }
     out.regs.push_back(x);
   }
   return out;
@@ -154,14 +163,15 @@ int64_t LayoutLowering::element_bytes(const ir::Type& t) {
   return t.dtype == DType::i1 ? 1 : 4;
 }
 
-int64_t LayoutLowering::stage(const ir::Value* v, llvm::Value* base) {
+int64_t LayoutLowering::stage(const ir::Value* v, llvm::Value* base, bool as_bits) {
   const ir::Type& type = v->type;
   const LinearLayout& ll = linear(type);
   const int64_t esize = element_bytes(type);
   const std::vector<llvm::Value*> mine = thread_coords(ll);
   for (int64_t r = 0; r < ll.in_size(LinearLayout::reg); ++r) {
     std::vector<llvm::Value*> c = at_register(mine, ll, r);
-    llvm::Value* x = val(v).regs[static_cast<size_t>(r)];
+    llvm::Value* x = as_bits ? b_.CreateZExt(val(v).bits[static_cast<size_t>(r)], b_.getInt32Ty())
+                             : val(v).regs[static_cast<size_t>(r)];
     if (type.dtype == DType::i1 && !type.is_ptr) x = b_.CreateZExt(x, b_.getInt8Ty());
     llvm::Value* e = flat_index(c, type.shape);
     b_.CreateStore(x, smem_at(b_.CreateAdd(base, b_.CreateMul(e, b_.getInt32(static_cast<uint32_t>(esize))))));

@@ -10,13 +10,15 @@
 namespace tiledist {
 namespace {
 
-std::string ptx(const std::string& kernel, const std::string& arch, const std::string& lowering, int num_warps = 4) {
-  const KernelDef& def = *Registry::global().find(kernel);
+std::string ptx(const KernelDef& def, const std::string& arch, const std::string& lowering, int num_warps = 4) {
   CompileOptions o;
   o.lowering = lowering;
   o.num_warps = num_warps;
   const Target t = arch.rfind("gfx", 0) == 0 ? Target::amdgcn(arch) : Target::cuda(arch);
   return jit::Context::global().emit(def, {}, t, o, jit::Stage::asm_, def.aligned_facts());
+}
+std::string ptx(const std::string& kernel, const std::string& arch, const std::string& lowering, int num_warps = 4) {
+  return ptx(*Registry::global().find(kernel), arch, lowering, num_warps);
 }
 
 std::string error_of(const std::function<void()>& fn) {
@@ -28,7 +30,7 @@ std::string error_of(const std::function<void()>& fn) {
   return "";
 }
 
-// Every single-GPU kernel of the library that has no f8 values or atomics goes through it on
+// Every single-GPU kernel of the library without f8 values goes through it on
 // both NVIDIA archs, and its dots become mma.sync fed by ldmatrix.
 TEST(GpuIrLowering, TakesTheLibrarysSingleGpuKernels) {
   for (const char* arch : {"sm_80", "sm_90a"})
@@ -40,7 +42,7 @@ TEST(GpuIrLowering, TakesTheLibrarysSingleGpuKernels) {
       EXPECT_NE(text.find(".entry " + std::string(kernel) + "("), std::string::npos);
       const bool dots = std::string(kernel).find("gemm") == 0 ? std::string(kernel) != "grouped_gemm_tiles"
                                                               : std::string(kernel).find("attention") == 0;
-      // (at 4 warps sm_80's form: wgmma's layouts want a warp for each 16 of attention's 128
+      // (at 4 warps sm_89's form: wgmma's layouts want a warp for each 16 of attention's 128
       // rows, and the library GEMM's BK = 32 makes rows of 64 bytes, which wgmma's 128-byte
       // swizzle does not hold; Hopper's form below)
       if (dots) {
@@ -59,7 +61,7 @@ TEST(GpuIrLowering, HopperAttentionIsWgmma) {
     std::string text = ptx(kernel, "sm_90a", "gpu_ir_only", 8);
     EXPECT_NE(text.find("wgmma.mma_async.sync.aligned"), std::string::npos) << kernel;
     EXPECT_EQ(text.find("mma.sync.aligned.m16n8k16"), std::string::npos) << kernel;
-    text = ptx(kernel, "sm_90a", "gpu_ir_mma", 8);  // (sm_80's form asked for)
+    text = ptx(kernel, "sm_90a", "gpu_ir_mma", 8);  // (sm_89's form asked for)
     EXPECT_EQ(text.find("wgmma.mma_async"), std::string::npos) << kernel;
     EXPECT_NE(text.find("mma.sync.aligned.m16n8k16"), std::string::npos) << kernel;
   }
@@ -147,17 +149,42 @@ TEST(GpuIrLowering, TakesAmdKernels) {
 }
 
 // An op it does not take: gpu_ir_only names it, gpu_ir falls back to the optimized IR's lowering.
+void histogram(tl::Ptr<int32_t> vals, tl::Ptr<int32_t> hist, tl::Int n) {
+  auto offs = tl::program_id(0) * 128 + tl::arange(0, 128);
+  auto m = offs < n;
+  tl::atomic_add(hist + tl::load(vals + offs, m, 0), 1, m);
+}
 TEST(GpuIrLowering, NamesWhatItDoesNotTakeAndFallsBack) {
-  // (the scaled f8 GEMM at its definition's 64x64 tiles: f8 registers, where only its library
-  // configuration's are in shared memory)
-  std::string e = error_of([] { ptx("gemm_fp8", "sm_90a", "gpu_ir_only"); });
-  EXPECT_NE(e.find("kernel 'gemm_fp8'"), std::string::npos) << e;
-  EXPECT_NE(e.find("f8 values"), std::string::npos) << e;
+  // (an atomic of a tensor: each element's own)
+  const KernelDef def("histogram", histogram, {"vals", "hist", "n"});
+  std::string e = error_of([&] { ptx(def, "sm_90a", "gpu_ir_only"); });
+  EXPECT_NE(e.find("kernel 'histogram'"), std::string::npos) << e;
+  EXPECT_NE(e.find("atomic_rmw of a tensor"), std::string::npos) << e;
   std::string text;
-  ASSERT_NO_THROW(text = ptx("gemm_fp8", "sm_90a", "gpu_ir"));
-  EXPECT_NE(text.find(".entry gemm_fp8("), std::string::npos);
+  ASSERT_NO_THROW(text = ptx(def, "sm_90a", "gpu_ir"));
+  EXPECT_NE(text.find(".entry histogram("), std::string::npos);
   // "legacy": the other lowering, whatever the kernel (attention's loop of two dots included)
   EXPECT_NE(ptx("attention", "sm_90a", "legacy"), ptx("attention", "sm_90a", "gpu_ir_only"));
+}
+
+// f8 values in registers: every f8 kernel of the library goes through it on every target, its
+// dots on the matrix unit that takes f8 (sm_90a: wgmma where the tiles allow, else mma.sync's
+// m16n8k32; gfx942: MFMA) or on FMAs (sm_80, gfx90a); no f8 value is rounded back to its bits by
+// the table search (the registers keep the bits they were loaded as).
+TEST(GpuIrLowering, TakesF8Kernels) {
+  for (const char* arch : {"sm_80", "sm_90a", "gfx942", "gfx90a"})
+    for (const char* kernel : {"gemm_f8e4m3", "gemm_fp8", "gemm_fp8_e5m2", "gemm_sk_f8e4m3", "grouped_gemm_fp8_rowwise",
+                               "grouped_gemm_fp8_blockwise"}) {
+      SCOPED_TRACE(std::string(kernel) + " on " + arch);
+      std::string text;
+      ASSERT_NO_THROW(text = ptx(kernel, arch, "gpu_ir_only"));
+      EXPECT_EQ(text.find("_finite"), std::string::npos);
+      const std::string a = arch;
+      if (a == "sm_90a") EXPECT_NE(text.find(".f32.e"), std::string::npos);  // (e4m3 or e5m2 operands)
+      if (a == "gfx942") EXPECT_NE(text.find("v_mfma_f32_32x32x16_"), std::string::npos);
+      if (a == "sm_80") EXPECT_EQ(text.find("mma.sync"), std::string::npos);
+      if (a == "gfx90a") EXPECT_EQ(text.find("v_mfma"), std::string::npos);
+    }
 }
 
 // The distributed kernels go through it too: the collectives (waits, symm_at, puts), and the

@@ -219,6 +219,33 @@ TEST(Gemm, F8E4M3) {
   }
 }
 
+// The scaled f8 GEMM at its definition's small tiles (64x64x64): on sm_90a mma.sync's m16n8k32
+// in sm_89's form of the GPU passes, both tiles K-major (ldmatrix for each), e4m3 and e5m2; the
+// masked loads' f8 zeros padding ragged edges. Exact products accumulated in f32.
+template <class T>
+void check_gemm_fp8_small_tiles(ir::DType dt) {
+  for (auto [M, N, K] : {std::tuple{64, 64, 64}, {67, 45, 70}, {128, 96, 256}}) {
+    auto af = ref::random_floats(size_t(M) * K, -2, 2), bf = ref::random_floats(size_t(N) * K, -2, 2);
+    std::vector<T> a(af.size()), bt(bf.size());
+    for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = T(af[i]));
+    for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(bt[i] = T(bf[i]));
+    std::vector<float> b(size_t(K) * N);  // B = Bt^T, for the reference
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < K; ++k) b[size_t(k) * N + n] = bf[size_t(n) * K + k];
+    std::vector<float> scale_a{0.5f}, scale_b{3.0f}, c(size_t(M) * N), want;
+    compile(kernels::gemm_fp8_kernel(dt))
+        .launch({tl::cdiv(M, 64), tl::cdiv(N, 64)}, a, bt, c, scale_a, scale_b, M, N, K);
+    ref::gemm(af, b, want, M, N, K);
+    for (float& w : want) w *= 1.5f;
+    EXPECT_LT(ref::rel_error(c, want), 1e-6)
+        << ir::dtype_name(dt) << " " << M << "x" << N << "x" << K << " seed " << ref::last_seed();
+  }
+}
+TEST(Gemm, ScaledF8SmallTiles) {
+  check_gemm_fp8_small_tiles<f8e4m3>(ir::DType::f8e4m3);
+  check_gemm_fp8_small_tiles<f8e5m2>(ir::DType::f8e5m2);
+}
+
 // Scaled f8 GEMM with B transposed (TN): e4m3 and e5m2, ragged shapes through the generic
 // variant and aligned ones through the launch-time specialization (on sm_90a: wgmma k32 with
 // both tiles K-major, copied by TMA), with gemm_fp8_config's tiles. Products of f8 values are
