@@ -30,12 +30,7 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
         !(shared_layout(r->type) && shared_view_ok(*r)))
       return shared_layout(r->type) ? "a tensor in shared memory used by other than a dot"
                                     : "a tensor without a layout";
-  if (op.code == OpCode::Reduce && ir::is_arg(ir::enum_attr<ir::ReduceKind>(op, "kind")))
-    return str_cat("reduce '", op.str_attr("kind"), "'");
   switch (op.code) {
-    case OpCode::AtomicRMW:
-    case OpCode::AtomicCAS:
-      return op.results[0]->type.is_tensor() ? str_cat(op.name(), " of a tensor") : "";
     case OpCode::Dot: {
       const ir::Type& a = op.operands[0]->type;
       const ir::Type& c = op.results[0]->type;

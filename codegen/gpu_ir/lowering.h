@@ -167,10 +167,14 @@ class LayoutLowering : public WorldOps {
   // ---- memory.cpp
   void emit_load(const ir::Op& op);
   void emit_store(const ir::Op& op);
-  /// A scalar atomic (a tensor's: unsupported_op): thread 0 performs it for the program, after
+  /// A scalar atomic: thread 0 performs it for the program, after
   /// the program's threads meet where it releases, before they go on where it acquires; the
   /// old value (0 where its mask is off) reaches every thread through shared memory.
   void emit_atomic(const ir::Op& op);
+  /// An atomic of a tensor: each element's by the thread holding its first copy (masked), in the
+  /// op's order and scope, the program's threads meeting around them as for a scalar's; the old
+  /// values (where used) reach the other copies through shared memory.
+  void emit_atomic_tensor(const ir::Op& op);
   /// How many contiguous registers of a tensor at `ptr` (masked by `mask`) move as one access.
   int64_t vector_width(const ir::Type& t, const ir::Value* ptr, const ir::Value* mask);
   void plan_shared_buffers();

@@ -95,6 +95,7 @@ void LayoutLowering::emit_atomic(const ir::Op& op) {
   const bool cas = op.code == OpCode::AtomicCAS;
   if (producer_) unsupported(op, "an atomic in a warp-specialized producer");  // (its barriers)
   const ir::MemOrder order = ir::enum_attr<ir::MemOrder>(op, "order");
+  if (rt.is_tensor()) return emit_atomic_tensor(op);
   llvm::Type* t = reg_type(rt);
   llvm::Value* thread0 = is_thread0();
   llvm::Value* on = thread0;
@@ -111,6 +112,55 @@ void LayoutLowering::emit_atomic(const ir::Op& op) {
   if (used) return define(op, LVal::of(to_every_thread(old)));
   if (order != ir::MemOrder::relaxed && order != ir::MemOrder::release) barrier();  // (what follows after it)
   define(op, LVal::of(llvm::UndefValue::get(t)));
+}
+
+void LayoutLowering::emit_atomic_tensor(const ir::Op& op) {
+  const ir::Type& rt = op.results[0]->type;
+  const bool cas = op.code == OpCode::AtomicCAS;
+  const ir::MemOrder order = ir::enum_attr<ir::MemOrder>(op, "order");
+  const ir::MemScope scope = ir::enum_attr<ir::MemScope>(op, "scope");
+  const ir::Value* mask = !cas && op.operands.size() > 2 ? op.operands[2] : nullptr;
+  llvm::Type* t = reg_type(rt);
+  const bool used = uses_[op.results[0].get()] > 0;
+  const LinearLayout& ll = linear(op.operands[0]->type);
+  // (one copy of a replicated element performs it: its registers, lanes and warps of the first copy)
+  const std::array<int64_t, 3> dup = ll.duplicate_bits();
+  const int64_t copies = dup[LinearLayout::reg];
+  llvm::Value* first = holds_first_copy(dup);
+  if (order != ir::MemOrder::relaxed && order != ir::MemOrder::acquire) barrier();  // (every thread's writes before it)
+  const LVal& p = val(op.operands[0]);
+  const LVal& v = val(op.operands[1]);
+  const LVal* desired = cas ? &val(op.operands[2]) : nullptr;
+  std::vector<llvm::Value*> old(p.regs.size(), nullptr);
+  for (size_t j = 0; j < p.regs.size(); ++j) {
+    if (static_cast<int64_t>(j) & copies) continue;
+    llvm::Value* on = mask ? b_.CreateAnd(first, val(mask).regs[j]) : first;
+    old[j] = when_value(on, t, llvm::Constant::getNullValue(t), [&] {
+      return target_->atomic(atomic_kind(op), rt.dtype, p.regs[j], v.regs[j], desired ? desired->regs[j] : nullptr,
+                             order, scope, used);
+    });
+  }
+  LVal g;
+  if (used && !dup[LinearLayout::lane] && !dup[LinearLayout::warp]) {
+    for (size_t j = 0; j < old.size(); ++j) g.regs.push_back(old[j & ~static_cast<size_t>(copies)]);
+  } else if (used) {  // the old values reach the other copies through shared memory
+    const int64_t esize = element_bytes(rt);
+    llvm::Value* base = scratch(rt.numel() * esize);
+    barrier();
+    const std::vector<llvm::Value*> mine = thread_coords(ll);
+    auto at = [&](size_t j) {
+      llvm::Value* e = flat_index(at_register(mine, ll, static_cast<int64_t>(j)), rt.shape);
+      return smem_at(b_.CreateAdd(base, b_.CreateMul(e, b_.getInt32(static_cast<uint32_t>(esize)))));
+    };
+    for (size_t j = 0; j < old.size(); ++j)
+      if (old[j]) when(first, [&] { b_.CreateStore(old[j], at(j)); });
+    barrier();
+    for (size_t j = 0; j < old.size(); ++j) g.regs.push_back(b_.CreateLoad(t, at(j)));
+  } else {
+    g.regs.assign(old.size(), llvm::UndefValue::get(t));
+  }
+  if (order != ir::MemOrder::relaxed && order != ir::MemOrder::release) barrier();  // (what follows after it)
+  define(op, g);
 }
 
 // ---- shared buffers

@@ -1,6 +1,7 @@
 // Reductions in the GPU IR lowering (codegen/gpu_ir/lowering.h), by ir::reduce_plan: each
 // thread combines its registers along the axis, lanes combine by XOR shuffles, and warps that
-// hold different parts of the axis combine through shared memory. The result lies in the slice
+// hold different parts of the axis combine through shared memory (argmax and argmin carry each
+// partial's index along the axis beside its value). The result lies in the slice
 // layout, each element where the operand's rows were (an online softmax's row maximum stays in
 // the threads of its row).
 #include "codegen/gpu_ir/lowering.h"
@@ -15,14 +16,33 @@ void LayoutLowering::emit_reduce(const ir::Op& op) {
   const int axis = static_cast<int>(op.int_attr("axis"));
   const ir::ReduceKind kind = ir::enum_attr<ir::ReduceKind>(op, "kind");
   llvm::Type* t = reg_type(in.element());
-  if (ir::is_arg(kind)) unsupported(op, str_cat("reduce '", ir::name_of(kind), "'"));
   if (!t->isFloatTy() && !t->isIntegerTy(32)) unsupported(op, str_cat("reduce of ", in.str()));
   const bool fl = t->isFloatTy();
-  auto combine = [&](llvm::Value* a, llvm::Value* x) -> llvm::Value* {
-    if (kind == ir::ReduceKind::sum) return fl ? b_.CreateFAdd(a, x) : b_.CreateAdd(a, x);
-    const bool up = ir::takes_larger(kind);
-    if (fl) return b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum, a, x);
-    return b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, a, x);
+  const bool arg = ir::is_arg(kind);
+  const bool up = ir::takes_larger(kind);
+  // A partial: its value, and for argmax and argmin the index along the axis it came from.
+  struct Part {
+    llvm::Value* v;
+    llvm::Value* i;
+  };
+  // argmax/argmin as the sequential scan from the far end of the type computes it: the first
+  // index of the best value, NaN never better than anything (taken as that far end).
+  llvm::Value* far = reduce_identity(kind, t);
+  auto key = [&](llvm::Value* v) { return fl ? b_.CreateSelect(b_.CreateFCmpUNO(v, v), far, v) : v; };
+  auto combine = [&](Part a, Part x) -> Part {
+    if (kind == ir::ReduceKind::sum) return {fl ? b_.CreateFAdd(a.v, x.v) : b_.CreateAdd(a.v, x.v), nullptr};
+    if (!arg) {
+      if (fl)
+        return {b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::maxnum : llvm::Intrinsic::minnum, a.v, x.v), nullptr};
+      return {b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, a.v, x.v), nullptr};
+    }
+    llvm::Value* ka = key(a.v);
+    llvm::Value* kx = key(x.v);
+    llvm::Value* better = fl ? (up ? b_.CreateFCmpOGT(kx, ka) : b_.CreateFCmpOLT(kx, ka))
+                             : (up ? b_.CreateICmpSGT(kx, ka) : b_.CreateICmpSLT(kx, ka));
+    llvm::Value* tie = fl ? b_.CreateFCmpOEQ(kx, ka) : b_.CreateICmpEQ(kx, ka);
+    llvm::Value* take = b_.CreateOr(better, b_.CreateAnd(tie, b_.CreateICmpSLT(x.i, a.i)));
+    return {b_.CreateSelect(take, x.v, a.v), b_.CreateSelect(take, x.i, a.i)};
   };
   const LinearLayout& ll = linear(in);
   ir::ReducePlan plan = ir::reduce_plan(ll, axis);
@@ -50,18 +70,28 @@ void LayoutLowering::emit_reduce(const ir::Op& op) {
     unsupported(op, "a reduction to a scalar of a tensor of rank > 1");
   }
   const LVal& x = val(op.operands[0]);
-  std::vector<llvm::Value*> acc(plan.groups.size());
+  const std::vector<llvm::Value*> mine = arg ? thread_coords(ll) : std::vector<llvm::Value*>{};
+  auto part_of = [&](int64_t r) {
+    return Part{x.regs[static_cast<size_t>(r)], arg ? at_register(mine, ll, r)[static_cast<size_t>(axis)] : nullptr};
+  };
+  auto shuffled = [&](Part a, int64_t mask) {
+    return Part{target_->shuffle_xor(a.v, static_cast<int>(mask)),
+                a.i ? target_->shuffle_xor(a.i, static_cast<int>(mask)) : nullptr};
+  };
+  std::vector<Part> acc(plan.groups.size());
   for (size_t g = 0; g < plan.groups.size(); ++g) {
-    llvm::Value* a = x.regs[static_cast<size_t>(plan.groups[g][0])];
-    for (size_t k = 1; k < plan.groups[g].size(); ++k) a = combine(a, x.regs[static_cast<size_t>(plan.groups[g][k])]);
-    for (int64_t mask : plan.lane_xor) a = combine(a, target_->shuffle_xor(a, static_cast<int>(mask)));
+    Part a = part_of(plan.groups[g][0]);
+    for (size_t k = 1; k < plan.groups[g].size(); ++k) a = combine(a, part_of(plan.groups[g][k]));
+    for (int64_t mask : plan.lane_xor) a = combine(a, shuffled(a, mask));
     acc[g] = a;
   }
   if (!plan.warp_bits.empty()) {
-    // Each warp's partials in shared memory, at (result element, the warp's bits along the axis).
+    // Each warp's partials in shared memory, at (result element, the warp's bits along the axis);
+    // argmax's and argmin's indices in a second array after the values.
     const int64_t parts = int64_t{1} << plan.warp_bits.size();
     const int64_t elems = scalar ? 1 : rt.numel();
-    llvm::Value* base = scratch(elems * parts * 4);
+    llvm::Value* base = scratch(elems * parts * 4 * (arg ? 2 : 1));
+    llvm::Value* index_base = b_.CreateAdd(base, b_.getInt32(static_cast<uint32_t>(elems * parts * 4)));
     llvm::Value* warp = b_.CreateUDiv(tid_, b_.getInt32(target_->warp_size()));
     llvm::Value* part = b_.getInt32(0);
     for (size_t i = 0; i < plan.warp_bits.size(); ++i) {
@@ -72,25 +102,33 @@ void LayoutLowering::emit_reduce(const ir::Op& op) {
     std::vector<llvm::Value*> elem(acc.size(), b_.getInt32(0));
     if (!scalar)
       for (size_t g = 0; g < acc.size(); ++g) elem[g] = flat_index(coords(linear(rt), slot[g]), rt.shape);
-    auto at = [&](llvm::Value* e, llvm::Value* p) {
+    auto at = [&](llvm::Value* from, llvm::Value* e, llvm::Value* p) {
       return smem_at(b_.CreateAdd(
-          base,
+          from,
           b_.CreateMul(b_.CreateAdd(b_.CreateMul(e, b_.getInt32(static_cast<uint32_t>(parts))), p), b_.getInt32(4))));
     };
     barrier();
-    for (size_t g = 0; g < acc.size(); ++g) b_.CreateStore(acc[g], at(elem[g], part));
-    barrier();
     for (size_t g = 0; g < acc.size(); ++g) {
-      llvm::Value* a = b_.CreateLoad(t, at(elem[g], b_.getInt32(0)));
-      for (int64_t p = 1; p < parts; ++p)
-        a = combine(a, b_.CreateLoad(t, at(elem[g], b_.getInt32(static_cast<uint32_t>(p)))));
+      b_.CreateStore(acc[g].v, at(base, elem[g], part));
+      if (arg) b_.CreateStore(acc[g].i, at(index_base, elem[g], part));
+    }
+    barrier();
+    auto load_part = [&](size_t g, int64_t p) {
+      llvm::Value* pv = b_.getInt32(static_cast<uint32_t>(p));
+      return Part{b_.CreateLoad(t, at(base, elem[g], pv)),
+                  arg ? b_.CreateLoad(b_.getInt32Ty(), at(index_base, elem[g], pv)) : nullptr};
+    };
+    for (size_t g = 0; g < acc.size(); ++g) {
+      Part a = load_part(g, 0);
+      for (int64_t p = 1; p < parts; ++p) a = combine(a, load_part(g, p));
       acc[g] = a;
     }
   }
-  if (scalar) return define(op, LVal::of(round(acc[0], rt.dtype)));
+  auto result = [&](const Part& a) { return arg ? a.i : round(a.v, rt.dtype); };
+  if (scalar) return define(op, LVal::of(result(acc[0])));
   LVal g;
   g.regs.resize(acc.size());
-  for (size_t i = 0; i < acc.size(); ++i) g.regs[static_cast<size_t>(slot[i])] = round(acc[i], rt.dtype);
+  for (size_t i = 0; i < acc.size(); ++i) g.regs[static_cast<size_t>(slot[i])] = result(acc[i]);
   define(op, g);
 }
 

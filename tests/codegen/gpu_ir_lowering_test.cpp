@@ -149,22 +149,37 @@ TEST(GpuIrLowering, TakesAmdKernels) {
 }
 
 // An op it does not take: gpu_ir_only names it, gpu_ir falls back to the optimized IR's lowering.
-void histogram(tl::Ptr<int32_t> vals, tl::Ptr<int32_t> hist, tl::Int n) {
-  auto offs = tl::program_id(0) * 128 + tl::arange(0, 128);
-  auto m = offs < n;
-  tl::atomic_add(hist + tl::load(vals + offs, m, 0), 1, m);
-}
+void sum64(tl::Ptr<int64_t> x, tl::Ptr<int64_t> out) { tl::store(out, tl::sum(tl::load(x + tl::arange(0, 128)), 0)); }
 TEST(GpuIrLowering, NamesWhatItDoesNotTakeAndFallsBack) {
-  // (an atomic of a tensor: each element's own)
-  const KernelDef def("histogram", histogram, {"vals", "hist", "n"});
+  // (a reduction of 64-bit integers)
+  const KernelDef def("sum64", sum64, {"x", "out"});
   std::string e = error_of([&] { ptx(def, "sm_90a", "gpu_ir_only"); });
-  EXPECT_NE(e.find("kernel 'histogram'"), std::string::npos) << e;
-  EXPECT_NE(e.find("atomic_rmw of a tensor"), std::string::npos) << e;
+  EXPECT_NE(e.find("kernel 'sum64'"), std::string::npos) << e;
+  EXPECT_NE(e.find("reduce of tensor<128xi64"), std::string::npos) << e;
   std::string text;
   ASSERT_NO_THROW(text = ptx(def, "sm_90a", "gpu_ir"));
-  EXPECT_NE(text.find(".entry histogram("), std::string::npos);
+  EXPECT_NE(text.find(".entry sum64("), std::string::npos);
   // "legacy": the other lowering, whatever the kernel (attention's loop of two dots included)
   EXPECT_NE(ptx("attention", "sm_90a", "legacy"), ptx("attention", "sm_90a", "gpu_ir_only"));
+}
+
+// Atomics of tensors (each element's by the thread holding its first copy; the old values
+// shared where used) and argmax/argmin (each partial's index beside its value) go through it.
+void histogram(tl::Ptr<int32_t> vals, tl::Ptr<int32_t> hist, tl::Ptr<float> xs, tl::Ptr<int32_t> where, tl::Int n) {
+  auto offs = tl::program_id(0) * 128 + tl::arange(0, 128);
+  auto m = offs < n;
+  auto old = tl::atomic_add(hist + tl::load(vals + offs, m, 0), 1, m);
+  tl::store(where + offs, old, m);
+  tl::store(where + n + tl::program_id(0), tl::argmax(tl::load(xs + offs, m, 0.0f), 0));
+}
+TEST(GpuIrLowering, TakesTensorAtomicsAndArgmax) {
+  const KernelDef def("histogram", histogram, {"vals", "hist", "xs", "where", "n"});
+  for (const char* arch : {"sm_80", "sm_90a", "gfx942"}) {
+    std::string text;
+    ASSERT_NO_THROW(text = ptx(def, arch, "gpu_ir_only")) << arch;
+    if (std::string(arch) != "gfx942")
+      EXPECT_NE(text.find(".global.add."), std::string::npos) << arch;  // (atom.<order>.<scope>)
+  }
 }
 
 // f8 values in registers: every f8 kernel of the library goes through it on every target, its

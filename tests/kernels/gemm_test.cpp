@@ -434,6 +434,28 @@ void matmul_row_sums(tl::Ptr<bf16> a, tl::Ptr<bf16> b, tl::Ptr<float> sums, tl::
 }
 const KernelDef kRowSums("matmul_row_sums", matmul_row_sums, {"a", "b", "sums", "M", "N", "K", "BM", "BN", "BK"});
 
+// A persistent GEMM whose epilogue sums each tile's rows into a vector by atomics of a tensor
+// (every N tile of a row adds to it), warp specialized where asked: the sums against A @ B's.
+TEST(Gemm, PersistentRowSumsByTensorAtomics) {
+  CompileOptions opts;
+  opts.num_warps = 8;
+  opts.num_stages = 4;
+  opts.warp_specialize = true;
+  for (auto [M, N, K] : {std::tuple{400, 272, 320}, {128, 512, 64}}) {
+    auto af = ref::random_floats(size_t(M) * K), bf = ref::random_floats(size_t(K) * N);
+    std::vector<bf16> a(af.size()), b(bf.size());
+    for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = bf16(af[i]));
+    for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(b[i] = bf16(bf[i]));
+    std::vector<float> sums(size_t(M), 0.0f), c, want(size_t(M), 0.0f);
+    compile(kRowSums, {{"BM", 128}, {"BN", 128}, {"BK", 64}}, Target::default_target(), opts)
+        .launch({5}, a, b, sums, M, N, K);
+    ref::gemm(af, bf, c, M, N, K);
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N; ++n) want[size_t(m)] += c[size_t(m) * N + n];
+    EXPECT_LT(ref::rel_error(sums, want), 1e-5) << M << "x" << N << "x" << K << " seed " << ref::last_seed();
+  }
+}
+
 TEST(Gemm, PersistentKernelAsksForWarpSpecialization) {
   const Constants tiles = {{"BM", 128}, {"BN", 128}, {"BK", 64}};
   CompileOptions opts;
@@ -552,9 +574,11 @@ TEST(Gemm, ConfigFillsTheLastWave) {
   EXPECT_EQ(kernels::gemm_config(hopper, 8192, 1152, 36864).grid(8192, 1152).x, 132);  // of 576 tiles
 }
 
-// Where warp specialization cannot be had, asking for it gives the kernel without it: an
-// epilogue that reduces rows stages the 128x256 f32 tile in shared memory, which with the
-// loop's buffers kept would exceed 227 KiB. The f8 GEMM's scaling is done in the MMA layout.
+// Where warp specialization cannot be had, asking for it gives the kernel without it: in the
+// other lowering an epilogue that reduces rows stages the 128x256 f32 tile in shared memory,
+// which with the loop's buffers kept would exceed 227 KiB; through the GPU passes the rows'
+// sums stay in registers (their warps' partials meet in a few KiB), so it is warp specialized.
+// The f8 GEMM's scaling is done in the MMA layout.
 // ag_gemm's SM puts are warp specialized too: its pushing programs' puts are in the branch
 // apart from the loop's (the warp_specialization pass's apart_from_rings).
 TEST(Gemm, WarpSpecializationOnlyWhereItHolds) {
@@ -566,7 +590,10 @@ TEST(Gemm, WarpSpecializationOnlyWhereItHolds) {
     return jit::Context::global().emit(def, c, Target::cuda("sm_90a"), opts, jit::Stage::asm_,
                                        ArgFacts(def.runtime_params().size(), ArgFact::aligned16));
   };
+  EXPECT_NE(ptx(kRowSums, {{"BM", 128}, {"BN", 256}, {"BK", 64}}).find("setmaxnreg"), std::string::npos);
+  opts.lowering = "legacy";
   const std::string sums = ptx(kRowSums, {{"BM", 128}, {"BN", 256}, {"BK", 64}});
+  opts.lowering = "";
   EXPECT_NE(sums.find("cp.async.bulk.tensor.2d"), std::string::npos);
   EXPECT_EQ(sums.find("setmaxnreg"), std::string::npos);
   EXPECT_NE(sums.find(".maxntid 256, 1, 1"), std::string::npos);
