@@ -218,13 +218,11 @@ GemmConfig grouped_gemm_config(const Target& target, int64_t rows, int64_t N, in
     g.options.num_warps = bm / 16, g.options.num_stages = 4;
     // bf16: warp specialized (a producer warpgroup copies both operands by TMA, the expert a
     // coordinate: 0.99 of torch._grouped_mm at E = 8 in both weight layouts, on an H200,
-    // against 0.98 / 0.83 by the other lowering; bench/RESULTS.md). f8 blockwise: the GPU
-    // passes' f8 wgmma fed by TMA (61 TFLOP/s at E = 8, 16384 rows, N = 4096, K = 7168, where
-    // the other lowering's mma.sync gave 8). f8 rowwise keeps the other lowering for now: 1129
-    // TFLOP/s there against 925 through the GPU passes (875 warp specialized), same H200,
-    // 2026-11-26.
-    if (!f8 && detail::library_warp_specialize()) g.options.warp_specialize = true;
-    if (f8 && !blockwise && g.options.lowering.empty()) g.options.lowering = "legacy";
+    // against 0.98 / 0.83 by the other lowering; bench/RESULTS.md). f8, E = 8, 16384 rows,
+    // N = 4096, K = 7168 on an H200 (2026-11-26), since the scales load straight into the
+    // accumulator's layout: blockwise warp specialized 402 TFLOP/s (345 not; the other
+    // lowering 8), rowwise 1147 as it is (1153 warp specialized, the other lowering 1128).
+    if ((!f8 || blockwise) && detail::library_warp_specialize()) g.options.warp_specialize = true;
   } else {
     g.bm = bm, g.bn = 128;
     g.options.num_warps = 8, g.options.num_stages = 3;

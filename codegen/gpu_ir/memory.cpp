@@ -83,8 +83,11 @@ void LayoutLowering::emit_store(const ir::Op& op) {
     llvm::Value* on = mask ? val(mask).regs[j] : b_.getTrue();
     when(first == b_.getTrue() ? on : b_.CreateAnd(first, on), [&] {
       llvm::Value* w = llvm::PoisonValue::get(vt);
-      for (int64_t k = 0; k < v; ++k)
-        w = b_.CreateInsertElement(w, to_mem(x.regs[j + static_cast<size_t>(k)], d), uint64_t(k));
+      for (int64_t k = 0; k < v; ++k) {
+        const size_t i = j + static_cast<size_t>(k);  // (a narrow value's bits where it has them: rounded once)
+        llvm::Value* m = x.bits.empty() ? to_mem(x.regs[i], d) : b_.CreateBitCast(x.bits[i], mem_type(d));
+        w = b_.CreateInsertElement(w, m, uint64_t(k));
+      }
       b_.CreateAlignedStore(w, ptrs.regs[j], align);
     });
   }

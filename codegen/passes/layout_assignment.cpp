@@ -354,22 +354,35 @@ class LayoutAssignment {
       if (op.results[i]->type.is_tensor()) set(op.results[i].get(), of(arg(i)));
   }
 
-  /// A load whose one user works in an MMA layout and whose address and mask are free loads in
-  /// that layout: each thread its own elements, no conversion.
+  /// A load whose one user works in an MMA layout, directly or through expand_dims and
+  /// broadcasts each used once (a row's scale, a column's bias), and whose address and mask are
+  /// free loads in that layout (its slices along the way): each thread its own elements, no
+  /// conversion (of the broadcast tile, which would move every copy through shared memory).
   void sink_loads(Block& b) {
     for (auto& op : b.ops) {
       for (auto& r : op->regions) sink_loads(*r);
       if (op->code != OpCode::Load || !op->results[0]->type.is_tensor()) continue;
-      const Value* v = op->results[0].get();
-      if (uses_[v].size() != 1) continue;
-      const Op* user = uses_[v][0].first;
-      if (!elementwise(user->code) || user->results.empty()) continue;
+      std::vector<const Value*> chain = {op->results[0].get()};  // the load, then each expand_dims or broadcast
+      const Op* user = nullptr;
+      while (uses_[chain.back()].size() == 1) {
+        user = uses_[chain.back()][0].first;
+        if (user->code != OpCode::ExpandDims && user->code != OpCode::Broadcast) break;
+        chain.push_back(user->results[0].get());
+        user = nullptr;
+      }
+      if (!user || !elementwise(user->code) || user->results.empty()) continue;
       LayoutRef ul = of(user->results[0].get());
       if (!ul || ul->kind != Layout::Kind::mma) continue;
       bool free_inputs = true;
       for (size_t i = 0; i < op->operands.size(); ++i)
         if (op->operands[i]->type.is_tensor()) free_inputs &= is_free(op->operands[i]);
-      if (free_inputs) set(v, ul);
+      if (!free_inputs) continue;
+      LayoutRef l = ul;  // (from the user back to the load: an expand_dims' operand is its result's slice)
+      for (size_t k = chain.size(); k-- > 0;) {
+        set(chain[k], l);
+        if (k > 0 && chain[k]->def->code == OpCode::ExpandDims)
+          l = Layout::slice(static_cast<int>(chain[k]->def->int_attr("axis")), l);
+      }
     }
   }
 

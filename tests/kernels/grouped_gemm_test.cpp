@@ -267,18 +267,20 @@ void check_f8(bool blockwise) {
 TEST(GroupedGemm, F8RowwiseScales) { check_f8(false); }
 TEST(GroupedGemm, F8BlockwiseScales) { check_f8(true); }
 
-// Where the library's configuration sends each form on Hopper: bf16 warp specialized through
-// the GPU passes, f8 blockwise through them, f8 rowwise to the other lowering (faster there
-// today: bench/RESULTS.md); $TILEDIST_LOWERING, when set, wins.
+// Where the library's configuration sends each form on Hopper: through the GPU passes, bf16 and
+// f8 blockwise warp specialized, f8 rowwise not; $TILEDIST_LOWERING, when set, wins.
 TEST(GroupedGemm, ConfigurationsOnHopper) {
   if (std::getenv("TILEDIST_LOWERING") || std::getenv("TILEDIST_WS")) GTEST_SKIP() << "the environment chooses";
   const Target hopper = Target::cuda("sm_90a");
   const auto bf16 = kernels::grouped_gemm_config(hopper, 16384, 4096, 7168, 8, ir::DType::bf16, false);
   EXPECT_TRUE(bf16.options.warp_specialize);
   EXPECT_EQ(bf16.options.lowering, "");
-  EXPECT_EQ(kernels::grouped_gemm_config(hopper, 16384, 4096, 7168, 8, ir::DType::f8e4m3, true).options.lowering, "");
-  EXPECT_EQ(kernels::grouped_gemm_config(hopper, 16384, 4096, 7168, 8, ir::DType::f8e4m3, false).options.lowering,
-            "legacy");
+  const auto blockwise = kernels::grouped_gemm_config(hopper, 16384, 4096, 7168, 8, ir::DType::f8e4m3, true);
+  EXPECT_EQ(blockwise.options.lowering, "");
+  EXPECT_TRUE(blockwise.options.warp_specialize);
+  const auto rowwise = kernels::grouped_gemm_config(hopper, 16384, 4096, 7168, 8, ir::DType::f8e4m3, false);
+  EXPECT_EQ(rowwise.options.lowering, "");
+  EXPECT_FALSE(rowwise.options.warp_specialize);
 }
 
 TEST(GroupedGemm, BadArguments) {
