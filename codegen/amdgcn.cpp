@@ -23,7 +23,17 @@ class AmdgcnTarget : public GpuTarget {
   }
 
   int warp_size() const override { return 64; }
-  bool static_shared_memory() const override { return true; }
+  void size_shared_memory(llvm::GlobalVariable* smem, int64_t bytes) override {
+    if (bytes <= 0) return;
+    auto* type = llvm::ArrayType::get(b_.getInt8Ty(), static_cast<uint64_t>(bytes));
+    auto* fixed =
+        new llvm::GlobalVariable(module_, type, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(type),
+                                 "tiledist_smem.static", nullptr, llvm::GlobalValue::NotThreadLocal, 3);
+    fixed->setAlignment(smem->getAlign());
+    smem->replaceAllUsesWith(fixed);
+    smem->eraseFromParent();
+    fixed->setName("tiledist_smem");
+  }
 
   int64_t mfma_tile(int64_t M, int64_t N) const override {
     if (M % 32 == 0 && N % 32 == 0) return 32;

@@ -1,4 +1,4 @@
-// What a GPU target gives the shared GPU lowering (codegen/gpu/): its facts (warp size, the
+// What a GPU target gives the GPU lowerings (codegen/gpu_ir/, codegen/gpu/): its facts (warp size, the
 // matrix units it has) and the few instructions whose form differs between vendors: special
 // registers, the program's barrier, math functions, warp shuffles, the clock, and the memory
 // model's ordered loads, stores, atomics and fences. codegen/nvptx.cpp and codegen/amdgcn.cpp
@@ -49,9 +49,11 @@ class GpuTarget {
   /// two, undone on the accumulator).
   virtual llvm::Value* mfma_operand(llvm::Value* bits, ir::DType d) { return bits; }
   virtual double mfma_product_scale(ir::DType a, ir::DType b) const { return 1.0; }
-  /// Shared memory is a static array of the size the kernel needs (AMD's LDS), rather than
-  /// dynamic shared memory that the launch sizes (NVIDIA's: beyond 48 KiB it must be).
-  virtual bool static_shared_memory() const { return false; }
+  /// The kernel's shared memory `smem` (an unsized array in address space 3, which the lowering
+  /// addresses) once its size `bytes` is known: NVIDIA's stays dynamic shared memory, which the
+  /// launch sizes (beyond 48 KiB it must be); AMD's LDS becomes a static array of that size (the
+  /// code object states it, and a launch gives no dynamic size).
+  virtual void size_shared_memory(llvm::GlobalVariable* smem, int64_t bytes) {}
 
   // ---- the kernel
   virtual const char* triple() const = 0;

@@ -64,7 +64,7 @@ struct CompileOptions {
   /// asynchronous copies done at once) on the CPU. Empty: the host lowering takes the
   /// optimized IR, as always.
   std::string gpu_passes;
-  /// GPU targets (NVIDIA so far): "gpu_ir" lowers the GPU passes' output (layouts, pipelines
+  /// GPU targets: "gpu_ir" lowers the GPU passes' output (layouts, pipelines
   /// as the IR states them: codegen/gpu_ir/) where that lowering takes every op of the kernel,
   /// else the optimized IR; "gpu_ir_only" the same, but an op it does not take is an error;
   /// the GPU IR is each target's own form (sm_90a: wgmma); "gpu_ir_mma" as gpu_ir, but on
@@ -73,12 +73,11 @@ struct CompileOptions {
   /// "gpu_ir_tma" as gpu_ir, its pipelines copying by TMA where they can (sm_90a); "gpu_ir_ws"
   /// as gpu_ir_tma, warp specialized where the warp_specialization pass can (a producer
   /// warpgroup issuing the copies).
-  /// Empty (the default): on NVIDIA targets the GPU passes' output, as "gpu_ir" but with the
-  /// pipelines copying by TMA where they can (sm_90a, unless `tma` is off), where the GPU IR
-  /// lowering takes every op of the kernel, else the optimized IR; on AMD targets the optimized
-  /// IR. "legacy": the optimized IR's lowering for every kernel, the library's too (a way back,
-  /// and a figure to compare with: its wgmma GEMM loop, TMA and warp specialization match the
-  /// library GEMM's loop). ($TILEDIST_LOWERING sets it for every compile, the library's
+  /// Empty (the default): the GPU passes' output, as "gpu_ir" but with the pipelines copying
+  /// by TMA where they can (sm_90a, unless `tma` is off), where the GPU IR lowering takes every
+  /// op of the kernel, else the optimized IR; on AMD targets too. "legacy": the optimized IR's lowering for every
+  /// kernel, the library's too (a way back, and a figure to compare with: its wgmma GEMM loop, TMA and warp
+  /// specialization match the library GEMM's loop). ($TILEDIST_LOWERING sets it for every compile, the library's
   /// included.)
   std::string lowering;
 

@@ -48,18 +48,8 @@ GpuModule GpuLowering::run() {
   if (!wgmma_shapes_.empty()) smem_->setAlignment(llvm::Align(1024));  // wgmma's 128-byte swizzle atoms
   if (ws_) emit_warp_specialized_entry();
   emit_block(f_.body);
-  if (target_->static_shared_memory() && smem_bytes_ > 0) {
-    // The scratch area as a static array of the size the kernel needs (the code object then
-    // states its LDS use, and a launch gives no dynamic size).
-    auto* type = llvm::ArrayType::get(b_.getInt8Ty(), static_cast<uint64_t>(smem_bytes_));
-    auto* fixed =
-        new llvm::GlobalVariable(*module_, type, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(type),
-                                 "tiledist_smem.static", nullptr, llvm::GlobalValue::NotThreadLocal, 3);
-    fixed->setAlignment(smem_->getAlign());
-    smem_->replaceAllUsesWith(fixed);
-    smem_->eraseFromParent();
-    fixed->setName("tiledist_smem");
-  }
+  target_->size_shared_memory(smem_, smem_bytes_);
+  smem_ = nullptr;
   verify_lowered(opts_.arch.c_str());
   return GpuModule{std::move(module_), f_.name, smem_bytes_, block_threads(), with_world, tma_recipes_};
 }
@@ -218,12 +208,11 @@ namespace tiledist::codegen {
 
 GpuModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make) {
   const bool legacy = opts.lowering == "legacy";
-  // NVIDIA kernels go through the GPU passes by default (layouts, pipelines and warp
-  // specialization as the IR states them), where the GPU IR lowering takes every op; a lowering
-  // named in the options asks for them on any target. (AMD keeps this lowering by default: the
-  // GPU IR's MFMA dots read B from LDS 4 bytes at a time where this one reads 8.)
+  // Kernels go through the GPU passes by default (layouts, pipelines and warp specialization as
+  // the IR states them) on every target the passes know (sm_80, sm_90a, gfx90a, gfx942), where
+  // the GPU IR lowering takes every op; a lowering named in the options asks for them anywhere.
   const std::optional<GpuPassContext> facts = GpuPassContext::find(opts.arch, opts.num_warps);
-  if (!legacy && (!opts.lowering.empty() || (facts && facts->mma_sync))) {
+  if (!legacy && (!opts.lowering.empty() || facts)) {
     GpuModule m;
     std::string why;
     if (lower_gpu_ir(f, ctx, opts, make, m, &why)) return m;

@@ -170,6 +170,8 @@ GpuModule LayoutLowering::run() {
   plan_shared_buffers();
   uses_ = ir::count_uses(f_.body);
   emit_block(f_.body);
+  target_->size_shared_memory(smem_, smem_bytes_);
+  smem_ = nullptr;
   // A module LLVM rejects is this lowering's bug, not the kernel's: an Error (lower_gpu_ir then
   // falls back to the other lowering, saying why), not an abort.
   std::string bad;

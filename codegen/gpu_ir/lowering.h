@@ -21,7 +21,7 @@
 //   memory.
 // Kernels with an op this lowering does not take yet (`unsupported_op` says which) keep the
 // lowering of the optimized IR (codegen/gpu/). On AMD targets the same, in 64-lane waves, dots
-// on MFMA (asked for only: CompileOptions::lowering).
+// on MFMA, shared memory a static LDS array (GpuTarget::size_shared_memory).
 //
 // Private to codegen/gpu_ir/: lowering.cpp (entry, values, dispatch, elementwise), registers.cpp
 // (coordinates; register moves and shared-memory exchanges), memory.cpp (global memory, shared

@@ -142,6 +142,9 @@ TEST(GpuIrLowering, TakesAmdKernels) {
       EXPECT_NE(text.find(".amdhsa_kernel " + std::string(kernel)), std::string::npos) << kernel << " on " << arch;
       const bool dots = std::string(kernel).find("gemm") != std::string::npos || std::string(kernel) == "attention";
       EXPECT_EQ(text.find("v_mfma_f32_") != std::string::npos, dots) << kernel << " on " << arch;
+      // (LDS a static array of the size the kernel needs: an unsized one is no LDS at all)
+      if (dots)
+        EXPECT_EQ(text.find(".amdhsa_group_segment_fixed_size 0\n"), std::string::npos) << kernel << " on " << arch;
     }
     EXPECT_NE(ptx("softmax", arch, "gpu_ir_only").find("ds_bpermute_b32"), std::string::npos)
         << arch;  // (its row max and sum)
@@ -240,7 +243,7 @@ TEST(GpuIrLowering, TakesTheDistributedKernels) {
 // By default an NVIDIA kernel goes through it: sm_90a's pipelines copy by TMA where they can
 // (as "gpu_ir_tma" asks for), sm_80's by cp.async (as "gpu_ir"); "legacy" keeps the other
 // lowering, which AMD kernels keep by default.
-TEST(GpuIrLowering, ByDefaultOnNvidia) {
+TEST(GpuIrLowering, ByDefault) {
   const KernelDef& gemm = *Registry::global().find("gemm");
   auto emit = [&](const Target& t, const std::string& lowering) {
     CompileOptions o;
@@ -256,7 +259,8 @@ TEST(GpuIrLowering, ByDefaultOnNvidia) {
   EXPECT_NE(text, emit(hopper, "legacy"));
   EXPECT_EQ(emit(ampere, ""), emit(ampere, "gpu_ir"));
   EXPECT_NE(emit(ampere, ""), emit(ampere, "legacy"));
-  EXPECT_EQ(emit(mi300, ""), emit(mi300, "legacy"));
+  EXPECT_EQ(emit(mi300, ""), emit(mi300, "gpu_ir"));
+  EXPECT_NE(emit(mi300, ""), emit(mi300, "legacy"));
   EXPECT_EQ(ptx("attention", "sm_90a", ""), ptx("attention", "sm_90a", "gpu_ir_tma"));
 }
 
