@@ -90,9 +90,6 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
     case OpCode::ArriveBarrier:
     case OpCode::WarpSpecialize:
       return target.hopper() ? "" : "TMA copies, mbarriers and warp specialization off sm_90a";
-    case OpCode::Reduce:
-      if (op.operands[0]->type.is_tensor() && op.operands[0]->type.shape.size() > 2) return "reduce of rank > 2";
-      return "";
     default:
       return "";
   }

@@ -16,8 +16,21 @@ void LayoutLowering::emit_reduce(const ir::Op& op) {
   const int axis = static_cast<int>(op.int_attr("axis"));
   const ir::ReduceKind kind = ir::enum_attr<ir::ReduceKind>(op, "kind");
   llvm::Type* t = reg_type(in.element());
-  if (!t->isFloatTy() && !t->isIntegerTy(32)) unsupported(op, str_cat("reduce of ", in.str()));
-  const bool fl = t->isFloatTy();
+  if (!t->isFloatTy() && !t->isDoubleTy() && !t->isIntegerTy(32) && !t->isIntegerTy(64))
+    unsupported(op, str_cat("reduce of ", in.str()));
+  const bool fl = t->isFloatingPointTy();
+  const int64_t esize = t->getPrimitiveSizeInBits() / 8;
+  // A lane's value from the lane `mask` away: a 64-bit one as its two 32-bit halves.
+  auto shuffle = [&](llvm::Value* v, int64_t mask) -> llvm::Value* {
+    if (esize == 4) return target_->shuffle_xor(v, static_cast<int>(mask));
+    auto* two = llvm::FixedVectorType::get(b_.getInt32Ty(), 2);
+    llvm::Value* halves = b_.CreateBitCast(v, two);
+    llvm::Value* out = llvm::PoisonValue::get(two);
+    for (uint64_t h = 0; h < 2; ++h)
+      out = b_.CreateInsertElement(out,
+                                   target_->shuffle_xor(b_.CreateExtractElement(halves, h), static_cast<int>(mask)), h);
+    return b_.CreateBitCast(out, t);
+  };
   const bool arg = ir::is_arg(kind);
   const bool up = ir::takes_larger(kind);
   // A partial: its value, and for argmax and argmin the index along the axis it came from.
@@ -75,8 +88,7 @@ void LayoutLowering::emit_reduce(const ir::Op& op) {
     return Part{x.regs[static_cast<size_t>(r)], arg ? at_register(mine, ll, r)[static_cast<size_t>(axis)] : nullptr};
   };
   auto shuffled = [&](Part a, int64_t mask) {
-    return Part{target_->shuffle_xor(a.v, static_cast<int>(mask)),
-                a.i ? target_->shuffle_xor(a.i, static_cast<int>(mask)) : nullptr};
+    return Part{shuffle(a.v, mask), a.i ? target_->shuffle_xor(a.i, static_cast<int>(mask)) : nullptr};
   };
   std::vector<Part> acc(plan.groups.size());
   for (size_t g = 0; g < plan.groups.size(); ++g) {
@@ -90,8 +102,8 @@ void LayoutLowering::emit_reduce(const ir::Op& op) {
     // argmax's and argmin's indices in a second array after the values.
     const int64_t parts = int64_t{1} << plan.warp_bits.size();
     const int64_t elems = scalar ? 1 : rt.numel();
-    llvm::Value* base = scratch(elems * parts * 4 * (arg ? 2 : 1));
-    llvm::Value* index_base = b_.CreateAdd(base, b_.getInt32(static_cast<uint32_t>(elems * parts * 4)));
+    llvm::Value* base = scratch(elems * parts * (esize + (arg ? 4 : 0)));
+    llvm::Value* index_base = b_.CreateAdd(base, b_.getInt32(static_cast<uint32_t>(elems * parts * esize)));
     llvm::Value* warp = b_.CreateUDiv(tid_, b_.getInt32(target_->warp_size()));
     llvm::Value* part = b_.getInt32(0);
     for (size_t i = 0; i < plan.warp_bits.size(); ++i) {
@@ -102,21 +114,21 @@ void LayoutLowering::emit_reduce(const ir::Op& op) {
     std::vector<llvm::Value*> elem(acc.size(), b_.getInt32(0));
     if (!scalar)
       for (size_t g = 0; g < acc.size(); ++g) elem[g] = flat_index(coords(linear(rt), slot[g]), rt.shape);
-    auto at = [&](llvm::Value* from, llvm::Value* e, llvm::Value* p) {
-      return smem_at(b_.CreateAdd(
-          from,
-          b_.CreateMul(b_.CreateAdd(b_.CreateMul(e, b_.getInt32(static_cast<uint32_t>(parts))), p), b_.getInt32(4))));
+    auto at = [&](llvm::Value* from, llvm::Value* e, llvm::Value* p, int64_t size) {
+      return smem_at(
+          b_.CreateAdd(from, b_.CreateMul(b_.CreateAdd(b_.CreateMul(e, b_.getInt32(static_cast<uint32_t>(parts))), p),
+                                          b_.getInt32(static_cast<uint32_t>(size)))));
     };
     barrier();
     for (size_t g = 0; g < acc.size(); ++g) {
-      b_.CreateStore(acc[g].v, at(base, elem[g], part));
-      if (arg) b_.CreateStore(acc[g].i, at(index_base, elem[g], part));
+      b_.CreateStore(acc[g].v, at(base, elem[g], part, esize));
+      if (arg) b_.CreateStore(acc[g].i, at(index_base, elem[g], part, 4));
     }
     barrier();
     auto load_part = [&](size_t g, int64_t p) {
       llvm::Value* pv = b_.getInt32(static_cast<uint32_t>(p));
-      return Part{b_.CreateLoad(t, at(base, elem[g], pv)),
-                  arg ? b_.CreateLoad(b_.getInt32Ty(), at(index_base, elem[g], pv)) : nullptr};
+      return Part{b_.CreateLoad(t, at(base, elem[g], pv, esize)),
+                  arg ? b_.CreateLoad(b_.getInt32Ty(), at(index_base, elem[g], pv, 4)) : nullptr};
     };
     for (size_t g = 0; g < acc.size(); ++g) {
       Part a = load_part(g, 0);

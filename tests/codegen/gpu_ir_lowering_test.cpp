@@ -152,18 +152,32 @@ TEST(GpuIrLowering, TakesAmdKernels) {
 }
 
 // An op it does not take: gpu_ir_only names it, gpu_ir falls back to the optimized IR's lowering.
-void sum64(tl::Ptr<int64_t> x, tl::Ptr<int64_t> out) { tl::store(out, tl::sum(tl::load(x + tl::arange(0, 128)), 0)); }
+void sum8(tl::Ptr<int8_t> x, tl::Ptr<int8_t> out) { tl::store(out, tl::sum(tl::load(x + tl::arange(0, 128)), 0)); }
 TEST(GpuIrLowering, NamesWhatItDoesNotTakeAndFallsBack) {
-  // (a reduction of 64-bit integers)
-  const KernelDef def("sum64", sum64, {"x", "out"});
+  // (a reduction of 8-bit integers)
+  const KernelDef def("sum8", sum8, {"x", "out"});
   std::string e = error_of([&] { ptx(def, "sm_90a", "gpu_ir_only"); });
-  EXPECT_NE(e.find("kernel 'sum64'"), std::string::npos) << e;
-  EXPECT_NE(e.find("reduce of tensor<128xi64"), std::string::npos) << e;
+  EXPECT_NE(e.find("kernel 'sum8'"), std::string::npos) << e;
+  EXPECT_NE(e.find("reduce of tensor<128xi8"), std::string::npos) << e;
   std::string text;
   ASSERT_NO_THROW(text = ptx(def, "sm_90a", "gpu_ir"));
-  EXPECT_NE(text.find(".entry sum64("), std::string::npos);
+  EXPECT_NE(text.find(".entry sum8("), std::string::npos);
   // "legacy": the other lowering, whatever the kernel (attention's loop of two dots included)
   EXPECT_NE(ptx("attention", "sm_90a", "legacy"), ptx("attention", "sm_90a", "gpu_ir_only"));
+}
+
+// Reductions of 64-bit values (each partial's halves shuffled apart) and of rank-3 tensors.
+void sum64(tl::Ptr<int64_t> x, tl::Ptr<double> y, tl::Ptr<int64_t> out, tl::Ptr<double> out_y, tl::Ptr<float> z,
+           tl::Ptr<float> out_z) {
+  auto r = tl::arange(0, 128);
+  tl::store(out, tl::sum(tl::load(x + r), 0));
+  tl::store(out_y + r, tl::max(tl::expand_dims(tl::load(y + r), 1) + tl::zeros({128, 4}, tl::float64), 1));
+  auto cube = tl::reshape(tl::load(z + tl::arange(0, 512)), {8, 8, 8});
+  tl::store(out_z + tl::arange(0, 64), tl::reshape(tl::sum(cube, 1), {64}));
+}
+TEST(GpuIrLowering, Takes64BitAndRank3Reductions) {
+  const KernelDef def("sum64", sum64, {"x", "y", "out", "out_y", "z", "out_z"});
+  for (const char* arch : {"sm_80", "sm_90a", "gfx942"}) EXPECT_NO_THROW(ptx(def, arch, "gpu_ir_only")) << arch;
 }
 
 // Atomics of tensors (each element's by the thread holding its first copy; the old values

@@ -22,6 +22,55 @@ std::vector<int32_t> random_ints(size_t n, int lo, int hi) {
   return v;
 }
 
+// ---- reductions of 64-bit values (an i64 sum past 2^32, an f64 row maximum), of a rank-3
+// block along its middle axis, and argmax over rows full of ties (the first index of the best)
+void wide_reductions(tl::Ptr<int64_t> big, tl::Ptr<double> d, tl::Ptr<float> cube, tl::Ptr<int32_t> ties,
+                     tl::Ptr<int64_t> big_sum, tl::Ptr<double> d_max, tl::Ptr<float> cube_sums,
+                     tl::Ptr<int32_t> tie_args) {
+  tl::store(big_sum, tl::sum(tl::load(big + tl::arange(0, 256)), 0));
+  auto rows = tl::expand_dims(tl::arange(0, 16), 1), cols = tl::expand_dims(tl::arange(0, 64), 0);
+  tl::store(d_max + tl::arange(0, 16), tl::max(tl::load(d + rows * 64 + cols), 1));
+  auto c = tl::reshape(tl::load(cube + tl::arange(0, 512)), {8, 8, 8});
+  tl::store(cube_sums + tl::arange(0, 64), tl::reshape(tl::sum(c, 1), {64}));
+  tl::store(tie_args + tl::arange(0, 16), tl::argmax(tl::load(ties + rows * 64 + cols), 1));
+}
+TEST(Ops, WideAndRank3Reductions) {
+  auto f = ref::random_floats(256 + 1024 + 512, -1, 1);
+  auto t = random_ints(1024, 0, 3);
+  std::vector<int64_t> big(256);
+  std::vector<double> d(1024);
+  std::vector<float> cube(f.begin() + 1280, f.end());
+  for (int i = 0; i < 256; ++i) big[i] = static_cast<int64_t>(double(f[i]) * (int64_t{1} << 40));
+  for (int i = 0; i < 1024; ++i) d[i] = double(f[256 + i]) * 1e300;
+  std::vector<int64_t> big_sum(1);
+  std::vector<double> d_max(16);
+  std::vector<float> cube_sums(64), want_cube(64);
+  std::vector<int32_t> tie_args(16);
+  compile(KernelDef("wide_reductions", wide_reductions,
+                    {"big", "d", "cube", "ties", "big_sum", "d_max", "cube_sums", "tie_args"}))
+      .launch({1}, big, d, cube, t, big_sum, d_max, cube_sums, tie_args);
+  int64_t want_big = 0;
+  for (int64_t v : big) want_big += v;
+  EXPECT_EQ(big_sum[0], want_big);
+  for (int r = 0; r < 16; ++r) {
+    double m = d[size_t(r) * 64];
+    int first = 0;
+    for (int k = 0; k < 64; ++k) {
+      m = std::max(m, d[size_t(r) * 64 + k]);
+      if (t[size_t(r) * 64 + k] > t[size_t(r) * 64 + first]) first = k;
+    }
+    EXPECT_EQ(d_max[r], m) << r;
+    EXPECT_EQ(tie_args[r], first) << r;
+  }
+  for (int i = 0; i < 8; ++i)
+    for (int k = 0; k < 8; ++k) {
+      double s = 0;
+      for (int j = 0; j < 8; ++j) s += cube[size_t(i) * 64 + j * 8 + k];
+      want_cube[size_t(i) * 8 + k] = float(s);
+    }
+  EXPECT_LT(ref::rel_error(cube_sums, want_cube), 1e-6);
+}
+
 // ---- reductions along each axis of an 8 x 16 block
 void reductions(tl::Ptr<float> x, tl::Ptr<float> sums, tl::Ptr<float> maxs, tl::Ptr<float> mins, tl::Ptr<int32_t> args,
                 tl::Const<int> AXIS) {
