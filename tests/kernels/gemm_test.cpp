@@ -219,19 +219,33 @@ TEST(Gemm, F8E4M3) {
   }
 }
 
+// Random f8 operands of a TN GEMM (A M x K, Bt N x K) and the values they hold as floats (A's,
+// and B = Bt^T's K x N, for the reference).
+template <class T>
+struct F8Operands {
+  std::vector<T> a, bt;
+  std::vector<float> af, b;
+};
+template <class T>
+F8Operands<T> f8_operands(int M, int N, int K) {
+  F8Operands<T> o;
+  o.af = ref::random_floats(size_t(M) * K, -2, 2);
+  std::vector<float> bf = ref::random_floats(size_t(N) * K, -2, 2);
+  o.a.resize(o.af.size()), o.bt.resize(bf.size()), o.b.resize(size_t(K) * N);
+  for (size_t i = 0; i < o.af.size(); ++i) o.af[i] = float(o.a[i] = T(o.af[i]));
+  for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(o.bt[i] = T(bf[i]));
+  for (int n = 0; n < N; ++n)
+    for (int k = 0; k < K; ++k) o.b[size_t(k) * N + n] = bf[size_t(n) * K + k];
+  return o;
+}
+
 // The scaled f8 GEMM at its definition's small tiles (64x64x64): on sm_90a mma.sync's m16n8k32
 // in sm_89's form of the GPU passes, both tiles K-major (ldmatrix for each), e4m3 and e5m2; the
 // masked loads' f8 zeros padding ragged edges. Exact products accumulated in f32.
 template <class T>
 void check_gemm_fp8_small_tiles(ir::DType dt) {
   for (auto [M, N, K] : {std::tuple{64, 64, 64}, {67, 45, 70}, {128, 96, 256}}) {
-    auto af = ref::random_floats(size_t(M) * K, -2, 2), bf = ref::random_floats(size_t(N) * K, -2, 2);
-    std::vector<T> a(af.size()), bt(bf.size());
-    for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = T(af[i]));
-    for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(bt[i] = T(bf[i]));
-    std::vector<float> b(size_t(K) * N);  // B = Bt^T, for the reference
-    for (int n = 0; n < N; ++n)
-      for (int k = 0; k < K; ++k) b[size_t(k) * N + n] = bf[size_t(n) * K + k];
+    auto [a, bt, af, b] = f8_operands<T>(M, N, K);
     std::vector<float> scale_a{0.5f}, scale_b{3.0f}, c(size_t(M) * N), want;
     compile(kernels::gemm_fp8_kernel(dt))
         .launch({tl::cdiv(M, 64), tl::cdiv(N, 64)}, a, bt, c, scale_a, scale_b, M, N, K);
@@ -254,13 +268,7 @@ TEST(Gemm, ScaledF8SmallTiles) {
 template <class T>
 void check_gemm_fp8(ir::DType dt) {
   for (auto [M, N, K] : {std::tuple{67, 45, 70}, {128, 256, 128}, {304, 528, 400}, {256, 256, 1024}}) {
-    auto af = ref::random_floats(size_t(M) * K, -2, 2), bf = ref::random_floats(size_t(N) * K, -2, 2);
-    std::vector<T> a(af.size()), bt(bf.size());
-    for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = T(af[i]));
-    for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(bt[i] = T(bf[i]));
-    std::vector<float> b(size_t(K) * N);  // B = Bt^T, for the reference
-    for (int n = 0; n < N; ++n)
-      for (int k = 0; k < K; ++k) b[size_t(k) * N + n] = bf[size_t(n) * K + k];
+    auto [a, bt, af, b] = f8_operands<T>(M, N, K);
     auto scales = ref::random_floats(2, 0.25, 4);
     std::vector<float> scale_a{scales[0]}, scale_b{scales[1]};
     std::vector<float> c(size_t(M) * N, 7.0f), want;
