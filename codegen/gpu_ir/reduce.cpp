@@ -15,7 +15,11 @@ void LayoutLowering::emit_reduce(const ir::Op& op) {
   const ir::Type& rt = op.results[0]->type;
   const int axis = static_cast<int>(op.int_attr("axis"));
   const ir::ReduceKind kind = ir::enum_attr<ir::ReduceKind>(op, "kind");
-  llvm::Type* t = reg_type(in.element());
+  // (8- and 16-bit integers combine as i32, sign-extended, and are truncated at the end: a sum
+  // wraps as theirs would, a maximum is theirs)
+  llvm::Type* narrow = reg_type(in.element());
+  const bool widened = narrow->isIntegerTy(8) || narrow->isIntegerTy(16);
+  llvm::Type* t = widened ? b_.getInt32Ty() : narrow;
   if (!t->isFloatTy() && !t->isDoubleTy() && !t->isIntegerTy(32) && !t->isIntegerTy(64))
     unsupported(op, str_cat("reduce of ", in.str()));
   const bool fl = t->isFloatingPointTy();
@@ -85,7 +89,8 @@ void LayoutLowering::emit_reduce(const ir::Op& op) {
   const LVal& x = val(op.operands[0]);
   const std::vector<llvm::Value*> mine = arg ? thread_coords(ll) : std::vector<llvm::Value*>{};
   auto part_of = [&](int64_t r) {
-    return Part{x.regs[static_cast<size_t>(r)], arg ? at_register(mine, ll, r)[static_cast<size_t>(axis)] : nullptr};
+    llvm::Value* v = x.regs[static_cast<size_t>(r)];
+    return Part{widened ? b_.CreateSExt(v, t) : v, arg ? at_register(mine, ll, r)[static_cast<size_t>(axis)] : nullptr};
   };
   auto shuffled = [&](Part a, int64_t mask) {
     return Part{shuffle(a.v, mask), a.i ? target_->shuffle_xor(a.i, static_cast<int>(mask)) : nullptr};
@@ -136,7 +141,7 @@ void LayoutLowering::emit_reduce(const ir::Op& op) {
       acc[g] = a;
     }
   }
-  auto result = [&](const Part& a) { return arg ? a.i : round(a.v, rt.dtype); };
+  auto result = [&](const Part& a) { return arg ? a.i : widened ? b_.CreateTrunc(a.v, narrow) : round(a.v, rt.dtype); };
   if (scalar) return define(op, LVal::of(result(acc[0])));
   LVal g;
   g.regs.resize(acc.size());

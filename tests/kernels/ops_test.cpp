@@ -22,12 +22,17 @@ std::vector<int32_t> random_ints(size_t n, int lo, int hi) {
   return v;
 }
 
-// ---- reductions of 64-bit values (an i64 sum past 2^32, an f64 row maximum), of a rank-3
-// block along its middle axis, and argmax over rows full of ties (the first index of the best)
+// ---- reductions of 64-bit values (an i64 sum past 2^32, an f64 row maximum), of 8- and 16-bit
+// integers (a sum that wraps, a maximum of products that do), of a rank-3 block along its middle
+// axis, and argmax over rows full of ties (the first index of the best)
 void wide_reductions(tl::Ptr<int64_t> big, tl::Ptr<double> d, tl::Ptr<float> cube, tl::Ptr<int32_t> ties,
                      tl::Ptr<int64_t> big_sum, tl::Ptr<double> d_max, tl::Ptr<float> cube_sums,
-                     tl::Ptr<int32_t> tie_args) {
+                     tl::Ptr<int32_t> tie_args, tl::Ptr<int8_t> small, tl::Ptr<int8_t> small_sum,
+                     tl::Ptr<int16_t> small_max) {
   tl::store(big_sum, tl::sum(tl::load(big + tl::arange(0, 256)), 0));
+  auto s8 = tl::load(small + tl::arange(0, 256));
+  tl::store(small_sum, tl::sum(s8, 0));  // (wraps, as 8-bit arithmetic does)
+  tl::store(small_max, tl::max(tl::cast(s8, tl::int16) * tl::full({256}, 300, tl::int16), 0));
   auto rows = tl::expand_dims(tl::arange(0, 16), 1), cols = tl::expand_dims(tl::arange(0, 64), 0);
   tl::store(d_max + tl::arange(0, 16), tl::max(tl::load(d + rows * 64 + cols), 1));
   auto c = tl::reshape(tl::load(cube + tl::arange(0, 512)), {8, 8, 8});
@@ -46,9 +51,17 @@ TEST(Ops, WideAndRank3Reductions) {
   std::vector<double> d_max(16);
   std::vector<float> cube_sums(64), want_cube(64);
   std::vector<int32_t> tie_args(16);
+  auto small_ints = random_ints(256, -128, 127);
+  std::vector<int8_t> small(small_ints.begin(), small_ints.end()), small_sum(1);
+  std::vector<int16_t> small_max(1);
   compile(KernelDef("wide_reductions", wide_reductions,
-                    {"big", "d", "cube", "ties", "big_sum", "d_max", "cube_sums", "tie_args"}))
-      .launch({1}, big, d, cube, t, big_sum, d_max, cube_sums, tie_args);
+                    {"big", "d", "cube", "ties", "big_sum", "d_max", "cube_sums", "tie_args", "small", "small_sum",
+                     "small_max"}))
+      .launch({1}, big, d, cube, t, big_sum, d_max, cube_sums, tie_args, small, small_sum, small_max);
+  int32_t want_small = 0, want_max = -32768;
+  for (int8_t v : small) want_small += v, want_max = std::max(want_max, int32_t(int16_t(v * 300)));
+  EXPECT_EQ(small_sum[0], int8_t(want_small));
+  EXPECT_EQ(small_max[0], int16_t(want_max));
   int64_t want_big = 0;
   for (int64_t v : big) want_big += v;
   EXPECT_EQ(big_sum[0], want_big);
