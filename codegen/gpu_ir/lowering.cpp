@@ -51,7 +51,6 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
         return "";
       }
       if (!target.mma_sync()) return "dot on MFMA";
-      if (c.layout->kind != ir::Layout::Kind::mma) return "dot without an MMA layout";
       const bool wgmma = c.layout->mma == ir::MmaKind::wgmma && target.hopper();
       // (f8 operands: wgmma, and mma.sync's m16n8k32 from sm_89 on, of our targets sm_90a's)
       if (!half_dot && !(f8_dot && target.hopper()))

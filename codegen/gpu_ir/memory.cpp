@@ -95,10 +95,10 @@ void LayoutLowering::emit_store(const ir::Op& op) {
 
 void LayoutLowering::emit_atomic(const ir::Op& op) {
   const ir::Type& rt = op.results[0]->type;
-  const bool cas = op.code == OpCode::AtomicCAS;
   if (producer_) unsupported(op, "an atomic in a warp-specialized producer");  // (its barriers)
-  const ir::MemOrder order = ir::enum_attr<ir::MemOrder>(op, "order");
   if (rt.is_tensor()) return emit_atomic_tensor(op);
+  const bool cas = op.code == OpCode::AtomicCAS;
+  const ir::MemOrder order = ir::enum_attr<ir::MemOrder>(op, "order");
   llvm::Type* t = reg_type(rt);
   llvm::Value* thread0 = is_thread0();
   llvm::Value* on = thread0;
@@ -382,8 +382,9 @@ const ir::Op* LayoutLowering::sunk_to_dot(const ir::Op& op) {
 bool LayoutLowering::ldmatrix_load(const ir::Op& op, llvm::Value* tile) {
   const ir::Type& desc = op.operands[0]->type;
   const ir::Type& rt = op.results[0]->type;
-  const int64_t eb = ir::dtype_bytes(desc.dtype), n = 4 / std::max<int64_t>(eb, 1);  // (n elements a word)
+  const int64_t eb = ir::dtype_bytes(desc.dtype);
   if ((eb != 2 && eb != 1) || rt.shape.size() != 2 || desc.layout->vec * eb != 16) return false;
+  const int64_t n = 4 / eb;  // (elements a 32-bit word)
   const bool transposed = op.has_attr("perm") && op.ints_attr("perm") == std::vector<int64_t>{1, 0};
   // The result's bases in the tile's coordinates, as (s, c): c the dimension contiguous in
   // shared memory, s the other.
@@ -398,17 +399,14 @@ bool LayoutLowering::ldmatrix_load(const ir::Op& op, llvm::Value* tile) {
   const auto& lane = ll.bases[LinearLayout::lane];
   const size_t word_bits = static_cast<size_t>(n == 4 ? 2 : 1);  // (register bits within a word)
   if (reg.size() < word_bits || lane.size() != 5) return false;
-  bool trans = false;
+  // plain: a lane's n elements lie together in a row of the tile; trans: two 16-bit elements in
+  // two rows (ldmatrix.trans)
   bool plain = sc(lane[0]) == P{0, n} && sc(lane[1]) == P{0, 2 * n} && sc(lane[2]) == P{1, 0} &&
                sc(lane[3]) == P{2, 0} && sc(lane[4]) == P{4, 0};
   for (size_t i = 0; i < word_bits; ++i) plain = plain && sc(reg[i]) == P{0, int64_t{1} << i};
-  if (plain)
-    trans = false;  // a lane's n elements lie together in a row of the tile
-  else if (n == 2 && sc(reg[0]) == P{1, 0} && sc(lane[0]) == P{2, 0} && sc(lane[1]) == P{4, 0} &&
-           sc(lane[2]) == P{0, 1} && sc(lane[3]) == P{0, 2} && sc(lane[4]) == P{0, 4})
-    trans = true;  // two 16-bit elements in two rows: ldmatrix.trans
-  else
-    return false;
+  const bool trans = !plain && n == 2 && sc(reg[0]) == P{1, 0} && sc(lane[0]) == P{2, 0} && sc(lane[1]) == P{4, 0} &&
+                     sc(lane[2]) == P{0, 1} && sc(lane[3]) == P{0, 2} && sc(lane[4]) == P{0, 4};
+  if (!plain && !trans) return false;
   for (size_t i = word_bits; i < reg.size(); ++i)
     if (sc(reg[i]).second % (4 * n)) return false;  // every block starts at a 16-byte chunk
   for (const auto& w : ll.bases[LinearLayout::warp])
