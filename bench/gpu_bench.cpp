@@ -207,9 +207,10 @@ int main(int argc, char** argv) {
               target.arch.c_str());
   const bool only_fp8 = mode == "fp8";  // `gpu_bench fp8`: the f8 GEMM rows alone
   const bool only_tp = mode == "tp";    // `gpu_bench tp`: the library's GEMM at the TP shapes alone
+  const bool only_skinny = mode == "skinny";  // `gpu_bench skinny`: the skinny row alone, three times
   try {
     // ---- bandwidth-bound kernels against the copy engine's device-to-device copy
-    if (!only_fp8 && !only_tp) {
+    if (!only_fp8 && !only_tp && !only_skinny) {
       size_t n = size_t(64) << 20;  // 64 Mi floats = 256 MiB per buffer
       cuda::Buffer<float> x(n), y(n), out(n);
       cuda::memset(x.data(), 0, n * 4);
@@ -325,7 +326,7 @@ int main(int argc, char** argv) {
                               {64, 128, 64, 4, 4, 8},
                               {64, 128, 64, 4, 4, 8, true, true, true}};
     for (auto [M, N, K] : {std::tuple{4096, 4096, 4096}, {8192, 8192, 8192}, {128, 8192, 8192}}) {
-      if (only_fp8 || only_tp) break;
+      if (only_fp8 || only_tp || only_skinny) break;
       Problem problem(cublas, M, N, K);
       for (Config cfg : configs) {
         if (M < cfg.bm) continue;
@@ -350,14 +351,14 @@ int main(int argc, char** argv) {
     // benchmarks (m, n, k), as each of 4 ranks computes them: AllGather+GEMM multiplies the
     // gathered A by its n / 4 columns of B; GEMM+ReduceScatter its k / 4 slice of A by B's rows.
     // The library's GEMM as gemm_config picks it (what AgGemm and GemmRs run).
-    if (!only_fp8) std::printf("\nTP shapes (per rank of 4), the library's configuration\n");
+    if (!only_fp8 && !only_skinny) std::printf("\nTP shapes (per rank of 4), the library's configuration\n");
     for (auto [m, n, k] : {std::tuple{8192, 4096, 12288},
                            {8192, 4096, 14336},
                            {8192, 3584, 14336},
                            {8192, 4608, 36864},
                            {8192, 8192, 28672},
                            {8192, 8192, 30720}}) {
-      if (only_fp8) break;
+      if (only_fp8 || only_skinny) break;
       for (bool ag : {true, false}) {
         const int M = m, N = ag ? n / 4 : n, K = ag ? k : k / 4;
         kernels::GemmConfig cfg = kernels::gemm_config(target, M, N, K);
@@ -388,8 +389,26 @@ int main(int argc, char** argv) {
       const int M = 128, N = 8192, K = 8192;
       kernels::GemmConfig cfg = kernels::gemm_config(target, M, N, K);
       Problem problem(cublas, M, N, K);
-      row(problem, "skinny: M=128 N=8192 K=8192", cfg.constants, cfg.options, cfg.grid(M, N));
+      for (int i = 0; i < (only_skinny ? 3 : 1); ++i)
+        row(problem, "skinny: M=128 N=8192 K=8192", cfg.constants, cfg.options, cfg.grid(M, N));
+      if (only_skinny) {  // the host's time to queue a launch (ours, cuBLAS's), which a short kernel can wait on
+        auto g = compile(kernels::gemm_kernel(ir::DType::bf16), cfg.constants, target, cfg.options);
+        auto host_us = [](const std::function<void()>& fn) {
+          fn();
+          cuda::synchronize();
+          auto t0 = std::chrono::steady_clock::now();
+          for (int i = 0; i < 200; ++i) fn();
+          double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / 200;
+          cuda::synchronize();
+          return us;
+        };
+        const Grid grid = cfg.grid(M, N);
+        std::printf("host time per launch: ours %.2f us, cuBLAS %.2f us\n",
+                    host_us([&] { g.launch(grid, problem.a, problem.b, problem.c, M, N, K); }),
+                    host_us([&] { cublas.gemm(problem.plan, problem.a.data(), problem.b.data(), problem.wrk.data()); }));
+      }
     }
+    if (only_skinny) return 0;
 
     // ---- scaled e4m3 GEMM ("TN": B transposed) against cuBLAS's, with and without its fast
     // accumulation (ours keeps every partial sum in the tensor cores' accumulator, as fast
