@@ -9,8 +9,7 @@
 #   attention  attention_bench: kernels::Attention against PyTorch SDPA, same run
 #   grouped    grouped_gemm_bench: kernels::GroupedGemm against torch._grouped_mm, same run (and
 #              its e4m3 forms alone)
-#   grouped8   the e4m3 grouped GEMM's rows alone: by default, by the other lowering, and warp
-#              specialized (TILEDIST_WS=1)
+#   grouped8   the e4m3 grouped GEMM's rows alone: by default and warp specialized (TILEDIST_WS=1)
 #   gemm       gpu_bench tp and fp8: the library GEMMs against cuBLAS (no-regression check)
 #   gpuir      every kernel test through the GPU IR lowering (TILEDIST_LOWERING=gpu_ir: on Hopper
 #              its wgmma form), then attention's registers and spills (ptxas -v) and times at a few
@@ -26,21 +25,20 @@
 #              the library GEMM's persistent tile loop in the warp_specialization pass)
 #   fp8        the f8 GEMM tests and `gpu_bench fp8` by the library's default, then through the GPU
 #              passes (TILEDIST_LOWERING=gpu_ir: f8 wgmma in the GPU IR lowering)
-#   skinny     the skinny GEMM's tiles (M=128, N=K=8192; 64x128x64, 4 warps) by each lowering
-#              and stage count (gpu_bench gemm: TFLOP/s, no baseline; `gemm` has cuBLAS's)
-#   legacy     gpu_bench (bandwidth-bound kernels, GEMM tiles, TP shapes) by default, then with
-#              TILEDIST_LOWERING=legacy (the other lowering)
-#   policy     what the default on Hopper could be, per lowering (legacy, gpu_ir: cp.async, gpu_ir_tma:
+#   skinny     the skinny GEMM (M=128, N=K=8192) as the library configures it, against cuBLAS, three
+#              times (gpu_bench skinny), then its tiles (64x128x64, 4 warps) by each lowering and
+#              stage count (gpu_bench gemm: TFLOP/s, no baseline)
+#   all        gpu_bench (bandwidth-bound kernels, GEMM tiles, TP shapes, the skinny and f8 GEMMs)
+#   policy     what the default on Hopper could be, per lowering (gpu_ir: cp.async, gpu_ir_tma:
 #              TMA issued by the math warps, gpu_ir_ws: a producer warpgroup): gpu_bench sustain
 #              (ours then cuBLAS, one second each, twice) on a GEMM compiled as a user compiles it
 #              (no library configuration) at 8192^3 and 4096^3, 128x256x64/8w/4s and
 #              128x128x64/4w/4s, and attention_bench one at D = 64 and 128 (128x64/8w/3s)
 #   gemmtiles  a GEMM compiled as a user compiles it at other tiles than the library's (128x128x64 on
-#              one warpgroup, 256x128x64 on two: wgmma repeated over the rows), by default and by
-#              the other lowering: gpu_bench sustain against cuBLAS
+#              one warpgroup, 256x128x64 on two: wgmma repeated over the rows): gpu_bench sustain
+#              against cuBLAS
 #   sm80       sm_80's code on this GPU (TILEDIST_TARGET=sm_80: mma.sync, cp.async, no TMA):
-#              kernels_test through the GPU passes, then gpu_bench tp through them and through
-#              the other lowering
+#              kernels_test, then gpu_bench tp
 # Prints each stage's summary; the logs keep the rest.
 set -u
 stages=${*:-tests attention grouped gemm gpuir}
@@ -81,10 +79,9 @@ for stage in $stages; do
       run grouped 240 bench/grouped_gemm_bench 20
       grep -vE '^\s*$' "$logs/grouped.log" | tail -12 ;;
     grouped8)
-      for l in default legacy ws; do  # (ws: the default lowering, warp specialized: TILEDIST_WS=1)
-        [ "$l" = legacy ] && v=legacy || v=
+      for l in default ws; do  # (ws: warp specialized, TILEDIST_WS=1)
         [ "$l" = ws ] && w=1 || w=
-        TILEDIST_LOWERING=$v TILEDIST_WS=$w run "grouped8_$l" 240 bench/grouped_gemm_bench 10 f8
+        TILEDIST_WS=$w run "grouped8_$l" 240 bench/grouped_gemm_bench 10 f8
         echo "   $l:"; grep -E "rowwise|blockwise" "$logs/grouped8_$l.log"
       done ;;
     gemm)
@@ -99,7 +96,7 @@ for stage in $stages; do
       for c in "128 64 8 3" "64 64 4 3" "128 32 8 3" "128 128 8 2"; do
         set -- $c
         tools/tiledist-compile attention --target sm_90a --emit asm --const CAUSAL=0 --const VARLEN=0 --const BLOCK_M=$1 \
-          --const BLOCK_N=$2 --num-warps $3 --num-stages $4 --lowering gpu_ir_only > /tmp/td/attention.ptx
+          --const BLOCK_N=$2 --num-warps $3 --num-stages $4 --lowering gpu_ir > /tmp/td/attention.ptx
         regs=$(/usr/local/cuda/bin/ptxas -arch=sm_90a -v /tmp/td/attention.ptx -o /dev/null 2>&1 |
                grep -oE "Used [0-9]+ registers|[0-9]+ bytes spill stores" | tr '\n' ' ')
         echo "   $c | $regs | $(timeout 60 bench/attention_bench one 4 32 4096 128 0 $1 $2 $3 $4 10 2>&1 | tail -1)"
@@ -145,42 +142,35 @@ for stage in $stages; do
       TILEDIST_LOWERING=gpu_ir run fp8_ir 180 bench/gpu_bench fp8
       grep -vE '^\s*$' "$logs/fp8_ir.log" | tail -5 ;;
     skinny)
+      timeout 120 bench/gpu_bench skinny 2>&1 | grep -E "skinny|host"
       for l in default gpu_ir gpu_ir_tma gpu_ir_ws; do
         for s in 4 8; do
           [ "$l" = default ] && l=
           echo "   ${l:-default} stages=$s | $(TILEDIST_LOWERING=$l timeout 60 bench/gpu_bench gemm 128 8192 8192 64 128 64 4 $s 2>&1 | tail -1)"
         done
       done ;;
-    legacy)
-      run bench_default 300 bench/gpu_bench
-      grep -vE '^\s*$' "$logs/bench_default.log" | tail -40
-      TILEDIST_LOWERING=legacy run bench_legacy 300 bench/gpu_bench
-      grep -vE '^\s*$' "$logs/bench_legacy.log" | tail -40 ;;
+    all)
+      run bench_all 300 bench/gpu_bench
+      grep -vE '^\s*$' "$logs/bench_all.log" | tail -40 ;;
     policy)
-      for l in legacy gpu_ir gpu_ir_tma gpu_ir_ws; do
+      for l in gpu_ir gpu_ir_tma gpu_ir_ws; do
         for c in "8192 8192 8192 128 256 64 8 4" "4096 4096 4096 128 256 64 8 4" "8192 8192 8192 128 128 64 4 4"; do
           echo "   $l $c | $(TILEDIST_LOWERING=$l sustain $c)"
         done
-        [ "$l" = legacy ] && continue  # (attention's loop of two dots is left unpipelined there)
         for d in 64 128; do
           echo "   $l attention D=$d | $(TILEDIST_LOWERING=$l timeout 60 bench/attention_bench one 4 32 4096 $d 0 128 64 8 3 10 2>&1 | tail -1)"
         done
       done ;;
     gemmtiles)
-      for l in default legacy; do
-        for c in "8192 8192 8192 128 128 64 4 4" "4096 4096 4096 128 128 64 4 4" "8192 8192 8192 128 128 64 4 3" \
-                 "8192 8192 8192 256 128 64 8 3"; do
-          [ "$l" = default ] && v= || v=$l
-          echo "   $l $c | $(TILEDIST_LOWERING=$v sustain $c)"
-        done
+      for c in "8192 8192 8192 128 128 64 4 4" "4096 4096 4096 128 128 64 4 4" "8192 8192 8192 128 128 64 4 3" \
+               "8192 8192 8192 256 128 64 8 3"; do
+        echo "   $c | $(sustain $c)"
       done ;;
     sm80)
-      TILEDIST_TARGET=sm_80 TILEDIST_LOWERING=gpu_ir run tests_sm80 400 tests/kernels_test
+      TILEDIST_TARGET=sm_80 run tests_sm80 400 tests/kernels_test
       grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_sm80.log"
-      for l in gpu_ir legacy; do
-        TILEDIST_TARGET=sm_80 TILEDIST_LOWERING=$l run "tp_sm80_$l" 240 bench/gpu_bench tp
-        grep -vE '^\s*$' "$logs/tp_sm80_$l.log" | tail -14
-      done ;;
+      TILEDIST_TARGET=sm_80 run tp_sm80 240 bench/gpu_bench tp
+      grep -vE '^\s*$' "$logs/tp_sm80.log" | tail -14 ;;
     *) echo "unknown stage '$stage'" ;;
   esac
 done

@@ -205,8 +205,8 @@ int main(int argc, char** argv) {
   const Target target = std::getenv("TILEDIST_TARGET") ? Target::default_target() : Target::cuda();
   std::printf("gpu_bench on %s (%s, %d SMs), code for %s\n\n", dev.name.c_str(), dev.arch().c_str(), dev.sms,
               target.arch.c_str());
-  const bool only_fp8 = mode == "fp8";  // `gpu_bench fp8`: the f8 GEMM rows alone
-  const bool only_tp = mode == "tp";    // `gpu_bench tp`: the library's GEMM at the TP shapes alone
+  const bool only_fp8 = mode == "fp8";        // `gpu_bench fp8`: the f8 GEMM rows alone
+  const bool only_tp = mode == "tp";          // `gpu_bench tp`: the library's GEMM at the TP shapes alone
   const bool only_skinny = mode == "skinny";  // `gpu_bench skinny`: the skinny row alone, three times
   try {
     // ---- bandwidth-bound kernels against the copy engine's device-to-device copy
@@ -404,8 +404,9 @@ int main(int argc, char** argv) {
         };
         const Grid grid = cfg.grid(M, N);
         std::printf("host time per launch: ours %.2f us, cuBLAS %.2f us\n",
-                    host_us([&] { g.launch(grid, problem.a, problem.b, problem.c, M, N, K); }),
-                    host_us([&] { cublas.gemm(problem.plan, problem.a.data(), problem.b.data(), problem.wrk.data()); }));
+                    host_us([&] { g.launch(grid, problem.a, problem.b, problem.c, M, N, K); }), host_us([&] {
+                      cublas.gemm(problem.plan, problem.a.data(), problem.b.data(), problem.wrk.data());
+                    }));
       }
     }
     if (only_skinny) return 0;

@@ -188,8 +188,8 @@ int main(int argc, char** argv) {
                     ratio.c_str());
       }
     }
-    // e4m3, W [E, N, K], both scalings: ours alone (the f8 forms' figures by each lowering:
-    // TILEDIST_LOWERING=legacy gives the other's). Scales of 1: the time does not depend on them.
+    // e4m3, W [E, N, K], both scalings: ours alone (no baseline yet). Scales of 1: the time does
+    // not depend on them.
     std::printf("\ne4m3 grouped GEMM (bf16 out, f32 scales), TFLOP/s; ours alone, median of %d launches\n", reps);
     std::printf("%-44s %-14s %9s %9s\n", "shape", "tiles", "ours ms", "TFLOP/s");
     for (auto scaling : {GroupedGemm::Scaling::rowwise, GroupedGemm::Scaling::blockwise}) {

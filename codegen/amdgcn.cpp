@@ -1,5 +1,5 @@
-// AMDGCN: what AMD GPUs (CDNA: gfx90a, gfx942; wave64) give the shared GPU lowering
-// (codegen/gpu/). Kernels take global pointers (address space 1) and use them as generic
+// AMDGCN: what AMD GPUs (CDNA: gfx90a, gfx942; wave64) give the GPU lowering
+// (codegen/gpu_ir/). Kernels take global pointers (address space 1) and use them as generic
 // ones (LLVM's address-space inference turns their accesses back into global ones); the
 // memory model is LLVM's own atomics and fences with AMDGPU's sync scopes (workgroup, agent,
 // system), which the backend lowers with the cache maintenance each needs; math functions are

@@ -40,11 +40,9 @@ struct GpuOptions {
   /// The target machine's data layout, where the lowering needs it (AMDGCN: allocas and
   /// globals live in their own address spaces).
   std::string data_layout;
-  /// "": NVIDIA: the GPU passes' output (codegen/gpu_ir/), TMA copies where they can be, where
-  /// that lowering takes every op, else the optimized IR (codegen/gpu/); AMD: the optimized IR;
-  /// "gpu_ir": the GPU passes' output (cp.async copies unless warp specialized) where that
-  /// lowering takes every op, else the optimized IR, on any target; "gpu_ir_only": the GPU IR
-  /// or an error naming the op it does not take yet; "legacy": the optimized IR, always.
+  /// Which of the GPU passes' variants run (CompileOptions::lowering): "" the default (sm_90a's
+  /// pipelines copying by TMA where they can), "gpu_ir" (cp.async unless warp specialized),
+  /// "gpu_ir_mma", "gpu_ir_prefetch", "gpu_ir_tma", "gpu_ir_ws".
   std::string lowering;
 };
 

@@ -1,5 +1,5 @@
 // The f8 formats' conversions on GPU targets (codegen/gpu_target.h), by tables of their codes'
-// values: what both GPU lowerings' registers (f32) and memory bits (i8) of f8 values go through.
+// values: what the GPU lowering's registers (f32) and memory bits (i8) of f8 values go through.
 #include "codegen/gpu_target.h"
 #include "ir/numeric.h"
 

@@ -1,4 +1,4 @@
-// What a GPU target gives the GPU lowerings (codegen/gpu_ir/, codegen/gpu/): its facts (warp size, the
+// What a GPU target gives the GPU lowering (codegen/gpu_ir/): its facts (warp size, the
 // matrix units it has) and the few instructions whose form differs between vendors: special
 // registers, the program's barrier, math functions, warp shuffles, the clock, and the memory
 // model's ordered loads, stores, atomics and fences. codegen/nvptx.cpp and codegen/amdgcn.cpp
@@ -121,7 +121,7 @@ inline llvm::Value* inline_asm(llvm::IRBuilder<>& b, llvm::Type* ret, const std:
 
 /// A wgmma matrix descriptor (PTX ISA, "Matrix Descriptor Format") of the tile at the 32-bit
 /// shared address `addr`: address >> 4 in bits 0-13, LBO >> 4 from bit 16, SBO >> 4 from bit 32,
-/// the 128-byte swizzle in bits 62-63. Both GPU lowerings' wgmma dots take it.
+/// the 128-byte swizzle in bits 62-63. The GPU lowering's wgmma dots take it.
 inline llvm::Value* wgmma_descriptor(llvm::IRBuilder<>& b, llvm::Value* addr, int64_t lbo, int64_t sbo) {
   const uint64_t fixed = (uint64_t(lbo >> 4) << 16) | (uint64_t(sbo >> 4) << 32) | (uint64_t(1) << 62);
   llvm::Value* a = b.CreateAnd(b.CreateLShr(addr, 4), b.getInt32(0x3FFF));
@@ -130,18 +130,15 @@ inline llvm::Value* wgmma_descriptor(llvm::IRBuilder<>& b, llvm::Value* addr, in
 
 using MakeGpuTarget = std::unique_ptr<GpuTarget> (*)(llvm::IRBuilder<>& b, llvm::Module& m, const GpuOptions& opts);
 
-/// The shared GPU lowering, for the target `make` gives.
+/// The GPU lowering (codegen/gpu_ir/), for the target `make` gives: runs the GPU passes on a
+/// copy of `f` (the optimized IR) and lowers their output, in the target's own form of the GPU
+/// IR or, where that is refused (sm_90a: wgmma's), the next (sm_89's mma.sync); throws Error
+/// naming the kernel and what no form takes.
 GpuModule lower_gpu(const ir::Function& f, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make);
 
 /// With $TILEDIST_EXPLAIN set, says on stderr why a kernel's compile took the path it did (the
-/// GPU IR's form refused, the other lowering instead); nothing otherwise. (Compiles only: a
-/// kernel found in the cache is not compiled again.)
+/// GPU IR's sm_90a form refused, sm_89's instead); nothing otherwise. (Compiles only: a kernel found in the cache is
+/// not compiled again.)
 void explain(const std::string& kernel, const std::string& what);
-
-/// The lowering of the GPU IR (codegen/gpu_ir/): runs the GPU passes on a copy of `optimized`
-/// and lowers their output into `out`; false (with the reason in `why`) where it does not take
-/// one of the ops yet.
-bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make,
-                  GpuModule& out, std::string* why);
 
 }  // namespace tiledist::codegen

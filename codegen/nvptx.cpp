@@ -1,4 +1,4 @@
-// NVPTX: what NVIDIA GPUs give the shared GPU lowering (codegen/gpu/). Orders and scopes of
+// NVPTX: what NVIDIA GPUs give the GPU lowering (codegen/gpu_ir/). Orders and scopes of
 // the memory model are spelled out in inline PTX (ld.acquire.sys, atom.add.release.gpu,
 // fence.acq_rel.sys): LLVM 19's NVPTX backend emits every atomic as relaxed at GPU scope.
 #include "codegen/gpu_target.h"

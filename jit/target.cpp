@@ -34,7 +34,8 @@ Target Target::parse(const std::string& name) {
   if (name == "cuda") return cuda();
   if (name.rfind("sm_", 0) == 0) return cuda(name);
   if (name.rfind("gfx", 0) == 0) return amdgcn(name);
-  throw Error(str_cat("tiledist: unknown target '", name, "' (known: host, cuda, sm_80, sm_90a, gfx942, gfx90a)"));
+  throw Error(
+      str_cat("tiledist: unknown target '", name, "' (known: host, cuda, sm_80, sm_90, sm_90a, gfx942, gfx90a)"));
 }
 
 Target Target::default_target() {
@@ -90,11 +91,10 @@ void CompileOptions::validate() const {
     throw Error(str_cat("tiledist: num_stages = ", num_stages, ": must be 1 to 16"));
   if (!gpu_passes.empty())
     codegen::GpuPassContext::for_arch(gpu_passes, num_warps, num_stages);  // (names the archs it knows)
-  if (!lowering.empty() && lowering != "gpu_ir" && lowering != "gpu_ir_only" && lowering != "gpu_ir_mma" &&
-      lowering != "gpu_ir_prefetch" && lowering != "gpu_ir_tma" && lowering != "gpu_ir_ws" && lowering != "legacy")
-    throw Error(
-        str_cat("tiledist: lowering = '", lowering,
-                "': must be empty, gpu_ir, gpu_ir_only, gpu_ir_mma, gpu_ir_prefetch, gpu_ir_tma, gpu_ir_ws or legacy"));
+  if (!lowering.empty() && lowering != "gpu_ir" && lowering != "gpu_ir_mma" && lowering != "gpu_ir_prefetch" &&
+      lowering != "gpu_ir_tma" && lowering != "gpu_ir_ws")
+    throw Error(str_cat("tiledist: lowering = '", lowering,
+                        "': must be empty, gpu_ir, gpu_ir_mma, gpu_ir_prefetch, gpu_ir_tma or gpu_ir_ws"));
 }
 
 std::string CompileOptions::key() const {

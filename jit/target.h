@@ -64,21 +64,19 @@ struct CompileOptions {
   /// asynchronous copies done at once) on the CPU. Empty: the host lowering takes the
   /// optimized IR, as always.
   std::string gpu_passes;
-  /// GPU targets: "gpu_ir" lowers the GPU passes' output (layouts, pipelines
-  /// as the IR states them: codegen/gpu_ir/) where that lowering takes every op of the kernel,
-  /// else the optimized IR; "gpu_ir_only" the same, but an op it does not take is an error;
-  /// the GPU IR is each target's own form (sm_90a: wgmma); "gpu_ir_mma" as gpu_ir, but on
+  /// GPU targets: every kernel goes through the GPU passes (layouts, pipelines and warp
+  /// specialization as the IR states them) and their lowering (codegen/gpu_ir/); an op it does
+  /// not take is an error naming it. This picks the passes' variant: "gpu_ir" pipelines copying
+  /// by cp.async (unless warp specialized), in each target's own form of the GPU IR (sm_90a:
+  /// wgmma); "gpu_ir_mma" as gpu_ir, but on
   /// sm_90a sm_89's form (mma.sync, f8 operands too), to compare; "gpu_ir_prefetch" as gpu_ir, with the
   /// dot_prefetch pass (a dot feeding another issued an iteration ahead, codegen/passes/);
   /// "gpu_ir_tma" as gpu_ir, its pipelines copying by TMA where they can (sm_90a); "gpu_ir_ws"
   /// as gpu_ir_tma, warp specialized where the warp_specialization pass can (a producer
   /// warpgroup issuing the copies).
   /// Empty (the default): the GPU passes' output, as "gpu_ir" but with the pipelines copying
-  /// by TMA where they can (sm_90a, unless `tma` is off), where the GPU IR lowering takes every
-  /// op of the kernel, else the optimized IR; on AMD targets too. "legacy": the optimized IR's lowering for every
-  /// kernel, the library's too (a way back, and a figure to compare with: its wgmma GEMM loop, TMA and warp
-  /// specialization match the library GEMM's loop). ($TILEDIST_LOWERING sets it for every compile, the library's
-  /// included.)
+  /// by TMA where they can (sm_90a, unless `tma` is off). ($TILEDIST_LOWERING sets it for
+  /// every compile, the library's included.)
   std::string lowering;
 
   /// Defaults, with the environment's overrides applied.

@@ -145,7 +145,7 @@ GemmConfig gemm_fp8_config(const Target& target, int64_t M, int64_t N, int64_t K
     g.bm = 128, g.bn = 256, g.options.num_warps = 8, g.options.num_stages = 4;
     g.constants = {{"BM", 128}, {"BN", 256}, {"BK", 128}};
     // Persistent and warp specialized (f8 wgmma: 1.023 / 0.993 of cuBLAS at 8192^3, default /
-    // fast accumulation, on an H200; the other lowering 1.020 / 0.986 in the same run), unless
+    // fast accumulation, on an H200; the since-deleted matched-loop lowering 1.020 / 0.986 in the same run), unless
     // $TILEDIST_WS=0.
     if (library_persistent()) {
       g.constants.insert_or_assign("PERSISTENT", 1);
@@ -212,7 +212,7 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
     g.bm = 64, g.bn = 128, g.options.num_warps = 4, g.options.num_stages = target.has(Cap::wgmma) ? 8 : 4;
     g.constants = {{"BM", 64}, {"BN", 128}, {"BK", 64}};
     // Hopper: warp specialized (a producer warpgroup beside the one of math: 431 TFLOP/s at
-    // M=128 N=K=8192 on an H200, where the other lowering gave 416 and cuBLAS about 420),
+    // M=128 N=K=8192 on an H200, where the since-deleted matched-loop lowering gave 416 and cuBLAS about 420),
     // unless $TILEDIST_WS=0.
     if (target.has(Cap::wgmma) && persistent) g.options.warp_specialize = true;
   } else if (target.has(Cap::wgmma)) {  // wgmma: two warpgroups of m64n256, 4 stages of 48 KB

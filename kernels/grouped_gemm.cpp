@@ -218,10 +218,10 @@ GemmConfig grouped_gemm_config(const Target& target, int64_t rows, int64_t N, in
     g.options.num_warps = bm / 16, g.options.num_stages = 4;
     // bf16: warp specialized (a producer warpgroup copies both operands by TMA, the expert a
     // coordinate: 0.99 of torch._grouped_mm at E = 8 in both weight layouts, on an H200,
-    // against 0.98 / 0.83 by the other lowering; bench/RESULTS.md). f8, E = 8, 16384 rows,
+    // against 0.98 / 0.83 by the since-deleted matched-loop lowering; bench/RESULTS.md). f8, E = 8, 16384 rows,
     // N = 4096, K = 7168 on an H200 (2026-11-26), since the scales load straight into the
-    // accumulator's layout: blockwise warp specialized 402 TFLOP/s (345 not; the other
-    // lowering 8), rowwise 1147 as it is (1153 warp specialized, the other lowering 1128).
+    // accumulator's layout: blockwise warp specialized 402 TFLOP/s (345 not; the matched-loop
+    // lowering 8), rowwise 1147 as it is (1153 warp specialized, the since-deleted matched-loop lowering 1128).
     if ((!f8 || blockwise) && detail::library_warp_specialize()) g.options.warp_specialize = true;
   } else {
     g.bm = bm, g.bn = 128;

@@ -9,9 +9,8 @@
 // specialized (grouped_gemm_config): both operands copied by TMA (W [E, K, N] a 3-D map, the
 // expert a coordinate) by a producer warpgroup that recomputes the tile's table entry, wgmma
 // in the consumers. Without that option, and the f8 blockwise form (its scaled product of
-// each K block too): wgmma fed by TMA copies that the math warps issue. The library's f8
-// rowwise configuration keeps the other lowering (wgmma fed by TMA there too, faster today:
-// bench/RESULTS.md). On sm_80
+// each K block too): wgmma fed by TMA copies that the math warps issue; the f8 blockwise
+// configuration warp specialized too. On sm_80
 // bf16 in both layouts: the cp.async + ldmatrix + mma.sync pipeline.
 #pragma once
 

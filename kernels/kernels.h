@@ -31,8 +31,8 @@ struct GemmConfig {
   }
   /// The same tiles, a program per tile: for kernels that order their tiles themselves
   /// (ag_gemm by SM puts, gemm_rs by pushes, gemm_ar). Compiled as the configuration says
-  /// (on Hopper through the GPU passes, warp specialized: as fast as the other lowering on
-  /// 2 x H200, bench/RESULTS.md).
+  /// (on Hopper through the GPU passes, warp specialized: as fast as the matched-loop lowering
+  /// they replaced, on 2 x H200, bench/RESULTS.md).
   GemmConfig per_tile() const {
     GemmConfig g = *this;
     g.constants.erase("PERSISTENT");

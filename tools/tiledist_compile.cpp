@@ -1,8 +1,9 @@
 // tiledist-compile: prints any stage of a registered kernel.
-//   tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942|gfx90a] [--emit tile-ir|opt-ir|gpu-ir|llvm|asm|binary]
+//   tiledist-compile KERNEL [--target host|sm_80|sm_90|sm_90a|gfx942|gfx90a] [--emit
+//   tile-ir|opt-ir|gpu-ir|llvm|asm|binary]
 //                    [-o FILE] [--const NAME=VALUE ...] [--aligned all|none|NAME,...] [--one NAME,...] [--num-warps N]
 //                    [--num-stages N] [--no-tma] [--warp-specialize] [--lowering
-//                    gpu_ir|gpu_ir_only|gpu_ir_mma|gpu_ir_prefetch|gpu_ir_tma|gpu_ir_ws|legacy]
+//                    gpu_ir|gpu_ir_mma|gpu_ir_prefetch|gpu_ir_tma|gpu_ir_ws]
 // GPU targets print by default the variant a launch with 16-aligned arguments gets (what runs
 // in practice: integers that are multiples of 16, 16-byte aligned pointers); --aligned none
 // prints the generic one. --emit binary writes what a launch loads: PTX for NVIDIA GPUs, a code
@@ -23,11 +24,11 @@ int usage(const char* msg) {
   std::fprintf(
       stderr,
       "tiledist-compile: %s\n"
-      "usage: tiledist-compile KERNEL [--target host|sm_80|sm_90a|gfx942|gfx90a] "
+      "usage: tiledist-compile KERNEL [--target host|sm_80|sm_90|sm_90a|gfx942|gfx90a] "
       "[--emit tile-ir|opt-ir|gpu-ir|llvm|asm|binary] [-o FILE] [--const NAME=VALUE ...]\n"
       "                        [--aligned all|none|NAME,...] [--one NAME,...] [--num-warps N] [--num-stages N] "
       "[--no-tma] [--warp-specialize] [--lowering "
-      "gpu_ir|gpu_ir_only|gpu_ir_mma|gpu_ir_prefetch|gpu_ir_tma|gpu_ir_ws|legacy]\n"
+      "gpu_ir|gpu_ir_mma|gpu_ir_prefetch|gpu_ir_tma|gpu_ir_ws]\n"
       "       tiledist-compile --list\n",
       msg);
   return 2;

@@ -1,6 +1,6 @@
 // The distributed ops in the GPU IR lowering (codegen/gpu_ir/lowering.h): rank, num_ranks,
 // symm_at, wait, consume_token, memcpy, fence and the barrier of every program on every rank,
-// their code shared with the other lowering (codegen/world_ops.h).
+// their code world_ops.h's.
 #include "codegen/gpu_ir/lowering.h"
 
 namespace tiledist::codegen::gpu_ir {

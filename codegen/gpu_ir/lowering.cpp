@@ -168,8 +168,8 @@ GpuModule LayoutLowering::run() {
   emit_block(f_.body);
   target_->size_shared_memory(smem_, smem_bytes_);
   smem_ = nullptr;
-  // A module LLVM rejects is this lowering's bug, not the kernel's: an Error (lower_gpu_ir then
-  // falls back to the other lowering, saying why), not an abort.
+  // A module LLVM rejects is this lowering's bug, not the kernel's: an Error naming it (lower_gpu
+  // tries the target's next form, then says why none took it), not an abort.
   std::string bad;
   llvm::raw_string_ostream os(bad);
   if (llvm::verifyModule(*module_, &os))
@@ -422,8 +422,12 @@ void explain(const std::string& kernel, const std::string& what) {
     std::fprintf(stderr, "tiledist: kernel '%s': %s\n", kernel.c_str(), what.c_str());
 }
 
-bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make,
-                  GpuModule& out, std::string* why) {
+namespace {
+
+/// The kernel in the first of the target's forms of the GPU IR that the lowering takes, or
+/// nothing, with the reasons in `why`.
+std::optional<GpuModule> lower_first_form(const ir::Function& optimized, llvm::LLVMContext& ctx, const GpuOptions& opts,
+                                          MakeGpuTarget make, std::string& why) {
   // Each target's own form of the GPU IR: on sm_90a wgmma (its operands in shared memory, but
   // attention's P in registers), and where that form is refused (operand tiles whose rows are
   // not 128 bytes: a GEMM with BK = 32), sm_89's (mma.sync, ldmatrix, f8 operands too), which
@@ -432,7 +436,6 @@ bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const G
   const bool wgmma = GpuPassContext::for_arch(opts.arch, opts.num_warps).wgmma;
   std::vector<std::string> forms = {wgmma && opts.lowering == "gpu_ir_mma" ? mma_sync_form : opts.arch};
   if (wgmma && forms[0] == opts.arch) forms.push_back(mma_sync_form);
-  std::string reasons;
   const std::string text = ir::print(optimized);
   for (const std::string& pass_arch : forms) {
     std::unique_ptr<ir::Function> f = ir::parse_function(text, optimized.name);
@@ -441,28 +444,34 @@ bool lower_gpu_ir(const ir::Function& optimized, llvm::LLVMContext& ctx, const G
     run_gpu_passes(*f, passes);
     // An op refused up front, or one whose layouts this lowering finds it cannot take as it
     // lowers (a dot whose layouts do not hold its fragments, a reduction over mixed
-    // dimensions), is a reason, not a failed compile: the next form, or the caller, takes it.
+    // dimensions), is a reason: the next form takes it, or the caller says why none did.
     std::string w;
     try {
       gpu_ir::LayoutLowering lowering(*f, ctx, opts, make);
       w = lowering.refused();
-      if (w.empty()) {
-        out = lowering.run();
-        return true;
-      }
+      if (w.empty()) return lowering.run();
     } catch (const Error& e) {
       w = e.what();
+      if (w.rfind("tiledist: ", 0) == 0) w = w.substr(10);
     }
     if (pass_arch != forms.back())
       explain(optimized.name, str_cat("the GPU IR's ", pass_arch, " form does not take it (", w, "): ", forms.back(),
                                       "'s form instead"));
-    if (reasons.empty())
-      reasons = w;
-    else if (w != reasons)
-      reasons = str_cat(reasons, " (in ", pass_arch, "'s form: ", w, ")");
+    if (why.empty())
+      why = w;
+    else if (w != why)
+      why = str_cat(why, " (in ", pass_arch, "'s form: ", w, ")");
   }
-  if (why) *why = reasons;
-  return false;
+  return std::nullopt;
+}
+
+}  // namespace
+
+GpuModule lower_gpu(const ir::Function& optimized, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make) {
+  std::string why;
+  std::optional<GpuModule> m = lower_first_form(optimized, ctx, opts, make, why);
+  if (!m) throw Error(str_cat("tiledist: kernel '", optimized.name, "': the GPU lowering does not take it: ", why));
+  return std::move(*m);
 }
 
 }  // namespace tiledist::codegen

@@ -16,12 +16,11 @@
 //   is read (wgmma_wait);
 // - local_alloc, async_copy (cp.async), async_commit, async_wait and local_load (ldmatrix where
 //   the layouts allow it) are the pipelining pass's shared-memory ring;
-// - the distributed ops (wait, symm_at, memcpy, the barrier of every rank) are the other
-//   lowering's code (codegen/world_ops.h), thread 0's work reaching the others through shared
-//   memory.
-// Kernels with an op this lowering does not take yet (`unsupported_op` says which) keep the
-// lowering of the optimized IR (codegen/gpu/). On AMD targets the same, in 64-lane waves, dots
-// on MFMA, shared memory a static LDS array (GpuTarget::size_shared_memory).
+// - the distributed ops (wait, symm_at, memcpy, the barrier of every rank) are world_ops.h's
+//   code, thread 0's work reaching the others through shared memory.
+// A kernel with an op this lowering does not take (`refused` says which) is an error naming it
+// (lower_gpu). On AMD targets the same, in 64-lane waves, dots on MFMA, shared memory a static
+// LDS array (GpuTarget::size_shared_memory).
 //
 // Private to codegen/gpu_ir/: lowering.cpp (entry, values, dispatch, elementwise), registers.cpp
 // (coordinates; register moves and shared-memory exchanges), memory.cpp (global memory, shared
@@ -38,8 +37,8 @@
 #include "codegen/axis_info.h"
 #include "codegen/codegen.h"
 #include "codegen/elements.h"
+#include "codegen/gpu_ir/world_ops.h"
 #include "codegen/gpu_target.h"
-#include "codegen/world_ops.h"
 #include "ir/layout.h"
 
 #pragma GCC visibility push(hidden)
@@ -195,8 +194,8 @@ class LayoutLowering : public WorldOps {
   /// Byte offset within a tile of a memdesc's element at (row, col) of the tile as stored.
   llvm::Value* shared_offset(const ir::Type& desc, llvm::Value* row, llvm::Value* col);
 
-  // ---- distributed.cpp: the distributed ops, their code shared with the other lowering
-  // (codegen/world_ops.h) and the program's threads meeting around what thread 0 does; in a
+  // ---- distributed.cpp: the distributed ops, their code world_ops.h's
+  // and the program's threads meeting around what thread 0 does; in a
   // warp-specialized producer, its one thread does it alone
   void emit_distributed(const ir::Op& op);
   /// wait(p, n, v): thread 0 polls (WorldOps::poll_words), then the program's threads meet, so

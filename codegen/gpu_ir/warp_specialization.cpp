@@ -25,7 +25,7 @@ void LayoutLowering::emit_warp_specialize(const ir::Op& op) {
   regs("consumer_regs", "inc");
   // An aligned warpgroup instruction where the consumers start: without one (setmaxnreg's, at
   // 8 warps) ptxas takes their wgmma for divergent code and serializes it, waiting after each
-  // (C7518: the skinny GEMM's tiles at 4 warps ran at 0.74 of the other lowering, their waits
+  // (C7518: the skinny GEMM's tiles at 4 warps ran at 0.74 of the optimized IR's lowering, since deleted, their waits
   // on every wgmma half the stalls; ncu, H200).
   if (!op.has_attr("consumer_regs")) ptx(b_.getVoidTy(), "wgmma.fence.sync.aligned;", "", {});
   consumers_ = true;  // (to the kernel's end: what follows the op is its return)

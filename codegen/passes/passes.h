@@ -32,7 +32,7 @@ struct GpuPassContext {
   /// specialization, or where CompileOptions::lowering is "gpu_ir_tma". Issued by the math
   /// warps it was slower than cp.async (attention 0.51 of SDPA against 0.60 on an H200,
   /// 2026-11-26) until each slot was released a dot late; since, the same day: a GEMM at
-  /// 128x256x64 636 TFLOP/s against cp.async's 498 (the other lowering 638, cuBLAS 645),
+  /// 128x256x64 636 TFLOP/s against cp.async's 498 (the since-deleted matched-loop lowering 638, cuBLAS 645),
   /// attention D = 128 456 against 437, D = 64 362 against 369.
   bool tma = false;
   /// warp_specialization runs (CompileOptions::warp_specialize, as the library asks for
@@ -40,7 +40,7 @@ struct GpuPassContext {
   /// kernel; a loop's tl::for_range warp_specialize hint asks for its own). TMA with it.
   bool warp_specialize = false;
 
-  /// sm_80, sm_90a, gfx90a, gfx942; throws Error naming the known ones otherwise. `lowering`
+  /// sm_80, sm_89, sm_90, sm_90a, gfx90a, gfx942; throws Error naming the known ones otherwise. `lowering`
   /// (CompileOptions::lowering) asks for the passes that are off by default.
   static GpuPassContext for_arch(const std::string& arch, int num_warps, int num_stages = 3,
                                  const std::string& lowering = "");

@@ -9,7 +9,8 @@ namespace tiledist::codegen {
 GpuPassContext GpuPassContext::for_arch(const std::string& arch, int num_warps, int num_stages,
                                         const std::string& lowering) {
   if (std::optional<GpuPassContext> c = find(arch, num_warps, num_stages, lowering)) return *c;
-  throw Error(str_cat("tiledist: the GPU passes know sm_80, sm_89, sm_90a, gfx90a and gfx942, not '", arch, "'"));
+  throw Error(
+      str_cat("tiledist: the GPU passes know sm_80, sm_89, sm_90, sm_90a, gfx90a and gfx942, not '", arch, "'"));
 }
 
 std::optional<GpuPassContext> GpuPassContext::find(const std::string& arch, int num_warps, int num_stages,
@@ -21,7 +22,8 @@ std::optional<GpuPassContext> GpuPassContext::find(const std::string& arch, int 
   };
   static const Facts table[] = {
       {"sm_80", 32, true, false, false, false},
-      {"sm_89", 32, true, false, false, true},  // (mma.sync takes f8: Hopper's form where wgmma's is refused)
+      {"sm_89", 32, true, false, false, true},   // (mma.sync takes f8: Hopper's form where wgmma's is refused)
+      {"sm_90", 32, true, false, false, false},  // (Hopper without wgmma: sm_80's form, PTX 8.0, f8 dots on FMAs)
       {"sm_90a", 32, true, true, false, true},
       {"gfx90a", 64, false, false, true, false},  // (no f8 MFMA: f8 dots on FMAs)
       {"gfx942", 64, false, false, true, true},

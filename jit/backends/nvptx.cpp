@@ -1,4 +1,4 @@
-// The NVPTX backend: the GPU lowering for NVIDIA (codegen/gpu/), LLVM's -O3 and PTX for the
+// The NVPTX backend: the GPU lowering for NVIDIA (codegen/gpu_ir/), LLVM's -O3 and PTX for the
 // arch, the PTX loaded by the CUDA driver at the first launch, and a launch that encodes the
 // kernel's TMA tensor maps from its arguments.
 #include <algorithm>

@@ -31,14 +31,14 @@ std::string error_of(const std::function<void()>& fn) {
 }
 
 // Every single-GPU kernel of the library without f8 values goes through it on
-// both NVIDIA archs, and its dots become mma.sync fed by ldmatrix.
+// the NVIDIA archs, and its dots become mma.sync fed by ldmatrix.
 TEST(GpuIrLowering, TakesTheLibrarysSingleGpuKernels) {
-  for (const char* arch : {"sm_80", "sm_90a"})
+  for (const char* arch : {"sm_80", "sm_90", "sm_90a"})
     for (const char* kernel : {"add", "softmax", "layernorm", "gemm", "gemm_f16", "attention", "attention_f16",
                                "grouped_gemm", "grouped_gemm_tiles"}) {
       SCOPED_TRACE(std::string(kernel) + " on " + arch);
       std::string text;
-      ASSERT_NO_THROW(text = ptx(kernel, arch, "gpu_ir_only"));
+      ASSERT_NO_THROW(text = ptx(kernel, arch, "gpu_ir"));
       EXPECT_NE(text.find(".entry " + std::string(kernel) + "("), std::string::npos);
       const bool dots = std::string(kernel).find("gemm") == 0 ? std::string(kernel) != "grouped_gemm_tiles"
                                                               : std::string(kernel).find("attention") == 0;
@@ -58,7 +58,7 @@ TEST(GpuIrLowering, TakesTheLibrarysSingleGpuKernels) {
 // On sm_90a, attention at the library's 8 warps takes Hopper's form: wgmma, no mma.sync.
 TEST(GpuIrLowering, HopperAttentionIsWgmma) {
   for (const char* kernel : {"attention", "attention_f16"}) {
-    std::string text = ptx(kernel, "sm_90a", "gpu_ir_only", 8);
+    std::string text = ptx(kernel, "sm_90a", "gpu_ir", 8);
     EXPECT_NE(text.find("wgmma.mma_async.sync.aligned"), std::string::npos) << kernel;
     EXPECT_EQ(text.find("mma.sync.aligned.m16n8k16"), std::string::npos) << kernel;
     text = ptx(kernel, "sm_90a", "gpu_ir_mma", 8);  // (sm_89's form asked for)
@@ -110,13 +110,12 @@ TEST(GpuIrLowering, LibraryGemmWarpSpecializedThroughThePasses) {
   const kernels::GemmConfig skinny = kernels::gemm_config(t, 128, 8192, 8192);  // (M <= 256: 64x128 tiles)
   EXPECT_TRUE(skinny.options.warp_specialize);
   const std::string text = emit(gemm, g.constants, "");
-  EXPECT_EQ(text, emit(gemm, g.constants, "gpu_ir_only"));
   EXPECT_NE(text.find("setmaxnreg.inc.sync.aligned.u32 232;"), std::string::npos);
   EXPECT_NE(text.find("cp.async.bulk.tensor"), std::string::npos);
   EXPECT_NE(text.find("wgmma.wait_group.sync.aligned 1;"), std::string::npos);
   Constants sk = g.constants;
   sk.erase("PERSISTENT");
-  const std::string stream_k = emit(kernels::gemm_sk_kernel(ir::DType::bf16), sk, "gpu_ir_only");
+  const std::string stream_k = emit(kernels::gemm_sk_kernel(ir::DType::bf16), sk, "gpu_ir");
   EXPECT_NE(stream_k.find("setmaxnreg.inc.sync.aligned.u32 232;"), std::string::npos);
   EXPECT_NE(stream_k.find("atom.acq_rel.gpu.global.add.u32"), std::string::npos);
   const kernels::GemmConfig f8 = kernels::gemm_fp8_config(t, 8192, 8192, 8192);
@@ -125,8 +124,6 @@ TEST(GpuIrLowering, LibraryGemmWarpSpecializedThroughThePasses) {
   const KernelDef& fp8 = kernels::gemm_fp8_kernel(ir::DType::f8e4m3);
   const std::string scaled =
       jit::Context::global().emit(fp8, f8.constants, t, o, jit::Stage::asm_, fp8.aligned_facts());
-  o.lowering = "gpu_ir_only";
-  EXPECT_EQ(scaled, jit::Context::global().emit(fp8, f8.constants, t, o, jit::Stage::asm_, fp8.aligned_facts()));
   EXPECT_NE(scaled.find("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"), std::string::npos);
   EXPECT_NE(scaled.find("setmaxnreg.inc.sync.aligned.u32 232;"), std::string::npos);
 }
@@ -138,7 +135,7 @@ TEST(GpuIrLowering, TakesAmdKernels) {
   for (const char* arch : {"gfx942", "gfx90a"}) {
     for (const char* kernel : {"add", "softmax", "layernorm", "gemm", "gemm_f16", "attention", "grouped_gemm"}) {
       std::string text;
-      ASSERT_NO_THROW(text = ptx(kernel, arch, "gpu_ir_only")) << kernel << " on " << arch;
+      ASSERT_NO_THROW(text = ptx(kernel, arch, "gpu_ir")) << kernel << " on " << arch;
       EXPECT_NE(text.find(".amdhsa_kernel " + std::string(kernel)), std::string::npos) << kernel << " on " << arch;
       const bool dots = std::string(kernel).find("gemm") != std::string::npos || std::string(kernel) == "attention";
       EXPECT_EQ(text.find("v_mfma_f32_") != std::string::npos, dots) << kernel << " on " << arch;
@@ -146,7 +143,7 @@ TEST(GpuIrLowering, TakesAmdKernels) {
       if (dots)
         EXPECT_EQ(text.find(".amdhsa_group_segment_fixed_size 0\n"), std::string::npos) << kernel << " on " << arch;
     }
-    EXPECT_NE(ptx("softmax", arch, "gpu_ir_only").find("ds_bpermute_b32"), std::string::npos)
+    EXPECT_NE(ptx("softmax", arch, "gpu_ir").find("ds_bpermute_b32"), std::string::npos)
         << arch;  // (its row max and sum)
   }
 }
@@ -156,7 +153,7 @@ TEST(GpuIrLowering, TakesAmdKernels) {
 void sum8(tl::Ptr<int8_t> x, tl::Ptr<int8_t> out) { tl::store(out, tl::sum(tl::load(x + tl::arange(0, 128)), 0)); }
 TEST(GpuIrLowering, TakesNarrowIntegerReductions) {
   const KernelDef def("sum8", sum8, {"x", "out"});
-  for (const char* arch : {"sm_80", "sm_90a", "gfx942"}) EXPECT_NO_THROW(ptx(def, arch, "gpu_ir_only")) << arch;
+  for (const char* arch : {"sm_80", "sm_90a", "gfx942"}) EXPECT_NO_THROW(ptx(def, arch, "gpu_ir")) << arch;
 }
 
 // Reductions of 64-bit values (each partial's halves shuffled apart) and of rank-3 tensors.
@@ -170,7 +167,7 @@ void sum64(tl::Ptr<int64_t> x, tl::Ptr<double> y, tl::Ptr<int64_t> out, tl::Ptr<
 }
 TEST(GpuIrLowering, Takes64BitAndRank3Reductions) {
   const KernelDef def("sum64", sum64, {"x", "y", "out", "out_y", "z", "out_z"});
-  for (const char* arch : {"sm_80", "sm_90a", "gfx942"}) EXPECT_NO_THROW(ptx(def, arch, "gpu_ir_only")) << arch;
+  for (const char* arch : {"sm_80", "sm_90a", "gfx942"}) EXPECT_NO_THROW(ptx(def, arch, "gpu_ir")) << arch;
 }
 
 // Atomics of tensors (each element's by the thread holding its first copy; the old values
@@ -186,7 +183,7 @@ TEST(GpuIrLowering, TakesTensorAtomicsAndArgmax) {
   const KernelDef def("histogram", histogram, {"vals", "hist", "xs", "where", "n"});
   for (const char* arch : {"sm_80", "sm_90a", "gfx942"}) {
     std::string text;
-    ASSERT_NO_THROW(text = ptx(def, arch, "gpu_ir_only")) << arch;
+    ASSERT_NO_THROW(text = ptx(def, arch, "gpu_ir")) << arch;
     if (std::string(arch) != "gfx942")
       EXPECT_NE(text.find(".global.add."), std::string::npos) << arch;  // (atom.<order>.<scope>)
   }
@@ -197,17 +194,17 @@ TEST(GpuIrLowering, TakesTensorAtomicsAndArgmax) {
 // m16n8k32; gfx942: MFMA) or on FMAs (sm_80, gfx90a); no f8 value is rounded back to its bits by
 // the table search (the registers keep the bits they were loaded as).
 TEST(GpuIrLowering, TakesF8Kernels) {
-  for (const char* arch : {"sm_80", "sm_90a", "gfx942", "gfx90a"})
+  for (const char* arch : {"sm_80", "sm_90", "sm_90a", "gfx942", "gfx90a"})
     for (const char* kernel : {"gemm_f8e4m3", "gemm_fp8", "gemm_fp8_e5m2", "gemm_sk_f8e4m3", "grouped_gemm_fp8_rowwise",
                                "grouped_gemm_fp8_blockwise"}) {
       SCOPED_TRACE(std::string(kernel) + " on " + arch);
       std::string text;
-      ASSERT_NO_THROW(text = ptx(kernel, arch, "gpu_ir_only"));
+      ASSERT_NO_THROW(text = ptx(kernel, arch, "gpu_ir"));
       EXPECT_EQ(text.find("_finite"), std::string::npos);
       const std::string a = arch;
       if (a == "sm_90a") EXPECT_NE(text.find(".f32.e"), std::string::npos);  // (e4m3 or e5m2 operands)
       if (a == "gfx942") EXPECT_NE(text.find("v_mfma_f32_32x32x16_"), std::string::npos);
-      if (a == "sm_80") EXPECT_EQ(text.find("mma.sync"), std::string::npos);
+      if (a == "sm_80" || a == "sm_90") EXPECT_EQ(text.find("mma.sync"), std::string::npos);
       if (a == "gfx90a") EXPECT_EQ(text.find("v_mfma"), std::string::npos);
     }
 }
@@ -215,14 +212,13 @@ TEST(GpuIrLowering, TakesF8Kernels) {
 // The distributed kernels go through it too: the collectives (waits, symm_at, puts), and the
 // library's overlapped GEMMs at their Hopper configuration, warp specialized by the passes
 // (ag_gemm's waits for the gathered rows run by the producer before its copies, not by the
-// consumers, whose loads no longer read their token; gemm_rs's tile stored to a peer and signalled there), where
-// "legacy" keeps the other lowering.
+// consumers, whose loads no longer read their token; gemm_rs's tile stored to a peer and signalled there).
 TEST(GpuIrLowering, TakesTheDistributedKernels) {
   for (const char* arch : {"sm_80", "sm_90a"})
     for (const char* kernel : {"all_reduce", "all_gather_bf16", "reduce_scatter", "rs_reduce"}) {
       SCOPED_TRACE(std::string(kernel) + " on " + arch);
       std::string text;
-      ASSERT_NO_THROW(text = ptx(kernel, arch, "gpu_ir_only"));
+      ASSERT_NO_THROW(text = ptx(kernel, arch, "gpu_ir"));
       EXPECT_NE(text.find(".entry " + std::string(kernel) + "("), std::string::npos);
     }
   const Target t = Target::cuda("sm_90a");
@@ -231,7 +227,7 @@ TEST(GpuIrLowering, TakesTheDistributedKernels) {
     SCOPED_TRACE(kernel);
     const KernelDef& def = *Registry::global().find(kernel);
     CompileOptions o = g.options;
-    o.lowering = "gpu_ir_only";
+    o.lowering = "gpu_ir";
     const std::string text = jit::Context::global().emit(def, g.constants, t, o, jit::Stage::asm_, def.aligned_facts());
     EXPECT_NE(text.find("setmaxnreg.inc.sync.aligned.u32 232;"), std::string::npos);
     EXPECT_NE(text.find("cp.async.bulk.tensor"), std::string::npos);
@@ -242,14 +238,12 @@ TEST(GpuIrLowering, TakesTheDistributedKernels) {
       EXPECT_EQ(text.find("ld.acquire.sys.global.b32", first + 1), std::string::npos);
       EXPECT_NE(text.find("fence.proxy.async.global;"), std::string::npos);
     }
-    o.lowering = "legacy";
-    EXPECT_NE(text, jit::Context::global().emit(def, g.constants, t, o, jit::Stage::asm_, def.aligned_facts()));
   }
 }
 
-// By default an NVIDIA kernel goes through it: sm_90a's pipelines copy by TMA where they can
-// (as "gpu_ir_tma" asks for), sm_80's by cp.async (as "gpu_ir"); "legacy" keeps the other
-// lowering, which AMD kernels keep by default.
+// By default sm_90a's pipelines copy by TMA where they can (as "gpu_ir_tma" asks for), sm_80's
+// and AMD's as "gpu_ir" asks (cp.async; plain loads into LDS); sm_90 (Hopper without its
+// arch-specific instructions) takes sm_80's form.
 TEST(GpuIrLowering, ByDefault) {
   const KernelDef& gemm = *Registry::global().find("gemm");
   auto emit = [&](const Target& t, const std::string& lowering) {
@@ -263,12 +257,13 @@ TEST(GpuIrLowering, ByDefault) {
   EXPECT_NE(text.find("wgmma.mma_async"), std::string::npos);
   EXPECT_NE(text.find("cp.async.bulk.tensor.2d"), std::string::npos);
   EXPECT_EQ(text, emit(hopper, "gpu_ir_tma"));
-  EXPECT_NE(text, emit(hopper, "legacy"));
   EXPECT_EQ(emit(ampere, ""), emit(ampere, "gpu_ir"));
-  EXPECT_NE(emit(ampere, ""), emit(ampere, "legacy"));
   EXPECT_EQ(emit(mi300, ""), emit(mi300, "gpu_ir"));
-  EXPECT_NE(emit(mi300, ""), emit(mi300, "legacy"));
   EXPECT_EQ(ptx("attention", "sm_90a", ""), ptx("attention", "sm_90a", "gpu_ir_tma"));
+  const std::string plain_hopper = emit(Target::cuda("sm_90"), "");
+  EXPECT_NE(plain_hopper.find(".target sm_90\n"), std::string::npos);
+  EXPECT_NE(plain_hopper.find("mma.sync.aligned.m16n8k16"), std::string::npos);
+  EXPECT_EQ(plain_hopper.find("wgmma"), std::string::npos);
 }
 
 TEST(GpuIrLowering, ABadLoweringIsNamed) {
@@ -276,7 +271,7 @@ TEST(GpuIrLowering, ABadLoweringIsNamed) {
   o.lowering = "fastest";
   std::string e = error_of([&] { o.validate(); });
   EXPECT_NE(e.find("lowering = 'fastest'"), std::string::npos) << e;
-  // (the option is part of the cache key: the two lowerings never share an entry)
+  // (the option is part of the cache key: two variants never share an entry)
   CompileOptions plain;
   o.lowering = "gpu_ir";
   EXPECT_NE(plain.key(), o.key());

@@ -43,7 +43,7 @@ TEST(LayoutAssignment, NeedsAGpuArchItKnows) {
     GpuPassContext::for_arch("sm_75", 4);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("know sm_80, sm_89, sm_90a, gfx90a and gfx942, not 'sm_75'"),
+    EXPECT_NE(std::string(e.what()).find("know sm_80, sm_89, sm_90, sm_90a, gfx90a and gfx942, not 'sm_75'"),
               std::string::npos)
         << e.what();
   }

@@ -7,7 +7,7 @@ compile=$1 ptxas=$2
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 for k in "ag_gemm" "ag_gemm --const PUTS=8" "gemm_rs" "gemm_ar --const ALL=1"; do
-  for f in "--lowering gpu_ir_tma" "--lowering gpu_ir_only --warp-specialize"; do
+  for f in "--lowering gpu_ir_tma" "--lowering gpu_ir --warp-specialize"; do
     for p in 0 1; do
       what="$k $f PERSISTENT=$p"
       # shellcheck disable=SC2086

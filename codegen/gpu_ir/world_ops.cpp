@@ -1,5 +1,5 @@
-// The distributed ops' code both GPU lowerings share (codegen/world_ops.h).
-#include "codegen/world_ops.h"
+// The distributed ops' code (codegen/gpu_ir/world_ops.h).
+#include "codegen/gpu_ir/world_ops.h"
 
 #include "llvm/IR/MDBuilder.h"
 

@@ -1,10 +1,10 @@
-// What both GPU lowerings (codegen/gpu/, codegen/gpu_ir/) emit for the distributed ops: the
-// device world's fields (runtime::DeviceWorld, a trailing kernel parameter), failing loudly (the
-// world's failure record), spinning with a timeout, symm_at's translation between heaps, a
-// wait's polls, the barrier of every program on every rank, and a memcpy's copy loops. What
-// differs between the lowerings stays theirs: which threads meet at a program's barrier, and
-// how a value thread 0 read reaches the others. These emit what one thread, or every thread,
-// runs between those barriers. Orders and scopes are the target's (GpuTarget's load, store,
+// What the GPU lowering emits for the distributed ops: the device world's fields
+// (runtime::DeviceWorld, a trailing kernel parameter), failing loudly (the world's failure
+// record), spinning with a timeout, symm_at's translation between heaps, a wait's polls, the
+// barrier of every program on every rank, and a memcpy's copy loops. Which threads meet at a
+// program's barrier, and how a value thread 0 read reaches the others, is distributed.cpp's
+// (a warp-specialized producer's one thread alone, or every thread): these emit what one
+// thread, or every thread, runs between those barriers. Orders and scopes are the target's (GpuTarget's load, store,
 // atomic, fence).
 #pragma once
 
