@@ -94,22 +94,26 @@ void LayoutLowering::emit_wait_barrier(const ir::Op& op) {
               "=r,r,r", {bar, parity});
       return b_.CreateICmpNE(ok, b_.getInt32(0));
     };
-    // The first try succeeds in the steady state; past it, a spin that gives up (traps) after
-    // 100 s: a copy that never lands is a failed launch, not a hang.
+    // The first try succeeds in the steady state; past it, a spin that tries again at once and
+    // reads the clock only after a failed try (a tile that lands is seen without the clock's
+    // latency), and gives up (traps) after 100 s: a copy that never lands is a failed launch,
+    // not a hang.
     auto* spin = llvm::BasicBlock::Create(ctx_, "mbar.spin", fn_);
+    auto* slow = llvm::BasicBlock::Create(ctx_, "mbar.slow", fn_);
     auto* done = llvm::BasicBlock::Create(ctx_, "mbar.done", fn_);
     b_.CreateCondBr(ready(), done, spin, llvm::MDBuilder(ctx_).createBranchWeights(1 << 10, 1));
     llvm::BasicBlock* from = b_.GetInsertBlock();
     b_.SetInsertPoint(spin);
     llvm::PHINode* started = b_.CreatePHI(b_.getInt64Ty(), 2);
     started->addIncoming(b_.getInt64(0), from);
+    b_.CreateCondBr(ready(), done, slow);
+    b_.SetInsertPoint(slow);
     llvm::Value* now = target_->nanoseconds();
     llvm::Value* start = b_.CreateSelect(b_.CreateICmpEQ(started, b_.getInt64(0)), now, started);
     constexpr int64_t kTimeoutNs = int64_t(100) * 1000 * 1000 * 1000;
     when(b_.CreateICmpUGT(b_.CreateSub(now, start), b_.getInt64(kTimeoutNs)), [&] { target_->give_up(); });
-    llvm::Value* ok = ready();
     started->addIncoming(start, b_.GetInsertBlock());
-    b_.CreateCondBr(ok, done, spin);
+    b_.CreateBr(spin);
     b_.SetInsertPoint(done);
   });
   if (!producer_) warp_sync();
