@@ -422,12 +422,7 @@ void explain(const std::string& kernel, const std::string& what) {
     std::fprintf(stderr, "tiledist: kernel '%s': %s\n", kernel.c_str(), what.c_str());
 }
 
-namespace {
-
-/// The kernel in the first of the target's forms of the GPU IR that the lowering takes, or
-/// nothing, with the reasons in `why`.
-std::optional<GpuModule> lower_first_form(const ir::Function& optimized, llvm::LLVMContext& ctx, const GpuOptions& opts,
-                                          MakeGpuTarget make, std::string& why) {
+GpuModule lower_gpu(const ir::Function& optimized, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make) {
   // Each target's own form of the GPU IR: on sm_90a wgmma (its operands in shared memory, but
   // attention's P in registers), and where that form is refused (operand tiles whose rows are
   // not 128 bytes: a GEMM with BK = 32), sm_89's (mma.sync, ldmatrix, f8 operands too), which
@@ -437,6 +432,8 @@ std::optional<GpuModule> lower_first_form(const ir::Function& optimized, llvm::L
   std::vector<std::string> forms = {wgmma && opts.lowering == "gpu_ir_mma" ? mma_sync_form : opts.arch};
   if (wgmma && forms[0] == opts.arch) forms.push_back(mma_sync_form);
   const std::string text = ir::print(optimized);
+  const std::string ours = "tiledist: ";  // (an Error's prefix, dropped from a reason)
+  std::string why;
   for (const std::string& pass_arch : forms) {
     std::unique_ptr<ir::Function> f = ir::parse_function(text, optimized.name);
     const GpuPassContext passes = GpuPassContext::for_compile(pass_arch, opts.num_warps, opts.num_stages, opts.lowering,
@@ -444,7 +441,7 @@ std::optional<GpuModule> lower_first_form(const ir::Function& optimized, llvm::L
     run_gpu_passes(*f, passes);
     // An op refused up front, or one whose layouts this lowering finds it cannot take as it
     // lowers (a dot whose layouts do not hold its fragments, a reduction over mixed
-    // dimensions), is a reason: the next form takes it, or the caller says why none did.
+    // dimensions), is a reason: the next form takes it, or the Error below says why none did.
     std::string w;
     try {
       gpu_ir::LayoutLowering lowering(*f, ctx, opts, make);
@@ -452,7 +449,7 @@ std::optional<GpuModule> lower_first_form(const ir::Function& optimized, llvm::L
       if (w.empty()) return lowering.run();
     } catch (const Error& e) {
       w = e.what();
-      if (w.rfind("tiledist: ", 0) == 0) w = w.substr(10);
+      if (w.rfind(ours, 0) == 0) w.erase(0, ours.size());
     }
     if (pass_arch != forms.back())
       explain(optimized.name, str_cat("the GPU IR's ", pass_arch, " form does not take it (", w, "): ", forms.back(),
@@ -462,16 +459,7 @@ std::optional<GpuModule> lower_first_form(const ir::Function& optimized, llvm::L
     else if (w != why)
       why = str_cat(why, " (in ", pass_arch, "'s form: ", w, ")");
   }
-  return std::nullopt;
-}
-
-}  // namespace
-
-GpuModule lower_gpu(const ir::Function& optimized, llvm::LLVMContext& ctx, const GpuOptions& opts, MakeGpuTarget make) {
-  std::string why;
-  std::optional<GpuModule> m = lower_first_form(optimized, ctx, opts, make, why);
-  if (!m) throw Error(str_cat("tiledist: kernel '", optimized.name, "': the GPU lowering does not take it: ", why));
-  return std::move(*m);
+  throw Error(str_cat(ours, "kernel '", optimized.name, "': the GPU lowering does not take it: ", why));
 }
 
 }  // namespace tiledist::codegen
