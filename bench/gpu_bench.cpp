@@ -112,6 +112,7 @@ void phases(const char* mode, int width, const std::vector<std::pair<const char*
 /// `gpu_bench gemm M N K BM BN BK WARPS STAGES [bf16|f8e4m3]`: one GEMM configuration on random
 /// inputs, launched three times (for a profiler: `ncu --launch-skip 2 --launch-count 1 gpu_bench
 /// gemm ...`).
+/// ($TILEDIST_TRANSPOSED=1: bf16 tiles computed transposed, gemm's TRANSPOSED constant.)
 /// `gpu_bench sustain M N K BM BN BK WARPS STAGES SECONDS`: bf16, ours and cuBLAS each run for
 /// SECONDS at a time, twice in turn, printing the throughput of each phase and its wall-clock
 /// span (to line up with `nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw ... -lms 50`).
@@ -134,7 +135,10 @@ int one_gemm(const std::string& mode, char** argv, const std::string& last) {
     fill_random(b);
     ms = time_ms([&] { g.launch({tl::cdiv(M, bm), tl::cdiv(N, bn)}, a, b, c, M, N, K); }, 1, 2);
   } else {
-    auto g = compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", bm}, {"BN", bn}, {"BK", bk}}, Target::cuda(), opts);
+    const char* tr = std::getenv("TILEDIST_TRANSPOSED");  // 1: the tiles computed transposed (as C^T's)
+    auto g = compile(kernels::gemm_kernel(ir::DType::bf16),
+                     {{"BM", bm}, {"BN", bn}, {"BK", bk}, {"TRANSPOSED", tr && std::string(tr) == "1"}}, Target::cuda(),
+                     opts);
     cuda::Buffer<bf16> a(size_t(M) * K), b(size_t(K) * N);
     fill_random(a);
     fill_random(b);
@@ -205,12 +209,13 @@ int main(int argc, char** argv) {
   const Target target = std::getenv("TILEDIST_TARGET") ? Target::default_target() : Target::cuda();
   std::printf("gpu_bench on %s (%s, %d SMs), code for %s\n\n", dev.name.c_str(), dev.arch().c_str(), dev.sms,
               target.arch.c_str());
-  const bool only_fp8 = mode == "fp8";        // `gpu_bench fp8`: the f8 GEMM rows alone
-  const bool only_tp = mode == "tp";          // `gpu_bench tp`: the library's GEMM at the TP shapes alone
-  const bool only_skinny = mode == "skinny";  // `gpu_bench skinny`: the skinny row alone, three times
+  const bool only_fp8 = mode == "fp8";                   // `gpu_bench fp8`: the f8 GEMM rows alone
+  const bool only_tp = mode == "tp";                     // `gpu_bench tp`: the library's GEMM at the TP shapes alone
+  const bool only_shape = mode == "shape" && argc == 5;  // `gpu_bench shape M N K`: its rows at one shape
+  const bool only_skinny = mode == "skinny";             // `gpu_bench skinny`: the skinny row alone, three times
   try {
     // ---- bandwidth-bound kernels against the copy engine's device-to-device copy
-    if (!only_fp8 && !only_tp && !only_skinny) {
+    if (!only_fp8 && !only_tp && !only_skinny && !only_shape) {
       size_t n = size_t(64) << 20;  // 64 Mi floats = 256 MiB per buffer
       cuda::Buffer<float> x(n), y(n), out(n);
       cuda::memset(x.data(), 0, n * 4);
@@ -306,7 +311,9 @@ int main(int argc, char** argv) {
     // would leave half the SMs idle), queued on the default stream as the launches above are.
     auto gemm_row = [&](Problem& p, const std::string& label, const kernels::GemmConfig& cfg) {
       kernels::Gemm g(target, p.M, p.N, p.K, ir::DType::bf16, cfg);
-      row_of(p, str_cat(label, g.stream_k() ? " SK" : " (no SK)"),
+      const auto tr = cfg.constants.find("TRANSPOSED");
+      const bool transposed = tr != cfg.constants.end() && tr->second == ConstValue(1);
+      row_of(p, str_cat(label, transposed ? " T" : "", g.stream_k() ? " SK" : " (no SK)"),
              [&] { g.run(p.a.data(), p.b.data(), p.c.data(), &cuda::Stream::legacy()); });
     };
     // 256x128 tiles over four consumer warpgroups of m64n128 (sm_90a, warp specialized: 640
@@ -326,7 +333,7 @@ int main(int argc, char** argv) {
                               {64, 128, 64, 4, 4, 8},
                               {64, 128, 64, 4, 4, 8, true, true, true}};
     for (auto [M, N, K] : {std::tuple{4096, 4096, 4096}, {8192, 8192, 8192}, {128, 8192, 8192}}) {
-      if (only_fp8 || only_tp || only_skinny) break;
+      if (only_fp8 || only_tp || only_skinny || only_shape) break;
       Problem problem(cublas, M, N, K);
       for (Config cfg : configs) {
         if (M < cfg.bm) continue;
@@ -351,7 +358,35 @@ int main(int argc, char** argv) {
     // benchmarks (m, n, k), as each of 4 ranks computes them: AllGather+GEMM multiplies the
     // gathered A by its n / 4 columns of B; GEMM+ReduceScatter its k / 4 slice of A by B's rows.
     // The library's GEMM as gemm_config picks it (what AgGemm and GemmRs run).
-    if (!only_fp8 && !only_skinny) std::printf("\nTP shapes (per rank of 4), the library's configuration\n");
+    if (!only_fp8 && !only_skinny && !only_shape)
+      std::printf("\nTP shapes (per rank of 4), the library's configuration\n");
+    // One shape's rows: the library's configuration by its kernel alone, then by kernels::Gemm (stream-K where it
+    // splits the last wave); where N is short, the choices gemm_config did not take (C's 256x128 tiles computed
+    // transposed at other stream-K splits, against 128x128 ones, as ag_gemm and gemm_rs take them, and 128x256).
+    auto shape_rows = [&](const std::string& label, int M, int N, int K) {
+      kernels::GemmConfig cfg = kernels::gemm_config(target, M, N, K);
+      Problem problem(cublas, M, N, K);
+      row(problem, label, cfg.constants, cfg.options, cfg.grid(M, N));
+      gemm_row(problem, label, cfg);
+      if (cfg.bn != 128 || !target.has(Cap::wgmma)) return;
+      if (only_shape && cfg.bm == 256)
+        for (int parts : {4, 6, 8}) {
+          kernels::GemmConfig other = cfg;
+          other.max_parts = parts;
+          gemm_row(problem, str_cat(label, " max ", parts, " parts"), other);
+        }
+      const kernels::GemmConfig plain = kernels::gemm_config(target, M, N, K, false);
+      if (plain.constants != cfg.constants) gemm_row(problem, str_cat(label, " 128x128"), plain);
+      kernels::GemmConfig wide = plain;
+      wide.bn = 256;
+      wide.constants.insert_or_assign("BN", 256);
+      gemm_row(problem, str_cat(label, " 128x256"), wide);
+    };
+    if (only_shape) {
+      const int M = std::atoi(argv[2]), N = std::atoi(argv[3]), K = std::atoi(argv[4]);
+      shape_rows(str_cat("M=", M, " N=", N, " K=", K), M, N, K);
+      return 0;
+    }
     for (auto [m, n, k] : {std::tuple{8192, 4096, 12288},
                            {8192, 4096, 14336},
                            {8192, 3584, 14336},
@@ -361,19 +396,9 @@ int main(int argc, char** argv) {
       if (only_fp8 || only_skinny) break;
       for (bool ag : {true, false}) {
         const int M = m, N = ag ? n / 4 : n, K = ag ? k : k / 4;
-        kernels::GemmConfig cfg = kernels::gemm_config(target, M, N, K);
         char label[96];
         std::snprintf(label, sizeof label, "%s %dx%dx%d: M=%d N=%d K=%d", ag ? "AG" : "RS", m, n, k, M, N, K);
-        Problem problem(cublas, M, N, K);
-        row(problem, label, cfg.constants, cfg.options, cfg.grid(M, N));
-        gemm_row(problem, label, cfg);
-        if (cfg.bn == 128 && target.has(Cap::wgmma)) {  // the fuller waves' 128x128 tiles, against 128x256 ones, shared
-          kernels::GemmConfig wide = cfg;
-          wide.bn = 256;
-          wide.constants.insert_or_assign("BN", 256);
-          gemm_row(problem, str_cat(label, " 128x256"), wide);
-          gemm_row(problem, str_cat(label, " 256x128/16w"), tall(cfg));
-        }
+        shape_rows(label, M, N, K);
       }
     }
     if (only_tp)  // the square shapes, shared out over K

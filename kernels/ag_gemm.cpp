@@ -140,7 +140,7 @@ AgGemm::AgGemm(const Target& target, int64_t M, int64_t N, int64_t K, Gather gat
   s.flags = static_cast<int32_t*>(detail::symm_zeroed(target, size_t(s.ranks) * std::max(s.puts, 1) * sizeof(int32_t)));
   if (s.gpu() && gather == Gather::copy_engine) s.copies = std::make_unique<detail::SideStream>();
   barrier_all();  // no rank signals before every rank has zeroed its flags
-  s.config = gemm_config(target, M, N, K);
+  s.config = gemm_config(target, M, N, K, false);
   if (s.puts) s.config = s.config.per_tile();  // (the pushing programs come first in the grid)
   Constants constants = s.config.constants;
   constants.insert_or_assign("GROUP_M", ConstValue(8));

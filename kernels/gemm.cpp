@@ -17,19 +17,21 @@ using tl::Tensor;
 /// tile's loads then run under this one's epilogue.
 template <class T>
 void gemm(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K, tl::Const<int> BM,
-          tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> PERSISTENT) {
+          tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> PERSISTENT,
+          tl::Const<int> TRANSPOSED) {
   if (PERSISTENT == 0) {
     auto [pid_m, pid_n] = detail::grouped_tile(GROUP_M);
-    return detail::gemm_tile(a, b, c, M, N, K, pid_m, pid_n, BM, BN, BK);
+    return detail::gemm_tile(a, b, c, M, N, K, pid_m, pid_n, BM, BN, BK, TRANSPOSED != 0);
   }
   auto [num_m, num_n] = detail::tile_counts(M, N, BM, BN);
   detail::for_each_tile(num_m, num_n, GROUP_M, [&](const Tensor& pid_m, const Tensor& pid_n) {
-    detail::gemm_tile(a, b, c, M, N, K, pid_m, pid_n, BM, BN, BK);
+    detail::gemm_tile(a, b, c, M, N, K, pid_m, pid_n, BM, BN, BK, TRANSPOSED != 0);
   });
 }
 
-const std::vector<std::string> kParams = {"a", "b", "c", "M", "N", "K", "BM", "BN", "BK", "GROUP_M", "PERSISTENT"};
-const Constants kDefaults = {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"PERSISTENT", 0}};
+const std::vector<std::string> kParams = {"a",  "b",  "c",  "M",       "N",          "K",
+                                          "BM", "BN", "BK", "GROUP_M", "PERSISTENT", "TRANSPOSED"};
+const Constants kDefaults = {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"PERSISTENT", 0}, {"TRANSPOSED", 0}};
 
 /// Persistent, with the last wave split over K. Of T tiles over P programs, the first T - T % P
 /// (the full waves) are walked as gemm's persistent programs walk them, a program per tile. Each
@@ -47,7 +49,7 @@ const Constants kDefaults = {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8},
 template <class T>
 void gemm_sk(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Ptr<float> partials, tl::Ptr<int32_t> counts, tl::Int M,
              tl::Int N, tl::Int K, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M,
-             tl::Const<int> MAX_PARTS) {
+             tl::Const<int> MAX_PARTS, tl::Const<int> TRANSPOSED) {
   auto [num_m, num_n] = detail::tile_counts(M, N, BM, BN);
   auto tiles = num_m * num_n;
   auto programs = tl::num_programs(0), p = tl::program_id(0);
@@ -65,30 +67,35 @@ void gemm_sk(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Ptr<float> partia
     auto [pid_m, pid_n] = detail::grouped_tile(tl::where(whole, u, full + t), num_m, num_n, GROUP_M);
     auto k0 = tl::where(whole, 0, part * steps / parts * BK);
     auto k1 = tl::where(whole, K, tl::where(ours, tl::minimum((part + 1) * steps / parts * BK, K), k0));
-    auto acc = detail::gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK, k0, k1);
+    // (transposed: the accumulator and C's pointers [BN, BM], the partials' slots likewise)
+    const bool tr = TRANSPOSED != 0;
+    auto acc = tr ? detail::gemm_acc_t(a, b, M, N, K, pid_m, pid_n, BM, BN, BK, k0, k1)
+                  : detail::gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK, k0, k1);
     auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);
     auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
-    auto mask = (row < M) & (col < N);
-    tl::if_then(whole | (ours & (parts == 1)), [&] { tl::store(c + row * N + col, acc, mask); });
+    auto [ptrs, mask] = tr ? detail::tile_t(c, M, N, pid_m, pid_n, BM, BN)
+                           : std::pair<Tensor, Tensor>{c + row * N + col, (row < M) & (col < N)};
+    tl::if_then(whole | (ours & (parts == 1)), [&] { tl::store(ptrs, acc, mask); });
     tl::if_then(ours & (parts > 1), [&] {
-      auto in_tile = tl::expand_dims(tl::arange(0, BM), 1) * BN + tl::expand_dims(tl::arange(0, BN), 0);
+      const int rows = tr ? BN.value() : BM.value(), cols = tr ? BM.value() : BN.value();
+      auto in_tile = tl::expand_dims(tl::arange(0, rows), 1) * cols + tl::expand_dims(tl::arange(0, cols), 0);
       auto slot = [&](const Tensor& q) {  // run q of tile t
         return partials + ((q * rest + t) * (BM.value() * BN.value())).to(tl::int64) + in_tile;
       };
       tl::store(slot(part), acc);
       auto before = tl::atomic_add(counts + t, 1);  // (acq_rel: our run out, the others' in)
       tl::if_then(before == parts - 1, [&] {
-        auto sum = tl::for_range(0, parts, 1, tl::zeros({BM, BN}, tl::float32),
+        auto sum = tl::for_range(0, parts, 1, tl::zeros({rows, cols}, tl::float32),
                                  [&](Tensor q, Tensor s) { return s + tl::load(slot(q)); });
-        tl::store(c + row * N + col, sum, mask);
+        tl::store(ptrs, sum, mask);
         tl::store(counts + t, 0);
       });
     });
   });
 }
-const std::vector<std::string> kSkParams = {"a", "b",  "c",  "partials", "counts",  "M",        "N",
-                                            "K", "BM", "BN", "BK",       "GROUP_M", "MAX_PARTS"};
-const Constants kSkDefaults = {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"MAX_PARTS", 4}};
+const std::vector<std::string> kSkParams = {"a", "b",  "c",  "partials", "counts",  "M",         "N",
+                                            "K", "BM", "BN", "BK",       "GROUP_M", "MAX_PARTS", "TRANSPOSED"};
+const Constants kSkDefaults = {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"MAX_PARTS", 4}, {"TRANSPOSED", 0}};
 
 /// B comes transposed (Bt[N, K], K contiguous), as f8 tensor cores read both operands. The
 /// scaling is done on the accumulator where it is (the MMA layout), straight into the stores.
@@ -190,7 +197,16 @@ const KernelDef& gemm_sk_kernel(ir::DType dtype) {
   return by_dtype(dtype, "gemm_sk", bf16_def, f16_def, f32_def, e4m3_def);
 }
 
-GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
+namespace {
+/// The time a persistent GEMM's T tiles take on P programs, in tiles: its full waves, then the
+/// last wave's tiles cut over K into as many runs as gemm_sk cuts them (Gemm's stream-K).
+double sk_waves(int64_t tiles, int64_t programs, int64_t steps, int64_t max_parts) {
+  const int64_t rest = tiles % programs;
+  return double(tiles / programs) + (rest ? 1.0 / double(std::min({programs / rest, max_parts, steps})) : 0.0);
+}
+}  // namespace
+
+GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K, bool transposable) {
   GemmConfig g;
   g.options = CompileOptions::from_env();
   bool aligned = M % 16 == 0 && N % 16 == 0 && K % 16 == 0;  // else the launch gets the generic variant
@@ -217,15 +233,28 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
     if (target.has(Cap::wgmma) && persistent) g.options.warp_specialize = true;
   } else if (target.has(Cap::wgmma)) {  // wgmma: two warpgroups of m64n256, 4 stages of 48 KB
     g.bm = 128, g.bn = 256, g.options.num_warps = 8, g.options.num_stages = 4;
-    // Where the last wave of 128x256 tiles would leave much of the GPU idle (N = 1152: 4.5
-    // columns of tiles, 2.4 waves), 128x128 tiles, if they fill their waves 15% better (a
-    // 128x128 tile does a little less math per byte it loads).
+    g.constants = {{"BM", 128}, {"BN", 256}, {"BK", 64}};
+    // Where N is short and M long, the same instruction's tiles may cover C better transposed:
+    // 256 rows of C by 128 columns, computed as C^T's 128 x 256 (N = 1152: 9 columns of tiles
+    // where 128x256 tiles take 4.5, the last half empty). Taken where its waves, the last one
+    // split over K (stream-K), take 3% less time. Else, where 128x256 tiles would leave much
+    // of the last wave idle, 128x128 tiles if their waves fill it 15% better (a 128x128 tile
+    // does a little less math per byte it loads).
+    const int64_t sms = sm_count(), steps = std::max<int64_t>((K + 63) / 64, 1), max_parts = 5;
+    auto tiles = [&](int64_t bm, int64_t bn) { return (M + bm - 1) / bm * ((N + bn - 1) / bn); };
     auto fill = [&](int64_t bn) {  // of the waves of programs that the tiles take
-      const int64_t tiles = (M + 127) / 128 * ((N + bn - 1) / bn), sms = sm_count();
-      return double(M) * N / (double((tiles + sms - 1) / sms) * sms * 128 * bn);
+      const int64_t t = tiles(128, bn);
+      return double(M) * N / (double((t + sms - 1) / sms) * sms * 128 * bn);
     };
-    if (fill(128) > 1.15 * fill(256)) g.bn = 128;
-    g.constants = {{"BM", 128}, {"BN", g.bn}, {"BK", 64}};
+    if (transposable && library_persistent() &&
+        sk_waves(tiles(256, 128), sms, steps, max_parts) < 0.97 * sk_waves(tiles(128, 256), sms, steps, max_parts)) {
+      g.bm = 256, g.bn = 128;
+      g.constants = {{"BM", 256}, {"BN", 128}, {"BK", 64}, {"TRANSPOSED", 1}};
+      g.max_parts = max_parts;
+    } else if (fill(128) > 1.15 * fill(256)) {
+      g.bn = 128;
+      g.constants = {{"BM", 128}, {"BN", 128}, {"BK", 64}};
+    }
     // Persistent and warp specialized (TMA's producer warpgroup), unless $TILEDIST_WS=0 (the
     // warp_specialization pass takes the tile loop, stream-K's too: 0.952-0.996 of cuBLAS at the TP shapes on an H200,
     // bench/RESULTS.md); ag_gemm's, gemm_rs's and gemm_ar's on this configuration too (the producer waits for ag_gemm's
@@ -239,6 +268,7 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K) {
     g.bm = 256, g.bn = 128, g.options.num_warps = 8, g.options.num_stages = 3;
     g.constants = {{"BM", 256}, {"BN", 128}, {"BK", 32}};
   }
+  if (!transposable) g.constants.erase("TRANSPOSED");  // (the definition's defaults carry it)
   return g;
 }
 
@@ -279,7 +309,7 @@ Gemm::Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtyp
     return v ? *v : otherwise;
   };
   const int64_t bm = constant("BM", 64), bn = constant("BN", 64), bk = constant("BK", 32);
-  const int64_t max_parts = constant("MAX_PARTS", 4);
+  const int64_t max_parts = constant("MAX_PARTS", config.max_parts);
   if (bm != config.bm || bn != config.bn || max_parts < 1)
     throw Error(str_cat("tiledist: gemm: a configuration of ", config.bm, "x", config.bn,
                         " tiles whose constants say BM = ", bm, ", BN = ", bn, ", MAX_PARTS = ", max_parts,
@@ -293,13 +323,15 @@ Gemm::Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtyp
   const int64_t slots = parts * rest * bm * bn;
   s.stream_k =
       constant("PERSISTENT", 0) && parts > 1 && steps * parts < INT32_MAX && K + bk < INT32_MAX && slots < INT32_MAX;
+  Constants constants = config.constants;
   if (!s.stream_k) {
+    constants.erase("MAX_PARTS");
     s.grid = config.grid(M, N);
-    s.kernel = compile(gemm_kernel(dtype), config.constants, target, config.options);
+    s.kernel = compile(gemm_kernel(dtype), constants, target, config.options);
     return;
   }
-  Constants constants = config.constants;
   constants.erase("PERSISTENT");
+  constants.insert_or_assign("MAX_PARTS", ConstValue(max_parts));
   s.grid = Grid(static_cast<int>(programs));
   s.kernel = compile(gemm_sk_kernel(dtype), constants, target, config.options);
   if (detail::on_gpu(target)) {

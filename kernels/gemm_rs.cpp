@@ -171,7 +171,7 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter sc
   s.target = target;
   s.ranks = detail::world_ranks(target);
   s.M = M, s.N = N, s.K = K, s.rows = all ? M : M / s.ranks;
-  s.config = gemm_config(target, M, N, K);
+  s.config = gemm_config(target, M, N, K, false);
   if (all) s.config = s.config.per_tile();
   if (!all && (M % s.ranks || s.rows % s.config.bm))
     throw Error(str_cat("tiledist: gemm_rs: M = ", M, " must split into ", s.ranks,

@@ -65,6 +65,34 @@ tl::Tensor gemm_acc(tl::Ptr<T> a, tl::Ptr<T> b, tl::Int M, tl::Int N, tl::Int K,
     return tl::dot(at, bt, acc);
   });
 }
+/// The same tile's accumulator transposed, [BN, BM]: B[k_begin:k_end, its columns]^T @
+/// A[its rows, k_begin:k_end]^T, each operand loaded as it lies (B's rows along N, A's along K)
+/// and transposed for the dot. A tensor core then takes BN rows by BM columns: where N is short
+/// and M long, a BM = 256 wide instruction covers N in 128-row tiles with none of them empty.
+template <class T>
+tl::Tensor gemm_acc_t(tl::Ptr<T> a, tl::Ptr<T> b, tl::Int M, tl::Int N, tl::Int K, const tl::Tensor& pid_m,
+                      const tl::Tensor& pid_n, int BM, int BN, int BK, const tl::Operand& k_begin,
+                      const tl::Operand& k_end) {
+  using tl::Tensor;
+  auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);  // [BM, 1]
+  auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);  // [1, BN]
+  auto rk = tl::arange(0, BK);
+  return tl::for_range(k_begin, k_end, BK, tl::zeros({BN, BM}, tl::float32), [&](Tensor k, Tensor acc) {
+    auto ka = tl::expand_dims(k + rk, 0);  // [1, BK]
+    auto kb = tl::expand_dims(k + rk, 1);  // [BK, 1]
+    auto at = tl::load(a + row * K + ka, (row < M) & (ka < K), 0.0f);
+    auto bt = tl::load(b + kb * N + col, (kb < K) & (col < N), 0.0f);
+    return tl::dot(tl::trans(bt), tl::trans(at), acc);
+  });
+}
+/// C's tile (pid_m, pid_n) as a [BN, BM] tensor's pointers and mask (for gemm_acc_t's
+/// accumulator): element (j, i) is C[pid_m * BM + i, pid_n * BN + j].
+inline std::pair<tl::Tensor, tl::Tensor> tile_t(tl::Ptr<float> c, tl::Int M, tl::Int N, const tl::Tensor& pid_m,
+                                                const tl::Tensor& pid_n, int BM, int BN) {
+  auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 0);  // [1, BM]
+  auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 1);  // [BN, 1]
+  return {c + row * N + col, (row < M) & (col < N)};
+}
 /// The same over all of K: A[rows of the tile, :] @ B[:, its columns].
 template <class T>
 tl::Tensor gemm_acc(tl::Ptr<T> a, tl::Ptr<T> b, tl::Int M, tl::Int N, tl::Int K, const tl::Tensor& pid_m,
@@ -72,10 +100,16 @@ tl::Tensor gemm_acc(tl::Ptr<T> a, tl::Ptr<T> b, tl::Int M, tl::Int N, tl::Int K,
   return gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK, 0, K);
 }
 
-/// C[tile] = A[rows of the tile, :] @ B[:, columns of the tile], f32 accumulation, masked edges.
+/// C[tile] = A[rows of the tile, :] @ B[:, columns of the tile], f32 accumulation, masked edges;
+/// computed transposed (gemm_acc_t) where `transposed`.
 template <class T>
 void gemm_tile(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K, const tl::Tensor& pid_m,
-               const tl::Tensor& pid_n, int BM, int BN, int BK) {
+               const tl::Tensor& pid_n, int BM, int BN, int BK, bool transposed = false) {
+  if (transposed) {
+    auto acc = gemm_acc_t(a, b, M, N, K, pid_m, pid_n, BM, BN, BK, 0, K);
+    auto [ptrs, mask] = tile_t(c, M, N, pid_m, pid_n, BM, BN);
+    return tl::store(ptrs, acc, mask);
+  }
   auto acc = gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK);
   auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);
   auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);

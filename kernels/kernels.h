@@ -12,8 +12,9 @@ const KernelDef& softmax_kernel();
 /// Row-wise layer normalization y = (x - mean) * rstd * w + b. Constants: BLOCK.
 const KernelDef& layernorm_kernel();
 /// C[M,N] (f32) = A[M,K] @ B[K,N], row-major, A and B in `dtype`. Constants: BM, BN, BK,
-/// GROUP_M, PERSISTENT. Launch over {cdiv(M, BM), cdiv(N, BN)}, or with PERSISTENT=1 over any
-/// number of programs {P} (best: the SMs), which walk the tiles.
+/// GROUP_M, PERSISTENT, TRANSPOSED (1: each BM x BN tile computed as C^T's BN x BM, B's tile
+/// transposed the A operand). Launch over {cdiv(M, BM), cdiv(N, BN)}, or with PERSISTENT=1 over
+/// any number of programs {P} (best: the SMs), which walk the tiles.
 const KernelDef& gemm_kernel(ir::DType dtype);
 
 /// Tile sizes and options for a GEMM of this shape on `target` (what bench/RESULTS.md found best
@@ -22,7 +23,8 @@ struct GemmConfig {
   Constants constants;
   CompileOptions options;
   int bm = 64, bn = 64;
-  int programs = 0;  // persistent (PERSISTENT=1): at most this many programs, walking the tiles
+  int programs = 0;   // persistent (PERSISTENT=1): at most this many programs, walking the tiles
+  int max_parts = 4;  // Gemm's stream-K: the most runs a tile of the last wave is cut into (MAX_PARTS)
   Grid grid(int64_t M, int64_t N) const {
     const int64_t tiles_m = (M + bm - 1) / bm, tiles_n = (N + bn - 1) / bn;
     if (programs > 0)
@@ -40,7 +42,9 @@ struct GemmConfig {
     return g;
   }
 };
-GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K);
+/// `transposable`: the kernel may compute its tiles transposed (the library's gemm, with the
+/// constant TRANSPOSED; not ag_gemm's or gemm_rs's).
+GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K, bool transposable = true);
 
 /// gemm with the last wave of tiles split over K among the programs that would idle through it,
 /// registered as gemm_sk (and _f16, _f32, _f8e4m3). Parameters: gemm's, then `partials` and

@@ -207,16 +207,22 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
     unsupported(op, "a wgmma accumulator whose registers are not a warp's 16 rows of each instruction");
   // Tiles in shared memory are rows of 128 bytes (column blocks of them where longer), 8-row
   // atoms 1024 bytes apart: a K-major operand's k step is 32 bytes within a block (then the next
-  // block, `rows` x 128 bytes on); an N-major B's is 16 rows of 128 bytes, its blocks K x 128 apart.
+  // block, `rows` x 128 bytes on); an M- or N-major one's (16-bit types only) is 16 rows of 128
+  // bytes, its blocks of 64 rows or columns K x 128 apart.
   const ir::LayoutRef& lb = B->type.layout;
   const bool b_k_major = lb->order[0] == 0;
   const int64_t b_rows = b_k_major ? N : K;
   const bool a_shared = A->type.layout->kind == ir::Layout::Kind::shared;
-  if (a_shared && A->type.layout->order[0] != 1)
-    unsupported(op, "a wgmma A operand in shared memory that is not K-major");
+  const bool a_m_major = a_shared && A->type.layout->order[0] == 0;
+  if (a_m_major && ir::dtype_bytes(A->type.dtype) != 2)
+    unsupported(op, "a wgmma A operand in shared memory that is M-major but not of a 16-bit type");
   if (!a_shared && reps > 1) unsupported(op, "a wgmma A operand in registers over more rows than one instruction's");
+  // (where an instruction's 64 rows of A start, in bytes: a warpgroup's, then each repetition's)
+  auto a_rows_at = [&](int64_t m) { return a_m_major ? m / 64 * K * 128 : m * 128; };
   llvm::Value* group = b_.CreateUDiv(tid_, b_.getInt32(128));
-  llvm::Value* a_tile = a_shared ? b_.CreateAdd(val(A).view, b_.CreateMul(group, b_.getInt32(64 * 128))) : nullptr;
+  llvm::Value* a_tile =
+      a_shared ? b_.CreateAdd(val(A).view, b_.CreateMul(group, b_.getInt32(static_cast<uint32_t>(a_rows_at(64)))))
+               : nullptr;
   llvm::Value* b_tile = val(B).view;
   const std::string instr = wgmma_instr(op);
   const bool f8 = ir::is_f8(A->type.dtype);
@@ -228,7 +234,9 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
       a_shared ? str_cat("$", 2 * n) : str_cat("{$", 2 * n, ", $", 2 * n + 1, ", $", 2 * n + 2, ", $", 2 * n + 3, "}"),
       ", $", a_shared ? 2 * n + 1 : 2 * n + 4,
       // (scale-d, the scales of A and B, then their transposes: 16-bit types only, f8 K-major)
-      f8 ? ", 1, 1, 1;" : str_cat(a_shared ? ", 1, 1, 1, 0, " : ", 1, 1, 1, ", b_k_major ? "0;" : "1;"));
+      f8 ? ", 1, 1, 1;"
+         : str_cat(a_shared ? (a_m_major ? ", 1, 1, 1, 1, " : ", 1, 1, 1, 0, ") : ", 1, 1, 1, ",
+                   b_k_major ? "0;" : "1;"));
   // An accumulator in flight from a wgmma of the same instruction, this dot its only user, is
   // taken as it is: wgmma orders the groups that accumulate into the same registers.
   const ir::Value* C = op.operands[2];
@@ -254,7 +262,7 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
   std::string a_cons;
   // Each operand's descriptor once; a k step's is it plus the step's offset >> 4 (the address
   // field, bits 0-13, holds any shared address, under 256 KiB: no carry out of it).
-  llvm::Value* a_desc = a_shared ? wgmma_desc(a_tile, 16, 1024) : nullptr;
+  llvm::Value* a_desc = a_shared ? wgmma_desc(a_tile, a_m_major ? K * 128 : 16, 1024) : nullptr;
   llvm::Value* b_desc = wgmma_desc(b_tile, b_k_major ? 16 : b_rows * 128, 1024);
   auto moved = [&](llvm::Value* desc, int64_t bytes) {
     return bytes ? b_.CreateAdd(desc, b_.getInt64(static_cast<uint64_t>(bytes >> 4))) : desc;
@@ -264,7 +272,8 @@ void LayoutLowering::emit_dot_wgmma(const ir::Op& op) {
     for (int64_t rep = 0; rep < reps; ++rep) {
       std::vector<llvm::Value*> more;
       if (a_shared) {
-        more.push_back(moved(a_desc, (ks / 4) * M * 128 + (ks % 4) * 32 + rep * rows * 128));
+        more.push_back(
+            moved(a_desc, (a_m_major ? ks * kstep * 128 : (ks / 4) * M * 128 + (ks % 4) * 32) + a_rows_at(rep * rows)));
       } else {
         for (auto [dm, dk] : {std::pair<int64_t, int64_t>{0, 0}, {8, 0}, {0, 8}, {8, 8}}) {
           more.push_back(operand_word(A, at(*la, dm, ks * 16 + dk)));

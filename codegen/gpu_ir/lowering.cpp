@@ -61,12 +61,13 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
         const ir::LayoutRef& l = op.operands[i]->type.layout;
         if (wgmma && l->kind == ir::Layout::Kind::shared) {
           // Stored rows of 128 bytes (or column blocks of them), 8-row atoms: what the
-          // descriptors say; A K-major (its dimension 1 contiguous).
+          // descriptors say; A of f8 K-major (its dimension 1 contiguous; 16-bit types either way).
           const int64_t line = op.operands[i]->type.shape[static_cast<size_t>(l->order[0])];
           const int64_t width = l->block ? std::min(l->block, line) : line;
           if (l->vec * eb != 16 || l->per_phase != 1 || l->max_phase != 8 || width * eb != 128)
             return "a wgmma operand in shared memory not in 128-byte swizzled rows";
-          if (i == 0 && l->order[0] != 1) return "a wgmma A operand in shared memory that is not K-major";
+          if (i == 0 && l->order[0] != 1 && !half_dot)
+            return "an f8 wgmma A operand in shared memory that is not K-major";
           continue;
         }
         if (wgmma && i == 1) return "wgmma's B operand in registers";

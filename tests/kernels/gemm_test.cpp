@@ -9,6 +9,7 @@
 #include <cstring>
 #include <optional>
 
+#include "kernels/gemm_tile.h"
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
 
@@ -47,7 +48,8 @@ struct PipelinedCase {
 };
 /// `programs` > 0: persistent (PERSISTENT=1), that many programs walking the tiles.
 template <class T>
-void check_pipelined(ir::DType dt, const PipelinedCase& t, bool tma = true, int programs = 0, bool ws = false) {
+void check_pipelined(ir::DType dt, const PipelinedCase& t, bool tma = true, int programs = 0, bool ws = false,
+                     bool transposed = false) {
   auto af = ref::random_floats(size_t(t.M) * t.K), bf = ref::random_floats(size_t(t.K) * t.N);
   std::vector<T> a(af.size()), b(bf.size());
   for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = T(af[i]));
@@ -59,14 +61,15 @@ void check_pipelined(ir::DType dt, const PipelinedCase& t, bool tma = true, int 
   opts.tma = opts.tma && tma;
   opts.warp_specialize = ws;
   const Grid grid = programs > 0 ? Grid(programs) : Grid(tl::cdiv(t.M, t.bm), tl::cdiv(t.N, t.bn));
-  compile(kernels::gemm_kernel(dt), {{"BM", t.bm}, {"BN", t.bn}, {"BK", t.bk}, {"PERSISTENT", programs > 0}},
+  compile(kernels::gemm_kernel(dt),
+          {{"BM", t.bm}, {"BN", t.bn}, {"BK", t.bk}, {"PERSISTENT", programs > 0}, {"TRANSPOSED", transposed}},
           Target::default_target(), opts)
       .launch(grid, a, b, c, t.M, t.N, t.K);
   ref::gemm(af, bf, want, t.M, t.N, t.K);
   EXPECT_LT(ref::rel_error(c, want), 1e-6)
       << ir::dtype_name(dt) << " " << t.M << "x" << t.N << "x" << t.K << " tiles " << t.bm << "x" << t.bn << "x" << t.bk
-      << (opts.tma ? "" : " (no TMA)") << (ws ? " (warp specialized)" : "") << " programs " << programs << " seed "
-      << ref::last_seed();
+      << (opts.tma ? "" : " (no TMA)") << (ws ? " (warp specialized)" : "") << (transposed ? " (transposed)" : "")
+      << " programs " << programs << " seed " << ref::last_seed();
 }
 TEST(Gemm, AlignedShapesWithPipelinedTiles) {
   using Case = PipelinedCase;
@@ -100,6 +103,19 @@ TEST(Gemm, PersistentAndWarpSpecialized) {
       check_pipelined<bf16>(ir::DType::bf16, t, true, 3, ws);
     check_pipelined<bf16>(ir::DType::bf16, Case{304, 528, 208, 128, 256, 64, 8, 4}, true, 0, ws);
   }
+}
+// Tiles computed transposed (TRANSPOSED=1: C^T's tile = B's tile^T @ A's tile^T, B's rows the
+// M-major A operand of wgmma on sm_90a), a program per tile and persistent, warp specialized or
+// not: two warpgroups of m64n256 (C's 256x128 tiles), one of m64n128 repeated over the rows
+// (128x128), one instruction (64x64); ragged edges, and K ending half-way through a tile.
+TEST(Gemm, TransposedTiles) {
+  using Case = PipelinedCase;
+  for (Case t : {Case{304, 528, 208, 256, 128, 64, 8, 4}, Case{272, 192, 160, 128, 128, 64, 4, 4},
+                 Case{96, 64, 80, 64, 64, 64, 4, 5}}) {
+    check_pipelined<bf16>(ir::DType::bf16, t, true, 0, false, true);
+    for (bool ws : {false, true}) check_pipelined<bf16>(ir::DType::bf16, t, true, 3, ws, true);
+  }
+  check_pipelined<f16>(ir::DType::f16, PipelinedCase{304, 528, 208, 256, 128, 64, 8, 4}, true, 3, true, true);
 }
 // f16 operands take the same pipelines (wgmma on sm_90a).
 TEST(Gemm, F16WithPipelinedTiles) {
@@ -153,9 +169,10 @@ TEST(Gemm, StreamKLastWave) {
   };
   // (forced: 32x32 tiles over the given programs; the first five split their last wave, into
   // 2, 3, 4, 3 and 4 runs, the last of uneven runs: 7 K steps; the others have none to split)
-  std::vector<Case> cases = {{100, 70, 200, 5},  {100, 70, 200, 9}, {96, 96, 64, 4}, {33, 130, 47, 3},
-                             {65, 33, 100, 5},   {100, 70, 200, 7}, {64, 64, 0, 3},  {1, 1, 1, 2},
-                             {300, 260, 200, 0}, {512, 384, 96, 0}};
+  std::vector<Case> cases = {{100, 70, 200, 5},  {100, 70, 200, 9}, {96, 96, 64, 4},    {33, 130, 47, 3},
+                             {65, 33, 100, 5},   {100, 70, 200, 7}, {64, 64, 0, 3},     {1, 1, 1, 2},
+                             {300, 260, 200, 0}, {512, 384, 96, 0}, {100, 70, 200, -5}, {33, 130, 47, -3}};
+  // (programs < 0: the same forced, tiles computed transposed)
   if (gpu) cases.insert(cases.end(), {{1000, 1152, 4096, 0}, {2176, 2304, 1024, 0}, {8192, 1152, 2048, 0}});
   int shared = 0;
   for (Case t : cases) {
@@ -165,9 +182,9 @@ TEST(Gemm, StreamKLastWave) {
     for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(b[i] = bf16(bf[i]));
     kernels::GemmConfig cfg = kernels::gemm_config(target, t.M, t.N, t.K);
     if (t.programs) {
-      cfg.constants = {{"BM", 32}, {"BN", 32}, {"BK", 16}, {"PERSISTENT", 1}};
+      cfg.constants = {{"BM", 32}, {"BN", 32}, {"BK", 16}, {"PERSISTENT", 1}, {"TRANSPOSED", t.programs < 0}};
       cfg.bm = cfg.bn = 32;
-      cfg.programs = t.programs;
+      cfg.programs = std::abs(t.programs);
     }
     kernels::Gemm g(target, t.M, t.N, t.K, ir::DType::bf16, cfg);
     shared += g.stream_k();
@@ -182,7 +199,7 @@ TEST(Gemm, StreamKLastWave) {
         << t.M << "x" << t.N << "x" << t.K << " programs " << t.programs << " seed " << ref::last_seed();
     EXPECT_EQ(std::memcmp(c.data(), again.data(), c.size() * sizeof(float)), 0) << "a second run differs";
   }
-  EXPECT_GE(shared, 5);  // (the forced cases that split their last wave)
+  EXPECT_GE(shared, 7);  // (the forced cases that split their last wave)
   {                      // copies share the scratch (and free it once)
     kernels::GemmConfig cfg = kernels::gemm_config(target, 100, 70, 200);
     cfg.constants = {{"BM", 32}, {"BN", 32}, {"BK", 16}, {"PERSISTENT", 1}};
@@ -570,16 +587,29 @@ TEST(Gemm, EpilogueLoadThroughAWaitToken) {
   EXPECT_NE(ptx.find("ld.global.v2."), std::string::npos);  // D in the accumulator's layout
 }
 
-// gemm_config's tiles on sm_90a: 128x256, but 128x128 where the last wave of 128x256 tiles
-// would leave the GPU's SMs (132 on an H100 or H200, and assumed without a GPU) mostly idle.
+// gemm_config's tiles on sm_90a: 128x256, but where N is short, C's 256x128 tiles computed
+// transposed (as C^T's 128x256) if their waves, stream-K's last one included, are shorter; and
+// for kernels that cannot transpose (ag_gemm, gemm_rs), 128x128 where the last wave of 128x256
+// tiles would leave the GPU's SMs (132 on an H100 or H200, and assumed without a GPU) mostly idle.
 TEST(Gemm, ConfigFillsTheLastWave) {
   if (cuda::available() && cuda::device().sms != 132) GTEST_SKIP() << "the choices below are for 132 SMs";
+  if (!kernels::detail::library_warp_specialize())
+    GTEST_SKIP() << "TILEDIST_WS=0: the library's GEMM is not persistent";
   const Target hopper = Target::cuda("sm_90a");
   EXPECT_EQ(kernels::gemm_config(hopper, 8192, 8192, 8192).bn, 256);
   EXPECT_EQ(kernels::gemm_config(hopper, 8192, 1024, 12288).bn, 256);  // 256 tiles: 2 full waves
-  EXPECT_EQ(kernels::gemm_config(hopper, 8192, 1152, 36864).bn, 128);  // 320 tiles: 2.4 waves
-  EXPECT_EQ(kernels::gemm_config(hopper, 8192, 1152, 36864).constants.at("BN"), ConstValue(128));
-  EXPECT_EQ(kernels::gemm_config(hopper, 8192, 1152, 36864).grid(8192, 1152).x, 132);  // of 576 tiles
+  EXPECT_EQ(kernels::gemm_config(hopper, 8192, 896, 14336).bn, 256);   // 2 waves either way
+  // 320 tiles of 128x256, half of the last column empty: 2.5 waves with stream-K's; 288 of
+  // 256x128, 2.2 waves
+  const kernels::GemmConfig t = kernels::gemm_config(hopper, 8192, 1152, 36864);
+  EXPECT_EQ(t.bm, 256);
+  EXPECT_EQ(t.bn, 128);
+  EXPECT_EQ(t.constants.at("TRANSPOSED"), ConstValue(1));
+  EXPECT_EQ(t.grid(8192, 1152).x, 132);
+  const kernels::GemmConfig plain = kernels::gemm_config(hopper, 8192, 1152, 36864, false);
+  EXPECT_EQ(plain.bn, 128);  // 576 tiles: 4.4 waves
+  EXPECT_EQ(plain.constants.at("BN"), ConstValue(128));
+  EXPECT_EQ(plain.constants.count("TRANSPOSED"), 0u);
 }
 
 // Warp specialized where asked: an epilogue that reduces rows keeps the rows' sums in registers
