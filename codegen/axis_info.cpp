@@ -16,10 +16,13 @@ int64_t pow2_factor(int64_t v) {
   int64_t f = v & -v;
   return std::min(f < 0 ? -f : f, AxisInfo::kMax);
 }
-int64_t last_dim(const ir::Value* v) { return v->type.is_tensor() ? v->type.shape.back() : 1; }
+/// The length of `v` along dimension `dim` (1 for scalars).
+int64_t dim_size(const ir::Value* v, int dim) {
+  return v->type.is_tensor() ? v->type.shape.at(static_cast<size_t>(dim)) : 1;
+}
 /// One step along a contiguous run: an element's size for pointers, 1 for integers.
 int64_t step_of(const ir::Value* v) { return v->type.is_ptr ? ir::dtype_bytes(v->type.dtype) : 1; }
-/// What the values at multiples of `c` along the last dimension are divisible by.
+/// What the values at multiples of `c` along the dimension are divisible by.
 int64_t div_at(const AxisInfo& a, int64_t c, int64_t step) {
   return c >= a.contiguity ? a.divisibility : std::gcd(a.divisibility, c * step);
 }
@@ -127,14 +130,19 @@ CarriedStep carried_step(const ir::Value* v) {
 }
 
 const AxisInfo& AxisAnalysis::of(const ir::Value* v) {
-  auto it = memo_.find(v);
-  if (it != memo_.end()) return it->second;
-  AxisInfo info = compute(v);
-  return memo_[v] = info;
+  return of(v, v->type.is_tensor() ? static_cast<int>(v->type.shape.size()) - 1 : -1);
 }
 
-AxisInfo AxisAnalysis::compute(const ir::Value* v) {
-  const int64_t L = last_dim(v);
+const AxisInfo& AxisAnalysis::of(const ir::Value* v, int dim) {
+  if (!v->type.is_tensor()) dim = -1;  // (a scalar's is the same along any)
+  auto it = memo_.find({v, dim});
+  if (it != memo_.end()) return it->second;
+  AxisInfo info = compute(v, dim);
+  return memo_[{v, dim}] = info;
+}
+
+AxisInfo AxisAnalysis::compute(const ir::Value* v, int dim) {
+  const int64_t L = dim_size(v, dim);
   const AxisInfo scalar{1, 1, AxisInfo::kMax};
   const AxisInfo unknown = v->type.is_tensor() ? AxisInfo{1, 1, 1} : scalar;
   if (!v->def) {
@@ -143,8 +151,8 @@ AxisInfo AxisAnalysis::compute(const ir::Value* v) {
       return {1, std::gcd(of(parent->operands[0]).divisibility, of(parent->operands[2]).divisibility), AxisInfo::kMax};
     }
     if (CarriedStep c = carried_step(v); c.init) {  // init + j * inc, for any iteration j
-      const AxisInfo& a = of(c.init);
-      const AxisInfo& b = of(c.inc);
+      const AxisInfo& a = of(c.init, dim);
+      const AxisInfo& b = of(c.inc, dim);
       int64_t run = std::min(a.contiguity, b.constancy);
       int64_t inc_div = capped(div_at(b, 1, 1) * step_of(v));  // offsets count elements
       return {run, std::gcd(div_at(a, run, step_of(v)), inc_div), std::min(a.constancy, b.constancy)};
@@ -153,7 +161,7 @@ AxisInfo AxisAnalysis::compute(const ir::Value* v) {
   }
   const ir::Op& d = *v->def;
   if (d.results.size() != 1) return unknown;
-  auto in = [&](int i) -> const AxisInfo& { return of(d.operands[i]); };
+  auto in = [&](int i) -> const AxisInfo& { return of(d.operands[i], dim); };
   switch (d.code) {
     case OpCode::Constant: {
       const ir::Attr& a = d.attrs.at("value");
@@ -169,8 +177,9 @@ AxisInfo AxisAnalysis::compute(const ir::Value* v) {
     case OpCode::ConsumeToken:
     case OpCode::SymmAt:
       return in(0);
-    case OpCode::Hint: {
+    case OpCode::Hint: {  // (of the last dimension)
       AxisInfo a = in(0);
+      if (v->type.is_tensor() && dim + 1 != static_cast<int>(v->type.shape.size())) return a;
       if (d.has_attr("multiple_of"))
         a.divisibility = capped(std::max(a.divisibility, pow2_floor(d.int_attr("multiple_of"))));
       if (d.has_attr("max_contiguous"))
@@ -181,18 +190,24 @@ AxisInfo AxisAnalysis::compute(const ir::Value* v) {
     case OpCode::Broadcast:
     case OpCode::Reshape:
     case OpCode::Trans: {
+      // Dimension `dim` of the result as a dimension of the operand (-1: none, or not known).
       const ir::Value* x = d.operands[0];
-      bool keeps_last = x->type.is_tensor() && last_dim(x) == L;
-      if (d.code == OpCode::ExpandDims)
-        keeps_last = d.int_attr("axis") != static_cast<int64_t>(v->type.shape.size()) - 1;
-      if (d.code == OpCode::Trans) {
-        const auto& perm = d.ints_attr("perm");
-        keeps_last = perm.back() == static_cast<int64_t>(perm.size()) - 1;
+      const int rank = static_cast<int>(v->type.shape.size());
+      int from = -1;
+      if (d.code == OpCode::ExpandDims) {
+        const int axis = static_cast<int>(d.int_attr("axis"));
+        if (dim != axis) from = dim - (axis < dim ? 1 : 0);
+      } else if (d.code == OpCode::Trans) {
+        from = static_cast<int>(d.ints_attr("perm").at(static_cast<size_t>(dim)));
+      } else if (d.code == OpCode::Broadcast) {
+        if (dim_size(x, dim) == L) from = dim;
+      } else if (x->type.is_tensor() && dim == rank - 1 && x->type.shape.back() == L) {
+        from = static_cast<int>(x->type.shape.size()) - 1;  // (a reshape that keeps the last dimension)
       }
-      if (keeps_last) return in(0);
-      // The last dimension is new: each element stands alone, or is repeated by a broadcast.
-      int64_t each = div_at(in(0), 1, step_of(x));
-      if (d.code == OpCode::Broadcast && last_dim(x) == 1) return {1, each, L};
+      if (from >= 0 && x->type.is_tensor()) return of(x, from);
+      // A new dimension: each element stands alone, or is repeated by a broadcast.
+      int64_t each = div_at(of(x), 1, step_of(x));
+      if (d.code == OpCode::Broadcast && dim_size(x, dim) == 1) return {1, each, L};
       return {1, each, 1};
     }
     case OpCode::Add:
@@ -259,12 +274,13 @@ AxisInfo AxisAnalysis::compute(const ir::Value* v) {
   }
 }
 
-bool AxisAnalysis::vectorizable(const ir::Value* ptr, const ir::Value* mask, int64_t vec) {
+bool AxisAnalysis::vectorizable(const ir::Value* ptr, const ir::Value* mask, int64_t vec, int dim) {
   if (vec <= 1) return true;
-  const AxisInfo& p = of(ptr);
+  if (dim < 0) dim = ptr->type.is_tensor() ? static_cast<int>(ptr->type.shape.size()) - 1 : -1;
+  const AxisInfo& p = of(ptr, dim);
   int64_t bytes = vec * step_of(ptr);
   if (p.contiguity % vec != 0 || div_at(p, vec, step_of(ptr)) % bytes != 0) return false;
-  return !mask || of(mask).constancy % vec == 0 || of(mask).constancy == AxisInfo::kMax;
+  return !mask || of(mask, dim).constancy % vec == 0 || of(mask, dim).constancy == AxisInfo::kMax;
 }
 
 }  // namespace tiledist::codegen

@@ -1,6 +1,6 @@
-// What the code generators know about integer and pointer tensors along their last (fastest)
-// dimension, after Triton's AxisInfo: how long the runs of consecutive values are, how long the
-// runs of equal values are, and what the first value of a run is divisible by. Vectorized
+// What the code generators know about integer and pointer tensors along each dimension (the
+// last, the fastest in memory, unless asked for another), after Triton's AxisInfo: how long the runs of consecutive
+// values are, how long the runs of equal values are, and what the first value of a run is divisible by. Vectorized
 // memory accesses are legal where a pointer tensor is contiguous and aligned over the vector
 // and its mask is constant over it.
 #pragma once
@@ -14,7 +14,7 @@ namespace tiledist::codegen {
 
 struct AxisInfo {
   static constexpr int64_t kMax = int64_t{1} << 30;
-  /// Along the last dimension the tensor splits into runs of `contiguity` elements, starting at
+  /// Along the dimension the tensor splits into runs of `contiguity` elements, starting at
   /// multiples of it, over which the value grows by one (one element, for pointers).
   int64_t contiguity = 1;
   /// The first value of each such run is a multiple of this (pointers: in bytes).
@@ -40,15 +40,19 @@ CarriedStep carried_step(const ir::Value* v);
 
 class AxisAnalysis {
  public:
+  /// Along the last dimension.
   const AxisInfo& of(const ir::Value* v);
+  /// Along dimension `dim` of a tensor (a scalar's: any).
+  const AxisInfo& of(const ir::Value* v, int dim);
 
-  /// Whether `ptr`'s accesses can be made `vec` elements at a time, each access aligned to its
-  /// size, with `mask` (may be null) the same over each vector.
-  bool vectorizable(const ir::Value* ptr, const ir::Value* mask, int64_t vec);
+  /// Whether `ptr`'s accesses can be made `vec` elements at a time along dimension `dim` (-1:
+  /// the last), each access aligned to its size, with `mask` (may be null) the same over each
+  /// vector.
+  bool vectorizable(const ir::Value* ptr, const ir::Value* mask, int64_t vec, int dim = -1);
 
  private:
-  AxisInfo compute(const ir::Value* v);
-  std::map<const ir::Value*, AxisInfo> memo_;
+  AxisInfo compute(const ir::Value* v, int dim);
+  std::map<std::pair<const ir::Value*, int>, AxisInfo> memo_;
 };
 
 }  // namespace tiledist::codegen

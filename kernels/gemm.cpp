@@ -77,8 +77,11 @@ void gemm_sk(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Ptr<float> partia
                            : std::pair<Tensor, Tensor>{c + row * N + col, (row < M) & (col < N)};
     tl::if_then(whole | (ours & (parts == 1)), [&] { tl::store(ptrs, acc, mask); });
     tl::if_then(ours & (parts > 1), [&] {
+      // (a run's slot laid out as C is: transposed, its dimension 0 contiguous, so that the sum's loads and its
+      // store to C are coalesced alike)
       const int rows = tr ? BN.value() : BM.value(), cols = tr ? BM.value() : BN.value();
-      auto in_tile = tl::expand_dims(tl::arange(0, rows), 1) * cols + tl::expand_dims(tl::arange(0, cols), 0);
+      auto in_tile = tr ? tl::expand_dims(tl::arange(0, rows), 1) + tl::expand_dims(tl::arange(0, cols), 0) * rows
+                        : tl::expand_dims(tl::arange(0, rows), 1) * cols + tl::expand_dims(tl::arange(0, cols), 0);
       auto slot = [&](const Tensor& q) {  // run q of tile t
         return partials + ((q * rest + t) * (BM.value() * BN.value())).to(tl::int64) + in_tile;
       };

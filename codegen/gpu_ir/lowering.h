@@ -175,7 +175,9 @@ class LayoutLowering : public WorldOps {
   /// values (where used) reach the other copies through shared memory.
   void emit_atomic_tensor(const ir::Op& op);
   /// How many contiguous registers of a tensor at `ptr` (masked by `mask`) move as one access.
-  int64_t vector_width(const ir::Type& t, const ir::Value* ptr, const ir::Value* mask);
+  /// Elements a load or store of `ptr` moves at once along dimension `dim` (-1: the one a
+  /// thread's registers run along).
+  int64_t vector_width(const ir::Type& t, const ir::Value* ptr, const ir::Value* mask, int dim = -1);
   void plan_shared_buffers();
   void emit_local_alloc(const ir::Op& op);
   void emit_async_copy(const ir::Op& op);

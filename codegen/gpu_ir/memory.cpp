@@ -12,11 +12,17 @@ namespace tiledist::codegen::gpu_ir {
 
 using ir::LinearLayout;
 
-int64_t LayoutLowering::vector_width(const ir::Type& t, const ir::Value* ptr, const ir::Value* mask) {
+int64_t LayoutLowering::vector_width(const ir::Type& t, const ir::Value* ptr, const ir::Value* mask, int dim) {
   const LinearLayout& ll = linear(t);
-  const int last = static_cast<int>(t.shape.size()) - 1;
-  int64_t v = std::min(ir::contiguous_registers(ll, last), 16 / std::max<int64_t>(1, ir::dtype_bytes(t.dtype)));
-  while (v > 1 && !axis_.vectorizable(ptr, mask, v)) v /= 2;
+  // (by default along the dimension a thread's first registers run: the last, or a transposed
+  // tile's)
+  if (dim < 0) {
+    dim = static_cast<int>(t.shape.size()) - 1;
+    for (int d = dim - 1; d >= 0 && ir::contiguous_registers(ll, dim) < 2; --d)
+      if (ir::contiguous_registers(ll, d) > 1) dim = d;
+  }
+  int64_t v = std::min(ir::contiguous_registers(ll, dim), 16 / std::max<int64_t>(1, ir::dtype_bytes(t.dtype)));
+  while (v > 1 && !axis_.vectorizable(ptr, mask, v, dim)) v /= 2;
   return v;
 }
 
@@ -301,7 +307,9 @@ void LayoutLowering::emit_async_copy(const ir::Op& op) {
   const int64_t esize = ir::dtype_bytes(desc.dtype);
   const ir::Value* other = op.operands.size() > 4 ? op.operands[4] : nullptr;
   const bool rows_contiguous = desc.layout->order[0] == 1;
-  int64_t v = rows_contiguous ? std::min<int64_t>(vector_width(pt, ptrs_v, mask), desc.layout->vec) : 1;
+  int64_t v = rows_contiguous ? std::min<int64_t>(vector_width(pt, ptrs_v, mask, static_cast<int>(pt.shape.size()) - 1),
+                                                  desc.layout->vec)
+                              : 1;
   if (v * esize < 4) v = 1;               // cp.async moves 4, 8 or 16 bytes
   if (other && !zero_bits(other)) v = 1;  // (and fills with zeros only)
   llvm::Value* tile =

@@ -105,29 +105,37 @@ class LayoutAssignment {
  private:
   // ---- choices
 
-  /// Triton's default: each thread `vec` contiguous elements of the last dimension (16 bytes'
-  /// worth where `ptr`'s addresses allow), lanes along it first, warps down dimension 0.
+  /// Triton's default: each thread `vec` contiguous elements of the fastest dimension (16 bytes'
+  /// worth where `ptr`'s addresses allow), lanes along it first, warps down the slowest. The
+  /// fastest is the last, unless `ptr`'s addresses run longer along another (a transposed
+  /// tile's: Triton's coalescing).
   LayoutRef blocked_for(const std::vector<int64_t>& shape, DType dtype, const Value* ptr) {
     const int rank = static_cast<int>(shape.size());
+    int fast = rank - 1;
+    if (ptr)
+      for (int d = rank - 2; d >= 0; --d)
+        if (axis_.of(ptr, d).contiguity > axis_.of(ptr, fast).contiguity) fast = d;
     int64_t vec = std::max<int64_t>(1, 16 / std::max(1, ir::dtype_bytes(dtype)));
-    if (ptr) vec = std::min(vec, floor_pow2(std::max<int64_t>(1, axis_.of(ptr).contiguity)));
-    vec = std::min(vec, shape[rank - 1]);
-    std::vector<int64_t> spt(rank, 1), tpw(rank, 1), wpc(rank, 1), order(rank);
-    spt[rank - 1] = vec;
+    if (ptr) vec = std::min(vec, floor_pow2(std::max<int64_t>(1, axis_.of(ptr, fast).contiguity)));
+    vec = std::min(vec, shape[fast]);
+    std::vector<int64_t> spt(rank, 1), tpw(rank, 1), wpc(rank, 1), order = {fast};
+    for (int d = rank - 1; d >= 0; --d)
+      if (d != fast) order.push_back(d);
+    spt[fast] = vec;
     int64_t lanes = ctx_.warp_size, warps = ctx_.num_warps;
-    for (int d = rank - 1; d >= 0; --d) {
+    for (int64_t d : order) {
       int64_t room = std::max<int64_t>(1, shape[d] / spt[d]);
       tpw[d] = std::min(lanes, room);
       lanes /= tpw[d];
-      order[rank - 1 - d] = d;
     }
-    tpw[0] *= lanes;  // more lanes than elements: the rest hold copies
-    for (int d = 0; d < rank; ++d) {
+    tpw[order.back()] *= lanes;  // more lanes than elements: the rest hold copies
+    for (size_t i = order.size(); i-- > 0;) {
+      const int64_t d = order[i];
       int64_t room = std::max<int64_t>(1, shape[d] / (spt[d] * tpw[d]));
       wpc[d] = std::min(warps, room);
       warps /= wpc[d];
     }
-    wpc[0] *= warps;
+    wpc[order.back()] *= warps;
     return Layout::blocked(spt, tpw, wpc, order);
   }
   LayoutRef blocked_for(const Value* v) {

@@ -246,6 +246,26 @@ TEST(Ops, ForLoopBoundsAndStep) {
   }
 }
 
+// ---- a tile whose addresses run down dimension 0 (a transposed tile's: element (r, c) at
+// r + 64 c), read, written back scaled and written row-major; on a GPU its layout's registers
+// run down dimension 0 and its accesses go 16 bytes at a time along it
+void transposed_tile(tl::Ptr<float> x, tl::Ptr<float> y, tl::Ptr<float> z) {
+  auto r = tl::expand_dims(tl::arange(0, 64), 1), c = tl::expand_dims(tl::arange(0, 128), 0);
+  auto t = tl::load(x + r + c * 64);
+  tl::store(y + r + c * 64, t * 2);
+  tl::store(z + r * 128 + c, t);
+}
+TEST(Ops, TransposedTileKeepsEveryElementInPlace) {
+  auto x = ref::random_floats(64 * 128);
+  std::vector<float> y(x.size()), z(x.size());
+  compile(KernelDef("transposed_tile", transposed_tile, {"x", "y", "z"})).launch({1}, x, y, z);
+  for (int r = 0; r < 64; ++r)
+    for (int c = 0; c < 128; ++c) {
+      ASSERT_EQ(y[size_t(r + c * 64)], 2 * x[size_t(r + c * 64)]) << r << ", " << c;
+      ASSERT_EQ(z[size_t(r * 128 + c)], x[size_t(r + c * 64)]) << r << ", " << c;
+    }
+}
+
 // ---- casts between all dtypes
 template <class T>
 void cast_through(tl::Ptr<float> in, tl::Ptr<float> out, tl::Ptr<T> raw, tl::Int n) {
