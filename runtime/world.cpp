@@ -219,11 +219,14 @@ void World::agree_on_size(size_t bytes, const char* what) {
         return true;
       },
       str_cat(what, " on every rank").c_str());
+  // (the same words on every rank: rank 0's size and the first rank's that differs, whichever
+  // rank reports first)
   std::string mismatch;
-  for (int r = 0; r < size_ && mismatch.empty(); ++r) {
+  const int64_t first = ctl_->alloc_size[0].load();
+  for (int r = 1; r < size_ && mismatch.empty(); ++r) {
     int64_t other = ctl_->alloc_size[r].load();
-    if (other != static_cast<int64_t>(bytes))
-      mismatch = str_cat("tiledist: ", what, " #", seq, " differs between ranks: rank ", rank_, " asked for ", bytes,
+    if (other != first)
+      mismatch = str_cat("tiledist: ", what, " #", seq, " differs between ranks: rank 0 asked for ", first,
                          " bytes, rank ", r, " for ", other, " bytes");
   }
   barrier();  // nobody starts the next allocation before all have compared this one
