@@ -10,6 +10,7 @@
 #include "llvm/TargetParser/Host.h"
 #include "runtime/cuda.h"
 #include "runtime/hip.h"
+#include "support/matrix_instrs.h"
 #include "support/support.h"
 
 namespace tiledist {
@@ -52,17 +53,17 @@ Target Target::default_target() {
 }
 
 bool Target::has(Cap c) const {
-  struct Caps {
-    const char* arch;
-    std::initializer_list<Cap> caps;
-  };
-  static const Caps table[] = {
-      {"sm_80", {Cap::mma_sync}}, {"sm_90", {Cap::mma_sync}}, {"sm_90a", {Cap::mma_sync, Cap::wgmma, Cap::tma}},
-      {"gfx90a", {Cap::mfma}},    {"gfx942", {Cap::mfma}},
-  };
   if (kind == Kind::host) return false;
-  for (const Caps& t : table)
-    if (arch == t.arch) return std::find(t.caps.begin(), t.caps.end(), c) != t.caps.end();
+  switch (c) {  // (the matrix units from the arch's matrix instructions, support/matrix_instrs.h)
+    case Cap::mma_sync:
+      return matrix_instr(arch, MatrixUnit::mma_sync) != nullptr;
+    case Cap::wgmma:
+      return matrix_instr(arch, MatrixUnit::wgmma) != nullptr;
+    case Cap::mfma:
+      return matrix_instr(arch, MatrixUnit::mfma) != nullptr;
+    case Cap::tma:
+      return arch == "sm_90a";
+  }
   return false;
 }
 

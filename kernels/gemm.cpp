@@ -6,6 +6,7 @@
 #include "kernels/gemm_tile.h"
 #include "kernels/kernels.h"
 #include "kernels/symmetric.h"
+#include "support/matrix_instrs.h"
 
 namespace tiledist::kernels {
 
@@ -151,9 +152,10 @@ GemmConfig gemm_fp8_config(const Target& target, int64_t M, int64_t N, int64_t K
   g.constants = kFp8Defaults;
   // wgmma: two warpgroups of m64n256, K of 128 bytes, 4 stages of 48 KiB (K-aligned shapes;
   // others take the generic variant's smaller tiles).
-  if (target.has(Cap::wgmma) && M % 16 == 0 && N % 16 == 0 && K % 16 == 0 && M > 64) {
-    g.bm = 128, g.bn = 256, g.options.num_warps = 8, g.options.num_stages = 4;
-    g.constants = {{"BM", 128}, {"BN", 256}, {"BK", 128}};
+  const MatrixInstr* wg = matrix_instr(target.arch, MatrixUnit::wgmma);
+  if (wg && wg->f8 && M % 16 == 0 && N % 16 == 0 && K % 16 == 0 && M > 64) {
+    g.bm = 2 * wg->m, g.bn = wg->n, g.options.num_warps = 2 * wg->threads / 32, g.options.num_stages = 4;
+    g.constants = {{"BM", g.bm}, {"BN", g.bn}, {"BK", 128}};
     // Persistent and warp specialized (f8 wgmma: 1.023 / 0.993 of cuBLAS at 8192^3, default /
     // fast accumulation, on an H200; the since-deleted matched-loop lowering 1.020 / 0.986 in the same run), unless
     // $TILEDIST_WS=0.
@@ -234,9 +236,11 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K, bo
     // M=128 N=K=8192 on an H200, where the since-deleted matched-loop lowering gave 416 and cuBLAS about 420),
     // unless $TILEDIST_WS=0.
     if (target.has(Cap::wgmma) && persistent) g.options.warp_specialize = true;
-  } else if (target.has(Cap::wgmma)) {  // wgmma: two warpgroups of m64n256, 4 stages of 48 KB
-    g.bm = 128, g.bn = 256, g.options.num_warps = 8, g.options.num_stages = 4;
-    g.constants = {{"BM", 128}, {"BN", 256}, {"BK", 64}};
+  } else if (const MatrixInstr* wg = matrix_instr(target.arch, MatrixUnit::wgmma)) {
+    // wgmma: two warpgroups of its widest instruction (m64n256: 128x256 tiles), 4 stages of 48 KB
+    const int rows = 2 * wg->m, cols = wg->n;
+    g.bm = rows, g.bn = cols, g.options.num_warps = 2 * wg->threads / 32, g.options.num_stages = 4;
+    g.constants = {{"BM", rows}, {"BN", cols}, {"BK", 64}};
     // Where N is short and M long, the same instruction's tiles may cover C better transposed:
     // 256 rows of C by 128 columns, computed as C^T's 128 x 256 (N = 1152: 9 columns of tiles
     // where 128x256 tiles take 4.5, the last half empty). Taken where its waves, the last one
@@ -246,17 +250,18 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K, bo
     const int64_t sms = sm_count(), steps = std::max<int64_t>((K + 63) / 64, 1), max_parts = 5;
     auto tiles = [&](int64_t bm, int64_t bn) { return (M + bm - 1) / bm * ((N + bn - 1) / bn); };
     auto fill = [&](int64_t bn) {  // of the waves of programs that the tiles take
-      const int64_t t = tiles(128, bn);
-      return double(M) * N / (double((t + sms - 1) / sms) * sms * 128 * bn);
+      const int64_t t = tiles(rows, bn);
+      return double(M) * N / (double((t + sms - 1) / sms) * sms * rows * bn);
     };
     if (transposable && library_persistent() &&
-        sk_waves(tiles(256, 128), sms, steps, max_parts) < 0.97 * sk_waves(tiles(128, 256), sms, steps, max_parts)) {
-      g.bm = 256, g.bn = 128;
-      g.constants = {{"BM", 256}, {"BN", 128}, {"BK", 64}, {"TRANSPOSED", 1}};
+        sk_waves(tiles(cols, rows), sms, steps, max_parts) <
+            0.97 * sk_waves(tiles(rows, cols), sms, steps, max_parts)) {
+      g.bm = cols, g.bn = rows;
+      g.constants = {{"BM", cols}, {"BN", rows}, {"BK", 64}, {"TRANSPOSED", 1}};
       g.max_parts = max_parts;
-    } else if (fill(128) > 1.15 * fill(256)) {
-      g.bn = 128;
-      g.constants = {{"BM", 128}, {"BN", 128}, {"BK", 64}};
+    } else if (fill(cols / 2) > 1.15 * fill(cols)) {
+      g.bn = cols / 2;
+      g.constants = {{"BM", rows}, {"BN", cols / 2}, {"BK", 64}};
     }
     // Persistent and warp specialized (TMA's producer warpgroup), unless $TILEDIST_WS=0 (the
     // warp_specialization pass takes the tile loop, stream-K's too: 0.952-0.996 of cuBLAS at the TP shapes on an H200,

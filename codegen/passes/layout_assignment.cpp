@@ -15,6 +15,7 @@
 #include "ir/builder.h"
 #include "ir/layout.h"
 #include "ir/passes/passes.h"
+#include "support/matrix_instrs.h"
 
 namespace tiledist::codegen {
 
@@ -154,22 +155,29 @@ class LayoutAssignment {
     const int64_t eb = ir::dtype_bytes(a.dtype);
     const int nw = ctx_.num_warps;
     const bool rows = along_rows(op);
-    // K of one instruction: 32 bytes of operand for mma.sync and wgmma, a lane's 8 bytes times
-    // the 64 / side lanes along K for MFMA.
-    // wgmma: each warpgroup 64 rows an instruction, repeated over more rows where the
-    // accumulator stays within 128 registers a thread (a 128x128 tile on one warpgroup).
-    if (ctx_.wgmma && nw % 4 == 0 && M % (16 * nw) == 0 && M / (16 * nw) * N / 2 <= 128 && N % 8 == 0 && N <= 256 &&
-        K % (32 / eb) == 0)
-      return Layout::mma_acc(ir::MmaKind::wgmma, {nw, 1}, {64, N});
-    if (ctx_.mfma) {  // the larger tile where the warps can share it out
-      for (int64_t side : {32, 16}) {
-        LayoutRef l = mma_grid(ir::MmaKind::mfma, M, N, side, side, rows);
-        if (l && K % (8 / eb * (64 / side)) == 0) return l;
+    // The arch's matrix instructions (support/matrix_instrs.h), the preferred first; a K that
+    // is whole instructions.
+    for (const MatrixInstr& mi : matrix_instrs(ctx_.arch)) {
+      if ((f8 && !mi.f8) || K % (mi.k_bytes / eb)) continue;
+      const int group = mi.threads / ctx_.warp_size;  // warps that issue one instruction
+      switch (mi.unit) {
+        case MatrixUnit::wgmma:
+          // each warpgroup mi.m rows an instruction, repeated over more rows where the
+          // accumulator stays within 128 registers a thread (a 128x128 tile on one warpgroup)
+          if (ctx_.wgmma && nw % group == 0 && M % (mi.m / group * nw) == 0 && M / (mi.m / group * nw) * N / 2 <= 128 &&
+              N % mi.n_step == 0 && N <= mi.n)
+            return Layout::mma_acc(ir::MmaKind::wgmma, {nw, 1}, {mi.m, N});
+          break;
+        case MatrixUnit::mfma:  // the larger tile where the warps can share it out
+          if (ctx_.mfma)
+            if (LayoutRef l = mma_grid(ir::MmaKind::mfma, M, N, mi.m, mi.n, rows)) return l;
+          break;
+        case MatrixUnit::mma_sync:
+          if (ctx_.mma_sync) return mma_grid(ir::MmaKind::mma_sync, M, N, mi.m, mi.n, rows);
+          break;
       }
-      return nullptr;
     }
-    if (!ctx_.mma_sync || K % (32 / eb)) return nullptr;
-    return mma_grid(ir::MmaKind::mma_sync, M, N, 16, 8, rows);
+    return nullptr;
   }
 
   /// An accumulator layout of `kind` over tiles of sm x sn whose warps form the squarest grid of

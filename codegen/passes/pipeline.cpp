@@ -3,6 +3,7 @@
 #include "codegen/passes/passes.h"
 #include "ir/builder.h"
 #include "ir/passes/passes.h"
+#include "support/matrix_instrs.h"
 
 namespace tiledist::codegen {
 
@@ -18,23 +19,24 @@ std::optional<GpuPassContext> GpuPassContext::find(const std::string& arch, int 
   struct Facts {
     const char* arch;
     int warp_size;
-    bool mma_sync, wgmma, mfma, mma_f8;
   };
-  static const Facts table[] = {
-      {"sm_80", 32, true, false, false, false},
-      {"sm_89", 32, true, false, false, true},   // (mma.sync takes f8: Hopper's form where wgmma's is refused)
-      {"sm_90", 32, true, false, false, false},  // (Hopper without wgmma: sm_80's form, PTX 8.0, f8 dots on FMAs)
-      {"sm_90a", 32, true, true, false, true},
-      {"gfx90a", 64, false, false, true, false},  // (no f8 MFMA: f8 dots on FMAs)
-      {"gfx942", 64, false, false, true, true},
-  };
+  // (the matrix units, and whether they take f8 operands, from the arch's matrix instructions:
+  // sm_89 is Hopper's form where wgmma's is refused (mma.sync takes f8); sm_90 Hopper without
+  // wgmma, sm_80's form (PTX 8.0, f8 dots on FMAs); gfx90a has no f8 MFMA (f8 dots on FMAs))
+  static const Facts table[] = {{"sm_80", 32},  {"sm_89", 32},  {"sm_90", 32},
+                                {"sm_90a", 32}, {"gfx90a", 64}, {"gfx942", 64}};
   for (const Facts& f : table)
     if (arch == f.arch) {
       GpuPassContext c;
       c.arch = arch, c.num_warps = num_warps, c.num_stages = num_stages, c.warp_size = f.warp_size;
-      c.mma_sync = f.mma_sync, c.wgmma = f.wgmma, c.mfma = f.mfma, c.mma_f8 = f.mma_f8;
+      for (const MatrixInstr& i : matrix_instrs(arch)) {
+        c.mma_sync |= i.unit == MatrixUnit::mma_sync;
+        c.wgmma |= i.unit == MatrixUnit::wgmma;
+        c.mfma |= i.unit == MatrixUnit::mfma;
+        c.mma_f8 |= i.f8;
+      }
       c.prefetch_dots = lowering == "gpu_ir_prefetch";
-      c.tma = f.wgmma && (lowering == "gpu_ir_tma" || lowering == "gpu_ir_ws");
+      c.tma = c.wgmma && (lowering == "gpu_ir_tma" || lowering == "gpu_ir_ws");
       c.warp_specialize = c.tma && lowering == "gpu_ir_ws";
       return c;
     }
