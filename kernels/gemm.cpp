@@ -70,8 +70,7 @@ void gemm_sk(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Ptr<float> partia
     auto k1 = tl::where(whole, K, tl::where(ours, tl::minimum((part + 1) * steps / parts * BK, K), k0));
     // (transposed: the accumulator and C's pointers [BN, BM], the partials' slots likewise)
     const bool tr = TRANSPOSED != 0;
-    auto acc = tr ? detail::gemm_acc_t(a, b, M, N, K, pid_m, pid_n, BM, BN, BK, k0, k1)
-                  : detail::gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK, k0, k1);
+    auto acc = detail::gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK, k0, k1, tr);
     auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);
     auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
     auto [ptrs, mask] = tr ? detail::tile_t(c, M, N, pid_m, pid_n, BM, BN)

@@ -49,43 +49,28 @@ void for_each_tile(const tl::Tensor& num_m, const tl::Tensor& num_n, int group_m
 /// The f32 accumulator of output tile (pid_m, pid_n) over columns [k_begin, k_end) of A (rows of
 /// B): A[rows of the tile, k_begin:k_end] @ B[k_begin:k_end, its columns]. k_begin must be a
 /// multiple of BK the compiler can prove non-negative (for TMA's coordinates), k_end <= K.
+/// `transposed`: the same tile's accumulator transposed, [BN, BM] = B[k_begin:k_end, its
+/// columns]^T @ A[its rows, k_begin:k_end]^T, each operand loaded as it lies and transposed for
+/// the dot: a tensor core then takes BN rows by BM columns (where N is short and M long, a
+/// BM = 256 wide instruction covers N in 128-row tiles with none of them empty).
 template <class T>
 tl::Tensor gemm_acc(tl::Ptr<T> a, tl::Ptr<T> b, tl::Int M, tl::Int N, tl::Int K, const tl::Tensor& pid_m,
                     const tl::Tensor& pid_n, int BM, int BN, int BK, const tl::Operand& k_begin,
-                    const tl::Operand& k_end) {
+                    const tl::Operand& k_end, bool transposed = false) {
   using tl::Tensor;
   auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);  // [BM, 1]
   auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);  // [1, BN]
   auto rk = tl::arange(0, BK);
-  return tl::for_range(k_begin, k_end, BK, tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
+  auto zeros = transposed ? tl::zeros({BN, BM}, tl::float32) : tl::zeros({BM, BN}, tl::float32);
+  return tl::for_range(k_begin, k_end, BK, zeros, [&](Tensor k, Tensor acc) {
     auto ka = tl::expand_dims(k + rk, 0);  // [1, BK]
     auto kb = tl::expand_dims(k + rk, 1);  // [BK, 1]
     auto at = tl::load(a + row * K + ka, (row < M) & (ka < K), 0.0f);
     auto bt = tl::load(b + kb * N + col, (kb < K) & (col < N), 0.0f);
-    return tl::dot(at, bt, acc);
+    return transposed ? tl::dot(tl::trans(bt), tl::trans(at), acc) : tl::dot(at, bt, acc);
   });
 }
-/// The same tile's accumulator transposed, [BN, BM]: B[k_begin:k_end, its columns]^T @
-/// A[its rows, k_begin:k_end]^T, each operand loaded as it lies (B's rows along N, A's along K)
-/// and transposed for the dot. A tensor core then takes BN rows by BM columns: where N is short
-/// and M long, a BM = 256 wide instruction covers N in 128-row tiles with none of them empty.
-template <class T>
-tl::Tensor gemm_acc_t(tl::Ptr<T> a, tl::Ptr<T> b, tl::Int M, tl::Int N, tl::Int K, const tl::Tensor& pid_m,
-                      const tl::Tensor& pid_n, int BM, int BN, int BK, const tl::Operand& k_begin,
-                      const tl::Operand& k_end) {
-  using tl::Tensor;
-  auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);  // [BM, 1]
-  auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);  // [1, BN]
-  auto rk = tl::arange(0, BK);
-  return tl::for_range(k_begin, k_end, BK, tl::zeros({BN, BM}, tl::float32), [&](Tensor k, Tensor acc) {
-    auto ka = tl::expand_dims(k + rk, 0);  // [1, BK]
-    auto kb = tl::expand_dims(k + rk, 1);  // [BK, 1]
-    auto at = tl::load(a + row * K + ka, (row < M) & (ka < K), 0.0f);
-    auto bt = tl::load(b + kb * N + col, (kb < K) & (col < N), 0.0f);
-    return tl::dot(tl::trans(bt), tl::trans(at), acc);
-  });
-}
-/// C's tile (pid_m, pid_n) as a [BN, BM] tensor's pointers and mask (for gemm_acc_t's
+/// C's tile (pid_m, pid_n) as a [BN, BM] tensor's pointers and mask (for gemm_acc's transposed
 /// accumulator): element (j, i) is C[pid_m * BM + i, pid_n * BN + j].
 inline std::pair<tl::Tensor, tl::Tensor> tile_t(tl::Ptr<float> c, tl::Int M, tl::Int N, const tl::Tensor& pid_m,
                                                 const tl::Tensor& pid_n, int BM, int BN) {
@@ -101,12 +86,12 @@ tl::Tensor gemm_acc(tl::Ptr<T> a, tl::Ptr<T> b, tl::Int M, tl::Int N, tl::Int K,
 }
 
 /// C[tile] = A[rows of the tile, :] @ B[:, columns of the tile], f32 accumulation, masked edges;
-/// computed transposed (gemm_acc_t) where `transposed`.
+/// computed transposed (gemm_acc's) where `transposed`.
 template <class T>
 void gemm_tile(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K, const tl::Tensor& pid_m,
                const tl::Tensor& pid_n, int BM, int BN, int BK, bool transposed = false) {
   if (transposed) {
-    auto acc = gemm_acc_t(a, b, M, N, K, pid_m, pid_n, BM, BN, BK, 0, K);
+    auto acc = gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK, 0, K, true);
     auto [ptrs, mask] = tile_t(c, M, N, pid_m, pid_n, BM, BN);
     return tl::store(ptrs, acc, mask);
   }

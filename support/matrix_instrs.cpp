@@ -14,11 +14,12 @@ const std::vector<MatrixInstr>& matrix_instrs(const std::string& arch) {
   constexpr MatrixInstr kMmaF8{MatrixUnit::mma_sync, 32, 16, 8, 8, 32, true};
   constexpr MatrixInstr kWgmma{MatrixUnit::wgmma, 128, 64, 256, 8, 32, true};
   auto mfma = [](bool f8) {
-    return std::vector<MatrixInstr>{{MatrixUnit::mfma, 64, 32, 32, 32, 16, f8}, {MatrixUnit::mfma, 64, 16, 16, 16, 32, f8}};
+    return std::vector<MatrixInstr>{{MatrixUnit::mfma, 64, 32, 32, 32, 16, f8},
+                                    {MatrixUnit::mfma, 64, 16, 16, 16, 32, f8}};
   };
   static const Row table[] = {
-      {"sm_80", {kMma}},          {"sm_89", {kMmaF8}},      {"sm_90", {kMma}},
-      {"sm_90a", {kWgmma, kMmaF8}}, {"gfx90a", mfma(false)}, {"gfx942", mfma(true)},
+      {"sm_80", {kMma}},       {"sm_89", {kMmaF8}},    {"sm_90", {kMma}}, {"sm_90a", {kWgmma, kMmaF8}},
+      {"gfx90a", mfma(false)}, {"gfx942", mfma(true)},
   };
   static const std::vector<MatrixInstr> none;
   for (const Row& r : table)
