@@ -35,13 +35,16 @@ class AmdgcnTarget : public GpuTarget {
     fixed->setName("tiledist_smem");
   }
 
-  int64_t mfma_tile(int64_t M, int64_t N) const override {
-    if (M % 32 == 0 && N % 32 == 0) return 32;
-    return M % 16 == 0 && N % 16 == 0 ? 16 : 0;
+  const MatrixInstr* matrix_instr(MatrixUnit unit) const override { return tiledist::matrix_instr(arch_, unit); }
+  int64_t mfma_tile(int64_t M, int64_t N) const override {  // (the arch's MFMA tiles, the larger first)
+    for (const MatrixInstr& i : matrix_instrs(arch_))
+      if (i.unit == MatrixUnit::mfma && M % i.m == 0 && N % i.n == 0) return i.m;
+    return 0;
   }
   bool mfma_takes(ir::DType a, ir::DType b) const override {
     if (a == b && (a == ir::DType::bf16 || a == ir::DType::f16)) return true;
-    return arch_ == "gfx942" && f8(a) && f8(b);  // (gfx90a has no f8 MFMA)
+    const MatrixInstr* mfma = matrix_instr(MatrixUnit::mfma);
+    return mfma && mfma->f8 && f8(a) && f8(b);  // (gfx90a has no f8 MFMA)
   }
   /// v_mfma_f32_32x32x8_{bf16,f16}, v_mfma_f32_16x16x16_{bf16,f16} (gfx90a spells the bf16 ones
   /// with _1k), and on gfx942 v_mfma_f32_32x32x16_{fp8,bf8}_{fp8,bf8} and their 16x16x32.

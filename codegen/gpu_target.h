@@ -15,6 +15,7 @@
 #include "ir/ir.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/InlineAsm.h"
+#include "support/matrix_instrs.h"
 
 namespace tiledist::codegen {
 
@@ -30,6 +31,8 @@ class GpuTarget {
   virtual bool mma_sync() const { return false; }
   /// Hopper: wgmma, TMA, mbarriers, setmaxnreg (sm_90a).
   virtual bool hopper() const { return false; }
+  /// The target's first matrix instruction on `unit` (support/matrix_instrs.h), or null.
+  virtual const MatrixInstr* matrix_instr(MatrixUnit unit) const { return nullptr; }
   /// f32 -> bf16 in one instruction (cvt.rn.bf16.f32, sm_80 and later), through LLVM's fptrunc.
   virtual bool bf16_convert() const { return false; }
   /// AMD's matrix cores: the side of the square MFMA tile an M x N accumulator is made of (32,

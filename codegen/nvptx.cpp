@@ -14,8 +14,9 @@ class NvptxTarget : public GpuTarget {
   NvptxTarget(llvm::IRBuilder<>& b, llvm::Module& m, const GpuOptions& opts) : GpuTarget(b, m), arch_(opts.arch) {}
 
   int warp_size() const override { return 32; }
-  bool mma_sync() const override { return arch_ != "sm_70"; }
-  bool hopper() const override { return arch_ == "sm_90a"; }
+  bool mma_sync() const override { return matrix_instr(MatrixUnit::mma_sync) != nullptr; }
+  bool hopper() const override { return matrix_instr(MatrixUnit::wgmma) != nullptr; }
+  const MatrixInstr* matrix_instr(MatrixUnit unit) const override { return tiledist::matrix_instr(arch_, unit); }
   bool bf16_convert() const override { return arch_ != "sm_70"; }
 
   const char* triple() const override { return "nvptx64-nvidia-cuda"; }

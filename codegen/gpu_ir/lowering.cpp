@@ -77,7 +77,8 @@ std::string why_not(const ir::Op& op, const GpuTarget& target) {
       if (wgmma && (c.layout->warps_per_cta[0] % 4 || c.layout->warps_per_cta[1] != 1 ||
                     c.shape[0] % (16 * c.layout->warps_per_cta[0])))
         return "a wgmma accumulator other than a warpgroup's 64 rows each (of every instruction)";
-      if (wgmma && (c.shape[1] % 8 || c.shape[1] > 256 || a.shape[1] * eb % 32))
+      const MatrixInstr* wg = target.matrix_instr(MatrixUnit::wgmma);
+      if (wgmma && (!wg || c.shape[1] % wg->n_step || c.shape[1] > wg->n || a.shape[1] * eb % wg->k_bytes))
         return "a wgmma of other than N a multiple of 8 up to 256 and K a multiple of 32 bytes";
       return "";
     }
