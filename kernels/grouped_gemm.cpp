@@ -16,6 +16,7 @@
 
 #include "kernels/gemm_tile.h"
 #include "kernels/symmetric.h"
+#include "support/matrix_instrs.h"
 
 namespace tiledist::kernels {
 
@@ -211,11 +212,12 @@ GemmConfig grouped_gemm_config(const Target& target, int64_t rows, int64_t N, in
   // lowering's warp specialization takes with coordinates loaded from the table yet).
   const int bm = rows < 128 * E ? 64 : 128;
   const int bk = f8 ? 128 : 64;  // 128 bytes of K: wgmma's swizzled rows, TMA's boxes
-  if (target.has(Cap::wgmma)) {
-    // wgmma: M = 16 x warps, N up to 256; f8: 128 (ptxas spills the scaled forms' 256: the
-    // rowwise epilogue's scales, the blockwise form's second accumulator)
-    g.bm = bm, g.bn = N >= 256 && !f8 ? 256 : 128;
-    g.options.num_warps = bm / 16, g.options.num_stages = 4;
+  if (const MatrixInstr* wg = matrix_instr(target.arch, MatrixUnit::wgmma)) {
+    // wgmma: a warpgroup per instruction's rows (M = 16 x warps), N its widest (256) where N
+    // allows; f8: half that (ptxas spills the scaled forms' 256: the rowwise epilogue's scales,
+    // the blockwise form's second accumulator)
+    g.bm = bm, g.bn = N >= wg->n && !f8 ? wg->n : wg->n / 2;
+    g.options.num_warps = bm / (wg->m / (wg->threads / 32)), g.options.num_stages = 4;
     // bf16: warp specialized (a producer warpgroup copies both operands by TMA, the expert a
     // coordinate: 0.99 of torch._grouped_mm at E = 8 in both weight layouts, on an H200,
     // against 0.98 / 0.83 by the since-deleted matched-loop lowering; bench/RESULTS.md). f8, E = 8, 16384 rows,
