@@ -84,7 +84,8 @@ demo: build
 bench: build
 	$(BUILD)/bench/compile_bench
 	$(BUILD)/bench/warmup_bench
-	$(BUILD)/bench/gpu_bench
+	$(BUILD)/bench/elementwise_bench
+	$(BUILD)/bench/gemm_bench
 
 # A relocatable tarball for machines with only a GPU driver: the library (LLVM inside), tools,
 # tests and benchmarks, with the shared libraries they need beside libtiledist.so.

@@ -10,7 +10,7 @@
 #   grouped    grouped_gemm_bench: kernels::GroupedGemm against torch._grouped_mm, same run (and
 #              its e4m3 forms alone)
 #   grouped8   the e4m3 grouped GEMM's rows alone: by default and warp specialized (TILEDIST_WS=1)
-#   gemm       gpu_bench tp and fp8: the library GEMMs against cuBLAS (no-regression check)
+#   gemm       gemm_bench tp and fp8: the library GEMMs against cuBLAS (no-regression check)
 #   gpuir      every kernel test through the GPU IR lowering (TILEDIST_LOWERING=gpu_ir: on Hopper
 #              its wgmma form), then attention's registers and spills (ptxas -v) and times at a few
 #              tile shapes
@@ -21,24 +21,25 @@
 #   tma        with TMA copies in the GPU IR pipeline (gpu_ir_tma): the attention, grouped GEMM and
 #              two-dot tests, then attention_bench and grouped_gemm_bench (through the GPU IR)
 #   ws         the same warp specialized (gpu_ir_ws: a producer warpgroup issues the TMA copies)
-#   gemmws     the GEMM tests, then gpu_bench tp, through the GPU passes warp specialized (gpu_ir_ws:
+#   gemmws     the GEMM tests, then gemm_bench tp, through the GPU passes warp specialized (gpu_ir_ws:
 #              the library GEMM's persistent tile loop in the warp_specialization pass)
-#   fp8        the f8 GEMM tests and `gpu_bench fp8` by the library's default, then through the GPU
+#   fp8        the f8 GEMM tests and `gemm_bench fp8` by the library's default, then through the GPU
 #              passes (TILEDIST_LOWERING=gpu_ir: f8 wgmma in the GPU IR lowering)
 #   skinny     the skinny GEMM (M=128, N=K=8192) as the library configures it, against cuBLAS, three
-#              times (gpu_bench skinny), then its tiles (64x128x64, 4 warps) by each lowering and
-#              stage count (gpu_bench gemm: TFLOP/s, no baseline)
-#   all        gpu_bench (bandwidth-bound kernels, GEMM tiles, TP shapes, the skinny and f8 GEMMs)
+#              times (gemm_bench skinny), then its tiles (64x128x64, 4 warps) by each lowering and
+#              stage count (gemm_bench gemm: TFLOP/s, no baseline)
+#   all        elementwise_bench (bandwidth-bound kernels against the copy engine), then gemm_bench
+#              (GEMM tiles, TP shapes, the skinny and f8 GEMMs)
 #   policy     what the default on Hopper could be, per lowering (gpu_ir: cp.async, gpu_ir_tma:
-#              TMA issued by the math warps, gpu_ir_ws: a producer warpgroup): gpu_bench sustain
+#              TMA issued by the math warps, gpu_ir_ws: a producer warpgroup): gemm_bench sustain
 #              (ours then cuBLAS, one second each, twice) on a GEMM compiled as a user compiles it
 #              (no library configuration) at 8192^3 and 4096^3, 128x256x64/8w/4s and
 #              128x128x64/4w/4s, and attention_bench one at D = 64 and 128 (128x64/8w/3s)
 #   gemmtiles  a GEMM compiled as a user compiles it at other tiles than the library's (128x128x64 on
-#              one warpgroup, 256x128x64 on two: wgmma repeated over the rows): gpu_bench sustain
+#              one warpgroup, 256x128x64 on two: wgmma repeated over the rows): gemm_bench sustain
 #              against cuBLAS
 #   sm80       sm_80's code on this GPU (TILEDIST_TARGET=sm_80: mma.sync, cp.async, no TMA):
-#              kernels_test, then gpu_bench tp
+#              kernels_test, then gemm_bench tp
 # Prints each stage's summary; the logs keep the rest.
 set -u
 stages=${*:-tests attention grouped gemm gpuir}
@@ -62,7 +63,7 @@ run() {  # run NAME SECONDS CMD...: the command under a limit, its rc and its la
   echo "   rc=$?  (log: $logs/$name.log)"
 }
 sustain() {  # sustain M N K BM BN BK WARPS STAGES: ours and cuBLAS, a second each, the second round's TFLOP/s
-  timeout 60 bench/gpu_bench sustain "$@" 1 2>&1 | tail -2 | grep -oE '(ours|cuBLAS) .*TFLOP/s' |
+  timeout 60 bench/gemm_bench sustain "$@" 1 2>&1 | tail -2 | grep -oE '(ours|cuBLAS) .*TFLOP/s' |
     sed 's/ [0-9.]*\.\.[0-9.]* / /' | tr '\n' ' '
 }
 for stage in $stages; do
@@ -85,9 +86,9 @@ for stage in $stages; do
         echo "   $l:"; grep -E "rowwise|blockwise" "$logs/grouped8_$l.log"
       done ;;
     gemm)
-      run gemm 240 bench/gpu_bench tp
+      run gemm 240 bench/gemm_bench tp
       grep -vE '^\s*$' "$logs/gemm.log" | tail -16
-      run fp8 180 bench/gpu_bench fp8
+      run fp8 180 bench/gemm_bench fp8
       grep -vE '^\s*$' "$logs/fp8.log" | tail -8 ;;
     gpuir)
       TILEDIST_LOWERING=gpu_ir run tests_gpu_ir 400 tests/kernels_test
@@ -132,25 +133,27 @@ for stage in $stages; do
     gemmws)
       TILEDIST_LOWERING=gpu_ir_ws run tests_gemmws 300 tests/kernels_test --gtest_filter='Gemm.*'
       grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_gemmws.log"
-      TILEDIST_LOWERING=gpu_ir_ws run gemm_gemmws 240 bench/gpu_bench tp
+      TILEDIST_LOWERING=gpu_ir_ws run gemm_gemmws 240 bench/gemm_bench tp
       grep -vE '^\s*$' "$logs/gemm_gemmws.log" | tail -16 ;;
     fp8)
-      run fp8_default 180 bench/gpu_bench fp8
+      run fp8_default 180 bench/gemm_bench fp8
       grep -vE '^\s*$' "$logs/fp8_default.log" | tail -5
       TILEDIST_LOWERING=gpu_ir run tests_fp8_ir 300 tests/kernels_test --gtest_filter='Gemm.*F8*:GroupedGemm.F8*'
       grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_fp8_ir.log"
-      TILEDIST_LOWERING=gpu_ir run fp8_ir 180 bench/gpu_bench fp8
+      TILEDIST_LOWERING=gpu_ir run fp8_ir 180 bench/gemm_bench fp8
       grep -vE '^\s*$' "$logs/fp8_ir.log" | tail -5 ;;
     skinny)
-      timeout 120 bench/gpu_bench skinny 2>&1 | grep -E "skinny|host"
+      timeout 120 bench/gemm_bench skinny 2>&1 | grep -E "skinny|host"
       for l in default gpu_ir gpu_ir_tma gpu_ir_ws; do
         for s in 4 8; do
           [ "$l" = default ] && l=
-          echo "   ${l:-default} stages=$s | $(TILEDIST_LOWERING=$l timeout 60 bench/gpu_bench gemm 128 8192 8192 64 128 64 4 $s 2>&1 | tail -1)"
+          echo "   ${l:-default} stages=$s | $(TILEDIST_LOWERING=$l timeout 60 bench/gemm_bench gemm 128 8192 8192 64 128 64 4 $s 2>&1 | tail -1)"
         done
       done ;;
     all)
-      run bench_all 300 bench/gpu_bench
+      run elementwise 60 bench/elementwise_bench
+      grep -vE '^\s*$' "$logs/elementwise.log" | tail -5
+      run bench_all 300 bench/gemm_bench
       grep -vE '^\s*$' "$logs/bench_all.log" | tail -40 ;;
     policy)
       for l in gpu_ir gpu_ir_tma gpu_ir_ws; do
@@ -169,7 +172,7 @@ for stage in $stages; do
     sm80)
       TILEDIST_TARGET=sm_80 run tests_sm80 400 tests/kernels_test
       grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_sm80.log"
-      TILEDIST_TARGET=sm_80 run tp_sm80 240 bench/gpu_bench tp
+      TILEDIST_TARGET=sm_80 run tp_sm80 240 bench/gemm_bench tp
       grep -vE '^\s*$' "$logs/tp_sm80.log" | tail -14 ;;
     *) echo "unknown stage '$stage'" ;;
   esac

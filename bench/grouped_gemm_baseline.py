@@ -4,7 +4,7 @@ process, passing the same shapes and offsets, and prints both side by side).
 
     grouped_gemm_baseline.py time  --rows R --n N --k K --offs o1,o2,... [--layout nk|kn] [--warmup 3] [--reps 20]
         prints "ms <median>": the median of --reps single calls, each timed with CUDA events,
-        after --warmup untimed ones, on random bf16 inputs (as gpu_bench times ours).
+        after --warmup untimed ones, on random bf16 inputs (as gemm_bench times ours).
     grouped_gemm_baseline.py check --rows R --n N --k K --offs ... [--layout nk|kn] --a A --w W --out C
         reads A [R, K] and W ([E, N, K] for nk, [E, K, N] for kn) as raw bf16 files, writes
         torch._grouped_mm's C [R, N] (bf16) to C (rows past the last offset: zeros).

@@ -1,7 +1,7 @@
-// GPU benchmark, side by side with the baselines in one run: our bandwidth-bound kernels
-// against the driver's device-to-device copy, and our GEMM against cuBLAS (libcublasLt, loaded
-// at run time), checked against it on random inputs first. Prints a table; skips (exit 0) where
-// there is no GPU.
+// The library's GEMMs on the GPU against cuBLAS (libcublasLt, loaded at run time) in one run,
+// checked against it on random inputs first: tile configurations, the tensor-parallel shapes,
+// the skinny and f8 GEMMs (tests/kernels/gemm_test.cpp checks them). Prints a table; skips
+// (exit 0) where there is no GPU. (The bandwidth-bound kernels: elementwise_bench.)
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -72,7 +72,7 @@ std::pair<double, double> burst_pair(const std::function<void()>& a, const std::
   return {ta[1], tb[1]};
 }
 
-/// A probe of where a power-limited GEMM spends its energy (`gpu_bench energy`): the library
+/// A probe of where a power-limited GEMM spends its energy (`gemm_bench energy`): the library
 /// GEMM's loop, but reading its operand tiles from the first 8 k-tiles over and over, so the
 /// instruction stream, the cp.async pipeline and the shared-memory traffic are the real one's,
 /// and every load hits L2 (no DRAM traffic). Its result is not A @ B.
@@ -109,11 +109,11 @@ void phases(const char* mode, int width, const std::vector<std::pair<const char*
     }
 }
 
-/// `gpu_bench gemm M N K BM BN BK WARPS STAGES [bf16|f8e4m3]`: one GEMM configuration on random
-/// inputs, launched three times (for a profiler: `ncu --launch-skip 2 --launch-count 1 gpu_bench
+/// `gemm_bench gemm M N K BM BN BK WARPS STAGES [bf16|f8e4m3]`: one GEMM configuration on random
+/// inputs, launched three times (for a profiler: `ncu --launch-skip 2 --launch-count 1 gemm_bench
 /// gemm ...`).
 /// ($TILEDIST_TRANSPOSED=1: bf16 tiles computed transposed, gemm's TRANSPOSED constant.)
-/// `gpu_bench sustain M N K BM BN BK WARPS STAGES SECONDS`: bf16, ours and cuBLAS each run for
+/// `gemm_bench sustain M N K BM BN BK WARPS STAGES SECONDS`: bf16, ours and cuBLAS each run for
 /// SECONDS at a time, twice in turn, printing the throughput of each phase and its wall-clock
 /// span (to line up with `nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw ... -lms 50`).
 int one_gemm(const std::string& mode, char** argv, const std::string& last) {
@@ -145,7 +145,7 @@ int one_gemm(const std::string& mode, char** argv, const std::string& last) {
     auto ours = [&] { g.launch({tl::cdiv(M, bm), tl::cdiv(N, bn)}, a, b, c, M, N, K); };
     if (mode == "sustain") {
       CublasLt cublas;
-      if (!cublas.load()) throw Error("gpu_bench sustain: cuBLAS not found (set TILEDIST_CUBLASLT)");
+      if (!cublas.load()) throw Error("gemm_bench sustain: cuBLAS not found (set TILEDIST_CUBLASLT)");
       CublasLt::Plan plan = cublas.plan(M, N, K);
       auto theirs = [&] { cublas.gemm(plan, a.data(), b.data(), c.data()); };
       phases("sustain", 6, {{"ours", ours}, {"cuBLAS", theirs}}, std::atof(last.c_str()), flop);
@@ -158,7 +158,7 @@ int one_gemm(const std::string& mode, char** argv, const std::string& last) {
   return 0;
 }
 
-/// `gpu_bench energy M N K SECONDS`: the library GEMM (256x128x32, 8 warps, 3 stages), the
+/// `gemm_bench energy M N K SECONDS`: the library GEMM (256x128x32, 8 warps, 3 stages), the
 /// probe above and cuBLAS, each launched back to back for SECONDS in turn, twice; throughput
 /// counted as 2*M*N*K per launch. Run beside `nvidia-smi
 /// --query-gpu=timestamp,clocks.sm,power.draw --format=csv -lms 100` to read the energy per FLOP.
@@ -179,7 +179,7 @@ int energy(char** argv) {
   auto l2 = compile(probe_def, {{"BM", bm}, {"BN", bn}, {"BK", bk}}, Target::cuda(), opts);
   const Grid grid{tl::cdiv(M, bm), tl::cdiv(N, bn)};
   CublasLt cublas;
-  if (!cublas.load()) throw Error("gpu_bench energy: cuBLAS not found (set TILEDIST_CUBLASLT)");
+  if (!cublas.load()) throw Error("gemm_bench energy: cuBLAS not found (set TILEDIST_CUBLASLT)");
   CublasLt::Plan plan = cublas.plan(M, N, K);
   phases("energy", 13,
          {{"gemm", [&] { real.launch(grid, a, b, c, M, N, K); }},
@@ -191,7 +191,7 @@ int energy(char** argv) {
 
 int main(int argc, char** argv) {
   if (!cuda::available()) {
-    std::printf("gpu_bench: skipped, no CUDA GPU (%s)\n", cuda::unavailable_reason().c_str());
+    std::printf("gemm_bench: skipped, no CUDA GPU (%s)\n", cuda::unavailable_reason().c_str());
     return 0;
   }
   const std::string mode = argc > 1 ? argv[1] : "";
@@ -207,44 +207,13 @@ int main(int argc, char** argv) {
   // The arch of the device found, or $TILEDIST_TARGET's (sm_80's code on a Hopper GPU: the
   // mma.sync and cp.async forms, timed where no Ampere GPU is lent)
   const Target target = std::getenv("TILEDIST_TARGET") ? Target::default_target() : Target::cuda();
-  std::printf("gpu_bench on %s (%s, %d SMs), code for %s\n\n", dev.name.c_str(), dev.arch().c_str(), dev.sms,
+  std::printf("gemm_bench on %s (%s, %d SMs), code for %s\n\n", dev.name.c_str(), dev.arch().c_str(), dev.sms,
               target.arch.c_str());
-  const bool only_fp8 = mode == "fp8";                   // `gpu_bench fp8`: the f8 GEMM rows alone
-  const bool only_tp = mode == "tp";                     // `gpu_bench tp`: the library's GEMM at the TP shapes alone
-  const bool only_shape = mode == "shape" && argc == 5;  // `gpu_bench shape M N K`: its rows at one shape
-  const bool only_skinny = mode == "skinny";             // `gpu_bench skinny`: the skinny row alone, three times
+  const bool only_fp8 = mode == "fp8";                   // `gemm_bench fp8`: the f8 GEMM rows alone
+  const bool only_tp = mode == "tp";                     // `gemm_bench tp`: the library's GEMM at the TP shapes alone
+  const bool only_shape = mode == "shape" && argc == 5;  // `gemm_bench shape M N K`: its rows at one shape
+  const bool only_skinny = mode == "skinny";             // `gemm_bench skinny`: the skinny row alone, three times
   try {
-    // ---- bandwidth-bound kernels against the copy engine's device-to-device copy
-    if (!only_fp8 && !only_tp && !only_skinny && !only_shape) {
-      size_t n = size_t(64) << 20;  // 64 Mi floats = 256 MiB per buffer
-      cuda::Buffer<float> x(n), y(n), out(n);
-      cuda::memset(x.data(), 0, n * 4);
-      cuda::memset(y.data(), 0, n * 4);
-      double copy_ms = time_ms([&] { cuda::copy_device_to_device(out.data(), x.data(), n * 4); });
-      double copy_gbs = 2.0 * n * 4 / copy_ms / 1e6;
-      std::printf("%-40s %10s %10s %10s\n", "bandwidth-bound", "ms", "GB/s", "of copy");
-      std::printf("%-40s %10.3f %10.0f %9.0f%%\n", "cuMemcpyDtoD 256 MiB (baseline)", copy_ms, copy_gbs, 100.0);
-      auto add = compile(kernels::add_kernel(), {{"BLOCK", 1024}}, target);
-      double add_ms = time_ms([&] { add.launch({tl::cdiv(int64_t(n), 1024)}, x, y, out, int(n)); });
-      double add_gbs = 3.0 * n * 4 / add_ms / 1e6;
-      std::printf("%-40s %10.3f %10.0f %9.0f%%\n", "add, 64 Mi f32", add_ms, add_gbs, 100 * add_gbs / copy_gbs);
-      int rows = 65536, cols = 1024;
-      auto sm = compile(kernels::softmax_kernel(), {{"BLOCK", 1024}}, target);
-      double sm_ms = time_ms([&] { sm.launch({rows}, x, out, cols, cols); });
-      double sm_gbs = 2.0 * rows * cols * 4 / sm_ms / 1e6;
-      std::printf("%-40s %10.3f %10.0f %9.0f%%\n", "softmax, 65536 x 1024 f32", sm_ms, sm_gbs, 100 * sm_gbs / copy_gbs);
-      cuda::Buffer<float> w(cols), bias(cols);
-      cuda::memset(w.data(), 0, cols * 4);
-      cuda::memset(bias.data(), 0, cols * 4);
-      auto ln = compile(kernels::layernorm_kernel(), {{"BLOCK", 1024}}, target);
-      double ln_ms = time_ms([&] { ln.launch({rows}, x, w, bias, out, cols, 1e-5f); });
-      // DRAM traffic: x read once and y written once; the second and third passes over a 4 KiB row
-      // hit L2, so they are not counted.
-      double ln_gbs = 2.0 * rows * cols * 4 / ln_ms / 1e6;
-      std::printf("%-40s %10.3f %10.0f %9.0f%%\n\n", "layernorm, 65536 x 1024 f32", ln_ms, ln_gbs,
-                  100 * ln_gbs / copy_gbs);
-    }
-
     // ---- GEMM against cuBLAS
     CublasLt cublas;
     bool have_cublas = cublas.load();
@@ -300,7 +269,7 @@ int main(int argc, char** argv) {
                   steady_ours / steady_theirs, flop / burst_ours / 1e9, flop / burst_theirs / 1e9,
                   burst_theirs / burst_ours, err);
       if (err > 1e-4)
-        throw Error(str_cat("gpu_bench: our GEMM ", label, " disagrees with cuBLAS (relative error ", err, ")"));
+        throw Error(str_cat("gemm_bench: our GEMM ", label, " disagrees with cuBLAS (relative error ", err, ")"));
     };
     auto row = [&](Problem& p, const std::string& label, const Constants& constants, const CompileOptions& opts,
                    const Grid& grid) {
@@ -476,7 +445,8 @@ int main(int argc, char** argv) {
                     steady_ours / steady_theirs, flop / burst_ours / 1e9, flop / burst_theirs / 1e9,
                     burst_theirs / burst_ours, err);
         if (err > 1e-2)
-          throw Error(str_cat("gpu_bench: our e4m3 GEMM ", shape, " disagrees with cuBLAS (relative error ", err, ")"));
+          throw Error(
+              str_cat("gemm_bench: our e4m3 GEMM ", shape, " disagrees with cuBLAS (relative error ", err, ")"));
       }
     }
   } catch (const Error& e) {
