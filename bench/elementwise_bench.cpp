@@ -43,8 +43,8 @@ int main() {
     double sm_gbs = 2.0 * rows * cols * 4 / sm_ms / 1e6;
     std::printf("%-40s %10.3f %10.0f %9.0f%%\n", "softmax, 65536 x 1024 f32", sm_ms, sm_gbs, 100 * sm_gbs / copy_gbs);
     cuda::Buffer<float> w(cols), bias(cols);
-    cuda::memset(w.data(), 0, cols * 4);
-    cuda::memset(bias.data(), 0, cols * 4);
+    cuda::memset(w.data(), 0, size_t(cols) * 4);
+    cuda::memset(bias.data(), 0, size_t(cols) * 4);
     auto ln = compile(kernels::layernorm_kernel(), {{"BLOCK", 1024}}, target);
     double ln_ms = time_ms([&] { ln.launch({rows}, x, w, bias, out, cols, 1e-5f); });
     // DRAM traffic: x read once and y written once; the second and third passes over a 4 KiB row

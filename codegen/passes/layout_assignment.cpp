@@ -161,13 +161,15 @@ class LayoutAssignment {
       if ((f8 && !mi.f8) || K % (mi.k_bytes / eb)) continue;
       const int group = mi.threads / ctx_.warp_size;  // warps that issue one instruction
       switch (mi.unit) {
-        case MatrixUnit::wgmma:
+        case MatrixUnit::wgmma: {
           // each warpgroup mi.m rows an instruction, repeated over more rows where the
           // accumulator stays within 128 registers a thread (a 128x128 tile on one warpgroup)
-          if (ctx_.wgmma && nw % group == 0 && M % (mi.m / group * nw) == 0 && M / (mi.m / group * nw) * N / 2 <= 128 &&
-              N % mi.n_step == 0 && N <= mi.n)
+          const int64_t span = int64_t{mi.m} / group * nw;  // (rows of one instruction over the warpgroups)
+          if (ctx_.wgmma && nw % group == 0 && M % span == 0 && M / span * N / 2 <= 128 && N % mi.n_step == 0 &&
+              N <= mi.n)
             return Layout::mma_acc(ir::MmaKind::wgmma, {nw, 1}, {mi.m, N});
           break;
+        }
         case MatrixUnit::mfma:  // the larger tile where the warps can share it out
           if (ctx_.mfma)
             if (LayoutRef l = mma_grid(ir::MmaKind::mfma, M, N, mi.m, mi.n, rows)) return l;
