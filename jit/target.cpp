@@ -1,6 +1,5 @@
 #include "jit/target.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 

@@ -71,10 +71,7 @@ void gemm_sk(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Ptr<float> partia
     // (transposed: the accumulator and C's pointers [BN, BM], the partials' slots likewise)
     const bool tr = TRANSPOSED != 0;
     auto acc = detail::gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK, k0, k1, tr);
-    auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);
-    auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
-    auto [ptrs, mask] = tr ? detail::tile_t(c, M, N, pid_m, pid_n, BM, BN)
-                           : std::pair<Tensor, Tensor>{c + row * N + col, (row < M) & (col < N)};
+    auto [ptrs, mask] = detail::c_tile(c, M, N, pid_m, pid_n, BM, BN, tr);
     tl::if_then(whole | (ours & (parts == 1)), [&] { tl::store(ptrs, acc, mask); });
     tl::if_then(ours & (parts > 1), [&] {
       // (a run's slot laid out as C is: transposed, its dimension 0 contiguous, so that the sum's loads and its

@@ -70,12 +70,12 @@ tl::Tensor gemm_acc(tl::Ptr<T> a, tl::Ptr<T> b, tl::Int M, tl::Int N, tl::Int K,
     return transposed ? tl::dot(tl::trans(bt), tl::trans(at), acc) : tl::dot(at, bt, acc);
   });
 }
-/// C's tile (pid_m, pid_n) as a [BN, BM] tensor's pointers and mask (for gemm_acc's transposed
-/// accumulator): element (j, i) is C[pid_m * BM + i, pid_n * BN + j].
-inline std::pair<tl::Tensor, tl::Tensor> tile_t(tl::Ptr<float> c, tl::Int M, tl::Int N, const tl::Tensor& pid_m,
-                                                const tl::Tensor& pid_n, int BM, int BN) {
-  auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 0);  // [1, BM]
-  auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 1);  // [BN, 1]
+/// C's tile (pid_m, pid_n): its elements' pointers and mask, [BM, BN]; `transposed`, [BN, BM]
+/// (for gemm_acc's transposed accumulator: element (j, i) is C[pid_m * BM + i, pid_n * BN + j]).
+inline std::pair<tl::Tensor, tl::Tensor> c_tile(tl::Ptr<float> c, tl::Int M, tl::Int N, const tl::Tensor& pid_m,
+                                                const tl::Tensor& pid_n, int BM, int BN, bool transposed = false) {
+  auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), transposed ? 0 : 1);  // [BM, 1], or [1, BM]
+  auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), transposed ? 1 : 0);  // [1, BN], or [BN, 1]
   return {c + row * N + col, (row < M) & (col < N)};
 }
 /// The same over all of K: A[rows of the tile, :] @ B[:, its columns].
@@ -90,15 +90,9 @@ tl::Tensor gemm_acc(tl::Ptr<T> a, tl::Ptr<T> b, tl::Int M, tl::Int N, tl::Int K,
 template <class T>
 void gemm_tile(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K, const tl::Tensor& pid_m,
                const tl::Tensor& pid_n, int BM, int BN, int BK, bool transposed = false) {
-  if (transposed) {
-    auto acc = gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK, 0, K, true);
-    auto [ptrs, mask] = tile_t(c, M, N, pid_m, pid_n, BM, BN);
-    return tl::store(ptrs, acc, mask);
-  }
-  auto acc = gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK);
-  auto row = tl::expand_dims(pid_m * BM + tl::arange(0, BM), 1);
-  auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
-  tl::store(c + row * N + col, acc, (row < M) & (col < N));
+  auto acc = gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK, 0, K, transposed);
+  auto [ptrs, mask] = c_tile(c, M, N, pid_m, pid_n, BM, BN, transposed);
+  tl::store(ptrs, acc, mask);
 }
 
 }  // namespace tiledist::kernels::detail

@@ -151,7 +151,7 @@ class LayoutAssignment {
     const int64_t M = op.results[0]->type.shape[0], N = op.results[0]->type.shape[1], K = a.shape[1];
     const bool f8 = a.dtype == DType::f8e4m3 || a.dtype == DType::f8e5m2;
     const bool half = a.dtype == DType::bf16 || a.dtype == DType::f16;
-    if (!(half || f8) || (f8 && !ctx_.mma_f8) || (half && b.dtype != a.dtype)) return nullptr;
+    if (!(half || f8) || (half && b.dtype != a.dtype)) return nullptr;
     const int64_t eb = ir::dtype_bytes(a.dtype);
     const int nw = ctx_.num_warps;
     const bool rows = along_rows(op);
@@ -165,18 +165,15 @@ class LayoutAssignment {
           // each warpgroup mi.m rows an instruction, repeated over more rows where the
           // accumulator stays within 128 registers a thread (a 128x128 tile on one warpgroup)
           const int64_t span = int64_t{mi.m} / group * nw;  // (rows of one instruction over the warpgroups)
-          if (ctx_.wgmma && nw % group == 0 && M % span == 0 && M / span * N / 2 <= 128 && N % mi.n_step == 0 &&
-              N <= mi.n)
+          if (nw % group == 0 && M % span == 0 && M / span * N / 2 <= 128 && N % mi.n_step == 0 && N <= mi.n)
             return Layout::mma_acc(ir::MmaKind::wgmma, {nw, 1}, {mi.m, N});
           break;
         }
         case MatrixUnit::mfma:  // the larger tile where the warps can share it out
-          if (ctx_.mfma)
-            if (LayoutRef l = mma_grid(ir::MmaKind::mfma, M, N, mi.m, mi.n, rows)) return l;
+          if (LayoutRef l = mma_grid(ir::MmaKind::mfma, M, N, mi.m, mi.n, rows)) return l;
           break;
         case MatrixUnit::mma_sync:
-          if (ctx_.mma_sync) return mma_grid(ir::MmaKind::mma_sync, M, N, mi.m, mi.n, rows);
-          break;
+          return mma_grid(ir::MmaKind::mma_sync, M, N, mi.m, mi.n, rows);
       }
     }
     return nullptr;
