@@ -49,7 +49,7 @@ int main() {
     Nccl nccl;
     const bool have_nccl = nccl.start();
     kernels::Collectives ours(Target::cuda(), size_t(512) << 20);
-    cuda::Stream stream;
+    runtime::Stream stream;
     if (me == 0)
       std::printf("collectives on %d x %s (f32), microseconds per call; busbw in GB/s\n%-28s %10s %10s %8s %10s %10s\n",
                   n, cuda::device().name.c_str(), "", "ours", "NCCL", "NCCL/ours", "ours busbw", "NCCL busbw");

@@ -59,7 +59,7 @@ std::pair<double, double> burst_pair(const std::function<void()>& a, const std::
   cuda::synchronize();
   std::this_thread::sleep_for(std::chrono::seconds(1));
   std::vector<double> ta, tb;
-  cuda::Timer timer;
+  runtime::Timer timer;
   for (int r = 0; r < 3; ++r) {
     for (auto [fn, t] : {std::pair{&a, &ta}, {&b, &tb}}) {
       timer.start();
@@ -283,7 +283,7 @@ int main(int argc, char** argv) {
       const auto tr = cfg.constants.find("TRANSPOSED");
       const bool transposed = tr != cfg.constants.end() && tr->second == ConstValue(1);
       row_of(p, str_cat(label, transposed ? " T" : "", g.stream_k() ? " SK" : " (no SK)"),
-             [&] { g.run(p.a.data(), p.b.data(), p.c.data(), &cuda::Stream::legacy()); });
+             [&] { g.run(p.a.data(), p.b.data(), p.c.data(), &runtime::Stream::legacy()); });
     };
     // 256x128 tiles over four consumer warpgroups of m64n128 (sm_90a, warp specialized: 640
     // threads, no register reallocation), against the library's 128x256 over two of m64n256

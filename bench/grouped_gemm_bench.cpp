@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
         GroupedGemm g(target, s.rows, s.N, s.K, s.E, ir::DType::bf16, GroupedGemm::Scaling::none,
                       nk ? GroupedGemm::Layout::nk : GroupedGemm::Layout::kn);
         const double ms = bench::median_ms(
-            [&] { g.run(a.data(), w.data(), c.data(), doffs.data(), &cuda::Stream::legacy()); }, reps, /*warmup*/ 3);
+            [&] { g.run(a.data(), w.data(), c.data(), doffs.data(), &runtime::Stream::legacy()); }, reps, /*warmup*/ 3);
         std::string theirs = "-", ratio = "-";
         if (!python.empty()) {
           auto [out, good] =
@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
       bench::fill_random(w);
       GroupedGemm g(target, rows, N, K, E, ir::DType::f8e4m3, scaling, GroupedGemm::Layout::nk);
       const double ms = bench::median_ms(
-          [&] { g.run(a.data(), w.data(), c.data(), sa.data(), sw.data(), doffs.data(), &cuda::Stream::legacy()); },
+          [&] { g.run(a.data(), w.data(), c.data(), sa.data(), sw.data(), doffs.data(), &runtime::Stream::legacy()); },
           reps, /*warmup*/ 3);
       char label[64], tiles[32];
       std::snprintf(label, sizeof label, "E=%d rows=%d N=%d K=%d %s", E, rows, N, K, block ? "blockwise" : "rowwise");

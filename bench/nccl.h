@@ -99,7 +99,7 @@ std::function<void()> when(bool ok, std::function<void()> fn) { return ok ? fn :
 
 /// Microseconds per call of `reps` calls queued back to back on `stream`, waited for after the
 /// last (as nccl-tests time): the median of 5 rounds; every rank runs the same.
-double queued_us(const std::function<void()>& enqueue, const cuda::Stream& stream, int reps) {
+double queued_us(const std::function<void()>& enqueue, const runtime::Stream& stream, int reps) {
   for (int i = 0; i < 10; ++i) enqueue();
   stream.synchronize();
   std::vector<double> t;

@@ -25,7 +25,7 @@ int main() {
     const int n = world_size(), me = rank();
     Nccl nccl;
     const bool have_nccl = nccl.start();
-    cuda::Stream stream;
+    runtime::Stream stream;
     if (me == 0) std::printf("on %d x %s\n", n, cuda::device().name.c_str());
     // ---- AllGather + GEMM: ours overlapped, against our GEMM alone and NCCL's all-gather then
     // our GEMM, or then cuBLAS. C[M, N] = all_gather(A)[M, K] @ B[K, N], M rows gathered from

@@ -21,7 +21,7 @@ namespace tiledist::bench {
 inline double median_ms(const std::function<void()>& fn, int reps, int warmup) {
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<double> t;
-  cuda::Timer timer;
+  runtime::Timer timer;
   for (int i = 0; i < reps; ++i) {
     timer.start();
     fn();

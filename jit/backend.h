@@ -18,7 +18,7 @@
 
 namespace tiledist {
 struct LaunchArg;
-namespace cuda {
+namespace runtime {
 class Stream;
 }
 }  // namespace tiledist
@@ -36,9 +36,9 @@ enum class BinaryKind {
 struct Launch {
   runtime::Grid grid;
   const std::vector<LaunchArg>& args;
-  std::vector<uint64_t>& slots;  // each argument's value as the kernel takes it (a pointer: its address)
-  runtime::HostRuntime& rt;      // the kernel's name and, with check_bounds, the pointer arguments' ranges
-  const cuda::Stream* stream;    // null: the default stream (a host kernel takes none)
+  std::vector<uint64_t>& slots;   // each argument's value as the kernel takes it (a pointer: its address)
+  runtime::HostRuntime& rt;       // the kernel's name and, with check_bounds, the pointer arguments' ranges
+  const runtime::Stream* stream;  // null: the default stream (a host kernel takes none)
 };
 
 class Backend {
@@ -81,7 +81,7 @@ class Backend {
   /// GPU's multiprocessors, each small; the host runs a few programs per core, each a loop over
   /// its tile's ops (Target::is_gpu).
   virtual bool is_gpu() const = 0;
-  /// Whether the kernels run through the CUDA driver: in order on a cuda::Stream, the
+  /// Whether the kernels run through the CUDA driver: in order on a CUDA runtime::Stream, the
   /// distributed ones on cuda::World's symmetric heap (Target::runs_on_cuda).
   virtual bool runs_on_cuda() const = 0;
   /// Whether a kernel specializes itself at launch on what its arguments are (Kernel's variants:
@@ -91,7 +91,7 @@ class Backend {
   virtual bool takes_device_memory() const = 0;
   /// Throws Error where a kernel of this backend cannot run on `stream` (checked before the
   /// arguments; a backend may also refuse it later, in launch).
-  virtual void check_stream(const Loaded& loaded, const cuda::Stream* stream) const = 0;
+  virtual void check_stream(const Loaded& loaded, const runtime::Stream* stream) const = 0;
   /// Runs the kernel.
   virtual void launch(const Loaded& loaded, Launch& launch) const = 0;
 };

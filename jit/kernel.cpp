@@ -62,7 +62,7 @@ const jit::Loaded& Kernel::variant_for(const std::vector<LaunchArg>& args) const
   return *slot;
 }
 
-void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args, const cuda::Stream* stream) const {
+void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args, const runtime::Stream* stream) const {
   if (!loaded_) throw Error("tiledist: launch of an empty Kernel (compile it first)");
   const jit::Backend& backend = jit::Backend::for_target(loaded_->target);
   backend.check_stream(*loaded_, stream);

@@ -15,6 +15,7 @@
 #include "runtime/cuda.h"
 #include "runtime/cuda_world.h"
 #include "runtime/host.h"
+#include "runtime/stream.h"
 
 namespace tiledist {
 
@@ -110,13 +111,14 @@ class Kernel {
   void launch(Grid grid, A&&... args) const {
     launch_args(grid, {detail::to_arg(std::forward<A>(args))...});
   }
-  /// A GPU kernel launched on `stream`: returns at once where every pointer is a cuda::Buffer
+  /// A GPU kernel launched on `stream` (a runtime::Stream of the kernel's GPU runtime: CUDA's
+  /// for NVIDIA targets, HIP's for AMD): returns at once where every pointer is device memory
   /// (host vectors are copied in, and out after the stream has finished).
   template <class... A>
-  void launch_on(const cuda::Stream& stream, Grid grid, A&&... args) const {
+  void launch_on(const runtime::Stream& stream, Grid grid, A&&... args) const {
     launch_args(grid, {detail::to_arg(std::forward<A>(args))...}, &stream);
   }
-  void launch_args(Grid grid, const std::vector<LaunchArg>& args, const cuda::Stream* stream = nullptr) const;
+  void launch_args(Grid grid, const std::vector<LaunchArg>& args, const runtime::Stream* stream = nullptr) const;
 
   const std::string& name() const { return loaded_->artifact.kernel; }
   /// The optimized tile IR this kernel was compiled from.

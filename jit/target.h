@@ -43,7 +43,7 @@ struct Target {
   /// grids by it, as its backend says (jit/backend.h).
   bool is_gpu() const;
   /// Whether the target's kernels run through the CUDA driver (NVIDIA): ordered by a
-  /// cuda::Stream, communicating through cuda::World's symmetric heap. The kernel library's
+  /// CUDA runtime::Stream, communicating through cuda::World's symmetric heap. The kernel library's
   /// objects that take a stream run on such a target or on the host.
   bool runs_on_cuda() const;
 };

@@ -150,13 +150,13 @@ AgGemm::AgGemm(const Target& target, int64_t M, int64_t N, int64_t K, Gather gat
 
 AgGemm::~AgGemm() = default;
 
-void AgGemm::run(const bf16* a, const bf16* b, float* c, const cuda::Stream* stream) {
+void AgGemm::run(const bf16* a, const bf16* b, float* c, const runtime::Stream* stream) {
   State& s = *s_;
   const int32_t call = ++s.calls;
   bf16* gathered = s.gathered + (call % 2) * s.M * s.K;
   bf16* mine = gathered + s.rank * s.rows * s.K;
   const size_t bytes = size_t(s.rows) * s.K * sizeof(bf16);
-  const cuda::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
+  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
   const Grid tiles = s.config.grid(s.M, s.N);
   auto gemm = [&](Grid grid) { detail::launch(s.kernel, on, grid, gathered, a, b, c, s.flags, s.M, s.N, s.K, call); };
   if (s.puts) {  // the kernel's first programs push the rows
@@ -169,14 +169,14 @@ void AgGemm::run(const bf16* a, const bf16* b, float* c, const cuda::Stream* str
     // Our own rows, and the rows of peers on our GPU, before the GEMM starts, on its stream
     // (our own unless they are there: in place): a copy within one GPU runs as a kernel, which
     // would find every SM taken by GEMM programs waiting for it (the protocol, above).
-    if (a != mine) cuda::copy_async(mine, a, bytes, *on);
-    cuda::write_value(s.flags + s.rank, static_cast<uint32_t>(call), *on);
+    if (a != mine) runtime::copy_async(mine, a, bytes, *on);
+    runtime::write_value(s.flags + s.rank, static_cast<uint32_t>(call), *on);
     for (int k = 1; k < s.ranks; ++k) {  // the next rank first
       const int r = (s.rank + k) % s.ranks;
-      const cuda::Stream& by =
+      const runtime::Stream& by =
           detail::shares_gpu(s.target, r) ? *on : s.copies->stream();  // else peer to peer: the copy engine
-      cuda::copy_async(s.at(mine, r), a, bytes, by);
-      cuda::write_value(s.at(s.flags + s.rank, r), static_cast<uint32_t>(call), by);
+      runtime::copy_async(s.at(mine, r), a, bytes, by);
+      runtime::write_value(s.at(s.flags + s.rank, r), static_cast<uint32_t>(call), by);
     }
     gemm(tiles);
     s.copies->join(*on);  // the run ends once our copies have read `a` too (the GEMM waits only for the peers')

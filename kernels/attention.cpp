@@ -202,7 +202,7 @@ const AttentionConfig& Attention::config() const { return s_->config; }
 
 template <class T>
 void Attention::launch(const T* q, const T* k, const T* v, T* o, const int32_t* cu_seqlens, int batch, int seqlen,
-                       bool varlen, const cuda::Stream* stream) const {
+                       bool varlen, const runtime::Stream* stream) const {
   const State& s = *s_;
   const char* len_name = varlen ? "max_seqlen" : "seqlen";
   if (dtype_of<T>() != s.dtype)
@@ -233,7 +233,7 @@ void Attention::launch(const T* q, const T* k, const T* v, T* o, const int32_t* 
     kernel.launch(grid, q, k, v, o, cu_seqlens, len_arg, s.heads, s.kv_heads, s.scale);
     return;
   }
-  const cuda::Stream& on = stream ? *stream : cuda::Stream::legacy();
+  const runtime::Stream& on = stream ? *stream : runtime::Stream::legacy();
   kernel.launch_on(on, grid, cuda::DevicePtr<const T>{q, 0}, cuda::DevicePtr<const T>{k, 0},
                    cuda::DevicePtr<const T>{v, 0}, cuda::DevicePtr<T>{o, 0},
                    cuda::DevicePtr<const int32_t>{cu_seqlens, 0}, len_arg, s.heads, s.kv_heads, s.scale);
@@ -241,20 +241,21 @@ void Attention::launch(const T* q, const T* k, const T* v, T* o, const int32_t* 
 }
 
 template <AttentionOperand T>
-void Attention::run(const T* q, const T* k, const T* v, T* o, int batch, int seqlen, const cuda::Stream* stream) const {
+void Attention::run(const T* q, const T* k, const T* v, T* o, int batch, int seqlen,
+                    const runtime::Stream* stream) const {
   launch(q, k, v, o, nullptr, batch, seqlen, false, stream);
 }
 template <AttentionOperand T>
 void Attention::run_varlen(const T* q, const T* k, const T* v, T* o, const int32_t* cu_seqlens, int batch,
-                           int max_seqlen, const cuda::Stream* stream) const {
+                           int max_seqlen, const runtime::Stream* stream) const {
   launch(q, k, v, o, cu_seqlens, batch, max_seqlen, true, stream);
 }
-template void Attention::run(const bf16*, const bf16*, const bf16*, bf16*, int, int, const cuda::Stream*) const;
-template void Attention::run(const f16*, const f16*, const f16*, f16*, int, int, const cuda::Stream*) const;
+template void Attention::run(const bf16*, const bf16*, const bf16*, bf16*, int, int, const runtime::Stream*) const;
+template void Attention::run(const f16*, const f16*, const f16*, f16*, int, int, const runtime::Stream*) const;
 template void Attention::run_varlen(const bf16*, const bf16*, const bf16*, bf16*, const int32_t*, int, int,
-                                    const cuda::Stream*) const;
+                                    const runtime::Stream*) const;
 template void Attention::run_varlen(const f16*, const f16*, const f16*, f16*, const int32_t*, int, int,
-                                    const cuda::Stream*) const;
+                                    const runtime::Stream*) const;
 
 TILEDIST_REGISTER(attention_kernel(ir::DType::bf16));
 TILEDIST_REGISTER(attention_kernel(ir::DType::f16));

@@ -50,13 +50,14 @@ class Attention {
   /// Dense: `batch` sequences of `seqlen` tokens each (q and o [batch * seqlen, heads,
   /// head_dim], k and v [batch * seqlen, kv_heads, head_dim]).
   template <AttentionOperand T>
-  void run(const T* q, const T* k, const T* v, T* o, int batch, int seqlen, const cuda::Stream* stream = nullptr) const;
+  void run(const T* q, const T* k, const T* v, T* o, int batch, int seqlen,
+           const runtime::Stream* stream = nullptr) const;
   /// Ragged: sequence b is rows [cu_seqlens[b], cu_seqlens[b + 1]) (int32, batch + 1 entries,
   /// non-decreasing, in the same memory as q), none longer than `max_seqlen` (rows of a longer
   /// one past max_seqlen are not written).
   template <AttentionOperand T>
   void run_varlen(const T* q, const T* k, const T* v, T* o, const int32_t* cu_seqlens, int batch, int max_seqlen,
-                  const cuda::Stream* stream = nullptr) const;
+                  const runtime::Stream* stream = nullptr) const;
 
   const AttentionConfig& config() const;
 
@@ -64,7 +65,7 @@ class Attention {
   struct State;
   template <class T>
   void launch(const T* q, const T* k, const T* v, T* o, const int32_t* cu_seqlens, int batch, int seqlen, bool varlen,
-              const cuda::Stream* stream) const;
+              const runtime::Stream* stream) const;
   std::shared_ptr<const State> s_;
 };
 

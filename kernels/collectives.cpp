@@ -187,9 +187,9 @@ struct Collectives::State {
   detail::RunStreams streams;
   /// Runs `body` with the stream its launches go on (null on the host target).
   template <class F>
-  void call(const cuda::Stream* stream, F&& body) {
+  void call(const runtime::Stream* stream, F&& body) {
     if (!detail::on_gpu(target)) return body(nullptr);
-    const cuda::Stream& on = streams.enter(stream);
+    const runtime::Stream& on = streams.enter(stream);
     body(&on);
     streams.leave(on, stream);
   }
@@ -237,7 +237,7 @@ int Collectives::ranks() const { return s_->ranks; }
 
 template <class T>
 void Collectives::run(bool reduce, const T* in, T* out, size_t count, size_t in_stride, size_t out_stride,
-                      const cuda::Stream* stream, bool in_place) {
+                      const runtime::Stream* stream, bool in_place) {
   State& s = *s_;
   const Kernel& k = s.kernel(std::is_same_v<T, bf16>, reduce);
   const size_t capacity = s.row_bytes / sizeof(T);  // elements per row
@@ -254,7 +254,7 @@ void Collectives::run(bool reduce, const T* in, T* out, size_t count, size_t in_
 
 template <class T>
 void Collectives::all_reduce_of(const T* in, T* out, size_t count, AllReduce algorithm, bool in_place,
-                                const cuda::Stream* stream) {
+                                const runtime::Stream* stream) {
   const State& s = *s_;
   if (algorithm == AllReduce::automatic)
     algorithm = s.ranks > 2 && count * sizeof(T) >= kTwoShotBytes ? AllReduce::two_shot : AllReduce::one_shot;
@@ -289,41 +289,42 @@ static bool overlapping(const char* op, const void* in, size_t in_bytes, const v
 }
 
 template <class T>
-void Collectives::all_gather_of(const T* in, T* out, size_t count, const cuda::Stream* stream) {
+void Collectives::all_gather_of(const T* in, T* out, size_t count, const runtime::Stream* stream) {
   const size_t own = size_t(detail::world_rank(s_->target)) * count;
   overlapping("all_gather", in, count * sizeof(T), out, count * s_->ranks * sizeof(T), in == out + own);
-  s_->call(stream, [&](const cuda::Stream* on) { run(false, in, out, count, 0, count, on); });
+  s_->call(stream, [&](const runtime::Stream* on) { run(false, in, out, count, 0, count, on); });
 }
 template <class T>
-void Collectives::reduce_scatter_of(const T* in, T* out, size_t count, const cuda::Stream* stream) {
+void Collectives::reduce_scatter_of(const T* in, T* out, size_t count, const runtime::Stream* stream) {
   const size_t own = size_t(detail::world_rank(s_->target)) * count;
   overlapping("reduce_scatter", in, count * s_->ranks * sizeof(T), out, count * sizeof(T), out == in + own);
-  s_->call(stream, [&](const cuda::Stream* on) { run(true, in, out, count, count, 0, on); });
+  s_->call(stream, [&](const runtime::Stream* on) { run(true, in, out, count, count, 0, on); });
 }
 template <class T>
 void Collectives::all_reduce_checked(const T* in, T* out, size_t count, AllReduce algorithm,
-                                     const cuda::Stream* stream) {
+                                     const runtime::Stream* stream) {
   const bool in_place = overlapping("all_reduce", in, count * sizeof(T), out, count * sizeof(T), in == out);
-  s_->call(stream, [&](const cuda::Stream* on) { all_reduce_of(in, out, count, algorithm, in_place, on); });
+  s_->call(stream, [&](const runtime::Stream* on) { all_reduce_of(in, out, count, algorithm, in_place, on); });
 }
 
-void Collectives::all_gather(const float* in, float* out, size_t count, const cuda::Stream* stream) {
+void Collectives::all_gather(const float* in, float* out, size_t count, const runtime::Stream* stream) {
   all_gather_of(in, out, count, stream);
 }
-void Collectives::reduce_scatter(const float* in, float* out, size_t count, const cuda::Stream* stream) {
+void Collectives::reduce_scatter(const float* in, float* out, size_t count, const runtime::Stream* stream) {
   reduce_scatter_of(in, out, count, stream);
 }
 void Collectives::all_reduce(const float* in, float* out, size_t count, AllReduce algorithm,
-                             const cuda::Stream* stream) {
+                             const runtime::Stream* stream) {
   all_reduce_checked(in, out, count, algorithm, stream);
 }
-void Collectives::all_gather(const bf16* in, bf16* out, size_t count, const cuda::Stream* stream) {
+void Collectives::all_gather(const bf16* in, bf16* out, size_t count, const runtime::Stream* stream) {
   all_gather_of(in, out, count, stream);
 }
-void Collectives::reduce_scatter(const bf16* in, bf16* out, size_t count, const cuda::Stream* stream) {
+void Collectives::reduce_scatter(const bf16* in, bf16* out, size_t count, const runtime::Stream* stream) {
   reduce_scatter_of(in, out, count, stream);
 }
-void Collectives::all_reduce(const bf16* in, bf16* out, size_t count, AllReduce algorithm, const cuda::Stream* stream) {
+void Collectives::all_reduce(const bf16* in, bf16* out, size_t count, AllReduce algorithm,
+                             const runtime::Stream* stream) {
   all_reduce_checked(in, out, count, algorithm, stream);
 }
 

@@ -353,12 +353,12 @@ Gemm::Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtyp
 Gemm::~Gemm() = default;
 
 template <GemmOperand T>
-void Gemm::run(const T* a, const T* b, float* c, const cuda::Stream* stream) {
+void Gemm::run(const T* a, const T* b, float* c, const runtime::Stream* stream) {
   State& s = *s_;
   if (dtype_of<T>() != s.dtype)
     throw Error(str_cat("tiledist: gemm: run with ", ir::dtype_name(dtype_of<T>()), " operands on a Gemm made for ",
                         ir::dtype_name(s.dtype)));
-  const cuda::Stream* on = detail::on_gpu(s.target) ? &s.streams.enter(stream) : nullptr;
+  const runtime::Stream* on = detail::on_gpu(s.target) ? &s.streams.enter(stream) : nullptr;
   const int M = static_cast<int>(s.M), N = static_cast<int>(s.N), K = static_cast<int>(s.K);
   if (s.stream_k)
     detail::launch(s.kernel, on, s.grid, a, b, c, s.partials, s.counts, M, N, K);
@@ -366,10 +366,10 @@ void Gemm::run(const T* a, const T* b, float* c, const cuda::Stream* stream) {
     detail::launch(s.kernel, on, s.grid, a, b, c, M, N, K);
   if (on) s.streams.leave(*on, stream);
 }
-template void Gemm::run(const bf16*, const bf16*, float*, const cuda::Stream*);
-template void Gemm::run(const f16*, const f16*, float*, const cuda::Stream*);
-template void Gemm::run(const float*, const float*, float*, const cuda::Stream*);
-template void Gemm::run(const f8e4m3*, const f8e4m3*, float*, const cuda::Stream*);
+template void Gemm::run(const bf16*, const bf16*, float*, const runtime::Stream*);
+template void Gemm::run(const f16*, const f16*, float*, const runtime::Stream*);
+template void Gemm::run(const float*, const float*, float*, const runtime::Stream*);
+template void Gemm::run(const f8e4m3*, const f8e4m3*, float*, const runtime::Stream*);
 
 const GemmConfig& Gemm::config() const { return s_->config; }
 bool Gemm::stream_k() const { return s_->stream_k; }

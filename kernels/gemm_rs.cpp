@@ -207,14 +207,14 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter sc
 
 GemmRs::~GemmRs() = default;
 
-void GemmRs::run(const bf16* a, const bf16* b, float* out, const cuda::Stream* stream) {
+void GemmRs::run(const bf16* a, const bf16* b, float* out, const runtime::Stream* stream) {
   State& s = *s_;
   float* half = s.staging + (++s.calls % 2) * s.ranks * s.rows * s.N;
   s.arrived += s.tiles;
   const int64_t elems = s.rows * s.N;
   const Grid reduce_grid{static_cast<int>((elems + 1023) / 1024)};
   const int32_t call = static_cast<int32_t>(s.calls);
-  const cuda::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
+  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
   if (s.copy) {
     // `partial` is ours again once the last run's copies are done; a peer's half of the
     // staging area once our last GEMM is done (it waited for every peer's copies of the last
@@ -225,7 +225,7 @@ void GemmRs::run(const bf16* a, const bf16* b, float* out, const cuda::Stream* s
                    call);
     // Each row of tiles of a peer's rows to that peer as soon as its tiles are done, in the
     // order the GEMM makes them (the next rank's rows first).
-    const cuda::Stream& copies = s.copies->stream();
+    const runtime::Stream& copies = s.copies->stream();
     const int me = detail::world_rank(s.target);
     const size_t bytes = size_t(s.config.bm) * s.N * 4;
     for (int k = 1; k < s.ranks; ++k) {
@@ -234,9 +234,9 @@ void GemmRs::run(const bf16* a, const bf16* b, float* out, const cuda::Stream* s
       auto* words = static_cast<int32_t*>(detail::symm_on(s.target, s.flags, p)) + size_t(me) * s.tile_rows;
       for (int64_t t = 0; t < s.tile_rows; ++t) {
         const int64_t g = p * s.tile_rows + t;  // the row of tiles, over all M
-        cuda::wait_value(s.counters + g, static_cast<uint32_t>(int64_t(call) * s.tile_cols), copies);
-        cuda::copy_async(theirs + t * s.config.bm * s.N, s.partial + g * s.config.bm * s.N, bytes, copies);
-        cuda::write_value(words + t, static_cast<uint32_t>(call), copies);
+        runtime::wait_value(s.counters + g, static_cast<uint32_t>(int64_t(call) * s.tile_cols), copies);
+        runtime::copy_async(theirs + t * s.config.bm * s.N, s.partial + g * s.config.bm * s.N, bytes, copies);
+        runtime::write_value(words + t, static_cast<uint32_t>(call), copies);
       }
     }
   } else {

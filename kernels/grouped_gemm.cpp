@@ -249,7 +249,7 @@ struct GroupedGemm::State {
   int32_t* tiles = nullptr;  // device memory on a GPU, else host_tiles'
   int32_t* offs = nullptr;   // (GPU) where host offsets are copied to
   std::vector<int32_t> host_tiles;
-  std::unique_ptr<cuda::Event> done;  // (GPU) recorded after the last run
+  std::unique_ptr<runtime::Event> done;  // (GPU) recorded after the last run
   detail::RunStreams streams;
   ~State() {
     streams.finish();
@@ -333,14 +333,14 @@ void GroupedGemm::check_offsets(std::span<const int32_t> offs, int64_t rows, int
   }
 }
 
-void GroupedGemm::run(const bf16* a, const bf16* w, bf16* c, Offsets offs, const cuda::Stream* stream) {
+void GroupedGemm::run(const bf16* a, const bf16* w, bf16* c, Offsets offs, const runtime::Stream* stream) {
   if (s_->dtype != ir::DType::bf16)
     throw Error(str_cat("tiledist: grouped_gemm: run with bf16 operands on a GroupedGemm made for ",
                         ir::dtype_name(s_->dtype), " (which takes scales)"));
   launch(a, w, c, nullptr, nullptr, offs, stream);
 }
 void GroupedGemm::run(const f8e4m3* a, const f8e4m3* w, bf16* c, const float* scale_a, const float* scale_w,
-                      Offsets offs, const cuda::Stream* stream) {
+                      Offsets offs, const runtime::Stream* stream) {
   if (s_->dtype != ir::DType::f8e4m3)
     throw Error(str_cat("tiledist: grouped_gemm: run with f8e4m3 operands and scales on a GroupedGemm made for ",
                         ir::dtype_name(s_->dtype)));
@@ -348,7 +348,7 @@ void GroupedGemm::run(const f8e4m3* a, const f8e4m3* w, bf16* c, const float* sc
 }
 
 void GroupedGemm::launch(const void* a, const void* w, bf16* c, const float* scale_a, const float* scale_w,
-                         Offsets offs, const cuda::Stream* stream) {
+                         Offsets offs, const runtime::Stream* stream) {
   State& s = *s_;
   const int32_t* offsets = offs.pointer;
   if (!offs.on_host && !offs.pointer) throw Error("tiledist: grouped_gemm: no offsets (a null pointer)");
@@ -362,7 +362,7 @@ void GroupedGemm::launch(const void* a, const void* w, bf16* c, const float* sca
       offsets = s.offs;
     }
   }
-  const cuda::Stream* on = s.gpu ? &s.streams.enter(stream) : nullptr;
+  const runtime::Stream* on = s.gpu ? &s.streams.enter(stream) : nullptr;
   const int rows = static_cast<int>(s.rows), N = static_cast<int>(s.N), K = static_cast<int>(s.K);
   const int w_rows = static_cast<int>(s.E * (s.layout == Layout::nk ? s.N : s.K));
   detail::launch(s.table, on, s.table_grid, offsets, s.tiles, static_cast<int>(s.E), rows, static_cast<int>(s.slots));
@@ -373,7 +373,7 @@ void GroupedGemm::launch(const void* a, const void* w, bf16* c, const float* sca
     detail::launch(s.gemm, on, s.grid, static_cast<const f8e4m3*>(a), static_cast<const f8e4m3*>(w), c, scale_a,
                    scale_w, static_cast<const int32_t*>(s.tiles), rows, N, K, w_rows);
   if (on) {
-    if (!s.done) s.done = std::make_unique<cuda::Event>(false);
+    if (!s.done) s.done = std::make_unique<runtime::Event>(false);
     s.done->record(on);
     s.streams.leave(*on, stream);
   }

@@ -92,9 +92,9 @@ class GroupedGemm {
   GroupedGemm(const Target& target, int64_t rows, int64_t N, int64_t K, int64_t experts, ir::DType dtype,
               Scaling scaling, Layout layout, const GemmConfig& config);
   ~GroupedGemm();
-  void run(const bf16* a, const bf16* w, bf16* c, Offsets offs, const cuda::Stream* stream = nullptr);
+  void run(const bf16* a, const bf16* w, bf16* c, Offsets offs, const runtime::Stream* stream = nullptr);
   void run(const f8e4m3* a, const f8e4m3* w, bf16* c, const float* scale_a, const float* scale_w, Offsets offs,
-           const cuda::Stream* stream = nullptr);
+           const runtime::Stream* stream = nullptr);
   const GemmConfig& config() const;
   /// The tile table's capacity (cdiv(rows, BM) + E) and, after a run on the host target, the
   /// table itself (for tests: tiles()[0] is the count).
@@ -107,7 +107,7 @@ class GroupedGemm {
  private:
   struct State;
   void launch(const void* a, const void* w, bf16* c, const float* scale_a, const float* scale_w, Offsets offs,
-              const cuda::Stream* stream);
+              const runtime::Stream* stream);
   std::shared_ptr<State> s_;
 };
 

@@ -74,7 +74,7 @@ class Gemm {
   ~Gemm();
   /// T is the dtype the Gemm was made for.
   template <GemmOperand T>
-  void run(const T* a, const T* b, float* c, const cuda::Stream* stream = nullptr);
+  void run(const T* a, const T* b, float* c, const runtime::Stream* stream = nullptr);
   const GemmConfig& config() const;
   /// Whether the last wave is split over K (else every program computes whole tiles).
   bool stream_k() const;
@@ -123,7 +123,7 @@ class AgGemm {
   static constexpr int kDefaultPuts = 16;
   AgGemm(const Target& target, int64_t M, int64_t N, int64_t K, Gather gather = Gather::copy_engine, int puts = 0);
   ~AgGemm();
-  void run(const bf16* a, const bf16* b, float* c, const cuda::Stream* stream = nullptr);
+  void run(const bf16* a, const bf16* b, float* c, const runtime::Stream* stream = nullptr);
   /// The gathered A of the last run (device memory on a GPU target).
   const bf16* gathered() const;
   /// Where the next run keeps this rank's rows (M / ranks x K) in the gathered A: a run given
@@ -158,7 +158,7 @@ class GemmRs {
   GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter scatter = Scatter::copy_engine)
       : GemmRs(target, M, N, K, scatter, false) {}
   ~GemmRs();
-  void run(const bf16* a, const bf16* b, float* out, const cuda::Stream* stream = nullptr);
+  void run(const bf16* a, const bf16* b, float* out, const runtime::Stream* stream = nullptr);
 
  protected:
   GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter scatter, bool all);
@@ -195,9 +195,9 @@ class Collectives {
   explicit Collectives(const Target& target = Target::default_target(), size_t capacity_bytes = size_t(64) << 20);
   ~Collectives();
   /// out[r * count + i] = in_r[i].
-  void all_gather(const float* in, float* out, size_t count, const cuda::Stream* stream = nullptr);
+  void all_gather(const float* in, float* out, size_t count, const runtime::Stream* stream = nullptr);
   /// out[i] = sum over ranks r of in_r[rank * count + i] (in holds ranks * count).
-  void reduce_scatter(const float* in, float* out, size_t count, const cuda::Stream* stream = nullptr);
+  void reduce_scatter(const float* in, float* out, size_t count, const runtime::Stream* stream = nullptr);
   /// How all_reduce moves the data: one shot (every rank sends all of its input to every other
   /// and sums everything itself) or two (reduce-scatter, then all-gather of the sums: each
   /// rank sends 2 (n - 1) / n of its input instead of n - 1 times it); `automatic` takes two
@@ -207,15 +207,15 @@ class Collectives {
   static constexpr size_t kTwoShotBytes = size_t(4) << 20;
   /// out[i] = sum over ranks r of in_r[i]. Every rank gets the same bits.
   void all_reduce(const float* in, float* out, size_t count, AllReduce algorithm = AllReduce::automatic,
-                  const cuda::Stream* stream = nullptr);
-  void all_reduce(const float* in, float* out, size_t count, const cuda::Stream* stream) {
+                  const runtime::Stream* stream = nullptr);
+  void all_reduce(const float* in, float* out, size_t count, const runtime::Stream* stream) {
     all_reduce(in, out, count, AllReduce::automatic, stream);
   }
-  void all_gather(const bf16* in, bf16* out, size_t count, const cuda::Stream* stream = nullptr);
-  void reduce_scatter(const bf16* in, bf16* out, size_t count, const cuda::Stream* stream = nullptr);
+  void all_gather(const bf16* in, bf16* out, size_t count, const runtime::Stream* stream = nullptr);
+  void reduce_scatter(const bf16* in, bf16* out, size_t count, const runtime::Stream* stream = nullptr);
   void all_reduce(const bf16* in, bf16* out, size_t count, AllReduce algorithm = AllReduce::automatic,
-                  const cuda::Stream* stream = nullptr);
-  void all_reduce(const bf16* in, bf16* out, size_t count, const cuda::Stream* stream) {
+                  const runtime::Stream* stream = nullptr);
+  void all_reduce(const bf16* in, bf16* out, size_t count, const runtime::Stream* stream) {
     all_reduce(in, out, count, AllReduce::automatic, stream);
   }
   int ranks() const;
@@ -224,15 +224,16 @@ class Collectives {
   struct State;
   template <class T>
   void run(bool reduce, const T* in, T* out, size_t count, size_t in_stride, size_t out_stride,
-           const cuda::Stream* stream, bool in_place = false);
+           const runtime::Stream* stream, bool in_place = false);
   template <class T>
-  void all_gather_of(const T* in, T* out, size_t count, const cuda::Stream* stream);
+  void all_gather_of(const T* in, T* out, size_t count, const runtime::Stream* stream);
   template <class T>
-  void reduce_scatter_of(const T* in, T* out, size_t count, const cuda::Stream* stream);
+  void reduce_scatter_of(const T* in, T* out, size_t count, const runtime::Stream* stream);
   template <class T>
-  void all_reduce_checked(const T* in, T* out, size_t count, AllReduce algorithm, const cuda::Stream* stream);
+  void all_reduce_checked(const T* in, T* out, size_t count, AllReduce algorithm, const runtime::Stream* stream);
   template <class T>
-  void all_reduce_of(const T* in, T* out, size_t count, AllReduce algorithm, bool in_place, const cuda::Stream* stream);
+  void all_reduce_of(const T* in, T* out, size_t count, AllReduce algorithm, bool in_place,
+                     const runtime::Stream* stream);
   std::shared_ptr<State> s_;
 };
 

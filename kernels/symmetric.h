@@ -65,21 +65,21 @@ class RunOrder {
     return *order;
   }
   /// Makes `s` wait for the last run queued (on another stream; on the same one it does anyway).
-  void after_last(const cuda::Stream& s) {
+  void after_last(const runtime::Stream& s) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (last_ && s.handle() != last_stream_) last_->make_wait(s);
   }
   /// A run has been queued on `s`.
-  void mark(const cuda::Stream& s) {
+  void mark(const runtime::Stream& s) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!last_) last_ = std::make_unique<cuda::Event>(false);
+    if (!last_) last_ = std::make_unique<runtime::Event>(false);
     last_->record(&s);
     last_stream_ = s.handle();
   }
 
  private:
   std::mutex mutex_;
-  std::unique_ptr<cuda::Event> last_;
+  std::unique_ptr<runtime::Event> last_;
   void* last_stream_ = nullptr;
 };
 
@@ -90,15 +90,15 @@ class RunOrder {
 class RunStreams {
  public:
   /// The stream of a run about to start.
-  const cuda::Stream& enter(const cuda::Stream* stream) {
-    const cuda::Stream& s = stream ? *stream : cuda::Stream::legacy();
+  const runtime::Stream& enter(const runtime::Stream* stream) {
+    const runtime::Stream& s = stream ? *stream : runtime::Stream::legacy();
     RunOrder::get().after_last(s);
     return s;
   }
   /// The run is queued on `s`: marks its end, and without a caller's stream waits for it (a
   /// failure, such as a peer's signal that never came, is reported here).
-  void leave(const cuda::Stream& s, const cuda::Stream* stream) {
-    if (!last_) last_ = std::make_unique<cuda::Event>(false);
+  void leave(const runtime::Stream& s, const runtime::Stream* stream) {
+    if (!last_) last_ = std::make_unique<runtime::Event>(false);
     last_->record(&s);
     RunOrder::get().mark(s);
     if (!stream) s.synchronize();
@@ -112,7 +112,7 @@ class RunStreams {
   }
 
  private:
-  std::unique_ptr<cuda::Event> last_;  // recorded after this object's last run
+  std::unique_ptr<runtime::Event> last_;  // recorded after this object's last run
 };
 
 /// A stream beside a run's stream, for the copy engine's work: fork() starts its next work after
@@ -120,15 +120,15 @@ class RunStreams {
 /// has queued so far.
 class SideStream {
  public:
-  void fork(const cuda::Stream& on) {
+  void fork(const runtime::Stream& on) {
     forked_.record(&on);
     forked_.make_wait(stream_);
   }
-  void join(const cuda::Stream& on) {
+  void join(const runtime::Stream& on) {
     joined_.record(&stream_);
     joined_.make_wait(on);
   }
-  const cuda::Stream& stream() const { return stream_; }
+  const runtime::Stream& stream() const { return stream_; }
   /// For the object's destructor (a failure is the run's stream's to report).
   void finish() const noexcept {
     try {
@@ -138,8 +138,8 @@ class SideStream {
   }
 
  private:
-  cuda::Stream stream_;
-  cuda::Event forked_{false}, joined_{false};
+  runtime::Stream stream_;
+  runtime::Event forked_{false}, joined_{false};
 };
 
 /// A pointer argument as a launch on the GPU takes device memory; other arguments as they are.
@@ -153,7 +153,7 @@ auto device_arg(A a) {
 /// Launches `k` over `grid`: on the GPU stream `on` (its pointer arguments device memory), or
 /// on the host target where `on` is null.
 template <class... A>
-void launch(const Kernel& k, const cuda::Stream* on, Grid grid, A... args) {
+void launch(const Kernel& k, const runtime::Stream* on, Grid grid, A... args) {
   if (on)
     k.launch_on(*on, grid, device_arg(args)...);
   else

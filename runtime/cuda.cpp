@@ -258,7 +258,7 @@ void free(void* p) {
 void copy_to_device(void* dst, const void* src, size_t bytes) {
   if (!bytes) return;
   TD_CU(cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(dst), src, bytes));
-  Stream::legacy().synchronize();
+  TD_CU(cuStreamSynchronize(nullptr));
 }
 void copy_to_host(void* dst, const void* src, size_t bytes) {
   if (bytes) TD_CU(cuMemcpyDtoH(dst, reinterpret_cast<CUdeviceptr>(src), bytes));
@@ -266,7 +266,7 @@ void copy_to_host(void* dst, const void* src, size_t bytes) {
 void memset(void* dst, int value, size_t bytes) {
   if (!bytes) return;
   TD_CU(cuMemsetD8(reinterpret_cast<CUdeviceptr>(dst), static_cast<unsigned char>(value), bytes));
-  Stream::legacy().synchronize();
+  TD_CU(cuStreamSynchronize(nullptr));
 }
 void copy_device_to_device(void* dst, const void* src, size_t bytes) {
   TD_CU(cuMemcpyDtoD(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes));
@@ -308,19 +308,6 @@ TensorMap encode_tensor_map(const TensorMapShape& t) {
                         " (the base must be 16-byte aligned and every stride a multiple of 16 bytes)"));
   }
   return m;
-}
-
-void copy_async(void* dst, const void* src, size_t bytes, const Stream& stream) {
-  if (bytes)
-    TD_CU(cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes,
-                            stream.handle()));
-}
-void write_value(void* word, uint32_t value, const Stream& stream) {
-  TD_CU(cuStreamWriteValue32(stream.handle(), reinterpret_cast<CUdeviceptr>(word), value, 0));  // after a fence
-}
-void wait_value(void* word, uint32_t value, const Stream& stream) {
-  constexpr unsigned kGeq = 0;  // CU_STREAM_WAIT_VALUE_GEQ (cyclic comparison)
-  TD_CU(cuStreamWaitValue32(stream.handle(), reinterpret_cast<CUdeviceptr>(word), value, kGeq));
 }
 
 namespace {
@@ -388,105 +375,111 @@ void host_mapped_free(void* p) {
   if (p && available()) driver().cuMemFreeHost(p);
 }
 
-Module::Module(const std::string& ptx, const std::string& name) : name_(name) {
-  device();
-  char info[8192] = {0}, errors[8192] = {0};
-  int options[] = {kJitInfoLogBuffer, kJitInfoLogBufferSize, kJitErrorLogBuffer, kJitErrorLogBufferSize};
-  void* values[] = {info, reinterpret_cast<void*>(sizeof info), errors, reinterpret_cast<void*>(sizeof errors)};
-  CUresult r = driver().cuModuleLoadDataEx(&module_, ptx.c_str(), 4, options, values);
-  if (r != 0) {
-    const char* err = "unknown error";
-    driver().cuGetErrorName(r, &err);
-    throw Error(str_cat("tiledist: cuModuleLoadDataEx of kernel '", name, "' failed: ", err, "\n", errors, info));
-  }
-}
-
-Module::~Module() {
-  if (module_ && available()) driver().cuModuleUnload(module_);
-}
-
-void Module::launch(const std::string& entry, const int grid[3], int threads, size_t shared_bytes, void** args,
-                    void* stream) {
-  // The function and its shared-memory limit are looked up and set once (launches of small
-  // kernels are host-bound: bench/RESULTS.md).
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (!function_ || entry != entry_) {
-    check(driver().cuModuleGetFunction(&function_, module_, entry.c_str()), "cuModuleGetFunction");
-    entry_ = entry;
-    shared_set_ = 0;
-  }
-  CUfunction f = function_;
-  if (shared_bytes > 48 * 1024 && shared_bytes > shared_set_) {
-    if (shared_bytes > device().max_shared_per_block_optin)
-      throw Error(str_cat("tiledist: kernel '", name_, "' needs ", shared_bytes, " bytes of shared memory; ",
-                          device().name, " allows ", device().max_shared_per_block_optin));
-    TD_CU(cuFuncSetAttribute(f, kFuncAttrMaxDynamicShared, static_cast<int>(shared_bytes)));
-    shared_set_ = shared_bytes;
-  }
-  lock.unlock();
-  check(driver().cuLaunchKernel(f, grid[0], grid[1], grid[2], threads, 1, 1, static_cast<unsigned>(shared_bytes),
-                                stream, args, nullptr),
-        "cuLaunchKernel");
-}
+namespace {
 
 constexpr unsigned kStreamNonBlocking = 1;
+constexpr unsigned kEventDisableTiming = 2;
 constexpr CUresult kErrorNotReady = 600;
 
-Stream::Stream() {
-  device();
-  TD_CU(cuStreamCreate(&stream_, kStreamNonBlocking));
-}
-Stream::~Stream() {
-  if (stream_ && available()) driver().cuStreamDestroy(stream_);
-}
-void Stream::synchronize() const { TD_CU(cuStreamSynchronize(stream_)); }
-const Stream& Stream::legacy() {
-  static const Stream s{Legacy{}};
-  return s;
-}
 /// A query's answer: finished (true), not yet (false), or an error (thrown).
-static bool finished(CUresult r, const char* call) {
+bool finished(CUresult r, const char* call) {
   if (r == kErrorNotReady) return false;
   check(r, call);
   return true;
 }
-bool Stream::idle() const { return finished(driver().cuStreamQuery(stream_), "cuStreamQuery"); }
 
-Event::Event(bool timing) {
-  device();
-  constexpr unsigned kDisableTiming = 2;
-  TD_CU(cuEventCreate(&event_, timing ? 0 : kDisableTiming));
-}
-Event::~Event() {
-  if (event_ && available()) driver().cuEventDestroy(event_);
-}
-void Event::record(const Stream* stream) { TD_CU(cuEventRecord(event_, stream ? stream->handle() : nullptr)); }
-void Event::make_wait(const Stream& stream) const { TD_CU(cuStreamWaitEvent(stream.handle(), event_, 0)); }
-void Event::synchronize() const { TD_CU(cuEventSynchronize(event_)); }
-bool Event::done() const { return finished(driver().cuEventQuery(event_), "cuEventQuery"); }
-float Event::elapsed_since(const Event& start) const {
-  float ms = 0;
-  TD_CU(cuEventElapsedTime(&ms, start.event_, event_));
-  return ms;
-}
+/// The driver's side of runtime/stream.h. (Destroys after the driver has gone, at exit, or
+/// after a kernel has trapped, do nothing.)
+class CudaApi final : public runtime::GpuApi {
+ public:
+  const char* name() const override { return "CUDA"; }
 
-Timer::Timer() {
-  TD_CU(cuEventCreate(&begin_, 0));
-  TD_CU(cuEventCreate(&end_, 0));
-}
-Timer::~Timer() {
-  if (available()) {
-    driver().cuEventDestroy(begin_);
-    driver().cuEventDestroy(end_);
+  void* stream_create() const override {
+    device();
+    CUstream s = nullptr;
+    TD_CU(cuStreamCreate(&s, kStreamNonBlocking));
+    return s;
   }
-}
-void Timer::start() { TD_CU(cuEventRecord(begin_, nullptr)); }
-float Timer::stop() {
-  TD_CU(cuEventRecord(end_, nullptr));
-  TD_CU(cuEventSynchronize(end_));
-  float ms = 0;
-  TD_CU(cuEventElapsedTime(&ms, begin_, end_));
-  return ms;
+  void stream_destroy(void* stream) const noexcept override {
+    if (available()) driver().cuStreamDestroy(stream);
+  }
+  void stream_synchronize(void* stream) const override { TD_CU(cuStreamSynchronize(stream)); }
+  bool stream_idle(void* stream) const override { return finished(driver().cuStreamQuery(stream), "cuStreamQuery"); }
+
+  void* event_create(bool timing) const override {
+    device();
+    CUevent e = nullptr;
+    TD_CU(cuEventCreate(&e, timing ? 0 : kEventDisableTiming));
+    return e;
+  }
+  void event_destroy(void* event) const noexcept override {
+    if (available()) driver().cuEventDestroy(event);
+  }
+  void event_record(void* event, void* stream) const override { TD_CU(cuEventRecord(event, stream)); }
+  void stream_wait_event(void* stream, void* event) const override { TD_CU(cuStreamWaitEvent(stream, event, 0)); }
+  void event_synchronize(void* event) const override { TD_CU(cuEventSynchronize(event)); }
+  bool event_done(void* event) const override { return finished(driver().cuEventQuery(event), "cuEventQuery"); }
+  float event_elapsed_ms(void* start, void* end) const override {
+    float ms = 0;
+    TD_CU(cuEventElapsedTime(&ms, start, end));
+    return ms;
+  }
+
+  void copy_async(void* dst, const void* src, size_t bytes, void* stream) const override {
+    TD_CU(cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src), bytes, stream));
+  }
+  void write_value(void* word, uint32_t value, void* stream) const override {
+    TD_CU(cuStreamWriteValue32(stream, reinterpret_cast<CUdeviceptr>(word), value, 0));  // after a fence
+  }
+  void wait_value(void* word, uint32_t value, void* stream) const override {
+    constexpr unsigned kGeq = 0;  // CU_STREAM_WAIT_VALUE_GEQ (cyclic comparison)
+    TD_CU(cuStreamWaitValue32(stream, reinterpret_cast<CUdeviceptr>(word), value, kGeq));
+  }
+
+  /// The binary is PTX; the driver's JIT log is in the Error when loading fails.
+  void* module_load(const std::string& ptx, const std::string& name) const override {
+    device();
+    char info[8192] = {0}, errors[8192] = {0};
+    int options[] = {kJitInfoLogBuffer, kJitInfoLogBufferSize, kJitErrorLogBuffer, kJitErrorLogBufferSize};
+    void* values[] = {info, reinterpret_cast<void*>(sizeof info), errors, reinterpret_cast<void*>(sizeof errors)};
+    CUmodule m = nullptr;
+    CUresult r = driver().cuModuleLoadDataEx(&m, ptx.c_str(), 4, options, values);
+    if (r != 0) {
+      const char* err = "unknown error";
+      driver().cuGetErrorName(r, &err);
+      throw Error(str_cat("tiledist: cuModuleLoadDataEx of kernel '", name, "' failed: ", err, "\n", errors, info));
+    }
+    return m;
+  }
+  void module_unload(void* module) const noexcept override {
+    if (available()) driver().cuModuleUnload(module);
+  }
+  void* module_function(void* module, const std::string& entry, const std::string&) const override {
+    CUfunction f = nullptr;
+    TD_CU(cuModuleGetFunction(&f, module, entry.c_str()));
+    return f;
+  }
+  /// Past 48 KiB a function must opt in to its dynamic shared memory.
+  void allow_shared(void* function, size_t shared_bytes, const std::string& name) const override {
+    if (shared_bytes <= 48 * 1024) return;
+    if (shared_bytes > device().max_shared_per_block_optin)
+      throw Error(str_cat("tiledist: kernel '", name, "' needs ", shared_bytes, " bytes of shared memory; ",
+                          device().name, " allows ", device().max_shared_per_block_optin));
+    TD_CU(cuFuncSetAttribute(function, kFuncAttrMaxDynamicShared, static_cast<int>(shared_bytes)));
+  }
+  void launch(void* function, const int grid[3], int threads, size_t shared_bytes, void** args, void* stream,
+              const std::string&) const override {
+    check(driver().cuLaunchKernel(function, grid[0], grid[1], grid[2], threads, 1, 1,
+                                  static_cast<unsigned>(shared_bytes), stream, args, nullptr),
+          "cuLaunchKernel");
+  }
+};
+
+}  // namespace
+
+const runtime::GpuApi& api() {
+  static const CudaApi api;
+  return api;
 }
 
 }  // namespace tiledist::cuda

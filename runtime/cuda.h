@@ -5,15 +5,18 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
+
+#include "runtime/stream.h"
 
 namespace tiledist::cuda {
 
 /// Whether a CUDA driver and at least one device are present (never throws).
 bool available();
+/// The driver's streams, events, stream memory operations and modules (runtime/stream.h: held
+/// through runtime::Stream, Event and Module).
+const runtime::GpuApi& api();
 /// Why not, when available() is false.
 std::string unavailable_reason();
 /// After a kernel has trapped, every CUDA call fails; where `explain` (the GPU world's failure
@@ -39,7 +42,7 @@ const DeviceInfo& device();
 
 /// Device memory. copy_to_device and memset have completed when they return (what a rank
 /// wrote before barrier_all() is there for its peers); copy_device_to_device is queued on the
-/// default stream, as cuMemcpyDtoD is.
+/// default stream, as cuMemcpyDtoD is. (Streams, events and their copies: runtime/stream.h.)
 void* malloc(size_t bytes);
 void free(void* p);
 void copy_to_device(void* dst, const void* src, size_t bytes);
@@ -87,26 +90,6 @@ void vmm_free_range(void* at, size_t bytes);
 void* host_mapped_alloc(size_t bytes, void** device_address);
 void host_mapped_free(void* p);
 
-/// A module loaded from PTX; the driver's JIT log is in the Error when loading fails.
-class Module {
- public:
-  Module(const std::string& ptx, const std::string& name);
-  ~Module();
-  Module(const Module&) = delete;
-  Module& operator=(const Module&) = delete;
-  /// Launches `entry` with `args` (pointers to each argument's value) on the default stream.
-  void launch(const std::string& entry, const int grid[3], int threads, size_t shared_bytes, void** args,
-              void* stream = nullptr);
-
- private:
-  void* module_ = nullptr;
-  std::string name_;
-  std::mutex mutex_;  // guards the cached function
-  void* function_ = nullptr;
-  std::string entry_;
-  size_t shared_set_ = 0;  // the dynamic shared memory the function is allowed
-};
-
 /// `count` elements of T in device memory, copied to and from host vectors.
 template <class T>
 class DeviceArray {
@@ -145,72 +128,6 @@ template <class T>
 struct DevicePtr {
   T* ptr;
   size_t count;
-};
-
-/// A stream of its own (it does not synchronize with the default stream): work launched on it
-/// runs in order, concurrently with other streams' work.
-class Stream {
- public:
-  Stream();
-  ~Stream();
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  /// Waits for everything launched on the stream.
-  void synchronize() const;
-  /// Whether everything launched on the stream has finished (never blocks).
-  bool idle() const;
-  /// The CUstream (for launches and interop).
-  void* handle() const { return stream_; }
-  /// The context's default (legacy) stream: it waits for, and is waited for by, the work of
-  /// the default stream's other users (host copies, launches without a stream).
-  static const Stream& legacy();
-
- private:
-  struct Legacy {};
-  explicit Stream(Legacy) {}
-  void* stream_ = nullptr;
-};
-
-/// A point in a stream's work: recorded on a stream, waited for by the host or by another
-/// stream, and timed against another event.
-class Event {
- public:
-  /// `timing`: whether elapsed_since may measure it (events without are cheaper to record).
-  explicit Event(bool timing = true);
-  ~Event();
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  /// Marks the current end of `stream`'s work (null: the default stream).
-  void record(const Stream* stream = nullptr);
-  /// Makes `stream`'s later work wait for this event (the host does not block).
-  void make_wait(const Stream& stream) const;
-  void synchronize() const;
-  bool done() const;
-  /// Milliseconds from `start` to this event; both recorded and complete.
-  float elapsed_since(const Event& start) const;
-
- private:
-  void* event_ = nullptr;
-};
-
-/// Copy-engine producers, in `stream`'s order: a device-to-device copy (peers' memory mapped
-/// here included), and a signal word written (after the stream's earlier writes are visible)
-/// or awaited (until it is at least `value`) by the stream itself.
-void copy_async(void* dst, const void* src, size_t bytes, const Stream& stream);
-void write_value(void* word, uint32_t value, const Stream& stream);
-void wait_value(void* word, uint32_t value, const Stream& stream);
-
-/// Elapsed milliseconds between two points on the default stream, measured with CUDA events.
-class Timer {
- public:
-  Timer();
-  ~Timer();
-  void start();
-  float stop();  // synchronizes
-
- private:
-  void* begin_ = nullptr;
-  void* end_ = nullptr;
 };
 
 }  // namespace tiledist::cuda

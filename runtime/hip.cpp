@@ -35,10 +35,12 @@ struct Runtime {
   TD_HIP_FN(hipStreamCreateWithFlags)
   TD_HIP_FN(hipStreamDestroy)
   TD_HIP_FN(hipStreamSynchronize)
+  TD_HIP_FN(hipStreamQuery)
   TD_HIP_FN(hipStreamWaitEvent)
   TD_HIP_FN(hipStreamWriteValue32)
   TD_HIP_FN(hipStreamWaitValue32)
-  TD_HIP_FN(hipEventCreate)
+  TD_HIP_FN(hipEventCreateWithFlags)
+  TD_HIP_FN(hipEventQuery)
   TD_HIP_FN(hipEventDestroy)
   TD_HIP_FN(hipEventRecord)
   TD_HIP_FN(hipEventSynchronize)
@@ -72,12 +74,13 @@ struct Runtime {
            TD_BIND(hipGetDeviceProperties) && TD_BIND(hipDeviceSynchronize) && TD_BIND(hipMalloc) &&
            TD_BIND(hipExtMallocWithFlags) && TD_BIND(hipFree) && TD_BIND(hipMemcpy) && TD_BIND(hipMemset) &&
            TD_BIND(hipMemcpyAsync) && TD_BIND(hipStreamCreateWithFlags) && TD_BIND(hipStreamDestroy) &&
-           TD_BIND(hipStreamSynchronize) && TD_BIND(hipStreamWaitEvent) && TD_BIND(hipStreamWriteValue32) &&
-           TD_BIND(hipStreamWaitValue32) && TD_BIND(hipEventCreate) && TD_BIND(hipEventDestroy) &&
-           TD_BIND(hipEventRecord) && TD_BIND(hipEventSynchronize) && TD_BIND(hipEventElapsedTime) &&
-           TD_BIND(hipModuleLoadData) && TD_BIND(hipModuleUnload) && TD_BIND(hipModuleGetFunction) &&
-           TD_BIND(hipModuleLaunchKernel) && TD_BIND(hipIpcGetMemHandle) && TD_BIND(hipIpcOpenMemHandle) &&
-           TD_BIND(hipIpcCloseMemHandle) && TD_BIND(hipHostMalloc) && TD_BIND(hipHostGetDevicePointer);
+           TD_BIND(hipStreamSynchronize) && TD_BIND(hipStreamQuery) && TD_BIND(hipStreamWaitEvent) &&
+           TD_BIND(hipStreamWriteValue32) && TD_BIND(hipStreamWaitValue32) && TD_BIND(hipEventCreateWithFlags) &&
+           TD_BIND(hipEventQuery) && TD_BIND(hipEventDestroy) && TD_BIND(hipEventRecord) &&
+           TD_BIND(hipEventSynchronize) && TD_BIND(hipEventElapsedTime) && TD_BIND(hipModuleLoadData) &&
+           TD_BIND(hipModuleUnload) && TD_BIND(hipModuleGetFunction) && TD_BIND(hipModuleLaunchKernel) &&
+           TD_BIND(hipIpcGetMemHandle) && TD_BIND(hipIpcOpenMemHandle) && TD_BIND(hipIpcCloseMemHandle) &&
+           TD_BIND(hipHostMalloc) && TD_BIND(hipHostGetDevicePointer);
 #undef TD_BIND
   }
 };
@@ -216,77 +219,104 @@ void* host_mapped_alloc(size_t bytes, void** device_address) {
   return p;
 }
 
-Stream::Stream() {
-  device();
-  hipStream_t s = nullptr;
-  TD_HIP(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
-  stream_ = s;
-}
-Stream::~Stream() {
-  if (stream_) (void)state().rt.hipStreamDestroy(as_stream(stream_));
-}
-void Stream::synchronize() const { TD_HIP(hipStreamSynchronize(as_stream(stream_))); }
+namespace {
 
-Event::Event() {
-  device();
-  hipEvent_t e = nullptr;
-  TD_HIP(hipEventCreate(&e));
-  event_ = e;
+/// A query's answer: finished (true), not yet (false), or an error (thrown).
+bool finished(hipError_t e, const char* call) {
+  if (e == hipErrorNotReady) return false;
+  check(e, call);
+  return true;
 }
-Event::~Event() {
-  if (event_) (void)state().rt.hipEventDestroy(static_cast<hipEvent_t>(event_));
-}
-void Event::record(const Stream* stream) {
-  TD_HIP(hipEventRecord(static_cast<hipEvent_t>(event_), stream ? as_stream(stream->handle()) : nullptr));
-}
-void Event::make_wait(const Stream& stream) const {
-  TD_HIP(hipStreamWaitEvent(as_stream(stream.handle()), static_cast<hipEvent_t>(event_), 0));
-}
-void Event::synchronize() const { TD_HIP(hipEventSynchronize(static_cast<hipEvent_t>(event_))); }
-float Event::elapsed_since(const Event& start) const {
-  float ms = 0;
-  TD_HIP(hipEventElapsedTime(&ms, static_cast<hipEvent_t>(start.event_), static_cast<hipEvent_t>(event_)));
-  return ms;
-}
+hipEvent_t as_event(void* e) { return static_cast<hipEvent_t>(e); }
 
-void copy_async(void* dst, const void* src, size_t bytes, const Stream& stream) {
-  if (bytes) TD_HIP(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, as_stream(stream.handle())));
-}
-void write_value(void* word, uint32_t value, const Stream& stream) {
-  TD_HIP(hipStreamWriteValue32(as_stream(stream.handle()), word, value, 0));
-}
-void wait_value(void* word, uint32_t value, const Stream& stream) {
-  TD_HIP(hipStreamWaitValue32(as_stream(stream.handle()), word, value, hipStreamWaitValueGte, 0xFFFFFFFFu));
-}
+/// HIP's side of runtime/stream.h. (Destroys after a failure do nothing.)
+class HipApi final : public runtime::GpuApi {
+ public:
+  const char* name() const override { return "HIP"; }
 
-Module::Module(const std::string& code_object, const std::string& name) : name_(name) {
-  const std::string arch = code_object_arch(code_object);
-  if (arch != device().arch)
-    throw Error(str_cat("tiledist: kernel '", name, "' was compiled for ", arch, ", and this GPU (", device().name,
-                        ") is ", device().arch, ": compile it for --target ", device().arch));
-  hipModule_t m = nullptr;
-  TD_HIP(hipModuleLoadData(&m, code_object.data()));
-  module_ = m;
-}
-Module::~Module() {
-  if (module_) (void)state().rt.hipModuleUnload(static_cast<hipModule_t>(module_));
-}
-void Module::launch(const std::string& entry, const int grid[3], int threads, void** args, void* stream) {
-  hipFunction_t f;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!function_ || entry_ != entry) {
-      hipFunction_t fn = nullptr;
-      check(runtime().hipModuleGetFunction(&fn, static_cast<hipModule_t>(module_), entry.c_str()),
-            str_cat("hipModuleGetFunction(", entry, ") of kernel '", name_, "'").c_str());
-      function_ = fn, entry_ = entry;
-    }
-    f = static_cast<hipFunction_t>(function_);
+  void* stream_create() const override {
+    device();
+    hipStream_t s = nullptr;
+    TD_HIP(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
+    return s;
   }
-  check(runtime().hipModuleLaunchKernel(f, static_cast<unsigned>(grid[0]), static_cast<unsigned>(grid[1]),
-                                        static_cast<unsigned>(grid[2]), static_cast<unsigned>(threads), 1, 1, 0,
-                                        as_stream(stream), args, nullptr),
-        str_cat("hipModuleLaunchKernel of kernel '", name_, "'").c_str());
+  void stream_destroy(void* stream) const noexcept override {
+    if (available()) (void)state().rt.hipStreamDestroy(as_stream(stream));
+  }
+  void stream_synchronize(void* stream) const override { TD_HIP(hipStreamSynchronize(as_stream(stream))); }
+  bool stream_idle(void* stream) const override {
+    return finished(runtime().hipStreamQuery(as_stream(stream)), "hipStreamQuery");
+  }
+
+  void* event_create(bool timing) const override {
+    device();
+    hipEvent_t e = nullptr;
+    TD_HIP(hipEventCreateWithFlags(&e, timing ? hipEventDefault : hipEventDisableTiming));
+    return e;
+  }
+  void event_destroy(void* event) const noexcept override {
+    if (available()) (void)state().rt.hipEventDestroy(as_event(event));
+  }
+  void event_record(void* event, void* stream) const override {
+    TD_HIP(hipEventRecord(as_event(event), as_stream(stream)));
+  }
+  void stream_wait_event(void* stream, void* event) const override {
+    TD_HIP(hipStreamWaitEvent(as_stream(stream), as_event(event), 0));
+  }
+  void event_synchronize(void* event) const override { TD_HIP(hipEventSynchronize(as_event(event))); }
+  bool event_done(void* event) const override {
+    return finished(runtime().hipEventQuery(as_event(event)), "hipEventQuery");
+  }
+  float event_elapsed_ms(void* start, void* end) const override {
+    float ms = 0;
+    TD_HIP(hipEventElapsedTime(&ms, as_event(start), as_event(end)));
+    return ms;
+  }
+
+  void copy_async(void* dst, const void* src, size_t bytes, void* stream) const override {
+    TD_HIP(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, as_stream(stream)));
+  }
+  void write_value(void* word, uint32_t value, void* stream) const override {
+    TD_HIP(hipStreamWriteValue32(as_stream(stream), word, value, 0));
+  }
+  void wait_value(void* word, uint32_t value, void* stream) const override {
+    TD_HIP(hipStreamWaitValue32(as_stream(stream), word, value, hipStreamWaitValueGte, 0xFFFFFFFFu));
+  }
+
+  void* module_load(const std::string& code_object, const std::string& name) const override {
+    const std::string arch = code_object_arch(code_object);
+    if (arch != device().arch)
+      throw Error(str_cat("tiledist: kernel '", name, "' was compiled for ", arch, ", and this GPU (", device().name,
+                          ") is ", device().arch, ": compile it for --target ", device().arch));
+    hipModule_t m = nullptr;
+    TD_HIP(hipModuleLoadData(&m, code_object.data()));
+    return m;
+  }
+  void module_unload(void* module) const noexcept override {
+    if (available()) (void)state().rt.hipModuleUnload(static_cast<hipModule_t>(module));
+  }
+  void* module_function(void* module, const std::string& entry, const std::string& name) const override {
+    hipFunction_t f = nullptr;
+    check(runtime().hipModuleGetFunction(&f, static_cast<hipModule_t>(module), entry.c_str()),
+          str_cat("hipModuleGetFunction(", entry, ") of kernel '", name, "'").c_str());
+    return f;
+  }
+  /// Nothing: LDS is static in our code objects.
+  void allow_shared(void*, size_t, const std::string&) const override {}
+  void launch(void* function, const int grid[3], int threads, size_t, void** args, void* stream,
+              const std::string& name) const override {
+    check(runtime().hipModuleLaunchKernel(static_cast<hipFunction_t>(function), static_cast<unsigned>(grid[0]),
+                                          static_cast<unsigned>(grid[1]), static_cast<unsigned>(grid[2]),
+                                          static_cast<unsigned>(threads), 1, 1, 0, as_stream(stream), args, nullptr),
+          str_cat("hipModuleLaunchKernel of kernel '", name, "'").c_str());
+  }
+};
+
+}  // namespace
+
+const runtime::GpuApi& api() {
+  static const HipApi api;
+  return api;
 }
 
 IpcHandle ipc_export(void* p) {

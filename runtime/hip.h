@@ -2,8 +2,8 @@
 // build runs where there is no ROCm (available() is false there). Every failing call throws
 // Error naming the call and the HIP error. It loads the code objects the AMDGCN backend links
 // (checking their arch against the device's first), launches them, and gives streams, events,
-// stream memory operations and IPC handles (how processes of one host map each other's
-// symmetric heaps).
+// stream memory operations (through runtime/stream.h) and IPC handles (how processes of one
+// host map each other's symmetric heaps).
 //
 // Written against Debian's ROCm 5.2 headers and unit-tested on machines without an AMD GPU:
 // none of it has run on one yet.
@@ -11,13 +11,18 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <string>
+
+#include "runtime/stream.h"
 
 namespace tiledist::hip {
 
 /// Whether the HIP runtime and at least one AMD GPU are present (never throws).
 bool available();
+/// HIP's streams, events, stream memory operations and modules (runtime/stream.h: held through
+/// runtime::Stream, Event and Module). Its modules are code objects, their arch checked against
+/// the device's before they load; LDS is static in them (a launch's shared bytes are ignored).
+const runtime::GpuApi& api();
 /// Why not, when available() is false.
 std::string unavailable_reason();
 
@@ -49,62 +54,6 @@ void synchronize();
 /// Pinned, zeroed host memory that kernels read and write at `*device_address` (it stays
 /// readable by the host after a kernel has trapped).
 void* host_mapped_alloc(size_t bytes, void** device_address);
-
-/// A stream of its own: work launched on it runs in order, concurrently with other streams'.
-class Stream {
- public:
-  Stream();
-  ~Stream();
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  void synchronize() const;
-  void* handle() const { return stream_; }
-
- private:
-  void* stream_ = nullptr;
-};
-
-/// A point in a stream's work, for the host or another stream to wait for, and for timing.
-class Event {
- public:
-  Event();
-  ~Event();
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  void record(const Stream* stream = nullptr);
-  void make_wait(const Stream& stream) const;
-  void synchronize() const;
-  /// Milliseconds from `start` to this event.
-  float elapsed_since(const Event& start) const;
-
- private:
-  void* event_ = nullptr;
-};
-
-/// Copy-engine producers, in `stream`'s order: a device-to-device copy, and a signal word
-/// written or awaited (until it is at least `value`) by the stream itself.
-void copy_async(void* dst, const void* src, size_t bytes, const Stream& stream);
-void write_value(void* word, uint32_t value, const Stream& stream);
-void wait_value(void* word, uint32_t value, const Stream& stream);
-
-/// A code object loaded on the current device (its arch checked against the device's first).
-class Module {
- public:
-  Module(const std::string& code_object, const std::string& name);
-  ~Module();
-  Module(const Module&) = delete;
-  Module& operator=(const Module&) = delete;
-  /// Launches `entry` with `args` (pointers to each argument's value) on `stream` (null: the
-  /// default stream). LDS is static in our code objects: nothing is given at launch.
-  void launch(const std::string& entry, const int grid[3], int threads, void** args, void* stream = nullptr);
-
- private:
-  void* module_ = nullptr;
-  std::string name_;
-  std::mutex mutex_;  // guards the cached function
-  void* function_ = nullptr;
-  std::string entry_;
-};
 
 /// IPC: a handle to device memory (from malloc) that other processes of this host open to map
 /// it; the bytes travel as they are (over the host world's bootstrap).

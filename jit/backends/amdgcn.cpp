@@ -43,25 +43,30 @@ class AmdgcnBackend final : public GpuBackend {
   }
 
   void launch(const Loaded& loaded, Launch& launch) const override {
-    const std::string& kernel = loaded.artifact.kernel;
-    if (launch.stream)
-      throw Error(str_cat("tiledist: kernel '", kernel, "' runs on an AMD GPU: a CUDA stream cannot order it"));
     // Kernels with distributed ops take the AMD GPU world as a trailing parameter.
     hip::World* world = loaded.artifact.distributed ? &hip::World::get() : nullptr;
     HostStaging staged(kHipMemory, loaded, launch.args, launch.slots);
     void* device_world = world ? world->device_world() : nullptr;
     std::vector<void*> ptrs = param_addresses(launch.slots, &device_world);
-    std::shared_ptr<hip::Module> module = module_of<hip::Module>(loaded, world);
+    std::shared_ptr<runtime::Module> module = module_of(loaded, gpu_api(), world);
     const int g[3] = {launch.grid.x, launch.grid.y, launch.grid.z};
-    module->launch(loaded.artifact.entry, g, loaded.artifact.threads, ptrs.data());
-    hip::synchronize();
-    // A program that gave up (a wait past the timeout) has filled the failure record and ended
-    // its wavefront (codegen/amdgcn.cpp: give_up), and the kernel has completed.
+    const runtime::Stream* stream = launch.stream;
+    module->launch(loaded.artifact.entry, g, loaded.artifact.threads, 0, ptrs.data(), stream);
+    // On a stream a kernel runs asynchronously, unless it has host buffers to copy back or
+    // distributed ops: a program that gave up (a wait past the timeout) has filled the failure
+    // record and ended its wavefront (codegen/amdgcn.cpp: give_up), and the record is read once
+    // the kernel has completed (HIP has no failure explainer as CUDA's calls do).
+    if (stream && !world && staged.empty()) return;
+    if (stream)
+      stream->synchronize();
+    else
+      hip::synchronize();
     if (world && !world->failure().empty()) throw Error(world->failure());
     staged.finish();
   }
 
  private:
+  const runtime::GpuApi& gpu_api() const override { return hip::api(); }
   std::unique_ptr<llvm::TargetMachine> new_machine(const Target& target) const override {
     return gpu_target_machine("amdgcn-amd-amdhsa", "AMDGPU", target.arch, "", llvm::Reloc::PIC_);
   }

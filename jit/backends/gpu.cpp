@@ -29,6 +29,12 @@ std::string GpuBackend::gpu_ir(ir::Function& fn, const Target& target, const Com
   return ir::print(fn);
 }
 
+void GpuBackend::check_stream(const Loaded& loaded, const runtime::Stream* stream) const {
+  if (stream && &stream->api() != &gpu_api())
+    throw Error(str_cat("tiledist: kernel '", loaded.artifact.kernel, "' runs through ", gpu_api().name(), ": a ",
+                        stream->api().name(), " stream cannot order it"));
+}
+
 llvm::TargetMachine& GpuBackend::machine(State& state, const Target& target) const {
   auto& tm = static_cast<GpuState&>(state).machines[target.arch];
   if (!tm) tm = new_machine(target);
@@ -94,6 +100,15 @@ void HostStaging::release() {
     }
   }
   staged_.clear();
+}
+
+std::shared_ptr<runtime::Module> module_of(const Loaded& loaded, const runtime::GpuApi& api, runtime::GpuWorld* world) {
+  std::lock_guard<std::mutex> lock(loaded.gpu_mutex);
+  if (!loaded.gpu_module) {
+    loaded.gpu_module = std::make_shared<runtime::Module>(api, loaded.artifact.binary, loaded.artifact.kernel);
+    if (world) world->note_kernel(loaded.artifact.kernel);
+  }
+  return std::static_pointer_cast<runtime::Module>(loaded.gpu_module);
 }
 
 }  // namespace tiledist::jit

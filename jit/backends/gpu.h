@@ -12,6 +12,7 @@
 #include "codegen/codegen.h"
 #include "jit/backend.h"
 #include "runtime/gpu_world.h"
+#include "runtime/stream.h"
 
 namespace llvm {
 class TargetMachine;
@@ -32,9 +33,12 @@ class GpuBackend : public Backend {
   bool is_gpu() const override { return true; }
   bool specializes_at_launch() const override { return true; }
   bool takes_device_memory() const override { return true; }
-  void check_stream(const Loaded&, const cuda::Stream*) const override {}
+  /// A stream of another runtime (a HIP stream for a CUDA kernel) is refused.
+  void check_stream(const Loaded& loaded, const runtime::Stream* stream) const override;
 
  protected:
+  /// The runtime that loads and launches the backend's binaries.
+  virtual const runtime::GpuApi& gpu_api() const = 0;
   /// The target machine of `target`'s arch, made at its first use in this Context.
   llvm::TargetMachine& machine(State& state, const Target& target) const;
   virtual std::unique_ptr<llvm::TargetMachine> new_machine(const Target& target) const = 0;
@@ -80,16 +84,8 @@ class HostStaging {
   std::vector<Staged> staged_;
 };
 
-/// The kernel's module of a GPU runtime, loaded on its first launch (and its name noted with the
-/// world, where it has one, for its failure record).
-template <class Module>
-std::shared_ptr<Module> module_of(const Loaded& loaded, runtime::GpuWorld* world) {
-  std::lock_guard<std::mutex> lock(loaded.gpu_mutex);
-  if (!loaded.gpu_module) {
-    loaded.gpu_module = std::make_shared<Module>(loaded.artifact.binary, loaded.artifact.kernel);
-    if (world) world->note_kernel(loaded.artifact.kernel);
-  }
-  return std::static_pointer_cast<Module>(loaded.gpu_module);
-}
+/// The kernel's module, loaded by `api` on its first launch (and its name noted with the world,
+/// where it has one, for its failure record).
+std::shared_ptr<runtime::Module> module_of(const Loaded& loaded, const runtime::GpuApi& api, runtime::GpuWorld* world);
 
 }  // namespace tiledist::jit

@@ -21,6 +21,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Target/TargetMachine.h"
 #include "runtime/host.h"
+#include "runtime/stream.h"
 
 namespace tiledist::jit {
 
@@ -151,10 +152,10 @@ class HostBackend final : public Backend {
   bool specializes_at_launch() const override { return false; }
   bool takes_device_memory() const override { return false; }
 
-  void check_stream(const Loaded& loaded, const cuda::Stream* stream) const override {
+  void check_stream(const Loaded& loaded, const runtime::Stream* stream) const override {
     if (stream)
-      throw Error(str_cat("tiledist: kernel '", loaded.artifact.kernel,
-                          "' was compiled for the host: it has no CUDA stream to run on"));
+      throw Error(str_cat("tiledist: kernel '", loaded.artifact.kernel, "' was compiled for the host: it has no ",
+                          stream->api().name(), " stream to run on"));
   }
 
   void launch(const Loaded& loaded, Launch& launch) const override {

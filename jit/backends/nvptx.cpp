@@ -100,12 +100,11 @@ class NvptxBackend final : public GpuBackend {
     // TMA tensor maps, by value after everything else.
     std::vector<cuda::TensorMap> maps = tensor_maps(loaded, launch.args, launch.slots);
     for (auto& m : maps) ptrs.push_back(m.bytes);
-    std::shared_ptr<cuda::Module> module = module_of<cuda::Module>(loaded, world);
+    std::shared_ptr<runtime::Module> module = module_of(loaded, gpu_api(), world);
     const int g[3] = {launch.grid.x, launch.grid.y, launch.grid.z};
-    const cuda::Stream* stream = launch.stream;
+    const runtime::Stream* stream = launch.stream;
     module->launch(loaded.artifact.entry, g, loaded.artifact.threads,
-                   static_cast<size_t>(loaded.artifact.scratch_bytes), ptrs.data(),
-                   stream ? stream->handle() : nullptr);
+                   static_cast<size_t>(loaded.artifact.scratch_bytes), ptrs.data(), stream);
     // A distributed kernel launched without a stream is waited for, so that a program that
     // gives up (a wait past the timeout: it traps) is reported here; on a stream it runs
     // asynchronously, and the stream's synchronize reports it. Either way the Error carries
@@ -121,6 +120,7 @@ class NvptxBackend final : public GpuBackend {
   }
 
  private:
+  const runtime::GpuApi& gpu_api() const override { return cuda::api(); }
   /// PTX 8.4 (CUDA 12.4 drivers) for Hopper: f8 mma.sync needs it; 8.0 elsewhere.
   std::unique_ptr<llvm::TargetMachine> new_machine(const Target& target) const override {
     return gpu_target_machine("nvptx64-nvidia-cuda", "NVPTX", target.arch, target.has(Cap::wgmma) ? "+ptx84" : "+ptx80",

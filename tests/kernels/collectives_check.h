@@ -151,7 +151,7 @@ void check(const Target& target, size_t capacity_bytes,
 /// back, each on the next stream in turn, and checked after the last has been waited for.
 template <template <class> class Memory>
 void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K,
-                   std::vector<const cuda::Stream*> streams = {nullptr},
+                   std::vector<const runtime::Stream*> streams = {nullptr},
                    kernels::AgGemm::Gather gather = kernels::AgGemm::Gather::copy_engine, int puts = 0,
                    bool in_place = false) {
   kernels::AgGemm op(target, M, N, K, gather, puts);
@@ -175,7 +175,7 @@ void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K,
     }
     op.run(input, bs.back().ptr(), cs.back().ptr(), streams[call % streams.size()]);
   }
-  for (const cuda::Stream* s : streams)
+  for (const runtime::Stream* s : streams)
     if (s) s->synchronize();
   for (int call = 1; call <= kCalls; ++call) {
     std::vector<std::vector<bf16>> shards;
@@ -197,7 +197,7 @@ void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K,
 /// same bf16 inputs, over a few calls in a row (on `streams` as check_ag_gemm does).
 template <template <class> class Memory, class Op = kernels::GemmRs>
 void check_gemm_rs(const Target& target, int64_t M, int64_t N, int64_t K,
-                   std::vector<const cuda::Stream*> streams = {nullptr}) {
+                   std::vector<const runtime::Stream*> streams = {nullptr}) {
   SCOPED_TRACE(str_cat("M=", M, " N=", N, " K=", K));
   Op op(target, M, N, K);
   const bool all = std::is_same_v<Op, kernels::GemmAr>;  // GEMM + AllReduce: every row is ours
@@ -212,7 +212,7 @@ void check_gemm_rs(const Target& target, int64_t M, int64_t N, int64_t K,
     outs.push_back(Memory<float>::make(std::vector<float>(rows * N, -1.0f)));
     op.run(a_in.back().ptr(), b_in.back().ptr(), outs.back().ptr(), streams[call % streams.size()]);
   }
-  for (const cuda::Stream* s : streams)
+  for (const runtime::Stream* s : streams)
     if (s) s->synchronize();
   for (int call = 1; call <= kCalls; ++call) {
     std::vector<std::vector<bf16>> as, bs;

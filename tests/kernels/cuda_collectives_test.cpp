@@ -41,7 +41,7 @@ TEST(GpuKernels, LibraryCollectivesQueuedOnStreams) {
   using testing_collectives::values;
   kernels::Collectives c(Target::cuda(), 256 << 10);
   const int n = c.ranks(), me = cuda::World::get().rank();
-  cuda::Stream first, second;
+  runtime::Stream first, second;
   const size_t sizes[] = {5, 100003, 1, 4099, 65536};
   struct Call {
     size_t count;
@@ -54,7 +54,7 @@ TEST(GpuKernels, LibraryCollectivesQueuedOnStreams) {
     const bool gather = call % 3 == 1;
     auto in = std::make_unique<cuda::Buffer<float>>(values(me, count, call));
     auto out = std::make_unique<cuda::Buffer<float>>(std::vector<float>(gather ? n * count : count, -1.0f));
-    const cuda::Stream* on = call % 4 < 2 ? &first : &second;
+    const runtime::Stream* on = call % 4 < 2 ? &first : &second;
     if (gather)
       c.all_gather(in->data(), out->data(), count, on);
     else
@@ -93,7 +93,7 @@ TEST(GpuKernels, AllGatherGemm) {
   const int n = cuda::World::get().size();
   testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 40 * n, 72, 48);     // small tiles, ragged
   testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 320 * n, 512, 256);  // pipelined mma tiles
-  cuda::Stream first, second;
+  runtime::Stream first, second;
   testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 40 * n, 72, 48, {&first, &second});  // queued
   testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 320 * n, 512, 256, {nullptr},        // in place
                                                    kernels::AgGemm::Gather::copy_engine, 0, true);
@@ -105,7 +105,7 @@ TEST(GpuKernels, AllGatherGemmBySmPuts) {
                                                    3);  // ragged slices
   testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 320 * n, 512, 256, {nullptr},
                                                    Gather::sm_puts);  // 16 slices
-  cuda::Stream first, second;
+  runtime::Stream first, second;
   testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 256 * n, 256, 128, {&first, &second},
                                                    Gather::sm_puts, 5);
 }
@@ -113,7 +113,7 @@ TEST(GpuKernels, GemmReduceScatter) {
   const int n = cuda::World::get().size();
   testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 64 * n, 72, 48);     // 64-row tiles, ragged N, K
   testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 256 * n, 256, 512);  // pipelined 256-row tiles
-  cuda::Stream first, second;
+  runtime::Stream first, second;
   testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 64 * n, 72, 48, {&first, &second});  // queued
   // 4 rows of 128-row tiles per rank, 64 columns of tiles: groups of 8 rows of tiles would mix
   // the ranks' rows, and more waiting tiles of our rows than SMs would starve the peers' (a
@@ -133,7 +133,7 @@ TEST(GpuKernels, GemmAllReduce) {
   testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 70, 72, 48);  // ragged
   testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 128, 256,
                                                                     512);  // skinny, pipelined
-  cuda::Stream stream;
+  runtime::Stream stream;
   testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 70, 72, 48, {&stream});  // queued
 }
 

@@ -23,8 +23,8 @@ TEST(Cuda, StreamsAndEventsOrderKernels) {
   auto xs = ref::random_floats(n), ys = ref::random_floats(n);
   cuda::Buffer<float> x(xs), y(ys), mid(n), out(n);
   auto add = compile(kernels::add_kernel(), {{"BLOCK", 1024}});
-  cuda::Stream first, second;
-  cuda::Event start, produced, finished;
+  runtime::Stream first, second;
+  runtime::Event start, produced, finished;
   start.record(&first);
   add.launch_on(first, {tl::cdiv(n, 1024)}, x, y, mid, n);  // mid = x + y
   produced.record(&first);
@@ -45,7 +45,7 @@ TEST(Cuda, HostVectorsOnAStreamComeBackAfterIt) {
   const int n = 100003;
   auto xs = ref::random_floats(n), ys = ref::random_floats(n);
   std::vector<float> out(n), want;
-  cuda::Stream s;
+  runtime::Stream s;
   compile(kernels::add_kernel(), {{"BLOCK", 1024}}).launch_on(s, {tl::cdiv(n, 1024)}, xs, ys, out, n);
   ref::add(xs, ys, want);
   EXPECT_EQ(ref::rel_error(out, want), 0.0);
@@ -75,13 +75,13 @@ TEST(Cuda, MoreThan48KBOfSharedMemory) {
 
 TEST(Cuda, ErrorsNameTheCallAndTheCudaError) {
   REQUIRE_GPU();
-  std::string e = error_of([] { cuda::Module("this is not PTX", "garbage"); });
+  std::string e = error_of([] { runtime::Module(cuda::api(), "this is not PTX", "garbage"); });
   EXPECT_NE(e.find("cuModuleLoadDataEx"), std::string::npos) << e;
   EXPECT_NE(e.find("CUDA_ERROR_"), std::string::npos) << e;
   e = error_of([] { cuda::malloc(size_t(1) << 50); });  // a petabyte
   EXPECT_NE(e.find("cuMemAlloc"), std::string::npos) << e;
   EXPECT_NE(e.find("CUDA_ERROR_OUT_OF_MEMORY"), std::string::npos) << e;
-  cuda::Stream s;
+  runtime::Stream s;
   e = error_of([&] {
     std::vector<float> x(16);
     compile(kernels::add_kernel(), {{"BLOCK", 16}}, Target::host()).launch_on(s, {1}, x, x, x, 16);

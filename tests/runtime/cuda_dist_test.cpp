@@ -153,7 +153,7 @@ TEST(GpuFaults, AWaitOnAStreamIsReportedByTheStreamsSynchronize) {
   barrier_all();
   if (w.rank() != 0) return;
   Kernel k = gpu_compile(KernelDef("wait_forever", wait_forever, {"sig"}));
-  cuda::Stream stream;
+  runtime::Stream stream;
   k.launch_on(stream, {2}, sig);
   EXPECT_FALSE(stream.idle()) << "the launch waited for the kernel ($TILEDIST_WAIT_TIMEOUT=2 s: it should still wait)";
   try {

@@ -66,7 +66,7 @@ TEST(Hip, WithoutAnAmdGpuEveryCallSaysWhy) {
   const std::string why = hip::unavailable_reason();
   ASSERT_FALSE(why.empty());
   EXPECT_TRUE(why.find("libamdhip64") != std::string::npos || why.find("no AMD GPU") != std::string::npos) << why;
-  for (const std::string& e : {error_of([] { hip::malloc(64); }), error_of([] { hip::Stream s; }),
+  for (const std::string& e : {error_of([] { hip::malloc(64); }), error_of([] { runtime::Stream s(hip::api()); }),
                                error_of([] { hip::device(); }), error_of([] { hip::synchronize(); })})
     EXPECT_NE(e.find("the HIP runtime is not usable here: " + why), std::string::npos) << e;
   // A kernel compiled for gfx942 compiles here; its launch needs the GPU and says so.

@@ -133,7 +133,7 @@ class CollectivesSubject : public Subject {
     const bool bf = job.chance(0.5), in_place = job.chance(0.3);
     const size_t count = static_cast<size_t>(ragged(job, job.gpu() ? (int64_t(3) << 20) / job.ranks() : 60000));
     const Algo algo = std::array{Algo::automatic, Algo::one_shot, Algo::two_shot}[job.draw(0, 2)];
-    const cuda::Stream* stream = job.pick_stream();
+    const runtime::Stream* stream = job.pick_stream();
     if (bf)
       go<bf16>(job, op, count, in_place, algo, stream);
     else
@@ -142,7 +142,7 @@ class CollectivesSubject : public Subject {
 
  private:
   template <class T>
-  void go(Job& job, int op, size_t count, bool in_place, Algo algo, const cuda::Stream* stream) {
+  void go(Job& job, int op, size_t count, bool in_place, Algo algo, const runtime::Stream* stream) {
     const int n = job.ranks(), me = job.me();
     const uint64_t seed = job.data_seed(uint64_t(id_) << 32 | ++runs_);
     const size_t in_len = op == 1 ? n * count : count, out_len = op == 0 ? n * count : count;
@@ -223,7 +223,7 @@ class AgGemmSubject : public Subject {
     const int64_t M = rows_ * n;
     const uint64_t seed = job.data_seed(uint64_t(id_) << 32 | ++runs_);
     const bool in_place = job.chance(0.25);
-    const cuda::Stream* stream = job.pick_stream();
+    const runtime::Stream* stream = job.pick_stream();
     std::vector<bf16> mine = random_values<bf16>(seed + me, rows_ * K_),
                       b = random_values<bf16>(seed + 1000 + me, K_ * N_);
     auto bm = mem(job, b);
@@ -279,7 +279,7 @@ class GemmReduceSubject : public Subject {
     const int n = job.ranks(), me = job.me();
     const int64_t rows = all ? M_ : M_ / n, first = all ? 0 : me * rows;
     const uint64_t seed = job.data_seed(uint64_t(id_) << 32 | ++runs_);
-    const cuda::Stream* stream = job.pick_stream();
+    const runtime::Stream* stream = job.pick_stream();
     auto a = mem(job, random_values<bf16>(seed + me, M_ * K_));
     auto b = mem(job, random_values<bf16>(seed + 500 + me, K_ * N_));
     auto out = mem(job, poison<float>(rows * N_));
@@ -364,11 +364,11 @@ Job::Job(const Target& target, uint64_t seed, int steps, bool self_test)
       self_test_(self_test),
       rng_(seed) {
   if (gpu_)
-    for (int i = 0; i < 2; ++i) streams_.push_back(std::make_unique<cuda::Stream>());
+    for (int i = 0; i < 2; ++i) streams_.push_back(std::make_unique<runtime::Stream>());
 }
 Job::~Job() = default;
 
-const cuda::Stream* Job::pick_stream() {
+const runtime::Stream* Job::pick_stream() {
   const int64_t k = draw(0, 2);
   return gpu_ && k > 0 ? streams_[k - 1].get() : nullptr;
 }

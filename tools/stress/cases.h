@@ -41,7 +41,7 @@ class Job {
   /// A seed for data that every rank can draw again (`what` tells the draws apart).
   uint64_t data_seed(uint64_t what) { return seed_ * 0x9E3779B97F4A7C15ull + what * 0xC2B2AE3D27D4EB4Full + 1; }
   /// No stream (the default stream, waited for), or one of the job's two streams.
-  const cuda::Stream* pick_stream();
+  const runtime::Stream* pick_stream();
   /// A check to make once the queued runs are done; it returns what is wrong, or "".
   void after(std::string what, std::function<std::string()> check);
   /// Waits for every queued run, then makes the pending checks.
@@ -64,7 +64,7 @@ class Job {
   int steps_;
   bool self_test_;
   std::mt19937_64 rng_;
-  std::vector<std::unique_ptr<cuda::Stream>> streams_;
+  std::vector<std::unique_ptr<runtime::Stream>> streams_;
   std::vector<std::pair<std::string, std::function<std::string()>>> pending_;
   std::map<std::string, int> counts_;
 };

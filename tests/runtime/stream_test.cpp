@@ -1,0 +1,210 @@
+// runtime/stream.h on any machine: Stream, Event, Module and the copy-engine producers call their
+// runtime (a GpuApi) and nothing else; each refuses a stream of another runtime, naming both; a
+// kernel refuses a stream its backend's runtime cannot order; GpuApi::current() is CUDA's where
+// a CUDA GPU is found, HIP's where an AMD GPU is, and otherwise says why neither is usable.
+//
+// The runtime here keeps its streams in host memory and runs their work at once (the copies and
+// signal words are real memory), and logs every call it is given.
+#include "runtime/stream.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "tests/jit/error_of.h"
+#include "tiledist.h"
+
+namespace tiledist {
+namespace {
+using test_util::error_of;
+
+class HostQueues final : public runtime::GpuApi {
+ public:
+  explicit HostQueues(const char* name = "HostQueues") : name_(name) {}
+  mutable std::vector<std::string> log;
+  mutable int live = 0;  // streams, events and modules not yet destroyed
+
+  const char* name() const override { return name_; }
+  void* stream_create() const override { return make("stream_create"); }
+  void stream_destroy(void* s) const noexcept override { drop("stream_destroy", s); }
+  void stream_synchronize(void* s) const override { note("stream_synchronize", s); }
+  bool stream_idle(void* s) const override { return note("stream_idle", s), true; }
+  void* event_create(bool timing) const override { return make(timing ? "event_create timing" : "event_create"); }
+  void event_destroy(void* e) const noexcept override { drop("event_destroy", e); }
+  void event_record(void* e, void* s) const override { note("event_record", e, s); }
+  void stream_wait_event(void* s, void* e) const override { note("stream_wait_event", s, e); }
+  void event_synchronize(void* e) const override { note("event_synchronize", e); }
+  bool event_done(void* e) const override { return note("event_done", e), true; }
+  float event_elapsed_ms(void* a, void* b) const override { return note("event_elapsed_ms", a, b), 1.5f; }
+  void copy_async(void* dst, const void* src, size_t bytes, void* s) const override {
+    note("copy_async", s);
+    std::memcpy(dst, src, bytes);
+  }
+  void write_value(void* word, uint32_t value, void* s) const override {
+    note("write_value", s);
+    *static_cast<uint32_t*>(word) = value;
+  }
+  void wait_value(void* word, uint32_t value, void* s) const override {
+    note("wait_value", s);
+    if (*static_cast<uint32_t*>(word) < value) throw Error("wait_value: the word is below the value");
+  }
+  void* module_load(const std::string& binary, const std::string& name) const override {
+    log.push_back("module_load " + binary + " " + name);
+    return make(nullptr);
+  }
+  void module_unload(void* m) const noexcept override { drop("module_unload", m); }
+  void* module_function(void* m, const std::string& entry, const std::string&) const override {
+    note(("module_function " + entry).c_str(), m);
+    return &functions_[entry.size() % 2];
+  }
+  void allow_shared(void*, size_t bytes, const std::string&) const override {
+    log.push_back(str_cat("allow_shared ", bytes));
+  }
+  void launch(void*, const int grid[3], int threads, size_t shared, void**, void* s,
+              const std::string& name) const override {
+    log.push_back(str_cat("launch ", name, " ", grid[0], "x", grid[1], "x", grid[2], " ", threads, " ", shared,
+                          s ? " on a stream" : " on the default stream"));
+  }
+
+  /// Handles are numbered from 1 (0 is the default stream).
+  std::string id(void* h) const { return h ? std::to_string(reinterpret_cast<uintptr_t>(h)) : "0"; }
+
+ private:
+  void* make(const char* what) const {
+    ++live;
+    void* h = reinterpret_cast<void*>(++next_);
+    if (what) log.push_back(str_cat(what, " ", id(h)));
+    return h;
+  }
+  void drop(const char* what, void* h) const noexcept {
+    --live;
+    log.push_back(str_cat(what, " ", id(h)));
+  }
+  void note(const char* what, void* a) const { log.push_back(str_cat(what, " ", id(a))); }
+  void note(const char* what, void* a, void* b) const { log.push_back(str_cat(what, " ", id(a), " ", id(b))); }
+  const char* name_;
+  mutable uintptr_t next_ = 0;
+  mutable int functions_[2] = {};
+};
+
+TEST(Stream, StreamsAndEventsCallTheirRuntime) {
+  HostQueues api;
+  {
+    runtime::Stream s(api);
+    runtime::Event e(api, true);
+    EXPECT_EQ(&s.api(), &api);
+    e.record(&s);
+    e.make_wait(s);
+    e.record();  // the default stream
+    e.synchronize();
+    EXPECT_TRUE(e.done());
+    EXPECT_TRUE(s.idle());
+    s.synchronize();
+    runtime::Event start(api, false);
+    EXPECT_EQ(e.elapsed_since(start), 1.5f);
+  }
+  EXPECT_EQ(api.live, 0);
+  const std::vector<std::string> want = {
+      "stream_create 1",   "event_create timing 2", "event_record 2 1", "stream_wait_event 1 2", "event_record 2 0",
+      "event_synchronize 2", "event_done 2",        "stream_idle 1",    "stream_synchronize 1", "event_create 3",
+      "event_elapsed_ms 3 2", "event_destroy 3",    "event_destroy 2",  "stream_destroy 1"};
+  EXPECT_EQ(api.log, want);
+}
+
+TEST(Stream, CopiesAndSignalWordsGoOnTheStreamsRuntime) {
+  HostQueues api;
+  runtime::Stream s(api);
+  std::vector<float> src(100), dst(100, 0.0f);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i) * 0.5f - 7.0f;
+  runtime::copy_async(dst.data(), src.data(), src.size() * sizeof(float), s);
+  EXPECT_EQ(dst, src);
+  runtime::copy_async(dst.data(), src.data(), 0, s);  // nothing to copy: the runtime is not called
+  uint32_t word = 0;
+  runtime::write_value(&word, 7, s);
+  EXPECT_EQ(word, 7u);
+  runtime::wait_value(&word, 7, s);
+  EXPECT_NE(error_of([&] { runtime::wait_value(&word, 8, s); }).find("below the value"), std::string::npos);
+  EXPECT_EQ(api.log, (std::vector<std::string>{"stream_create 1", "copy_async 1", "write_value 1", "wait_value 1",
+                                               "wait_value 1"}));
+}
+
+TEST(Stream, AStreamOfAnotherRuntimeIsRefusedNamingBoth) {
+  HostQueues mine, theirs("OtherQueues");
+  runtime::Stream other(theirs);
+  runtime::Event e(mine, false);
+  const std::string err = error_of([&] { e.record(&other); });
+  EXPECT_NE(err.find("an event of HostQueues was given a OtherQueues stream"), std::string::npos) << err;
+  runtime::Module m(mine, "binary", "kern");
+  const int grid[3] = {1, 1, 1};
+  const std::string err2 = error_of([&] { m.launch("entry", grid, 128, 0, nullptr, &other); });
+  EXPECT_NE(err2.find("kernel 'kern' of HostQueues was given a OtherQueues stream"), std::string::npos) << err2;
+  for (const auto& line : mine.log) EXPECT_EQ(line.find("launch"), std::string::npos) << line;
+}
+
+TEST(Stream, AModuleLooksItsFunctionUpOnceAndOnlyGrowsItsSharedMemory) {
+  HostQueues api;
+  {
+    runtime::Module m(api, "the binary", "kern");
+    runtime::Stream s(api);
+    const int grid[3] = {4, 2, 1};
+    m.launch("entry", grid, 256, 1024, nullptr);
+    m.launch("entry", grid, 256, 512, nullptr, &s);
+    m.launch("entry", grid, 256, 2048, nullptr);
+    m.launch("other", grid, 128, 2048, nullptr);  // another entry: looked up, allowed again
+  }
+  const std::vector<std::string> want = {"module_load the binary kern",
+                                         "stream_create 2",
+                                         "module_function entry 1",
+                                         "allow_shared 1024",
+                                         "launch kern 4x2x1 256 1024 on the default stream",
+                                         "launch kern 4x2x1 256 512 on a stream",
+                                         "allow_shared 2048",
+                                         "launch kern 4x2x1 256 2048 on the default stream",
+                                         "module_function other 1",
+                                         "allow_shared 2048",
+                                         "launch kern 4x2x1 128 2048 on the default stream",
+                                         "stream_destroy 2",
+                                         "module_unload 1"};
+  EXPECT_EQ(api.log, want);
+  EXPECT_EQ(api.live, 0);
+}
+
+TEST(Stream, AKernelRefusesAStreamItsRuntimeCannotOrder) {
+  HostQueues api;
+  runtime::Stream s(api);
+  std::vector<float> x(256, 1.0f), y(256, 2.0f), out(256);
+  Kernel host = compile(kernels::add_kernel(), {{"BLOCK", 256}}, Target::host());
+  std::string e = error_of([&] { host.launch_on(s, {1}, x, y, out, 256); });
+  EXPECT_NE(e.find("was compiled for the host: it has no HostQueues stream to run on"), std::string::npos) << e;
+  Kernel nvidia = compile(kernels::add_kernel(), {{"BLOCK", 256}}, Target::cuda("sm_90a"));
+  e = error_of([&] { nvidia.launch_on(s, {1}, x, y, out, 256); });
+  EXPECT_NE(e.find("runs through CUDA: a HostQueues stream cannot order it"), std::string::npos) << e;
+  Kernel amd = compile(kernels::add_kernel(), {{"BLOCK", 256}}, Target::amdgcn("gfx942"));
+  e = error_of([&] { amd.launch_on(s, {1}, x, y, out, 256); });
+  EXPECT_NE(e.find("runs through HIP: a HostQueues stream cannot order it"), std::string::npos) << e;
+  EXPECT_EQ(api.log, std::vector<std::string>{"stream_create 1"});  // nothing was queued
+}
+
+TEST(Stream, TheCurrentRuntimeIsTheGpusOrSaysWhyNeither) {
+  if (cuda::available()) {
+    EXPECT_EQ(&runtime::GpuApi::current(), &cuda::api());
+    runtime::Stream s;
+    EXPECT_EQ(&s.api(), &cuda::api());
+    return;
+  }
+  if (hip::available()) {
+    EXPECT_EQ(&runtime::GpuApi::current(), &hip::api());
+    return;
+  }
+  const std::string e = error_of([] { runtime::Stream s; });
+  EXPECT_NE(e.find("no GPU runtime is usable here: CUDA: " + cuda::unavailable_reason() +
+                   "; HIP: " + hip::unavailable_reason()),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(e, error_of([] { runtime::Event ev; }));
+}
+
+}  // namespace
+}  // namespace tiledist
