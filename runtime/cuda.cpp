@@ -461,7 +461,7 @@ class CudaApi final : public runtime::GpuApi {
   }
   /// Past 48 KiB a function must opt in to its dynamic shared memory.
   void allow_shared(void* function, size_t shared_bytes, const std::string& name) const override {
-    if (shared_bytes <= 48 * 1024) return;
+    if (shared_bytes <= size_t{48} * 1024) return;
     if (shared_bytes > device().max_shared_per_block_optin)
       throw Error(str_cat("tiledist: kernel '", name, "' needs ", shared_bytes, " bytes of shared memory; ",
                           device().name, " allows ", device().max_shared_per_block_optin));
