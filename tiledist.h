@@ -3,6 +3,7 @@
 
 #include "dsl/dist.h"
 #include "dsl/kernel_def.h"
+#include "dsl/profile.h"
 #include "dsl/tl.h"
 #include "jit/kernel.h"
 #include "runtime/hip.h"

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <set>
 
+#include "dsl/profile.h"
+
 namespace tiledist {
 
 std::string ConstValue::str() const {
@@ -63,7 +65,7 @@ std::vector<ParamInfo> KernelDef::runtime_params() const {
   return out;
 }
 
-std::unique_ptr<ir::Function> KernelDef::trace(const Constants& constants, const ArgFacts& facts) const {
+std::unique_ptr<ir::Function> KernelDef::trace(const Constants& constants, const ArgFacts& facts, bool profile) const {
   std::set<std::string> const_names;
   for (auto& p : params_)
     if (p.kind == ParamKind::constant) const_names.insert(p.name);
@@ -94,7 +96,7 @@ std::unique_ptr<ir::Function> KernelDef::trace(const Constants& constants, const
       throw Error(str_cat("tiledist: kernel '", name_, "' needs a value for constant '", p.name, "'"));
   }
   {
-    dsl::Trace trace(f.get());
+    dsl::Trace trace(f.get(), profile);
     // Arguments known to be multiples of 16 (integers) or 16-byte aligned (pointers) enter the
     // kernel through a hint, which lets the code generator vectorize the accesses they index;
     // an integer known to be 1 becomes the constant 1.
@@ -107,7 +109,10 @@ std::unique_ptr<ir::Function> KernelDef::trace(const Constants& constants, const
         vals[i] = trace.builder().constant_int(params_[i].type.dtype, 1);
       ++runtime_index;
     }
-    invoke_(vals, consts);
+    if (profile)
+      tl::profile(name_, [&] { invoke_(vals, consts); });
+    else
+      invoke_(vals, consts);
     trace.builder().set_block(&f->body);
     trace.builder().set_loc({});
     trace.builder().create(ir::OpCode::Return, {}, {});

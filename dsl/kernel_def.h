@@ -119,7 +119,10 @@ class KernelDef {
   /// unknown constant, or for any error the kernel's ops raise.
   /// `facts[i]`: what is known of runtime parameter i (a specialization, see ArgFact); the trace
   /// records a multiple of 16 as a `multiple_of` hint and the integer 1 as a constant.
-  std::unique_ptr<ir::Function> trace(const Constants& constants, const ArgFacts& facts = {}) const;
+  /// `profile`: the profiler's marks trace their ops (dsl/profile.h), and the whole kernel is a
+  /// region named after it.
+  std::unique_ptr<ir::Function> trace(const Constants& constants, const ArgFacts& facts = {},
+                                      bool profile = false) const;
 
  private:
   template <class... P, size_t... I>

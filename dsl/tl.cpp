@@ -8,7 +8,9 @@ namespace dsl {
 namespace {
 thread_local Trace* g_current = nullptr;
 }
-Trace::Trace(ir::Function* f) : fn_(f), builder_(&f->body), outer_(g_current) { g_current = this; }
+Trace::Trace(ir::Function* f, bool profile) : fn_(f), profile_(profile), builder_(&f->body), outer_(g_current) {
+  g_current = this;
+}
 Trace::~Trace() { g_current = outer_; }
 Trace& Trace::current(const char* op) {
   if (!g_current)

@@ -232,7 +232,8 @@ namespace dsl {
 /// The tracing state of the kernel being traced on this thread.
 class Trace {
  public:
-  explicit Trace(ir::Function* f);
+  /// `profile`: the profiler's marks (tl::profile) trace their ops; without, they trace nothing.
+  explicit Trace(ir::Function* f, bool profile = false);
   ~Trace();
   Trace(const Trace&) = delete;
   Trace& operator=(const Trace&) = delete;
@@ -241,9 +242,11 @@ class Trace {
   static Trace& current(const char* op);
   ir::Builder& builder() { return builder_; }
   ir::Function& function() { return *fn_; }
+  bool profiling() const { return profile_; }
 
  private:
   ir::Function* fn_;
+  bool profile_;
   ir::Builder builder_;
   Trace* outer_;
 };

@@ -31,6 +31,11 @@ struct Names<ReduceKind> {
   static constexpr std::array<const char*, 5> table = {"sum", "max", "min", "argmax", "argmin"};
 };
 
+template <>
+struct Names<ProfilePhase> {
+  static constexpr std::array<const char*, 3> table = {"begin", "end", "instant"};
+};
+
 template <class E>
 const char* name(E v) {
   return Names<E>::table[static_cast<size_t>(v)];
@@ -61,6 +66,7 @@ const char* name_of(MemScope v) { return name(v); }
 const char* name_of(RmwKind v) { return name(v); }
 const char* name_of(CmpPred v) { return name(v); }
 const char* name_of(ReduceKind v) { return name(v); }
+const char* name_of(ProfilePhase v) { return name(v); }
 
 template <class E>
 std::optional<E> parse_enum(std::string_view s) {
@@ -84,6 +90,7 @@ TD_ENUM(MemScope)
 TD_ENUM(RmwKind)
 TD_ENUM(CmpPred)
 TD_ENUM(ReduceKind)
+TD_ENUM(ProfilePhase)
 #undef TD_ENUM
 
 }  // namespace tiledist::ir

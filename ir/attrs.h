@@ -22,6 +22,9 @@ enum class RmwKind : uint8_t { add, max, min, xchg, and_, or_, xor_ };
 enum class CmpPred : uint8_t { eq, ne, lt, le, gt, ge };
 /// A reduction (reduce's `kind`).
 enum class ReduceKind : uint8_t { sum, max, min, argmax, argmin };
+/// Where a profile op stands in its region (profile's `phase`): a scope's start or end, or an
+/// instant. (The values are the records' phase byte: support/profile_abi.h.)
+enum class ProfilePhase : uint8_t { begin, end, instant };
 
 /// The comparison that holds exactly where `p` does not (of integers: floats' NaN holds neither).
 CmpPred negated(CmpPred p);
@@ -34,6 +37,7 @@ const char* name_of(MemScope v);
 const char* name_of(RmwKind v);
 const char* name_of(CmpPred v);
 const char* name_of(ReduceKind v);
+const char* name_of(ProfilePhase v);
 
 /// The value named `s`, or nullopt.
 template <class E>

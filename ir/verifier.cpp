@@ -425,6 +425,13 @@ std::string check_rule(const Op& op) {
     }
     case OpCode::Barrier:
       return expect_attr_in(op, "kind", {"barrier_all", "sync_all"});
+    case OpCode::Profile: {
+      if (!op.has_attr("region") || op.str_attr("region").empty()) return "needs a non-empty 'region' name";
+      if (op.operands.size() > 2) return str_cat("takes at most 2 arguments, got ", op.operands.size());
+      for (size_t i = 0; i < op.operands.size(); ++i)
+        if (operand(i) != Type::scalar(DType::i32)) return str_cat("argument ", i, " must be an i32 scalar");
+      return expect_enum(op, "phase", {ProfilePhase::begin, ProfilePhase::end, ProfilePhase::instant});
+    }
     case OpCode::Reduce: {
       auto e = expect_enum(op, "kind",
                            {ReduceKind::sum, ReduceKind::max, ReduceKind::min, ReduceKind::argmax, ReduceKind::argmin});

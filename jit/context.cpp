@@ -113,7 +113,7 @@ std::pair<std::unique_ptr<ir::Function>, std::string> trace_optimized(const Kern
                                                                       const CompileOptions& options,
                                                                       const ArgFacts& facts) {
   options.validate();
-  std::unique_ptr<ir::Function> fn = def.trace(constants, facts);
+  std::unique_ptr<ir::Function> fn = def.trace(constants, facts, !options.profile.empty());
   ir::optimize(*fn);
   Backend::for_target(target).prepare(*fn, options);
   std::string key =
@@ -238,7 +238,7 @@ bool Context::warm(const KernelDef& def, const Constants& constants, const Targe
 std::string Context::emit(const KernelDef& def, const Constants& constants, const Target& target,
                           const CompileOptions& options, Stage stage, const ArgFacts& facts) {
   options.validate();
-  std::unique_ptr<ir::Function> fn = def.trace(constants, facts);
+  std::unique_ptr<ir::Function> fn = def.trace(constants, facts, !options.profile.empty());
   if (stage == Stage::tile_ir) return ir::print(*fn);
   ir::optimize(*fn);
   if (stage == Stage::opt_ir) return ir::print(*fn);

@@ -81,6 +81,7 @@ CompileOptions CompileOptions::from_env() {
   const char* ws = std::getenv("TILEDIST_WS");
   o.warp_specialize = ws && std::strcmp(ws, "1") == 0;
   if (const char* l = std::getenv("TILEDIST_LOWERING")) o.lowering = l;
+  if (const char* p = std::getenv("TILEDIST_PROFILE")) o.profile = p;
   return o;
 }
 
@@ -101,8 +102,8 @@ std::string CompileOptions::key() const {
   // (the defaults of later options, tma=1 and ws=0, leave the key as it was before them)
   return str_cat("check_bounds=", check_bounds, ",num_warps=", num_warps, ",num_stages=", num_stages,
                  tma ? "" : ",tma=0", warp_specialize ? ",ws=1" : "",
-                 gpu_passes.empty() ? "" : ",gpu_passes=" + gpu_passes,
-                 lowering.empty() ? "" : ",lowering=" + lowering);
+                 gpu_passes.empty() ? "" : ",gpu_passes=" + gpu_passes, lowering.empty() ? "" : ",lowering=" + lowering,
+                 profile.empty() ? "" : ",profile=1");
 }
 
 }  // namespace tiledist

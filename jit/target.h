@@ -78,6 +78,9 @@ struct CompileOptions {
   /// by TMA where they can (sm_90a, unless `tma` is off). ($TILEDIST_LOWERING sets it for
   /// every compile, the library's included.)
   std::string lowering;
+  /// The intra-kernel profiler (dsl/profile.h): where each rank's trace goes (a directory,
+  /// made where missing); empty: off, the profiler's marks compiled out. ($TILEDIST_PROFILE=DIR)
+  std::string profile;
 
   /// Defaults, with the environment's overrides applied.
   static CompileOptions from_env();

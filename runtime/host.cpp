@@ -1,11 +1,13 @@
 #include "runtime/host.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <limits>
 #include <memory>
 
 #include "runtime/fiber.h"
 #include "runtime/world.h"
+#include "support/profile_abi.h"
 #include "support/support.h"
 
 namespace tiledist::runtime {
@@ -21,6 +23,7 @@ Grid::Grid(int64_t gx, int64_t gy, int64_t gz) {
 
 void launch_host(HostKernelFn fn, const Grid& grid, void** args, int64_t scratch_bytes, HostRuntime& rt,
                  const HostLaunch& how) {
+  rt.grid[0] = grid.x, rt.grid[1] = grid.y, rt.grid[2] = grid.z;
   if (how.distributed) {
     rt.world = &World::get();
     rt.grid_size = grid.size();
@@ -37,7 +40,7 @@ void launch_host(HostKernelFn fn, const Grid& grid, void** args, int64_t scratch
   for (pid[2] = 0; pid[2] < grid.z; ++pid[2])
     for (pid[1] = 0; pid[1] < grid.y; ++pid[1])
       for (pid[0] = 0; pid[0] < grid.x; ++pid[0]) {
-        if (how.check_bounds) {
+        if (how.check_bounds || rt.profile) {
           for (int i = 0; i < 3; ++i) rt.pid[i] = pid[i];
         }
         fn(args, pid, nprog, scratch.get(), &rt);
@@ -74,4 +77,26 @@ extern "C" int32_t tiledist_check_access(void* rt_ptr, const void* addr, int64_t
   rt->message = tiledist::str_cat("tiledist: out-of-bounds ", is_store ? "store" : "load", " in kernel '", rt->kernel,
                                   "', program (", rt->pid[0], ", ", rt->pid[1], ", ", rt->pid[2], "): ", where);
   return 0;
+}
+
+extern "C" void tiledist_profile(void* rt_ptr, int32_t region, int32_t phase, int32_t nargs, int32_t a0, int32_t a1) {
+  using namespace tiledist::runtime;
+  auto* rt = static_cast<HostRuntime*>(rt_ptr);
+  ProfileBuffer* buf = rt->profile;
+  if (!buf) return;
+  // (the programs of a host launch run on one thread, fibers included: no atomics needed)
+  const uint32_t i = buf->count++;
+  if (i >= buf->capacity) return;
+  ProfileRecord& r = buf->records()[i];
+  r.time = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+  r.program =
+      static_cast<uint32_t>(rt->pid[0] + int64_t(rt->grid[0]) * (rt->pid[1] + int64_t(rt->grid[1]) * rt->pid[2]));
+  r.unit = 0;
+  r.region = static_cast<uint8_t>(region);
+  r.phase = static_cast<uint8_t>(phase);
+  r.nargs = static_cast<uint8_t>(nargs);
+  r.args[0] = a0, r.args[1] = a1;
+  r.warpgroup = 0;
 }

@@ -26,6 +26,7 @@ struct CheckedRange {
 
 class World;
 class FiberScheduler;
+struct ProfileBuffer;
 
 /// What a launch's helpers need: bounds-check ranges (the first violation is recorded and the
 /// access skipped), and for kernels with distributed ops the world and the fiber scheduler.
@@ -42,6 +43,9 @@ struct HostRuntime {
   int64_t grid_size = 1;
   int64_t barrier_base = 0;               // this rank's barrier count before the launch
   std::vector<int64_t> barrier_arrivals;  // local programs arrived at barrier k
+  // A profiled kernel's records (support/profile_abi.h), and the grid that numbers its programs.
+  ProfileBuffer* profile = nullptr;
+  int32_t grid[3] = {1, 1, 1};
 };
 
 }  // namespace tiledist::runtime
@@ -61,4 +65,8 @@ void* tiledist_symm_at(void* rt, void* ptr, int64_t rank);
 int64_t tiledist_wait(void* rt, void* ptr, int32_t elem_bytes, int32_t n, int32_t cmp, int64_t value, int32_t acquire);
 void tiledist_barrier(void* rt);
 void tiledist_memcpy(void* rt, void* dst, const void* src, int64_t bytes);
+
+/// A profiler mark of the running program (runtime/host.cpp): region index, ir::ProfilePhase,
+/// and `nargs` of the arguments a0, a1, at the host's steady clock.
+void tiledist_profile(void* rt, int32_t region, int32_t phase, int32_t nargs, int32_t a0, int32_t a1);
 }

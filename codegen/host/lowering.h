@@ -14,6 +14,7 @@
 #include "codegen/codegen.h"
 #include "codegen/elements.h"
 #include "ir/numeric.h"
+#include "ir/profile.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/LLVMContext.h"
@@ -46,6 +47,7 @@ class HostLowering : public Elements {
     nprog_ = fn_->getArg(2);
     scratch_ = fn_->getArg(3);
     rt_ = fn_->getArg(4);
+    profile_regions_ = ir::profile_regions(f_);
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
     for (auto& a : f_.body.args) {
       llvm::Value* slot = b_.CreateLoad(ptr, b_.CreateConstGEP1_64(ptr, args_, a->index), "arg.slot");
@@ -320,6 +322,16 @@ class HostLowering : public Elements {
         distributed_ = true;
         b_.CreateCall(helper("tiledist_barrier", b_.getVoidTy(), {b_.getPtrTy()}), {rt_});
         return;
+      case OpCode::Profile: {
+        auto* i32 = b_.getInt32Ty();
+        auto f = helper("tiledist_profile", b_.getVoidTy(), {b_.getPtrTy(), i32, i32, i32, i32, i32});
+        llvm::Value* a[2] = {b_.getInt32(0), b_.getInt32(0)};
+        for (size_t i = 0; i < op.operands.size(); ++i) a[i] = val(op.operands[i]).scalar;
+        b_.CreateCall(f, {rt_, b_.getInt32(ir::profile_region_index(profile_regions_, op)),
+                          b_.getInt32(static_cast<int>(ir::enum_attr<ir::ProfilePhase>(op, "phase"))),
+                          b_.getInt32(static_cast<int>(op.operands.size())), a[0], a[1]});
+        return;
+      }
       case OpCode::Reduce:
         return emit_reduce(op);
       case OpCode::Dot:
@@ -514,6 +526,7 @@ class HostLowering : public Elements {
   std::multimap<int64_t, int64_t> free_slots_;                   // size -> offset
   std::map<llvm::Value*, std::pair<int64_t, int64_t>> slot_of_;  // buffer -> (size, offset)
   bool distributed_ = false;
+  std::vector<std::string> profile_regions_;  // the profile ops' regions (ir/profile.h)
   std::map<const ir::Value*, CVal> vals_;
 };
 

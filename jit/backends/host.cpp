@@ -12,6 +12,7 @@
 #include "ir/printer.h"
 #include "jit/backend.h"
 #include "jit/backends/backends.h"
+#include "jit/backends/profile.h"
 #include "jit/llvm_codegen.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
@@ -140,6 +141,7 @@ class HostBackend final : public Backend {
     add("tiledist_wait", &tiledist_wait);
     add("tiledist_barrier", &tiledist_barrier);
     add("tiledist_memcpy", &tiledist_memcpy);
+    add("tiledist_profile", &tiledist_profile);
     check(jd.define(llvm::orc::absoluteSymbols(std::move(helpers))), "defining helper symbols");
     check(j.addObjectFile(jd, llvm::MemoryBuffer::getMemBufferCopy(a.binary, a.kernel)),
           str_cat("loading the object code of kernel '", a.kernel, "'"));
@@ -161,8 +163,20 @@ class HostBackend final : public Backend {
   void launch(const Loaded& loaded, Launch& launch) const override {
     std::vector<void*> ptrs(launch.slots.size());
     for (size_t i = 0; i < ptrs.size(); ++i) ptrs[i] = &launch.slots[i];
-    runtime::launch_host(loaded.host_fn, launch.grid, ptrs.data(), loaded.artifact.scratch_bytes, launch.rt,
-                         {loaded.options.check_bounds, loaded.artifact.distributed});
+    // A profiled kernel's records reach the trace whether or not the launch fails.
+    LaunchProfile profile(loaded, launch.grid);
+    launch.rt.profile = profile.buffer();
+    try {
+      runtime::launch_host(loaded.host_fn, launch.grid, ptrs.data(), loaded.artifact.scratch_bytes, launch.rt,
+                           {loaded.options.check_bounds, loaded.artifact.distributed});
+    } catch (const Error&) {
+      try {
+        profile.write(false);
+      } catch (const Error&) {  // (the launch's error is the one to see)
+      }
+      throw;
+    }
+    profile.write(false);
   }
 
  private:

@@ -1,0 +1,39 @@
+#include "jit/backends/profile.h"
+
+#include <chrono>
+
+#include "ir/profile.h"
+
+namespace tiledist::jit {
+
+LaunchProfile::LaunchProfile(const Loaded& loaded, const runtime::Grid& grid) : loaded_(loaded), grid_(grid) {
+  if (loaded.options.profile.empty() || !loaded.ir) return;
+  regions_ = ir::profile_regions(*loaded.ir);
+  if (regions_.empty()) return;
+  const uint32_t capacity = runtime::profile_capacity(grid.size());
+  storage_.assign((sizeof(runtime::ProfileBuffer) + size_t(capacity) * sizeof(runtime::ProfileRecord)) / 8, 0);
+  buffer()->capacity = capacity;
+  launched_at_ = now_ns();
+}
+
+uint64_t LaunchProfile::now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+runtime::TraceCounts LaunchProfile::write(bool gpu, int64_t clock_offset_ns, int64_t clock_error_ns) const {
+  if (!on()) return {};
+  runtime::ProfiledLaunch l;
+  l.kernel = loaded_.artifact.kernel;
+  l.regions = regions_;
+  l.grid = grid_;
+  l.buffer = reinterpret_cast<const runtime::ProfileBuffer*>(storage_.data());
+  l.launched_at = launched_at_;
+  l.gpu = gpu;
+  l.clock_offset_ns = clock_offset_ns;
+  l.clock_error_ns = clock_error_ns;
+  return runtime::add_to_trace(loaded_.options.profile, l);
+}
+
+}  // namespace tiledist::jit

@@ -1,0 +1,37 @@
+// The profiler's side of a launch (dsl/profile.h, runtime/profiler.h): a kernel compiled with
+// profiling gets a record buffer sized for its grid, and after the launch its records go to the
+// rank's trace in CompileOptions::profile's directory. Kernels compiled without it: nothing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jit/context.h"
+#include "runtime/profiler.h"
+
+namespace tiledist::jit {
+
+class LaunchProfile {
+ public:
+  LaunchProfile(const Loaded& loaded, const runtime::Grid& grid);
+  bool on() const { return !storage_.empty(); }
+  /// The buffer in host memory (a GPU launch copies it in and back), or null when off.
+  runtime::ProfileBuffer* buffer() { return on() ? reinterpret_cast<runtime::ProfileBuffer*>(storage_.data()) : nullptr; }
+  size_t bytes() const { return storage_.size() * sizeof(uint64_t); }
+  /// Adds the records to the rank's trace: a GPU's times moved onto the host's clock by
+  /// `clock_offset_ns`, which may be off by `clock_error_ns`.
+  runtime::TraceCounts write(bool gpu, int64_t clock_offset_ns = 0, int64_t clock_error_ns = 0) const;
+
+  /// The host's steady clock, in ns (the clock of the traces).
+  static uint64_t now_ns();
+
+ private:
+  const Loaded& loaded_;
+  runtime::Grid grid_;
+  std::vector<std::string> regions_;
+  std::vector<uint64_t> storage_;  // (8-byte aligned: the header, then the records)
+  uint64_t launched_at_ = 0;
+};
+
+}  // namespace tiledist::jit
