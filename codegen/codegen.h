@@ -56,8 +56,11 @@ struct GpuModule {
   int threads = 128;
   /// Takes a trailing parameter: the address of a runtime::DeviceWorld (distributed ops).
   bool distributed = false;
-  /// Takes a trailing 128-byte parameter per recipe (after the world's): a TMA tensor map that
-  /// the launch encodes from its arguments.
+  /// Takes a trailing parameter (after the world's): the address of a runtime::ProfileBuffer
+  /// (support/profile_abi.h), where the kernel was traced with the profiler's marks.
+  bool profile = false;
+  /// Takes a trailing 128-byte parameter per recipe (after the world's and the profile
+  /// buffer's): a TMA tensor map that the launch encodes from its arguments.
   std::vector<runtime::TmaRecipe> tma;
 };
 

@@ -87,8 +87,10 @@ class GpuTarget {
   llvm::Value* f8_to_bits(llvm::Value* v, ir::DType d);
   /// `v` (an f32 or i32) of the lane whose index is this lane's xor `mask`.
   virtual llvm::Value* shuffle_xor(llvm::Value* v, int mask) = 0;
-  /// A clock in nanoseconds (for timeouts).
+  /// A clock in nanoseconds (for timeouts, and the profiler's records).
   virtual llvm::Value* nanoseconds() = 0;
+  /// The multiprocessor the thread runs on (an i32; the profiler's records), 0 where unknown.
+  virtual llvm::Value* processor_id() { return b_.getInt32(0); }
   /// Ends the program of a thread that gave up, its failure record filled (an unreachable
   /// follows): a trap where the host is told by the launch's error.
   virtual void give_up() { b_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {}); }

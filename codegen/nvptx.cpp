@@ -102,6 +102,7 @@ class NvptxTarget : public GpuTarget {
     return b_.CreateIntrinsic(id, {}, {b_.getInt32(-1), v, b_.getInt32(mask), b_.getInt32(31)});
   }
   llvm::Value* nanoseconds() override { return ptx(b_.getInt64Ty(), "mov.u64 $0, %globaltimer;", "=l", {}); }
+  llvm::Value* processor_id() override { return ptx(b_.getInt32Ty(), "mov.u32 $0, %smid;", "=r", {}); }
 
   llvm::Value* load(llvm::Type* t, llvm::Value* p, ir::MemOrder order, ir::MemScope scope) override {
     return ptx(t,

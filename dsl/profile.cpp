@@ -12,11 +12,13 @@ void mark(const char* op, const std::string& name, ir::ProfilePhase phase, std::
   dsl::Trace& trace = dsl::Trace::current(op);
   if (name.empty()) throw Error::at(op, Location::from(loc), "a region needs a name");
   if (args.size() > 2)
-    throw Error::at(op, Location::from(loc), str_cat("takes at most 2 arguments (a tile's coordinates), got ", args.size()));
+    throw Error::at(op, Location::from(loc),
+                    str_cat("takes at most 2 arguments (a tile's coordinates), got ", args.size()));
   if (!trace.profiling()) return;
   std::vector<ir::Value*> values;
   for (const Operand& a : args) {
-    if (a.is_literal ? a.literal_is_float : (a.tensor.type().is_tensor() || !a.tensor.type().is_int() || a.tensor.is_ptr()))
+    if (a.is_literal ? a.literal_is_float
+                     : (a.tensor.type().is_tensor() || !a.tensor.type().is_int() || a.tensor.is_ptr()))
       throw Error::at(op, Location::from(loc),
                       str_cat("its arguments are integer scalars, got ",
                               a.is_literal ? std::string("a floating-point number") : a.tensor.type().str()));

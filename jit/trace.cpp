@@ -44,9 +44,7 @@ Trace read(const std::string& path) {
   size_t index = 0;
   for (const llvm::json::Value& v : *events) {
     const llvm::json::Object* e = v.getAsObject();
-    auto bad = [&](const char* what) {
-      return Error(str_cat("tiledist-trace: ", path, ": event ", index, " ", what));
-    };
+    auto bad = [&](const char* what) { return Error(str_cat("tiledist-trace: ", path, ": event ", index, " ", what)); };
     if (!e) throw bad("is not an object");
     std::string raw;
     llvm::raw_string_ostream os(raw);
@@ -166,8 +164,8 @@ std::string summary_text(const Trace& t) {
   const std::vector<RegionStats> stats = summarize(t);
   for (const RegionStats& r : stats) {
     std::snprintf(line, sizeof line, "%-28s %9lld %14s %12s %12s %12s %12s\n", r.name.c_str(),
-                  static_cast<long long>(r.count), us(r.total_ns).c_str(), us(r.mean_ns).c_str(),
-                  us(r.p50_ns).c_str(), us(r.p99_ns).c_str(), us(r.max_ns).c_str());
+                  static_cast<long long>(r.count), us(r.total_ns).c_str(), us(r.mean_ns).c_str(), us(r.p50_ns).c_str(),
+                  us(r.p99_ns).c_str(), us(r.max_ns).c_str());
     s += line;
   }
   bool several = false;

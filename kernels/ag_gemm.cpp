@@ -61,9 +61,14 @@ void ag_gemm(tl::Ptr<T> a, tl::Ptr<T> shard, tl::Ptr<T> b, tl::Ptr<float> c, tl:
     auto pid_m = (tile.first + me * rows / BM) % num_m;  // our own rows first
     auto pid_n = tile.second;
     auto top = pid_m * BM, bottom = tl::minimum(top + BM, M) - 1;
-    auto token = tl::for_range(word(top), word(bottom) + 1, 1, tl::scalar(0, tl::int32), [&](Tensor w, Tensor) {
-      return shmem::signal_wait_until(flags + w, shmem::Cmp::ge, call);
-    });
+    Tensor token;
+    tl::profile("wait",
+                [&] {
+                  token = tl::for_range(
+                      word(top), word(bottom) + 1, 1, tl::scalar(0, tl::int32),
+                      [&](Tensor w, Tensor) { return shmem::signal_wait_until(flags + w, shmem::Cmp::ge, call); });
+                },
+                {pid_m, pid_n});
     detail::gemm_tile(tl::Ptr<T>(dist::consume_token(a, token).value()), b, c, M, N, K, pid_m, pid_n, BM, BN, BK);
   };
   if (PUTS == 0 && PERSISTENT) {  // (PERSISTENT: the programs walk the tiles, as gemm's)
@@ -77,11 +82,15 @@ void ag_gemm(tl::Ptr<T> a, tl::Ptr<T> shard, tl::Ptr<T> b, tl::Ptr<float> c, tl:
     auto lo = pid * slice_rows;
     auto count = tl::maximum(tl::minimum(slice_rows, rows - lo), 0);
     auto bytes = count.to(tl::int64) * K.to(tl::int64) * int64_t(sizeof(T));
-    tl::for_range(0, n, 1, [&](Tensor i) {
-      shmem::putmem_signal_nbi_block(a + (me * rows + lo).to(tl::int64) * K.to(tl::int64),
-                                     shard + lo.to(tl::int64) * K.to(tl::int64), bytes, flags + me * slices + pid, call,
-                                     shmem::SIGNAL_SET, (me + i) % n);
-    });
+    tl::profile("put",
+                [&] {
+                  tl::for_range(0, n, 1, [&](Tensor i) {
+                    shmem::putmem_signal_nbi_block(a + (me * rows + lo).to(tl::int64) * K.to(tl::int64),
+                                                   shard + lo.to(tl::int64) * K.to(tl::int64), bytes,
+                                                   flags + me * slices + pid, call, shmem::SIGNAL_SET, (me + i) % n);
+                  });
+                },
+                {pid});
   });
   tl::if_then(pid >= int(PUTS), [&] { gemm(detail::grouped_tile(pid - int(PUTS), num_m, num_n, GROUP_M)); });
 }

@@ -67,8 +67,11 @@ void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t
       tl::if_then(owner == me, [&] {
         auto local = tl::expand_dims(t * BM + tl::arange(0, BM), 1);  // within our rows
         auto mask = (local < rows) & (col < N);
-        auto token = tl::for_range(1, n, 1, tl::scalar(0, tl::int32), [&](Tensor k, Tensor) {
-          return shmem::signal_wait_until(flags + (me + k) % n * tiles + t, shmem::Cmp::ge, call);
+        Tensor token;
+        tl::profile("wait", [&] {
+          token = tl::for_range(1, n, 1, tl::scalar(0, tl::int32), [&](Tensor k, Tensor) {
+            return shmem::signal_wait_until(flags + (me + k) % n * tiles + t, shmem::Cmp::ge, call);
+          });
         });
         auto slots = dist::consume_token(staging, token);
         auto sum = tl::for_range(1, n, 1, acc, [&](Tensor k, Tensor s) {

@@ -62,13 +62,20 @@ tl::Tensor gemm_acc(tl::Ptr<T> a, tl::Ptr<T> b, tl::Int M, tl::Int N, tl::Int K,
   auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);  // [1, BN]
   auto rk = tl::arange(0, BK);
   auto zeros = transposed ? tl::zeros({BN, BM}, tl::float32) : tl::zeros({BM, BN}, tl::float32);
-  return tl::for_range(k_begin, k_end, BK, zeros, [&](Tensor k, Tensor acc) {
-    auto ka = tl::expand_dims(k + rk, 0);  // [1, BK]
-    auto kb = tl::expand_dims(k + rk, 1);  // [BK, 1]
-    auto at = tl::load(a + row * K + ka, (row < M) & (ka < K), 0.0f);
-    auto bt = tl::load(b + kb * N + col, (kb < K) & (col < N), 0.0f);
-    return transposed ? tl::dot(tl::trans(bt), tl::trans(at), acc) : tl::dot(at, bt, acc);
-  });
+  Tensor out;
+  tl::profile(  // (the profiler's region: dsl/profile.h; nothing where it is off)
+      "mainloop",
+      [&] {
+        out = tl::for_range(k_begin, k_end, BK, zeros, [&](Tensor k, Tensor acc) {
+          auto ka = tl::expand_dims(k + rk, 0);  // [1, BK]
+          auto kb = tl::expand_dims(k + rk, 1);  // [BK, 1]
+          auto at = tl::load(a + row * K + ka, (row < M) & (ka < K), 0.0f);
+          auto bt = tl::load(b + kb * N + col, (kb < K) & (col < N), 0.0f);
+          return transposed ? tl::dot(tl::trans(bt), tl::trans(at), acc) : tl::dot(at, bt, acc);
+        });
+      },
+      {pid_m, pid_n});
+  return out;
 }
 /// C's tile (pid_m, pid_n): its elements' pointers and mask, [BM, BN]; `transposed`, [BN, BM]
 /// (for gemm_acc's transposed accumulator: element (j, i) is C[pid_m * BM + i, pid_n * BN + j]).
@@ -92,7 +99,7 @@ void gemm_tile(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> c, tl::Int M, tl::Int 
                const tl::Tensor& pid_n, int BM, int BN, int BK, bool transposed = false) {
   auto acc = gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK, 0, K, transposed);
   auto [ptrs, mask] = c_tile(c, M, N, pid_m, pid_n, BM, BN, transposed);
-  tl::store(ptrs, acc, mask);
+  tl::profile("epilogue", [&] { tl::store(ptrs, acc, mask); }, {pid_m, pid_n});
 }
 
 }  // namespace tiledist::kernels::detail

@@ -91,8 +91,8 @@ class LaunchEvents {
     }
     const std::map<const Lane*, int64_t> tracks = assign_tracks(lanes);
     event(str_cat(R"({"name":)", quoted("launch " + l_.kernel), R"(,"ph":"i","s":"p","pid":)", rank_,
-                  R"(,"tid":0,"ts":)", micros(int64_t(l_.launched_at)), R"(,"args":{"grid":[)", l_.grid.x,
-                  ",", l_.grid.y, ",", l_.grid.z, R"(],"records":)", counts.records, R"(,"dropped":)", counts.dropped,
+                  R"(,"tid":0,"ts":)", micros(int64_t(l_.launched_at)), R"(,"args":{"grid":[)", l_.grid.x, ",",
+                  l_.grid.y, ",", l_.grid.z, R"(],"records":)", counts.records, R"(,"dropped":)", counts.dropped,
                   R"(,"clock_error_ns":)", l_.clock_error_ns, "}}"));
     for (auto& [key, lane] : lanes) counts.unmatched += spans(lane, tracks.at(&lane));
     return counts;
@@ -116,7 +116,7 @@ class LaunchEvents {
     std::stable_sort(order.begin(), order.end(), [](const Lane* a, const Lane* b) {
       return a->unit != b->unit ? a->unit < b->unit : a->first < b->first;
     });
-    constexpr int kSlots = 16;  // programs of one SM at once, at most
+    constexpr int kSlots = 16;                                                 // programs of one SM at once, at most
     std::map<std::pair<uint16_t, uint8_t>, std::vector<uint64_t>> busy_until;  // (SM, warpgroup) -> per slot
     for (const Lane* lane : order) {
       auto& slots = busy_until[{lane->unit, lane->warpgroup}];
@@ -129,7 +129,7 @@ class LaunchEvents {
       const int64_t tid = 1 + (int64_t(lane->unit) * kSlots + int64_t(slot)) * 4 + wg;
       tracks[lane] = tid;
       name_track(tid, str_cat("SM ", lane->unit, slot ? str_cat(".", slot) : "",
-                               lane->warpgroup ? str_cat(" warpgroup ", int(lane->warpgroup)) : ""));
+                              lane->warpgroup ? str_cat(" warpgroup ", int(lane->warpgroup)) : ""));
     }
     return tracks;
   }
@@ -143,7 +143,8 @@ class LaunchEvents {
   }
 
   std::string args_of(const Lane& lane, const ProfileRecord& r) const {
-    std::string a = str_cat(R"({"kernel":)", quoted(l_.kernel), R"(,"program":)", program_coords(l_.grid, lane.program));
+    std::string a =
+        str_cat(R"({"kernel":)", quoted(l_.kernel), R"(,"program":)", program_coords(l_.grid, lane.program));
     if (l_.gpu) a += str_cat(R"(,"sm":)", lane.unit);
     if (r.nargs > 0) a += str_cat(R"(,"coords":[)", r.args[0], r.nargs > 1 ? str_cat(",", r.args[1]) : "", "]");
     return a + "}";
@@ -158,8 +159,8 @@ class LaunchEvents {
       const std::string name = r->region < l_.regions.size() ? l_.regions[r->region] : str_cat("region ", r->region);
       const int64_t ts = int64_t(r->time) + l_.clock_offset_ns;
       if (r->phase == 2) {
-        event(str_cat(R"({"name":)", quoted(name), R"(,"ph":"i","s":"t","pid":)", rank_, R"(,"tid":)", tid,
-                      R"(,"ts":)", micros(ts), R"(,"args":)", args_of(lane, *r), "}"));
+        event(str_cat(R"({"name":)", quoted(name), R"(,"ph":"i","s":"t","pid":)", rank_, R"(,"tid":)", tid, R"(,"ts":)",
+                      micros(ts), R"(,"args":)", args_of(lane, *r), "}"));
         continue;
       }
       if (r->phase == 0) {
@@ -168,7 +169,8 @@ class LaunchEvents {
       }
       // An end closes the innermost open region of its name (regions nest: any inside it that
       // never ended are dropped as unmatched).
-      auto it = std::find_if(open.rbegin(), open.rend(), [&](const ProfileRecord* b) { return b->region == r->region; });
+      auto it =
+          std::find_if(open.rbegin(), open.rend(), [&](const ProfileRecord* b) { return b->region == r->region; });
       if (it == open.rend()) {
         ++unmatched;
         continue;

@@ -4,6 +4,7 @@
 
 #include "codegen/passes/passes.h"
 #include "ir/printer.h"
+#include "ir/profile.h"
 
 namespace tiledist::codegen::gpu_ir {
 
@@ -138,6 +139,9 @@ GpuModule LayoutLowering::run() {
   for (auto& a : f_.body.args) params.push_back(target_->param_type(reg_type(a->type)));
   const bool with_world = uses_world(f_.body);
   if (with_world) params.push_back(b_.getPtrTy(1));  // the DeviceWorld (support/device_world.h)
+  profile_regions_ = ir::profile_regions(f_);
+  const bool with_profile = !profile_regions_.empty();
+  if (with_profile) params.push_back(b_.getPtrTy(1));  // the ProfileBuffer (support/profile_abi.h)
   llvm::FunctionType* fty = nullptr;
   collect_tensor_maps();
   first_map_ = static_cast<unsigned>(params.size());
@@ -160,6 +164,7 @@ GpuModule LayoutLowering::run() {
   tid_ = target_->thread_id();
   for (auto& a : f_.body.args) vals_[a.get()] = LVal::of(target_->param(fn_->getArg(a->index)));
   if (with_world) world_ = fn_->getArg(static_cast<unsigned>(f_.body.args.size()));
+  if (with_profile) profile_buffer_ = fn_->getArg(static_cast<unsigned>(f_.body.args.size() + (with_world ? 1 : 0)));
   f_.walk([&](const ir::Op& op) {
     wgmma_ |= op.code == OpCode::Dot && op.results[0]->type.layout->kind == ir::Layout::Kind::mma &&
               op.results[0]->type.layout->mma == ir::MmaKind::wgmma && target_->hopper();
@@ -177,7 +182,8 @@ GpuModule LayoutLowering::run() {
   if (llvm::verifyModule(*module_, &os))
     throw Error(str_cat("tiledist: the GPU IR lowering made invalid LLVM IR for '", f_.name, "' (", opts_.arch,
                         "): ", os.str().substr(0, 400)));
-  return GpuModule{std::move(module_), f_.name, smem_bytes_, threads_ + producer_threads_, with_world, tma_recipes_};
+  return GpuModule{std::move(module_), f_.name,      smem_bytes_, threads_ + producer_threads_,
+                   with_world,         with_profile, tma_recipes_};
 }
 
 [[noreturn]] void LayoutLowering::unsupported(const ir::Op& op, const std::string& what) {
@@ -280,6 +286,8 @@ void LayoutLowering::emit(const ir::Op& op) {
     case OpCode::Fence:
     case OpCode::Barrier:
       return emit_distributed(op);
+    case OpCode::Profile:
+      return emit_profile(op);
     case OpCode::ExpandDims: {
       const int64_t axis = op.int_attr("axis");
       return define(op, move(op.operands[0], *rt, [axis](std::vector<int64_t> c) {

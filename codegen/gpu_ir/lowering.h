@@ -316,6 +316,14 @@ class LayoutLowering : public WorldOps {
   std::vector<runtime::TmaRecipe> tma_recipes_;  // the kernel's tensor maps, in parameter order
   std::map<std::string, unsigned> tma_maps_;     // a recipe's line: its map
   unsigned first_map_ = 0;                       // the first tensor map's parameter
+
+  // ---- profile.cpp: the profiler's marks
+  /// A record of the mark (support/profile_abi.h) by the first thread of the program, or of each
+  /// warpgroup in a warp-specialized kernel (the producer's one thread included): it claims the
+  /// buffer's next record by an atomic add, and writes it where the buffer has room.
+  void emit_profile(const ir::Op& op);
+  llvm::Value* profile_buffer_ = nullptr;     // the ProfileBuffer parameter, where the kernel marks
+  std::vector<std::string> profile_regions_;  // (ir/profile.h)
   /// The body of the innermost for loop being lowered. A wgmma group's commit in it passes the
   /// float registers of the values the loop carries (its arguments but the induction variable)
   /// through, so that the work on them (attention's softmax of the last iteration's scores) is

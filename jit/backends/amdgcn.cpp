@@ -48,21 +48,25 @@ class AmdgcnBackend final : public GpuBackend {
     HostStaging staged(kHipMemory, loaded, launch.args, launch.slots);
     void* device_world = world ? world->device_world() : nullptr;
     std::vector<void*> ptrs = param_addresses(launch.slots, &device_world);
+    DeviceProfile profile(kHipMemory, loaded, launch.grid);
+    if (profile.on()) ptrs.push_back(profile.param());
     std::shared_ptr<runtime::Module> module = module_of(loaded, gpu_api(), world);
     const int g[3] = {launch.grid.x, launch.grid.y, launch.grid.z};
     const runtime::Stream* stream = launch.stream;
+    profile.started();
     module->launch(loaded.artifact.entry, g, loaded.artifact.threads, 0, ptrs.data(), stream);
     // On a stream a kernel runs asynchronously, unless it has host buffers to copy back or
     // distributed ops: a program that gave up (a wait past the timeout) has filled the failure
     // record and ended its wavefront (codegen/amdgcn.cpp: give_up), and the record is read once
     // the kernel has completed (HIP has no failure explainer as CUDA's calls do).
-    if (stream && !world && staged.empty()) return;
+    if (stream && !world && staged.empty() && !profile.on()) return;
     if (stream)
       stream->synchronize();
     else
       hip::synchronize();
     if (world && !world->failure().empty()) throw Error(world->failure());
     staged.finish();
+    profile.finish();
   }
 
  private:

@@ -1,5 +1,6 @@
 #include "jit/backends/gpu.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "codegen/passes/passes.h"
@@ -100,6 +101,33 @@ void HostStaging::release() {
     }
   }
   staged_.clear();
+}
+
+DeviceProfile::DeviceProfile(const DeviceMemory& mem, const Loaded& loaded, const runtime::Grid& grid)
+    : mem_(mem), host_(loaded, grid) {
+  if (!on()) return;
+  device_ = mem_.malloc(host_.bytes());
+  mem_.to_device(device_, host_.buffer(), sizeof(runtime::ProfileBuffer));  // (count 0, the capacity)
+}
+
+DeviceProfile::~DeviceProfile() {
+  try {
+    if (device_) mem_.free(device_);
+  } catch (const Error&) {  // (after a kernel has trapped every call fails: the launch's error is the one to see)
+  }
+}
+
+void DeviceProfile::finish() {
+  if (!on()) return;
+  const uint64_t completed = LaunchProfile::now_ns();
+  runtime::ProfileBuffer* buf = host_.buffer();
+  mem_.to_host(buf, device_, sizeof(runtime::ProfileBuffer));
+  const uint32_t n = std::min(buf->count, buf->capacity);
+  if (n)
+    mem_.to_host(buf->records(), static_cast<char*>(device_) + sizeof(runtime::ProfileBuffer),
+                 size_t(n) * sizeof(runtime::ProfileRecord));
+  const GpuClock clock = map_gpu_clock(*buf, started_ns_, completed);
+  host_.write(true, clock.offset_ns, clock.error_ns);
 }
 
 std::shared_ptr<runtime::Module> module_of(const Loaded& loaded, const runtime::GpuApi& api, runtime::GpuWorld* world) {

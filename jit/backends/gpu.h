@@ -11,6 +11,7 @@
 
 #include "codegen/codegen.h"
 #include "jit/backend.h"
+#include "jit/backends/profile.h"
 #include "runtime/gpu_world.h"
 #include "runtime/stream.h"
 
@@ -82,6 +83,31 @@ class HostStaging {
   };
   DeviceMemory mem_;
   std::vector<Staged> staged_;
+};
+
+/// A profiled GPU launch's records (jit/backends/profile.h): a buffer in device memory for the
+/// launch (the kernel's trailing parameter after the world's), read back once the launch has
+/// completed and added to the trace, the GPU's clock mapped onto the host's by the launch's
+/// start and completion. Nothing where the kernel was compiled without profiling.
+class DeviceProfile {
+ public:
+  DeviceProfile(const DeviceMemory& mem, const Loaded& loaded, const runtime::Grid& grid);
+  ~DeviceProfile();
+  DeviceProfile(const DeviceProfile&) = delete;
+  DeviceProfile& operator=(const DeviceProfile&) = delete;
+  bool on() const { return host_.on(); }
+  /// The address of the kernel's parameter (the buffer's device address).
+  void* param() { return &device_; }
+  /// Right before the launch: the host's clock (the earliest any record can be).
+  void started() { started_ns_ = LaunchProfile::now_ns(); }
+  /// Once the launch has completed: the records back, into the trace.
+  void finish();
+
+ private:
+  DeviceMemory mem_;
+  LaunchProfile host_;
+  void* device_ = nullptr;
+  uint64_t started_ns_ = 0;
 };
 
 /// The kernel's module, loaded by `api` on its first launch (and its name noted with the world,

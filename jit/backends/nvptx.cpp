@@ -97,14 +97,25 @@ class NvptxBackend final : public GpuBackend {
     HostStaging staged(kCudaMemory, loaded, launch.args, launch.slots);
     void* device_world = world ? world->device_world() : nullptr;
     std::vector<void*> ptrs = param_addresses(launch.slots, &device_world);
-    // TMA tensor maps, by value after everything else.
+    // A profiled kernel's record buffer, then the TMA tensor maps, by value after everything else.
+    DeviceProfile profile(kCudaMemory, loaded, launch.grid);
+    if (profile.on()) ptrs.push_back(profile.param());
     std::vector<cuda::TensorMap> maps = tensor_maps(loaded, launch.args, launch.slots);
     for (auto& m : maps) ptrs.push_back(m.bytes);
     std::shared_ptr<runtime::Module> module = module_of(loaded, gpu_api(), world);
     const int g[3] = {launch.grid.x, launch.grid.y, launch.grid.z};
     const runtime::Stream* stream = launch.stream;
+    profile.started();
     module->launch(loaded.artifact.entry, g, loaded.artifact.threads,
                    static_cast<size_t>(loaded.artifact.scratch_bytes), ptrs.data(), stream);
+    // A profiled launch is waited for (on its stream too), and its records read back.
+    if (profile.on()) {
+      if (stream)
+        stream->synchronize();
+      else
+        cuda::synchronize();
+      profile.finish();
+    }
     // A distributed kernel launched without a stream is waited for, so that a program that
     // gives up (a wait past the timeout: it traps) is reported here; on a stream it runs
     // asynchronously, and the stream's synchronize reports it. Either way the Error carries

@@ -1,6 +1,9 @@
 #include "jit/backends/profile.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <mutex>
 
 #include "ir/profile.h"
 
@@ -14,6 +17,26 @@ LaunchProfile::LaunchProfile(const Loaded& loaded, const runtime::Grid& grid) : 
   storage_.assign((sizeof(runtime::ProfileBuffer) + size_t(capacity) * sizeof(runtime::ProfileRecord)) / 8, 0);
   buffer()->capacity = capacity;
   launched_at_ = now_ns();
+}
+
+GpuClock map_gpu_clock(const runtime::ProfileBuffer& buffer, uint64_t started_ns, uint64_t completed_ns) {
+  static std::mutex mutex;
+  static bool known = false;
+  static int64_t lo = 0, hi = 0;  // the offset's bounds so far
+  const uint32_t n = std::min(buffer.count, buffer.capacity);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (n > 0) {
+    uint64_t first = UINT64_MAX, last = 0;
+    for (uint32_t i = 0; i < n; ++i)
+      first = std::min(first, buffer.records()[i].time), last = std::max(last, buffer.records()[i].time);
+    const int64_t l = int64_t(started_ns) - int64_t(first), h = int64_t(completed_ns) - int64_t(last);
+    if (!known || std::max(lo, l) > std::min(hi, h))
+      lo = l, hi = h, known = true;
+    else
+      lo = std::max(lo, l), hi = std::min(hi, h);
+  }
+  if (!known) return {};
+  return {lo + (hi - lo) / 2, (std::abs(hi - lo) + 1) / 2};
 }
 
 uint64_t LaunchProfile::now_ns() {

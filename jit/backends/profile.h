@@ -12,12 +12,24 @@
 
 namespace tiledist::jit {
 
+/// How a GPU's clock maps onto the host's: host = gpu + offset_ns, give or take error_ns.
+struct GpuClock {
+  int64_t offset_ns = 0, error_ns = 0;
+};
+/// The mapping this process knows after a launch that started after `started_ns` and was seen
+/// complete at `completed_ns` (host clock) made the records of `buffer`: every record lies
+/// between the two, which bounds the offset; the bounds of every launch so far are intersected
+/// (a tighter one each launch; started afresh where they no longer meet: the clocks drifted).
+GpuClock map_gpu_clock(const runtime::ProfileBuffer& buffer, uint64_t started_ns, uint64_t completed_ns);
+
 class LaunchProfile {
  public:
   LaunchProfile(const Loaded& loaded, const runtime::Grid& grid);
   bool on() const { return !storage_.empty(); }
   /// The buffer in host memory (a GPU launch copies it in and back), or null when off.
-  runtime::ProfileBuffer* buffer() { return on() ? reinterpret_cast<runtime::ProfileBuffer*>(storage_.data()) : nullptr; }
+  runtime::ProfileBuffer* buffer() {
+    return on() ? reinterpret_cast<runtime::ProfileBuffer*>(storage_.data()) : nullptr;
+  }
   size_t bytes() const { return storage_.size() * sizeof(uint64_t); }
   /// Adds the records to the rank's trace: a GPU's times moved onto the host's clock by
   /// `clock_offset_ns`, which may be off by `clock_error_ns`.

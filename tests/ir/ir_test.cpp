@@ -97,6 +97,9 @@ func @all_ops(%p: ptr<f32>, %q: ptr<i32, symmetric>, %n: i32, %h: bf16, %e: f8e4
   memcpy %69, %p, %n {granularity = "block", nbi = 1}
   fence {order = "release", scope = "sys"}
   barrier {kind = "barrier_all"}
+  profile {phase = "begin", region = "tile"}
+  profile %2, %n {phase = "instant", region = "mark"}
+  profile {phase = "end", region = "tile"}
   store %69, %59
   %70 = splat %1 : tensor<64x64xf32, #blocked<spt = [1, 4], tpw = [2, 16], wpc = [4, 1], order = [1, 0]>>
   %71 = convert_layout %70 : tensor<64x64xf32, #mma<mma_sync, wpc = [4, 1], instr = [16, 8]>>

@@ -3,8 +3,14 @@
 // reason) where the default target is not a GPU.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "jit/trace.h"
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
+#include "runtime/profiler.h"
 #include "tests/jit/error_of.h"
 
 namespace tiledist {
@@ -71,6 +77,62 @@ TEST(Cuda, MoreThan48KBOfSharedMemory) {
       jit::Context::global().compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", 128}, {"BN", 128}, {"BK", 32}},
                                      Target::default_target(), opts, ArgFacts(6, ArgFact::aligned16));
   EXPECT_GT(aligned->artifact.scratch_bytes, 48 * 1024);
+}
+
+TEST(Cuda, AProfiledGemmTracesEveryProgramOnItsSm) {
+  REQUIRE_GPU();
+  const std::string dir =
+      std::filesystem::temp_directory_path().string() + "/tiledist-cuda-profile-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  CompileOptions opts = CompileOptions::from_env();
+  opts.profile = dir;
+  const int M = 512, N = 512, K = 256;
+  auto k = compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", 128}, {"BN", 128}, {"BK", 64}},
+                   Target::default_target(), opts);
+  auto af = ref::random_floats(size_t(M) * K), bf = ref::random_floats(size_t(K) * N);
+  std::vector<bf16> a(af.size()), b(bf.size());
+  for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = bf16(af[i]));
+  for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(b[i] = bf16(bf[i]));
+  cuda::Buffer<bf16> da(a), db(b);
+  cuda::Buffer<float> dc(size_t(M) * N);
+  k.launch({4, 4}, da, db, dc, M, N, K);
+  std::vector<float> want;
+  ref::gemm(af, bf, want, M, N, K);
+  EXPECT_LT(ref::rel_error(dc.download(), want), 1e-5) << "seed " << ref::last_seed();
+
+  const trace::Trace t = trace::read(runtime::trace_path(dir, runtime::profile_rank()));
+  ASSERT_EQ(t.launches.size(), 1u);
+  EXPECT_EQ(t.launches[0].dropped, 0);
+  EXPECT_EQ(t.launches[0].records, static_cast<int64_t>(2 * t.spans.size()));
+  EXPECT_GE(t.launches[0].clock_error_ns, 0);
+  EXPECT_LT(t.launches[0].clock_error_ns, 1000000000);
+  std::set<int64_t> programs;
+  std::map<int64_t, std::vector<const trace::Span*>> by_program;
+  for (const trace::Span& s : t.spans) {
+    ASSERT_EQ(s.program.size(), 3u);
+    const int64_t p = s.program[0] + 4 * s.program[1];
+    programs.insert(p);
+    by_program[p].push_back(&s);
+    EXPECT_EQ(t.track_names.at({s.rank, s.track}).rfind("SM ", 0), 0u) << t.track_names.at({s.rank, s.track});
+    EXPECT_GE(s.start_ns, t.launches[0].at_ns - t.launches[0].clock_error_ns) << s.name;
+    EXPECT_GT(s.dur_ns, 0) << s.name;
+  }
+  EXPECT_EQ(programs.size(), 16u) << "every program has its spans";
+  std::set<std::vector<int64_t>> tiles;
+  for (auto& [p, spans] : by_program) {
+    // The kernel's region holds the main loop, marked with its tile's coordinates.
+    const trace::Span* whole = nullptr;
+    const trace::Span* loop = nullptr;
+    for (const trace::Span* s : spans) {
+      if (s->name == k.name()) whole = s;
+      if (s->name == "mainloop") loop = s;
+    }
+    ASSERT_TRUE(whole && loop) << "program " << p;
+    EXPECT_LE(whole->start_ns, loop->start_ns);
+    EXPECT_GE(whole->end_ns(), loop->end_ns());
+    tiles.insert(loop->coords);
+  }
+  EXPECT_EQ(tiles.size(), 16u) << "every tile's coordinates, once";
 }
 
 TEST(Cuda, ErrorsNameTheCallAndTheCudaError) {

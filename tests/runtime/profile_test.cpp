@@ -27,15 +27,14 @@ void ring(tl::Ptr<float> x, tl::Ptr<float> out, tl::Ptr<int32_t> flags) {
   Tensor pid = tl::program_id(0);
   Tensor me = dist::rank();
   Tensor next = (me + 1) % dist::num_ranks();
-  tl::profile(
-      "compute",
-      [&] {
-        Tensor offs = pid * kBlock + tl::arange(0, kBlock);
-        Tensor v = tl::load(x + offs) * 2.0f;
-        tl::profile("put", [&] { tl::store(dist::symm_at(out + offs, next), v); }, {pid, me});
-        dist::notify(flags + pid, next, 1);
-      },
-      {pid});
+  tl::profile("compute",
+              [&] {
+                Tensor offs = pid * kBlock + tl::arange(0, kBlock);
+                Tensor v = tl::load(x + offs) * 2.0f;
+                tl::profile("put", [&] { tl::store(dist::symm_at(out + offs, next), v); }, {pid, me});
+                dist::notify(flags + pid, next, 1);
+              },
+              {pid});
   tl::profile("wait", [&] { shmem::signal_wait_until(flags + pid, shmem::Cmp::ge, 1); });
   tl::profile_event("done", {pid});
 }
