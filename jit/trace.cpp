@@ -80,6 +80,7 @@ Trace read(const std::string& path) {
           l.records = args->getInteger("records").value_or(0);
           l.dropped = args->getInteger("dropped").value_or(0);
           l.clock_error_ns = args->getInteger("clock_error_ns").value_or(0);
+          l.kernel_ns = args->getInteger("kernel_ns").value_or(-1);
         }
         t.launches.push_back(std::move(l));
       } else {

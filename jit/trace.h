@@ -28,6 +28,7 @@ struct Launch {
   std::string kernel;
   int64_t at_ns = 0;
   int64_t records = 0, dropped = 0, clock_error_ns = 0;
+  int64_t kernel_ns = -1;  // GPU: the kernel's time by events around it on its stream; -1 elsewhere
 };
 
 struct Trace {

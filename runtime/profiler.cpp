@@ -93,7 +93,8 @@ class LaunchEvents {
     event(str_cat(R"({"name":)", quoted("launch " + l_.kernel), R"(,"ph":"i","s":"p","pid":)", rank_,
                   R"(,"tid":0,"ts":)", micros(int64_t(l_.launched_at)), R"(,"args":{"grid":[)", l_.grid.x, ",",
                   l_.grid.y, ",", l_.grid.z, R"(],"records":)", counts.records, R"(,"dropped":)", counts.dropped,
-                  R"(,"clock_error_ns":)", l_.clock_error_ns, "}}"));
+                  R"(,"clock_error_ns":)", l_.clock_error_ns,
+                  l_.kernel_ns >= 0 ? str_cat(R"(,"kernel_ns":)", l_.kernel_ns) : "", "}}"));
     for (auto& [key, lane] : lanes) counts.unmatched += spans(lane, tracks.at(&lane));
     return counts;
   }

@@ -29,6 +29,7 @@ struct ProfiledLaunch {
   bool gpu = false;             // tracks per SM; else per program
   int64_t clock_offset_ns = 0;  // added to each record's time: the host's steady clock
   int64_t clock_error_ns = 0;   // how far that may be off
+  int64_t kernel_ns = -1;       // the kernel's time by events around it on its stream (GPU), or -1
 };
 
 /// What add_to_trace made of a launch.

@@ -53,8 +53,9 @@ class AmdgcnBackend final : public GpuBackend {
     std::shared_ptr<runtime::Module> module = module_of(loaded, gpu_api(), world);
     const int g[3] = {launch.grid.x, launch.grid.y, launch.grid.z};
     const runtime::Stream* stream = launch.stream;
-    profile.started();
+    profile.started(gpu_api(), stream);
     module->launch(loaded.artifact.entry, g, loaded.artifact.threads, 0, ptrs.data(), stream);
+    profile.launched(stream);
     // On a stream a kernel runs asynchronously, unless it has host buffers to copy back or
     // distributed ops: a program that gave up (a wait past the timeout) has filled the failure
     // record and ended its wavefront (codegen/amdgcn.cpp: give_up), and the record is read once

@@ -117,9 +117,23 @@ DeviceProfile::~DeviceProfile() {
   }
 }
 
+void DeviceProfile::started(const runtime::GpuApi& api, const runtime::Stream* stream) {
+  if (!on()) return;
+  before_ = std::make_unique<runtime::Event>(api, true);
+  after_ = std::make_unique<runtime::Event>(api, true);
+  started_ns_ = LaunchProfile::now_ns();
+  before_->record(stream);
+}
+
+void DeviceProfile::launched(const runtime::Stream* stream) {
+  if (on()) after_->record(stream);
+}
+
 void DeviceProfile::finish() {
   if (!on()) return;
   const uint64_t completed = LaunchProfile::now_ns();
+  after_->synchronize();
+  const auto kernel_ns = static_cast<int64_t>(double(after_->elapsed_since(*before_)) * 1e6);
   runtime::ProfileBuffer* buf = host_.buffer();
   mem_.to_host(buf, device_, sizeof(runtime::ProfileBuffer));
   const uint32_t n = std::min(buf->count, buf->capacity);
@@ -127,7 +141,7 @@ void DeviceProfile::finish() {
     mem_.to_host(buf->records(), static_cast<char*>(device_) + sizeof(runtime::ProfileBuffer),
                  size_t(n) * sizeof(runtime::ProfileRecord));
   const GpuClock clock = map_gpu_clock(*buf, started_ns_, completed);
-  host_.write(true, clock.offset_ns, clock.error_ns);
+  host_.write(true, clock.offset_ns, clock.error_ns, kernel_ns);
 }
 
 std::shared_ptr<runtime::Module> module_of(const Loaded& loaded, const runtime::GpuApi& api, runtime::GpuWorld* world) {

@@ -98,8 +98,11 @@ class DeviceProfile {
   bool on() const { return host_.on(); }
   /// The address of the kernel's parameter (the buffer's device address).
   void* param() { return &device_; }
-  /// Right before the launch: the host's clock (the earliest any record can be).
-  void started() { started_ns_ = LaunchProfile::now_ns(); }
+  /// Right before the launch on `stream` (null: the default stream): the host's clock (the
+  /// earliest any record can be), and an event before the kernel.
+  void started(const runtime::GpuApi& api, const runtime::Stream* stream);
+  /// Right after the launch: an event after the kernel (the two time it as a benchmark would).
+  void launched(const runtime::Stream* stream);
   /// Once the launch has completed: the records back, into the trace.
   void finish();
 
@@ -108,6 +111,7 @@ class DeviceProfile {
   LaunchProfile host_;
   void* device_ = nullptr;
   uint64_t started_ns_ = 0;
+  std::unique_ptr<runtime::Event> before_, after_;
 };
 
 /// The kernel's module, loaded by `api` on its first launch (and its name noted with the world,

@@ -105,9 +105,10 @@ class NvptxBackend final : public GpuBackend {
     std::shared_ptr<runtime::Module> module = module_of(loaded, gpu_api(), world);
     const int g[3] = {launch.grid.x, launch.grid.y, launch.grid.z};
     const runtime::Stream* stream = launch.stream;
-    profile.started();
+    profile.started(gpu_api(), stream);
     module->launch(loaded.artifact.entry, g, loaded.artifact.threads,
                    static_cast<size_t>(loaded.artifact.scratch_bytes), ptrs.data(), stream);
+    profile.launched(stream);
     // A profiled launch is waited for (on its stream too), and its records read back.
     if (profile.on()) {
       if (stream)

@@ -45,7 +45,8 @@ uint64_t LaunchProfile::now_ns() {
           .count());
 }
 
-runtime::TraceCounts LaunchProfile::write(bool gpu, int64_t clock_offset_ns, int64_t clock_error_ns) const {
+runtime::TraceCounts LaunchProfile::write(bool gpu, int64_t clock_offset_ns, int64_t clock_error_ns,
+                                          int64_t kernel_ns) const {
   if (!on()) return {};
   runtime::ProfiledLaunch l;
   l.kernel = loaded_.artifact.kernel;
@@ -56,6 +57,7 @@ runtime::TraceCounts LaunchProfile::write(bool gpu, int64_t clock_offset_ns, int
   l.gpu = gpu;
   l.clock_offset_ns = clock_offset_ns;
   l.clock_error_ns = clock_error_ns;
+  l.kernel_ns = kernel_ns;
   return runtime::add_to_trace(loaded_.options.profile, l);
 }
 

@@ -33,7 +33,9 @@ class LaunchProfile {
   size_t bytes() const { return storage_.size() * sizeof(uint64_t); }
   /// Adds the records to the rank's trace: a GPU's times moved onto the host's clock by
   /// `clock_offset_ns`, which may be off by `clock_error_ns`.
-  runtime::TraceCounts write(bool gpu, int64_t clock_offset_ns = 0, int64_t clock_error_ns = 0) const;
+  /// `kernel_ns`: the kernel's time by events (GPU), or -1.
+  runtime::TraceCounts write(bool gpu, int64_t clock_offset_ns = 0, int64_t clock_error_ns = 0,
+                             int64_t kernel_ns = -1) const;
 
   /// The host's steady clock, in ns (the clock of the traces).
   static uint64_t now_ns();

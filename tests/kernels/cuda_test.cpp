@@ -106,6 +106,7 @@ TEST(Cuda, AProfiledGemmTracesEveryProgramOnItsSm) {
   EXPECT_EQ(t.launches[0].records, static_cast<int64_t>(2 * t.spans.size()));
   EXPECT_GE(t.launches[0].clock_error_ns, 0);
   EXPECT_LT(t.launches[0].clock_error_ns, 1000000000);
+  EXPECT_GT(t.launches[0].kernel_ns, 0) << "the kernel timed by events";
   std::set<int64_t> programs;
   std::map<int64_t, std::vector<const trace::Span*>> by_program;
   for (const trace::Span& s : t.spans) {
