@@ -85,9 +85,16 @@ extern "C" void tiledist_profile(void* rt_ptr, int32_t region, int32_t phase, in
   ProfileBuffer* buf = rt->profile;
   if (!buf) return;
   // (the programs of a host launch run on one thread, fibers included: no atomics needed)
-  const uint32_t i = buf->count++;
-  if (i >= buf->capacity) return;
-  ProfileRecord& r = buf->records()[i];
+  const int64_t programs = int64_t(rt->grid[0]) * rt->grid[1] * rt->grid[2];
+  const int64_t program = rt->pid[0] + int64_t(rt->grid[0]) * (rt->pid[1] + int64_t(rt->grid[1]) * rt->pid[2]);
+  const uint32_t share = profile_share(buf->capacity, programs, 1);
+  if (rt->profile_marks.size() != static_cast<size_t>(programs)) rt->profile_marks.assign(programs, 0);
+  const uint32_t i = rt->profile_marks[program]++;
+  if (i >= share) {
+    ++buf->dropped;
+    return;
+  }
+  ProfileRecord& r = buf->records()[uint64_t(program) * share + i];
   r.time = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
           .count());

@@ -46,6 +46,7 @@ struct HostRuntime {
   // A profiled kernel's records (support/profile_abi.h), and the grid that numbers its programs.
   ProfileBuffer* profile = nullptr;
   int32_t grid[3] = {1, 1, 1};
+  std::vector<uint32_t> profile_marks;  // each program's marks so far (its share's next record)
 };
 
 }  // namespace tiledist::runtime

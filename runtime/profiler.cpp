@@ -74,12 +74,13 @@ class LaunchEvents {
   TraceCounts run() {
     const ProfileBuffer& buf = *l_.buffer;
     TraceCounts counts;
-    counts.records = std::min<int64_t>(buf.count, buf.capacity);
-    counts.dropped = int64_t(buf.count) - counts.records;
+    counts.dropped = buf.dropped;
     // Each program's (and warpgroup's) marks, in order of time (one program marks in order).
     std::map<std::pair<uint32_t, uint8_t>, Lane> lanes;
-    for (int64_t i = 0; i < counts.records; ++i) {
+    for (uint32_t i = 0; i < buf.capacity; ++i) {
       const ProfileRecord& r = buf.records()[i];
+      if (r.time == 0) continue;  // (not written)
+      ++counts.records;
       Lane& lane = lanes[{r.program, r.warpgroup}];
       if (lane.marks.empty()) lane.program = r.program, lane.unit = r.unit, lane.warpgroup = r.warpgroup;
       lane.marks.push_back(&r);
@@ -207,7 +208,7 @@ uint32_t profile_capacity(int64_t programs) {
       throw Error(str_cat("tiledist: $TILEDIST_PROFILE_RECORDS = '", e, "': records per launch, 1 to 2^30"));
     return static_cast<uint32_t>(n);
   }
-  return static_cast<uint32_t>(std::clamp<int64_t>(programs * 64, 4096, int64_t{1} << 22));
+  return static_cast<uint32_t>(std::clamp<int64_t>(programs * 128, 4096, int64_t{1} << 22));
 }
 
 int profile_rank() {
@@ -248,8 +249,8 @@ TraceCounts add_to_trace(const std::string& dir, const ProfiledLaunch& launch) {
   }
   if (counts.dropped > 0)
     std::fprintf(stderr,
-                 "tiledist: profile of kernel '%s': %lld records dropped (a buffer of %u: raise "
-                 "TILEDIST_PROFILE_RECORDS)\n",
+                 "tiledist: profile of kernel '%s': %lld records dropped (a buffer of %u shared by its programs: "
+                 "the next launch's is larger, or raise TILEDIST_PROFILE_RECORDS)\n",
                  launch.kernel.c_str(), static_cast<long long>(counts.dropped), launch.buffer->capacity);
   return counts;
 }

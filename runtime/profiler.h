@@ -39,7 +39,7 @@ struct TraceCounts {
   int64_t unmatched = 0;  // a region's end without its begin, or a begin never ended
 };
 
-/// Records for a launch of `programs` programs: $TILEDIST_PROFILE_RECORDS where set, else 64 a
+/// Records for a launch of `programs` programs: $TILEDIST_PROFILE_RECORDS where set, else 128 a
 /// program (at least 4096, at most 4M).
 uint32_t profile_capacity(int64_t programs);
 

@@ -164,7 +164,10 @@ GpuModule LayoutLowering::run() {
   tid_ = target_->thread_id();
   for (auto& a : f_.body.args) vals_[a.get()] = LVal::of(target_->param(fn_->getArg(a->index)));
   if (with_world) world_ = fn_->getArg(static_cast<unsigned>(f_.body.args.size()));
-  if (with_profile) profile_buffer_ = fn_->getArg(static_cast<unsigned>(f_.body.args.size() + (with_world ? 1 : 0)));
+  if (with_profile) {
+    profile_buffer_ = fn_->getArg(static_cast<unsigned>(f_.body.args.size() + (with_world ? 1 : 0)));
+    begin_profile();
+  }
   f_.walk([&](const ir::Op& op) {
     wgmma_ |= op.code == OpCode::Dot && op.results[0]->type.layout->kind == ir::Layout::Kind::mma &&
               op.results[0]->type.layout->mma == ir::MmaKind::wgmma && target_->hopper();

@@ -319,10 +319,18 @@ class LayoutLowering : public WorldOps {
 
   // ---- profile.cpp: the profiler's marks
   /// A record of the mark (support/profile_abi.h) by the first thread of the program, or of each
-  /// warpgroup in a warp-specialized kernel (the producer's one thread included): it claims the
-  /// buffer's next record by an atomic add, and writes it where the buffer has room.
+  /// warpgroup in a warp-specialized kernel (the producer's one thread included): the next of
+  /// its share, where the share has room.
   void emit_profile(const ir::Op& op);
+  /// At the kernel's entry: the marks' count (an alloca), this marker's share and first record.
+  void begin_profile();
   llvm::Value* profile_buffer_ = nullptr;     // the ProfileBuffer parameter, where the kernel marks
+  llvm::Value* profile_marks_ = nullptr;      // i32: this thread's marks so far
+  llvm::Value* profile_share_ = nullptr;      // i32: the records of each marker's share
+  llvm::Value* profile_first_ = nullptr;      // i64: this marker's first record
+  llvm::Value* profile_program_ = nullptr;    // i32: the program's linear id
+  llvm::Value* profile_group_ = nullptr;      // i32: the thread's warpgroup
+  llvm::Value* profile_unit_ = nullptr;       // i16: the SM the program runs on
   std::vector<std::string> profile_regions_;  // (ir/profile.h)
   /// The body of the innermost for loop being lowered. A wgmma group's commit in it passes the
   /// float registers of the values the loop carries (its arguments but the induction variable)

@@ -107,7 +107,7 @@ DeviceProfile::DeviceProfile(const DeviceMemory& mem, const Loaded& loaded, cons
     : mem_(mem), host_(loaded, grid) {
   if (!on()) return;
   device_ = mem_.malloc(host_.bytes());
-  mem_.to_device(device_, host_.buffer(), sizeof(runtime::ProfileBuffer));  // (count 0, the capacity)
+  mem_.to_device(device_, host_.buffer(), host_.bytes());  // (zeros: no record written, none dropped)
 }
 
 DeviceProfile::~DeviceProfile() {
@@ -135,11 +135,7 @@ void DeviceProfile::finish() {
   after_->synchronize();
   const auto kernel_ns = static_cast<int64_t>(double(after_->elapsed_since(*before_)) * 1e6);
   runtime::ProfileBuffer* buf = host_.buffer();
-  mem_.to_host(buf, device_, sizeof(runtime::ProfileBuffer));
-  const uint32_t n = std::min(buf->count, buf->capacity);
-  if (n)
-    mem_.to_host(buf->records(), static_cast<char*>(device_) + sizeof(runtime::ProfileBuffer),
-                 size_t(n) * sizeof(runtime::ProfileRecord));
+  mem_.to_host(buf, device_, host_.bytes());
   const GpuClock clock = map_gpu_clock(*buf, started_ns_, completed);
   host_.write(true, clock.offset_ns, clock.error_ns, kernel_ns);
 }

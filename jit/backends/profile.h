@@ -22,6 +22,8 @@ struct GpuClock {
 /// (a tighter one each launch; started afresh where they no longer meet: the clocks drifted).
 GpuClock map_gpu_clock(const runtime::ProfileBuffer& buffer, uint64_t started_ns, uint64_t completed_ns);
 
+/// A launch's record buffer in host memory, zeroed: sized by runtime::profile_capacity, or twice
+/// the last where the kernel's last launch over a grid of this size dropped records.
 class LaunchProfile {
  public:
   LaunchProfile(const Loaded& loaded, const runtime::Grid& grid);
@@ -41,6 +43,9 @@ class LaunchProfile {
   static uint64_t now_ns();
 
  private:
+  /// What the last launch of the kernel over a grid of this size needed (0: none yet).
+  static uint32_t needed(const Loaded& loaded, const runtime::Grid& grid);
+
   const Loaded& loaded_;
   runtime::Grid grid_;
   std::vector<std::string> regions_;

@@ -185,26 +185,29 @@ TEST(Profile, ABufferTooSmallDropsRecordsAndSaysHowMany) {
   std::vector<float> x(programs * kBlock);
   for (size_t i = 0; i < x.size(); ++i) x[i] = input(rank(), static_cast<int>(i));
   const std::vector<float> before = x;
-  setenv("TILEDIST_PROFILE_RECORDS", "7", 1);
+  // Three records for each program's five marks (its share of 30): the two regions entered and
+  // the instant; the two ends dropped.
+  setenv("TILEDIST_PROFILE_RECORDS", "30", 1);
   testing::internal::CaptureStderr();
   k.launch({programs}, x, static_cast<int>(x.size()));
   const std::string said = testing::internal::GetCapturedStderr();
   unsetenv("TILEDIST_PROFILE_RECORDS");
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], before[i] * 3.0f) << "element " << i;
-  const int64_t marks = programs * 5;  // the kernel's region and scale entered and left, an instant
-  EXPECT_NE(said.find(str_cat(marks - 7, " records dropped (a buffer of 7")), std::string::npos) << said;
+  EXPECT_NE(said.find("20 records dropped (a buffer of 30"), std::string::npos) << said;
   const trace::Trace t = trace::read(runtime::trace_path(dir, rank()));
   ASSERT_EQ(t.launches.size(), 1u);
-  EXPECT_EQ(t.launches[0].records, 7);
-  EXPECT_EQ(t.launches[0].dropped, marks - 7);
-  check_nesting(t);
-  EXPECT_NE(trace::summary_text(t).find(str_cat(marks - 7, " records dropped")), std::string::npos);
+  EXPECT_EQ(t.launches[0].records, 30);
+  EXPECT_EQ(t.launches[0].dropped, 20);
+  EXPECT_EQ(t.spans.size(), 0u) << "no region was left in the records kept";
+  EXPECT_EQ(t.instants, programs);
+  EXPECT_NE(trace::summary_text(t).find("20 records dropped"), std::string::npos);
   // A second launch appends: the file stays one valid trace.
   k.launch({programs}, x, static_cast<int>(x.size()));
   const trace::Trace two = trace::read(runtime::trace_path(dir, rank()));
   ASSERT_EQ(two.launches.size(), 2u);
   EXPECT_EQ(two.launches[1].dropped, 0);
-  EXPECT_EQ(two.spans.size(), static_cast<size_t>(2 + 2 * programs));
+  EXPECT_EQ(two.spans.size(), static_cast<size_t>(2 * programs));
+  check_nesting(two);
 }
 
 TEST(Profile, OffTheMarksCompileToNothing) {
@@ -232,6 +235,12 @@ TEST(Profile, OffTheMarksCompileToNothing) {
   const std::string ir = ctx.emit(marked, {}, Target::host(), on, jit::Stage::tile_ir);
   EXPECT_NE(ir.find("profile"), std::string::npos) << ir;
   EXPECT_NE(on.key(), off.key());
+  // On GPUs a mark reads the clock (and on NVIDIA the SM), and writes its record.
+  const std::string ptx = ctx.emit(marked, {}, Target::cuda("sm_90a"), on, jit::Stage::asm_);
+  EXPECT_NE(ptx.find("%globaltimer"), std::string::npos);
+  EXPECT_NE(ptx.find("%smid"), std::string::npos);
+  const std::string amd = ctx.emit(marked, {}, Target::amdgcn("gfx942"), on, jit::Stage::asm_);
+  EXPECT_NE(amd.find("s_memrealtime"), std::string::npos);
 }
 
 TEST(Profile, MarksTakeIntegerScalarsAndNames) {
