@@ -108,6 +108,22 @@ void merge(const std::vector<std::string>& paths, const std::string& out) {
   if (!f) throw Error(str_cat("tiledist-trace: cannot write ", out));
 }
 
+Trace last_launch_of(const Trace& t, const std::string& kernel) {
+  std::map<int, const Launch*> last;  // by rank
+  for (const Launch& l : t.launches)
+    if (l.kernel == kernel && (!last.count(l.rank) || last[l.rank]->at_ns <= l.at_ns)) last[l.rank] = &l;
+  if (last.empty()) throw Error(str_cat("tiledist-trace: no launch of kernel '", kernel, "' in the traces"));
+  Trace out;
+  out.track_names = t.track_names;
+  for (auto& [rank, l] : last) out.launches.push_back(*l);
+  for (const Span& s : t.spans) {
+    auto it = last.find(s.rank);
+    if (s.kernel == kernel && it != last.end() && s.start_ns >= it->second->at_ns - it->second->clock_error_ns)
+      out.spans.push_back(s);
+  }
+  return out;
+}
+
 int64_t RegionStats::skew_ns() const {
   if (ranks.empty()) return 0;
   int64_t lo = INT64_MAX, hi = INT64_MIN;

@@ -46,6 +46,10 @@ Trace read(const std::string& path);
 /// The traces of `paths` (each rank's) as one file at `out`: every event of each, in order.
 void merge(const std::vector<std::string>& paths, const std::string& out);
 
+/// `t` cut to the last launch of `kernel` on each rank: its spans (those of the kernel from that
+/// launch on) and its marker; the tracks kept. Throws Error where no rank launched it.
+Trace last_launch_of(const Trace& t, const std::string& kernel);
+
 /// One region's spans, over every rank, and each rank's share.
 struct RegionStats {
   std::string name;

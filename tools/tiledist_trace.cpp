@@ -2,6 +2,7 @@
 //   merge OUT.json IN.json...   every rank's events in one file, for Perfetto or chrome://tracing
 //   summary IN.json...          a table per region: count, times, each rank's share and skew
 //   svg OUT.svg IN.json...      a timeline picture, a row per (rank, track)
+// `--kernel NAME` (summary, svg): only the last launch of kernel NAME on each rank.
 #include <cstdio>
 #include <exception>
 #include <fstream>
@@ -17,7 +18,8 @@ using namespace tiledist;
 constexpr const char* kUsage =
     "usage: tiledist-trace merge OUT.json IN.json...   every rank's trace in one file\n"
     "       tiledist-trace summary IN.json...          a table per region, over every rank\n"
-    "       tiledist-trace svg OUT.svg IN.json...      a timeline picture\n";
+    "       tiledist-trace svg OUT.svg IN.json...      a timeline picture\n"
+    "  --kernel NAME (summary, svg): only the last launch of kernel NAME on each rank\n";
 
 int usage(const char* msg) {
   if (msg) std::fprintf(stderr, "tiledist-trace: %s\n", msg);
@@ -46,7 +48,18 @@ void write_file(const std::string& path, const std::string& text) {
   if (!f) throw Error(str_cat("tiledist-trace: cannot write ", path));
 }
 
-int run(const std::vector<std::string>& args) {
+int run(std::vector<std::string> args) {
+  std::string kernel;
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == "--kernel") {
+      kernel = args[i + 1];
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i), args.begin() + static_cast<std::ptrdiff_t>(i) + 2);
+      break;
+    }
+  auto read = [&](size_t first) {
+    trace::Trace t = read_all({args.begin() + static_cast<std::ptrdiff_t>(first), args.end()});
+    return kernel.empty() ? t : trace::last_launch_of(t, kernel);
+  };
   const std::string& command = args[0];
   if (command == "merge") {
     if (args.size() < 3) return usage("merge takes OUT.json and at least one IN.json");
@@ -55,12 +68,12 @@ int run(const std::vector<std::string>& args) {
   }
   if (command == "summary") {
     if (args.size() < 2) return usage("summary takes at least one IN.json");
-    std::fputs(trace::summary_text(read_all({args.begin() + 1, args.end()})).c_str(), stdout);
+    std::fputs(trace::summary_text(read(1)).c_str(), stdout);
     return 0;
   }
   if (command == "svg") {
     if (args.size() < 3) return usage("svg takes OUT.svg and at least one IN.json");
-    write_file(args[1], trace::svg(read_all({args.begin() + 2, args.end()})));
+    write_file(args[1], trace::svg(read(2)));
     return 0;
   }
   return usage(str_cat("unknown command '", command, "'").c_str());

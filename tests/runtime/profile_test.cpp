@@ -208,6 +208,12 @@ TEST(Profile, ABufferTooSmallDropsRecordsAndSaysHowMany) {
   EXPECT_EQ(two.launches[1].dropped, 0);
   EXPECT_EQ(two.spans.size(), static_cast<size_t>(2 * programs));
   check_nesting(two);
+  // The last launch alone (tiledist-trace --kernel): its marker and its spans.
+  const trace::Trace last = trace::last_launch_of(two, "marked_scale");
+  ASSERT_EQ(last.launches.size(), 1u);
+  EXPECT_EQ(last.launches[0].dropped, 0);
+  EXPECT_EQ(last.spans.size(), static_cast<size_t>(2 * programs));
+  EXPECT_THROW(trace::last_launch_of(two, "nothing"), Error);
 }
 
 TEST(Profile, OffTheMarksCompileToNothing) {
