@@ -58,8 +58,13 @@ void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, 
   auto push = [&](const Tensor& j) {
     auto at = chunk_at(j);
     auto bytes = tl::where(p == me, 0, chunk_len(j)).to(tl::int64) * kSize;
-    shmem::putmem_signal_nbi_block(staging + (me * count + at).to(tl::int64), in + (p * in_stride + at).to(tl::int64),
-                                   bytes, flags + me * slots + b, arrived(j), shmem::SIGNAL_SET, p);
+    tl::profile("put",
+                [&] {
+                  shmem::putmem_signal_nbi_block(staging + (me * count + at).to(tl::int64),
+                                                 in + (p * in_stride + at).to(tl::int64), bytes, flags + me * slots + b,
+                                                 arrived(j), shmem::SIGNAL_SET, p);
+                },
+                {p, b});
     // In place (guard): the sums overwrite the input, so this rank's finishers wait until
     // every program has read its chunk: pushed[p][b], after the signal words, set here.
     tl::if_then((guard != 0) & (p != me), [&] {
@@ -75,9 +80,14 @@ void push_collective(tl::Ptr<T> in, tl::Ptr<T> staging, tl::Ptr<int64_t> flags, 
     auto first = SPLIT ? at : at + p * part;
     auto end = tl::minimum(first + part, at + clen);
     tl::if_then(first < end, [&] {
-      auto token = tl::for_range(0, n, 1, tl::scalar(0, tl::int64), [&](Tensor r, Tensor) {
-        return shmem::signal_wait_until(flags + r * slots + b, shmem::Cmp::ge, arrived(j));
-      });
+      Tensor token;
+      tl::profile("wait",
+                  [&] {
+                    token = tl::for_range(0, n, 1, tl::scalar(0, tl::int64), [&](Tensor r, Tensor) {
+                      return shmem::signal_wait_until(flags + r * slots + b, shmem::Cmp::ge, arrived(j));
+                    });
+                  },
+                  {p, b});
       tl::if_then(guard != 0, [&] {
         tl::for_range(0, n, 1, [&](Tensor r) {
           tl::if_then(r != me, [&] {
