@@ -114,6 +114,7 @@ class LaunchEvents {
       return tracks;
     }
     std::vector<const Lane*> order;
+    order.reserve(lanes.size());
     for (auto& [key, lane] : lanes) order.push_back(&lane);
     std::stable_sort(order.begin(), order.end(), [](const Lane* a, const Lane* b) {
       return a->unit != b->unit ? a->unit < b->unit : a->first < b->first;
