@@ -7,6 +7,7 @@
 // in memory.cpp; reductions, dots and control flow in compute.cpp.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <set>
@@ -170,7 +171,8 @@ class HostLowering : public Elements {
   /// loop's own buffers), are never given back.
   std::vector<std::vector<const ir::Value*>> deaths(const ir::Block& block) {
     std::map<const ir::Value*, size_t> last;
-    std::set<const ir::Value*> defined, kept;
+    std::map<const ir::Value*, size_t> defined;  // value -> the order it was defined in
+    std::set<const ir::Value*> kept;
     size_t i = 0;
     std::function<void(const ir::Op&, size_t)> note_uses = [&](const ir::Op& op, size_t at) {
       for (const ir::Value* v : op.operands) last[owner(v)] = at;
@@ -185,12 +187,18 @@ class HostLowering : public Elements {
       // Aliases (hint, consume_token) own nothing: their uses count for the value they alias.
       bool alias = alias_op(op->code);
       if (op->code != OpCode::While && !alias)
-        for (auto& r : op->results) defined.insert(r.get()), last.emplace(r.get(), i);  // unused: dies at once
+        for (auto& r : op->results)
+          defined.emplace(r.get(), defined.size()), last.emplace(r.get(), i);  // unused: dies at once
       ++i;
     }
     std::vector<std::vector<const ir::Value*>> out(block.ops.size());
     for (auto& [v, at] : last)
       if (defined.count(v) && !kept.count(v)) out[at].push_back(v);
+    // In the order they were defined, not by address: buffers given back in the same order every
+    // compile are reused alike (the same code from the same IR, compile after compile).
+    for (auto& dying : out)
+      std::sort(dying.begin(), dying.end(),
+                [&](const ir::Value* a, const ir::Value* b) { return defined.at(a) < defined.at(b); });
     return out;
   }
 

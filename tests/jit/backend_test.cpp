@@ -49,6 +49,19 @@ TEST(Backend, SaysWhereItsKernelsRun) {
   }
 }
 
+TEST(Backend, TheSameIrGivesTheSameCodeCompileAfterCompile) {
+  // (The host lowering once gave back a kernel's dead scratch buffers in the order of their
+  // addresses: their reuse, and so the code, varied from one compile to the next.)
+  jit::Context& ctx = jit::Context::global();
+  for (const Target& target : {Target::host(), Target::cuda("sm_90a"), Target::amdgcn("gfx942")})
+    for (const KernelDef* def : {&kernels::softmax_kernel(), &kernels::gemm_kernel(ir::DType::bf16)}) {
+      const std::string first = ctx.emit(*def, {}, target, CompileOptions{}, jit::Stage::asm_);
+      for (int i = 0; i < 3; ++i)
+        EXPECT_TRUE(ctx.emit(*def, {}, target, CompileOptions{}, jit::Stage::asm_) == first)
+            << def->name() << " for " << target.name() << ", compile " << i + 2;
+    }
+}
+
 TEST(Backend, KeysTheTargetAsBefore) {
   // (cache entries written before the backends keep their keys)
   EXPECT_EQ(Target::parse("sm_90a").key(), "sm_90a");
