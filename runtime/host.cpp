@@ -1,11 +1,11 @@
 #include "runtime/host.h"
 
-#include <chrono>
 #include <cstdlib>
 #include <limits>
 #include <memory>
 
 #include "runtime/fiber.h"
+#include "runtime/profiler.h"
 #include "runtime/world.h"
 #include "support/profile_abi.h"
 #include "support/support.h"
@@ -95,9 +95,7 @@ extern "C" void tiledist_profile(void* rt_ptr, int32_t region, int32_t phase, in
     return;
   }
   ProfileRecord& r = buf->records()[uint64_t(program) * share + i];
-  r.time = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
+  r.time = steady_ns();
   r.program =
       static_cast<uint32_t>(rt->pid[0] + int64_t(rt->grid[0]) * (rt->pid[1] + int64_t(rt->grid[1]) * rt->pid[2]));
   r.unit = 0;

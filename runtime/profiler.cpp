@@ -1,6 +1,7 @@
 #include "runtime/profiler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -96,7 +97,7 @@ class LaunchEvents {
                   l_.grid.y, ",", l_.grid.z, R"(],"records":)", counts.records, R"(,"dropped":)", counts.dropped,
                   R"(,"clock_error_ns":)", l_.clock_error_ns,
                   l_.kernel_ns >= 0 ? str_cat(R"(,"kernel_ns":)", l_.kernel_ns) : "", "}}"));
-    for (auto& [key, lane] : lanes) counts.unmatched += spans(lane, tracks.at(&lane));
+    for (auto& [key, lane] : lanes) spans(lane, tracks.at(&lane));
     return counts;
   }
 
@@ -153,10 +154,8 @@ class LaunchEvents {
     return a + "}";
   }
 
-  /// The lane's regions as spans (begin to end) and its instants; returns the marks it could not
-  /// pair.
-  int64_t spans(const Lane& lane, int64_t tid) {
-    int64_t unmatched = 0;
+  /// The lane's regions as spans (begin to end) and its instants.
+  void spans(const Lane& lane, int64_t tid) {
     std::vector<const ProfileRecord*> open;
     for (const ProfileRecord* r : lane.marks) {
       const std::string name = r->region < l_.regions.size() ? l_.regions[r->region] : str_cat("region ", r->region);
@@ -171,21 +170,16 @@ class LaunchEvents {
         continue;
       }
       // An end closes the innermost open region of its name (regions nest: any inside it that
-      // never ended are dropped as unmatched).
+      // never ended make no span).
       auto it =
           std::find_if(open.rbegin(), open.rend(), [&](const ProfileRecord* b) { return b->region == r->region; });
-      if (it == open.rend()) {
-        ++unmatched;
-        continue;
-      }
+      if (it == open.rend()) continue;
       const ProfileRecord* b = *it;
-      unmatched += it - open.rbegin();
       open.erase(std::next(it).base(), open.end());
       event(str_cat(R"({"name":)", quoted(name), R"(,"ph":"X","pid":)", rank_, R"(,"tid":)", tid, R"(,"ts":)",
                     micros(int64_t(b->time) + l_.clock_offset_ns), R"(,"dur":)", micros(int64_t(r->time - b->time)),
                     R"(,"args":)", args_of(lane, *b), "}"));
     }
-    return unmatched + static_cast<int64_t>(open.size());
   }
 
   void event(const std::string& e) {
@@ -200,6 +194,12 @@ class LaunchEvents {
 };
 
 }  // namespace
+
+uint64_t steady_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
 
 uint32_t profile_capacity(int64_t programs) {
   if (const char* e = std::getenv("TILEDIST_PROFILE_RECORDS"); e && *e) {

@@ -3,7 +3,7 @@
 // Perfetto and chrome://tracing open: a process per rank, a track per program (CPU) or per SM
 // (GPU: the programs an SM ran at once on tracks of their own, warp-specialized roles apart),
 // a span per region entered and left, an instant per event, and a marker per launch saying how
-// many records it had, dropped and could not pair.
+// many records it had and dropped (a begin or end without its pair makes no span).
 //
 // Times are the host's steady clock (CLOCK_MONOTONIC), which every process of the world shares
 // (it is one machine), in microseconds; a GPU's clock is mapped onto it by the launcher, which
@@ -34,10 +34,12 @@ struct ProfiledLaunch {
 
 /// What add_to_trace made of a launch.
 struct TraceCounts {
-  int64_t records = 0;    // written by the kernel and read
-  int64_t dropped = 0;    // marks past the buffer's capacity
-  int64_t unmatched = 0;  // a region's end without its begin, or a begin never ended
+  int64_t records = 0;  // written by the kernel and read
+  int64_t dropped = 0;  // marks past the buffer's capacity
 };
+
+/// The host's steady clock (CLOCK_MONOTONIC) in ns: the clock of the traces.
+uint64_t steady_ns();
 
 /// Records for a launch of `programs` programs: $TILEDIST_PROFILE_RECORDS where set, else 128 a
 /// program (at least 4096, at most 4M).

@@ -121,7 +121,7 @@ void DeviceProfile::started(const runtime::GpuApi& api, const runtime::Stream* s
   if (!on()) return;
   before_ = std::make_unique<runtime::Event>(api, true);
   after_ = std::make_unique<runtime::Event>(api, true);
-  started_ns_ = LaunchProfile::now_ns();
+  started_ns_ = runtime::steady_ns();
   before_->record(stream);
 }
 
@@ -131,7 +131,7 @@ void DeviceProfile::launched(const runtime::Stream* stream) {
 
 void DeviceProfile::finish() {
   if (!on()) return;
-  const uint64_t completed = LaunchProfile::now_ns();
+  const uint64_t completed = runtime::steady_ns();
   after_->synchronize();
   const auto kernel_ns = static_cast<int64_t>(double(after_->elapsed_since(*before_)) * 1e6);
   runtime::ProfileBuffer* buf = host_.buffer();

@@ -109,26 +109,18 @@ class NvptxBackend final : public GpuBackend {
     module->launch(loaded.artifact.entry, g, loaded.artifact.threads,
                    static_cast<size_t>(loaded.artifact.scratch_bytes), ptrs.data(), stream);
     profile.launched(stream);
-    // A profiled launch is waited for (on its stream too), and its records read back.
-    if (profile.on()) {
-      if (stream)
-        stream->synchronize();
-      else
-        cuda::synchronize();
-      profile.finish();
-    }
-    // A distributed kernel launched without a stream is waited for, so that a program that
-    // gives up (a wait past the timeout: it traps) is reported here; on a stream it runs
+    // The launch is waited for where it is profiled (its records read back, on its stream too),
+    // has host buffers to copy back, or is distributed without a stream: a program that gives
+    // up (a wait past the timeout: it traps) is then reported here; on a stream it runs
     // asynchronously, and the stream's synchronize reports it. Either way the Error carries
     // the world's failure record (cuda::set_failure_explainer).
-    if (world && !stream) cuda::synchronize();
-    if (!staged.empty()) {
-      if (stream)
-        stream->synchronize();
-      else
-        cuda::synchronize();
-      staged.finish();
-    }
+    if (!profile.on() && staged.empty() && !(world && !stream)) return;
+    if (stream)
+      stream->synchronize();
+    else
+      cuda::synchronize();
+    profile.finish();
+    staged.finish();
   }
 
  private:

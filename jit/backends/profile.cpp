@@ -1,7 +1,6 @@
 #include "jit/backends/profile.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -32,7 +31,7 @@ LaunchProfile::LaunchProfile(const Loaded& loaded, const runtime::Grid& grid) : 
   const uint32_t capacity = std::max(runtime::profile_capacity(grid.size()), needed(loaded, grid));
   storage_.assign((sizeof(runtime::ProfileBuffer) + size_t(capacity) * sizeof(runtime::ProfileRecord)) / 8, 0);
   buffer()->capacity = capacity;
-  launched_at_ = now_ns();
+  launched_at_ = runtime::steady_ns();
 }
 
 GpuClock map_gpu_clock(const runtime::ProfileBuffer& buffer, uint64_t started_ns, uint64_t completed_ns) {
@@ -52,12 +51,6 @@ GpuClock map_gpu_clock(const runtime::ProfileBuffer& buffer, uint64_t started_ns
   }
   if (!known) return {};
   return {lo + (hi - lo) / 2, (std::abs(hi - lo) + 1) / 2};
-}
-
-uint64_t LaunchProfile::now_ns() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
 }
 
 runtime::TraceCounts LaunchProfile::write(bool gpu, int64_t clock_offset_ns, int64_t clock_error_ns,

@@ -39,9 +39,6 @@ class LaunchProfile {
   runtime::TraceCounts write(bool gpu, int64_t clock_offset_ns = 0, int64_t clock_error_ns = 0,
                              int64_t kernel_ns = -1) const;
 
-  /// The host's steady clock, in ns (the clock of the traces).
-  static uint64_t now_ns();
-
  private:
   /// What the last launch of the kernel over a grid of this size needed (0: none yet).
   static uint32_t needed(const Loaded& loaded, const runtime::Grid& grid);

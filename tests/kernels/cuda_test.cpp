@@ -23,6 +23,14 @@ bool on_gpu() { return Target::default_target().kind == Target::Kind::nvptx; }
 
 using test_util::error_of;
 
+/// A GEMM operand of `n` random elements in bf16, and the same values in f32 (the reference's).
+std::pair<std::vector<bf16>, std::vector<float>> bf16_operand(size_t n) {
+  std::vector<float> f = ref::random_floats(n);
+  std::vector<bf16> h(n);
+  for (size_t i = 0; i < n; ++i) f[i] = float(h[i] = bf16(f[i]));
+  return {std::move(h), std::move(f)};
+}
+
 TEST(Cuda, StreamsAndEventsOrderKernels) {
   REQUIRE_GPU();
   const int n = 1 << 22;
@@ -64,10 +72,8 @@ TEST(Cuda, MoreThan48KBOfSharedMemory) {
   int M = 256, N = 256, K = 512;
   auto k = compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", 128}, {"BN", 128}, {"BK", 32}},
                    Target::default_target(), opts);
-  auto af = ref::random_floats(size_t(M) * K), bf = ref::random_floats(size_t(K) * N);
-  std::vector<bf16> a(af.size()), b(bf.size());
-  for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = bf16(af[i]));
-  for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(b[i] = bf16(bf[i]));
+  auto [a, af] = bf16_operand(size_t(M) * K);
+  auto [b, bf] = bf16_operand(size_t(K) * N);
   std::vector<float> c(size_t(M) * N), want;
   k.launch({2, 2}, a, b, c, M, N, K);
   ref::gemm(af, bf, want, M, N, K);
@@ -89,10 +95,8 @@ TEST(Cuda, AProfiledGemmTracesEveryProgramOnItsSm) {
   const int M = 512, N = 512, K = 256;
   auto k = compile(kernels::gemm_kernel(ir::DType::bf16), {{"BM", 128}, {"BN", 128}, {"BK", 64}},
                    Target::default_target(), opts);
-  auto af = ref::random_floats(size_t(M) * K), bf = ref::random_floats(size_t(K) * N);
-  std::vector<bf16> a(af.size()), b(bf.size());
-  for (size_t i = 0; i < af.size(); ++i) af[i] = float(a[i] = bf16(af[i]));
-  for (size_t i = 0; i < bf.size(); ++i) bf[i] = float(b[i] = bf16(bf[i]));
+  auto [a, af] = bf16_operand(size_t(M) * K);
+  auto [b, bf] = bf16_operand(size_t(K) * N);
   cuda::Buffer<bf16> da(a), db(b);
   cuda::Buffer<float> dc(size_t(M) * N);
   k.launch({4, 4}, da, db, dc, M, N, K);
