@@ -87,6 +87,7 @@ bench: build
 	$(BUILD)/bench/elementwise_bench
 	$(BUILD)/bench/gemm_bench
 	$(BUILD)/bench/profile_bench
+	$(BUILD)/bench/moe_bench
 
 # A relocatable tarball for machines with only a GPU driver: the library (LLVM inside), tools,
 # tests and benchmarks, with the shared libraries they need beside libtiledist.so.

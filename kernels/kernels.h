@@ -242,3 +242,4 @@ class Collectives {
 // The kernel families with headers of their own.
 #include "kernels/attention.h"     // IWYU pragma: export
 #include "kernels/grouped_gemm.h"  // IWYU pragma: export
+#include "kernels/moe.h"           // IWYU pragma: export

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""PyTorch's side of bench/moe_bench (which runs this script as a child process with the same
+shapes, and prints both side by side).
+
+    moe_baseline.py route --tokens T --experts E --topk K --block-rows BM [--sigmoid] [--reps 50]
+        prints "ms <median>": routing as a PyTorch MoE layer does it without a custom kernel:
+        softmax (or sigmoid) of the logits, torch.topk, the k scores renormalized, then the
+        slots sorted by expert and padded to BM rows per expert (vLLM's moe_align_block_size
+        in torch ops: a stable argsort, bincount, cumsum, a scatter), on random f32 logits.
+"""
+import argparse
+import sys
+
+import torch
+
+from baseline_io import median_ms
+
+
+def route(logits, k, bm, sigmoid):
+    scores = torch.sigmoid(logits) if sigmoid else torch.softmax(logits, -1)
+    w, ids = torch.topk(scores, k, dim=-1)
+    w = w / w.sum(-1, keepdim=True)
+    flat = ids.flatten()
+    e = logits.shape[1]
+    n = flat.numel()
+    order = torch.argsort(flat, stable=True)
+    counts = torch.bincount(flat, minlength=e)
+    padded = (counts + bm - 1) // bm * bm
+    starts = torch.cumsum(padded, 0) - padded
+    firsts = torch.cumsum(counts, 0) - counts
+    experts = flat[order]
+    rows = starts[experts] + torch.arange(n, device=flat.device) - firsts[experts]
+    sorted_ids = torch.full((n + e * (bm - 1),), n, dtype=torch.int32, device=flat.device)
+    sorted_ids[rows] = order.to(torch.int32)
+    return w, ids, sorted_ids
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("mode", choices=["route"])
+    p.add_argument("--tokens", type=int, required=True)
+    p.add_argument("--experts", type=int, required=True)
+    p.add_argument("--topk", type=int, required=True)
+    p.add_argument("--block-rows", type=int, default=64)
+    p.add_argument("--sigmoid", action="store_true")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--reps", type=int, default=50)
+    args = p.parse_args()
+    logits = torch.randn(args.tokens, args.experts, dtype=torch.float32, device="cuda")
+    fn = lambda: route(logits, args.topk, args.block_rows, args.sigmoid)
+    print(f"ms {median_ms(fn, args.warmup, args.reps):.6f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

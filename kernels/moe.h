@@ -1,0 +1,111 @@
+// Mixture-of-experts kernels: routing (top-k of the router's logits, then the token slots
+// sorted by expert into tiles of BM rows, as vLLM's moe_align_block_size pads them), written
+// the way a Triton user writes them, with atomics and no host round trip.
+#pragma once
+
+#include "kernels/kernels.h"
+
+namespace tiledist::kernels {
+
+/// Top-k of each token's router logits, and moe_count's work for the picks (below). Parameters:
+/// logits ([tokens, E], f32 or bf16), ids ([tokens, TOPK] int32, each token's experts, best
+/// first), weights ([tokens, TOPK] f32, their scores), counts, ranks (moe_count's), tokens, E,
+/// seg_tokens (tokens per segment), G; constants BT (tokens per program), BE (a power of two
+/// >= E), TOPK, SIGMOID (0: softmax over the E logits; 1: the sigmoid of each), RENORM (1: the
+/// k scores divided by their sum), C. The picks compare each logit's bits with the lowest
+/// log2(BE) replaced by the expert (BE - 1 - e: ties, and logits that differ only in those
+/// bits, go to the lower expert; exact for bf16 logits). Launch over cdiv(tokens, BT) programs.
+/// Registered as moe_topk (f32 logits) and moe_topk_bf16.
+const KernelDef& moe_topk_kernel(ir::DType logits = ir::DType::f32);
+
+/// The three kernels that sort token slots (pair p = token * TOPK + j) by expert, the tokens cut
+/// into `segments` runs of equal length (a rank's tokens, where they are gathered from
+/// several; else one), each (segment, expert) a group g = segment * E + expert of its own. The
+/// counters are C copies of G (counts [C, G], zero between runs): program q counts in copy
+/// q % C (adds on one counter are done one at a time; copies spread them).
+/// - moe_count: ranks[p] = the pair's place among its group's in its program's copy (atomics:
+///   the order is whichever the hardware gives), counts[c, g] = the copy's pairs of the group.
+///   Ids outside [0, E) (-1: a slot that goes nowhere, such as an expert of another rank) are
+///   dropped: ranks[p] = -1. Parameters: ids, counts, ranks, pairs, E, seg_pairs (pairs per
+///   segment), G; constants BP, C. Launch over cdiv(pairs, BP) programs.
+/// - moe_tiles: each group's pairs padded to a multiple of BM rows, groups in order; starts[g]
+///   = the group's first row (starts[G] = the rows of all), bases[c, g] = the first row of
+///   copy c's pairs of the group, and the tile table of the grouped GEMM
+///   (grouped_gemm_kernel): tiles[0] = the tiles, then per tile t its expert (g % E), its
+///   first row (t * BM) and one past its last pair's row; slots past the count (0, 0, 0).
+///   Every row of sorted_ids that no pair takes (slots * BM rows) gets the sentinel `pairs`.
+///   Parameters: counts, tiles, starts, bases, sorted_ids, G, E, slots, pairs; constants BM,
+///   TB (slots per program past G), GB (groups summed at a time), C. Launch over G +
+///   cdiv(slots, TB) programs.
+/// - moe_scatter: sorted_ids[row] = p and dest[p] = row (-1 for a dropped pair), row =
+///   bases[c, g] + ranks[p], c = (p / chunk) % C (chunk: the pairs per program of the kernel
+///   that ranked them); counts zeroed for the next run. Parameters: ids, ranks, bases,
+///   sorted_ids, dest, counts, pairs, E, seg_pairs, G, chunk; constants BP, C. Launch over
+///   cdiv(max(pairs, C * G), BP) programs.
+const KernelDef& moe_count_kernel();
+const KernelDef& moe_tiles_kernel();
+const KernelDef& moe_scatter_kernel();
+
+/// Routing for a MoE layer, on the device: for up to `max_tokens` tokens, the top-k experts of
+/// each (with their scores), then the table a grouped GEMM over the experts reads. A run with
+/// `tokens` tokens leaves, in the object's buffers (device memory on a GPU target, host memory
+/// on the host):
+/// - topk_ids() [tokens, topk] int32 and topk_weights() [tokens, topk] f32 (the k best logits;
+///   f32 logits within about 2^(log2(experts) - 23) of each other, relative, may come in either
+///   order: moe_topk_kernel says why);
+/// - sorted_ids() [rows()]: the pair (token * topk + j) that each row of the grouped GEMM
+///   computes, grouped by (segment, expert), each group padded to a multiple of block_rows()
+///   with the sentinel tokens * topk (vLLM's moe_align_block_size's sorted_token_ids);
+/// - dest() [tokens * topk]: the row of each pair, -1 for one dropped (an id outside the
+///   experts: only from align());
+/// - tiles(): the tile table (GroupedGemm's: count, then expert, first row, end row per tile),
+///   slots() entries;
+/// - group_starts() [segments * experts + 1]: each group's first row, then the rows in all.
+/// The order of the pairs within a group varies from run to run (atomics); everything else is
+/// the same bits. Runs are queued on the stream given (GPU), or done when they return. Runs
+/// of one object are ordered (they share its buffers).
+class MoeRouting {
+ public:
+  enum class Scores { softmax, sigmoid };
+  struct Options {
+    Scores scores = Scores::softmax;
+    bool renormalize = true;  // the k scores divided by their sum
+    int block_rows = 64;      // BM: the grouped GEMM's rows per tile
+    int segments = 1;         // runs of tokens sorted apart (a rank's, for a gathered batch)
+  };
+  MoeRouting(const Target& target, int64_t max_tokens, int64_t experts, int topk, Options options);
+  MoeRouting(const Target& target, int64_t max_tokens, int64_t experts, int topk)
+      : MoeRouting(target, max_tokens, experts, topk, Options{}) {}
+  ~MoeRouting();
+  /// Top-k of `logits` ([tokens, experts]), then the sort. `tokens` <= max_tokens, a multiple
+  /// of the segments.
+  void run(const float* logits, int64_t tokens, const runtime::Stream* stream = nullptr);
+  void run(const bf16* logits, int64_t tokens, const runtime::Stream* stream = nullptr);
+  /// The sort alone, of top-k ids computed elsewhere ([tokens, topk] int32; -1 drops a slot);
+  /// topk_ids()/topk_weights() are then not written.
+  void align(const int32_t* topk_ids, int64_t tokens, const runtime::Stream* stream = nullptr);
+
+  const int32_t* topk_ids() const;
+  const float* topk_weights() const;
+  const int32_t* sorted_ids() const;
+  const int32_t* dest() const;
+  const int32_t* tiles() const;
+  const int32_t* group_starts() const;
+  int64_t rows() const;   // sorted_ids' capacity: slots() * block_rows()
+  int64_t slots() const;  // the tile table's capacity: cdiv(max_tokens * topk, BM) + groups
+  int64_t experts() const;
+  int topk() const;
+  int block_rows() const;
+  int segments() const;
+  int64_t max_tokens() const;
+
+ private:
+  struct State;
+  template <class T>
+  void route(const T* logits, int64_t tokens, const runtime::Stream* stream);
+  void sort(const int32_t* ids, int64_t tokens, const runtime::Stream* on, int chunk);
+  void check_tokens(int64_t tokens, const char* what) const;
+  std::shared_ptr<State> s_;
+};
+
+}  // namespace tiledist::kernels
