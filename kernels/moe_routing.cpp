@@ -165,7 +165,7 @@ int groups_per_step(int64_t groups, int copies) { return std::min(4096 / copies,
 /// copy: its number modulo the copies), about 64 slots on each where the tokens allow.
 int counter_copies(int64_t max_pairs, int64_t groups) {
   int c = 1;
-  while (c < 32 && c * 2 * 64 * groups <= max_pairs) c *= 2;
+  while (c < 32 && int64_t(c) * 2 * 64 * groups <= max_pairs) c *= 2;
   return c;
 }
 
@@ -175,7 +175,7 @@ int counter_copies(int64_t max_pairs, int64_t groups) {
 int topk_rows(int64_t max_tokens, int64_t E) {
   const int cap = std::max(1, 4096 / pow2_at_least(E));
   int want = 1;
-  while (want * 2 * 256 <= max_tokens) want *= 2;
+  while (int64_t(want) * 2 * 256 <= max_tokens) want *= 2;
   return std::clamp(want, std::min(4, cap), cap);
 }
 }  // namespace

@@ -101,10 +101,10 @@ void check_layout(const MoeRouting& r, const std::vector<int32_t>& ids, int toke
   const auto sorted = read(r.sorted_ids(), size_t(r.rows()));
   const auto dest = read(r.dest(), size_t(pairs));
   const auto tiles = read(r.tiles(), size_t(1 + 3 * r.slots()));
-  const auto starts = read(r.group_starts(), size_t(G + 1));
+  const auto starts = read(r.group_starts(), size_t(G) + 1);
   std::vector<std::vector<int>> members(G);
   for (int p = 0; p < pairs; ++p)
-    if (ids[p] >= 0 && ids[p] < E) members[size_t(p / seg_pairs * E + ids[p])].push_back(p);
+    if (ids[p] >= 0 && ids[p] < E) members[size_t(p / seg_pairs) * E + ids[p]].push_back(p);
   size_t bad = 0;
   auto fail = [&](const std::string& m) {
     if (bad++ < 8) ADD_FAILURE() << what << ": " << m;
@@ -238,7 +238,7 @@ TEST(MoeRouting, BadArguments) {
   expect(error_of([&] { MoeRouting(t, 15, 8, 2, {MoeRouting::Scores::softmax, true, 16, 2}); }),
          "15 tokens in 2 segments");
   MoeRouting r(t, 16, 8, 2, {MoeRouting::Scores::softmax, true, 16, 2});
-  std::vector<float> logits(17 * 8);
+  std::vector<float> logits(size_t(17) * 8);
   expect(error_of([&] { r.run(logits.data(), 17); }), "run of 17 tokens; this MoeRouting was made for at most 16");
   expect(error_of([&] { r.run(logits.data(), 7); }), "run of 7 tokens, not a multiple of its 2 segments");
   expect(error_of([&] { r.align(nullptr, 4); }), "no top-k ids");
