@@ -28,7 +28,8 @@ struct Model {
 };
 // Qwen3-30B-A3B (hidden 2048, intermediate 768), DeepSeek-V3 (7168, 2048: sigmoid scores),
 // Mixtral 8x7B (4096, 14336).
-const Model kModels[] = {{"Qwen3-30B-A3B", 128, 8, false}, {"DeepSeek-V3", 256, 8, true}, {"Mixtral-8x7B", 8, 2, false}};
+const Model kModels[] = {
+    {"Qwen3-30B-A3B", 128, 8, false}, {"DeepSeek-V3", 256, 8, true}, {"Mixtral-8x7B", 8, 2, false}};
 
 std::string torch_ms(const std::string& python, const std::string& script, const std::string& args) {
   if (python.empty()) return "-";

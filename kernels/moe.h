@@ -108,4 +108,45 @@ class MoeRouting {
   std::shared_ptr<State> s_;
 };
 
+/// The MoE grouped GEMM over routed tokens (vLLM's fused_moe; kernels/ag_moe.cpp): for each
+/// tile of MoeRouting's table (expert e, rows [first, end)), C[row, :] = A[token(row), :] @
+/// W[e]^T, token(row) = sorted_ids[row] / TOPK (A's rows gathered through the table), W [E, N,
+/// K] (an nn.Linear weight per expert) seen as [w_rows = E * N, K], C [rows, N] bf16 in the
+/// sorted order (rows of the sentinel not written). WAIT = 1 (AgMoe): the tokens of rank r,
+/// rows [r * seg_tokens, (r + 1) * seg_tokens) of A, are there once flags[r] >= call; a
+/// program takes our rank's tiles first (from starts[rank * E]) and waits for its tile's rank.
+/// Parameters: a, sorted_ids, tiles, starts, w, c, flags, N, K, w_rows, E, seg_tokens, call;
+/// constants BM (the table's), BN, BK, GROUP_M, TOPK, WAIT. Launch over {slots, cdiv(N, BN)}.
+/// Registered as moe_gemm.
+const KernelDef& moe_gemm_kernel();
+
+/// AllGather + MoE grouped GEMM, overlapped (tensor-parallel experts, Triton-distributed's
+/// ag_moe): every rank holds `tokens` tokens (bf16 [tokens, K]) with their top-k ids (int32
+/// [tokens, topk], from its own routing) and a slice of every expert's weights (W [E, N, K]:
+/// N of each expert's output columns); a run gathers every rank's tokens and ids (the copy
+/// engine on a GPU, the ids first), sorts the gathered batch's slots by (rank, expert) into
+/// tiles (routing(): a segment per rank), and computes out [rows(), N] (bf16) = each slot's
+/// token @ its expert's W^T in the sorted order (moe_gemm_kernel), whose programs wait only for
+/// the tokens of their tile's rank, our own first. Row routing().dest()[p] of out holds slot p
+/// (token p / topk of the gathered batch, rank r's tokens at [r * tokens, (r + 1) * tokens)).
+/// Device memory on a GPU target, host memory on the host; construction and every run are
+/// collective; streams as AgGemm's (kernels.h).
+class AgMoe {
+ public:
+  AgMoe(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t experts, int topk);
+  ~AgMoe();
+  void run(const bf16* tokens, const int32_t* topk_ids, const bf16* w, bf16* out,
+           const runtime::Stream* stream = nullptr);
+  /// The gathered batch's layout (sorted_ids, dest, tiles) of the last run.
+  const MoeRouting& routing() const;
+  /// The gathered tokens of the last run ([ranks * tokens, K]).
+  const bf16* gathered() const;
+  int64_t rows() const;
+  const GemmConfig& config() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> s_;
+};
+
 }  // namespace tiledist::kernels

@@ -21,11 +21,11 @@ using tl::Values;
 
 template <class T>
 void moe_topk(tl::Ptr<T> logits, tl::Ptr<int32_t> ids, tl::Ptr<float> weights, tl::Ptr<int32_t> counts,
-              tl::Ptr<int32_t> ranks, tl::Int tokens, tl::Int E, tl::Int seg_tokens, tl::Int G, tl::Const<int> BT, tl::Const<int> BE, tl::Const<int> TOPK, tl::Const<int> SIGMOID,
-              tl::Const<int> RENORM, tl::Const<int> C) {
+              tl::Ptr<int32_t> ranks, tl::Int tokens, tl::Int E, tl::Int seg_tokens, tl::Int G, tl::Const<int> BT,
+              tl::Const<int> BE, tl::Const<int> TOPK, tl::Const<int> SIGMOID, tl::Const<int> RENORM, tl::Const<int> C) {
   auto t = tl::program_id(0) * BT + tl::arange(0, BT);
   auto row = tl::expand_dims(t, 1), col = tl::expand_dims(tl::arange(0, BE), 0);  // [BT, 1], [1, BE]
-  int KP = 1;  // TOPK's columns, a power of two
+  int KP = 1;                                                                     // TOPK's columns, a power of two
   while (KP < TOPK) KP *= 2;
   auto kcol = tl::expand_dims(tl::arange(0, KP), 0);  // [1, KP]
   auto in = row < tokens;
@@ -86,16 +86,16 @@ void moe_tiles(tl::Ptr<int32_t> counts, tl::Ptr<int32_t> tiles, tl::Ptr<int32_t>
   // Every program sums the groups' tiles GB at a time (each group's count the sum of its C
   // copies): all of them, and those before its group.
   auto ig = tl::arange(0, GB);
-  Values sums = tl::for_range(0, G, GB, Values{tl::scalar(0, tl::int32), tl::scalar(0, tl::int32)},
-                              [&](Tensor g0, Values v) {
-                                auto g = g0 + ig;
-                                auto at = tl::expand_dims(copy * G, 1) + tl::expand_dims(g, 0);  // [C, GB]
-                                auto n = tiles_of(tl::sum(tl::load(counts + at, tl::expand_dims(g < G, 0), 0), 0));
-                                return Values{v[0] + tl::sum(n, 0), v[1] + tl::sum(tl::where(g < pid, n, 0), 0)};
-                              });
+  Values sums =
+      tl::for_range(0, G, GB, Values{tl::scalar(0, tl::int32), tl::scalar(0, tl::int32)}, [&](Tensor g0, Values v) {
+        auto g = g0 + ig;
+        auto at = tl::expand_dims(copy * G, 1) + tl::expand_dims(g, 0);  // [C, GB]
+        auto n = tiles_of(tl::sum(tl::load(counts + at, tl::expand_dims(g < G, 0), 0), 0));
+        return Values{v[0] + tl::sum(n, 0), v[1] + tl::sum(tl::where(g < pid, n, 0), 0)};
+      });
   auto total = tl::minimum(sums[0], slots);  // (at most the slots, as the host sized them)
   auto lanes = tl::arange(0, TB);
-  auto pad_rows = [&](const Tensor& slot, const Tensor& from, const Tensor& in) {  // [TB] each
+  auto pad_rows = [&](const Tensor& slot, const Tensor& from, const Tensor& in) {      // [TB] each
     auto row = tl::expand_dims(slot * BM, 1) + tl::expand_dims(tl::arange(0, BM), 0);  // [TB, BM]
     tl::store(sorted_ids + row, pairs, (row >= tl::expand_dims(from, 1)) & tl::expand_dims(in, 1));
   };
@@ -146,8 +146,9 @@ void moe_scatter(tl::Ptr<int32_t> ids, tl::Ptr<int32_t> ranks, tl::Ptr<int32_t> 
   tl::store(counts + p, 0, p < G * C);  // (read by moe_tiles only, which is done)
 }
 
-const std::vector<std::string> kTopkParams = {"logits", "ids", "weights", "counts",  "ranks", "tokens", "E",
-                                              "seg_tokens", "G", "BT", "BE", "TOPK", "SIGMOID", "RENORM", "C"};
+const std::vector<std::string> kTopkParams = {"logits", "ids",  "weights",    "counts", "ranks",
+                                              "tokens", "E",    "seg_tokens", "G",      "BT",
+                                              "BE",     "TOPK", "SIGMOID",    "RENORM", "C"};
 const Constants kTopkDefaults = {{"BT", 16}, {"BE", 64}, {"TOPK", 2}, {"SIGMOID", 0}, {"RENORM", 1}, {"C", 1}};
 constexpr int kPairsPerProgram = 1024;
 int pow2_at_least(int64_t n) {
@@ -188,15 +189,16 @@ const KernelDef& moe_topk_kernel(ir::DType logits) {
   return logits == ir::DType::f32 ? f32 : b16;
 }
 const KernelDef& moe_count_kernel() {
-  static const KernelDef def(
-      "moe_count", moe_count,
-      {"ids", "counts", "ranks", "pairs", "E", "seg_pairs", "G", "BP", "C"}, {{"BP", 1024}, {"C", 1}});
+  static const KernelDef def("moe_count", moe_count,
+                             {"ids", "counts", "ranks", "pairs", "E", "seg_pairs", "G", "BP", "C"},
+                             {{"BP", 1024}, {"C", 1}});
   return def;
 }
 const KernelDef& moe_tiles_kernel() {
-  static const KernelDef def("moe_tiles", moe_tiles,
-                             {"counts", "tiles", "starts", "bases", "sorted_ids", "G", "E", "slots", "pairs", "BM", "TB", "GB", "C"},
-                             {{"BM", 64}, {"TB", 128}, {"GB", 1024}, {"C", 1}});
+  static const KernelDef def(
+      "moe_tiles", moe_tiles,
+      {"counts", "tiles", "starts", "bases", "sorted_ids", "G", "E", "slots", "pairs", "BM", "TB", "GB", "C"},
+      {{"BM", 64}, {"TB", 128}, {"GB", 1024}, {"C", 1}});
   return def;
 }
 const KernelDef& moe_scatter_kernel() {
@@ -290,8 +292,8 @@ MoeRouting::~MoeRouting() = default;
 void MoeRouting::check_tokens(int64_t tokens, const char* what) const {
   const State& s = *s_;
   if (tokens < 0 || tokens > s.max_tokens)
-    throw Error(str_cat("tiledist: moe_routing: ", what, " of ", tokens, " tokens; this MoeRouting was made for at most ",
-                        s.max_tokens));
+    throw Error(str_cat("tiledist: moe_routing: ", what, " of ", tokens,
+                        " tokens; this MoeRouting was made for at most ", s.max_tokens));
   if (tokens % s.options.segments)
     throw Error(str_cat("tiledist: moe_routing: ", what, " of ", tokens, " tokens, not a multiple of its ",
                         s.options.segments, " segments"));
@@ -331,7 +333,9 @@ void MoeRouting::sort(const int32_t* ids, int64_t tokens, const runtime::Stream*
   State& s = *s_;
   const int pairs = static_cast<int>(tokens * s.topk), E = static_cast<int>(s.E);
   const int seg_pairs = pairs / s.options.segments, groups = static_cast<int>(s.groups);
-  auto programs = [](int64_t n, int64_t per) { return Grid(static_cast<int>(std::max<int64_t>(1, (n + per - 1) / per))); };
+  auto programs = [](int64_t n, int64_t per) {
+    return Grid(static_cast<int>(std::max<int64_t>(1, (n + per - 1) / per)));
+  };
   if (chunk == 0) {  // (else moe_topk has counted them, `chunk` pairs a program)
     detail::launch(s.count, on, programs(pairs, kPairsPerProgram), ids, s.counts.data(), s.ranks.data(), pairs, E,
                    seg_pairs, groups);

@@ -11,6 +11,7 @@
 
 #include "kernels/reference.h"
 #include "tests/kernels/collectives_check.h"
+#include "tests/kernels/moe_check.h"
 #include "tiledist.h"
 
 namespace tiledist {
@@ -108,6 +109,16 @@ TEST(GpuKernels, AllGatherGemmBySmPuts) {
   runtime::Stream first, second;
   testing_collectives::check_ag_gemm<DeviceMemory>(Target::cuda(), 256 * n, 256, 128, {&first, &second},
                                                    Gather::sm_puts, 5);
+}
+// AllGather + MoE grouped GEMM: small and ragged, then the library's tiles (Qwen3-30B-A3B's
+// experts: top-8 of 128, K = 2048, N = 768 / ranks), then queued on two streams.
+TEST(GpuKernels, AllGatherMoe) {
+  const int n = cuda::World::get().size();
+  testing_moe::check_ag_moe<DeviceMemory>(Target::cuda(), 37, 40, 48, 6, 2);
+  testing_moe::check_ag_moe<DeviceMemory>(Target::cuda(), 9, 72, 40, 3, 1);
+  testing_moe::check_ag_moe<DeviceMemory>(Target::cuda(), 96, 768 / n, 2048, 128, 8);
+  runtime::Stream first, second;
+  testing_moe::check_ag_moe<DeviceMemory>(Target::cuda(), 100, 256, 512, 16, 2, {&first, &second});
 }
 TEST(GpuKernels, GemmReduceScatter) {
   const int n = cuda::World::get().size();

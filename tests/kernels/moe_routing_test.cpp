@@ -197,7 +197,8 @@ TEST(MoeRouting, Bf16Logits) {
 TEST(MoeRouting, LargeOnTheGpu) {
   if (!on_gpu()) GTEST_SKIP() << "the CPU runs the small cases";
   run_case<float>({"16384 tokens, E=128 top-8", 16384, 16384, 128, 8, MoeRouting::Scores::softmax, true, 64, 0});
-  run_case<bf16>({"16384 tokens, E=256 top-8, skewed", 16384, 16000, 256, 8, MoeRouting::Scores::sigmoid, true, 128, 9});
+  run_case<bf16>(
+      {"16384 tokens, E=256 top-8, skewed", 16384, 16000, 256, 8, MoeRouting::Scores::sigmoid, true, 128, 9});
 }
 
 // align() of ids given by the caller, in segments (a rank's tokens each), with slots dropped
@@ -207,8 +208,9 @@ TEST(MoeRouting, AlignSegmentsAndDroppedSlots) {
     int tokens, E, k, segments, block_rows;
   };
   for (const Seg& c : {Seg{64, 8, 2, 4, 16}, Seg{90, 16, 8, 3, 32}, Seg{12, 5, 1, 2, 8}, Seg{0, 8, 2, 2, 16},
-                     Seg{1000, 4, 2, 2, 32}}) {
-    MoeRouting r(Target::default_target(), c.tokens, c.E, c.k, {MoeRouting::Scores::softmax, true, c.block_rows, c.segments});
+                       Seg{1000, 4, 2, 2, 32}}) {
+    MoeRouting r(Target::default_target(), c.tokens, c.E, c.k,
+                 {MoeRouting::Scores::softmax, true, c.block_rows, c.segments});
     auto u = ref::random_floats(size_t(c.tokens) * c.k, 0, 1);
     std::vector<int32_t> ids(u.size());
     for (size_t i = 0; i < ids.size(); ++i)
@@ -220,8 +222,8 @@ TEST(MoeRouting, AlignSegmentsAndDroppedSlots) {
       } else {
         r.align(ids.data(), c.tokens);
       }
-      check_layout(r, ids, c.tokens, str_cat("align ", c.tokens, " tokens, E=", c.E, " top-", c.k, ", ", c.segments,
-                                             " segments"));
+      check_layout(r, ids, c.tokens,
+                   str_cat("align ", c.tokens, " tokens, E=", c.E, " top-", c.k, ", ", c.segments, " segments"));
     }
   }
 }

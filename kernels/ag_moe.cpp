@@ -1,0 +1,197 @@
+// AllGather + MoE grouped GEMM, overlapped (tensor-parallel experts: every rank holds a slice of
+// every expert's weights, and the tokens of every rank go through them). Each rank's tokens and
+// top-k ids are gathered into every rank's copy of the batch, the way AgGemm gathers rows (the
+// copy engine; memcpy on the host), the ids first: once every rank's ids are here the routing
+// sorts the batch's slots by (rank, expert) into BM-row tiles (MoeRouting, a segment per rank,
+// so that a tile's rows all come from one rank), and the GEMM starts, its programs taking our
+// own rank's tiles first and waiting, for another rank's tile, only for that rank's tokens.
+//
+// The GEMM is vLLM's fused_moe: a program's tile reads its expert and rows from the table and
+// gathers its tokens' rows of A through sorted_ids (token = pair / TOPK), W [E, N, K] seen as
+// one 2-D tensor of E * N rows (the expert's rows from expert * N), C in the sorted order.
+//
+// Calls alternate between two gathered buffers and the signal words only grow, as in AgGemm (its
+// header says why a rank writes call k+1 into a peer's buffer only once the peer is done with
+// call k-1's), and what the protocol needs to make progress is AgGemm's too: a copy to a peer
+// that shares our GPU is queued before our GEMM, on its stream. The wait for the peers' ids is
+// a stream wait (no SM held).
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "kernels/gemm_tile.h"
+#include "kernels/moe.h"
+#include "kernels/symmetric.h"
+
+namespace tiledist::kernels {
+
+namespace {
+using tl::Tensor;
+
+void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<int32_t> sorted_ids, tl::Ptr<int32_t> tiles, tl::Ptr<int32_t> starts,
+              tl::Ptr<bf16> w, tl::Ptr<bf16> c, tl::Ptr<int32_t> flags, tl::Int N, tl::Int K, tl::Int w_rows,
+              tl::Int E, tl::Int seg_tokens, tl::Int call, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK,
+              tl::Const<int> GROUP_M, tl::Const<int> TOPK, tl::Const<int> WAIT) {
+  auto [slot, pid_n] = detail::grouped_tile(GROUP_M);
+  auto count = tl::load(tiles);
+  Tensor t = slot;
+  if (WAIT)  // our rank's tiles first (its tokens are here), then the next ranks'
+    t = (slot + tl::load(starts + dist::rank() * E) / BM) % tl::maximum(count, 1);
+  tl::if_then(slot < count, [&] {
+    auto entry = tiles + 1 + t * 3;
+    auto expert = tl::load(entry), first = tl::maximum(tl::load(entry + 1), 0), end = tl::load(entry + 2);
+    auto row = tl::expand_dims(first + tl::arange(0, BM), 1);  // [BM, 1]
+    auto in = row < end;
+    auto token = tl::load(sorted_ids + row, in, 0) / TOPK;  // [BM, 1]: the rows of A
+    Tensor src = a;
+    if (WAIT) {  // the tile's rank: its tokens' signal
+      auto rank = tl::load(sorted_ids + first) / TOPK / tl::maximum(seg_tokens, 1);
+      Tensor token_arrived;
+      tl::profile("wait", [&] { token_arrived = shmem::signal_wait_until(flags + rank, shmem::Cmp::ge, call); },
+                  {t, pid_n});
+      src = dist::consume_token(a, token_arrived);
+    }
+    auto a_rows = tl::Ptr<bf16>(src.value()) + token * K;
+    auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);                                     // [1, BN]
+    auto w_row = tl::expand_dims(tl::maximum(expert * N + pid_n * BN, 0) + tl::arange(0, BN), 1);  // [BN, 1]
+    auto acc = tl::for_range(0, K, BK, tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
+      auto ka = tl::expand_dims(k + tl::arange(0, BK), 0);  // [1, BK]
+      auto at = tl::load(a_rows + ka, in & (ka < K), 0.0f);
+      auto wt = tl::load(w + w_row * K + ka, (w_row < w_rows) & (ka < K), 0.0f);
+      return tl::dot(at, tl::trans(wt), acc);
+    });
+    tl::store(c + row * N + col, acc.to(tl::bfloat16), in & (col < N));
+  });
+}
+}  // namespace
+
+const KernelDef& moe_gemm_kernel() {
+  static const KernelDef def =
+      KernelDef("moe_gemm", moe_gemm,
+                {"a", "sorted_ids", "tiles", "starts", "w", "c", "flags", "N", "K", "w_rows", "E", "seg_tokens",
+                 "call", "BM", "BN", "BK", "GROUP_M", "TOPK", "WAIT"},
+                {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"TOPK", 2}, {"WAIT", 0}})
+          .do_not_specialize({"call"});
+  return def;
+}
+TILEDIST_REGISTER(moe_gemm_kernel());
+
+struct AgMoe::State {
+  Target target;
+  int rank = 0, ranks = 1, topk = 1;
+  int64_t tokens = 0, N = 0, K = 0, E = 0;  // tokens: per rank
+  bf16* gathered = nullptr;                 // two buffers of [ranks * tokens, K]
+  int32_t* ids = nullptr;                   // two buffers of [ranks * tokens, topk]
+  int32_t* flags = nullptr;                 // [2, ranks]: the last call whose ids / tokens of rank r are here
+  int32_t calls = 0;
+  std::unique_ptr<MoeRouting> routing;
+  GemmConfig config;
+  Grid grid{1};
+  Kernel gemm;
+  std::unique_ptr<detail::SideStream> copies;
+  detail::RunStreams streams;
+  bool gpu() const { return detail::on_gpu(target); }
+  void* at(const void* p, int r) const { return detail::symm_on(target, p, r); }
+  ~State() {
+    streams.finish();
+    if (copies) copies->finish();
+    if (flags) detail::symm_release(target, flags);
+    if (ids) detail::symm_release(target, ids);
+    if (gathered) detail::symm_release(target, gathered);
+  }
+};
+
+AgMoe::AgMoe(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t experts, int topk)
+    : s_(std::make_shared<State>()) {
+  State& s = *s_;
+  s.target = target;
+  s.rank = detail::world_rank(target);
+  s.ranks = detail::world_ranks(target);
+  if (tokens < 0 || N < 1 || K < 1 || experts < 1)
+    throw Error(str_cat("tiledist: ag_moe: tokens, N, K, experts = ", tokens, ", ", N, ", ", K, ", ", experts,
+                        " (tokens >= 0, the others >= 1)"));
+  const int64_t all = tokens * s.ranks;
+  if (all * K > INT32_MAX || experts * N * K > INT32_MAX)
+    throw Error(str_cat("tiledist: ag_moe: ", all, " tokens of ", K, " and ", experts, " experts of ", N, " x ", K,
+                        ": the gathered tokens and W under 2^31 elements each"));
+  s.tokens = tokens, s.N = N, s.K = K, s.E = experts, s.topk = topk;
+  s.config = grouped_gemm_config(target, all * topk, N, K, experts, ir::DType::bf16);
+  MoeRouting::Options options;
+  options.block_rows = s.config.bm;
+  options.segments = s.ranks;
+  s.routing = std::make_unique<MoeRouting>(target, all, experts, topk, options);  // (checks topk)
+  if (s.routing->rows() * N > INT32_MAX)
+    throw Error(str_cat("tiledist: ag_moe: ", s.routing->rows(), " rows of ", N, " columns: C under 2^31 elements"));
+  s.gathered = static_cast<bf16*>(detail::symm_zeroed(target, 2 * size_t(all) * K * sizeof(bf16)));
+  s.ids = static_cast<int32_t*>(detail::symm_zeroed(target, 2 * size_t(all) * topk * sizeof(int32_t)));
+  s.flags = static_cast<int32_t*>(detail::symm_zeroed(target, 2 * size_t(s.ranks) * sizeof(int32_t)));
+  if (s.gpu()) s.copies = std::make_unique<detail::SideStream>();
+  barrier_all();  // no rank signals before every rank has zeroed its flags
+  Constants constants = s.config.constants;
+  for (const char* name : {"TRANS_W", "PERSISTENT"}) constants.erase(name);
+  constants.insert_or_assign("TOPK", topk);
+  constants.insert_or_assign("WAIT", 1);
+  s.gemm = compile(moe_gemm_kernel(), constants, target, s.config.options);
+  s.grid = Grid(static_cast<int>(s.routing->slots()), static_cast<int>((N + s.config.bn - 1) / s.config.bn));
+}
+
+AgMoe::~AgMoe() = default;
+
+void AgMoe::run(const bf16* tokens, const int32_t* topk_ids, const bf16* w, bf16* out, const runtime::Stream* stream) {
+  State& s = *s_;
+  if (s.tokens > 0 && (!tokens || !topk_ids || !w || !out))
+    throw Error("tiledist: ag_moe: a null pointer among the tokens, top-k ids, weights and output");
+  const int32_t call = ++s.calls;
+  const int64_t all = s.tokens * s.ranks;
+  bf16* gathered = s.gathered + (call % 2) * all * s.K;
+  int32_t* ids = s.ids + (call % 2) * all * s.topk;
+  bf16* my_tokens = gathered + s.rank * s.tokens * s.K;
+  int32_t* my_ids = ids + s.rank * s.tokens * s.topk;
+  const size_t token_bytes = size_t(s.tokens) * s.K * sizeof(bf16), id_bytes = size_t(s.tokens) * s.topk * 4;
+  int32_t* id_flags = s.flags;
+  int32_t* token_flags = s.flags + s.ranks;
+  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
+  if (on) {
+    // As AgGemm's copies: the peers' once our last run's GEMM is done, those to peers on our GPU
+    // before our GEMM, on its stream; the ids first.
+    s.copies->fork(*on);
+    runtime::copy_async(my_ids, topk_ids, id_bytes, *on);
+    runtime::write_value(id_flags + s.rank, static_cast<uint32_t>(call), *on);
+    if (tokens != my_tokens) runtime::copy_async(my_tokens, tokens, token_bytes, *on);
+    runtime::write_value(token_flags + s.rank, static_cast<uint32_t>(call), *on);
+    for (int k = 1; k < s.ranks; ++k) {
+      const int r = (s.rank + k) % s.ranks;
+      const runtime::Stream& by = detail::shares_gpu(s.target, r) ? *on : s.copies->stream();
+      runtime::copy_async(s.at(my_ids, r), topk_ids, id_bytes, by);
+      runtime::write_value(s.at(id_flags + s.rank, r), static_cast<uint32_t>(call), by);
+      runtime::copy_async(s.at(my_tokens, r), tokens, token_bytes, by);
+      runtime::write_value(s.at(token_flags + s.rank, r), static_cast<uint32_t>(call), by);
+    }
+    for (int k = 1; k < s.ranks; ++k)  // every rank's ids, for the sort
+      runtime::wait_value(id_flags + (s.rank + k) % s.ranks, static_cast<uint32_t>(call), *on);
+  } else {
+    for (int k = 1; k <= s.ranks; ++k) {  // the next rank first, ourselves last
+      const int r = (s.rank + k) % s.ranks;
+      std::memcpy(s.at(my_ids, r), topk_ids, id_bytes);
+      if (s.at(my_tokens, r) != tokens) std::memcpy(s.at(my_tokens, r), tokens, token_bytes);
+      std::atomic_ref<int32_t>(*static_cast<int32_t*>(s.at(token_flags + s.rank, r)))
+          .store(call, std::memory_order_release);
+    }
+    barrier_all();  // (every rank's ids are here)
+  }
+  s.routing->align(ids, all, on);
+  detail::launch(s.gemm, on, s.grid, gathered, s.routing->sorted_ids(), s.routing->tiles(),
+                 s.routing->group_starts(), w, out, token_flags, static_cast<int>(s.N), static_cast<int>(s.K),
+                 static_cast<int>(s.E * s.N), static_cast<int>(s.E), static_cast<int>(s.tokens), call);
+  if (on) {
+    s.copies->join(*on);
+    s.streams.leave(*on, stream);
+  }
+}
+
+const MoeRouting& AgMoe::routing() const { return *s_->routing; }
+const bf16* AgMoe::gathered() const { return s_->gathered + (s_->calls % 2) * s_->tokens * s_->ranks * s_->K; }
+int64_t AgMoe::rows() const { return s_->routing->rows(); }
+const GemmConfig& AgMoe::config() const { return s_->config; }
+
+}  // namespace tiledist::kernels

@@ -1,0 +1,114 @@
+// The kernel library's MoE objects checked on every rank against products the host computes in
+// double from the same bf16 inputs, every element of every routed slot: skewed routing (an
+// expert no token picks, one that most pick), top-k 1, 2 and 8, token counts that are not
+// multiples of the tiles, a few calls in a row. Shared by the CPU test (moe_dist_test) and the
+// GPU test (cuda_collectives_test).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "kernels/moe.h"
+#include "kernels/reference.h"
+#include "kernels/symmetric.h"
+#include "tests/kernels/collectives_check.h"
+
+namespace tiledist::testing_moe {
+
+/// `n` elements at `p` (device memory on a GPU target), on the host.
+template <class T>
+std::vector<T> read_back(const Target& target, const T* p, size_t n) {
+  std::vector<T> out(n);
+  if (n == 0) return out;
+  if (kernels::detail::on_gpu(target))
+    cuda::copy_to_host(out.data(), p, n * sizeof(T));
+  else
+    std::memcpy(out.data(), p, n * sizeof(T));
+  return out;
+}
+
+/// Rank r's top-k ids for `tokens` tokens at call `call`: k distinct experts per token, never
+/// expert 0 (where k < E: an expert with no tokens), expert 1 for about three tokens in four
+/// (skew), the rest uniform; the same on every rank.
+inline std::vector<int32_t> routed_ids(int r, int64_t tokens, int64_t E, int k, int call) {
+  std::mt19937 rng(uint32_t(r * 7919 + call * 104729 + 17));
+  std::vector<int32_t> ids(size_t(tokens) * k);
+  const int lowest = k < E ? 1 : 0;
+  std::vector<int32_t> pool(size_t(E - lowest));
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::iota(pool.begin(), pool.end(), lowest);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    if (E > 1 && rng() % 4 != 0) std::iter_swap(pool.begin(), std::find(pool.begin(), pool.end(), 1));
+    std::copy(pool.begin(), pool.begin() + k, ids.begin() + t * k);
+  }
+  return ids;
+}
+
+/// AllGather + MoE grouped GEMM: every routed slot's row of `out` (found through the routing's
+/// dest) against the host's product of its token and its expert's weights, within
+///   |got - want| <= 2^-8 |want| + 1.01 acc * magnitude
+/// (bf16's rounding of the f32 result, and the f32 sum's: acc = K 2^-24 on the CPU, K 2^-22 on a
+/// GPU's tensor cores), and in norm within 2^-8 + 1e-4.
+template <template <class> class Memory>
+void check_ag_moe(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t E, int k,
+                  std::vector<const runtime::Stream*> streams = {nullptr}) {
+  using testing_collectives::to_bf16;
+  using testing_collectives::values;
+  SCOPED_TRACE(str_cat("tokens=", tokens, " N=", N, " K=", K, " E=", E, " top-", k));
+  kernels::AgMoe op(target, tokens, N, K, E, k);
+  const int n = world_size(), me = rank();
+  const int64_t all = tokens * n, pairs = all * k;
+  const bool gpu = kernels::detail::on_gpu(target);
+  const double acc = K * std::ldexp(1.0, gpu ? -22 : -24);
+  for (int call = 1; call <= 3; ++call) {
+    auto x = Memory<bf16>::make(to_bf16(values(me * 13 + 7, size_t(tokens * K), call)));
+    auto ids = Memory<int32_t>::make(routed_ids(me, tokens, E, k, call));
+    auto w = Memory<bf16>::make(to_bf16(values(500 + me, size_t(E * N * K), call)));
+    auto out = Memory<bf16>::make(std::vector<bf16>(size_t(op.rows() * N), bf16(0.0f)));
+    const runtime::Stream* s = streams[call % streams.size()];
+    op.run(x.ptr(), ids.ptr(), w.ptr(), out.ptr(), s);
+    if (s) s->synchronize();
+    const auto dest = read_back(target, op.routing().dest(), size_t(pairs));
+    const std::vector<bf16> got = out.get(), wh = to_bf16(values(500 + me, size_t(E * N * K), call));
+    std::vector<std::vector<bf16>> xs;
+    std::vector<std::vector<int32_t>> idss;
+    for (int r = 0; r < n; ++r) {
+      xs.push_back(to_bf16(values(r * 13 + 7, size_t(tokens * K), call)));
+      idss.push_back(routed_ids(r, tokens, E, k, call));
+    }
+    std::vector<float> got_in, want_in;
+    size_t bad = 0;
+    std::vector<bool> taken(size_t(op.rows()), false);
+    for (int64_t p = 0; p < pairs; ++p) {
+      const int64_t token = p / k, r = token / tokens, t = token % tokens;
+      const int e = idss[r][size_t(t * k + p % k)];
+      const int row = dest[p];
+      if (row < 0 || row >= op.rows() || taken[row]) {
+        if (bad++ < 5) ADD_FAILURE() << "call " << call << ": slot " << p << " has row " << row;
+        continue;
+      }
+      taken[row] = true;
+      for (int64_t j = 0; j < N; ++j) {
+        double sum = 0, mag = 0;
+        for (int64_t q = 0; q < K; ++q) {
+          const double term = double(float(xs[r][t * K + q])) * float(wh[(e * N + j) * K + q]);
+          sum += term, mag += std::abs(term);
+        }
+        const float g = float(got[size_t(row * N + j)]);
+        if (!(std::abs(g - sum) <= std::ldexp(std::abs(sum), -8) + 1.01 * acc * mag + 1e-30) && bad++ < 5)
+          ADD_FAILURE() << "call " << call << ": slot " << p << " (rank " << r << "'s token " << t << ", expert " << e
+                        << ") column " << j << " = " << g << ", want " << sum;
+        got_in.push_back(g), want_in.push_back(float(sum));
+      }
+    }
+    EXPECT_EQ(bad, 0u) << "call " << call << ": " << bad << " elements out of bounds";
+    EXPECT_LT(reference::rel_error(got_in, want_in), std::ldexp(1.0, -8) + 1e-4) << "call " << call;
+  }
+}
+
+}  // namespace tiledist::testing_moe

@@ -1,0 +1,28 @@
+// The kernel library's MoE objects on the CPU backend's world, run by `tiledist-run -n N
+// moe_dist_test` (N = 1 to 4): every rank checks its own results (tests/kernels/moe_check.h,
+// shared with the GPU test).
+#include <gtest/gtest.h>
+
+#include "tests/kernels/moe_check.h"
+#include "tiledist.h"
+
+namespace tiledist {
+namespace {
+
+template <class T>
+struct HostMemory {
+  std::vector<T> v;
+  static HostMemory make(std::vector<T> v) { return {std::move(v)}; }
+  T* ptr() { return v.data(); }
+  std::vector<T> get() const { return v; }
+};
+
+TEST(Moe, AllGatherGroupedGemm) {
+  testing_moe::check_ag_moe<HostMemory>(Target::host(), 37, 40, 48, 6, 2);  // ragged tiles, top-2
+  testing_moe::check_ag_moe<HostMemory>(Target::host(), 20, 24, 32, 16, 8);  // top-8
+  testing_moe::check_ag_moe<HostMemory>(Target::host(), 9, 72, 40, 3, 1);    // top-1, N past a tile
+}
+TEST(Moe, AllGatherGroupedGemmOfNoTokens) { testing_moe::check_ag_moe<HostMemory>(Target::host(), 0, 16, 16, 4, 2); }
+
+}  // namespace
+}  // namespace tiledist
