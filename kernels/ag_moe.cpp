@@ -29,8 +29,8 @@ namespace {
 using tl::Tensor;
 
 void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<int32_t> sorted_ids, tl::Ptr<int32_t> tiles, tl::Ptr<int32_t> starts,
-              tl::Ptr<bf16> w, tl::Ptr<bf16> c, tl::Ptr<int32_t> flags, tl::Int N, tl::Int K, tl::Int w_rows,
-              tl::Int E, tl::Int seg_tokens, tl::Int call, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK,
+              tl::Ptr<bf16> w, tl::Ptr<bf16> c, tl::Ptr<int32_t> flags, tl::Int N, tl::Int K, tl::Int w_rows, tl::Int E,
+              tl::Int seg_tokens, tl::Int call, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK,
               tl::Const<int> GROUP_M, tl::Const<int> TOPK, tl::Const<int> WAIT) {
   auto [slot, pid_n] = detail::grouped_tile(GROUP_M);
   auto count = tl::load(tiles);
@@ -52,7 +52,7 @@ void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<int32_t> sorted_ids, tl::Ptr<int32_t> til
       src = dist::consume_token(a, token_arrived);
     }
     auto a_rows = tl::Ptr<bf16>(src.value()) + token * K;
-    auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);                                     // [1, BN]
+    auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);                                 // [1, BN]
     auto w_row = tl::expand_dims(tl::maximum(expert * N + pid_n * BN, 0) + tl::arange(0, BN), 1);  // [BN, 1]
     auto acc = tl::for_range(0, K, BK, tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
       auto ka = tl::expand_dims(k + tl::arange(0, BK), 0);  // [1, BK]
@@ -66,12 +66,11 @@ void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<int32_t> sorted_ids, tl::Ptr<int32_t> til
 }  // namespace
 
 const KernelDef& moe_gemm_kernel() {
-  static const KernelDef def =
-      KernelDef("moe_gemm", moe_gemm,
-                {"a", "sorted_ids", "tiles", "starts", "w", "c", "flags", "N", "K", "w_rows", "E", "seg_tokens",
-                 "call", "BM", "BN", "BK", "GROUP_M", "TOPK", "WAIT"},
-                {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"TOPK", 2}, {"WAIT", 0}})
-          .do_not_specialize({"call"});
+  static const KernelDef def = KernelDef("moe_gemm", moe_gemm,
+                                         {"a", "sorted_ids", "tiles", "starts", "w", "c", "flags", "N", "K", "w_rows",
+                                          "E", "seg_tokens", "call", "BM", "BN", "BK", "GROUP_M", "TOPK", "WAIT"},
+                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"TOPK", 2}, {"WAIT", 0}})
+                                   .do_not_specialize({"call"});
   return def;
 }
 TILEDIST_REGISTER(moe_gemm_kernel());
@@ -82,6 +81,7 @@ struct AgMoe::State {
   int64_t tokens = 0, N = 0, K = 0, E = 0;  // tokens: per rank
   bf16* gathered = nullptr;                 // two buffers of [ranks * tokens, K]
   int32_t* ids = nullptr;                   // two buffers of [ranks * tokens, topk]
+  float* scores = nullptr;                  // two buffers of [ranks * tokens, topk]: the top-k weights
   int32_t* flags = nullptr;                 // [2, ranks]: the last call whose ids / tokens of rank r are here
   int32_t calls = 0;
   std::unique_ptr<MoeRouting> routing;
@@ -96,6 +96,7 @@ struct AgMoe::State {
     streams.finish();
     if (copies) copies->finish();
     if (flags) detail::symm_release(target, flags);
+    if (scores) detail::symm_release(target, scores);
     if (ids) detail::symm_release(target, ids);
     if (gathered) detail::symm_release(target, gathered);
   }
@@ -124,6 +125,7 @@ AgMoe::AgMoe(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t
     throw Error(str_cat("tiledist: ag_moe: ", s.routing->rows(), " rows of ", N, " columns: C under 2^31 elements"));
   s.gathered = static_cast<bf16*>(detail::symm_zeroed(target, 2 * size_t(all) * K * sizeof(bf16)));
   s.ids = static_cast<int32_t*>(detail::symm_zeroed(target, 2 * size_t(all) * topk * sizeof(int32_t)));
+  s.scores = static_cast<float*>(detail::symm_zeroed(target, 2 * size_t(all) * topk * sizeof(float)));
   s.flags = static_cast<int32_t*>(detail::symm_zeroed(target, 2 * size_t(s.ranks) * sizeof(int32_t)));
   if (s.gpu()) s.copies = std::make_unique<detail::SideStream>();
   barrier_all();  // no rank signals before every rank has zeroed its flags
@@ -138,6 +140,11 @@ AgMoe::AgMoe(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t
 AgMoe::~AgMoe() = default;
 
 void AgMoe::run(const bf16* tokens, const int32_t* topk_ids, const bf16* w, bf16* out, const runtime::Stream* stream) {
+  run(tokens, topk_ids, nullptr, w, out, stream);
+}
+
+void AgMoe::run(const bf16* tokens, const int32_t* topk_ids, const float* topk_weights, const bf16* w, bf16* out,
+                const runtime::Stream* stream) {
   State& s = *s_;
   if (s.tokens > 0 && (!tokens || !topk_ids || !w || !out))
     throw Error("tiledist: ag_moe: a null pointer among the tokens, top-k ids, weights and output");
@@ -147,6 +154,7 @@ void AgMoe::run(const bf16* tokens, const int32_t* topk_ids, const bf16* w, bf16
   int32_t* ids = s.ids + (call % 2) * all * s.topk;
   bf16* my_tokens = gathered + s.rank * s.tokens * s.K;
   int32_t* my_ids = ids + s.rank * s.tokens * s.topk;
+  float* my_scores = s.scores + (call % 2) * all * s.topk + s.rank * s.tokens * s.topk;
   const size_t token_bytes = size_t(s.tokens) * s.K * sizeof(bf16), id_bytes = size_t(s.tokens) * s.topk * 4;
   int32_t* id_flags = s.flags;
   int32_t* token_flags = s.flags + s.ranks;
@@ -156,6 +164,7 @@ void AgMoe::run(const bf16* tokens, const int32_t* topk_ids, const bf16* w, bf16
     // before our GEMM, on its stream; the ids first.
     s.copies->fork(*on);
     runtime::copy_async(my_ids, topk_ids, id_bytes, *on);
+    if (topk_weights) runtime::copy_async(my_scores, topk_weights, id_bytes, *on);
     runtime::write_value(id_flags + s.rank, static_cast<uint32_t>(call), *on);
     if (tokens != my_tokens) runtime::copy_async(my_tokens, tokens, token_bytes, *on);
     runtime::write_value(token_flags + s.rank, static_cast<uint32_t>(call), *on);
@@ -163,6 +172,7 @@ void AgMoe::run(const bf16* tokens, const int32_t* topk_ids, const bf16* w, bf16
       const int r = (s.rank + k) % s.ranks;
       const runtime::Stream& by = detail::shares_gpu(s.target, r) ? *on : s.copies->stream();
       runtime::copy_async(s.at(my_ids, r), topk_ids, id_bytes, by);
+      if (topk_weights) runtime::copy_async(s.at(my_scores, r), topk_weights, id_bytes, by);
       runtime::write_value(s.at(id_flags + s.rank, r), static_cast<uint32_t>(call), by);
       runtime::copy_async(s.at(my_tokens, r), tokens, token_bytes, by);
       runtime::write_value(s.at(token_flags + s.rank, r), static_cast<uint32_t>(call), by);
@@ -173,6 +183,7 @@ void AgMoe::run(const bf16* tokens, const int32_t* topk_ids, const bf16* w, bf16
     for (int k = 1; k <= s.ranks; ++k) {  // the next rank first, ourselves last
       const int r = (s.rank + k) % s.ranks;
       std::memcpy(s.at(my_ids, r), topk_ids, id_bytes);
+      if (topk_weights) std::memcpy(s.at(my_scores, r), topk_weights, id_bytes);
       if (s.at(my_tokens, r) != tokens) std::memcpy(s.at(my_tokens, r), tokens, token_bytes);
       std::atomic_ref<int32_t>(*static_cast<int32_t*>(s.at(token_flags + s.rank, r)))
           .store(call, std::memory_order_release);
@@ -180,9 +191,9 @@ void AgMoe::run(const bf16* tokens, const int32_t* topk_ids, const bf16* w, bf16
     barrier_all();  // (every rank's ids are here)
   }
   s.routing->align(ids, all, on);
-  detail::launch(s.gemm, on, s.grid, gathered, s.routing->sorted_ids(), s.routing->tiles(),
-                 s.routing->group_starts(), w, out, token_flags, static_cast<int>(s.N), static_cast<int>(s.K),
-                 static_cast<int>(s.E * s.N), static_cast<int>(s.E), static_cast<int>(s.tokens), call);
+  detail::launch(s.gemm, on, s.grid, gathered, s.routing->sorted_ids(), s.routing->tiles(), s.routing->group_starts(),
+                 w, out, token_flags, static_cast<int>(s.N), static_cast<int>(s.K), static_cast<int>(s.E * s.N),
+                 static_cast<int>(s.E), static_cast<int>(s.tokens), call);
   if (on) {
     s.copies->join(*on);
     s.streams.leave(*on, stream);
@@ -190,6 +201,9 @@ void AgMoe::run(const bf16* tokens, const int32_t* topk_ids, const bf16* w, bf16
 }
 
 const MoeRouting& AgMoe::routing() const { return *s_->routing; }
+const float* AgMoe::gathered_weights() const {
+  return s_->scores + (s_->calls % 2) * s_->tokens * s_->ranks * s_->topk;
+}
 const bf16* AgMoe::gathered() const { return s_->gathered + (s_->calls % 2) * s_->tokens * s_->ranks * s_->K; }
 int64_t AgMoe::rows() const { return s_->routing->rows(); }
 const GemmConfig& AgMoe::config() const { return s_->config; }

@@ -137,11 +137,50 @@ class AgMoe {
   ~AgMoe();
   void run(const bf16* tokens, const int32_t* topk_ids, const bf16* w, bf16* out,
            const runtime::Stream* stream = nullptr);
+  /// The same, the tokens' top-k weights ([tokens, topk] f32) gathered too (gathered_weights():
+  /// for MoeReduce after it).
+  void run(const bf16* tokens, const int32_t* topk_ids, const float* topk_weights, const bf16* w, bf16* out,
+           const runtime::Stream* stream = nullptr);
   /// The gathered batch's layout (sorted_ids, dest, tiles) of the last run.
   const MoeRouting& routing() const;
-  /// The gathered tokens of the last run ([ranks * tokens, K]).
+  /// The gathered tokens of the last run ([ranks * tokens, K]), and their top-k weights where
+  /// the run was given them ([ranks * tokens, topk]).
   const bf16* gathered() const;
+  const float* gathered_weights() const;
   int64_t rows() const;
+  const GemmConfig& config() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> s_;
+};
+
+/// Grouped GEMM + top-k combine + ReduceScatter (kernels/moe_reduce.cpp), registered as
+/// moe_reduce_rs, or + AllReduce, moe_reduce_ar; and the sum of the ranks' blocks after it,
+/// moe_reduce_sum. Launched by MoeReduce.
+const KernelDef& moe_reduce_kernel(bool all_reduce);
+const KernelDef& moe_reduce_sum_kernel();
+
+/// The down projection of tensor-parallel experts, Triton-distributed's moe_reduce_rs (and
+/// moe_reduce_ar for decoding): every rank holds K columns of the gathered batch's
+/// intermediate activations (act [routing.rows(), K] bf16, in the sorted order of `routing`:
+/// AgMoe::routing() of the same batch) and the matching slice of every expert's down weights
+/// (W [E, N, K]); out[t, :] (bf16) = the sum over ranks and over token t's k slots of its slot's
+/// row of act @ W[e]^T times the slot's score (topk_weights [ranks * tokens, topk] f32, of the
+/// gathered batch). Mode::reduce_scatter: out [tokens, N] holds this rank's tokens (rank r's:
+/// rows [r * tokens, (r + 1) * tokens) of the batch); Mode::all_reduce: out [ranks * tokens, N],
+/// every token, on every rank. The GEMM's tiles are pushed, weighted and summed per token, to
+/// the owner as each rank's tokens are done (the kernel's header says how). Device memory on a
+/// GPU target, host memory on the host; construction and every run are collective; streams as
+/// AgGemm's (kernels.h).
+class MoeReduce {
+ public:
+  enum class Mode { reduce_scatter, all_reduce };
+  MoeReduce(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t experts, int topk,
+            Mode mode = Mode::reduce_scatter);
+  ~MoeReduce();
+  void run(const bf16* act, const MoeRouting& routing, const float* topk_weights, const bf16* w, bf16* out,
+           const runtime::Stream* stream = nullptr);
   const GemmConfig& config() const;
 
  private:

@@ -120,6 +120,20 @@ TEST(GpuKernels, AllGatherMoe) {
   runtime::Stream first, second;
   testing_moe::check_ag_moe<DeviceMemory>(Target::cuda(), 100, 256, 512, 16, 2, {&first, &second});
 }
+// Grouped GEMM + top-k combine + ReduceScatter / AllReduce: small and ragged, then the library's
+// tiles (Qwen3-30B-A3B's down projection: hidden 2048, K = 768 / ranks, top-8 of 128), queued.
+TEST(GpuKernels, MoeReduce) {
+  using Mode = kernels::MoeReduce::Mode;
+  const int n = cuda::World::get().size();
+  testing_moe::check_moe_reduce<DeviceMemory>(Target::cuda(), 37, 40, 24, 6, 2, Mode::reduce_scatter);
+  testing_moe::check_moe_reduce<DeviceMemory>(Target::cuda(), 9, 300, 32, 3, 1, Mode::reduce_scatter);
+  testing_moe::check_moe_reduce<DeviceMemory>(Target::cuda(), 5, 64, 32, 8, 2, Mode::all_reduce);
+  testing_moe::check_moe_reduce<DeviceMemory>(Target::cuda(), 48, 2048, 768 / n, 128, 8, Mode::reduce_scatter);
+  runtime::Stream first, second;
+  testing_moe::check_moe_reduce<DeviceMemory>(Target::cuda(), 40, 256, 128, 16, 2, Mode::reduce_scatter,
+                                              {&first, &second});
+  testing_moe::check_moe_reduce<DeviceMemory>(Target::cuda(), 16, 512, 128, 16, 4, Mode::all_reduce, {&first, &second});
+}
 TEST(GpuKernels, GemmReduceScatter) {
   const int n = cuda::World::get().size();
   testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 64 * n, 72, 48);     // 64-row tiles, ragged N, K

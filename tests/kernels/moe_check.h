@@ -111,4 +111,89 @@ void check_ag_moe(const Target& target, int64_t tokens, int64_t N, int64_t K, in
   }
 }
 
+/// Rank r's top-k weights for its tokens at call `call` (positive, not normalized).
+inline std::vector<float> routed_weights(int r, int64_t tokens, int k, int call) {
+  std::vector<float> v = testing_collectives::values(r * 31 + 3, size_t(tokens * k), call);
+  for (float& x : v) x = 0.1f + std::abs(x) / 5;
+  return v;
+}
+
+/// Grouped GEMM + top-k combine + ReduceScatter (or AllReduce): each rank's activations of every
+/// routed slot (rows of the routing's sorted order; the other rows NaN, never to be read), its
+/// slice of the down weights; out's every element against the host's sum over ranks and slots
+/// in double, within
+///   |got - want| <= 2^-8 |want| + (2^-8 + 1.01 acc) * magnitude
+/// (the output's rounding to bf16; each rank's product rounded to bf16 before the combine, and
+/// its f32 sum: magnitude is the sum of the terms' magnitudes), and in norm within 2^-7.
+template <template <class> class Memory>
+void check_moe_reduce(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t E, int k,
+                      kernels::MoeReduce::Mode mode, std::vector<const runtime::Stream*> streams = {nullptr}) {
+  using testing_collectives::to_bf16;
+  using testing_collectives::values;
+  const bool all_reduce = mode == kernels::MoeReduce::Mode::all_reduce;
+  SCOPED_TRACE(str_cat(all_reduce ? "AllReduce" : "ReduceScatter", " tokens=", tokens, " N=", N, " K=", K, " E=", E,
+                       " top-", k));
+  kernels::MoeReduce op(target, tokens, N, K, E, k, mode);
+  const int n = world_size(), me = rank();
+  const int64_t all = tokens * n, pairs = all * k;
+  kernels::MoeRouting routing(target, all, E, k, {kernels::MoeRouting::Scores::softmax, true, op.config().bm, n});
+  const bool gpu = kernels::detail::on_gpu(target);
+  const double acc = K * std::ldexp(1.0, gpu ? -22 : -24);
+  for (int call = 1; call <= 3; ++call) {
+    std::vector<int32_t> ids;
+    std::vector<float> scores;
+    for (int r = 0; r < n; ++r) {
+      auto i = routed_ids(r, tokens, E, k, call);
+      auto sc = routed_weights(r, tokens, k, call);
+      ids.insert(ids.end(), i.begin(), i.end());
+      scores.insert(scores.end(), sc.begin(), sc.end());
+    }
+    auto ids_in = Memory<int32_t>::make(ids);
+    const runtime::Stream* s = streams[call % streams.size()];
+    routing.align(ids_in.ptr(), all, s);
+    if (s) s->synchronize();
+    const auto dest = read_back(target, routing.dest(), size_t(pairs));
+    // Slot p's activations on rank r: values(r * 17 + 1)'s row p.
+    auto slot_act = [&](int r) { return to_bf16(values(r * 17 + 1, size_t(pairs * K), call)); };
+    std::vector<bf16> act(size_t(routing.rows() * K), bf16(NAN));
+    const std::vector<bf16> mine = slot_act(me);
+    for (int64_t p = 0; p < pairs; ++p) std::copy_n(mine.begin() + p * K, K, act.begin() + int64_t(dest[p]) * K);
+    auto act_in = Memory<bf16>::make(act);
+    auto w_in = Memory<bf16>::make(to_bf16(values(700 + me, size_t(E * N * K), call)));
+    auto scores_in = Memory<float>::make(scores);
+    const int64_t out_rows = all_reduce ? all : tokens, first = all_reduce ? 0 : me * tokens;
+    auto out = Memory<bf16>::make(std::vector<bf16>(size_t(out_rows * N), bf16(NAN)));
+    op.run(act_in.ptr(), routing, scores_in.ptr(), w_in.ptr(), out.ptr(), s);
+    if (s) s->synchronize();
+    const std::vector<bf16> got = out.get();
+    std::vector<std::vector<bf16>> acts, ws;
+    for (int r = 0; r < n; ++r)
+      acts.push_back(slot_act(r)), ws.push_back(to_bf16(values(700 + r, size_t(E * N * K), call)));
+    std::vector<float> got_in, want_in;
+    size_t bad = 0;
+    for (int64_t t = first; t < first + out_rows; ++t)
+      for (int64_t h = 0; h < N; ++h) {
+        double sum = 0, mag = 0;
+        for (int r = 0; r < n; ++r)
+          for (int j = 0; j < k; ++j) {
+            const int64_t p = t * k + j;
+            const int e = ids[size_t(p)];
+            double y = 0, ymag = 0;
+            for (int64_t q = 0; q < K; ++q) {
+              const double term = double(float(acts[r][p * K + q])) * float(ws[r][(e * N + h) * K + q]);
+              y += term, ymag += std::abs(term);
+            }
+            sum += scores[size_t(p)] * y, mag += scores[size_t(p)] * ymag;
+          }
+        const float g = float(got[size_t((t - first) * N + h)]);
+        if (!(std::abs(g - sum) <= std::ldexp(std::abs(sum), -8) + (std::ldexp(1.0, -8) + 1.01 * acc) * mag + 1e-30) &&
+            bad++ < 5)
+          ADD_FAILURE() << "call " << call << ": out[" << t - first << ", " << h << "] = " << g << ", want " << sum;
+        got_in.push_back(g), want_in.push_back(float(sum));
+      }
+    EXPECT_EQ(bad, 0u) << "call " << call << ": " << bad << " elements out of bounds";
+    EXPECT_LT(reference::rel_error(got_in, want_in), std::ldexp(1.0, -7)) << "call " << call;
+  }
+}
+
 }  // namespace tiledist::testing_moe

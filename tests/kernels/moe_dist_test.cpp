@@ -18,9 +18,21 @@ struct HostMemory {
 };
 
 TEST(Moe, AllGatherGroupedGemm) {
-  testing_moe::check_ag_moe<HostMemory>(Target::host(), 37, 40, 48, 6, 2);  // ragged tiles, top-2
+  testing_moe::check_ag_moe<HostMemory>(Target::host(), 37, 40, 48, 6, 2);   // ragged tiles, top-2
   testing_moe::check_ag_moe<HostMemory>(Target::host(), 20, 24, 32, 16, 8);  // top-8
   testing_moe::check_ag_moe<HostMemory>(Target::host(), 9, 72, 40, 3, 1);    // top-1, N past a tile
+}
+TEST(Moe, GroupedGemmReduceScatter) {
+  using Mode = kernels::MoeReduce::Mode;
+  testing_moe::check_moe_reduce<HostMemory>(Target::host(), 37, 40, 24, 6, 2, Mode::reduce_scatter);
+  testing_moe::check_moe_reduce<HostMemory>(Target::host(), 20, 72, 16, 16, 8, Mode::reduce_scatter);
+  testing_moe::check_moe_reduce<HostMemory>(Target::host(), 9, 300, 32, 3, 1,
+                                            Mode::reduce_scatter);  // two column steps
+}
+TEST(Moe, GroupedGemmAllReduce) {
+  using Mode = kernels::MoeReduce::Mode;
+  testing_moe::check_moe_reduce<HostMemory>(Target::host(), 5, 64, 32, 8, 2, Mode::all_reduce);  // decoding
+  testing_moe::check_moe_reduce<HostMemory>(Target::host(), 19, 40, 24, 4, 4, Mode::all_reduce);
 }
 TEST(Moe, AllGatherGroupedGemmOfNoTokens) { testing_moe::check_ag_moe<HostMemory>(Target::host(), 0, 16, 16, 4, 2); }
 

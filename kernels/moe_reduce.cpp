@@ -1,0 +1,255 @@
+// MoE grouped GEMM + top-k combine + ReduceScatter (Triton-distributed's moe_reduce_rs), or +
+// AllReduce (moe_reduce_ar, for decoding): the down projection of tensor-parallel experts, each
+// rank holding K columns of every expert's intermediate (its slice of the gathered batch's
+// activations, in the routing's sorted order) and the matching slice of the down weights. One
+// kernel, a 1-D grid of two parts:
+// - GEMM programs, first: Y[row, :] = act[row, :] @ W[e]^T per tile of the routing's table (the
+//   partial sums over our K slice), the next rank's tokens first and our own last; each tile,
+//   once stored, counted in done[rank of its tokens];
+// - combine programs, after them: BT tokens of one rank each, in the same rank order; each waits
+//   until every tile of that rank's tokens is counted, then sums each token's k rows of Y
+//   weighted by its top-k scores and stores the sum (f32) straight into the owner's staging
+//   area (every rank's, for the AllReduce), then signals it there.
+// A reduce kernel then waits, per block of our tokens, for every rank's sums and adds them in
+// rank order (the same bits on every rank) into out (bf16).
+//
+// Progress: a combine program waits only for GEMM programs of its own kernel, which come before
+// it in the grid (the hardware starts programs in order) and wait for nothing; the reduce
+// kernel waits for the peers' combine programs, which wait for nothing remote. Calls alternate
+// between two staging halves and the flags hold the call's number, as in GemmRs; the tile
+// counters are zeroed on the stream before each run (our kernel alone counts in them).
+#include <algorithm>
+#include <atomic>
+
+#include "kernels/gemm_tile.h"
+#include "kernels/moe.h"
+#include "kernels/scratch.h"
+#include "kernels/symmetric.h"
+
+namespace tiledist::kernels {
+
+namespace {
+using tl::Tensor;
+
+void moe_reduce(tl::Ptr<bf16> act, tl::Ptr<int32_t> sorted_ids, tl::Ptr<int32_t> tiles, tl::Ptr<int32_t> starts,
+                tl::Ptr<bf16> w, tl::Ptr<bf16> y, tl::Ptr<int32_t> done, tl::Ptr<float> weights, tl::Ptr<int32_t> dest,
+                tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Int tokens, tl::Int N, tl::Int K, tl::Int w_rows,
+                tl::Int E, tl::Int slots, tl::Int call, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK,
+                tl::Const<int> GROUP_M, tl::Const<int> TOPK, tl::Const<int> BT, tl::Const<int> BH,
+                tl::Const<int> ALL) {
+  auto n = dist::num_ranks(), me = dist::rank();
+  auto pid = tl::program_id(0);
+  auto [num_m, num_n] = std::pair{tl::maximum(slots, 1), (tl::maximum(N, 0) + (BN - 1)) / BN};
+  auto gemm_programs = num_m * num_n;
+  auto chunks = (tl::maximum(tokens, 0) + (BT - 1)) / BT;  // per rank
+  auto rank_tiles = [&](const Tensor& r) {                  // the tiles of rank r's tokens
+    return (tl::load(starts + (r + 1) * E) - tl::load(starts + r * E)) / BM * num_n;
+  };
+  tl::if_then(pid < gemm_programs, [&] {
+    auto [slot, pid_n] = detail::grouped_tile(pid, num_m, num_n, GROUP_M);
+    auto count = tl::load(tiles);
+    tl::if_then(slot < count, [&] {
+      auto t = (slot + tl::load(starts + (me + 1) % n * E) / BM) % tl::maximum(count, 1);  // the next rank's first
+      auto entry = tiles + 1 + t * 3;
+      auto expert = tl::load(entry), first = tl::maximum(tl::load(entry + 1), 0), end = tl::load(entry + 2);
+      auto row = tl::expand_dims(first + tl::arange(0, BM), 1);  // [BM, 1]
+      auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
+      auto w_row = tl::expand_dims(tl::maximum(expert * N + pid_n * BN, 0) + tl::arange(0, BN), 1);  // [BN, 1]
+      auto acc = tl::for_range(0, K, BK, tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
+        auto ka = tl::expand_dims(k + tl::arange(0, BK), 0);
+        auto at = tl::load(act + row * K + ka, (row < end) & (ka < K), 0.0f);
+        auto wt = tl::load(w + w_row * K + ka, (w_row < w_rows) & (ka < K), 0.0f);
+        return tl::dot(at, tl::trans(wt), acc);
+      });
+      tl::store(y + row * N + col, acc.to(tl::bfloat16), (row < end) & (col < N));
+      auto rank = tl::load(sorted_ids + first) / TOPK / tl::maximum(tokens, 1);
+      tl::atomic_add(done + rank, 1, {}, {"release", "gpu"});  // (after every thread's stores)
+    });
+  });
+  tl::if_then(pid >= gemm_programs, [&] {
+    auto q = pid - gemm_programs;
+    auto owner = (me + 1 + q / tl::maximum(chunks, 1)) % n;  // the next rank's tokens first
+    auto chunk = q % tl::maximum(chunks, 1);
+    Tensor arrived;
+    tl::profile("wait", [&] { arrived = shmem::signal_wait_until(done + owner, shmem::Cmp::ge, rank_tiles(owner)); });
+    auto rows_of_y = tl::Ptr<bf16>(dist::consume_token(y, arrived).value());
+    auto local = chunk * BT + tl::arange(0, BT);  // the owner's tokens
+    auto token = tl::expand_dims(owner * tokens + local, 1), in = tl::expand_dims(local < tokens, 1);  // [BT, 1]
+    std::vector<Tensor> rows, scores;  // each of the k slots' row of Y, and its score
+    for (int j = 0; j < TOPK; ++j) {
+      auto r = tl::load(dest + token * TOPK + j, in, -1);
+      rows.push_back(r);
+      scores.push_back(tl::where(r >= 0, tl::load(weights + token * TOPK + j, in, 0.0f), 0.0f));
+    }
+    auto push = [&](const Tensor& to) {
+      auto slot = dist::symm_at(staging, to) + (me * (ALL ? n * tokens : tokens) * N).to(tl::int64);
+      auto out_row = ALL ? token : tl::expand_dims(local, 1);
+      tl::for_range(0, N, BH, [&](Tensor h0) {
+        auto h = tl::expand_dims(h0 + tl::arange(0, BH), 0);  // [1, BH]
+        auto sum = tl::zeros({BT, BH}, tl::float32);
+        for (int j = 0; j < TOPK; ++j)
+          sum = sum + tl::load(rows_of_y + rows[j] * N + h, (rows[j] >= 0) & (h < N), 0.0f).to(tl::float32) * scores[j];
+        tl::store(slot + out_row * N + h, sum, in & (h < N));
+      });
+      auto block = ALL ? owner * chunks + chunk : chunk;  // (the owner's chunk, among the rows we send)
+      shmem::signal_op(flags + me * (ALL ? n * chunks : chunks) + block, call, shmem::SIGNAL_SET, to);
+    };
+    if (ALL)
+      tl::for_range(0, n, 1, [&](Tensor i) { push((me + 1 + i) % n); });
+    else
+      push(owner);
+  });
+}
+
+/// out[row, :] = the sum over ranks r (in order) of staging[r][row, :], a block of BT of one
+/// owner's `tokens` rows a program (owners: 1, our tokens; or every rank, for the AllReduce),
+/// once each rank's block has arrived.
+void moe_reduce_sum(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<bf16> out, tl::Int tokens, tl::Int owners,
+                    tl::Int N, tl::Int chunks, tl::Int call, tl::Const<int> BT, tl::Const<int> BH) {
+  auto n = dist::num_ranks();
+  auto q = tl::program_id(0);
+  auto owner = q / tl::maximum(chunks, 1), chunk = q % tl::maximum(chunks, 1);
+  auto local = tl::expand_dims(chunk * BT + tl::arange(0, BT), 1);
+  auto row = owner * tokens + local;
+  auto h = tl::expand_dims(tl::program_id(1) * BH + tl::arange(0, BH), 0);
+  auto mask = (local < tokens) & (h < N);
+  auto arrived = tl::for_range(0, n, 1, tl::scalar(0, tl::int32), [&](Tensor r, Tensor) {
+    return shmem::signal_wait_until(flags + r * owners * chunks + q, shmem::Cmp::ge, call);
+  });
+  auto slots = tl::Ptr<float>(dist::consume_token(staging, arrived).value());
+  auto sum = tl::for_range(0, n, 1, tl::zeros({BT, BH}, tl::float32), [&](Tensor r, Tensor acc) {
+    return acc + tl::load(slots + (r * owners * tokens * N).to(tl::int64) + row * N + h, mask, 0.0f);
+  });
+  tl::store(out + row * N + h, sum.to(tl::bfloat16), mask);
+}
+
+const std::vector<std::string> kParams = {
+    "act",    "sorted_ids", "tiles", "starts", "w",  "y",  "done", "weights", "dest", "staging", "flags", "tokens",
+    "N",      "K",          "w_rows", "E",     "slots", "call", "BM", "BN", "BK", "GROUP_M", "TOPK", "BT", "BH",
+    "ALL"};
+const Constants kDefaults = {{"BM", 64}, {"BN", 64},  {"BK", 32}, {"GROUP_M", 8},
+                             {"TOPK", 2}, {"BT", 16}, {"BH", 256}, {"ALL", 0}};
+constexpr int kTokensPerCombine = 16, kColumnsPerStep = 256;
+}  // namespace
+
+const KernelDef& moe_reduce_kernel(bool all_reduce) {
+  static const KernelDef rs = KernelDef("moe_reduce_rs", moe_reduce, kParams, kDefaults).do_not_specialize({"call"});
+  static const KernelDef ar = KernelDef("moe_reduce_ar", moe_reduce, kParams, [] {
+                                Constants c = kDefaults;
+                                c.insert_or_assign("ALL", 1);
+                                return c;
+                              }()).do_not_specialize({"call"});
+  return all_reduce ? ar : rs;
+}
+const KernelDef& moe_reduce_sum_kernel() {
+  static const KernelDef def = KernelDef("moe_reduce_sum", moe_reduce_sum,
+                                         {"staging", "flags", "out", "tokens", "owners", "N", "chunks", "call", "BT", "BH"},
+                                         {{"BT", 16}, {"BH", 256}})
+                                   .do_not_specialize({"call"});
+  return def;
+}
+TILEDIST_REGISTER(moe_reduce_kernel(false));
+TILEDIST_REGISTER(moe_reduce_kernel(true));
+TILEDIST_REGISTER(moe_reduce_sum_kernel());
+
+struct MoeReduce::State {
+  Target target;
+  int rank = 0, ranks = 1, topk = 1;
+  bool all = false;
+  int64_t tokens = 0, N = 0, K = 0, E = 0, chunks = 0, out_rows = 0;
+  float* staging = nullptr;  // two halves of [ranks][out_rows][N]
+  int32_t* flags = nullptr;  // [ranks][chunks of out_rows]: the last call whose block from rank r is here
+  detail::Scratch<bf16> y;   // [routing rows, N]: the partial products of our K slice
+  detail::Scratch<int32_t> done;
+  int32_t calls = 0;
+  GemmConfig config;
+  Kernel kernel, sum;
+  detail::RunStreams streams;
+  bool gpu() const { return detail::on_gpu(target); }
+  ~State() {
+    streams.finish();
+    if (flags) detail::symm_release(target, flags);
+    if (staging) detail::symm_release(target, staging);
+  }
+};
+
+MoeReduce::MoeReduce(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t experts, int topk, Mode mode)
+    : s_(std::make_shared<State>()) {
+  State& s = *s_;
+  s.target = target;
+  s.rank = detail::world_rank(target);
+  s.ranks = detail::world_ranks(target);
+  s.all = mode == Mode::all_reduce;
+  const char* name = s.all ? "moe_reduce_ar" : "moe_reduce_rs";
+  if (tokens < 0 || N < 1 || K < 1 || experts < 1 || topk < 1 || topk > experts)
+    throw Error(str_cat("tiledist: ", name, ": tokens, N, K, experts, topk = ", tokens, ", ", N, ", ", K, ", ",
+                        experts, ", ", topk, " (tokens >= 0, 1 <= topk <= experts, the others >= 1)"));
+  s.tokens = tokens, s.N = N, s.K = K, s.E = experts, s.topk = topk;
+  const int64_t all = tokens * s.ranks;
+  s.config = grouped_gemm_config(target, all * topk, N, K, experts, ir::DType::bf16);
+  const int64_t bm = s.config.bm;
+  const int64_t rows = ((all * topk + bm - 1) / bm + experts * s.ranks) * bm;  // MoeRouting's, of the batch
+  if (rows * std::max(N, K) > INT32_MAX || experts * N * K > INT32_MAX)
+    throw Error(str_cat("tiledist: ", name, ": ", rows, " rows of ", N, " and ", K,
+                        " columns, W of ", experts, " x ", N, " x ", K, ": each under 2^31 elements"));
+  s.out_rows = s.all ? all : tokens;
+  s.chunks = (tokens + kTokensPerCombine - 1) / kTokensPerCombine;
+  s.y = detail::Scratch<bf16>(target, size_t(rows * N));
+  s.done = detail::Scratch<int32_t>(target, size_t(s.ranks));
+  s.staging =
+      static_cast<float*>(detail::symm_zeroed(target, 2 * size_t(s.ranks) * std::max<int64_t>(s.out_rows, 1) * N * 4));
+  const int64_t flag_words = s.ranks * (s.all ? s.ranks : 1) * std::max<int64_t>(s.chunks, 1);
+  s.flags = static_cast<int32_t*>(detail::symm_zeroed(target, size_t(flag_words) * 4));
+  barrier_all();  // no rank signals before every rank has zeroed its flags
+  Constants constants = s.config.constants;
+  for (const char* c : {"TRANS_W", "PERSISTENT"}) constants.erase(c);
+  constants.insert_or_assign("TOPK", topk);
+  constants.insert_or_assign("BT", kTokensPerCombine);
+  constants.insert_or_assign("BH", kColumnsPerStep);
+  s.kernel = compile(moe_reduce_kernel(s.all), constants, target, s.config.options);
+  s.sum = compile(moe_reduce_sum_kernel(), {{"BT", kTokensPerCombine}, {"BH", kColumnsPerStep}}, target);
+}
+
+MoeReduce::~MoeReduce() = default;
+
+void MoeReduce::run(const bf16* act, const MoeRouting& routing, const float* topk_weights, const bf16* w, bf16* out,
+                    const runtime::Stream* stream) {
+  State& s = *s_;
+  const char* name = s.all ? "moe_reduce_ar" : "moe_reduce_rs";
+  const int64_t all = s.tokens * s.ranks;
+  if (routing.max_tokens() != all || routing.experts() != s.E || routing.topk() != s.topk ||
+      routing.segments() != s.ranks || routing.block_rows() != s.config.bm)
+    throw Error(str_cat("tiledist: ", name, ": a routing of ", routing.max_tokens(), " tokens, ", routing.experts(),
+                        " experts, top-", routing.topk(), ", ", routing.segments(), " segments of ",
+                        routing.block_rows(), "-row tiles; this object takes ", all, " tokens (", s.tokens,
+                        " per rank), ", s.E, " experts, top-", s.topk, ", a segment per rank (", s.ranks, "), ",
+                        s.config.bm, "-row tiles (AgMoe::routing() of the same batch)"));
+  if (s.tokens > 0 && (!act || !topk_weights || !w || !out))
+    throw Error(str_cat("tiledist: ", name, ": a null pointer among the activations, weights and output"));
+  const int32_t call = ++s.calls;
+  float* half = s.staging + (call % 2) * s.ranks * s.out_rows * s.N;
+  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
+  for (int r = 0; r < s.ranks; ++r)  // (the tile counters of this run)
+    if (on)
+      runtime::write_value(s.done.data() + r, 0, *on);
+    else
+      std::atomic_ref<int32_t>(s.done.data()[r]).store(0, std::memory_order_relaxed);
+  const int64_t tiles_n = (s.N + s.config.bn - 1) / s.config.bn;
+  const int64_t programs = routing.slots() * tiles_n + s.ranks * s.chunks;
+  detail::launch(s.kernel, on, Grid(static_cast<int>(programs)), act, routing.sorted_ids(), routing.tiles(),
+                 routing.group_starts(), w, s.y.data(), s.done.data(), topk_weights, routing.dest(), half, s.flags,
+                 static_cast<int>(s.tokens), static_cast<int>(s.N), static_cast<int>(s.K),
+                 static_cast<int>(s.E * s.N), static_cast<int>(s.E), static_cast<int>(routing.slots()), call);
+  const int owners = s.all ? s.ranks : 1;
+  if (s.chunks > 0)
+    detail::launch(s.sum, on,
+                   Grid(static_cast<int>(owners * s.chunks),
+                        static_cast<int>((s.N + kColumnsPerStep - 1) / kColumnsPerStep)),
+                   half, s.flags, out, static_cast<int>(s.tokens), owners, static_cast<int>(s.N),
+                   static_cast<int>(s.chunks), call);
+  if (on) s.streams.leave(*on, stream);
+}
+
+const GemmConfig& MoeReduce::config() const { return s_->config; }
+
+}  // namespace tiledist::kernels
