@@ -188,4 +188,41 @@ class MoeReduce {
   std::shared_ptr<State> s_;
 };
 
+/// SwiGLU of the gate/up projection's rows (kernels/moe_mlp.cpp): act[row, i] = silu(gu[row,
+/// i]) * gu[row, I + i] for the rows < starts[G]. Parameters: gu ([rows, 2 I] bf16), act ([rows,
+/// I] bf16), starts, G, I; constants BR, BI. Launch over {cdiv(rows, BR), cdiv(I, BI)}.
+/// Registered as moe_swiglu.
+const KernelDef& moe_swiglu_kernel();
+
+/// A tensor-parallel MoE MLP (Qwen3-MoE's, DeepSeek-V3's routed experts, Mixtral's) as one host
+/// call: out = sum over each token's k experts e of its score times
+///   (silu(x @ W1[e]^T) * (x @ W3[e]^T)) @ W2[e]^T,
+/// the intermediate size split over the ranks: every rank holds `tokens` tokens (x [tokens,
+/// hidden] bf16) and, for every expert, its slice of the gate and up projections (w13 [E, 2 I,
+/// hidden]: rows [0, I) gate, [I, 2 I) up, I = intermediate / ranks) and of the down projection
+/// (w2 [E, hidden, I]). A run gathers the tokens (AgMoe, the gate/up GEMM overlapped with the
+/// gather), applies SwiGLU (moe_swiglu), and runs the down GEMM with the top-k combine and the
+/// reduce-scatter (MoeReduce): out [tokens, hidden] bf16 holds this rank's tokens (Mode::
+/// all_reduce: [ranks * tokens, hidden], every rank's). The routing is the caller's (top-k ids
+/// and weights of its tokens: MoeRouting's), or made from router logits ([tokens, E] f32) by
+/// the run. Device memory on a GPU target, host memory on the host; construction and every run
+/// are collective; streams as AgGemm's (kernels.h).
+class MoeMlp {
+ public:
+  MoeMlp(const Target& target, int64_t tokens, int64_t hidden, int64_t intermediate, int64_t experts, int topk,
+         MoeReduce::Mode mode = MoeReduce::Mode::reduce_scatter);
+  ~MoeMlp();
+  void run(const bf16* x, const int32_t* topk_ids, const float* topk_weights, const bf16* w13, const bf16* w2,
+           bf16* out, const runtime::Stream* stream = nullptr);
+  /// The same, routed here (MoeRouting over this rank's tokens, scored as `options` say).
+  void run(const bf16* x, const float* logits, const bf16* w13, const bf16* w2, bf16* out,
+           const runtime::Stream* stream = nullptr, MoeRouting::Options options = {});
+  /// I: the intermediate size / ranks.
+  int64_t intermediate_per_rank() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> s_;
+};
+
 }  // namespace tiledist::kernels

@@ -35,14 +35,13 @@ void moe_reduce(tl::Ptr<bf16> act, tl::Ptr<int32_t> sorted_ids, tl::Ptr<int32_t>
                 tl::Ptr<bf16> w, tl::Ptr<bf16> y, tl::Ptr<int32_t> done, tl::Ptr<float> weights, tl::Ptr<int32_t> dest,
                 tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Int tokens, tl::Int N, tl::Int K, tl::Int w_rows,
                 tl::Int E, tl::Int slots, tl::Int call, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK,
-                tl::Const<int> GROUP_M, tl::Const<int> TOPK, tl::Const<int> BT, tl::Const<int> BH,
-                tl::Const<int> ALL) {
+                tl::Const<int> GROUP_M, tl::Const<int> TOPK, tl::Const<int> BT, tl::Const<int> BH, tl::Const<int> ALL) {
   auto n = dist::num_ranks(), me = dist::rank();
   auto pid = tl::program_id(0);
   auto [num_m, num_n] = std::pair{tl::maximum(slots, 1), (tl::maximum(N, 0) + (BN - 1)) / BN};
   auto gemm_programs = num_m * num_n;
   auto chunks = (tl::maximum(tokens, 0) + (BT - 1)) / BT;  // per rank
-  auto rank_tiles = [&](const Tensor& r) {                  // the tiles of rank r's tokens
+  auto rank_tiles = [&](const Tensor& r) {                 // the tiles of rank r's tokens
     return (tl::load(starts + (r + 1) * E) - tl::load(starts + r * E)) / BM * num_n;
   };
   tl::if_then(pid < gemm_programs, [&] {
@@ -123,29 +122,32 @@ void moe_reduce_sum(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<bf16
   tl::store(out + row * N + h, sum.to(tl::bfloat16), mask);
 }
 
-const std::vector<std::string> kParams = {
-    "act",    "sorted_ids", "tiles", "starts", "w",  "y",  "done", "weights", "dest", "staging", "flags", "tokens",
-    "N",      "K",          "w_rows", "E",     "slots", "call", "BM", "BN", "BK", "GROUP_M", "TOPK", "BT", "BH",
-    "ALL"};
-const Constants kDefaults = {{"BM", 64}, {"BN", 64},  {"BK", 32}, {"GROUP_M", 8},
+const std::vector<std::string> kParams = {"act",     "sorted_ids", "tiles",   "starts", "w",      "y",  "done",
+                                          "weights", "dest",       "staging", "flags",  "tokens", "N",  "K",
+                                          "w_rows",  "E",          "slots",   "call",   "BM",     "BN", "BK",
+                                          "GROUP_M", "TOPK",       "BT",      "BH",     "ALL"};
+const Constants kDefaults = {{"BM", 64},  {"BN", 64}, {"BK", 32},  {"GROUP_M", 8},
                              {"TOPK", 2}, {"BT", 16}, {"BH", 256}, {"ALL", 0}};
 constexpr int kTokensPerCombine = 16, kColumnsPerStep = 256;
 }  // namespace
 
 const KernelDef& moe_reduce_kernel(bool all_reduce) {
   static const KernelDef rs = KernelDef("moe_reduce_rs", moe_reduce, kParams, kDefaults).do_not_specialize({"call"});
-  static const KernelDef ar = KernelDef("moe_reduce_ar", moe_reduce, kParams, [] {
-                                Constants c = kDefaults;
-                                c.insert_or_assign("ALL", 1);
-                                return c;
-                              }()).do_not_specialize({"call"});
+  static const KernelDef ar = KernelDef("moe_reduce_ar", moe_reduce, kParams,
+                                        [] {
+                                          Constants c = kDefaults;
+                                          c.insert_or_assign("ALL", 1);
+                                          return c;
+                                        }())
+                                  .do_not_specialize({"call"});
   return all_reduce ? ar : rs;
 }
 const KernelDef& moe_reduce_sum_kernel() {
-  static const KernelDef def = KernelDef("moe_reduce_sum", moe_reduce_sum,
-                                         {"staging", "flags", "out", "tokens", "owners", "N", "chunks", "call", "BT", "BH"},
-                                         {{"BT", 16}, {"BH", 256}})
-                                   .do_not_specialize({"call"});
+  static const KernelDef def =
+      KernelDef("moe_reduce_sum", moe_reduce_sum,
+                {"staging", "flags", "out", "tokens", "owners", "N", "chunks", "call", "BT", "BH"},
+                {{"BT", 16}, {"BH", 256}})
+          .do_not_specialize({"call"});
   return def;
 }
 TILEDIST_REGISTER(moe_reduce_kernel(false));
@@ -182,16 +184,16 @@ MoeReduce::MoeReduce(const Target& target, int64_t tokens, int64_t N, int64_t K,
   s.all = mode == Mode::all_reduce;
   const char* name = s.all ? "moe_reduce_ar" : "moe_reduce_rs";
   if (tokens < 0 || N < 1 || K < 1 || experts < 1 || topk < 1 || topk > experts)
-    throw Error(str_cat("tiledist: ", name, ": tokens, N, K, experts, topk = ", tokens, ", ", N, ", ", K, ", ",
-                        experts, ", ", topk, " (tokens >= 0, 1 <= topk <= experts, the others >= 1)"));
+    throw Error(str_cat("tiledist: ", name, ": tokens, N, K, experts, topk = ", tokens, ", ", N, ", ", K, ", ", experts,
+                        ", ", topk, " (tokens >= 0, 1 <= topk <= experts, the others >= 1)"));
   s.tokens = tokens, s.N = N, s.K = K, s.E = experts, s.topk = topk;
   const int64_t all = tokens * s.ranks;
   s.config = grouped_gemm_config(target, all * topk, N, K, experts, ir::DType::bf16);
   const int64_t bm = s.config.bm;
   const int64_t rows = ((all * topk + bm - 1) / bm + experts * s.ranks) * bm;  // MoeRouting's, of the batch
   if (rows * std::max(N, K) > INT32_MAX || experts * N * K > INT32_MAX)
-    throw Error(str_cat("tiledist: ", name, ": ", rows, " rows of ", N, " and ", K,
-                        " columns, W of ", experts, " x ", N, " x ", K, ": each under 2^31 elements"));
+    throw Error(str_cat("tiledist: ", name, ": ", rows, " rows of ", N, " and ", K, " columns, W of ", experts, " x ",
+                        N, " x ", K, ": each under 2^31 elements"));
   s.out_rows = s.all ? all : tokens;
   s.chunks = (tokens + kTokensPerCombine - 1) / kTokensPerCombine;
   s.y = detail::Scratch<bf16>(target, size_t(rows * N));
@@ -238,15 +240,15 @@ void MoeReduce::run(const bf16* act, const MoeRouting& routing, const float* top
   const int64_t programs = routing.slots() * tiles_n + s.ranks * s.chunks;
   detail::launch(s.kernel, on, Grid(static_cast<int>(programs)), act, routing.sorted_ids(), routing.tiles(),
                  routing.group_starts(), w, s.y.data(), s.done.data(), topk_weights, routing.dest(), half, s.flags,
-                 static_cast<int>(s.tokens), static_cast<int>(s.N), static_cast<int>(s.K),
-                 static_cast<int>(s.E * s.N), static_cast<int>(s.E), static_cast<int>(routing.slots()), call);
+                 static_cast<int>(s.tokens), static_cast<int>(s.N), static_cast<int>(s.K), static_cast<int>(s.E * s.N),
+                 static_cast<int>(s.E), static_cast<int>(routing.slots()), call);
   const int owners = s.all ? s.ranks : 1;
   if (s.chunks > 0)
-    detail::launch(s.sum, on,
-                   Grid(static_cast<int>(owners * s.chunks),
-                        static_cast<int>((s.N + kColumnsPerStep - 1) / kColumnsPerStep)),
-                   half, s.flags, out, static_cast<int>(s.tokens), owners, static_cast<int>(s.N),
-                   static_cast<int>(s.chunks), call);
+    detail::launch(
+        s.sum, on,
+        Grid(static_cast<int>(owners * s.chunks), static_cast<int>((s.N + kColumnsPerStep - 1) / kColumnsPerStep)),
+        half, s.flags, out, static_cast<int>(s.tokens), owners, static_cast<int>(s.N), static_cast<int>(s.chunks),
+        call);
   if (on) s.streams.leave(*on, stream);
 }
 

@@ -134,6 +134,14 @@ TEST(GpuKernels, MoeReduce) {
                                               {&first, &second});
   testing_moe::check_moe_reduce<DeviceMemory>(Target::cuda(), 16, 512, 128, 16, 4, Mode::all_reduce, {&first, &second});
 }
+// The MoE MLP: small, then Qwen3-30B-A3B's layer (hidden 2048, intermediate 768, top-8 of 128
+// experts) on a few tokens, reduce-scattered; and all-reduced (decoding).
+TEST(GpuKernels, MoeMlp) {
+  const int n = cuda::World::get().size();
+  testing_moe::check_moe_mlp<DeviceMemory>(Target::cuda(), 13, 48, 32 * n, 8, 2);
+  testing_moe::check_moe_mlp<DeviceMemory>(Target::cuda(), 8, 2048, 768, 128, 8);
+  testing_moe::check_moe_mlp<DeviceMemory>(Target::cuda(), 4, 512, 256, 16, 4, kernels::MoeReduce::Mode::all_reduce);
+}
 TEST(GpuKernels, GemmReduceScatter) {
   const int n = cuda::World::get().size();
   testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 64 * n, 72, 48);     // 64-row tiles, ragged N, K

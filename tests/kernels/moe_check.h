@@ -196,4 +196,80 @@ void check_moe_reduce(const Target& target, int64_t tokens, int64_t N, int64_t K
   }
 }
 
+/// The MoE MLP: every token of out against the host's
+///   sum over its k slots of score * (sum over ranks of (silu(g) * u) @ W2_r[e]^T),
+/// [g, u] = x @ W13_r[e]^T, with the kernels' roundings to bf16 (g and u; silu(g) * u; each
+/// rank's product), in double: within 2^-8 |want| + 2^-6 magnitude per element (an
+/// intermediate rounded the other way moves a term by a unit of bf16) and 2^-7 in norm.
+template <template <class> class Memory>
+void check_moe_mlp(const Target& target, int64_t tokens, int64_t hidden, int64_t intermediate, int64_t E, int k,
+                   kernels::MoeReduce::Mode mode = kernels::MoeReduce::Mode::reduce_scatter) {
+  using testing_collectives::to_bf16;
+  using testing_collectives::values;
+  const bool all_reduce = mode == kernels::MoeReduce::Mode::all_reduce;
+  SCOPED_TRACE(str_cat("MoeMlp tokens=", tokens, " hidden=", hidden, " intermediate=", intermediate, " E=", E, " top-",
+                       k, all_reduce ? " all-reduce" : ""));
+  kernels::MoeMlp mlp(target, tokens, hidden, intermediate, E, k, mode);
+  const int n = world_size(), me = rank();
+  const int64_t I = mlp.intermediate_per_rank(), all = tokens * n;
+  auto x_of = [&](int r, int call) { return to_bf16(values(r * 5 + 2, size_t(tokens * hidden), call)); };
+  auto w13_of = [&](int r, int call) { return to_bf16(values(300 + r, size_t(E * 2 * I * hidden), call)); };
+  auto w2_of = [&](int r, int call) { return to_bf16(values(400 + r, size_t(E * hidden * I), call)); };
+  for (int call = 1; call <= 2; ++call) {
+    auto x = Memory<bf16>::make(x_of(me, call));
+    auto ids = Memory<int32_t>::make(routed_ids(me, tokens, E, k, call));
+    auto scores = Memory<float>::make(routed_weights(me, tokens, k, call));
+    auto w13 = Memory<bf16>::make(w13_of(me, call)), w2 = Memory<bf16>::make(w2_of(me, call));
+    const int64_t out_rows = all_reduce ? all : tokens, first = all_reduce ? 0 : me * tokens;
+    auto out = Memory<bf16>::make(std::vector<bf16>(size_t(out_rows * hidden), bf16(NAN)));
+    mlp.run(x.ptr(), ids.ptr(), scores.ptr(), w13.ptr(), w2.ptr(), out.ptr());
+    const std::vector<bf16> got = out.get();
+    std::vector<std::vector<bf16>> w13s, w2s;
+    for (int r = 0; r < n; ++r) w13s.push_back(w13_of(r, call)), w2s.push_back(w2_of(r, call));
+    auto rb = [](double v) { return double(float(bf16(float(v)))); };
+    std::vector<float> got_in, want_in;
+    size_t bad = 0;
+    for (int64_t t = first; t < first + out_rows; ++t) {
+      const int owner = int(t / tokens);
+      const auto xs = x_of(owner, call);
+      const auto owner_ids = routed_ids(owner, tokens, E, k, call);
+      const auto owner_scores = routed_weights(owner, tokens, k, call);
+      const int64_t local = t % tokens;
+      std::vector<double> sum(size_t(hidden), 0.0), mag(size_t(hidden), 0.0);
+      for (int j = 0; j < k; ++j) {
+        const int e = owner_ids[size_t(local * k + j)];
+        const double score = owner_scores[size_t(local * k + j)];
+        for (int r = 0; r < n; ++r) {
+          std::vector<double> act(static_cast<size_t>(I));
+          for (int64_t i = 0; i < I; ++i) {
+            double g = 0, u = 0;
+            for (int64_t q = 0; q < hidden; ++q) {
+              const double xv = float(xs[size_t(local * hidden + q)]);
+              g += xv * float(w13s[r][size_t((e * 2 * I + i) * hidden + q)]);
+              u += xv * float(w13s[r][size_t((e * 2 * I + I + i) * hidden + q)]);
+            }
+            g = rb(g), u = rb(u);
+            act[size_t(i)] = rb(g / (1 + std::exp(-g)) * u);
+          }
+          for (int64_t h = 0; h < hidden; ++h) {
+            double y = 0;
+            for (int64_t i = 0; i < I; ++i) y += act[size_t(i)] * float(w2s[r][size_t((e * hidden + h) * I + i)]);
+            sum[size_t(h)] += score * rb(y), mag[size_t(h)] += std::abs(score * y);
+          }
+        }
+      }
+      for (int64_t h = 0; h < hidden; ++h) {
+        const float g = float(got[size_t((t - first) * hidden + h)]);
+        const double want = sum[size_t(h)];
+        if (!(std::abs(g - want) <= std::ldexp(std::abs(want), -8) + std::ldexp(mag[size_t(h)], -6) + 1e-30) &&
+            bad++ < 5)
+          ADD_FAILURE() << "call " << call << ": out[" << t - first << ", " << h << "] = " << g << ", want " << want;
+        got_in.push_back(g), want_in.push_back(float(want));
+      }
+    }
+    EXPECT_EQ(bad, 0u) << "call " << call << ": " << bad << " elements out of bounds";
+    EXPECT_LT(reference::rel_error(got_in, want_in), std::ldexp(1.0, -7)) << "call " << call;
+  }
+}
+
 }  // namespace tiledist::testing_moe

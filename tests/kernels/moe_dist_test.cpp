@@ -34,6 +34,11 @@ TEST(Moe, GroupedGemmAllReduce) {
   testing_moe::check_moe_reduce<HostMemory>(Target::host(), 5, 64, 32, 8, 2, Mode::all_reduce);  // decoding
   testing_moe::check_moe_reduce<HostMemory>(Target::host(), 19, 40, 24, 4, 4, Mode::all_reduce);
 }
+TEST(Moe, Mlp) {
+  testing_moe::check_moe_mlp<HostMemory>(Target::host(), 13, 48, 32 * world_size(), 8, 2);
+  testing_moe::check_moe_mlp<HostMemory>(Target::host(), 6, 32, 16 * world_size(), 16, 8,
+                                         kernels::MoeReduce::Mode::all_reduce);
+}
 TEST(Moe, AllGatherGroupedGemmOfNoTokens) { testing_moe::check_ag_moe<HostMemory>(Target::host(), 0, 16, 16, 4, 2); }
 
 }  // namespace
