@@ -9,6 +9,8 @@
 #   attention  attention_bench: kernels::Attention against PyTorch SDPA, same run
 #   grouped    grouped_gemm_bench: kernels::GroupedGemm against torch._grouped_mm, same run (and
 #              its e4m3 forms alone)
+#   moe        the MoE kernels: routing's tests, AgMoe / MoeReduce / MoeMlp on 1 and 2 ranks sharing the
+#              GPU, then moe_bench (routing and the MoE MLP against PyTorch, same run)
 #   grouped8   the e4m3 grouped GEMM's rows alone: by default and warp specialized (TILEDIST_WS=1)
 #   gemm       gemm_bench tp and fp8: the library GEMMs against cuBLAS (no-regression check)
 #   gpuir      every kernel test through the GPU IR lowering (TILEDIST_LOWERING=gpu_ir: on Hopper
@@ -51,6 +53,7 @@ cd /tmp/td/tiledist || exit 1
 export TILEDIST_CACHE_DIR=/tmp/tiledist-cache TILEDIST_TEST_GPU=1
 export TILEDIST_ATTENTION_BASELINE=$root/bench/attention_baseline.py
 export TILEDIST_GROUPED_GEMM_BASELINE=$root/bench/grouped_gemm_baseline.py
+export TILEDIST_MOE_BASELINE=$root/bench/moe_baseline.py
 export TILEDIST_CUBLASLT=${TILEDIST_CUBLASLT:-$(find / -name 'libcublasLt.so.1[23]*' 2>/dev/null | head -1)}
 # Everything printed also goes to $logs/summary.txt, which survives a run cut off by its time limit.
 exec > >(tee -a "$logs/summary.txt") 2>&1
@@ -79,6 +82,16 @@ for stage in $stages; do
     grouped)
       run grouped 240 bench/grouped_gemm_bench 20
       grep -vE '^\s*$' "$logs/grouped.log" | tail -12 ;;
+    moe)
+      run moe_tests 300 tests/kernels_test --gtest_filter='MoeRouting*'
+      grep -E '^\[  (PASSED|FAILED) ' "$logs/moe_tests.log"
+      for n in 1 2; do
+        TILEDIST_WAIT_TIMEOUT=60 run "moe_ranks$n" 300 tools/tiledist-run -n $n --timeout 290 tests/cuda_collectives_test \
+          --gtest_filter='GpuKernels.AllGatherMoe:GpuKernels.MoeReduce:GpuKernels.MoeMlp'
+        grep -E '^\[0\] \[  (PASSED|FAILED) ' "$logs/moe_ranks$n.log"
+      done
+      run moe_bench 400 bench/moe_bench 50
+      grep -vE '^\s*$' "$logs/moe_bench.log" | tail -18 ;;
     grouped8)
       for l in default ws; do  # (ws: warp specialized, TILEDIST_WS=1)
         [ "$l" = ws ] && w=1 || w=

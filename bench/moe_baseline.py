@@ -2,6 +2,12 @@
 """PyTorch's side of bench/moe_bench (which runs this script as a child process with the same
 shapes, and prints both side by side).
 
+    moe_baseline.py mlp --tokens T --hidden H --inter I --experts E --topk K [--reps 20]
+        prints "ms <median>": the MoE MLP as a PyTorch MoE layer runs it on one GPU: the token
+        slots sorted by expert (argsort, bincount, cumsum), the tokens permuted, the gate/up
+        projection by torch._grouped_mm, silu(gate) * up, the down projection by
+        torch._grouped_mm, each row times its score, and index_add_ back to its token; bf16,
+        random inputs, top-k of random logits.
     moe_baseline.py route --tokens T --experts E --topk K --block-rows BM [--sigmoid] [--reps 50]
         prints "ms <median>": routing as a PyTorch MoE layer does it without a custom kernel:
         softmax (or sigmoid) of the logits, torch.topk, the k scores renormalized, then the
@@ -35,9 +41,26 @@ def route(logits, k, bm, sigmoid):
     return w, ids, sorted_ids
 
 
+def mlp(x, w13, w2, ids, weights):
+    t, h = x.shape
+    e, i = w2.shape[0], w2.shape[2]
+    k = ids.shape[1]
+    flat = ids.flatten()
+    order = torch.argsort(flat, stable=True)
+    offs = torch.cumsum(torch.bincount(flat, minlength=e), 0).to(torch.int32)
+    token = order // k
+    gu = torch._grouped_mm(x[token], w13.transpose(-2, -1), offs=offs)
+    act = torch.nn.functional.silu(gu[:, :i]) * gu[:, i:]
+    y = torch._grouped_mm(act, w2.transpose(-2, -1), offs=offs)
+    y = y * weights.flatten()[order].unsqueeze(1).to(y.dtype)
+    return torch.zeros(t, h, dtype=x.dtype, device=x.device).index_add_(0, token, y)
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["route"])
+    p.add_argument("mode", choices=["route", "mlp"])
+    p.add_argument("--hidden", type=int, default=2048)
+    p.add_argument("--inter", type=int, default=768)
     p.add_argument("--tokens", type=int, required=True)
     p.add_argument("--experts", type=int, required=True)
     p.add_argument("--topk", type=int, required=True)
@@ -48,6 +71,13 @@ def main():
     args = p.parse_args()
     logits = torch.randn(args.tokens, args.experts, dtype=torch.float32, device="cuda")
     fn = lambda: route(logits, args.topk, args.block_rows, args.sigmoid)
+    if args.mode == "mlp":
+        weights, ids = torch.topk(torch.softmax(logits, -1), args.topk, dim=-1)
+        weights = weights / weights.sum(-1, keepdim=True)
+        x = torch.randn(args.tokens, args.hidden, dtype=torch.bfloat16, device="cuda")
+        w13 = torch.randn(args.experts, 2 * args.inter, args.hidden, dtype=torch.bfloat16, device="cuda") * 0.05
+        w2 = torch.randn(args.experts, args.hidden, args.inter, dtype=torch.bfloat16, device="cuda") * 0.05
+        fn = lambda: mlp(x, w13, w2, ids, weights)
     print(f"ms {median_ms(fn, args.warmup, args.reps):.6f}")
     return 0
 

@@ -3,12 +3,19 @@
 // $TILEDIST_TORCH_PYTHON, default /opt/torch/.venv/bin/python). Skips (exit 0) where there is
 // no GPU.
 //
-//   moe_bench [reps]
+//   moe_bench [reps] [routing|mlp]
 //
 // Routing: kernels::MoeRouting (top-k of f32 logits, then the slots sorted by expert into BM-row
 // tiles) against softmax/sigmoid + torch.topk + the same sort in torch ops, at the shapes of
 // real models (the acceptance: 16384 tokens over 128 experts in at most 50 us on one
 // H200).
+//
+// MoE MLP (one rank: no communication, the gathers are copies within the GPU): kernels::MoeMlp
+// (routing's sort, gate/up GEMM gathering the tokens, SwiGLU, down GEMM with the top-k combine)
+// against the same layer in PyTorch (argsort + bincount, the tokens permuted, two
+// torch._grouped_mm, silu * up, the scores, index_add_), bf16, top-k of random logits on both
+// sides; TFLOP/s of 6 * tokens * k * hidden * intermediate.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -41,6 +48,72 @@ std::string torch_ms(const std::string& python, const std::string& script, const
   }
   return out.substr(at + 3, out.find('\n', at) - at - 3);
 }
+void routing(const Target& target, const std::string& python, const std::string& script, int reps) {
+  std::printf("\nrouting: top-k of f32 logits + sort by expert into 64-row tiles; median of %d runs, us\n", reps);
+  std::printf("%-16s %7s %5s %5s %10s %10s %8s\n", "model", "tokens", "E", "top", "ours us", "torch us", "ratio");
+  for (const Model& m : kModels)
+    for (int tokens : {128, 4096, 16384}) {
+      MoeRouting r(target, tokens, m.E, m.topk,
+                   {m.sigmoid ? MoeRouting::Scores::sigmoid : MoeRouting::Scores::softmax, true, 64, 1});
+      cuda::Buffer<float> logits(size_t(tokens) * m.E);
+      bench::fill_random(logits);
+      const double ms =
+          bench::median_ms([&] { r.run(logits.data(), tokens, &runtime::Stream::legacy()); }, reps, /*warmup*/ 5);
+      const std::string theirs = torch_ms(python, script,
+                                          str_cat("route --tokens ", tokens, " --experts ", m.E, " --topk ", m.topk,
+                                                  " --block-rows 64", m.sigmoid ? " --sigmoid" : "", " --reps ", reps));
+      std::string ratio = "-";
+      char ours[32], tus[32] = "-";
+      std::snprintf(ours, sizeof ours, "%.1f", ms * 1e3);
+      if (theirs != "-") {
+        const double t = std::atof(theirs.c_str());
+        std::snprintf(tus, sizeof tus, "%.1f", t * 1e3);
+        ratio = str_cat(t / ms);
+      }
+      std::printf("%-16s %7d %5d %5d %10s %10s %8.8s\n", m.name, tokens, m.E, m.topk, ours, tus, ratio.c_str());
+    }
+}
+
+void mlp(const Target& target, const std::string& python, const std::string& script, int reps) {
+  struct Shape {
+    const char* name;
+    int tokens, hidden, inter, E, topk;
+  };
+  std::printf("\nMoE MLP, one rank (bf16, top-k of random logits); median of %d runs\n", reps);
+  std::printf("%-16s %7s %6s %6s %5s %4s %10s %9s %10s %8s\n", "model", "tokens", "hidden", "inter", "E", "top",
+              "ours ms", "TFLOP/s", "torch ms", "ratio");
+  for (Shape m : {Shape{"Qwen3-30B-A3B", 4096, 2048, 768, 128, 8}, Shape{"Qwen3-30B-A3B", 16384, 2048, 768, 128, 8},
+                  Shape{"DeepSeek-V3", 4096, 7168, 2048, 256, 8}, Shape{"Mixtral-8x7B", 4096, 4096, 14336, 8, 2}}) {
+    kernels::MoeMlp layer(target, m.tokens, m.hidden, m.inter, m.E, m.topk);
+    MoeRouting route(target, m.tokens, m.E, m.topk);
+    cuda::Buffer<float> logits(size_t(m.tokens) * m.E);
+    cuda::Buffer<bf16> x(size_t(m.tokens) * m.hidden), out(size_t(m.tokens) * m.hidden);
+    cuda::Buffer<bf16> w13(size_t(m.E) * 2 * m.inter * m.hidden), w2(size_t(m.E) * m.hidden * m.inter);
+    bench::fill_random(logits);
+    bench::fill_random(x);
+    bench::fill_random(w13);
+    bench::fill_random(w2);
+    route.run(logits.data(), m.tokens);
+    const double ms = bench::median_ms(
+        [&] {
+          layer.run(x.data(), route.topk_ids(), route.topk_weights(), w13.data(), w2.data(), out.data(),
+                    &runtime::Stream::legacy());
+        },
+        reps, /*warmup*/ 2);
+    const double flop = 6.0 * m.tokens * m.topk * double(m.hidden) * m.inter;
+    const std::string theirs = torch_ms(python, script,
+                                        str_cat("mlp --tokens ", m.tokens, " --experts ", m.E, " --topk ", m.topk,
+                                                " --hidden ", m.hidden, " --inter ", m.inter, " --reps ", reps));
+    char tms[32] = "-", ratio[32] = "-";
+    if (theirs != "-") {
+      const double t = std::atof(theirs.c_str());
+      std::snprintf(tms, sizeof tms, "%.3f", t);
+      std::snprintf(ratio, sizeof ratio, "%.3f", t / ms);
+    }
+    std::printf("%-16s %7d %6d %6d %5d %4d %10.3f %9.1f %10s %8s\n", m.name, m.tokens, m.hidden, m.inter, m.E, m.topk,
+                ms, flop / ms / 1e9, tms, ratio);
+  }
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -54,31 +127,10 @@ int main(int argc, char** argv) {
   const Target target = Target::cuda();
   auto [python, script] = bench::find_torch(argv[0], "TILEDIST_MOE_BASELINE", "moe_baseline.py");
   if (python.empty()) std::printf("(torch baseline not run: no PyTorch python, or no bench/moe_baseline.py)\n");
+  const std::string only = argc > 2 ? argv[2] : "";
   try {
-    std::printf("\nrouting: top-k of f32 logits + sort by expert into 64-row tiles; median of %d runs, us\n", reps);
-    std::printf("%-16s %7s %5s %5s %10s %10s %8s\n", "model", "tokens", "E", "top", "ours us", "torch us", "ratio");
-    for (const Model& m : kModels)
-      for (int tokens : {128, 4096, 16384}) {
-        MoeRouting r(target, tokens, m.E, m.topk,
-                     {m.sigmoid ? MoeRouting::Scores::sigmoid : MoeRouting::Scores::softmax, true, 64, 1});
-        cuda::Buffer<float> logits(size_t(tokens) * m.E);
-        bench::fill_random(logits);
-        const double ms =
-            bench::median_ms([&] { r.run(logits.data(), tokens, &runtime::Stream::legacy()); }, reps, /*warmup*/ 5);
-        const std::string theirs =
-            torch_ms(python, script,
-                     str_cat("route --tokens ", tokens, " --experts ", m.E, " --topk ", m.topk, " --block-rows 64",
-                             m.sigmoid ? " --sigmoid" : "", " --reps ", reps));
-        std::string ratio = "-";
-        char ours[32], tus[32] = "-";
-        std::snprintf(ours, sizeof ours, "%.1f", ms * 1e3);
-        if (theirs != "-") {
-          const double t = std::atof(theirs.c_str());
-          std::snprintf(tus, sizeof tus, "%.1f", t * 1e3);
-          ratio = str_cat(t / ms);
-        }
-        std::printf("%-16s %7d %5d %5d %10s %10s %8.8s\n", m.name, tokens, m.E, m.topk, ours, tus, ratio.c_str());
-      }
+    if (only != "mlp") routing(target, python, script, reps);
+    if (only != "routing") mlp(target, python, script, std::max(5, reps / 5));
   } catch (const Error& e) {
     std::fprintf(stderr, "moe_bench: %s\n", e.what());
     return 1;

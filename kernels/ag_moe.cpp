@@ -75,6 +75,16 @@ const KernelDef& moe_gemm_kernel() {
 }
 TILEDIST_REGISTER(moe_gemm_kernel());
 
+GemmConfig moe_gemm_config(const Target& target, int64_t rows, int64_t N, int64_t K, int64_t E) {
+  GemmConfig g = grouped_gemm_config(target, rows, N, K, E, ir::DType::bf16);
+  if (target.is_gpu() && g.bn > 128) {
+    g.bn = 128;
+    g.constants.insert_or_assign("BN", 128);
+    g.options.warp_specialize = false;
+  }
+  return g;
+}
+
 struct AgMoe::State {
   Target target;
   int rank = 0, ranks = 1, topk = 1;
@@ -116,7 +126,7 @@ AgMoe::AgMoe(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t
     throw Error(str_cat("tiledist: ag_moe: ", all, " tokens of ", K, " and ", experts, " experts of ", N, " x ", K,
                         ": the gathered tokens and W under 2^31 elements each"));
   s.tokens = tokens, s.N = N, s.K = K, s.E = experts, s.topk = topk;
-  s.config = grouped_gemm_config(target, all * topk, N, K, experts, ir::DType::bf16);
+  s.config = moe_gemm_config(target, all * topk, N, K, experts);
   MoeRouting::Options options;
   options.block_rows = s.config.bm;
   options.segments = s.ranks;

@@ -120,6 +120,12 @@ class MoeRouting {
 /// Registered as moe_gemm.
 const KernelDef& moe_gemm_kernel();
 
+/// Tiles for the MoE GEMMs that gather their A rows through the routing (moe_gemm, moe_reduce):
+/// grouped_gemm_config's rows (the routing's BM), on sm_90a 128 columns over 4 stages, not warp
+/// specialized (A's rows are gathered by cp.async, not TMA: the 256-column tiles of the grouped
+/// GEMM need more shared memory than an H200 has, and spill).
+GemmConfig moe_gemm_config(const Target& target, int64_t rows, int64_t N, int64_t K, int64_t E);
+
 /// AllGather + MoE grouped GEMM, overlapped (tensor-parallel experts, Triton-distributed's
 /// ag_moe): every rank holds `tokens` tokens (bf16 [tokens, K]) with their top-k ids (int32
 /// [tokens, topk], from its own routing) and a slice of every expert's weights (W [E, N, K]:

@@ -14,8 +14,8 @@ using tl::Tensor;
 
 /// act[row, i] = silu(gu[row, i]) * gu[row, I + i] (f32, rounded to bf16 once), for the rows the
 /// routing uses (starts[G] of them: the pad rows past the last group are left).
-void moe_swiglu(tl::Ptr<bf16> gu, tl::Ptr<bf16> act, tl::Ptr<int32_t> starts, tl::Int G, tl::Int I,
-                tl::Const<int> BR, tl::Const<int> BI) {
+void moe_swiglu(tl::Ptr<bf16> gu, tl::Ptr<bf16> act, tl::Ptr<int32_t> starts, tl::Int G, tl::Int I, tl::Const<int> BR,
+                tl::Const<int> BI) {
   auto used = tl::load(starts + G);
   auto row = tl::expand_dims(tl::program_id(0) * BR + tl::arange(0, BR), 1);
   auto i = tl::expand_dims(tl::program_id(1) * BI + tl::arange(0, BI), 0);

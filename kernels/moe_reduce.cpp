@@ -128,7 +128,8 @@ const std::vector<std::string> kParams = {"act",     "sorted_ids", "tiles",   "s
                                           "GROUP_M", "TOPK",       "BT",      "BH",     "ALL"};
 const Constants kDefaults = {{"BM", 64},  {"BN", 64}, {"BK", 32},  {"GROUP_M", 8},
                              {"TOPK", 2}, {"BT", 16}, {"BH", 256}, {"ALL", 0}};
-constexpr int kTokensPerCombine = 16, kColumnsPerStep = 256;
+// (wider column steps spill on sm_90a: 256 columns of 16 tokens, 14.8 KB a thread)
+constexpr int kTokensPerCombine = 8, kColumnsPerStep = 128;
 }  // namespace
 
 const KernelDef& moe_reduce_kernel(bool all_reduce) {
@@ -188,7 +189,7 @@ MoeReduce::MoeReduce(const Target& target, int64_t tokens, int64_t N, int64_t K,
                         ", ", topk, " (tokens >= 0, 1 <= topk <= experts, the others >= 1)"));
   s.tokens = tokens, s.N = N, s.K = K, s.E = experts, s.topk = topk;
   const int64_t all = tokens * s.ranks;
-  s.config = grouped_gemm_config(target, all * topk, N, K, experts, ir::DType::bf16);
+  s.config = moe_gemm_config(target, all * topk, N, K, experts);
   const int64_t bm = s.config.bm;
   const int64_t rows = ((all * topk + bm - 1) / bm + experts * s.ranks) * bm;  // MoeRouting's, of the batch
   if (rows * std::max(N, K) > INT32_MAX || experts * N * K > INT32_MAX)
