@@ -21,6 +21,7 @@
 
 #include "kernels/gemm_tile.h"
 #include "kernels/moe.h"
+#include "kernels/scratch.h"
 #include "kernels/symmetric.h"
 
 namespace tiledist::kernels {
@@ -28,49 +29,78 @@ namespace tiledist::kernels {
 namespace {
 using tl::Tensor;
 
-void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<int32_t> sorted_ids, tl::Ptr<int32_t> tiles, tl::Ptr<int32_t> starts,
-              tl::Ptr<bf16> w, tl::Ptr<bf16> c, tl::Ptr<int32_t> flags, tl::Int N, tl::Int K, tl::Int w_rows, tl::Int E,
-              tl::Int seg_tokens, tl::Int call, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK,
-              tl::Const<int> GROUP_M, tl::Const<int> TOPK, tl::Const<int> WAIT) {
-  auto [slot, pid_n] = detail::grouped_tile(GROUP_M);
+/// Programs [0, slots): one tile's rows each, gathered from A into A_sorted (the routing's
+/// order) once their rank's tokens are here, then marked ready; programs past them: the GEMM's
+/// tiles, each once its rows are ready, reading A_sorted as a dense tile (TMA's copies, as the
+/// grouped GEMM's). Both take the tiles from our rank's first (WAIT).
+void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<bf16> a_sorted, tl::Ptr<int32_t> sorted_ids, tl::Ptr<int32_t> tiles,
+              tl::Ptr<int32_t> starts, tl::Ptr<bf16> w, tl::Ptr<bf16> c, tl::Ptr<int32_t> flags, tl::Ptr<int32_t> ready,
+              tl::Int rows, tl::Int N, tl::Int K, tl::Int w_rows, tl::Int E, tl::Int seg_tokens, tl::Int slots,
+              tl::Int call, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M,
+              tl::Const<int> TOPK, tl::Const<int> WAIT) {
+  auto pid = tl::program_id(0);
   auto count = tl::load(tiles);
-  Tensor t = slot;
-  if (WAIT)  // our rank's tiles first (its tokens are here), then the next ranks'
-    t = (slot + tl::load(starts + dist::rank() * E) / BM) % tl::maximum(count, 1);
-  tl::if_then(slot < count, [&] {
+  auto num_m = tl::maximum(slots, 1), num_n = (tl::maximum(N, 0) + (BN - 1)) / BN;
+  auto rotated = [&](const Tensor& slot) {  // our rank's tiles first (its tokens are here)
+    if (WAIT == 0) return slot;
+    return (slot + tl::load(starts + dist::rank() * E) / BM) % tl::maximum(count, 1);
+  };
+  auto entry_of = [&](const Tensor& t) {
     auto entry = tiles + 1 + t * 3;
-    auto expert = tl::load(entry), first = tl::maximum(tl::load(entry + 1), 0), end = tl::load(entry + 2);
+    return std::tuple{tl::load(entry), tl::maximum(tl::load(entry + 1), 0), tl::load(entry + 2)};
+  };
+  tl::if_then((pid < slots) & (pid < count), [&] {
+    auto t = rotated(pid);
+    auto [expert, first, end] = entry_of(t);
+    (void)expert;
     auto row = tl::expand_dims(first + tl::arange(0, BM), 1);  // [BM, 1]
     auto in = row < end;
-    auto token = tl::load(sorted_ids + row, in, 0) / TOPK;  // [BM, 1]: the rows of A
     Tensor src = a;
     if (WAIT) {  // the tile's rank: its tokens' signal
       auto rank = tl::load(sorted_ids + first) / TOPK / tl::maximum(seg_tokens, 1);
-      Tensor token_arrived;
-      tl::profile("wait", [&] { token_arrived = shmem::signal_wait_until(flags + rank, shmem::Cmp::ge, call); },
-                  {t, pid_n});
-      src = dist::consume_token(a, token_arrived);
+      Tensor arrived;
+      tl::profile("wait", [&] { arrived = shmem::signal_wait_until(flags + rank, shmem::Cmp::ge, call); }, {t});
+      src = dist::consume_token(a, arrived);
     }
-    auto a_rows = tl::Ptr<bf16>(src.value()) + token * K;
-    auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);                                 // [1, BN]
-    auto w_row = tl::expand_dims(tl::maximum(expert * N + pid_n * BN, 0) + tl::arange(0, BN), 1);  // [BN, 1]
-    auto acc = tl::for_range(0, K, BK, tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
-      auto ka = tl::expand_dims(k + tl::arange(0, BK), 0);  // [1, BK]
-      auto at = tl::load(a_rows + ka, in & (ka < K), 0.0f);
-      auto wt = tl::load(w + w_row * K + ka, (w_row < w_rows) & (ka < K), 0.0f);
-      return tl::dot(at, tl::trans(wt), acc);
+    auto from = tl::Ptr<bf16>(src.value()) + tl::load(sorted_ids + row, in, 0) / TOPK * K;  // [BM, 1]
+    tl::for_range(0, K, BK, [&](Tensor k) {
+      auto ka = tl::expand_dims(k + tl::arange(0, BK), 0);
+      tl::store(a_sorted + row * K + ka, tl::load(from + ka, in & (ka < K), 0.0f), in & (ka < K));
     });
-    tl::store(c + row * N + col, acc.to(tl::bfloat16), in & (col < N));
+    tl::atomic_xchg(ready + t, call, {}, {"release", "gpu"});  // (after every thread's stores)
+  });
+  tl::if_then(pid >= slots, [&] {
+    auto [slot, pid_n] = detail::grouped_tile(pid - slots, num_m, num_n, GROUP_M);
+    tl::if_then(slot < count, [&] {
+      auto t = rotated(slot);
+      Tensor gathered;
+      tl::profile("wait", [&] { gathered = shmem::signal_wait_until(ready + t, shmem::Cmp::ge, call); }, {t, pid_n});
+      auto [expert, first, end] = entry_of(t);
+      auto rows_of_a = tl::Ptr<bf16>(dist::consume_token(a_sorted, gathered).value());
+      auto row = tl::expand_dims(first + tl::arange(0, BM), 1);
+      auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
+      auto w_row = tl::expand_dims(tl::maximum(expert * N + pid_n * BN, 0) + tl::arange(0, BN), 1);  // [BN, 1]
+      auto acc = tl::for_range(0, K, BK, tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
+        auto ka = tl::expand_dims(k + tl::arange(0, BK), 0);
+        // (masked by A_sorted's rows, not the tile's end, as the grouped GEMM's A: TMA's tile)
+        auto at = tl::load(rows_of_a + row * K + ka, (row < rows) & (ka < K), 0.0f);
+        auto wt = tl::load(w + w_row * K + ka, (w_row < w_rows) & (ka < K), 0.0f);
+        return tl::dot(at, tl::trans(wt), acc);
+      });
+      tl::store(c + row * N + col, acc.to(tl::bfloat16), (row < end) & (col < N));
+    });
   });
 }
 }  // namespace
 
 const KernelDef& moe_gemm_kernel() {
-  static const KernelDef def = KernelDef("moe_gemm", moe_gemm,
-                                         {"a", "sorted_ids", "tiles", "starts", "w", "c", "flags", "N", "K", "w_rows",
-                                          "E", "seg_tokens", "call", "BM", "BN", "BK", "GROUP_M", "TOPK", "WAIT"},
-                                         {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"TOPK", 2}, {"WAIT", 0}})
-                                   .do_not_specialize({"call"});
+  static const KernelDef def =
+      KernelDef(
+          "moe_gemm", moe_gemm,
+          {"a",      "a_sorted", "sorted_ids", "tiles", "starts", "w",  "c",  "flags", "ready",   "rows", "N",   "K",
+           "w_rows", "E",        "seg_tokens", "slots", "call",   "BM", "BN", "BK",    "GROUP_M", "TOPK", "WAIT"},
+          {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"TOPK", 2}, {"WAIT", 0}})
+          .do_not_specialize({"call"});
   return def;
 }
 TILEDIST_REGISTER(moe_gemm_kernel());
@@ -80,7 +110,6 @@ GemmConfig moe_gemm_config(const Target& target, int64_t rows, int64_t N, int64_
   if (target.is_gpu() && g.bn > 128) {
     g.bn = 128;
     g.constants.insert_or_assign("BN", 128);
-    g.options.warp_specialize = false;
   }
   return g;
 }
@@ -95,6 +124,8 @@ struct AgMoe::State {
   int32_t* flags = nullptr;                 // [2, ranks]: the last call whose ids / tokens of rank r are here
   int32_t calls = 0;
   std::unique_ptr<MoeRouting> routing;
+  detail::Scratch<bf16> sorted;    // [routing rows, K]: the tokens' rows in the routing's order
+  detail::Scratch<int32_t> ready;  // [slots]: the last call whose tile's rows are in `sorted`
   GemmConfig config;
   Grid grid{1};
   Kernel gemm;
@@ -144,7 +175,10 @@ AgMoe::AgMoe(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t
   constants.insert_or_assign("TOPK", topk);
   constants.insert_or_assign("WAIT", 1);
   s.gemm = compile(moe_gemm_kernel(), constants, target, s.config.options);
-  s.grid = Grid(static_cast<int>(s.routing->slots()), static_cast<int>((N + s.config.bn - 1) / s.config.bn));
+  const int64_t slots = s.routing->slots();
+  s.grid = Grid(static_cast<int>(slots + slots * ((N + s.config.bn - 1) / s.config.bn)));
+  s.sorted = detail::Scratch<bf16>(target, size_t(s.routing->rows() * K));
+  s.ready = detail::Scratch<int32_t>(target, size_t(slots));
 }
 
 AgMoe::~AgMoe() = default;
@@ -201,9 +235,11 @@ void AgMoe::run(const bf16* tokens, const int32_t* topk_ids, const float* topk_w
     barrier_all();  // (every rank's ids are here)
   }
   s.routing->align(ids, all, on);
-  detail::launch(s.gemm, on, s.grid, gathered, s.routing->sorted_ids(), s.routing->tiles(), s.routing->group_starts(),
-                 w, out, token_flags, static_cast<int>(s.N), static_cast<int>(s.K), static_cast<int>(s.E * s.N),
-                 static_cast<int>(s.E), static_cast<int>(s.tokens), call);
+  detail::launch(s.gemm, on, s.grid, static_cast<const bf16*>(gathered), s.sorted.data(), s.routing->sorted_ids(),
+                 s.routing->tiles(), s.routing->group_starts(), w, out, token_flags, s.ready.data(),
+                 static_cast<int>(s.routing->rows()), static_cast<int>(s.N), static_cast<int>(s.K),
+                 static_cast<int>(s.E * s.N), static_cast<int>(s.E), static_cast<int>(s.tokens),
+                 static_cast<int>(s.routing->slots()), call);
   if (on) {
     s.copies->join(*on);
     s.streams.leave(*on, stream);

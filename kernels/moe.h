@@ -110,20 +110,22 @@ class MoeRouting {
 
 /// The MoE grouped GEMM over routed tokens (vLLM's fused_moe; kernels/ag_moe.cpp): for each
 /// tile of MoeRouting's table (expert e, rows [first, end)), C[row, :] = A[token(row), :] @
-/// W[e]^T, token(row) = sorted_ids[row] / TOPK (A's rows gathered through the table), W [E, N,
-/// K] (an nn.Linear weight per expert) seen as [w_rows = E * N, K], C [rows, N] bf16 in the
-/// sorted order (rows of the sentinel not written). WAIT = 1 (AgMoe): the tokens of rank r,
-/// rows [r * seg_tokens, (r + 1) * seg_tokens) of A, are there once flags[r] >= call; a
-/// program takes our rank's tiles first (from starts[rank * E]) and waits for its tile's rank.
-/// Parameters: a, sorted_ids, tiles, starts, w, c, flags, N, K, w_rows, E, seg_tokens, call;
-/// constants BM (the table's), BN, BK, GROUP_M, TOPK, WAIT. Launch over {slots, cdiv(N, BN)}.
-/// Registered as moe_gemm.
+/// W[e]^T, token(row) = sorted_ids[row] / TOPK, W [E, N, K] (an nn.Linear weight per expert)
+/// seen as [w_rows = E * N, K], C [rows, N] bf16 in the sorted order (rows of the sentinel not
+/// written). A 1-D grid of two parts: programs [0, slots) gather one tile's token rows each into
+/// a_sorted ([rows, K], the sorted order) and set ready[tile] = call; the programs after them
+/// are the GEMM's tiles ({slots, cdiv(N, BN)} in grouped order), each waiting for its rows'
+/// ready and reading a_sorted as a dense tile (TMA on sm_90a). WAIT = 1 (AgMoe): the tokens of
+/// rank r, rows [r * seg_tokens, (r + 1) * seg_tokens) of A, are there once flags[r] >= call;
+/// both parts take our rank's tiles first (from starts[rank * E]). Parameters: a, a_sorted,
+/// sorted_ids, tiles, starts, w, c, flags, ready, rows, N, K, w_rows, E, seg_tokens, slots,
+/// call; constants BM (the table's), BN, BK, GROUP_M, TOPK, WAIT. Launch over slots + slots *
+/// cdiv(N, BN) programs. Registered as moe_gemm.
 const KernelDef& moe_gemm_kernel();
 
-/// Tiles for the MoE GEMMs that gather their A rows through the routing (moe_gemm, moe_reduce):
-/// grouped_gemm_config's rows (the routing's BM), on sm_90a 128 columns over 4 stages, not warp
-/// specialized (A's rows are gathered by cp.async, not TMA: the 256-column tiles of the grouped
-/// GEMM need more shared memory than an H200 has, and spill).
+/// Tiles for the MoE GEMMs (moe_gemm, moe_reduce): grouped_gemm_config's (the routing's BM; on
+/// sm_90a TMA copies, warp specialized), 128 columns (the kernels' second part, the gather or the
+/// combine, needs the registers that 256 would take).
 GemmConfig moe_gemm_config(const Target& target, int64_t rows, int64_t N, int64_t K, int64_t E);
 
 /// AllGather + MoE grouped GEMM, overlapped (tensor-parallel experts, Triton-distributed's

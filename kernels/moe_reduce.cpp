@@ -6,18 +6,19 @@
 // - GEMM programs, first: Y[row, :] = act[row, :] @ W[e]^T per tile of the routing's table (the
 //   partial sums over our K slice), the next rank's tokens first and our own last; each tile,
 //   once stored, counted in done[rank of its tokens];
-// - combine programs, after them: BT tokens of one rank each, in the same rank order; each waits
-//   until every tile of that rank's tokens is counted, then sums each token's k rows of Y
-//   weighted by its top-k scores and stores the sum (f32) straight into the owner's staging
-//   area (every rank's, for the AllReduce), then signals it there.
+// - combine programs, after them: a token each, in the same rank order; each waits until every
+//   tile of its rank's tokens is counted, then sums the token's k rows of Y weighted by its top-k
+//   scores and stores the sum (f32) straight into the owner's staging area (every rank's, for
+//   the AllReduce), then adds 1 to its block of tokens' flag there.
 // A reduce kernel then waits, per block of our tokens, for every rank's sums and adds them in
 // rank order (the same bits on every rank) into out (bf16).
 //
 // Progress: a combine program waits only for GEMM programs of its own kernel, which come before
 // it in the grid (the hardware starts programs in order) and wait for nothing; the reduce
 // kernel waits for the peers' combine programs, which wait for nothing remote. Calls alternate
-// between two staging halves and the flags hold the call's number, as in GemmRs; the tile
-// counters are zeroed on the stream before each run (our kernel alone counts in them).
+// between two staging halves, as in GemmRs, and a block's flag only grows (by its tokens each
+// call: the reduce of call c waits for c times them); the tile counters are zeroed on the stream
+// before each run (our kernel alone counts in them).
 #include <algorithm>
 #include <atomic>
 
@@ -33,9 +34,10 @@ using tl::Tensor;
 
 void moe_reduce(tl::Ptr<bf16> act, tl::Ptr<int32_t> sorted_ids, tl::Ptr<int32_t> tiles, tl::Ptr<int32_t> starts,
                 tl::Ptr<bf16> w, tl::Ptr<bf16> y, tl::Ptr<int32_t> done, tl::Ptr<float> weights, tl::Ptr<int32_t> dest,
-                tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Int tokens, tl::Int N, tl::Int K, tl::Int w_rows,
-                tl::Int E, tl::Int slots, tl::Int call, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK,
-                tl::Const<int> GROUP_M, tl::Const<int> TOPK, tl::Const<int> BT, tl::Const<int> BH, tl::Const<int> ALL) {
+                tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Int rows, tl::Int tokens, tl::Int N, tl::Int K,
+                tl::Int w_rows, tl::Int E, tl::Int slots, tl::Int call, tl::Const<int> BM, tl::Const<int> BN,
+                tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> TOPK, tl::Const<int> BT, tl::Const<int> BH,
+                tl::Const<int> ALL) {
   auto n = dist::num_ranks(), me = dist::rank();
   auto pid = tl::program_id(0);
   auto [num_m, num_n] = std::pair{tl::maximum(slots, 1), (tl::maximum(N, 0) + (BN - 1)) / BN};
@@ -56,7 +58,9 @@ void moe_reduce(tl::Ptr<bf16> act, tl::Ptr<int32_t> sorted_ids, tl::Ptr<int32_t>
       auto w_row = tl::expand_dims(tl::maximum(expert * N + pid_n * BN, 0) + tl::arange(0, BN), 1);  // [BN, 1]
       auto acc = tl::for_range(0, K, BK, tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
         auto ka = tl::expand_dims(k + tl::arange(0, BK), 0);
-        auto at = tl::load(act + row * K + ka, (row < end) & (ka < K), 0.0f);
+        // (masked by act's rows, not the tile's end: rows past it only make rows of Y that are
+        // not stored, and TMA can copy a tile masked so, as the grouped GEMM's)
+        auto at = tl::load(act + row * K + ka, (row < rows) & (ka < K), 0.0f);
         auto wt = tl::load(w + w_row * K + ka, (w_row < w_rows) & (ka < K), 0.0f);
         return tl::dot(at, tl::trans(wt), acc);
       });
@@ -66,32 +70,34 @@ void moe_reduce(tl::Ptr<bf16> act, tl::Ptr<int32_t> sorted_ids, tl::Ptr<int32_t>
     });
   });
   tl::if_then(pid >= gemm_programs, [&] {
+    // One token a program (its k rows of Y gathered by row, each row's columns contiguous: the
+    // loads are vectors), the next rank's tokens first.
     auto q = pid - gemm_programs;
-    auto owner = (me + 1 + q / tl::maximum(chunks, 1)) % n;  // the next rank's tokens first
-    auto chunk = q % tl::maximum(chunks, 1);
+    auto owner = (me + 1 + q / tl::maximum(tokens, 1)) % n;
+    auto local = q % tl::maximum(tokens, 1);  // the owner's token
+    auto token = owner * tokens + local;      // the batch's
     Tensor arrived;
     tl::profile("wait", [&] { arrived = shmem::signal_wait_until(done + owner, shmem::Cmp::ge, rank_tiles(owner)); });
     auto rows_of_y = tl::Ptr<bf16>(dist::consume_token(y, arrived).value());
-    auto local = chunk * BT + tl::arange(0, BT);  // the owner's tokens
-    auto token = tl::expand_dims(owner * tokens + local, 1), in = tl::expand_dims(local < tokens, 1);  // [BT, 1]
     std::vector<Tensor> rows, scores;  // each of the k slots' row of Y, and its score
     for (int j = 0; j < TOPK; ++j) {
-      auto r = tl::load(dest + token * TOPK + j, in, -1);
+      auto r = tl::load(dest + token * TOPK + j);
       rows.push_back(r);
-      scores.push_back(tl::where(r >= 0, tl::load(weights + token * TOPK + j, in, 0.0f), 0.0f));
+      scores.push_back(tl::where(r >= 0, tl::load(weights + token * TOPK + j), 0.0f));
     }
     auto push = [&](const Tensor& to) {
       auto slot = dist::symm_at(staging, to) + (me * (ALL ? n * tokens : tokens) * N).to(tl::int64);
-      auto out_row = ALL ? token : tl::expand_dims(local, 1);
+      auto out_row = ALL ? token : local;
       tl::for_range(0, N, BH, [&](Tensor h0) {
-        auto h = tl::expand_dims(h0 + tl::arange(0, BH), 0);  // [1, BH]
-        auto sum = tl::zeros({BT, BH}, tl::float32);
+        auto h = h0 + tl::arange(0, BH);
+        auto sum = tl::zeros({BH}, tl::float32);
         for (int j = 0; j < TOPK; ++j)
           sum = sum + tl::load(rows_of_y + rows[j] * N + h, (rows[j] >= 0) & (h < N), 0.0f).to(tl::float32) * scores[j];
-        tl::store(slot + out_row * N + h, sum, in & (h < N));
+        tl::store(slot + out_row * N + h, sum, h < N);
       });
-      auto block = ALL ? owner * chunks + chunk : chunk;  // (the owner's chunk, among the rows we send)
-      shmem::signal_op(flags + me * (ALL ? n * chunks : chunks) + block, call, shmem::SIGNAL_SET, to);
+      // (the tokens of a block of BT count themselves in: the reduce waits for all of them)
+      auto block = ALL ? owner * chunks + local / BT : local / BT;
+      shmem::signal_op(flags + me * (ALL ? n * chunks : chunks) + block, 1, shmem::SIGNAL_ADD, to);
     };
     if (ALL)
       tl::for_range(0, n, 1, [&](Tensor i) { push((me + 1 + i) % n); });
@@ -102,7 +108,7 @@ void moe_reduce(tl::Ptr<bf16> act, tl::Ptr<int32_t> sorted_ids, tl::Ptr<int32_t>
 
 /// out[row, :] = the sum over ranks r (in order) of staging[r][row, :], a block of BT of one
 /// owner's `tokens` rows a program (owners: 1, our tokens; or every rank, for the AllReduce),
-/// once each rank's block has arrived.
+/// once each rank's block has arrived (its flag counts the block's tokens, over the calls).
 void moe_reduce_sum(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<bf16> out, tl::Int tokens, tl::Int owners,
                     tl::Int N, tl::Int chunks, tl::Int call, tl::Const<int> BT, tl::Const<int> BH) {
   auto n = dist::num_ranks();
@@ -112,8 +118,9 @@ void moe_reduce_sum(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<bf16
   auto row = owner * tokens + local;
   auto h = tl::expand_dims(tl::program_id(1) * BH + tl::arange(0, BH), 0);
   auto mask = (local < tokens) & (h < N);
+  auto in_block = tl::minimum(tokens - chunk * BT, BT);  // (each adds 1 a call)
   auto arrived = tl::for_range(0, n, 1, tl::scalar(0, tl::int32), [&](Tensor r, Tensor) {
-    return shmem::signal_wait_until(flags + r * owners * chunks + q, shmem::Cmp::ge, call);
+    return shmem::signal_wait_until(flags + r * owners * chunks + q, shmem::Cmp::ge, call * in_block);
   });
   auto slots = tl::Ptr<float>(dist::consume_token(staging, arrived).value());
   auto sum = tl::for_range(0, n, 1, tl::zeros({BT, BH}, tl::float32), [&](Tensor r, Tensor acc) {
@@ -122,14 +129,15 @@ void moe_reduce_sum(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<bf16
   tl::store(out + row * N + h, sum.to(tl::bfloat16), mask);
 }
 
-const std::vector<std::string> kParams = {"act",     "sorted_ids", "tiles",   "starts", "w",      "y",  "done",
-                                          "weights", "dest",       "staging", "flags",  "tokens", "N",  "K",
-                                          "w_rows",  "E",          "slots",   "call",   "BM",     "BN", "BK",
-                                          "GROUP_M", "TOPK",       "BT",      "BH",     "ALL"};
+const std::vector<std::string> kParams = {"act",     "sorted_ids", "tiles",   "starts", "w",    "y",      "done",
+                                          "weights", "dest",       "staging", "flags",  "rows", "tokens", "N",
+                                          "K",       "w_rows",     "E",       "slots",  "call", "BM",     "BN",
+                                          "BK",      "GROUP_M",    "TOPK",    "BT",     "BH",   "ALL"};
 const Constants kDefaults = {{"BM", 64},  {"BN", 64}, {"BK", 32},  {"GROUP_M", 8},
                              {"TOPK", 2}, {"BT", 16}, {"BH", 256}, {"ALL", 0}};
-// (wider column steps spill on sm_90a: 256 columns of 16 tokens, 14.8 KB a thread)
-constexpr int kTokensPerCombine = 8, kColumnsPerStep = 128;
+// Tokens per block of the reduce (and per flag); columns per step of a token's combine (16
+// bytes of bf16 a thread of 8 warps), and of the reduce.
+constexpr int kTokensPerCombine = 16, kColumnsPerStep = 2048, kReduceColumns = 256;
 }  // namespace
 
 const KernelDef& moe_reduce_kernel(bool all_reduce) {
@@ -161,7 +169,7 @@ struct MoeReduce::State {
   bool all = false;
   int64_t tokens = 0, N = 0, K = 0, E = 0, chunks = 0, out_rows = 0;
   float* staging = nullptr;  // two halves of [ranks][out_rows][N]
-  int32_t* flags = nullptr;  // [ranks][chunks of out_rows]: the last call whose block from rank r is here
+  int32_t* flags = nullptr;  // [ranks][blocks of out_rows]: rank r's tokens of the block here, over all calls
   detail::Scratch<bf16> y;   // [routing rows, N]: the partial products of our K slice
   detail::Scratch<int32_t> done;
   int32_t calls = 0;
@@ -210,7 +218,7 @@ MoeReduce::MoeReduce(const Target& target, int64_t tokens, int64_t N, int64_t K,
   constants.insert_or_assign("BT", kTokensPerCombine);
   constants.insert_or_assign("BH", kColumnsPerStep);
   s.kernel = compile(moe_reduce_kernel(s.all), constants, target, s.config.options);
-  s.sum = compile(moe_reduce_sum_kernel(), {{"BT", kTokensPerCombine}, {"BH", kColumnsPerStep}}, target);
+  s.sum = compile(moe_reduce_sum_kernel(), {{"BT", kTokensPerCombine}, {"BH", kReduceColumns}}, target);
 }
 
 MoeReduce::~MoeReduce() = default;
@@ -238,18 +246,18 @@ void MoeReduce::run(const bf16* act, const MoeRouting& routing, const float* top
     else
       std::atomic_ref<int32_t>(s.done.data()[r]).store(0, std::memory_order_relaxed);
   const int64_t tiles_n = (s.N + s.config.bn - 1) / s.config.bn;
-  const int64_t programs = routing.slots() * tiles_n + s.ranks * s.chunks;
+  const int64_t programs = routing.slots() * tiles_n + s.ranks * s.tokens;
   detail::launch(s.kernel, on, Grid(static_cast<int>(programs)), act, routing.sorted_ids(), routing.tiles(),
                  routing.group_starts(), w, s.y.data(), s.done.data(), topk_weights, routing.dest(), half, s.flags,
-                 static_cast<int>(s.tokens), static_cast<int>(s.N), static_cast<int>(s.K), static_cast<int>(s.E * s.N),
-                 static_cast<int>(s.E), static_cast<int>(routing.slots()), call);
+                 static_cast<int>(routing.rows()), static_cast<int>(s.tokens), static_cast<int>(s.N),
+                 static_cast<int>(s.K), static_cast<int>(s.E * s.N), static_cast<int>(s.E),
+                 static_cast<int>(routing.slots()), call);
   const int owners = s.all ? s.ranks : 1;
   if (s.chunks > 0)
     detail::launch(
         s.sum, on,
-        Grid(static_cast<int>(owners * s.chunks), static_cast<int>((s.N + kColumnsPerStep - 1) / kColumnsPerStep)),
-        half, s.flags, out, static_cast<int>(s.tokens), owners, static_cast<int>(s.N), static_cast<int>(s.chunks),
-        call);
+        Grid(static_cast<int>(owners * s.chunks), static_cast<int>((s.N + kReduceColumns - 1) / kReduceColumns)), half,
+        s.flags, out, static_cast<int>(s.tokens), owners, static_cast<int>(s.N), static_cast<int>(s.chunks), call);
   if (on) s.streams.leave(*on, stream);
 }
 
