@@ -3,6 +3,7 @@
 // shared with the GPU test).
 #include <gtest/gtest.h>
 
+#include "tests/jit/error_of.h"
 #include "tests/kernels/moe_check.h"
 #include "tiledist.h"
 
@@ -38,6 +39,29 @@ TEST(Moe, Mlp) {
   testing_moe::check_moe_mlp<HostMemory>(Target::host(), 13, 48, 32 * world_size(), 8, 2);
   testing_moe::check_moe_mlp<HostMemory>(Target::host(), 6, 32, 16 * world_size(), 16, 8,
                                          kernels::MoeReduce::Mode::all_reduce);
+}
+// Bad arguments: named, and thrown before anything is queued (the same on every rank).
+TEST(Moe, BadArguments) {
+  const Target host = Target::host();
+  const int n = world_size();
+  auto expect = [](const std::string& e, const std::string& part) {
+    EXPECT_NE(e.find(part), std::string::npos) << "'" << e << "' does not say '" << part << "'";
+  };
+  expect(test_util::error_of([&] { kernels::AgMoe(host, 8, 16, 16, 4, 5); }), "top-5 of 4 experts");
+  expect(test_util::error_of([&] { kernels::MoeReduce(host, 8, 16, 16, 4, 0); }), "1 <= topk <= experts");
+  expect(test_util::error_of([&] { kernels::MoeMlp(host, 8, 16, 0, 4, 2); }),
+         str_cat("an intermediate size of 0 does not split over ", n, " ranks"));
+  if (n > 1)
+    expect(test_util::error_of([&] { kernels::MoeMlp(host, 8, 16, 16 * n + 1, 4, 2); }),
+           str_cat("an intermediate size of ", 16 * n + 1, " does not split over ", n, " ranks"));
+  kernels::MoeReduce reduce(host, 8, 16, 16, 4, 2);
+  kernels::MoeRouting other(host, 8 * n, 6, 2, {kernels::MoeRouting::Scores::softmax, true, reduce.config().bm, n});
+  std::vector<bf16> act(size_t(other.rows()) * 16), w(4 * 16 * 16), out(8 * 16);
+  std::vector<float> scores(size_t(8 * n) * 2);
+  expect(test_util::error_of([&] { reduce.run(act.data(), other, scores.data(), w.data(), out.data()); }),
+         "a routing of " + std::to_string(8 * n) + " tokens, 6 experts");
+  kernels::AgMoe ag(host, 8, 16, 16, 4, 2);
+  expect(test_util::error_of([&] { ag.run(nullptr, nullptr, w.data(), out.data()); }), "a null pointer");
 }
 TEST(Moe, AllGatherGroupedGemmOfNoTokens) { testing_moe::check_ag_moe<HostMemory>(Target::host(), 0, 16, 16, 4, 2); }
 

@@ -80,5 +80,7 @@ class Subject {
 
 /// A new object of a random kind and shape.
 std::unique_ptr<Subject> make_subject(Job& job, int id);
+/// A new MoE object (tools/stress/moe_cases.cpp).
+std::unique_ptr<Subject> make_moe_subject(Job& job, int id);
 
 }  // namespace tiledist::stress

@@ -1,0 +1,139 @@
+// The stress harness's MoE subject (cases.h): kernels::MoeMlp (AgMoe's gather and gate/up GEMM,
+// SwiGLU, MoeReduce's down GEMM with the combine and the reduce-scatter or all-reduce) at random
+// shapes, routing and streams, each run checked against the host's layer in double from every
+// rank's inputs (drawn again from their seeds).
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "kernels/kernels.h"
+#include "kernels/reference.h"
+#include "tools/stress/buffers.h"
+
+namespace tiledist::stress {
+
+namespace {
+
+using reference::random_values;
+
+/// Each token's k distinct experts, from `seed`: most tokens pick expert 0 (skew), the last
+/// expert none where k < E - 1.
+std::vector<int32_t> draw_ids(uint64_t seed, int64_t tokens, int64_t E, int k) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(tokens * k)), pool(static_cast<size_t>(E));
+  const int64_t usable = k < E - 1 ? E - 1 : E;
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.begin() + usable, rng);
+    if (rng() % 4 != 0) std::iter_swap(pool.begin(), std::find(pool.begin(), pool.begin() + usable, 0));
+    std::copy(pool.begin(), pool.begin() + k, ids.begin() + t * k);
+  }
+  return ids;
+}
+std::vector<float> draw_scores(uint64_t seed, int64_t n) {
+  std::vector<float> v = random_values<float>(seed, size_t(n));
+  for (float& x : v) x = 0.1f + std::abs(x);
+  return v;
+}
+
+class MoeMlpSubject : public Subject {
+ public:
+  MoeMlpSubject(Job& job, int id, int64_t tokens, int64_t hidden, int64_t inter, int64_t E, int k,
+                kernels::MoeReduce::Mode mode)
+      : id_(id),
+        tokens_(tokens),
+        hidden_(hidden),
+        inter_(inter),
+        E_(E),
+        k_(k),
+        all_(mode == kernels::MoeReduce::Mode::all_reduce),
+        op_(job.target(), tokens, hidden, inter * job.ranks(), E, k, mode) {}
+  std::string name() const override {
+    return str_cat("moe_mlp", all_ ? " all-reduce" : "", " #", id_, " (", tokens_, " tokens, hidden ", hidden_,
+                   ", intermediate ", inter_, " a rank, top-", k_, " of ", E_, ")");
+  }
+  void run_once(Job& job) override {
+    const int n = job.ranks(), me = job.me();
+    const uint64_t seed = job.data_seed(uint64_t(id_) << 32 | ++runs_);
+    const int64_t T = tokens_, H = hidden_, I = inter_, E = E_;
+    const int k = k_;
+    auto x = mem(job, random_values<bf16>(seed + me, size_t(T * H)));
+    auto ids = mem(job, draw_ids(seed + 100 + me, T, E, k));
+    auto scores = mem(job, draw_scores(seed + 200 + me, T * k));
+    auto w13 = mem(job, random_values<bf16>(seed + 300 + me, size_t(E * 2 * I * H)));
+    auto w2 = mem(job, random_values<bf16>(seed + 400 + me, size_t(E * H * I)));
+    const int64_t out_rows = all_ ? T * n : T, first = all_ ? 0 : me * T;
+    auto out = mem(job, poison<bf16>(size_t(out_rows * H)));
+    op_.run(x->ptr(), ids->ptr(), scores->ptr(), w13->ptr(), w2->ptr(), out->ptr(), job.pick_stream());
+    job.after(str_cat(name(), ": run ", runs_),
+              [&job, x, ids, scores, w13, w2, out, seed, n, T, H, I, E, k, out_rows, first] {
+                std::vector<bf16> got = out->get();
+                job.tamper(got);
+                std::vector<std::vector<bf16>> w13s, w2s;
+                for (int r = 0; r < n; ++r) {
+                  w13s.push_back(random_values<bf16>(seed + 300 + r, size_t(E * 2 * I * H)));
+                  w2s.push_back(random_values<bf16>(seed + 400 + r, size_t(E * H * I)));
+                }
+                auto rb = [](double v) { return double(float(bf16(float(v)))); };
+                double num = 0, den = 0;
+                for (int64_t t = first; t < first + out_rows; ++t) {
+                  const int owner = int(t / T);
+                  const int64_t local = t % T;
+                  const auto xs = random_values<bf16>(seed + owner, size_t(T * H));
+                  const auto owner_ids = draw_ids(seed + 100 + owner, T, E, k);
+                  const auto owner_scores = draw_scores(seed + 200 + owner, T * k);
+                  std::vector<double> want(static_cast<size_t>(H), 0.0), act(static_cast<size_t>(I));
+                  for (int j = 0; j < k; ++j) {
+                    const int64_t e = owner_ids[size_t(local * k + j)];
+                    for (int r = 0; r < n; ++r) {
+                      for (int64_t i = 0; i < I; ++i) {
+                        double g = 0, u = 0;
+                        for (int64_t q = 0; q < H; ++q) {
+                          const double xv = float(xs[size_t(local * H + q)]);
+                          g += xv * float(w13s[r][size_t((e * 2 * I + i) * H + q)]);
+                          u += xv * float(w13s[r][size_t((e * 2 * I + I + i) * H + q)]);
+                        }
+                        g = rb(g), u = rb(u);
+                        act[size_t(i)] = rb(g / (1 + std::exp(-g)) * u);
+                      }
+                      for (int64_t h = 0; h < H; ++h) {
+                        double y = 0;
+                        for (int64_t i = 0; i < I; ++i) y += act[size_t(i)] * float(w2s[r][size_t((e * H + h) * I + i)]);
+                        want[size_t(h)] += owner_scores[size_t(local * k + j)] * rb(y);
+                      }
+                    }
+                  }
+                  for (int64_t h = 0; h < H; ++h) {
+                    const double d = double(float(got[size_t((t - first) * H + h)])) - want[size_t(h)];
+                    num += std::isnan(d) ? INFINITY : d * d;
+                    den += want[size_t(h)] * want[size_t(h)];
+                  }
+                }
+                // (bf16 intermediates rounded the other way move terms by a unit of bf16)
+                const double err = std::sqrt(num) / std::max(std::sqrt(den), 1e-30), bound = std::ldexp(1.0, -7);
+                if (err <= bound) return std::string();
+                return str_cat("relative error ", err, " of out against the host exceeds ", bound);
+              });
+  }
+
+ private:
+  int id_;
+  int64_t tokens_, hidden_, inter_, E_;
+  int k_;
+  bool all_;
+  kernels::MoeMlp op_;
+  int runs_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Subject> make_moe_subject(Job& job, int id) {
+  const bool gpu = job.gpu();
+  const int64_t tokens = ragged(job, gpu ? 256 : 24), hidden = ragged(job, gpu ? 512 : 48),
+                inter = ragged(job, gpu ? 256 : 32), E = job.draw(1, gpu ? 32 : 8);
+  const int k = static_cast<int>(job.draw(1, std::min<int64_t>(E, 8)));
+  const auto mode = job.chance(0.3) ? kernels::MoeReduce::Mode::all_reduce : kernels::MoeReduce::Mode::reduce_scatter;
+  return std::make_unique<MoeMlpSubject>(job, id, tokens, hidden, inter, E, k, mode);
+}
+
+}  // namespace tiledist::stress
