@@ -36,8 +36,8 @@ TEST(Moe, GroupedGemmAllReduce) {
   testing_moe::check_moe_reduce<HostMemory>(Target::host(), 19, 40, 24, 4, 4, Mode::all_reduce);
 }
 TEST(Moe, Mlp) {
-  testing_moe::check_moe_mlp<HostMemory>(Target::host(), 13, 48, 32 * world_size(), 8, 2);
-  testing_moe::check_moe_mlp<HostMemory>(Target::host(), 6, 32, 16 * world_size(), 16, 8,
+  testing_moe::check_moe_mlp<HostMemory>(Target::host(), 13, 48, int64_t(32) * world_size(), 8, 2);
+  testing_moe::check_moe_mlp<HostMemory>(Target::host(), 6, 32, int64_t(16) * world_size(), 16, 8,
                                          kernels::MoeReduce::Mode::all_reduce);
 }
 // Bad arguments: named, and thrown before anything is queued (the same on every rank).
@@ -55,8 +55,9 @@ TEST(Moe, BadArguments) {
     expect(test_util::error_of([&] { kernels::MoeMlp(host, 8, 16, 16 * n + 1, 4, 2); }),
            str_cat("an intermediate size of ", 16 * n + 1, " does not split over ", n, " ranks"));
   kernels::MoeReduce reduce(host, 8, 16, 16, 4, 2);
-  kernels::MoeRouting other(host, 8 * n, 6, 2, {kernels::MoeRouting::Scores::softmax, true, reduce.config().bm, n});
-  std::vector<bf16> act(size_t(other.rows()) * 16), w(4 * 16 * 16), out(8 * 16);
+  kernels::MoeRouting other(host, int64_t(8) * n, 6, 2,
+                            {kernels::MoeRouting::Scores::softmax, true, reduce.config().bm, n});
+  std::vector<bf16> act(size_t(other.rows()) * 16), w(size_t(4) * 16 * 16), out(size_t(8) * 16);
   std::vector<float> scores(size_t(8 * n) * 2);
   expect(test_util::error_of([&] { reduce.run(act.data(), other, scores.data(), w.data(), out.data()); }),
          "a routing of " + std::to_string(8 * n) + " tokens, 6 experts");

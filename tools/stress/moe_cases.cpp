@@ -98,7 +98,8 @@ class MoeMlpSubject : public Subject {
                       }
                       for (int64_t h = 0; h < H; ++h) {
                         double y = 0;
-                        for (int64_t i = 0; i < I; ++i) y += act[size_t(i)] * float(w2s[r][size_t((e * H + h) * I + i)]);
+                        for (int64_t i = 0; i < I; ++i)
+                          y += act[size_t(i)] * float(w2s[r][size_t((e * H + h) * I + i)]);
                         want[size_t(h)] += owner_scores[size_t(local * k + j)] * rb(y);
                       }
                     }
