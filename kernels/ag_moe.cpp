@@ -21,6 +21,7 @@
 
 #include "kernels/gemm_tile.h"
 #include "kernels/moe.h"
+#include "kernels/moe_tile.h"
 #include "kernels/scratch.h"
 #include "kernels/symmetric.h"
 
@@ -77,17 +78,7 @@ void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<bf16> a_sorted, tl::Ptr<int32_t> sorted_i
       tl::profile("wait", [&] { gathered = shmem::signal_wait_until(ready + t, shmem::Cmp::ge, call); }, {t, pid_n});
       auto [expert, first, end] = entry_of(t);
       auto rows_of_a = tl::Ptr<bf16>(dist::consume_token(a_sorted, gathered).value());
-      auto row = tl::expand_dims(first + tl::arange(0, BM), 1);
-      auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
-      auto w_row = tl::expand_dims(tl::maximum(expert * N + pid_n * BN, 0) + tl::arange(0, BN), 1);  // [BN, 1]
-      auto acc = tl::for_range(0, K, BK, tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
-        auto ka = tl::expand_dims(k + tl::arange(0, BK), 0);
-        // (masked by A_sorted's rows, not the tile's end, as the grouped GEMM's A: TMA's tile)
-        auto at = tl::load(rows_of_a + row * K + ka, (row < rows) & (ka < K), 0.0f);
-        auto wt = tl::load(w + w_row * K + ka, (w_row < w_rows) & (ka < K), 0.0f);
-        return tl::dot(at, tl::trans(wt), acc);
-      });
-      tl::store(c + row * N + col, acc.to(tl::bfloat16), (row < end) & (col < N));
+      detail::expert_tile(rows_of_a, w, c, rows, N, K, w_rows, expert, first, end, pid_n, BM, BN, BK);
     });
   });
 }

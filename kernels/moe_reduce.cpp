@@ -24,6 +24,7 @@
 
 #include "kernels/gemm_tile.h"
 #include "kernels/moe.h"
+#include "kernels/moe_tile.h"
 #include "kernels/scratch.h"
 #include "kernels/symmetric.h"
 
@@ -53,18 +54,7 @@ void moe_reduce(tl::Ptr<bf16> act, tl::Ptr<int32_t> sorted_ids, tl::Ptr<int32_t>
       auto t = (slot + tl::load(starts + (me + 1) % n * E) / BM) % tl::maximum(count, 1);  // the next rank's first
       auto entry = tiles + 1 + t * 3;
       auto expert = tl::load(entry), first = tl::maximum(tl::load(entry + 1), 0), end = tl::load(entry + 2);
-      auto row = tl::expand_dims(first + tl::arange(0, BM), 1);  // [BM, 1]
-      auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
-      auto w_row = tl::expand_dims(tl::maximum(expert * N + pid_n * BN, 0) + tl::arange(0, BN), 1);  // [BN, 1]
-      auto acc = tl::for_range(0, K, BK, tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
-        auto ka = tl::expand_dims(k + tl::arange(0, BK), 0);
-        // (masked by act's rows, not the tile's end: rows past it only make rows of Y that are
-        // not stored, and TMA can copy a tile masked so, as the grouped GEMM's)
-        auto at = tl::load(act + row * K + ka, (row < rows) & (ka < K), 0.0f);
-        auto wt = tl::load(w + w_row * K + ka, (w_row < w_rows) & (ka < K), 0.0f);
-        return tl::dot(at, tl::trans(wt), acc);
-      });
-      tl::store(y + row * N + col, acc.to(tl::bfloat16), (row < end) & (col < N));
+      detail::expert_tile(act, w, y, rows, N, K, w_rows, expert, first, end, pid_n, BM, BN, BK);
       auto rank = tl::load(sorted_ids + first) / TOPK / tl::maximum(tokens, 1);
       tl::atomic_add(done + rank, 1, {}, {"release", "gpu"});  // (after every thread's stores)
     });

@@ -43,6 +43,15 @@ inline void ring_all_gather(tl::Ptr<float> out, tl::Ptr<int32_t> flags, tl::Int 
   tl::if_then(n > 1, [&] { dist::wait(flags + last, 1); });
 }
 
+/// Host memory for the checks' Memory parameter (below): the CPU backend's buffers.
+template <class T>
+struct HostMemory {
+  std::vector<T> v;
+  static HostMemory make(std::vector<T> v) { return {std::move(v)}; }
+  T* ptr() { return v.data(); }
+  std::vector<T> get() const { return v; }
+};
+
 inline std::vector<bf16> to_bf16(const std::vector<float>& v) {
   std::vector<bf16> h(v.size());
   for (size_t i = 0; i < v.size(); ++i) h[i] = bf16(v[i]);

@@ -13,13 +13,7 @@
 namespace tiledist {
 namespace {
 
-template <class T>
-struct HostMemory {
-  std::vector<T> v;
-  static HostMemory make(std::vector<T> v) { return {std::move(v)}; }
-  T* ptr() { return v.data(); }
-  std::vector<T> get() const { return v; }
-};
+using testing_collectives::HostMemory;
 TEST(Library, AllGatherReduceScatterAllReduce) {
   testing_collectives::check<HostMemory>(Target::host(), 64 << 10);  // 100003 floats go in pieces
 }

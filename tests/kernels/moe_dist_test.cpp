@@ -10,13 +10,7 @@
 namespace tiledist {
 namespace {
 
-template <class T>
-struct HostMemory {
-  std::vector<T> v;
-  static HostMemory make(std::vector<T> v) { return {std::move(v)}; }
-  T* ptr() { return v.data(); }
-  std::vector<T> get() const { return v; }
-};
+using testing_collectives::HostMemory;
 
 TEST(Moe, AllGatherGroupedGemm) {
   testing_moe::check_ag_moe<HostMemory>(Target::host(), 37, 40, 48, 6, 2);   // ragged tiles, top-2
