@@ -8,6 +8,10 @@ shapes, and prints both side by side).
         projection by torch._grouped_mm, silu(gate) * up, the down projection by
         torch._grouped_mm, each row times its score, and index_add_ back to its token; bf16,
         random inputs, top-k of random logits.
+    moe_baseline.py gemm --tokens T --n N --k K --experts E --topk K [--reps 20]
+        prints "ms <median>": the MoE up projection alone (Triton-distributed's ag_moe without the
+        gather, one rank): the slots sorted by expert, the tokens permuted, torch._grouped_mm
+        with W [E, N, K] given transposed; bf16, top-k of random logits.
     moe_baseline.py route --tokens T --experts E --topk K --block-rows BM [--sigmoid] [--reps 50]
         prints "ms <median>": routing as a PyTorch MoE layer does it without a custom kernel:
         softmax (or sigmoid) of the logits, torch.topk, the k scores renormalized, then the
@@ -56,9 +60,19 @@ def mlp(x, w13, w2, ids, weights):
     return torch.zeros(t, h, dtype=x.dtype, device=x.device).index_add_(0, token, y)
 
 
+def up_projection(x, w, ids):
+    e, k = w.shape[0], ids.shape[1]
+    flat = ids.flatten()
+    order = torch.argsort(flat, stable=True)
+    offs = torch.cumsum(torch.bincount(flat, minlength=e), 0).to(torch.int32)
+    return torch._grouped_mm(x[order // k], w.transpose(-2, -1), offs=offs)
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["route", "mlp"])
+    p.add_argument("mode", choices=["route", "mlp", "gemm"])
+    p.add_argument("--n", type=int, default=1024)
+    p.add_argument("--k", type=int, default=1024)
     p.add_argument("--hidden", type=int, default=2048)
     p.add_argument("--inter", type=int, default=768)
     p.add_argument("--tokens", type=int, required=True)
@@ -78,6 +92,11 @@ def main():
         w13 = torch.randn(args.experts, 2 * args.inter, args.hidden, dtype=torch.bfloat16, device="cuda") * 0.05
         w2 = torch.randn(args.experts, args.hidden, args.inter, dtype=torch.bfloat16, device="cuda") * 0.05
         fn = lambda: mlp(x, w13, w2, ids, weights)
+    if args.mode == "gemm":
+        _, ids = torch.topk(torch.softmax(logits, -1), args.topk, dim=-1)
+        x = torch.randn(args.tokens, args.k, dtype=torch.bfloat16, device="cuda")
+        w = torch.randn(args.experts, args.n, args.k, dtype=torch.bfloat16, device="cuda")
+        fn = lambda: up_projection(x, w, ids)
     print(f"ms {median_ms(fn, args.warmup, args.reps):.6f}")
     return 0
 

@@ -3,7 +3,7 @@
 // $TILEDIST_TORCH_PYTHON, default /opt/torch/.venv/bin/python). Skips (exit 0) where there is
 // no GPU.
 //
-//   moe_bench [reps] [routing|mlp]
+//   moe_bench [reps] [routing|mlp|gemm]
 //
 // Routing: kernels::MoeRouting (top-k of f32 logits, then the slots sorted by expert into BM-row
 // tiles) against softmax/sigmoid + torch.topk + the same sort in torch ops, at the shapes of
@@ -15,6 +15,10 @@
 // against the same layer in PyTorch (argsort + bincount, the tokens permuted, two
 // torch._grouped_mm, silu * up, the scores, index_add_), bf16, top-k of random logits on both
 // sides; TFLOP/s of 6 * tokens * k * hidden * intermediate.
+//
+// The MoE up projection alone (AgMoe on one rank) at Triton-distributed's test_ag_moe.py layer
+// shapes (M = 2048 tokens; its N is the whole layer's, here on one rank), against the slots
+// sorted, the tokens permuted and torch._grouped_mm; TFLOP/s of 2 * tokens * k * N * K.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -116,6 +120,47 @@ void mlp(const Target& target, const std::string& python, const std::string& scr
                 ms, flop / ms / 1e9, tms, ratio);
   }
 }
+void up_projection(const Target& target, const std::string& python, const std::string& script, int reps) {
+  struct Shape {
+    const char* name;
+    int N, K, E, topk;
+  };
+  const int tokens = 2048;
+  std::printf("\nMoE up projection (AgMoe, one rank), test_ag_moe.py's layers, %d tokens; median of %d runs\n", tokens,
+              reps);
+  std::printf("%-20s %6s %6s %4s %4s %10s %9s %10s %8s\n", "layer", "N", "K", "E", "top", "ours ms", "TFLOP/s",
+              "torch ms", "ratio");
+  for (Shape m : {Shape{"Dummy Model", 8192, 8192, 32, 3}, Shape{"Qwen1.5-MoE-A2.7B", 1408, 2048, 60, 4},
+                  Shape{"Mixtral-8x7B", 4096, 14336, 8, 2}, Shape{"Mixtral-8x22B", 6144, 16384, 8, 2},
+                  Shape{"DeepSeek-MoE", 2048, 1408, 64, 6}}) {
+    try {
+      kernels::AgMoe op(target, tokens, m.N, m.K, m.E, m.topk);
+      MoeRouting route(target, tokens, m.E, m.topk);
+      cuda::Buffer<float> logits(size_t(tokens) * m.E);
+      cuda::Buffer<bf16> x(size_t(tokens) * m.K), w(size_t(m.E) * m.N * m.K), out(size_t(op.rows()) * m.N);
+      bench::fill_random(logits);
+      bench::fill_random(x);
+      bench::fill_random(w);
+      route.run(logits.data(), tokens);
+      const double ms = bench::median_ms(
+          [&] { op.run(x.data(), route.topk_ids(), w.data(), out.data(), &runtime::Stream::legacy()); }, reps, 2);
+      const double flop = 2.0 * tokens * m.topk * double(m.N) * m.K;
+      const std::string theirs = torch_ms(python, script,
+                                          str_cat("gemm --tokens ", tokens, " --experts ", m.E, " --topk ", m.topk,
+                                                  " --n ", m.N, " --k ", m.K, " --reps ", reps));
+      char tms[32] = "-", ratio[32] = "-";
+      if (theirs != "-") {
+        const double t = std::atof(theirs.c_str());
+        std::snprintf(tms, sizeof tms, "%.3f", t);
+        std::snprintf(ratio, sizeof ratio, "%.3f", t / ms);
+      }
+      std::printf("%-20s %6d %6d %4d %4d %10.3f %9.1f %10s %8s\n", m.name, m.N, m.K, m.E, m.topk, ms, flop / ms / 1e9,
+                  tms, ratio);
+    } catch (const Error& e) {
+      std::printf("%-20s %s\n", m.name, e.what());
+    }
+  }
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,7 +177,8 @@ int main(int argc, char** argv) {
   const std::string only = argc > 2 ? argv[2] : "";
   try {
     if (only != "mlp") routing(target, python, script, reps);
-    if (only != "routing") mlp(target, python, script, std::max(5, reps / 5));
+    if (only.empty() || only == "mlp") mlp(target, python, script, std::max(5, reps / 5));
+    if (only.empty() || only == "gemm") up_projection(target, python, script, std::max(5, reps / 5));
   } catch (const Error& e) {
     std::fprintf(stderr, "moe_bench: %s\n", e.what());
     return 1;
