@@ -198,18 +198,21 @@ void AgMoe::run(const bf16* tokens, const int32_t* topk_ids, const float* topk_w
     // As AgGemm's copies: the peers' once our last run's GEMM is done, those to peers on our GPU
     // before our GEMM, on its stream; the ids first.
     s.copies->fork(*on);
-    runtime::copy_async(my_ids, topk_ids, id_bytes, *on);
-    if (topk_weights) runtime::copy_async(my_scores, topk_weights, id_bytes, *on);
+    auto copy = [](void* to, const void* from, size_t bytes, const runtime::Stream& by) {
+      if (bytes) runtime::copy_async(to, from, bytes, by);  // (no tokens: the pointers may be null)
+    };
+    copy(my_ids, topk_ids, id_bytes, *on);
+    if (topk_weights) copy(my_scores, topk_weights, id_bytes, *on);
     runtime::write_value(id_flags + s.rank, static_cast<uint32_t>(call), *on);
-    if (tokens != my_tokens) runtime::copy_async(my_tokens, tokens, token_bytes, *on);
+    if (tokens != my_tokens) copy(my_tokens, tokens, token_bytes, *on);
     runtime::write_value(token_flags + s.rank, static_cast<uint32_t>(call), *on);
     for (int k = 1; k < s.ranks; ++k) {
       const int r = (s.rank + k) % s.ranks;
       const runtime::Stream& by = detail::shares_gpu(s.target, r) ? *on : s.copies->stream();
-      runtime::copy_async(s.at(my_ids, r), topk_ids, id_bytes, by);
-      if (topk_weights) runtime::copy_async(s.at(my_scores, r), topk_weights, id_bytes, by);
+      copy(s.at(my_ids, r), topk_ids, id_bytes, by);
+      if (topk_weights) copy(s.at(my_scores, r), topk_weights, id_bytes, by);
       runtime::write_value(s.at(id_flags + s.rank, r), static_cast<uint32_t>(call), by);
-      runtime::copy_async(s.at(my_tokens, r), tokens, token_bytes, by);
+      copy(s.at(my_tokens, r), tokens, token_bytes, by);
       runtime::write_value(s.at(token_flags + s.rank, r), static_cast<uint32_t>(call), by);
     }
     for (int k = 1; k < s.ranks; ++k)  // every rank's ids, for the sort
@@ -217,9 +220,11 @@ void AgMoe::run(const bf16* tokens, const int32_t* topk_ids, const float* topk_w
   } else {
     for (int k = 1; k <= s.ranks; ++k) {  // the next rank first, ourselves last
       const int r = (s.rank + k) % s.ranks;
-      std::memcpy(s.at(my_ids, r), topk_ids, id_bytes);
-      if (topk_weights) std::memcpy(s.at(my_scores, r), topk_weights, id_bytes);
-      if (s.at(my_tokens, r) != tokens) std::memcpy(s.at(my_tokens, r), tokens, token_bytes);
+      if (s.tokens > 0) {  // (none: the pointers may be null)
+        std::memcpy(s.at(my_ids, r), topk_ids, id_bytes);
+        if (topk_weights) std::memcpy(s.at(my_scores, r), topk_weights, id_bytes);
+        if (s.at(my_tokens, r) != tokens) std::memcpy(s.at(my_tokens, r), tokens, token_bytes);
+      }
       std::atomic_ref<int32_t>(*static_cast<int32_t*>(s.at(token_flags + s.rank, r)))
           .store(call, std::memory_order_release);
     }
