@@ -42,15 +42,26 @@ struct Model {
 const Model kModels[] = {
     {"Qwen3-30B-A3B", 128, 8, false}, {"DeepSeek-V3", 256, 8, true}, {"Mixtral-8x7B", 8, 2, false}};
 
-std::string torch_ms(const std::string& python, const std::string& script, const std::string& args) {
-  if (python.empty()) return "-";
+/// PyTorch's side of a row: its time for `args` (`unit` per ms, printed by `fmt`) and ours over
+/// it as a ratio, both "-" where it did not run.
+struct Versus {
+  std::string theirs = "-", ratio = "-";
+};
+Versus versus_torch(const std::string& python, const std::string& script, const std::string& args, double ours_ms,
+                    double unit = 1, const char* fmt = "%.3f") {
+  Versus v;
+  if (python.empty()) return v;
   auto [out, good] = bench::run_command(python + " " + script + " " + args);
   const size_t at = out.rfind("ms ");
   if (!good || at == std::string::npos) {
     std::printf("(torch failed: %s)\n", out.c_str());
-    return "-";
+    return v;
   }
-  return out.substr(at + 3, out.find('\n', at) - at - 3);
+  const double t = std::atof(out.c_str() + at + 3);
+  char b[32];
+  std::snprintf(b, sizeof b, fmt, t * unit), v.theirs = b;
+  std::snprintf(b, sizeof b, "%.3f", t / ours_ms), v.ratio = b;
+  return v;
 }
 void routing(const Target& target, const std::string& python, const std::string& script, int reps) {
   std::printf("\nrouting: top-k of f32 logits + sort by expert into 64-row tiles; median of %d runs, us\n", reps);
@@ -63,18 +74,12 @@ void routing(const Target& target, const std::string& python, const std::string&
       bench::fill_random(logits);
       const double ms =
           bench::median_ms([&] { r.run(logits.data(), tokens, &runtime::Stream::legacy()); }, reps, /*warmup*/ 5);
-      const std::string theirs = torch_ms(python, script,
-                                          str_cat("route --tokens ", tokens, " --experts ", m.E, " --topk ", m.topk,
-                                                  " --block-rows 64", m.sigmoid ? " --sigmoid" : "", " --reps ", reps));
-      std::string ratio = "-";
-      char ours[32], tus[32] = "-";
-      std::snprintf(ours, sizeof ours, "%.1f", ms * 1e3);
-      if (theirs != "-") {
-        const double t = std::atof(theirs.c_str());
-        std::snprintf(tus, sizeof tus, "%.1f", t * 1e3);
-        ratio = str_cat(t / ms);
-      }
-      std::printf("%-16s %7d %5d %5d %10s %10s %8.8s\n", m.name, tokens, m.E, m.topk, ours, tus, ratio.c_str());
+      const Versus torch = versus_torch(python, script,
+                                        str_cat("route --tokens ", tokens, " --experts ", m.E, " --topk ", m.topk,
+                                                " --block-rows 64", m.sigmoid ? " --sigmoid" : "", " --reps ", reps),
+                                        ms, 1e3, "%.1f");
+      std::printf("%-16s %7d %5d %5d %10.1f %10s %8s\n", m.name, tokens, m.E, m.topk, ms * 1e3, torch.theirs.c_str(),
+                  torch.ratio.c_str());
     }
 }
 
@@ -107,17 +112,12 @@ void mlp(const Target& target, const std::string& python, const std::string& scr
         },
         reps, /*warmup*/ 2);
     const double flop = 6.0 * m.tokens * m.topk * double(m.hidden) * m.inter;
-    const std::string theirs = torch_ms(python, script,
-                                        str_cat("mlp --tokens ", m.tokens, " --experts ", m.E, " --topk ", m.topk,
-                                                " --hidden ", m.hidden, " --inter ", m.inter, " --reps ", reps));
-    char tms[32] = "-", ratio[32] = "-";
-    if (theirs != "-") {
-      const double t = std::atof(theirs.c_str());
-      std::snprintf(tms, sizeof tms, "%.3f", t);
-      std::snprintf(ratio, sizeof ratio, "%.3f", t / ms);
-    }
+    const Versus torch = versus_torch(python, script,
+                                      str_cat("mlp --tokens ", m.tokens, " --experts ", m.E, " --topk ", m.topk,
+                                              " --hidden ", m.hidden, " --inter ", m.inter, " --reps ", reps),
+                                      ms);
     std::printf("%-16s %7d %6d %6d %5d %4d %10.3f %9.1f %10s %8s\n", m.name, m.tokens, m.hidden, m.inter, m.E, m.topk,
-                ms, flop / ms / 1e9, tms, ratio);
+                ms, flop / ms / 1e9, torch.theirs.c_str(), torch.ratio.c_str());
   }
 }
 void up_projection(const Target& target, const std::string& python, const std::string& script, int reps) {
@@ -145,17 +145,12 @@ void up_projection(const Target& target, const std::string& python, const std::s
       const double ms = bench::median_ms(
           [&] { op.run(x.data(), route.topk_ids(), w.data(), out.data(), &runtime::Stream::legacy()); }, reps, 2);
       const double flop = 2.0 * tokens * m.topk * double(m.N) * m.K;
-      const std::string theirs = torch_ms(python, script,
-                                          str_cat("gemm --tokens ", tokens, " --experts ", m.E, " --topk ", m.topk,
-                                                  " --n ", m.N, " --k ", m.K, " --reps ", reps));
-      char tms[32] = "-", ratio[32] = "-";
-      if (theirs != "-") {
-        const double t = std::atof(theirs.c_str());
-        std::snprintf(tms, sizeof tms, "%.3f", t);
-        std::snprintf(ratio, sizeof ratio, "%.3f", t / ms);
-      }
+      const Versus torch = versus_torch(python, script,
+                                        str_cat("gemm --tokens ", tokens, " --experts ", m.E, " --topk ", m.topk,
+                                                " --n ", m.N, " --k ", m.K, " --reps ", reps),
+                                        ms);
       std::printf("%-20s %6d %6d %4d %4d %10.3f %9.1f %10s %8s\n", m.name, m.N, m.K, m.E, m.topk, ms, flop / ms / 1e9,
-                  tms, ratio);
+                  torch.theirs.c_str(), torch.ratio.c_str());
     } catch (const Error& e) {
       std::printf("%-20s %s\n", m.name, e.what());
     }

@@ -91,7 +91,9 @@ class MoeRouting {
   const int32_t* dest() const;
   const int32_t* tiles() const;
   const int32_t* group_starts() const;
-  int64_t rows() const;   // sorted_ids' capacity: slots() * block_rows()
+  int64_t rows() const;  // sorted_ids' capacity: slots() * block_rows()
+  /// rows() of a MoeRouting made so (before making one: the rows of the buffers that follow it).
+  static int64_t rows_for(int64_t max_tokens, int64_t experts, int topk, const Options& options);
   int64_t slots() const;  // the tile table's capacity: cdiv(max_tokens * topk, BM) + groups
   int64_t experts() const;
   int topk() const;

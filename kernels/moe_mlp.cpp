@@ -37,7 +37,7 @@ TILEDIST_REGISTER(moe_swiglu_kernel());
 struct MoeMlp::State {
   Target target;
   int ranks = 1, topk = 1;
-  int64_t tokens = 0, hidden = 0, inter = 0, E = 0;  // inter: this rank's slice of the intermediate size
+  int64_t tokens = 0, inter = 0, E = 0;  // inter: this rank's slice of the intermediate size
   std::unique_ptr<AgMoe> up;
   std::unique_ptr<MoeReduce> down;
   std::unique_ptr<MoeRouting> local;  // for runs given logits
@@ -55,7 +55,7 @@ MoeMlp::MoeMlp(const Target& target, int64_t tokens, int64_t hidden, int64_t int
   if (intermediate < 1 || intermediate % s.ranks)
     throw Error(str_cat("tiledist: moe_mlp: an intermediate size of ", intermediate, " does not split over ", s.ranks,
                         " ranks"));
-  s.tokens = tokens, s.hidden = hidden, s.inter = intermediate / s.ranks, s.E = experts, s.topk = topk;
+  s.tokens = tokens, s.inter = intermediate / s.ranks, s.E = experts, s.topk = topk;
   s.up = std::make_unique<AgMoe>(target, tokens, 2 * s.inter, hidden, experts, topk);
   s.down = std::make_unique<MoeReduce>(target, tokens, hidden, s.inter, experts, topk, mode);
   if (s.up->config().bm != s.down->config().bm)

@@ -155,7 +155,7 @@ TILEDIST_REGISTER(moe_reduce_sum_kernel());
 
 struct MoeReduce::State {
   Target target;
-  int rank = 0, ranks = 1, topk = 1;
+  int ranks = 1, topk = 1;
   bool all = false;
   int64_t tokens = 0, N = 0, K = 0, E = 0, chunks = 0, out_rows = 0;
   float* staging = nullptr;  // two halves of [ranks][out_rows][N]
@@ -178,7 +178,6 @@ MoeReduce::MoeReduce(const Target& target, int64_t tokens, int64_t N, int64_t K,
     : s_(std::make_shared<State>()) {
   State& s = *s_;
   s.target = target;
-  s.rank = detail::world_rank(target);
   s.ranks = detail::world_ranks(target);
   s.all = mode == Mode::all_reduce;
   const char* name = s.all ? "moe_reduce_ar" : "moe_reduce_rs";
@@ -188,8 +187,9 @@ MoeReduce::MoeReduce(const Target& target, int64_t tokens, int64_t N, int64_t K,
   s.tokens = tokens, s.N = N, s.K = K, s.E = experts, s.topk = topk;
   const int64_t all = tokens * s.ranks;
   s.config = moe_gemm_config(target, all * topk, N, K, experts);
-  const int64_t bm = s.config.bm;
-  const int64_t rows = ((all * topk + bm - 1) / bm + experts * s.ranks) * bm;  // MoeRouting's, of the batch
+  MoeRouting::Options layout;  // (the routing of the batch that runs give)
+  layout.block_rows = s.config.bm, layout.segments = s.ranks;
+  const int64_t rows = MoeRouting::rows_for(all, experts, topk, layout);
   if (rows * std::max(N, K) > INT32_MAX || experts * N * K > INT32_MAX)
     throw Error(str_cat("tiledist: ", name, ": ", rows, " rows of ", N, " and ", K, " columns, W of ", experts, " x ",
                         N, " x ", K, ": each under 2^31 elements"));

@@ -261,8 +261,8 @@ MoeRouting::MoeRouting(const Target& target, int64_t max_tokens, int64_t experts
   s.gpu = detail::on_gpu(target);
   const int64_t pairs = max_tokens * topk, bm = options.block_rows;
   s.groups = experts * options.segments;
-  s.slots = (pairs + bm - 1) / bm + s.groups;
-  s.rows = s.slots * bm;
+  s.rows = rows_for(max_tokens, experts, topk, options);
+  s.slots = s.rows / bm;
   if (s.rows > INT32_MAX)
     throw Error(str_cat("tiledist: moe_routing: ", max_tokens, " tokens of top-", topk, " make ", s.rows,
                         " rows (at most 2^31 - 1)"));
@@ -347,6 +347,11 @@ void MoeRouting::sort(const int32_t* ids, int64_t tokens, const runtime::Stream*
   detail::launch(s.scatter, on, programs(std::max(pairs, groups * s.copies), kPairsPerProgram), ids, s.ranks.data(),
                  s.bases.data(), s.sorted_ids.data(), s.dest.data(), s.counts.data(), pairs, E, seg_pairs, groups,
                  chunk);
+}
+
+int64_t MoeRouting::rows_for(int64_t max_tokens, int64_t experts, int topk, const Options& options) {
+  const int64_t bm = options.block_rows;
+  return ((max_tokens * topk + bm - 1) / bm + experts * options.segments) * bm;
 }
 
 const int32_t* MoeRouting::topk_ids() const { return s_->ids.data(); }

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "dsl/dtypes.h"
+
 namespace tiledist::reference {
 
 namespace {
@@ -75,6 +77,35 @@ void gemm(const std::vector<float>& a, const std::vector<float>& b, std::vector<
     }
     for (int n = 0; n < N; ++n) c[size_t(m) * N + n] = float(acc[n]);
   }
+}
+
+std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& experts, const std::vector<float>& scores,
+                                  const std::vector<std::vector<float>>& w13, const std::vector<std::vector<float>>& w2,
+                                  int64_t H, int64_t I, std::vector<double>* magnitude) {
+  auto rb = [](double v) { return double(float(bf16(float(v)))); };
+  std::vector<double> out(static_cast<size_t>(H), 0.0), act(static_cast<size_t>(I));
+  if (magnitude) magnitude->assign(static_cast<size_t>(H), 0.0);
+  for (size_t j = 0; j < experts.size(); ++j) {
+    const int64_t e = experts[j];
+    for (size_t r = 0; r < w13.size(); ++r) {
+      for (int64_t i = 0; i < I; ++i) {
+        const float* gate = &w13[r][size_t((e * 2 * I + i) * H)];
+        const float* up = gate + I * H;
+        double g = 0, u = 0;
+        for (int64_t q = 0; q < H; ++q) g += double(x[q]) * gate[q], u += double(x[q]) * up[q];
+        g = rb(g), u = rb(u);
+        act[size_t(i)] = rb(g / (1 + std::exp(-g)) * u);
+      }
+      for (int64_t h = 0; h < H; ++h) {
+        const float* down = &w2[r][size_t((e * H + h) * I)];
+        double y = 0;
+        for (int64_t i = 0; i < I; ++i) y += act[size_t(i)] * down[i];
+        out[size_t(h)] += scores[j] * rb(y);
+        if (magnitude) (*magnitude)[size_t(h)] += std::abs(scores[j] * y);
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace tiledist::reference

@@ -32,4 +32,15 @@ void layernorm(const std::vector<float>& x, const std::vector<float>& w, const s
 /// C = A @ B with A, B given as floats (already rounded to the input dtype).
 void gemm(const std::vector<float>& a, const std::vector<float>& b, std::vector<float>& c, int M, int N, int K);
 
+/// One token's output of a tensor-parallel MoE MLP (kernels::MoeMlp) in double, with the
+/// kernels' roundings to bf16 (the gate and up projections, silu(g) * u, each rank's down
+/// projection): out[h] = the sum over the token's slots j of scores[j] times the sum over ranks
+/// r of bf16(act . W2_r[e_j][h, :]), act[i] = bf16(silu(g) * u), g = bf16(x . W13_r[e_j][i, :]),
+/// u = bf16(x . W13_r[e_j][I + i, :]); x [H], w13[r] [E, 2 I, H], w2[r] [E, H, I] (the values
+/// the kernels read). `magnitude`, where given, gets the sum of |scores[j] (act . W2_r[e_j][h,
+/// :])| per element.
+std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& experts, const std::vector<float>& scores,
+                                  const std::vector<std::vector<float>>& w13, const std::vector<std::vector<float>>& w2,
+                                  int64_t H, int64_t I, std::vector<double>* magnitude = nullptr);
+
 }  // namespace tiledist::reference

@@ -1,7 +1,6 @@
 // Working memory of a library object: device memory on a GPU target, host memory on the host.
 #pragma once
 
-#include <cstring>
 #include <vector>
 
 #include "kernels/symmetric.h"
@@ -35,16 +34,6 @@ class Scratch {
   }
   T* data() const { return data_; }
   size_t size() const { return count_; }
-  /// The contents, copied to the host (for tests and checks; on the GPU, after the work that
-  /// wrote them is done).
-  std::vector<T> read() const {
-    std::vector<T> out(count_);
-    if (gpu_)
-      cuda::copy_to_host(out.data(), data_, count_ * sizeof(T));
-    else
-      std::memcpy(out.data(), data_, count_ * sizeof(T));
-    return out;
-  }
 
  private:
   T* data_ = nullptr;

@@ -224,40 +224,26 @@ void check_moe_mlp(const Target& target, int64_t tokens, int64_t hidden, int64_t
     auto out = Memory<bf16>::make(std::vector<bf16>(size_t(out_rows * hidden), bf16(NAN)));
     mlp.run(x.ptr(), ids.ptr(), scores.ptr(), w13.ptr(), w2.ptr(), out.ptr());
     const std::vector<bf16> got = out.get();
-    std::vector<std::vector<bf16>> w13s, w2s;
-    for (int r = 0; r < n; ++r) w13s.push_back(w13_of(r, call)), w2s.push_back(w2_of(r, call));
-    auto rb = [](double v) { return double(float(bf16(float(v)))); };
+    // Every rank's inputs, drawn again once (as the kernels read them: bf16 values as floats).
+    auto floats = [](const std::vector<bf16>& v) { return std::vector<float>(v.begin(), v.end()); };
+    std::vector<std::vector<float>> xs, w13s, w2s, scores_of;
+    std::vector<std::vector<int32_t>> ids_of;
+    for (int r = 0; r < n; ++r) {
+      xs.push_back(floats(x_of(r, call))), w13s.push_back(floats(w13_of(r, call))),
+          w2s.push_back(floats(w2_of(r, call)));
+      ids_of.push_back(routed_ids(r, tokens, E, k, call)), scores_of.push_back(routed_weights(r, tokens, k, call));
+    }
     std::vector<float> got_in, want_in;
     size_t bad = 0;
     for (int64_t t = first; t < first + out_rows; ++t) {
       const int owner = int(t / tokens);
-      const auto xs = x_of(owner, call);
-      const auto owner_ids = routed_ids(owner, tokens, E, k, call);
-      const auto owner_scores = routed_weights(owner, tokens, k, call);
       const int64_t local = t % tokens;
-      std::vector<double> sum(size_t(hidden), 0.0), mag(size_t(hidden), 0.0);
-      for (int j = 0; j < k; ++j) {
-        const int e = owner_ids[size_t(local * k + j)];
-        const double score = owner_scores[size_t(local * k + j)];
-        for (int r = 0; r < n; ++r) {
-          std::vector<double> act(static_cast<size_t>(I));
-          for (int64_t i = 0; i < I; ++i) {
-            double g = 0, u = 0;
-            for (int64_t q = 0; q < hidden; ++q) {
-              const double xv = float(xs[size_t(local * hidden + q)]);
-              g += xv * float(w13s[r][size_t((e * 2 * I + i) * hidden + q)]);
-              u += xv * float(w13s[r][size_t((e * 2 * I + I + i) * hidden + q)]);
-            }
-            g = rb(g), u = rb(u);
-            act[size_t(i)] = rb(g / (1 + std::exp(-g)) * u);
-          }
-          for (int64_t h = 0; h < hidden; ++h) {
-            double y = 0;
-            for (int64_t i = 0; i < I; ++i) y += act[size_t(i)] * float(w2s[r][size_t((e * hidden + h) * I + i)]);
-            sum[size_t(h)] += score * rb(y), mag[size_t(h)] += std::abs(score * y);
-          }
-        }
-      }
+      const std::vector<int32_t> experts(ids_of[owner].begin() + local * k, ids_of[owner].begin() + (local + 1) * k);
+      const std::vector<float> slot_scores(scores_of[owner].begin() + local * k,
+                                           scores_of[owner].begin() + (local + 1) * k);
+      std::vector<double> mag;
+      const std::vector<double> sum = reference::moe_mlp_token(&xs[owner][size_t(local * hidden)], experts, slot_scores,
+                                                               w13s, w2s, hidden, I, &mag);
       for (int64_t h = 0; h < hidden; ++h) {
         const float g = float(got[size_t((t - first) * hidden + h)]);
         const double want = sum[size_t(h)];

@@ -9,12 +9,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 
 #include "kernels/moe.h"
 #include "kernels/reference.h"
 #include "tests/jit/error_of.h"
+#include "tests/kernels/moe_check.h"
 
 namespace tiledist {
 namespace {
@@ -26,13 +26,7 @@ bool on_gpu() { return Target::default_target().kind == Target::Kind::nvptx; }
 
 template <class T>
 std::vector<T> read(const T* p, size_t n) {
-  std::vector<T> out(n);
-  if (n == 0) return out;
-  if (on_gpu())
-    cuda::copy_to_host(out.data(), p, n * sizeof(T));
-  else
-    std::memcpy(out.data(), p, n * sizeof(T));
-  return out;
+  return testing_moe::read_back(Target::default_target(), p, n);
 }
 
 /// Each token's scores in double, as the options say.

@@ -66,44 +66,31 @@ class MoeMlpSubject : public Subject {
     auto out = mem(job, poison<bf16>(size_t(out_rows * H)));
     op_.run(x->ptr(), ids->ptr(), scores->ptr(), w13->ptr(), w2->ptr(), out->ptr(), job.pick_stream());
     job.after(str_cat(name(), ": run ", runs_),
+              // (the inputs' buffers held until the check: the run reads them on its stream)
               [&job, x, ids, scores, w13, w2, out, seed, n, T, H, I, E, k, out_rows, first] {
                 std::vector<bf16> got = out->get();
                 job.tamper(got);
-                std::vector<std::vector<bf16>> w13s, w2s;
+                // Every rank's inputs, drawn again once (bf16 values as floats, as the kernels read them).
+                auto floats = [](const std::vector<bf16>& v) { return std::vector<float>(v.begin(), v.end()); };
+                std::vector<std::vector<float>> xs, w13s, w2s, all_scores;
+                std::vector<std::vector<int32_t>> all_ids;
                 for (int r = 0; r < n; ++r) {
-                  w13s.push_back(random_values<bf16>(seed + 300 + r, size_t(E * 2 * I * H)));
-                  w2s.push_back(random_values<bf16>(seed + 400 + r, size_t(E * H * I)));
+                  xs.push_back(floats(random_values<bf16>(seed + r, size_t(T * H))));
+                  all_ids.push_back(draw_ids(seed + 100 + r, T, E, k));
+                  all_scores.push_back(draw_scores(seed + 200 + r, T * k));
+                  w13s.push_back(floats(random_values<bf16>(seed + 300 + r, size_t(E * 2 * I * H))));
+                  w2s.push_back(floats(random_values<bf16>(seed + 400 + r, size_t(E * H * I))));
                 }
-                auto rb = [](double v) { return double(float(bf16(float(v)))); };
                 double num = 0, den = 0;
                 for (int64_t t = first; t < first + out_rows; ++t) {
                   const int owner = int(t / T);
                   const int64_t local = t % T;
-                  const auto xs = random_values<bf16>(seed + owner, size_t(T * H));
-                  const auto owner_ids = draw_ids(seed + 100 + owner, T, E, k);
-                  const auto owner_scores = draw_scores(seed + 200 + owner, T * k);
-                  std::vector<double> want(static_cast<size_t>(H), 0.0), act(static_cast<size_t>(I));
-                  for (int j = 0; j < k; ++j) {
-                    const int64_t e = owner_ids[size_t(local * k + j)];
-                    for (int r = 0; r < n; ++r) {
-                      for (int64_t i = 0; i < I; ++i) {
-                        double g = 0, u = 0;
-                        for (int64_t q = 0; q < H; ++q) {
-                          const double xv = float(xs[size_t(local * H + q)]);
-                          g += xv * float(w13s[r][size_t((e * 2 * I + i) * H + q)]);
-                          u += xv * float(w13s[r][size_t((e * 2 * I + I + i) * H + q)]);
-                        }
-                        g = rb(g), u = rb(u);
-                        act[size_t(i)] = rb(g / (1 + std::exp(-g)) * u);
-                      }
-                      for (int64_t h = 0; h < H; ++h) {
-                        double y = 0;
-                        for (int64_t i = 0; i < I; ++i)
-                          y += act[size_t(i)] * float(w2s[r][size_t((e * H + h) * I + i)]);
-                        want[size_t(h)] += owner_scores[size_t(local * k + j)] * rb(y);
-                      }
-                    }
-                  }
+                  const std::vector<int32_t> experts(all_ids[owner].begin() + local * k,
+                                                     all_ids[owner].begin() + (local + 1) * k);
+                  const std::vector<float> slot_scores(all_scores[owner].begin() + local * k,
+                                                       all_scores[owner].begin() + (local + 1) * k);
+                  const std::vector<double> want =
+                      reference::moe_mlp_token(&xs[owner][size_t(local * H)], experts, slot_scores, w13s, w2s, H, I);
                   for (int64_t h = 0; h < H; ++h) {
                     const double d = double(float(got[size_t((t - first) * H + h)])) - want[size_t(h)];
                     num += std::isnan(d) ? INFINITY : d * d;
