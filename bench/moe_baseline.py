@@ -7,7 +7,9 @@ shapes, and prints both side by side).
         slots sorted by expert (argsort, bincount, cumsum), the tokens permuted, the gate/up
         projection by torch._grouped_mm, silu(gate) * up, the down projection by
         torch._grouped_mm, each row times its score, and index_add_ back to its token; bf16,
-        random inputs, top-k of random logits.
+        random inputs, top-k of random logits. --fp8: PyTorch's own f8 path for the same layer:
+        e4m3 weights with a scale per expert and output column, the permuted tokens and the
+        SwiGLU output quantized per row, torch._scaled_grouped_mm for both projections.
     moe_baseline.py gemm --tokens T --n N --k K --experts E --topk K [--reps 20]
         prints "ms <median>": the MoE up projection alone (Triton-distributed's ag_moe without the
         gather, one rank): the slots sorted by expert, the tokens permuted, torch._grouped_mm
@@ -60,6 +62,27 @@ def mlp(x, w13, w2, ids, weights):
     return torch.zeros(t, h, dtype=x.dtype, device=x.device).index_add_(0, token, y)
 
 
+def quantize_rows(t):
+    s = t.abs().amax(-1, keepdim=True).float().clamp(min=1e-10) / 448.0
+    return (t.float() / s).to(torch.float8_e4m3fn), s.squeeze(-1)
+
+
+def mlp_fp8(x, w13, s13, w2, s2, ids, weights):
+    t, h = x.shape
+    e, i = w2.shape[0], w2.shape[2]
+    k = ids.shape[1]
+    flat = ids.flatten()
+    order = torch.argsort(flat, stable=True)
+    offs = torch.cumsum(torch.bincount(flat, minlength=e), 0).to(torch.int32)
+    token = order // k
+    xq, xs = quantize_rows(x[token])
+    gu = torch._scaled_grouped_mm(xq, w13.transpose(-2, -1), xs, s13, offs=offs, out_dtype=torch.bfloat16)
+    aq, as_ = quantize_rows(torch.nn.functional.silu(gu[:, :i]) * gu[:, i:])
+    y = torch._scaled_grouped_mm(aq, w2.transpose(-2, -1), as_, s2, offs=offs, out_dtype=torch.bfloat16)
+    y = y * weights.flatten()[order].unsqueeze(1).to(y.dtype)
+    return torch.zeros(t, h, dtype=x.dtype, device=x.device).index_add_(0, token, y)
+
+
 def up_projection(x, w, ids):
     e, k = w.shape[0], ids.shape[1]
     flat = ids.flatten()
@@ -80,6 +103,7 @@ def main():
     p.add_argument("--topk", type=int, required=True)
     p.add_argument("--block-rows", type=int, default=64)
     p.add_argument("--sigmoid", action="store_true")
+    p.add_argument("--fp8", action="store_true")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--reps", type=int, default=50)
     args = p.parse_args()
@@ -92,6 +116,11 @@ def main():
         w13 = torch.randn(args.experts, 2 * args.inter, args.hidden, dtype=torch.bfloat16, device="cuda") * 0.05
         w2 = torch.randn(args.experts, args.hidden, args.inter, dtype=torch.bfloat16, device="cuda") * 0.05
         fn = lambda: mlp(x, w13, w2, ids, weights)
+        if args.fp8:
+            w13, w2 = w13.to(torch.float8_e4m3fn), w2.to(torch.float8_e4m3fn)
+            s13 = torch.full((args.experts, 2 * args.inter), 0.01, dtype=torch.float32, device="cuda")
+            s2 = torch.full((args.experts, args.hidden), 0.01, dtype=torch.float32, device="cuda")
+            fn = lambda: mlp_fp8(x, w13, s13, w2, s2, ids, weights)
     if args.mode == "gemm":
         _, ids = torch.topk(torch.softmax(logits, -1), args.topk, dim=-1)
         x = torch.randn(args.tokens, args.k, dtype=torch.bfloat16, device="cuda")

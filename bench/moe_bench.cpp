@@ -14,7 +14,11 @@
 // (routing's sort, gate/up GEMM gathering the tokens, SwiGLU, down GEMM with the top-k combine)
 // against the same layer in PyTorch (argsort + bincount, the tokens permuted, two
 // torch._grouped_mm, silu * up, the scores, index_add_), bf16, top-k of random logits on both
-// sides; TFLOP/s of 6 * tokens * k * hidden * intermediate.
+// sides; TFLOP/s of 6 * tokens * k * hidden * intermediate. Then the same layer with f8e4m3
+// weights and DeepSeek-V3's 128 x 128 block scales (MoeMlp's f8 form: the activations quantized
+// per token and 128 columns in the kernels), against PyTorch's own f8 MoE path (the rows
+// quantized per row, torch._scaled_grouped_mm with rowwise scales twice) and against its bf16
+// layer above.
 //
 // The MoE up projection alone (AgMoe on one rank) at Triton-distributed's test_ag_moe.py layer
 // shapes (M = 2048 tokens; its N is the whole layer's, here on one rank), against the slots
@@ -22,6 +26,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 
 #include "bench/fill_random.h"
@@ -89,8 +94,9 @@ void mlp(const Target& target, const std::string& python, const std::string& scr
     int tokens, hidden, inter, E, topk;
   };
   std::printf("\nMoE MLP, one rank (bf16, top-k of random logits); median of %d runs\n", reps);
-  std::printf("%-16s %7s %6s %6s %5s %4s %10s %9s %10s %8s\n", "model", "tokens", "hidden", "inter", "E", "top",
-              "ours ms", "TFLOP/s", "torch ms", "ratio");
+  std::printf("%-16s %7s %6s %6s %5s %4s %10s %9s %10s %8s %10s %9s %10s %8s %8s\n", "model", "tokens", "hidden",
+              "inter", "E", "top", "ours ms", "TFLOP/s", "torch ms", "ratio", "f8 ms", "TFLOP/s", "torch f8", "ratio",
+              "vs bf16");
   // (DeepSeek-V3 /8: a rank's slice of the intermediate size at 8-way tensor parallelism, 2048 / 8:
   // the whole layer's weights are past the kernels' 2^31 elements)
   for (Shape m : {Shape{"Qwen3-30B-A3B", 4096, 2048, 768, 128, 8}, Shape{"Qwen3-30B-A3B", 16384, 2048, 768, 128, 8},
@@ -99,15 +105,16 @@ void mlp(const Target& target, const std::string& python, const std::string& scr
     MoeRouting route(target, m.tokens, m.E, m.topk);
     cuda::Buffer<float> logits(size_t(m.tokens) * m.E);
     cuda::Buffer<bf16> x(size_t(m.tokens) * m.hidden), out(size_t(m.tokens) * m.hidden);
-    cuda::Buffer<bf16> w13(size_t(m.E) * 2 * m.inter * m.hidden), w2(size_t(m.E) * m.hidden * m.inter);
+    auto w13 = std::make_unique<cuda::Buffer<bf16>>(size_t(m.E) * 2 * m.inter * m.hidden);
+    auto w2 = std::make_unique<cuda::Buffer<bf16>>(size_t(m.E) * m.hidden * m.inter);
     bench::fill_random(logits);
     bench::fill_random(x);
-    bench::fill_random(w13);
-    bench::fill_random(w2);
+    bench::fill_random(*w13);
+    bench::fill_random(*w2);
     route.run(logits.data(), m.tokens);
     const double ms = bench::median_ms(
         [&] {
-          layer.run(x.data(), route.topk_ids(), route.topk_weights(), w13.data(), w2.data(), out.data(),
+          layer.run(x.data(), route.topk_ids(), route.topk_weights(), w13->data(), w2->data(), out.data(),
                     &runtime::Stream::legacy());
         },
         reps, /*warmup*/ 2);
@@ -116,8 +123,31 @@ void mlp(const Target& target, const std::string& python, const std::string& scr
                                       str_cat("mlp --tokens ", m.tokens, " --experts ", m.E, " --topk ", m.topk,
                                               " --hidden ", m.hidden, " --inter ", m.inter, " --reps ", reps),
                                       ms);
-    std::printf("%-16s %7d %6d %6d %5d %4d %10.3f %9.1f %10s %8s\n", m.name, m.tokens, m.hidden, m.inter, m.E, m.topk,
-                ms, flop / ms / 1e9, torch.theirs.c_str(), torch.ratio.c_str());
+    // f8e4m3 weights with block scales (the bf16 weights' memory given back first).
+    w13.reset(), w2.reset();
+    kernels::MoeMlp layer8(target, m.tokens, m.hidden, m.inter, m.E, m.topk, kernels::MoeReduce::Mode::reduce_scatter,
+                           ir::DType::f8e4m3);
+    cuda::Buffer<f8e4m3> w13_8(size_t(m.E) * 2 * m.inter * m.hidden), w2_8(size_t(m.E) * m.hidden * m.inter);
+    auto blocks = [](int64_t n) { return (n + 127) / 128; };
+    cuda::Buffer<float> s13(std::vector<float>(size_t(m.E * blocks(2 * m.inter) * blocks(m.hidden)), 0.01f));
+    cuda::Buffer<float> s2(std::vector<float>(size_t(m.E * blocks(m.hidden) * blocks(m.inter)), 0.01f));
+    bench::fill_random(w13_8);
+    bench::fill_random(w2_8);
+    const double ms8 = bench::median_ms(
+        [&] {
+          layer8.run(x.data(), route.topk_ids(), route.topk_weights(), w13_8.data(), s13.data(), w2_8.data(), s2.data(),
+                     out.data(), &runtime::Stream::legacy());
+        },
+        reps, /*warmup*/ 2);
+    const Versus torch8 = versus_torch(python, script,
+                                       str_cat("mlp --fp8 --tokens ", m.tokens, " --experts ", m.E, " --topk ", m.topk,
+                                               " --hidden ", m.hidden, " --inter ", m.inter, " --reps ", reps),
+                                       ms8);
+    char vs_bf16[32] = "-";
+    if (torch.theirs != "-") std::snprintf(vs_bf16, sizeof vs_bf16, "%.3f", std::atof(torch.theirs.c_str()) / ms8);
+    std::printf("%-16s %7d %6d %6d %5d %4d %10.3f %9.1f %10s %8s %10.3f %9.1f %10s %8s %8s\n", m.name, m.tokens,
+                m.hidden, m.inter, m.E, m.topk, ms, flop / ms / 1e9, torch.theirs.c_str(), torch.ratio.c_str(), ms8,
+                flop / ms8 / 1e9, torch8.theirs.c_str(), torch8.ratio.c_str(), vs_bf16);
   }
 }
 void up_projection(const Target& target, const std::string& python, const std::string& script, int reps) {

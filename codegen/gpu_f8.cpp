@@ -41,6 +41,7 @@ llvm::Value* GpuTarget::f8_to_bits(llvm::Value* v, DType d) {
     const float f = c->getValueAPF().convertToFloat();
     return b_.getInt8(d == DType::f8e4m3 ? float_to_f8e4m3_bits(f) : float_to_f8e5m2_bits(f));
   }
+  if (llvm::Value* native = f8_convert(v, d)) return native;
   llvm::GlobalVariable* t = f8_table(b_, module_, d, true);
   int max_code = max_finite_code(d);
   auto value_at = [&](llvm::Value* code) {

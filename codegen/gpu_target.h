@@ -82,9 +82,12 @@ class GpuTarget {
   /// (codegen/gpu_f8.cpp).
   llvm::Value* f8_from_bits(llvm::Value* bits, ir::DType d);
   /// An f32 rounded to format `d`'s bits (i8): to nearest even, finite overflow saturating (as
-  /// the host conversion does): a binary search of the table of its non-negative finite values
-  /// for the largest at most |v|, then that code or the next.
+  /// the host conversion does): the target's instruction where it has one (f8_convert), else a
+  /// binary search of the table of its non-negative finite values for the largest at most |v|,
+  /// then that code or the next.
   llvm::Value* f8_to_bits(llvm::Value* v, ir::DType d);
+  /// f8_to_bits in the target's own instruction, or null where it has none.
+  virtual llvm::Value* f8_convert(llvm::Value* v, ir::DType d) { return nullptr; }
   /// `v` (an f32 or i32) of the lane whose index is this lane's xor `mask`.
   virtual llvm::Value* shuffle_xor(llvm::Value* v, int mask) = 0;
   /// A clock in nanoseconds (for timeouts, and the profiler's records).

@@ -1,6 +1,8 @@
 // NVPTX: what NVIDIA GPUs give the GPU lowering (codegen/gpu_ir/). Orders and scopes of
 // the memory model are spelled out in inline PTX (ld.acquire.sys, atom.add.release.gpu,
 // fence.acq_rel.sys): LLVM 19's NVPTX backend emits every atomic as relaxed at GPU scope.
+#include <cctype>
+
 #include "codegen/gpu_target.h"
 #include "llvm/IR/IntrinsicsNVPTX.h"
 #include "support/support.h"
@@ -19,6 +21,18 @@ class NvptxTarget : public GpuTarget {
   const MatrixInstr* matrix_instr(MatrixUnit unit) const override { return tiledist::matrix_instr(arch_, unit); }
   /// Every NVIDIA arch we target (sm_80 on) rounds f32 to bf16 in one cvt.rn.bf16.
   bool bf16_convert() const override { return true; }
+  /// e4m3 on sm_89 on: cvt.rn.satfinite.e4m3x2.f32 (rounds to nearest even, saturates overflow
+  /// as the table does; of the pair, the second operand goes to the low byte). Pure: no side
+  /// effects, no memory, so LLVM moves and merges it as any arithmetic. (Not e5m2: satfinite
+  /// would turn its infinities into the largest finite value.)
+  llvm::Value* f8_convert(llvm::Value* v, ir::DType d) override {
+    if (d != ir::DType::f8e4m3 || sm_version() < 89) return nullptr;
+    auto* ty = llvm::FunctionType::get(b_.getInt16Ty(), {b_.getFloatTy(), b_.getFloatTy()}, false);
+    const std::string text = "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;";
+    llvm::Value* pair = b_.CreateCall(ty, llvm::InlineAsm::get(ty, text, "=h,f,f", false),
+                                      {llvm::ConstantFP::get(b_.getFloatTy(), 0.0), v});
+    return b_.CreateTrunc(pair, b_.getInt8Ty());
+  }
 
   const char* triple() const override { return "nvptx64-nvidia-cuda"; }
   void define_kernel(llvm::Function* fn, int threads, unsigned first_map, unsigned maps) override {
@@ -193,6 +207,13 @@ class NvptxTarget : public GpuTarget {
     return b_.CreateSelect(b_.CreateFCmpOLT(x, c(0.0)), b_.CreateFNeg(r), r);
   }
 
+  /// The arch's number: 90 for sm_90a.
+  int sm_version() const {
+    int v = 0;
+    for (size_t i = arch_.find('_') + 1; i < arch_.size() && std::isdigit(static_cast<unsigned char>(arch_[i])); ++i)
+      v = v * 10 + (arch_[i] - '0');
+    return v;
+  }
   std::string arch_;
 };
 

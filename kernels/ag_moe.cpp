@@ -31,14 +31,19 @@ namespace {
 using tl::Tensor;
 
 /// Programs [0, slots): one tile's rows each, gathered from A into A_sorted (the routing's
-/// order) once their rank's tokens are here, then marked ready; programs past them: the GEMM's
-/// tiles, each once its rows are ready, reading A_sorted as a dense tile (TMA's copies, as the
+/// order) once their rank's tokens are here (T = f8e4m3: quantized on the way, a scale per row
+/// and 128 columns into a_scales), then marked ready; programs past them: the GEMM's tiles,
+/// each once its rows are ready, reading A_sorted as a dense tile (TMA's copies, as the
 /// grouped GEMM's). Both take the tiles from our rank's first (WAIT).
-void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<bf16> a_sorted, tl::Ptr<int32_t> sorted_ids, tl::Ptr<int32_t> tiles,
-              tl::Ptr<int32_t> starts, tl::Ptr<bf16> w, tl::Ptr<bf16> c, tl::Ptr<int32_t> flags, tl::Ptr<int32_t> ready,
-              tl::Int rows, tl::Int N, tl::Int K, tl::Int w_rows, tl::Int E, tl::Int seg_tokens, tl::Int slots,
-              tl::Int call, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M,
-              tl::Const<int> TOPK, tl::Const<int> WAIT) {
+template <class T>
+void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<T> a_sorted, tl::Ptr<float> a_scales, tl::Ptr<int32_t> sorted_ids,
+              tl::Ptr<int32_t> tiles, tl::Ptr<int32_t> starts, tl::Ptr<T> w, tl::Ptr<float> w_scales, tl::Ptr<bf16> c,
+              tl::Ptr<int32_t> flags, tl::Ptr<int32_t> ready, tl::Int rows, tl::Int N, tl::Int K, tl::Int w_rows,
+              tl::Int E, tl::Int seg_tokens, tl::Int slots, tl::Int call, tl::Const<int> BM, tl::Const<int> BN,
+              tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> TOPK, tl::Const<int> WAIT) {
+  constexpr bool f8 = std::is_same_v<T, f8e4m3>;
+  if (f8 && BK != detail::kScaleBlock)
+    throw Error(str_cat("tiledist: moe_gemm_fp8: BK = ", BK.value(), ", the scales' block is 128 (BK = 128)"));
   auto pid = tl::program_id(0);
   auto count = tl::load(tiles);
   auto num_m = tl::maximum(slots, 1), num_n = (tl::maximum(N, 0) + (BN - 1)) / BN;
@@ -66,7 +71,14 @@ void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<bf16> a_sorted, tl::Ptr<int32_t> sorted_i
     auto from = tl::Ptr<bf16>(src.value()) + tl::load(sorted_ids + row, in, 0) / TOPK * K;  // [BM, 1]
     tl::for_range(0, K, BK, [&](Tensor k) {
       auto ka = tl::expand_dims(k + tl::arange(0, BK), 0);
-      tl::store(a_sorted + row * K + ka, tl::load(from + ka, in & (ka < K), 0.0f), in & (ka < K));
+      auto x = tl::load(from + ka, in & (ka < K), 0.0f);
+      if constexpr (f8) {
+        auto [q, s] = detail::quantize_rows(x.to(tl::float32));
+        tl::store(a_sorted + row * K + ka, q, in & (ka < K));
+        tl::store(a_scales + row * ((K + (BK - 1)) / BK) + k / BK, s, in);
+      } else {
+        tl::store(a_sorted + row * K + ka, x, in & (ka < K));
+      }
     });
     tl::atomic_xchg(ready + t, call, {}, {"release", "gpu"});  // (after every thread's stores)
   });
@@ -77,27 +89,39 @@ void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<bf16> a_sorted, tl::Ptr<int32_t> sorted_i
       Tensor gathered;
       tl::profile("wait", [&] { gathered = shmem::signal_wait_until(ready + t, shmem::Cmp::ge, call); }, {t, pid_n});
       auto [expert, first, end] = entry_of(t);
-      auto rows_of_a = tl::Ptr<bf16>(dist::consume_token(a_sorted, gathered).value());
-      detail::expert_tile(rows_of_a, w, c, rows, N, K, w_rows, expert, first, end, pid_n, BM, BN, BK);
+      auto rows_of_a = tl::Ptr<T>(dist::consume_token(a_sorted, gathered).value());
+      auto scales_of_a = f8 ? tl::Ptr<float>(dist::consume_token(a_scales, gathered).value()) : a_scales;
+      detail::expert_tile(rows_of_a, scales_of_a, w, w_scales, c, rows, N, K, w_rows, expert, first, end, pid_n, BM, BN,
+                          BK);
     });
   });
 }
 }  // namespace
 
-const KernelDef& moe_gemm_kernel() {
-  static const KernelDef def =
-      KernelDef(
-          "moe_gemm", moe_gemm,
-          {"a",      "a_sorted", "sorted_ids", "tiles", "starts", "w",  "c",  "flags", "ready",   "rows", "N",   "K",
-           "w_rows", "E",        "seg_tokens", "slots", "call",   "BM", "BN", "BK",    "GROUP_M", "TOPK", "WAIT"},
-          {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"TOPK", 2}, {"WAIT", 0}})
-          .do_not_specialize({"call"});
-  return def;
+const KernelDef& moe_gemm_kernel(ir::DType dtype) {
+  static const std::vector<std::string> params = {
+      "a",     "a_sorted", "a_scales", "sorted_ids", "tiles",   "starts", "w",   "w_scales",   "c",
+      "flags", "ready",    "rows",     "N",          "K",       "w_rows", "E",   "seg_tokens", "slots",
+      "call",  "BM",       "BN",       "BK",         "GROUP_M", "TOPK",   "WAIT"};
+  static const Constants defaults = {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"TOPK", 2}, {"WAIT", 0}};
+  static const KernelDef bf16_def = KernelDef("moe_gemm", moe_gemm<bf16>, params, defaults).do_not_specialize({"call"});
+  static const KernelDef f8_def = KernelDef("moe_gemm_fp8", moe_gemm<f8e4m3>, params,
+                                            [] {
+                                              Constants c = defaults;
+                                              c.insert_or_assign("BK", detail::kScaleBlock);
+                                              return c;
+                                            }())
+                                      .do_not_specialize({"call"});
+  if (dtype != ir::DType::bf16 && dtype != ir::DType::f8e4m3)
+    throw Error(
+        str_cat("tiledist: moe_gemm: weights of ", ir::dtype_name(dtype), " (bf16, or f8e4m3 with block scales)"));
+  return dtype == ir::DType::f8e4m3 ? f8_def : bf16_def;
 }
-TILEDIST_REGISTER(moe_gemm_kernel());
+TILEDIST_REGISTER(moe_gemm_kernel(ir::DType::bf16));
+TILEDIST_REGISTER(moe_gemm_kernel(ir::DType::f8e4m3));
 
-GemmConfig moe_gemm_config(const Target& target, int64_t rows, int64_t N, int64_t K, int64_t E) {
-  GemmConfig g = grouped_gemm_config(target, rows, N, K, E, ir::DType::bf16);
+GemmConfig moe_gemm_config(const Target& target, int64_t rows, int64_t N, int64_t K, int64_t E, ir::DType dtype) {
+  GemmConfig g = grouped_gemm_config(target, rows, N, K, E, dtype, dtype == ir::DType::f8e4m3);
   if (target.is_gpu() && g.bn > 128) {
     g.bn = 128;
     g.constants.insert_or_assign("BN", 128);
@@ -109,14 +133,17 @@ struct AgMoe::State {
   Target target;
   int rank = 0, ranks = 1, topk = 1;
   int64_t tokens = 0, N = 0, K = 0, E = 0;  // tokens: per rank
+  ir::DType dtype = ir::DType::bf16;        // the weights'
   bf16* gathered = nullptr;                 // two buffers of [ranks * tokens, K]
   int32_t* ids = nullptr;                   // two buffers of [ranks * tokens, topk]
   float* scores = nullptr;                  // two buffers of [ranks * tokens, topk]: the top-k weights
   int32_t* flags = nullptr;                 // [2, ranks]: the last call whose ids / tokens of rank r are here
   int32_t calls = 0;
   std::unique_ptr<MoeRouting> routing;
-  detail::Scratch<bf16> sorted;    // [routing rows, K]: the tokens' rows in the routing's order
-  detail::Scratch<int32_t> ready;  // [slots]: the last call whose tile's rows are in `sorted`
+  detail::Scratch<bf16> sorted;     // [routing rows, K]: the tokens' rows in the routing's order (bf16)
+  detail::Scratch<f8e4m3> sorted8;  // the same quantized (f8e4m3 weights)
+  detail::Scratch<float> scales;    // [routing rows, cdiv(K, 128)]: sorted8's scales
+  detail::Scratch<int32_t> ready;   // [slots]: the last call whose tile's rows are in `sorted`
   GemmConfig config;
   Grid grid{1};
   Kernel gemm;
@@ -134,7 +161,7 @@ struct AgMoe::State {
   }
 };
 
-AgMoe::AgMoe(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t experts, int topk)
+AgMoe::AgMoe(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t experts, int topk, ir::DType weights)
     : s_(std::make_shared<State>()) {
   State& s = *s_;
   s.target = target;
@@ -147,8 +174,9 @@ AgMoe::AgMoe(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t
   if (all * K > INT32_MAX || experts * N * K > INT32_MAX)
     throw Error(str_cat("tiledist: ag_moe: ", all, " tokens of ", K, " and ", experts, " experts of ", N, " x ", K,
                         ": the gathered tokens and W under 2^31 elements each"));
-  s.tokens = tokens, s.N = N, s.K = K, s.E = experts, s.topk = topk;
-  s.config = moe_gemm_config(target, all * topk, N, K, experts);
+  s.tokens = tokens, s.N = N, s.K = K, s.E = experts, s.topk = topk, s.dtype = weights;
+  const KernelDef& def = moe_gemm_kernel(weights);  // (checks the dtype)
+  s.config = moe_gemm_config(target, all * topk, N, K, experts, weights);
   MoeRouting::Options options;
   options.block_rows = s.config.bm;
   options.segments = s.ranks;
@@ -165,10 +193,16 @@ AgMoe::AgMoe(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t
   for (const char* name : {"TRANS_W", "PERSISTENT"}) constants.erase(name);
   constants.insert_or_assign("TOPK", topk);
   constants.insert_or_assign("WAIT", 1);
-  s.gemm = compile(moe_gemm_kernel(), constants, target, s.config.options);
+  s.gemm = compile(def, constants, target, s.config.options);
   const int64_t slots = s.routing->slots();
   s.grid = Grid(static_cast<int>(slots + slots * ((N + s.config.bn - 1) / s.config.bn)));
-  s.sorted = detail::Scratch<bf16>(target, size_t(s.routing->rows() * K));
+  const size_t rows = size_t(s.routing->rows());
+  if (weights == ir::DType::f8e4m3) {
+    s.sorted8 = detail::Scratch<f8e4m3>(target, rows * K);
+    s.scales = detail::Scratch<float>(target, rows * ((K + detail::kScaleBlock - 1) / detail::kScaleBlock));
+  } else {
+    s.sorted = detail::Scratch<bf16>(target, rows * K);
+  }
   s.ready = detail::Scratch<int32_t>(target, size_t(slots));
 }
 
@@ -180,6 +214,23 @@ void AgMoe::run(const bf16* tokens, const int32_t* topk_ids, const bf16* w, bf16
 
 void AgMoe::run(const bf16* tokens, const int32_t* topk_ids, const float* topk_weights, const bf16* w, bf16* out,
                 const runtime::Stream* stream) {
+  if (s_->dtype != ir::DType::bf16)
+    throw Error(str_cat("tiledist: ag_moe: run with bf16 weights on an AgMoe made for ", ir::dtype_name(s_->dtype),
+                        " (which takes their scales)"));
+  launch(tokens, topk_ids, topk_weights, w, nullptr, out, stream);
+}
+
+void AgMoe::run(const bf16* tokens, const int32_t* topk_ids, const float* topk_weights, const f8e4m3* w,
+                const float* w_scales, bf16* out, const runtime::Stream* stream) {
+  if (s_->dtype != ir::DType::f8e4m3)
+    throw Error(str_cat("tiledist: ag_moe: run with f8e4m3 weights and scales on an AgMoe made for ",
+                        ir::dtype_name(s_->dtype)));
+  if (s_->tokens > 0 && !w_scales) throw Error("tiledist: ag_moe: f8e4m3 weights without scales (a null pointer)");
+  launch(tokens, topk_ids, topk_weights, w, w_scales, out, stream);
+}
+
+void AgMoe::launch(const bf16* tokens, const int32_t* topk_ids, const float* topk_weights, const void* w,
+                   const float* w_scales, bf16* out, const runtime::Stream* stream) {
   State& s = *s_;
   if (s.tokens > 0 && (!tokens || !topk_ids || !w || !out))
     throw Error("tiledist: ag_moe: a null pointer among the tokens, top-k ids, weights and output");
@@ -231,11 +282,17 @@ void AgMoe::run(const bf16* tokens, const int32_t* topk_ids, const float* topk_w
     barrier_all();  // (every rank's ids are here)
   }
   s.routing->align(ids, all, on);
-  detail::launch(s.gemm, on, s.grid, static_cast<const bf16*>(gathered), s.sorted.data(), s.routing->sorted_ids(),
-                 s.routing->tiles(), s.routing->group_starts(), w, out, token_flags, s.ready.data(),
-                 static_cast<int>(s.routing->rows()), static_cast<int>(s.N), static_cast<int>(s.K),
-                 static_cast<int>(s.E * s.N), static_cast<int>(s.E), static_cast<int>(s.tokens),
-                 static_cast<int>(s.routing->slots()), call);
+  auto gemm = [&](auto* sorted, auto* weights) {
+    detail::launch(s.gemm, on, s.grid, static_cast<const bf16*>(gathered), sorted, s.scales.data(),
+                   s.routing->sorted_ids(), s.routing->tiles(), s.routing->group_starts(), weights, w_scales, out,
+                   token_flags, s.ready.data(), static_cast<int>(s.routing->rows()), static_cast<int>(s.N),
+                   static_cast<int>(s.K), static_cast<int>(s.E * s.N), static_cast<int>(s.E),
+                   static_cast<int>(s.tokens), static_cast<int>(s.routing->slots()), call);
+  };
+  if (s.dtype == ir::DType::f8e4m3)
+    gemm(s.sorted8.data(), static_cast<const f8e4m3*>(w));
+  else
+    gemm(s.sorted.data(), static_cast<const bf16*>(w));
   if (on) {
     s.copies->join(*on);
     s.streams.leave(*on, stream);

@@ -120,15 +120,21 @@ class MoeRouting {
 /// ready and reading a_sorted as a dense tile (TMA on sm_90a). WAIT = 1 (AgMoe): the tokens of
 /// rank r, rows [r * seg_tokens, (r + 1) * seg_tokens) of A, are there once flags[r] >= call;
 /// both parts take our rank's tiles first (from starts[rank * E]). Parameters: a, a_sorted,
-/// sorted_ids, tiles, starts, w, c, flags, ready, rows, N, K, w_rows, E, seg_tokens, slots,
-/// call; constants BM (the table's), BN, BK, GROUP_M, TOPK, WAIT. Launch over slots + slots *
-/// cdiv(N, BN) programs. Registered as moe_gemm.
-const KernelDef& moe_gemm_kernel();
+/// a_scales, sorted_ids, tiles, starts, w, w_scales, c, flags, ready, rows, N, K, w_rows, E,
+/// seg_tokens, slots, call; constants BM (the table's), BN, BK, GROUP_M, TOPK, WAIT. Launch over
+/// slots + slots * cdiv(N, BN) programs. Registered as moe_gemm (bf16: the scales not read) and
+/// moe_gemm_fp8: W f8e4m3 with DeepSeek-V3's block scales (w_scales [E, cdiv(N, 128),
+/// cdiv(K, 128)], one per 128 x 128 block of each expert's W), A's rows quantized to f8e4m3 as
+/// they are gathered, a scale per row and 128 columns (a_scales [rows, cdiv(K, 128)]: the
+/// block's largest magnitude / 448), each K block's product scaled into the f32 accumulator
+/// (BK = 128).
+const KernelDef& moe_gemm_kernel(ir::DType weights = ir::DType::bf16);
 
 /// Tiles for the MoE GEMMs (moe_gemm, moe_reduce): grouped_gemm_config's (the routing's BM; on
 /// sm_90a TMA copies, warp specialized), 128 columns (the kernels' second part, the gather or the
 /// combine, needs the registers that 256 would take).
-GemmConfig moe_gemm_config(const Target& target, int64_t rows, int64_t N, int64_t K, int64_t E);
+GemmConfig moe_gemm_config(const Target& target, int64_t rows, int64_t N, int64_t K, int64_t E,
+                           ir::DType weights = ir::DType::bf16);
 
 /// AllGather + MoE grouped GEMM, overlapped (tensor-parallel experts, Triton-distributed's
 /// ag_moe): every rank holds `tokens` tokens (bf16 [tokens, K]) with their top-k ids (int32
@@ -139,11 +145,14 @@ GemmConfig moe_gemm_config(const Target& target, int64_t rows, int64_t N, int64_
 /// token @ its expert's W^T in the sorted order (moe_gemm_kernel), whose programs wait only for
 /// the tokens of their tile's rank, our own first. Row routing().dest()[p] of out holds slot p
 /// (token p / topk of the gathered batch, rank r's tokens at [r * tokens, (r + 1) * tokens)).
-/// Device memory on a GPU target, host memory on the host; construction and every run are
-/// collective; streams as AgGemm's (kernels.h).
+/// `weights` f8e4m3: W in e4m3 with its block scales (moe_gemm_kernel's w_scales), each token's
+/// row quantized per 128 columns on the way (moe_gemm_kernel says how). Device memory on a GPU
+/// target, host memory on the host; construction and every run are collective; streams as
+/// AgGemm's (kernels.h).
 class AgMoe {
  public:
-  AgMoe(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t experts, int topk);
+  AgMoe(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t experts, int topk,
+        ir::DType weights = ir::DType::bf16);
   ~AgMoe();
   void run(const bf16* tokens, const int32_t* topk_ids, const bf16* w, bf16* out,
            const runtime::Stream* stream = nullptr);
@@ -151,6 +160,9 @@ class AgMoe {
   /// for MoeReduce after it).
   void run(const bf16* tokens, const int32_t* topk_ids, const float* topk_weights, const bf16* w, bf16* out,
            const runtime::Stream* stream = nullptr);
+  /// The same with f8e4m3 weights and their block scales ([E, cdiv(N, 128), cdiv(K, 128)] f32).
+  void run(const bf16* tokens, const int32_t* topk_ids, const float* topk_weights, const f8e4m3* w,
+           const float* w_scales, bf16* out, const runtime::Stream* stream = nullptr);
   /// The gathered batch's layout (sorted_ids, dest, tiles) of the last run.
   const MoeRouting& routing() const;
   /// The gathered tokens of the last run ([ranks * tokens, K]), and their top-k weights where
@@ -162,13 +174,16 @@ class AgMoe {
 
  private:
   struct State;
+  void launch(const bf16* tokens, const int32_t* topk_ids, const float* topk_weights, const void* w,
+              const float* w_scales, bf16* out, const runtime::Stream* stream);
   std::shared_ptr<State> s_;
 };
 
 /// Grouped GEMM + top-k combine + ReduceScatter (kernels/moe_reduce.cpp), registered as
-/// moe_reduce_rs, or + AllReduce, moe_reduce_ar; and the sum of the ranks' blocks after it,
-/// moe_reduce_sum. Launched by MoeReduce.
-const KernelDef& moe_reduce_kernel(bool all_reduce);
+/// moe_reduce_rs, or + AllReduce, moe_reduce_ar (with f8e4m3 activations and weights and their
+/// block scales, as moe_gemm_kernel's: moe_reduce_rs_fp8, moe_reduce_ar_fp8); and the sum of the
+/// ranks' blocks after it, moe_reduce_sum. Launched by MoeReduce.
+const KernelDef& moe_reduce_kernel(bool all_reduce, ir::DType weights = ir::DType::bf16);
 const KernelDef& moe_reduce_sum_kernel();
 
 /// The down projection of tensor-parallel experts, Triton-distributed's moe_reduce_rs (and
@@ -180,29 +195,36 @@ const KernelDef& moe_reduce_sum_kernel();
 /// gathered batch). Mode::reduce_scatter: out [tokens, N] holds this rank's tokens (rank r's:
 /// rows [r * tokens, (r + 1) * tokens) of the batch); Mode::all_reduce: out [ranks * tokens, N],
 /// every token, on every rank. The GEMM's tiles are pushed, weighted and summed per token, to
-/// the owner as each rank's tokens are done (the kernel's header says how). Device memory on a
-/// GPU target, host memory on the host; construction and every run are collective; streams as
+/// the owner as each rank's tokens are done (the kernel's header says how). `weights` f8e4m3:
+/// act and W in e4m3 with their block scales (act_scales [routing.rows(), cdiv(K, 128)], one per
+/// row and 128 columns; w_scales [E, cdiv(N, 128), cdiv(K, 128)]). Device memory on a GPU
+/// target, host memory on the host; construction and every run are collective; streams as
 /// AgGemm's (kernels.h).
 class MoeReduce {
  public:
   enum class Mode { reduce_scatter, all_reduce };
   MoeReduce(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t experts, int topk,
-            Mode mode = Mode::reduce_scatter);
+            Mode mode = Mode::reduce_scatter, ir::DType weights = ir::DType::bf16);
   ~MoeReduce();
   void run(const bf16* act, const MoeRouting& routing, const float* topk_weights, const bf16* w, bf16* out,
            const runtime::Stream* stream = nullptr);
+  void run(const f8e4m3* act, const float* act_scales, const MoeRouting& routing, const float* topk_weights,
+           const f8e4m3* w, const float* w_scales, bf16* out, const runtime::Stream* stream = nullptr);
   const GemmConfig& config() const;
 
  private:
   struct State;
+  void launch(const void* act, const float* act_scales, const MoeRouting& routing, const float* topk_weights,
+              const void* w, const float* w_scales, bf16* out, const runtime::Stream* stream);
   std::shared_ptr<State> s_;
 };
 
 /// SwiGLU of the gate/up projection's rows (kernels/moe_mlp.cpp): act[row, i] = silu(gu[row,
 /// i]) * gu[row, I + i] for the rows < starts[G]. Parameters: gu ([rows, 2 I] bf16), act ([rows,
-/// I] bf16), starts, G, I; constants BR, BI. Launch over {cdiv(rows, BR), cdiv(I, BI)}.
-/// Registered as moe_swiglu.
-const KernelDef& moe_swiglu_kernel();
+/// I] bf16), act_scales (not read), starts, G, I; constants BR, BI. Launch over {cdiv(rows, BR),
+/// cdiv(I, BI)}. Registered as moe_swiglu; and as moe_swiglu_fp8, act f8e4m3 quantized per row
+/// and 128 columns (BI = 128), act_scales [rows, cdiv(I, 128)] (moe_gemm_kernel's form).
+const KernelDef& moe_swiglu_kernel(ir::DType act = ir::DType::bf16);
 
 /// A tensor-parallel MoE MLP (Qwen3-MoE's, DeepSeek-V3's routed experts, Mixtral's) as one host
 /// call: out = sum over each token's k experts e of its score times
@@ -215,23 +237,36 @@ const KernelDef& moe_swiglu_kernel();
 /// reduce-scatter (MoeReduce): out [tokens, hidden] bf16 holds this rank's tokens (Mode::
 /// all_reduce: [ranks * tokens, hidden], every rank's). The routing is the caller's (top-k ids
 /// and weights of its tokens: MoeRouting's), or made from router logits ([tokens, E] f32) by
-/// the run. Device memory on a GPU target, host memory on the host; construction and every run
+/// the run. `weights` f8e4m3: w13 and w2 in e4m3 with DeepSeek-V3's block scales (w13_scales
+/// [E, cdiv(2 I, 128), cdiv(hidden, 128)], w2_scales [E, cdiv(hidden, 128), cdiv(I, 128)]: one
+/// per 128 x 128 block of each expert's slice), the activations quantized per token and 128
+/// columns where they are written (the gathered tokens, SwiGLU's output; moe_gemm_kernel says
+/// how). Device memory on a GPU target, host memory on the host; construction and every run
 /// are collective; streams as AgGemm's (kernels.h).
 class MoeMlp {
  public:
   MoeMlp(const Target& target, int64_t tokens, int64_t hidden, int64_t intermediate, int64_t experts, int topk,
-         MoeReduce::Mode mode = MoeReduce::Mode::reduce_scatter);
+         MoeReduce::Mode mode = MoeReduce::Mode::reduce_scatter, ir::DType weights = ir::DType::bf16);
   ~MoeMlp();
   void run(const bf16* x, const int32_t* topk_ids, const float* topk_weights, const bf16* w13, const bf16* w2,
            bf16* out, const runtime::Stream* stream = nullptr);
   /// The same, routed here (MoeRouting over this rank's tokens, scored as `options` say).
   void run(const bf16* x, const float* logits, const bf16* w13, const bf16* w2, bf16* out,
            const runtime::Stream* stream = nullptr, MoeRouting::Options options = {});
+  /// The same two with f8e4m3 weights and their block scales.
+  void run(const bf16* x, const int32_t* topk_ids, const float* topk_weights, const f8e4m3* w13,
+           const float* w13_scales, const f8e4m3* w2, const float* w2_scales, bf16* out,
+           const runtime::Stream* stream = nullptr);
+  void run(const bf16* x, const float* logits, const f8e4m3* w13, const float* w13_scales, const f8e4m3* w2,
+           const float* w2_scales, bf16* out, const runtime::Stream* stream = nullptr,
+           MoeRouting::Options options = {});
   /// I: the intermediate size / ranks.
   int64_t intermediate_per_rank() const;
 
  private:
   struct State;
+  void swiglu(const runtime::Stream* stream);
+  const MoeRouting& route(const float* logits, const runtime::Stream* stream, MoeRouting::Options options);
   std::shared_ptr<State> s_;
 };
 

@@ -33,12 +33,15 @@ namespace tiledist::kernels {
 namespace {
 using tl::Tensor;
 
-void moe_reduce(tl::Ptr<bf16> act, tl::Ptr<int32_t> sorted_ids, tl::Ptr<int32_t> tiles, tl::Ptr<int32_t> starts,
-                tl::Ptr<bf16> w, tl::Ptr<bf16> y, tl::Ptr<int32_t> done, tl::Ptr<float> weights, tl::Ptr<int32_t> dest,
-                tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Int rows, tl::Int tokens, tl::Int N, tl::Int K,
-                tl::Int w_rows, tl::Int E, tl::Int slots, tl::Int call, tl::Const<int> BM, tl::Const<int> BN,
-                tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> TOPK, tl::Const<int> BT, tl::Const<int> BH,
-                tl::Const<int> ALL) {
+template <class T>  // bf16, or f8e4m3 with block scales (the scales' pointers read only then)
+void moe_reduce(tl::Ptr<T> act, tl::Ptr<float> act_scales, tl::Ptr<int32_t> sorted_ids, tl::Ptr<int32_t> tiles,
+                tl::Ptr<int32_t> starts, tl::Ptr<T> w, tl::Ptr<float> w_scales, tl::Ptr<bf16> y, tl::Ptr<int32_t> done,
+                tl::Ptr<float> weights, tl::Ptr<int32_t> dest, tl::Ptr<float> staging, tl::Ptr<int32_t> flags,
+                tl::Int rows, tl::Int tokens, tl::Int N, tl::Int K, tl::Int w_rows, tl::Int E, tl::Int slots,
+                tl::Int call, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M,
+                tl::Const<int> TOPK, tl::Const<int> BT, tl::Const<int> BH, tl::Const<int> ALL) {
+  if (std::is_same_v<T, f8e4m3> && BK != detail::kScaleBlock)
+    throw Error(str_cat("tiledist: moe_reduce (f8e4m3): BK = ", BK.value(), ", the scales' block is 128 (BK = 128)"));
   auto n = dist::num_ranks(), me = dist::rank();
   auto pid = tl::program_id(0);
   auto [num_m, num_n] = std::pair{tl::maximum(slots, 1), (tl::maximum(N, 0) + (BN - 1)) / BN};
@@ -54,7 +57,7 @@ void moe_reduce(tl::Ptr<bf16> act, tl::Ptr<int32_t> sorted_ids, tl::Ptr<int32_t>
       auto t = (slot + tl::load(starts + (me + 1) % n * E) / BM) % tl::maximum(count, 1);  // the next rank's first
       auto entry = tiles + 1 + t * 3;
       auto expert = tl::load(entry), first = tl::maximum(tl::load(entry + 1), 0), end = tl::load(entry + 2);
-      detail::expert_tile(act, w, y, rows, N, K, w_rows, expert, first, end, pid_n, BM, BN, BK);
+      detail::expert_tile(act, act_scales, w, w_scales, y, rows, N, K, w_rows, expert, first, end, pid_n, BM, BN, BK);
       auto rank = tl::load(sorted_ids + first) / TOPK / tl::maximum(tokens, 1);
       tl::atomic_add(done + rank, 1, {}, {"release", "gpu"});  // (after every thread's stores)
     });
@@ -119,10 +122,10 @@ void moe_reduce_sum(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<bf16
   tl::store(out + row * N + h, sum.to(tl::bfloat16), mask);
 }
 
-const std::vector<std::string> kParams = {"act",     "sorted_ids", "tiles",   "starts", "w",    "y",      "done",
-                                          "weights", "dest",       "staging", "flags",  "rows", "tokens", "N",
-                                          "K",       "w_rows",     "E",       "slots",  "call", "BM",     "BN",
-                                          "BK",      "GROUP_M",    "TOPK",    "BT",     "BH",   "ALL"};
+const std::vector<std::string> kParams = {
+    "act",  "act_scales", "sorted_ids", "tiles", "starts",  "w",    "w_scales", "y",      "done", "weights",
+    "dest", "staging",    "flags",      "rows",  "tokens",  "N",    "K",        "w_rows", "E",    "slots",
+    "call", "BM",         "BN",         "BK",    "GROUP_M", "TOPK", "BT",       "BH",     "ALL"};
 const Constants kDefaults = {{"BM", 64},  {"BN", 64}, {"BK", 32},  {"GROUP_M", 8},
                              {"TOPK", 2}, {"BT", 16}, {"BH", 256}, {"ALL", 0}};
 // Tokens per block of the reduce (and per flag); columns per step of a token's combine (16
@@ -130,15 +133,24 @@ const Constants kDefaults = {{"BM", 64},  {"BN", 64}, {"BK", 32},  {"GROUP_M", 8
 constexpr int kTokensPerCombine = 16, kColumnsPerStep = 2048, kReduceColumns = 256;
 }  // namespace
 
-const KernelDef& moe_reduce_kernel(bool all_reduce) {
-  static const KernelDef rs = KernelDef("moe_reduce_rs", moe_reduce, kParams, kDefaults).do_not_specialize({"call"});
-  static const KernelDef ar = KernelDef("moe_reduce_ar", moe_reduce, kParams,
-                                        [] {
-                                          Constants c = kDefaults;
-                                          c.insert_or_assign("ALL", 1);
-                                          return c;
-                                        }())
-                                  .do_not_specialize({"call"});
+const KernelDef& moe_reduce_kernel(bool all_reduce, ir::DType weights) {
+  auto defaults = [](int all, int bk) {
+    Constants c = kDefaults;
+    c.insert_or_assign("ALL", all);
+    c.insert_or_assign("BK", bk);
+    return c;
+  };
+  auto def = [](const char* name, auto fn, Constants c) {
+    return KernelDef(name, fn, kParams, std::move(c)).do_not_specialize({"call"});
+  };
+  static const KernelDef rs = def("moe_reduce_rs", moe_reduce<bf16>, defaults(0, 32));
+  static const KernelDef ar = def("moe_reduce_ar", moe_reduce<bf16>, defaults(1, 32));
+  static const KernelDef rs8 = def("moe_reduce_rs_fp8", moe_reduce<f8e4m3>, defaults(0, detail::kScaleBlock));
+  static const KernelDef ar8 = def("moe_reduce_ar_fp8", moe_reduce<f8e4m3>, defaults(1, detail::kScaleBlock));
+  if (weights != ir::DType::bf16 && weights != ir::DType::f8e4m3)
+    throw Error(
+        str_cat("tiledist: moe_reduce: weights of ", ir::dtype_name(weights), " (bf16, or f8e4m3 with block scales)"));
+  if (weights == ir::DType::f8e4m3) return all_reduce ? ar8 : rs8;
   return all_reduce ? ar : rs;
 }
 const KernelDef& moe_reduce_sum_kernel() {
@@ -151,6 +163,8 @@ const KernelDef& moe_reduce_sum_kernel() {
 }
 TILEDIST_REGISTER(moe_reduce_kernel(false));
 TILEDIST_REGISTER(moe_reduce_kernel(true));
+TILEDIST_REGISTER(moe_reduce_kernel(false, ir::DType::f8e4m3));
+TILEDIST_REGISTER(moe_reduce_kernel(true, ir::DType::f8e4m3));
 TILEDIST_REGISTER(moe_reduce_sum_kernel());
 
 struct MoeReduce::State {
@@ -158,9 +172,10 @@ struct MoeReduce::State {
   int ranks = 1, topk = 1;
   bool all = false;
   int64_t tokens = 0, N = 0, K = 0, E = 0, chunks = 0, out_rows = 0;
-  float* staging = nullptr;  // two halves of [ranks][out_rows][N]
-  int32_t* flags = nullptr;  // [ranks][blocks of out_rows]: rank r's tokens of the block here, over all calls
-  detail::Scratch<bf16> y;   // [routing rows, N]: the partial products of our K slice
+  ir::DType dtype = ir::DType::bf16;  // the weights' (and the activations')
+  float* staging = nullptr;           // two halves of [ranks][out_rows][N]
+  int32_t* flags = nullptr;           // [ranks][blocks of out_rows]: rank r's tokens of the block here, over all calls
+  detail::Scratch<bf16> y;            // [routing rows, N]: the partial products of our K slice
   detail::Scratch<int32_t> done;
   int32_t calls = 0;
   GemmConfig config;
@@ -174,7 +189,8 @@ struct MoeReduce::State {
   }
 };
 
-MoeReduce::MoeReduce(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t experts, int topk, Mode mode)
+MoeReduce::MoeReduce(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t experts, int topk, Mode mode,
+                     ir::DType weights)
     : s_(std::make_shared<State>()) {
   State& s = *s_;
   s.target = target;
@@ -184,9 +200,10 @@ MoeReduce::MoeReduce(const Target& target, int64_t tokens, int64_t N, int64_t K,
   if (tokens < 0 || N < 1 || K < 1 || experts < 1 || topk < 1 || topk > experts)
     throw Error(str_cat("tiledist: ", name, ": tokens, N, K, experts, topk = ", tokens, ", ", N, ", ", K, ", ", experts,
                         ", ", topk, " (tokens >= 0, 1 <= topk <= experts, the others >= 1)"));
-  s.tokens = tokens, s.N = N, s.K = K, s.E = experts, s.topk = topk;
+  s.tokens = tokens, s.N = N, s.K = K, s.E = experts, s.topk = topk, s.dtype = weights;
+  const KernelDef& def = moe_reduce_kernel(s.all, weights);  // (checks the dtype)
   const int64_t all = tokens * s.ranks;
-  s.config = moe_gemm_config(target, all * topk, N, K, experts);
+  s.config = moe_gemm_config(target, all * topk, N, K, experts, weights);
   MoeRouting::Options layout;  // (the routing of the batch that runs give)
   layout.block_rows = s.config.bm, layout.segments = s.ranks;
   const int64_t rows = MoeRouting::rows_for(all, experts, topk, layout);
@@ -207,7 +224,7 @@ MoeReduce::MoeReduce(const Target& target, int64_t tokens, int64_t N, int64_t K,
   constants.insert_or_assign("TOPK", topk);
   constants.insert_or_assign("BT", kTokensPerCombine);
   constants.insert_or_assign("BH", kColumnsPerStep);
-  s.kernel = compile(moe_reduce_kernel(s.all), constants, target, s.config.options);
+  s.kernel = compile(def, constants, target, s.config.options);
   s.sum = compile(moe_reduce_sum_kernel(), {{"BT", kTokensPerCombine}, {"BH", kReduceColumns}}, target);
 }
 
@@ -215,6 +232,26 @@ MoeReduce::~MoeReduce() = default;
 
 void MoeReduce::run(const bf16* act, const MoeRouting& routing, const float* topk_weights, const bf16* w, bf16* out,
                     const runtime::Stream* stream) {
+  if (s_->dtype != ir::DType::bf16)
+    throw Error(str_cat("tiledist: ", s_->all ? "moe_reduce_ar" : "moe_reduce_rs",
+                        ": run with bf16 activations and weights on a MoeReduce made for ", ir::dtype_name(s_->dtype),
+                        " (which takes their scales)"));
+  launch(act, nullptr, routing, topk_weights, w, nullptr, out, stream);
+}
+
+void MoeReduce::run(const f8e4m3* act, const float* act_scales, const MoeRouting& routing, const float* topk_weights,
+                    const f8e4m3* w, const float* w_scales, bf16* out, const runtime::Stream* stream) {
+  const char* name = s_->all ? "moe_reduce_ar" : "moe_reduce_rs";
+  if (s_->dtype != ir::DType::f8e4m3)
+    throw Error(str_cat("tiledist: ", name, ": run with f8e4m3 activations and weights on a MoeReduce made for ",
+                        ir::dtype_name(s_->dtype)));
+  if (s_->tokens > 0 && (!act_scales || !w_scales))
+    throw Error(str_cat("tiledist: ", name, ": f8e4m3 operands without their scales (a null pointer)"));
+  launch(act, act_scales, routing, topk_weights, w, w_scales, out, stream);
+}
+
+void MoeReduce::launch(const void* act, const float* act_scales, const MoeRouting& routing, const float* topk_weights,
+                       const void* w, const float* w_scales, bf16* out, const runtime::Stream* stream) {
   State& s = *s_;
   const char* name = s.all ? "moe_reduce_ar" : "moe_reduce_rs";
   const int64_t all = s.tokens * s.ranks;
@@ -237,11 +274,17 @@ void MoeReduce::run(const bf16* act, const MoeRouting& routing, const float* top
       std::atomic_ref<int32_t>(s.done.data()[r]).store(0, std::memory_order_relaxed);
   const int64_t tiles_n = (s.N + s.config.bn - 1) / s.config.bn;
   const int64_t programs = routing.slots() * tiles_n + s.ranks * s.tokens;
-  detail::launch(s.kernel, on, Grid(static_cast<int>(programs)), act, routing.sorted_ids(), routing.tiles(),
-                 routing.group_starts(), w, s.y.data(), s.done.data(), topk_weights, routing.dest(), half, s.flags,
-                 static_cast<int>(routing.rows()), static_cast<int>(s.tokens), static_cast<int>(s.N),
-                 static_cast<int>(s.K), static_cast<int>(s.E * s.N), static_cast<int>(s.E),
-                 static_cast<int>(routing.slots()), call);
+  auto gemm = [&](auto* a, auto* weights) {
+    detail::launch(s.kernel, on, Grid(static_cast<int>(programs)), a, act_scales, routing.sorted_ids(), routing.tiles(),
+                   routing.group_starts(), weights, w_scales, s.y.data(), s.done.data(), topk_weights, routing.dest(),
+                   half, s.flags, static_cast<int>(routing.rows()), static_cast<int>(s.tokens), static_cast<int>(s.N),
+                   static_cast<int>(s.K), static_cast<int>(s.E * s.N), static_cast<int>(s.E),
+                   static_cast<int>(routing.slots()), call);
+  };
+  if (s.dtype == ir::DType::f8e4m3)
+    gemm(static_cast<const f8e4m3*>(act), static_cast<const f8e4m3*>(w));
+  else
+    gemm(static_cast<const bf16*>(act), static_cast<const bf16*>(w));
   const int owners = s.all ? s.ranks : 1;
   if (s.chunks > 0)
     detail::launch(

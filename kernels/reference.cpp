@@ -81,10 +81,15 @@ void gemm(const std::vector<float>& a, const std::vector<float>& b, std::vector<
 
 std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& experts, const std::vector<float>& scores,
                                   const std::vector<std::vector<float>>& w13, const std::vector<std::vector<float>>& w2,
-                                  int64_t H, int64_t I, std::vector<double>* magnitude) {
+                                  int64_t H, int64_t I, std::vector<double>* magnitude, bool f8_activations,
+                                  std::vector<double>* largest) {
   auto rb = [](double v) { return double(float(bf16(float(v)))); };
-  std::vector<double> out(static_cast<size_t>(H), 0.0), act(static_cast<size_t>(I));
+  std::vector<double> out(static_cast<size_t>(H), 0.0);
+  std::vector<float> act(static_cast<size_t>(I)), xq(x, x + H);
+  if (f8_activations) quantize_f8_blocks(xq.data(), H);
+  x = xq.data();
   if (magnitude) magnitude->assign(static_cast<size_t>(H), 0.0);
+  if (largest) largest->assign(static_cast<size_t>(H), 0.0);
   for (size_t j = 0; j < experts.size(); ++j) {
     const int64_t e = experts[j];
     for (size_t r = 0; r < w13.size(); ++r) {
@@ -94,18 +99,71 @@ std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& ex
         double g = 0, u = 0;
         for (int64_t q = 0; q < H; ++q) g += double(x[q]) * gate[q], u += double(x[q]) * up[q];
         g = rb(g), u = rb(u);
-        act[size_t(i)] = rb(g / (1 + std::exp(-g)) * u);
+        const double a = g / (1 + std::exp(-g)) * u;
+        act[size_t(i)] = float(f8_activations ? a : rb(a));  // (f8: quantized from f32, below)
       }
+      if (f8_activations) quantize_f8_blocks(act.data(), I);
       for (int64_t h = 0; h < H; ++h) {
         const float* down = &w2[r][size_t((e * H + h) * I)];
         double y = 0;
-        for (int64_t i = 0; i < I; ++i) y += act[size_t(i)] * down[i];
+        for (int64_t i = 0; i < I; ++i) {
+          y += double(act[size_t(i)]) * down[i];
+          if (largest)
+            (*largest)[size_t(h)] =
+                std::max((*largest)[size_t(h)], std::abs(double(scores[j]) * act[size_t(i)] * down[i]));
+        }
         out[size_t(h)] += scores[j] * rb(y);
         if (magnitude) (*magnitude)[size_t(h)] += std::abs(scores[j] * y);
       }
     }
   }
   return out;
+}
+
+void quantize_f8_blocks(float* x, int64_t n, int64_t block) {
+  for (int64_t b = 0; b < n; b += block) {
+    const int64_t end = std::min(n, b + block);
+    float amax = 0;
+    for (int64_t i = b; i < end; ++i) amax = std::max(amax, std::abs(x[i]));
+    const float s = std::max(amax, 1e-10f) / 448.0f;
+    for (int64_t i = b; i < end; ++i) x[i] = float(f8e4m3(x[i] / s)) * s;
+  }
+}
+
+void quantize_f8_weight(std::vector<float>& w, int64_t rows, int64_t cols, std::vector<f8e4m3>& codes,
+                        std::vector<float>& scales) {
+  const int64_t rb = (rows + 127) / 128, cb = (cols + 127) / 128;
+  codes.assign(size_t(rows * cols), f8e4m3(0.0f));
+  scales.assign(size_t(rb * cb), 0.0f);
+  for (int64_t i = 0; i < rb; ++i)
+    for (int64_t j = 0; j < cb; ++j) {
+      float amax = 0;
+      for (int64_t r = i * 128; r < std::min(rows, i * 128 + 128); ++r)
+        for (int64_t c = j * 128; c < std::min(cols, j * 128 + 128); ++c)
+          amax = std::max(amax, std::abs(w[size_t(r * cols + c)]));
+      const float s = std::max(amax, 1e-10f) / 448.0f;
+      scales[size_t(i * cb + j)] = s;
+      for (int64_t r = i * 128; r < std::min(rows, i * 128 + 128); ++r)
+        for (int64_t c = j * 128; c < std::min(cols, j * 128 + 128); ++c) {
+          float& v = w[size_t(r * cols + c)];
+          codes[size_t(r * cols + c)] = f8e4m3(v / s);
+          v = float(codes[size_t(r * cols + c)]) * s;
+        }
+    }
+}
+
+void quantize_f8_experts(std::vector<float>& w, int64_t E, int64_t rows, int64_t cols, std::vector<f8e4m3>& codes,
+                         std::vector<float>& scales) {
+  codes.clear(), scales.clear();
+  for (int64_t e = 0; e < E; ++e) {
+    std::vector<float> one(w.begin() + e * rows * cols, w.begin() + (e + 1) * rows * cols);
+    std::vector<f8e4m3> c;
+    std::vector<float> s;
+    quantize_f8_weight(one, rows, cols, c, s);
+    std::copy(one.begin(), one.end(), w.begin() + e * rows * cols);
+    codes.insert(codes.end(), c.begin(), c.end());
+    scales.insert(scales.end(), s.begin(), s.end());
+  }
 }
 
 }  // namespace tiledist::reference

@@ -6,6 +6,8 @@
 #include <random>
 #include <vector>
 
+#include "dsl/dtypes.h"
+
 namespace tiledist::reference {
 
 /// ||got - want||_2 / max(||want||_2, tiny): the relative error in norm.
@@ -38,9 +40,29 @@ void gemm(const std::vector<float>& a, const std::vector<float>& b, std::vector<
 /// r of bf16(act . W2_r[e_j][h, :]), act[i] = bf16(silu(g) * u), g = bf16(x . W13_r[e_j][i, :]),
 /// u = bf16(x . W13_r[e_j][I + i, :]); x [H], w13[r] [E, 2 I, H], w2[r] [E, H, I] (the values
 /// the kernels read). `magnitude`, where given, gets the sum of |scores[j] (act . W2_r[e_j][h,
-/// :])| per element.
+/// :])| per element. `f8_activations`: x and act quantized first per 128 columns
+/// (quantize_f8_blocks; act per rank's slice), as MoeMlp's f8e4m3 form does (w13 and w2 then
+/// the dequantized weights). `largest`, where given, gets the largest |scores[j] act[i]
+/// W2_r[e_j][h, i]| of each element's terms: an act value that the kernel rounds to the
+/// neighbouring e4m3 code (its f32 value a unit away from the host's) moves the sum by up to
+/// 2^-3 of that term.
 std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& experts, const std::vector<float>& scores,
                                   const std::vector<std::vector<float>>& w13, const std::vector<std::vector<float>>& w2,
-                                  int64_t H, int64_t I, std::vector<double>* magnitude = nullptr);
+                                  int64_t H, int64_t I, std::vector<double>* magnitude = nullptr,
+                                  bool f8_activations = false, std::vector<double>* largest = nullptr);
+
+/// `n` values quantized as the MoE kernels' f8e4m3 activations are, in blocks of `block`: each
+/// block's scale s = max(|x|, 1e-10) / 448 (f32), its values f8e4m3(x / s); returns the values
+/// the kernels then compute with, f8e4m3(x / s) * s, in place of x.
+void quantize_f8_blocks(float* x, int64_t n, int64_t block = 128);
+/// A [rows, cols] weight quantized in blocks of 128 x 128 (DeepSeek-V3's): the e4m3 codes,
+/// [rows, cols], and the scales [cdiv(rows, 128), cdiv(cols, 128)] (each block's max(|w|,
+/// 1e-10) / 448); `w` becomes the values the kernels compute with (code * scale).
+void quantize_f8_weight(std::vector<float>& w, int64_t rows, int64_t cols, std::vector<f8e4m3>& codes,
+                        std::vector<float>& scales);
+/// The same for E experts' weights [E, rows, cols] one after the other: codes [E, rows, cols],
+/// scales [E, cdiv(rows, 128), cdiv(cols, 128)] (the MoE kernels' w_scales).
+void quantize_f8_experts(std::vector<float>& w, int64_t E, int64_t rows, int64_t cols, std::vector<f8e4m3>& codes,
+                         std::vector<float>& scales);
 
 }  // namespace tiledist::reference

@@ -142,6 +142,17 @@ TEST(GpuKernels, MoeMlp) {
   testing_moe::check_moe_mlp<DeviceMemory>(Target::cuda(), 8, 2048, 768, 128, 8);
   testing_moe::check_moe_mlp<DeviceMemory>(Target::cuda(), 4, 512, 256, 16, 4, kernels::MoeReduce::Mode::all_reduce);
 }
+// The MoE MLP with f8e4m3 weights and block scales (DeepSeek-V3's form): hidden and the
+// intermediate over several 128-column blocks, the last partial; reduce-scattered and all-reduced.
+TEST(GpuKernels, MoeMlpF8) {
+  const int n = cuda::World::get().size();
+  using Mode = kernels::MoeReduce::Mode;
+  testing_moe::check_moe_mlp<DeviceMemory>(Target::cuda(), 37, 320, 192 * n, 8, 2, Mode::reduce_scatter,
+                                           ir::DType::f8e4m3);
+  testing_moe::check_moe_mlp<DeviceMemory>(Target::cuda(), 8, 1024, 256 * n, 32, 8, Mode::reduce_scatter,
+                                           ir::DType::f8e4m3);
+  testing_moe::check_moe_mlp<DeviceMemory>(Target::cuda(), 5, 256, 128 * n, 16, 1, Mode::all_reduce, ir::DType::f8e4m3);
+}
 TEST(GpuKernels, GemmReduceScatter) {
   const int n = cuda::World::get().size();
   testing_collectives::check_gemm_rs<DeviceMemory>(Target::cuda(), 64 * n, 72, 48);     // 64-row tiles, ragged N, K

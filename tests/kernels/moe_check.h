@@ -201,36 +201,66 @@ void check_moe_reduce(const Target& target, int64_t tokens, int64_t N, int64_t K
 /// [g, u] = x @ W13_r[e]^T, with the kernels' roundings to bf16 (g and u; silu(g) * u; each
 /// rank's product), in double: within 2^-8 |want| + 2^-6 magnitude per element (an
 /// intermediate rounded the other way moves a term by a unit of bf16) and 2^-7 in norm.
+/// `weights` f8e4m3: W13 and W2 quantized per 128 x 128 block of each expert's slice
+/// (reference::quantize_f8_weight), the host's product of the values the codes and scales stand
+/// for, its x and act quantized as the kernels quantize them (reference::moe_mlp_token's
+/// f8_activations): the same bounds, plus 2^-3 of the element's largest term (an act value that
+/// the kernel's f32 puts a unit away from the host's may round to the neighbouring e4m3 code).
 template <template <class> class Memory>
 void check_moe_mlp(const Target& target, int64_t tokens, int64_t hidden, int64_t intermediate, int64_t E, int k,
-                   kernels::MoeReduce::Mode mode = kernels::MoeReduce::Mode::reduce_scatter) {
+                   kernels::MoeReduce::Mode mode = kernels::MoeReduce::Mode::reduce_scatter,
+                   ir::DType weights = ir::DType::bf16) {
   using testing_collectives::to_bf16;
   using testing_collectives::values;
   const bool all_reduce = mode == kernels::MoeReduce::Mode::all_reduce;
   SCOPED_TRACE(str_cat("MoeMlp tokens=", tokens, " hidden=", hidden, " intermediate=", intermediate, " E=", E, " top-",
-                       k, all_reduce ? " all-reduce" : ""));
-  kernels::MoeMlp mlp(target, tokens, hidden, intermediate, E, k, mode);
+                       k, all_reduce ? " all-reduce" : "", weights == ir::DType::f8e4m3 ? " f8e4m3" : ""));
+  const bool f8 = weights == ir::DType::f8e4m3;
+  kernels::MoeMlp mlp(target, tokens, hidden, intermediate, E, k, mode, weights);
   const int n = world_size(), me = rank();
   const int64_t I = mlp.intermediate_per_rank(), all = tokens * n;
   auto x_of = [&](int r, int call) { return to_bf16(values(r * 5 + 2, size_t(tokens * hidden), call)); };
   auto w13_of = [&](int r, int call) { return to_bf16(values(300 + r, size_t(E * 2 * I * hidden), call)); };
   auto w2_of = [&](int r, int call) { return to_bf16(values(400 + r, size_t(E * hidden * I), call)); };
+  // f8: each expert's [rows, cols] weight quantized: {codes, scales, the values they stand for}.
+  struct Quantized {
+    std::vector<f8e4m3> codes;
+    std::vector<float> scales, values;
+  };
+  auto quantized = [&](std::vector<float> w, int64_t rows, int64_t cols) {
+    Quantized q;
+    q.values = std::move(w);
+    reference::quantize_f8_experts(q.values, E, rows, cols, q.codes, q.scales);
+    return q;
+  };
+  auto w13_f8 = [&](int r, int call) {
+    return quantized(values(300 + r, size_t(E * 2 * I * hidden), call), 2 * I, hidden);
+  };
+  auto w2_f8 = [&](int r, int call) { return quantized(values(400 + r, size_t(E * hidden * I), call), hidden, I); };
   for (int call = 1; call <= 2; ++call) {
     auto x = Memory<bf16>::make(x_of(me, call));
     auto ids = Memory<int32_t>::make(routed_ids(me, tokens, E, k, call));
     auto scores = Memory<float>::make(routed_weights(me, tokens, k, call));
-    auto w13 = Memory<bf16>::make(w13_of(me, call)), w2 = Memory<bf16>::make(w2_of(me, call));
     const int64_t out_rows = all_reduce ? all : tokens, first = all_reduce ? 0 : me * tokens;
     auto out = Memory<bf16>::make(std::vector<bf16>(size_t(out_rows * hidden), bf16(NAN)));
-    mlp.run(x.ptr(), ids.ptr(), scores.ptr(), w13.ptr(), w2.ptr(), out.ptr());
+    if (f8) {
+      const Quantized q13 = w13_f8(me, call), q2 = w2_f8(me, call);
+      auto w13 = Memory<f8e4m3>::make(q13.codes), w2 = Memory<f8e4m3>::make(q2.codes);
+      auto s13 = Memory<float>::make(q13.scales), s2 = Memory<float>::make(q2.scales);
+      mlp.run(x.ptr(), ids.ptr(), scores.ptr(), w13.ptr(), s13.ptr(), w2.ptr(), s2.ptr(), out.ptr());
+    } else {
+      auto w13 = Memory<bf16>::make(w13_of(me, call)), w2 = Memory<bf16>::make(w2_of(me, call));
+      mlp.run(x.ptr(), ids.ptr(), scores.ptr(), w13.ptr(), w2.ptr(), out.ptr());
+    }
     const std::vector<bf16> got = out.get();
     // Every rank's inputs, drawn again once (as the kernels read them: bf16 values as floats).
     auto floats = [](const std::vector<bf16>& v) { return std::vector<float>(v.begin(), v.end()); };
     std::vector<std::vector<float>> xs, w13s, w2s, scores_of;
     std::vector<std::vector<int32_t>> ids_of;
     for (int r = 0; r < n; ++r) {
-      xs.push_back(floats(x_of(r, call))), w13s.push_back(floats(w13_of(r, call))),
-          w2s.push_back(floats(w2_of(r, call)));
+      xs.push_back(floats(x_of(r, call)));
+      w13s.push_back(f8 ? w13_f8(r, call).values : floats(w13_of(r, call)));
+      w2s.push_back(f8 ? w2_f8(r, call).values : floats(w2_of(r, call)));
       ids_of.push_back(routed_ids(r, tokens, E, k, call)), scores_of.push_back(routed_weights(r, tokens, k, call));
     }
     std::vector<float> got_in, want_in;
@@ -241,13 +271,14 @@ void check_moe_mlp(const Target& target, int64_t tokens, int64_t hidden, int64_t
       const std::vector<int32_t> experts(ids_of[owner].begin() + local * k, ids_of[owner].begin() + (local + 1) * k);
       const std::vector<float> slot_scores(scores_of[owner].begin() + local * k,
                                            scores_of[owner].begin() + (local + 1) * k);
-      std::vector<double> mag;
+      std::vector<double> mag, largest;
       const std::vector<double> sum = reference::moe_mlp_token(&xs[owner][size_t(local * hidden)], experts, slot_scores,
-                                                               w13s, w2s, hidden, I, &mag);
+                                                               w13s, w2s, hidden, I, &mag, f8, &largest);
       for (int64_t h = 0; h < hidden; ++h) {
         const float g = float(got[size_t((t - first) * hidden + h)]);
         const double want = sum[size_t(h)];
-        if (!(std::abs(g - want) <= std::ldexp(std::abs(want), -8) + std::ldexp(mag[size_t(h)], -6) + 1e-30) &&
+        const double flip = f8 ? std::ldexp(largest[size_t(h)], -3) : 0.0;
+        if (!(std::abs(g - want) <= std::ldexp(std::abs(want), -8) + std::ldexp(mag[size_t(h)], -6) + flip + 1e-30) &&
             bad++ < 5)
           ADD_FAILURE() << "call " << call << ": out[" << t - first << ", " << h << "] = " << g << ", want " << want;
         got_in.push_back(g), want_in.push_back(float(want));

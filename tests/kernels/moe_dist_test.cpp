@@ -34,6 +34,18 @@ TEST(Moe, Mlp) {
   testing_moe::check_moe_mlp<HostMemory>(Target::host(), 6, 32, int64_t(16) * world_size(), 16, 8,
                                          kernels::MoeReduce::Mode::all_reduce);
 }
+// f8e4m3 weights with block scales: several 128-column blocks of hidden and of the intermediate
+// (the last ones partial), ragged tokens, top-1, 2 and 8.
+TEST(Moe, MlpF8) {
+  using Mode = kernels::MoeReduce::Mode;
+  const int n = world_size();
+  testing_moe::check_moe_mlp<HostMemory>(Target::host(), 11, 160, int64_t(136) * n, 6, 2, Mode::reduce_scatter,
+                                         ir::DType::f8e4m3);
+  testing_moe::check_moe_mlp<HostMemory>(Target::host(), 5, 128, int64_t(40) * n, 16, 8, Mode::all_reduce,
+                                         ir::DType::f8e4m3);
+  testing_moe::check_moe_mlp<HostMemory>(Target::host(), 7, 136, int64_t(64) * n, 3, 1, Mode::reduce_scatter,
+                                         ir::DType::f8e4m3);
+}
 // Bad arguments: named, and thrown before anything is queued (the same on every rank).
 TEST(Moe, BadArguments) {
   const Target host = Target::host();

@@ -1,7 +1,7 @@
 // The stress harness's MoE subject (cases.h): kernels::MoeMlp (AgMoe's gather and gate/up GEMM,
 // SwiGLU, MoeReduce's down GEMM with the combine and the reduce-scatter or all-reduce) at random
-// shapes, routing and streams, each run checked against the host's layer in double from every
-// rank's inputs (drawn again from their seeds).
+// shapes, routing and streams, bf16 or f8e4m3 weights with block scales, each run checked
+// against the host's layer in double from every rank's inputs (drawn again from their seeds).
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -39,7 +39,7 @@ std::vector<float> draw_scores(uint64_t seed, int64_t n) {
 class MoeMlpSubject : public Subject {
  public:
   MoeMlpSubject(Job& job, int id, int64_t tokens, int64_t hidden, int64_t inter, int64_t E, int k,
-                kernels::MoeReduce::Mode mode)
+                kernels::MoeReduce::Mode mode, bool f8)
       : id_(id),
         tokens_(tokens),
         hidden_(hidden),
@@ -47,10 +47,11 @@ class MoeMlpSubject : public Subject {
         E_(E),
         k_(k),
         all_(mode == kernels::MoeReduce::Mode::all_reduce),
-        op_(job.target(), tokens, hidden, inter * job.ranks(), E, k, mode) {}
+        f8_(f8),
+        op_(job.target(), tokens, hidden, inter * job.ranks(), E, k, mode, f8 ? ir::DType::f8e4m3 : ir::DType::bf16) {}
   std::string name() const override {
-    return str_cat("moe_mlp", all_ ? " all-reduce" : "", " #", id_, " (", tokens_, " tokens, hidden ", hidden_,
-                   ", intermediate ", inter_, " a rank, top-", k_, " of ", E_, ")");
+    return str_cat("moe_mlp", all_ ? " all-reduce" : "", f8_ ? " f8e4m3" : "", " #", id_, " (", tokens_,
+                   " tokens, hidden ", hidden_, ", intermediate ", inter_, " a rank, top-", k_, " of ", E_, ")");
   }
   void run_once(Job& job) override {
     const int n = job.ranks(), me = job.me();
@@ -60,14 +61,40 @@ class MoeMlpSubject : public Subject {
     auto x = mem(job, random_values<bf16>(seed + me, size_t(T * H)));
     auto ids = mem(job, draw_ids(seed + 100 + me, T, E, k));
     auto scores = mem(job, draw_scores(seed + 200 + me, T * k));
-    auto w13 = mem(job, random_values<bf16>(seed + 300 + me, size_t(E * 2 * I * H)));
-    auto w2 = mem(job, random_values<bf16>(seed + 400 + me, size_t(E * H * I)));
     const int64_t out_rows = all_ ? T * n : T, first = all_ ? 0 : me * T;
     auto out = mem(job, poison<bf16>(size_t(out_rows * H)));
-    op_.run(x->ptr(), ids->ptr(), scores->ptr(), w13->ptr(), w2->ptr(), out->ptr(), job.pick_stream());
+    const bool f8 = f8_;
+    // Rank r's weights: bf16, or f8e4m3 codes and scales (and, for the host, the values they stand for).
+    auto weights = [f8, E](uint64_t s, int64_t rows, int64_t cols, std::vector<f8e4m3>* codes,
+                           std::vector<float>* scales) {
+      if (!f8) {
+        auto w = random_values<bf16>(s, size_t(E * rows * cols));
+        return std::vector<float>(w.begin(), w.end());
+      }
+      auto w = random_values<float>(s, size_t(E * rows * cols));
+      reference::quantize_f8_experts(w, E, rows, cols, *codes, *scales);
+      return w;
+    };
+    std::vector<f8e4m3> c13, c2;
+    std::vector<float> s13, s2;
+    const std::vector<float> w13v = weights(seed + 300 + me, 2 * I, H, &c13, &s13),
+                             w2v = weights(seed + 400 + me, H, I, &c2, &s2);
+    // (the inputs' buffers held until the check: the run reads them on its stream)
+    std::vector<std::shared_ptr<void>> held;
+    if (f8) {
+      auto w13 = mem(job, c13), w2 = mem(job, c2);
+      auto sc13 = mem(job, s13), sc2 = mem(job, s2);
+      op_.run(x->ptr(), ids->ptr(), scores->ptr(), w13->ptr(), sc13->ptr(), w2->ptr(), sc2->ptr(), out->ptr(),
+              job.pick_stream());
+      held = {w13, w2, sc13, sc2};
+    } else {
+      auto w13 = mem(job, std::vector<bf16>(w13v.begin(), w13v.end()));
+      auto w2 = mem(job, std::vector<bf16>(w2v.begin(), w2v.end()));
+      op_.run(x->ptr(), ids->ptr(), scores->ptr(), w13->ptr(), w2->ptr(), out->ptr(), job.pick_stream());
+      held = {w13, w2};
+    }
     job.after(str_cat(name(), ": run ", runs_),
-              // (the inputs' buffers held until the check: the run reads them on its stream)
-              [&job, x, ids, scores, w13, w2, out, seed, n, T, H, I, E, k, out_rows, first] {
+              [&job, x, ids, scores, held, out, seed, n, T, H, I, E, k, out_rows, first, f8, weights] {
                 std::vector<bf16> got = out->get();
                 job.tamper(got);
                 // Every rank's inputs, drawn again once (bf16 values as floats, as the kernels read them).
@@ -78,10 +105,16 @@ class MoeMlpSubject : public Subject {
                   xs.push_back(floats(random_values<bf16>(seed + r, size_t(T * H))));
                   all_ids.push_back(draw_ids(seed + 100 + r, T, E, k));
                   all_scores.push_back(draw_scores(seed + 200 + r, T * k));
-                  w13s.push_back(floats(random_values<bf16>(seed + 300 + r, size_t(E * 2 * I * H))));
-                  w2s.push_back(floats(random_values<bf16>(seed + 400 + r, size_t(E * H * I))));
+                  std::vector<f8e4m3> codes;
+                  std::vector<float> scales;
+                  w13s.push_back(weights(seed + 300 + r, 2 * I, H, &codes, &scales));
+                  w2s.push_back(weights(seed + 400 + r, H, I, &codes, &scales));
                 }
-                double num = 0, den = 0;
+                // Each element within 2^-8 |want| + 2^-6 magnitude (moe_check.h's bound: an
+                // intermediate rounded the other way, to bf16 or to the next e4m3 code, moves a
+                // term; the layer's sums cancel, so a bound in norm against |want| alone fails
+                // where the terms are large and their sum is not; f8: 2^-3 of the largest term,
+                // reference::moe_mlp_token says why).
                 for (int64_t t = first; t < first + out_rows; ++t) {
                   const int owner = int(t / T);
                   const int64_t local = t % T;
@@ -89,18 +122,18 @@ class MoeMlpSubject : public Subject {
                                                      all_ids[owner].begin() + (local + 1) * k);
                   const std::vector<float> slot_scores(all_scores[owner].begin() + local * k,
                                                        all_scores[owner].begin() + (local + 1) * k);
-                  const std::vector<double> want =
-                      reference::moe_mlp_token(&xs[owner][size_t(local * H)], experts, slot_scores, w13s, w2s, H, I);
+                  std::vector<double> mag, largest;
+                  const std::vector<double> want = reference::moe_mlp_token(
+                      &xs[owner][size_t(local * H)], experts, slot_scores, w13s, w2s, H, I, &mag, f8, &largest);
                   for (int64_t h = 0; h < H; ++h) {
-                    const double d = double(float(got[size_t((t - first) * H + h)])) - want[size_t(h)];
-                    num += std::isnan(d) ? INFINITY : d * d;
-                    den += want[size_t(h)] * want[size_t(h)];
+                    const double g = double(float(got[size_t((t - first) * H + h)])), w = want[size_t(h)];
+                    const double bound = std::ldexp(std::abs(w), -8) + std::ldexp(mag[size_t(h)], -6) +
+                                         (f8 ? std::ldexp(largest[size_t(h)], -3) : 0.0) + 1e-30;
+                    if (!(std::abs(g - w) <= bound))
+                      return str_cat("out[", t - first, ", ", h, "] = ", g, ", want ", w, " (bound ", bound, ")");
                   }
                 }
-                // (bf16 intermediates rounded the other way move terms by a unit of bf16)
-                const double err = std::sqrt(num) / std::max(std::sqrt(den), 1e-30), bound = std::ldexp(1.0, -7);
-                if (err <= bound) return std::string();
-                return str_cat("relative error ", err, " of out against the host exceeds ", bound);
+                return std::string();
               });
   }
 
@@ -108,7 +141,7 @@ class MoeMlpSubject : public Subject {
   int id_;
   int64_t tokens_, hidden_, inter_, E_;
   int k_;
-  bool all_;
+  bool all_, f8_;
   kernels::MoeMlp op_;
   int runs_ = 0;
 };
@@ -121,7 +154,7 @@ std::unique_ptr<Subject> make_moe_subject(Job& job, int id) {
                 inter = ragged(job, gpu ? 256 : 32), E = job.draw(1, gpu ? 32 : 8);
   const int k = static_cast<int>(job.draw(1, std::min<int64_t>(E, 8)));
   const auto mode = job.chance(0.3) ? kernels::MoeReduce::Mode::all_reduce : kernels::MoeReduce::Mode::reduce_scatter;
-  return std::make_unique<MoeMlpSubject>(job, id, tokens, hidden, inter, E, k, mode);
+  return std::make_unique<MoeMlpSubject>(job, id, tokens, hidden, inter, E, k, mode, job.chance(0.3));
 }
 
 }  // namespace tiledist::stress
