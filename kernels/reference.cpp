@@ -82,7 +82,7 @@ void gemm(const std::vector<float>& a, const std::vector<float>& b, std::vector<
 std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& experts, const std::vector<float>& scores,
                                   const std::vector<std::vector<float>>& w13, const std::vector<std::vector<float>>& w2,
                                   int64_t H, int64_t I, std::vector<double>* magnitude, bool f8_activations,
-                                  std::vector<double>* largest) {
+                                  std::vector<double>* largest, std::vector<double>* terms) {
   auto rb = [](double v) { return double(float(bf16(float(v)))); };
   std::vector<double> out(static_cast<size_t>(H), 0.0);
   std::vector<float> act(static_cast<size_t>(I)), xq(x, x + H);
@@ -90,6 +90,7 @@ std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& ex
   x = xq.data();
   if (magnitude) magnitude->assign(static_cast<size_t>(H), 0.0);
   if (largest) largest->assign(static_cast<size_t>(H), 0.0);
+  if (terms) terms->assign(static_cast<size_t>(H), 0.0);
   for (size_t j = 0; j < experts.size(); ++j) {
     const int64_t e = experts[j];
     for (size_t r = 0; r < w13.size(); ++r) {
@@ -108,9 +109,9 @@ std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& ex
         double y = 0;
         for (int64_t i = 0; i < I; ++i) {
           y += double(act[size_t(i)]) * down[i];
-          if (largest)
-            (*largest)[size_t(h)] =
-                std::max((*largest)[size_t(h)], std::abs(double(scores[j]) * act[size_t(i)] * down[i]));
+          const double term = std::abs(double(scores[j]) * act[size_t(i)] * down[i]);
+          if (largest) (*largest)[size_t(h)] = std::max((*largest)[size_t(h)], term);
+          if (terms) (*terms)[size_t(h)] += term;
         }
         out[size_t(h)] += scores[j] * rb(y);
         if (magnitude) (*magnitude)[size_t(h)] += std::abs(scores[j] * y);

@@ -45,11 +45,12 @@ void gemm(const std::vector<float>& a, const std::vector<float>& b, std::vector<
 /// the dequantized weights). `largest`, where given, gets the largest |scores[j] act[i]
 /// W2_r[e_j][h, i]| of each element's terms: an act value that the kernel rounds to the
 /// neighbouring e4m3 code (its f32 value a unit away from the host's) moves the sum by up to
-/// 2^-3 of that term.
+/// 2^-3 of that term. `terms`, where given, gets the sum of those magnitudes.
 std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& experts, const std::vector<float>& scores,
                                   const std::vector<std::vector<float>>& w13, const std::vector<std::vector<float>>& w2,
                                   int64_t H, int64_t I, std::vector<double>* magnitude = nullptr,
-                                  bool f8_activations = false, std::vector<double>* largest = nullptr);
+                                  bool f8_activations = false, std::vector<double>* largest = nullptr,
+                                  std::vector<double>* terms = nullptr);
 
 /// `n` values quantized as the MoE kernels' f8e4m3 activations are, in blocks of `block`: each
 /// block's scale s = max(|x|, 1e-10) / 448 (f32), its values f8e4m3(x / s); returns the values

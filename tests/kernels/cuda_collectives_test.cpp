@@ -142,6 +142,18 @@ TEST(GpuKernels, MoeMlp) {
   testing_moe::check_moe_mlp<DeviceMemory>(Target::cuda(), 8, 2048, 768, 128, 8);
   testing_moe::check_moe_mlp<DeviceMemory>(Target::cuda(), 4, 512, 256, 16, 4, kernels::MoeReduce::Mode::all_reduce);
 }
+// AllGather + MoE GEMM with f8e4m3 weights: K over several 128-column blocks, the last partial.
+TEST(GpuKernels, AllGatherMoeF8) {
+  testing_moe::check_ag_moe<DeviceMemory>(Target::cuda(), 37, 192, 320, 6, 2, {nullptr}, ir::DType::f8e4m3);
+  testing_moe::check_ag_moe<DeviceMemory>(Target::cuda(), 20, 256, 128, 16, 8, {nullptr}, ir::DType::f8e4m3);
+}
+TEST(GpuKernels, MoeReduceF8) {
+  using Mode = kernels::MoeReduce::Mode;
+  testing_moe::check_moe_reduce<DeviceMemory>(Target::cuda(), 37, 192, 320, 6, 2, Mode::reduce_scatter, {nullptr},
+                                              ir::DType::f8e4m3);
+  testing_moe::check_moe_reduce<DeviceMemory>(Target::cuda(), 20, 256, 128, 16, 8, Mode::all_reduce, {nullptr},
+                                              ir::DType::f8e4m3);
+}
 // The MoE MLP with f8e4m3 weights and block scales (DeepSeek-V3's form): hidden and the
 // intermediate over several 128-column blocks, the last partial; reduce-scattered and all-reduced.
 TEST(GpuKernels, MoeMlpF8) {
