@@ -10,6 +10,13 @@ shapes, and prints both side by side).
         random inputs, top-k of random logits. --fp8: PyTorch's own f8 path for the same layer:
         e4m3 weights with a scale per expert and output column, the permuted tokens and the
         SwiGLU output quantized per row, torch._scaled_grouped_mm for both projections.
+    moe_baseline.py mlp-dist --tokens T --hidden H --inter I --experts E --topk K [--reps 20]
+        one process of a tensor-parallel job (torch.distributed's environment: RANK, WORLD_SIZE,
+        MASTER_ADDR, MASTER_PORT; the GPU of $TILEDIST_DEVICE or $TILEDIST_LOCAL_RANK), T tokens
+        on each rank, the intermediate size split over the ranks; prints "ms <median>": the
+        layer as a PyTorch tensor-parallel MoE runs it: NCCL's all-gather of the tokens, their
+        top-k ids and scores, the MLP above over the gathered batch with this rank's slice of
+        the experts, NCCL's reduce-scatter of the sums (bf16), each call after a barrier.
     moe_baseline.py gemm --tokens T --n N --k K --experts E --topk K [--reps 20]
         prints "ms <median>": the MoE up projection alone (Triton-distributed's ag_moe without the
         gather, one rank): the slots sorted by expert, the tokens permuted, torch._grouped_mm
@@ -91,9 +98,54 @@ def up_projection(x, w, ids):
     return torch._grouped_mm(x[order // k], w.transpose(-2, -1), offs=offs)
 
 
+def mlp_dist(args):
+    import datetime
+    import os
+
+    import torch.distributed as dist
+
+    n = int(os.environ["WORLD_SIZE"])
+    dev = int(os.environ.get("TILEDIST_DEVICE", os.environ.get("TILEDIST_LOCAL_RANK", "0"))) % torch.cuda.device_count()
+    torch.cuda.set_device(dev)
+    dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=120), device_id=torch.device("cuda", dev))
+    t, h, e, k = args.tokens, args.hidden, args.experts, args.topk
+    i = args.inter // n
+    logits = torch.randn(t, e, dtype=torch.float32, device="cuda")
+    weights, ids = torch.topk(torch.softmax(logits, -1), k, dim=-1)
+    weights = weights / weights.sum(-1, keepdim=True)
+    x = torch.randn(t, h, dtype=torch.bfloat16, device="cuda")
+    w13 = torch.randn(e, 2 * i, h, dtype=torch.bfloat16, device="cuda") * 0.05
+    w2 = torch.randn(e, h, i, dtype=torch.bfloat16, device="cuda") * 0.05
+    xs = torch.empty(n * t, h, dtype=x.dtype, device="cuda")
+    idss = torch.empty(n * t, k, dtype=ids.dtype, device="cuda")
+    ws = torch.empty(n * t, k, dtype=weights.dtype, device="cuda")
+    out = torch.empty(t, h, dtype=x.dtype, device="cuda")
+
+    def layer():
+        dist.all_gather_into_tensor(xs, x)
+        dist.all_gather_into_tensor(idss, ids)
+        dist.all_gather_into_tensor(ws, weights)
+        dist.reduce_scatter_tensor(out, mlp(xs, w13, w2, idss, ws))
+
+    for _ in range(args.warmup):
+        layer()
+    times = []
+    for _ in range(args.reps):
+        dist.barrier()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        layer()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    dist.destroy_process_group()
+    times.sort()
+    return times[len(times) // 2]
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["route", "mlp", "gemm"])
+    p.add_argument("mode", choices=["route", "mlp", "mlp-dist", "gemm"])
     p.add_argument("--n", type=int, default=1024)
     p.add_argument("--k", type=int, default=1024)
     p.add_argument("--hidden", type=int, default=2048)
@@ -107,6 +159,9 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--reps", type=int, default=50)
     args = p.parse_args()
+    if args.mode == "mlp-dist":
+        print(f"ms {mlp_dist(args):.6f}")
+        return 0
     logits = torch.randn(args.tokens, args.experts, dtype=torch.float32, device="cuda")
     fn = lambda: route(logits, args.topk, args.block_rows, args.sigmoid)
     if args.mode == "mlp":

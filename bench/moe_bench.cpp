@@ -4,6 +4,7 @@
 // no GPU.
 //
 //   moe_bench [reps] [routing|mlp|gemm]
+//   tiledist-run -n N moe_bench [reps] dist
 //
 // Routing: kernels::MoeRouting (top-k of f32 logits, then the slots sorted by expert into BM-row
 // tiles) against softmax/sigmoid + torch.topk + the same sort in torch ops, at the shapes of
@@ -19,6 +20,14 @@
 // per token and 128 columns in the kernels), against PyTorch's own f8 MoE path (the rows
 // quantized per row, torch._scaled_grouped_mm with rowwise scales twice) and against its bf16
 // layer above.
+//
+// dist: the tensor-parallel MoE MLP over the ranks of the job (one process per GPU), each rank
+// holding its tokens and its slice of every expert's intermediate size: kernels::MoeMlp (the
+// gather under the gate/up GEMM, the reduce-scatter under the down GEMM) against PyTorch's
+// tensor-parallel layer in the same job (moe_baseline.py mlp-dist, a process beside each rank
+// in a torch.distributed group of its own: NCCL's all-gather, two torch._grouped_mm, NCCL's
+// reduce-scatter); rank 0 prints. (The third column, our own collectives and grouped
+// GEMMs one after the other, is not here yet.)
 //
 // The MoE up projection alone (AgMoe on one rank) at Triton-distributed's test_ag_moe.py layer
 // shapes (M = 2048 tokens; its N is the whole layer's, here on one rank), against the slots
@@ -186,6 +195,58 @@ void up_projection(const Target& target, const std::string& python, const std::s
     }
   }
 }
+/// The tensor-parallel MoE MLP over the job's ranks (see the header).
+void mlp_dist(const Target& target, const std::string& python, const std::string& script, int reps) {
+  struct Shape {
+    const char* name;
+    int tokens, hidden, inter, E, topk;  // tokens: the whole batch's
+  };
+  const int n = world_size(), me = rank();
+  if (me == 0) {
+    std::printf("\nMoE MLP, tensor-parallel over %d ranks (bf16, top-k of random logits); median of %d runs\n", n,
+                reps);
+    std::printf("%-16s %7s %6s %6s %5s %4s %10s %9s %10s %8s\n", "model", "tokens", "hidden", "inter", "E", "top",
+                "ours ms", "TFLOP/s", "torch ms", "ratio");
+  }
+  int port = 29611;
+  for (Shape m : {Shape{"Qwen3-30B-A3B", 8192, 2048, 768, 128, 8}, Shape{"DeepSeek-V3", 4096, 7168, 2048, 256, 8},
+                  Shape{"Mixtral-8x7B", 8192, 4096, 14336, 8, 2}}) {
+    ++port;
+    const int T = m.tokens / n;
+    try {
+      kernels::MoeMlp layer(target, T, m.hidden, m.inter, m.E, m.topk);
+      const int64_t I = layer.intermediate_per_rank();
+      MoeRouting route(target, T, m.E, m.topk);
+      cuda::Buffer<float> logits(size_t(T) * m.E);
+      cuda::Buffer<bf16> x(size_t(T) * m.hidden), out(size_t(T) * m.hidden);
+      cuda::Buffer<bf16> w13(size_t(m.E) * 2 * I * m.hidden), w2(size_t(m.E) * m.hidden * I);
+      bench::fill_random(logits);
+      bench::fill_random(x);
+      bench::fill_random(w13);
+      bench::fill_random(w2);
+      route.run(logits.data(), T);
+      barrier_all();
+      const double ms = bench::median_ms(
+          [&] {
+            layer.run(x.data(), route.topk_ids(), route.topk_weights(), w13.data(), w2.data(), out.data(),
+                      &runtime::Stream::legacy());
+          },
+          reps, /*warmup*/ 2);
+      barrier_all();  // (every rank's torch process starts with the others')
+      const std::string env = str_cat("RANK=", me, " WORLD_SIZE=", n, " MASTER_ADDR=127.0.0.1 MASTER_PORT=", port, " ");
+      const Versus torch = versus_torch(python.empty() ? python : env + python, script,
+                                        str_cat("mlp-dist --tokens ", T, " --experts ", m.E, " --topk ", m.topk,
+                                                " --hidden ", m.hidden, " --inter ", m.inter, " --reps ", reps),
+                                        ms);
+      const double flop = 6.0 * m.tokens * m.topk * double(m.hidden) * m.inter / n;  // a rank's
+      if (me == 0)
+        std::printf("%-16s %7d %6d %6d %5d %4d %10.3f %9.1f %10s %8s\n", m.name, m.tokens, m.hidden, m.inter, m.E,
+                    m.topk, ms, flop / ms / 1e9, torch.theirs.c_str(), torch.ratio.c_str());
+    } catch (const Error& e) {  // (the same on every rank: shapes past the kernels' limits)
+      if (me == 0) std::printf("%-16s %s\n", m.name, e.what());
+    }
+  }
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -201,6 +262,10 @@ int main(int argc, char** argv) {
   if (python.empty()) std::printf("(torch baseline not run: no PyTorch python, or no bench/moe_baseline.py)\n");
   const std::string only = argc > 2 ? argv[2] : "";
   try {
+    if (only == "dist") {
+      mlp_dist(target, python, script, std::max(5, reps / 5));
+      return 0;
+    }
     if (only != "mlp") routing(target, python, script, reps);
     if (only.empty() || only == "mlp") mlp(target, python, script, std::max(5, reps / 5));
     if (only.empty() || only == "gemm") up_projection(target, python, script, std::max(5, reps / 5));
