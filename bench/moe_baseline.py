@@ -54,7 +54,10 @@ def route(logits, k, bm, sigmoid):
     return w, ids, sorted_ids
 
 
-def mlp(x, w13, w2, ids, weights):
+def mlp(x, w13, w2, ids, weights, scales=None):
+    """The MoE MLP in torch ops; `scales` (s13, s2): w13 and w2 are e4m3 with a scale per expert
+    and output column, the permuted tokens and SwiGLU's output quantized per row, the products
+    by torch._scaled_grouped_mm."""
     t, h = x.shape
     e, i = w2.shape[0], w2.shape[2]
     k = ids.shape[1]
@@ -62,9 +65,15 @@ def mlp(x, w13, w2, ids, weights):
     order = torch.argsort(flat, stable=True)
     offs = torch.cumsum(torch.bincount(flat, minlength=e), 0).to(torch.int32)
     token = order // k
-    gu = torch._grouped_mm(x[token], w13.transpose(-2, -1), offs=offs)
-    act = torch.nn.functional.silu(gu[:, :i]) * gu[:, i:]
-    y = torch._grouped_mm(act, w2.transpose(-2, -1), offs=offs)
+
+    def product(a, w, s):
+        if scales is None:
+            return torch._grouped_mm(a, w.transpose(-2, -1), offs=offs)
+        aq, a_s = quantize_rows(a)
+        return torch._scaled_grouped_mm(aq, w.transpose(-2, -1), a_s, s, offs=offs, out_dtype=torch.bfloat16)
+
+    gu = product(x[token], w13, scales and scales[0])
+    y = product(torch.nn.functional.silu(gu[:, :i]) * gu[:, i:], w2, scales and scales[1])
     y = y * weights.flatten()[order].unsqueeze(1).to(y.dtype)
     return torch.zeros(t, h, dtype=x.dtype, device=x.device).index_add_(0, token, y)
 
@@ -72,22 +81,6 @@ def mlp(x, w13, w2, ids, weights):
 def quantize_rows(t):
     s = t.abs().amax(-1, keepdim=True).float().clamp(min=1e-10) / 448.0
     return (t.float() / s).to(torch.float8_e4m3fn), s.squeeze(-1)
-
-
-def mlp_fp8(x, w13, s13, w2, s2, ids, weights):
-    t, h = x.shape
-    e, i = w2.shape[0], w2.shape[2]
-    k = ids.shape[1]
-    flat = ids.flatten()
-    order = torch.argsort(flat, stable=True)
-    offs = torch.cumsum(torch.bincount(flat, minlength=e), 0).to(torch.int32)
-    token = order // k
-    xq, xs = quantize_rows(x[token])
-    gu = torch._scaled_grouped_mm(xq, w13.transpose(-2, -1), xs, s13, offs=offs, out_dtype=torch.bfloat16)
-    aq, as_ = quantize_rows(torch.nn.functional.silu(gu[:, :i]) * gu[:, i:])
-    y = torch._scaled_grouped_mm(aq, w2.transpose(-2, -1), as_, s2, offs=offs, out_dtype=torch.bfloat16)
-    y = y * weights.flatten()[order].unsqueeze(1).to(y.dtype)
-    return torch.zeros(t, h, dtype=x.dtype, device=x.device).index_add_(0, token, y)
 
 
 def up_projection(x, w, ids):
@@ -175,7 +168,7 @@ def main():
             w13, w2 = w13.to(torch.float8_e4m3fn), w2.to(torch.float8_e4m3fn)
             s13 = torch.full((args.experts, 2 * args.inter), 0.01, dtype=torch.float32, device="cuda")
             s2 = torch.full((args.experts, args.hidden), 0.01, dtype=torch.float32, device="cuda")
-            fn = lambda: mlp_fp8(x, w13, s13, w2, s2, ids, weights)
+            fn = lambda: mlp(x, w13, w2, ids, weights, (s13, s2))
     if args.mode == "gemm":
         _, ids = torch.topk(torch.softmax(logits, -1), args.topk, dim=-1)
         x = torch.randn(args.tokens, args.k, dtype=torch.bfloat16, device="cuda")

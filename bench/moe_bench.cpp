@@ -138,7 +138,7 @@ void mlp(const Target& target, const std::string& python, const std::string& scr
                            ir::DType::f8e4m3);
     cuda::Buffer<f8e4m3> w13_8(size_t(m.E) * 2 * m.inter * m.hidden), w2_8(size_t(m.E) * m.hidden * m.inter);
     auto blocks = [](int64_t n) { return (n + 127) / 128; };
-    cuda::Buffer<float> s13(std::vector<float>(size_t(m.E * blocks(2 * m.inter) * blocks(m.hidden)), 0.01f));
+    cuda::Buffer<float> s13(std::vector<float>(size_t(m.E * blocks(int64_t(2) * m.inter) * blocks(m.hidden)), 0.01f));
     cuda::Buffer<float> s2(std::vector<float>(size_t(m.E * blocks(m.hidden) * blocks(m.inter)), 0.01f));
     bench::fill_random(w13_8);
     bench::fill_random(w2_8);

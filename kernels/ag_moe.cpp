@@ -41,8 +41,8 @@ void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<T> a_sorted, tl::Ptr<float> a_scales, tl:
               tl::Ptr<int32_t> flags, tl::Ptr<int32_t> ready, tl::Int rows, tl::Int N, tl::Int K, tl::Int w_rows,
               tl::Int E, tl::Int seg_tokens, tl::Int slots, tl::Int call, tl::Const<int> BM, tl::Const<int> BN,
               tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> TOPK, tl::Const<int> WAIT) {
-  constexpr bool f8 = std::is_same_v<T, f8e4m3>;
-  if (f8 && BK != detail::kScaleBlock)
+  constexpr bool kF8 = std::is_same_v<T, f8e4m3>;
+  if (kF8 && BK != detail::kScaleBlock)
     throw Error(str_cat("tiledist: moe_gemm_fp8: BK = ", BK.value(), ", the scales' block is 128 (BK = 128)"));
   auto pid = tl::program_id(0);
   auto count = tl::load(tiles);
@@ -72,7 +72,7 @@ void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<T> a_sorted, tl::Ptr<float> a_scales, tl:
     tl::for_range(0, K, BK, [&](Tensor k) {
       auto ka = tl::expand_dims(k + tl::arange(0, BK), 0);
       auto x = tl::load(from + ka, in & (ka < K), 0.0f);
-      if constexpr (f8) {
+      if constexpr (kF8) {
         auto [q, s] = detail::quantize_rows(x.to(tl::float32));
         tl::store(a_sorted + row * K + ka, q, in & (ka < K));
         tl::store(a_scales + row * ((K + (BK - 1)) / BK) + k / BK, s, in);
@@ -90,7 +90,7 @@ void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<T> a_sorted, tl::Ptr<float> a_scales, tl:
       tl::profile("wait", [&] { gathered = shmem::signal_wait_until(ready + t, shmem::Cmp::ge, call); }, {t, pid_n});
       auto [expert, first, end] = entry_of(t);
       auto rows_of_a = tl::Ptr<T>(dist::consume_token(a_sorted, gathered).value());
-      auto scales_of_a = f8 ? tl::Ptr<float>(dist::consume_token(a_scales, gathered).value()) : a_scales;
+      auto scales_of_a = kF8 ? tl::Ptr<float>(dist::consume_token(a_scales, gathered).value()) : a_scales;
       detail::expert_tile(rows_of_a, scales_of_a, w, w_scales, c, rows, N, K, w_rows, expert, first, end, pid_n, BM, BN,
                           BK);
     });

@@ -19,8 +19,8 @@ using tl::Tensor;
 template <class T>
 void moe_swiglu(tl::Ptr<bf16> gu, tl::Ptr<T> act, tl::Ptr<float> act_scales, tl::Ptr<int32_t> starts, tl::Int G,
                 tl::Int I, tl::Const<int> BR, tl::Const<int> BI) {
-  constexpr bool f8 = std::is_same_v<T, f8e4m3>;
-  if (f8 && BI != detail::kScaleBlock)
+  constexpr bool kF8 = std::is_same_v<T, f8e4m3>;
+  if (kF8 && BI != detail::kScaleBlock)
     throw Error(str_cat("tiledist: moe_swiglu_fp8: BI = ", BI.value(), ", the scales' block is 128 (BI = 128)"));
   auto used = tl::load(starts + G);
   auto row = tl::expand_dims(tl::program_id(0) * BR + tl::arange(0, BR), 1);
@@ -29,7 +29,7 @@ void moe_swiglu(tl::Ptr<bf16> gu, tl::Ptr<T> act, tl::Ptr<float> act_scales, tl:
   auto g = tl::load(gu + row * (2 * I) + i, mask, 0.0f).to(tl::float32);
   auto u = tl::load(gu + row * (2 * I) + I + i, mask, 0.0f).to(tl::float32);
   auto a = g / (1.0f + tl::exp(-g)) * u;
-  if constexpr (f8) {
+  if constexpr (kF8) {
     auto [q, s] = detail::quantize_rows(a);
     tl::store(act + row * I + i, q, mask);
     tl::store(act_scales + row * ((I + (BI - 1)) / BI) + tl::program_id(1), s, row < used);

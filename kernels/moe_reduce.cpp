@@ -216,7 +216,7 @@ MoeReduce::MoeReduce(const Target& target, int64_t tokens, int64_t N, int64_t K,
   s.done = detail::Scratch<int32_t>(target, size_t(s.ranks));
   s.staging =
       static_cast<float*>(detail::symm_zeroed(target, 2 * size_t(s.ranks) * std::max<int64_t>(s.out_rows, 1) * N * 4));
-  const int64_t flag_words = s.ranks * (s.all ? s.ranks : 1) * std::max<int64_t>(s.chunks, 1);
+  const int64_t flag_words = int64_t(s.ranks) * (s.all ? s.ranks : 1) * std::max<int64_t>(s.chunks, 1);
   s.flags = static_cast<int32_t*>(detail::symm_zeroed(target, size_t(flag_words) * 4));
   barrier_all();  // no rank signals before every rank has zeroed its flags
   Constants constants = s.config.constants;
@@ -265,7 +265,7 @@ void MoeReduce::launch(const void* act, const float* act_scales, const MoeRoutin
   if (s.tokens > 0 && (!act || !topk_weights || !w || !out))
     throw Error(str_cat("tiledist: ", name, ": a null pointer among the activations, weights and output"));
   const int32_t call = ++s.calls;
-  float* half = s.staging + (call % 2) * s.ranks * s.out_rows * s.N;
+  float* half = s.staging + int64_t(call % 2) * s.ranks * s.out_rows * s.N;
   const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
   for (int r = 0; r < s.ranks; ++r)  // (the tile counters of this run)
     if (on)

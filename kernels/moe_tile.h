@@ -22,7 +22,7 @@ void expert_tile(tl::Ptr<T> a, tl::Ptr<float> a_scales, tl::Ptr<T> w, tl::Ptr<fl
                  tl::Int rows, tl::Int N, tl::Int K, tl::Int w_rows, const tl::Tensor& expert, const tl::Tensor& first,
                  const tl::Tensor& end, const tl::Tensor& pid_n, int BM, int BN, int BK) {
   using tl::Tensor;
-  constexpr bool f8 = std::is_same_v<T, f8e4m3>;
+  constexpr bool kF8 = std::is_same_v<T, f8e4m3>;
   auto row = tl::expand_dims(first + tl::arange(0, BM), 1);  // [BM, 1]
   auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
   auto w_row = tl::expand_dims(tl::maximum(expert * N + pid_n * BN, 0) + tl::arange(0, BN), 1);  // [BN, 1]
@@ -32,7 +32,7 @@ void expert_tile(tl::Ptr<T> a, tl::Ptr<float> a_scales, tl::Ptr<T> w, tl::Ptr<fl
     auto ka = tl::expand_dims(k + tl::arange(0, BK), 0);
     auto at = tl::load(a + row * K + ka, (row < rows) & (ka < K), 0.0f);
     auto wt = tl::load(w + w_row * K + ka, (w_row < w_rows) & (ka < K), 0.0f);
-    if constexpr (!f8) {
+    if constexpr (!kF8) {
       return tl::dot(at, tl::trans(wt), acc);
     } else {
       auto block = k / kScaleBlock;

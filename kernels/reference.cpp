@@ -81,40 +81,56 @@ void gemm(const std::vector<float>& a, const std::vector<float>& b, std::vector<
 
 std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& experts, const std::vector<float>& scores,
                                   const std::vector<std::vector<float>>& w13, const std::vector<std::vector<float>>& w2,
-                                  int64_t H, int64_t I, std::vector<double>* magnitude, bool f8_activations,
-                                  std::vector<double>* largest, std::vector<double>* terms) {
+                                  int64_t H, int64_t I, MoeTokenBounds* bounds, bool f8_activations) {
   auto rb = [](double v) { return double(float(bf16(float(v)))); };
-  std::vector<double> out(static_cast<size_t>(H), 0.0);
+  const size_t n = static_cast<size_t>(H);
+  std::vector<double> out(n, 0.0), uncertain(static_cast<size_t>(I)), step(static_cast<size_t>(I));
   std::vector<float> act(static_cast<size_t>(I)), xq(x, x + H);
   if (f8_activations) quantize_f8_blocks(xq.data(), H);
   x = xq.data();
-  if (magnitude) magnitude->assign(static_cast<size_t>(H), 0.0);
-  if (largest) largest->assign(static_cast<size_t>(H), 0.0);
-  if (terms) terms->assign(static_cast<size_t>(H), 0.0);
+  if (bounds)
+    *bounds = {std::vector<double>(n), std::vector<double>(n), std::vector<double>(n), std::vector<double>(n)};
   for (size_t j = 0; j < experts.size(); ++j) {
     const int64_t e = experts[j];
     for (size_t r = 0; r < w13.size(); ++r) {
       for (int64_t i = 0; i < I; ++i) {
         const float* gate = &w13[r][size_t((e * 2 * I + i) * H)];
         const float* up = gate + I * H;
-        double g = 0, u = 0;
-        for (int64_t q = 0; q < H; ++q) g += double(x[q]) * gate[q], u += double(x[q]) * up[q];
+        double g = 0, u = 0, gmag = 0, umag = 0;
+        for (int64_t q = 0; q < H; ++q) {
+          g += double(x[q]) * gate[q], u += double(x[q]) * up[q];
+          gmag += std::abs(double(x[q]) * gate[q]), umag += std::abs(double(x[q]) * up[q]);
+        }
         g = rb(g), u = rb(u);
         const double a = g / (1 + std::exp(-g)) * u;
         act[size_t(i)] = float(f8_activations ? a : rb(a));  // (f8: quantized from f32, below)
+        uncertain[size_t(i)] = std::ldexp(1.1 * std::abs(u) * gmag + (std::abs(g) + 1) * umag, -21);
       }
-      if (f8_activations) quantize_f8_blocks(act.data(), I);
+      if (f8_activations) {
+        for (int64_t b = 0; b < I; b += 128) {  // each value's e4m3 step at its block's scale
+          float amax = 0;
+          for (int64_t i = b; i < std::min(I, b + 128); ++i) amax = std::max(amax, std::abs(act[size_t(i)]));
+          const double s = std::max(amax, 1e-10f) / 448.0;
+          for (int64_t i = b; i < std::min(I, b + 128); ++i)
+            step[size_t(i)] = s * std::max(std::ldexp(1.0, -9), std::ldexp(std::abs(act[size_t(i)]) / s, -3));
+        }
+        quantize_f8_blocks(act.data(), I);
+      }
       for (int64_t h = 0; h < H; ++h) {
         const float* down = &w2[r][size_t((e * H + h) * I)];
         double y = 0;
         for (int64_t i = 0; i < I; ++i) {
           y += double(act[size_t(i)]) * down[i];
+          if (!bounds) continue;
           const double term = std::abs(double(scores[j]) * act[size_t(i)] * down[i]);
-          if (largest) (*largest)[size_t(h)] = std::max((*largest)[size_t(h)], term);
-          if (terms) (*terms)[size_t(h)] += term;
+          bounds->largest[size_t(h)] = std::max(bounds->largest[size_t(h)], term);
+          bounds->terms[size_t(h)] += term;
+          if (f8_activations && uncertain[size_t(i)] > std::ldexp(step[size_t(i)], -10))
+            bounds->slack[size_t(h)] +=
+                std::abs(double(scores[j]) * down[i]) * (uncertain[size_t(i)] + step[size_t(i)]);
         }
         out[size_t(h)] += scores[j] * rb(y);
-        if (magnitude) (*magnitude)[size_t(h)] += std::abs(scores[j] * y);
+        if (bounds) bounds->magnitude[size_t(h)] += std::abs(scores[j] * y);
       }
     }
   }

@@ -34,23 +34,30 @@ void layernorm(const std::vector<float>& x, const std::vector<float>& w, const s
 /// C = A @ B with A, B given as floats (already rounded to the input dtype).
 void gemm(const std::vector<float>& a, const std::vector<float>& b, std::vector<float>& c, int M, int N, int K);
 
+/// What moe_mlp_token gives a bound per output element (each [H]):
+/// - magnitude: the sum of |scores[j] (act . W2_r[e_j][h, :])|;
+/// - largest: the largest |scores[j] act[i] W2_r[e_j][h, i]| of the element's terms (an act
+///   value that the kernel's f32 puts a unit away from the host's may round to the
+///   neighbouring e4m3 code: it moves the sum by up to 2^-3 of that term); terms: their sum;
+/// - slack (f8 activations): where the host's act value is uncertain to more than 2^-10 of its
+///   e4m3 step (a gate or up projection that cancels to its rounding: 2^-21 of its terms'
+///   magnitudes), that term's |scores[j] W2[h, i]| times the uncertainty and a step (the
+///   kernel's code may be any within it).
+struct MoeTokenBounds {
+  std::vector<double> magnitude, largest, terms, slack;
+};
+
 /// One token's output of a tensor-parallel MoE MLP (kernels::MoeMlp) in double, with the
 /// kernels' roundings to bf16 (the gate and up projections, silu(g) * u, each rank's down
 /// projection): out[h] = the sum over the token's slots j of scores[j] times the sum over ranks
 /// r of bf16(act . W2_r[e_j][h, :]), act[i] = bf16(silu(g) * u), g = bf16(x . W13_r[e_j][i, :]),
 /// u = bf16(x . W13_r[e_j][I + i, :]); x [H], w13[r] [E, 2 I, H], w2[r] [E, H, I] (the values
-/// the kernels read). `magnitude`, where given, gets the sum of |scores[j] (act . W2_r[e_j][h,
-/// :])| per element. `f8_activations`: x and act quantized first per 128 columns
-/// (quantize_f8_blocks; act per rank's slice), as MoeMlp's f8e4m3 form does (w13 and w2 then
-/// the dequantized weights). `largest`, where given, gets the largest |scores[j] act[i]
-/// W2_r[e_j][h, i]| of each element's terms: an act value that the kernel rounds to the
-/// neighbouring e4m3 code (its f32 value a unit away from the host's) moves the sum by up to
-/// 2^-3 of that term. `terms`, where given, gets the sum of those magnitudes.
+/// the kernels read). `bounds`, where given, gets MoeTokenBounds'. `f8_activations`: x and act
+/// quantized first per 128 columns (quantize_f8_blocks; act per rank's slice), as MoeMlp's
+/// f8e4m3 form does (w13 and w2 then the dequantized weights).
 std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& experts, const std::vector<float>& scores,
                                   const std::vector<std::vector<float>>& w13, const std::vector<std::vector<float>>& w2,
-                                  int64_t H, int64_t I, std::vector<double>* magnitude = nullptr,
-                                  bool f8_activations = false, std::vector<double>* largest = nullptr,
-                                  std::vector<double>* terms = nullptr);
+                                  int64_t H, int64_t I, MoeTokenBounds* bounds = nullptr, bool f8_activations = false);
 
 /// `n` values quantized as the MoE kernels' f8e4m3 activations are, in blocks of `block`: each
 /// block's scale s = max(|x|, 1e-10) / 448 (f32), its values f8e4m3(x / s); returns the values

@@ -344,9 +344,9 @@ void check_moe_mlp(const Target& target, int64_t tokens, int64_t hidden, int64_t
       const std::vector<int32_t> experts(ids_of[owner].begin() + local * k, ids_of[owner].begin() + (local + 1) * k);
       const std::vector<float> slot_scores(scores_of[owner].begin() + local * k,
                                            scores_of[owner].begin() + (local + 1) * k);
-      std::vector<double> mag, largest, terms;
+      reference::MoeTokenBounds b;
       const std::vector<double> sum = reference::moe_mlp_token(&xs[owner][size_t(local * hidden)], experts, slot_scores,
-                                                               w13s, w2s, hidden, I, &mag, f8, &largest, &terms);
+                                                               w13s, w2s, hidden, I, &b, f8);
       if (f8 && gpu)
         for (double v :
              reference::moe_mlp_token(&xs[owner][size_t(local * hidden)], experts, slot_scores, w13s, w2s, hidden, I))
@@ -354,9 +354,10 @@ void check_moe_mlp(const Target& target, int64_t tokens, int64_t hidden, int64_t
       for (int64_t h = 0; h < hidden; ++h) {
         const float g = float(got[size_t((t - first) * hidden + h)]);
         const double want = sum[size_t(h)];
+        const size_t at = size_t(h);
         const double flip =
-            !f8 ? 0.0 : std::ldexp(largest[size_t(h)], -3) + (gpu ? std::ldexp(terms[size_t(h)], -6) : 0.0);
-        if (!(std::abs(g - want) <= std::ldexp(std::abs(want), -8) + std::ldexp(mag[size_t(h)], -6) + flip + 1e-30) &&
+            !f8 ? 0.0 : std::ldexp(b.largest[at], -3) + b.slack[at] + (gpu ? std::ldexp(b.terms[at], -6) : 0.0);
+        if (!(std::abs(g - want) <= std::ldexp(std::abs(want), -8) + std::ldexp(b.magnitude[at], -6) + flip + 1e-30) &&
             bad++ < 5)
           ADD_FAILURE() << "call " << call << ": out[" << t - first << ", " << h << "] = " << g << ", want " << want;
         got_in.push_back(g), want_in.push_back(float(want));

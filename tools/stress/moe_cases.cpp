@@ -113,9 +113,9 @@ class MoeMlpSubject : public Subject {
                 // Each element within 2^-8 |want| + 2^-6 magnitude (moe_check.h's bound: an
                 // intermediate rounded the other way, to bf16 or to the next e4m3 code, moves a
                 // term; the layer's sums cancel, so a bound in norm against |want| alone fails
-                // where the terms are large and their sum is not; f8: 2^-3 of the largest term,
-                // reference::moe_mlp_token says why, and on a GPU 2^-6 of the terms' magnitudes,
-                // check_moe_mlp in tests/kernels/moe_check.h says why).
+                // where the terms are large and their sum is not; f8: 2^-3 of the largest term and
+                // the slack, reference::MoeTokenBounds says why, and on a GPU 2^-6 of the terms'
+                // magnitudes, check_moe_mlp in tests/kernels/moe_check.h says why).
                 for (int64_t t = first; t < first + out_rows; ++t) {
                   const int owner = int(t / T);
                   const int64_t local = t % T;
@@ -123,14 +123,14 @@ class MoeMlpSubject : public Subject {
                                                      all_ids[owner].begin() + (local + 1) * k);
                   const std::vector<float> slot_scores(all_scores[owner].begin() + local * k,
                                                        all_scores[owner].begin() + (local + 1) * k);
-                  std::vector<double> mag, largest, terms;
-                  const std::vector<double> want = reference::moe_mlp_token(
-                      &xs[owner][size_t(local * H)], experts, slot_scores, w13s, w2s, H, I, &mag, f8, &largest, &terms);
+                  reference::MoeTokenBounds b;
+                  const std::vector<double> want = reference::moe_mlp_token(&xs[owner][size_t(local * H)], experts,
+                                                                            slot_scores, w13s, w2s, H, I, &b, f8);
                   for (int64_t h = 0; h < H; ++h) {
                     const double g = double(float(got[size_t((t - first) * H + h)])), w = want[size_t(h)];
-                    const double bound = std::ldexp(std::abs(w), -8) + std::ldexp(mag[size_t(h)], -6) +
-                                         (f8 ? std::ldexp(largest[size_t(h)], -3) : 0.0) +
-                                         (f8 && gpu ? std::ldexp(terms[size_t(h)], -6) : 0.0) + 1e-30;
+                    const double bound = std::ldexp(std::abs(w), -8) + std::ldexp(b.magnitude[size_t(h)], -6) +
+                                         (f8 ? std::ldexp(b.largest[size_t(h)], -3) + b.slack[size_t(h)] : 0.0) +
+                                         (f8 && gpu ? std::ldexp(b.terms[size_t(h)], -6) : 0.0) + 1e-30;
                     if (!(std::abs(g - w) <= bound))
                       return str_cat("out[", t - first, ", ", h, "] = ", g, ", want ", w, " (bound ", bound, ")");
                   }
