@@ -78,7 +78,10 @@ MoeMlp::MoeMlp(const Target& target, int64_t tokens, int64_t hidden, int64_t int
     throw Error(str_cat("tiledist: moe_mlp: an intermediate size of ", intermediate, " does not split over ", s.ranks,
                         " ranks"));
   s.tokens = tokens, s.inter = intermediate / s.ranks, s.E = experts, s.topk = topk, s.dtype = weights;
-  const KernelDef& swiglu = moe_swiglu_kernel(weights);  // (checks the dtype)
+  if (weights != ir::DType::bf16 && weights != ir::DType::f8e4m3)
+    throw Error(
+        str_cat("tiledist: moe_mlp: weights of ", ir::dtype_name(weights), " (bf16, or f8e4m3 with block scales)"));
+  const KernelDef& swiglu = moe_swiglu_kernel(weights);
   s.up = std::make_unique<AgMoe>(target, tokens, 2 * s.inter, hidden, experts, topk, weights);
   s.down = std::make_unique<MoeReduce>(target, tokens, hidden, s.inter, experts, topk, mode, weights);
   if (s.up->config().bm != s.down->config().bm)

@@ -80,6 +80,21 @@ TEST(Moe, BadArguments) {
          "a routing of " + std::to_string(8 * n) + " tokens, 6 experts");
   kernels::AgMoe ag(host, 8, 16, 16, 4, 2);
   expect(test_util::error_of([&] { ag.run(nullptr, nullptr, w.data(), out.data()); }), "a null pointer");
+  // f8e4m3: the weights' dtype named where a run gives the other, scales required.
+  std::vector<f8e4m3> w8(w.size());
+  std::vector<float> w_scales(4, 1.0f);
+  std::vector<int32_t> ids(16, 0);
+  expect(test_util::error_of([&] { ag.run(act.data(), ids.data(), nullptr, w8.data(), w_scales.data(), out.data()); }),
+         "run with f8e4m3 weights and scales on an AgMoe made for bf16");
+  kernels::AgMoe ag8(host, 8, 16, 16, 4, 2, ir::DType::f8e4m3);
+  expect(test_util::error_of([&] { ag8.run(act.data(), ids.data(), w.data(), out.data()); }),
+         "run with bf16 weights on an AgMoe made for f8e4m3");
+  expect(test_util::error_of([&] { ag8.run(act.data(), ids.data(), nullptr, w8.data(), nullptr, out.data()); }),
+         "f8e4m3 weights without scales");
+  expect(test_util::error_of([&] {
+           kernels::MoeMlp(host, 8, 16, 16 * n, 4, 2, kernels::MoeReduce::Mode::reduce_scatter, ir::DType::f16);
+         }),
+         "weights of f16 (bf16, or f8e4m3 with block scales)");
 }
 TEST(Moe, AllGatherGroupedGemmOfNoTokens) { testing_moe::check_ag_moe<HostMemory>(Target::host(), 0, 16, 16, 4, 2); }
 
