@@ -96,7 +96,10 @@ TEST(Moe, BadArguments) {
          }),
          "weights of f16 (bf16, or f8e4m3 with block scales)");
 }
-TEST(Moe, AllGatherGroupedGemmOfNoTokens) { testing_moe::check_ag_moe<HostMemory>(Target::host(), 0, 16, 16, 4, 2); }
+TEST(Moe, AllGatherGroupedGemmOfNoTokens) {
+  testing_moe::check_ag_moe<HostMemory>(Target::host(), 0, 16, 16, 4, 2);
+  testing_moe::check_ag_moe<HostMemory>(Target::host(), 0, 16, 128, 4, 2, {nullptr}, ir::DType::f8e4m3);
+}
 
 }  // namespace
 }  // namespace tiledist
