@@ -29,8 +29,10 @@ class NvptxTarget : public GpuTarget {
     if (d != ir::DType::f8e4m3 || sm_version() < 89) return nullptr;
     auto* ty = llvm::FunctionType::get(b_.getInt16Ty(), {b_.getFloatTy(), b_.getFloatTy()}, false);
     const std::string text = "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;";
-    llvm::Value* pair = b_.CreateCall(ty, llvm::InlineAsm::get(ty, text, "=h,f,f", false),
-                                      {llvm::ConstantFP::get(b_.getFloatTy(), 0.0), v});
+    llvm::CallInst* pair = b_.CreateCall(ty, llvm::InlineAsm::get(ty, text, "=h,f,f", false),
+                                         {llvm::ConstantFP::get(b_.getFloatTy(), 0.0), v});
+    pair->setDoesNotAccessMemory();  // (an asm call without these may write memory, as far as LLVM knows)
+    pair->setDoesNotThrow();
     return b_.CreateTrunc(pair, b_.getInt8Ty());
   }
 

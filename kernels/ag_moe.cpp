@@ -143,7 +143,7 @@ struct AgMoe::State {
   detail::Scratch<bf16> sorted;     // [routing rows, K]: the tokens' rows in the routing's order (bf16)
   detail::Scratch<f8e4m3> sorted8;  // the same quantized (f8e4m3 weights)
   detail::Scratch<float> scales;    // [routing rows, cdiv(K, 128)]: sorted8's scales
-  detail::Scratch<int32_t> ready;   // [slots]: the last call whose tile's rows are in `sorted`
+  detail::Scratch<int32_t> ready;   // [slots]: the last call whose tile's rows are in `sorted` (`sorted8`)
   GemmConfig config;
   Grid grid{1};
   Kernel gemm;
@@ -181,8 +181,9 @@ AgMoe::AgMoe(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t
   options.block_rows = s.config.bm;
   options.segments = s.ranks;
   s.routing = std::make_unique<MoeRouting>(target, all, experts, topk, options);  // (checks topk)
-  if (s.routing->rows() * N > INT32_MAX)
-    throw Error(str_cat("tiledist: ag_moe: ", s.routing->rows(), " rows of ", N, " columns: C under 2^31 elements"));
+  if (s.routing->rows() * std::max(N, K) > INT32_MAX)
+    throw Error(str_cat("tiledist: ag_moe: ", s.routing->rows(), " rows of ", N, " and ", K,
+                        " columns: C and the sorted tokens under 2^31 elements each"));
   s.gathered = static_cast<bf16*>(detail::symm_zeroed(target, 2 * size_t(all) * K * sizeof(bf16)));
   s.ids = static_cast<int32_t*>(detail::symm_zeroed(target, 2 * size_t(all) * topk * sizeof(int32_t)));
   s.scores = static_cast<float*>(detail::symm_zeroed(target, 2 * size_t(all) * topk * sizeof(float)));

@@ -221,7 +221,7 @@ class MoeReduce {
 
 /// SwiGLU of the gate/up projection's rows (kernels/moe_mlp.cpp): act[row, i] = silu(gu[row,
 /// i]) * gu[row, I + i] for the rows < starts[G]. Parameters: gu ([rows, 2 I] bf16), act ([rows,
-/// I] bf16), act_scales (not read), starts, G, I; constants BR, BI. Launch over {cdiv(rows, BR),
+/// I] bf16), act_scales (not written), starts, G, I; constants BR, BI. Launch over {cdiv(rows, BR),
 /// cdiv(I, BI)}. Registered as moe_swiglu; and as moe_swiglu_fp8, act f8e4m3 quantized per row
 /// and 128 columns (BI = 128), act_scales [rows, cdiv(I, 128)] (moe_gemm_kernel's form).
 const KernelDef& moe_swiglu_kernel(ir::DType act = ir::DType::bf16);
@@ -239,10 +239,11 @@ const KernelDef& moe_swiglu_kernel(ir::DType act = ir::DType::bf16);
 /// and weights of its tokens: MoeRouting's), or made from router logits ([tokens, E] f32) by
 /// the run. `weights` f8e4m3: w13 and w2 in e4m3 with DeepSeek-V3's block scales (w13_scales
 /// [E, cdiv(2 I, 128), cdiv(hidden, 128)], w2_scales [E, cdiv(hidden, 128), cdiv(I, 128)]: one
-/// per 128 x 128 block of each expert's slice), the activations quantized per token and 128
-/// columns where they are written (the gathered tokens, SwiGLU's output; moe_gemm_kernel says
-/// how). Device memory on a GPU target, host memory on the host; construction and every run
-/// are collective; streams as AgGemm's (kernels.h).
+/// per 128 x 128 block of each expert's slice as it is stored, gate and up rows together: a
+/// checkpoint's scales, blocked over gate and up apart, are these where I is a multiple of 128), the activations
+/// quantized per token and 128 columns where they are written (the gathered tokens, SwiGLU's output; moe_gemm_kernel
+/// says how). Device memory on a GPU target, host memory on the host; construction and every run are collective;
+/// streams as AgGemm's (kernels.h).
 class MoeMlp {
  public:
   MoeMlp(const Target& target, int64_t tokens, int64_t hidden, int64_t intermediate, int64_t experts, int topk,

@@ -104,7 +104,8 @@ std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& ex
         g = rb(g), u = rb(u);
         const double a = g / (1 + std::exp(-g)) * u;
         act[size_t(i)] = float(f8_activations ? a : rb(a));  // (f8: quantized from f32, below)
-        uncertain[size_t(i)] = std::ldexp(1.1 * std::abs(u) * gmag + (std::abs(g) + 1) * umag, -21);
+        // (the f32 sums' error grows with H: H 2^-22 of their terms' magnitude, a GPU's bound)
+        uncertain[size_t(i)] = double(H) * std::ldexp(1.1 * std::abs(u) * gmag + (std::abs(g) + 1) * umag, -22);
       }
       if (f8_activations) {
         for (int64_t b = 0; b < I; b += 128) {  // each value's e4m3 step at its block's scale
@@ -181,6 +182,21 @@ void quantize_f8_experts(std::vector<float>& w, int64_t E, int64_t rows, int64_t
     codes.insert(codes.end(), c.begin(), c.end());
     scales.insert(scales.end(), s.begin(), s.end());
   }
+}
+
+std::vector<float> spread_blocks(std::vector<float> v, int64_t E, int64_t rows, int64_t cols) {
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        v[size_t((e * rows + r) * cols + c)] *= float(std::ldexp(1.0, int((e + r / 128 + 2 * (c / 128)) % 5) - 2));
+  return v;
+}
+
+std::vector<float> spread_rows(std::vector<float> v, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      v[size_t(r * cols + c)] *= float(std::ldexp(1.0, int((r + 2 * (c / 128)) % 5) - 2));
+  return v;
 }
 
 }  // namespace tiledist::reference

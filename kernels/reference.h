@@ -40,7 +40,7 @@ void gemm(const std::vector<float>& a, const std::vector<float>& b, std::vector<
 ///   value that the kernel's f32 puts a unit away from the host's may round to the
 ///   neighbouring e4m3 code: it moves the sum by up to 2^-3 of that term); terms: their sum;
 /// - slack (f8 activations): where the host's act value is uncertain to more than 2^-10 of its
-///   e4m3 step (a gate or up projection that cancels to its rounding: 2^-21 of its terms'
+///   e4m3 step (a gate or up projection that cancels to its rounding: H 2^-22 of its terms'
 ///   magnitudes), that term's |scores[j] W2[h, i]| times the uncertainty and a step (the
 ///   kernel's code may be any within it).
 struct MoeTokenBounds {
@@ -68,6 +68,13 @@ void quantize_f8_blocks(float* x, int64_t n, int64_t block = 128);
 /// 1e-10) / 448); `w` becomes the values the kernels compute with (code * scale).
 void quantize_f8_weight(std::vector<float>& w, int64_t rows, int64_t cols, std::vector<f8e4m3>& codes,
                         std::vector<float>& scales);
+/// Test data for the f8 kernels: `v` ([E, rows, cols]) with each 128 x 128 block (e, i, j)
+/// multiplied by 2^((e + i + 2 j) % 5 - 2), so that the blocks' scales differ by factors of 2
+/// to 16 (random values alone put about the same largest magnitude in every block, and a kernel
+/// that read another block's scale would pass); spread_rows: [rows, cols] with each row's
+/// 128-column block j multiplied by 2^((row + 2 j) % 5 - 2) (the activations' scales).
+std::vector<float> spread_blocks(std::vector<float> v, int64_t E, int64_t rows, int64_t cols);
+std::vector<float> spread_rows(std::vector<float> v, int64_t rows, int64_t cols);
 /// The same for E experts' weights [E, rows, cols] one after the other: codes [E, rows, cols],
 /// scales [E, cdiv(rows, 128), cdiv(cols, 128)] (the MoE kernels' w_scales).
 void quantize_f8_experts(std::vector<float>& w, int64_t E, int64_t rows, int64_t cols, std::vector<f8e4m3>& codes,

@@ -56,7 +56,8 @@ inline std::vector<int32_t> routed_ids(int r, int64_t tokens, int64_t E, int k, 
 /// GPU's tensor cores, 2^-9 of the magnitude for their f8 products), and in norm within 2^-8 + 1e-4.
 /// `weights` f8e4m3: W quantized per 128 x 128 block of each expert (reference::
 /// quantize_f8_experts), the host's product of the values its codes and scales stand for and of
-/// each token quantized per 128 columns as the kernel does (reference::quantize_f8_blocks).
+/// each token quantized per 128 columns as the kernel does (reference::quantize_f8_blocks); the
+/// tokens' and the weights' blocks spread apart first (spread_rows, spread_blocks).
 template <template <class> class Memory>
 void check_ag_moe(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t E, int k,
                   std::vector<const runtime::Stream*> streams = {nullptr}, ir::DType weights = ir::DType::bf16) {
@@ -71,7 +72,12 @@ void check_ag_moe(const Target& target, int64_t tokens, int64_t N, int64_t K, in
   // (f8 on a GPU: wgmma sums the products of f8 operands in less than f32: seen 2^-11 of them)
   const double acc = f8 && gpu ? std::ldexp(1.0, -9) : K * std::ldexp(1.0, gpu ? -22 : -24);
   for (int call = 1; call <= 3; ++call) {
-    auto x = Memory<bf16>::make(to_bf16(values(me * 13 + 7, size_t(tokens * K), call)));
+    // (f8: the tokens' and the weights' blocks spread apart, so that their scales differ)
+    auto x_of = [&](int r) {
+      std::vector<float> v = values(r * 13 + 7, size_t(tokens * K), call);
+      return to_bf16(f8 ? reference::spread_rows(std::move(v), tokens, K) : v);
+    };
+    auto x = Memory<bf16>::make(x_of(me));
     auto ids = Memory<int32_t>::make(routed_ids(me, tokens, E, k, call));
     auto out = Memory<bf16>::make(std::vector<bf16>(size_t(op.rows() * N), bf16(0.0f)));
     const runtime::Stream* s = streams[call % streams.size()];
@@ -79,7 +85,7 @@ void check_ag_moe(const Target& target, int64_t tokens, int64_t N, int64_t K, in
     if (f8) {
       std::vector<f8e4m3> codes;
       std::vector<float> scales;
-      wh = values(500 + me, size_t(E * N * K), call);
+      wh = reference::spread_blocks(values(500 + me, size_t(E * N * K), call), E, N, K);
       reference::quantize_f8_experts(wh, E, N, K, codes, scales);
       auto w = Memory<f8e4m3>::make(codes);
       auto ws = Memory<float>::make(scales);
@@ -97,7 +103,7 @@ void check_ag_moe(const Target& target, int64_t tokens, int64_t N, int64_t K, in
     std::vector<std::vector<float>> xs;
     std::vector<std::vector<int32_t>> idss;
     for (int r = 0; r < n; ++r) {
-      const std::vector<bf16> x16 = to_bf16(values(r * 13 + 7, size_t(tokens * K), call));
+      const std::vector<bf16> x16 = x_of(r);
       xs.emplace_back(x16.begin(), x16.end());
       if (f8)
         for (int64_t t = 0; t < tokens; ++t) reference::quantize_f8_blocks(&xs.back()[size_t(t * K)], K);
@@ -180,7 +186,8 @@ void check_moe_reduce(const Target& target, int64_t tokens, int64_t N, int64_t K
     // the values they stand for; weights likewise per 128 x 128 block).
     const int64_t kb = (K + 127) / 128;
     auto slot_act = [&](int r) {
-      const std::vector<bf16> a = to_bf16(values(r * 17 + 1, size_t(pairs * K), call));
+      std::vector<float> raw = values(r * 17 + 1, size_t(pairs * K), call);
+      const std::vector<bf16> a = to_bf16(f8 ? reference::spread_rows(std::move(raw), pairs, K) : raw);
       std::vector<float> v(a.begin(), a.end());
       if (f8)
         for (int64_t p = 0; p < pairs; ++p) reference::quantize_f8_blocks(&v[size_t(p * K)], K);
@@ -193,7 +200,7 @@ void check_moe_reduce(const Target& target, int64_t tokens, int64_t N, int64_t K
         const std::vector<bf16> w = to_bf16(values(700 + r, size_t(E * N * K), call));
         return std::vector<float>(w.begin(), w.end());
       }
-      std::vector<float> w = values(700 + r, size_t(E * N * K), call);
+      std::vector<float> w = reference::spread_blocks(values(700 + r, size_t(E * N * K), call), E, N, K);
       reference::quantize_f8_experts(w, E, N, K, w_codes, w_scales);
       return w;
     };
@@ -267,18 +274,16 @@ void check_moe_reduce(const Target& target, int64_t tokens, int64_t N, int64_t K
 /// rank's product), in double: within 2^-8 |want| + 2^-6 magnitude per element (an
 /// intermediate rounded the other way moves a term by a unit of bf16) and 2^-7 in norm.
 /// `weights` f8e4m3: W13 and W2 quantized per 128 x 128 block of each expert's slice
-/// (reference::quantize_f8_weight), the host's product of the values the codes and scales stand
-/// for, its x and act quantized as the kernels quantize them (reference::moe_mlp_token's
-/// f8_activations): the same bounds, plus 2^-3 of the element's largest term (an act value that
-/// the kernel's f32 puts a unit away from the host's may round to the neighbouring e4m3 code).
-/// On a GPU more act values round the other way: wgmma sums f8 products in less than f32
-/// (about 2^-13 of the terms), which moves g and u across bf16's rounding boundaries often
-/// (seen: one act code in 20-50 the neighbour of the host's), so there 2^-6 of the terms'
-/// magnitudes more per element; and in norm, rather than against the host's quantized layer
-/// (the GPU's codes differ from it in a good part of the noise e4m3 makes: 0.014-0.054 seen),
-/// the layer against the exact one (the f8 weights' values, activations not quantized) within
-/// 1.5 times what e4m3 in exact arithmetic makes (seen: 1.0-1.1 times; a wrong scale or a
-/// lost slot is many times).
+/// (reference::quantize_f8_experts; the blocks and x's spread apart first: spread_blocks), the host's product of the
+/// values the codes and scales stand for, its x and act quantized as the kernels quantize them
+/// (reference::moe_mlp_token's f8_activations): the same bounds, plus 2^-3 of the element's largest term (an act value
+/// that the kernel's f32 puts a unit away from the host's may round to the neighbouring e4m3 code). On a GPU more act
+/// values round the other way: wgmma sums f8 products in less than f32 (about 2^-13 of the terms), which moves g and u
+/// across bf16's rounding boundaries often (seen: one act code in 20-50 the neighbour of the host's), so there 2^-6 of
+/// the terms' magnitudes more per element; and in norm, rather than against the host's quantized layer (the GPU's codes
+/// differ from it in a good part of the noise e4m3 makes: 0.014-0.054 seen), the layer against the exact one (the f8
+/// weights' values, activations not quantized) within 1.5 times what e4m3 in exact arithmetic makes (seen: 1.0-1.1
+/// times; a wrong scale or a lost slot is many times).
 template <template <class> class Memory>
 void check_moe_mlp(const Target& target, int64_t tokens, int64_t hidden, int64_t intermediate, int64_t E, int k,
                    kernels::MoeReduce::Mode mode = kernels::MoeReduce::Mode::reduce_scatter,
@@ -292,7 +297,10 @@ void check_moe_mlp(const Target& target, int64_t tokens, int64_t hidden, int64_t
   kernels::MoeMlp mlp(target, tokens, hidden, intermediate, E, k, mode, weights);
   const int n = world_size(), me = rank();
   const int64_t I = mlp.intermediate_per_rank(), all = tokens * n;
-  auto x_of = [&](int r, int call) { return to_bf16(values(r * 5 + 2, size_t(tokens * hidden), call)); };
+  auto x_of = [&](int r, int call) {
+    std::vector<float> v = values(r * 5 + 2, size_t(tokens * hidden), call);
+    return to_bf16(f8 ? reference::spread_rows(std::move(v), tokens, hidden) : v);
+  };
   auto w13_of = [&](int r, int call) { return to_bf16(values(300 + r, size_t(E * 2 * I * hidden), call)); };
   auto w2_of = [&](int r, int call) { return to_bf16(values(400 + r, size_t(E * hidden * I), call)); };
   // f8: each expert's [rows, cols] weight quantized: {codes, scales, the values they stand for}.
@@ -302,7 +310,7 @@ void check_moe_mlp(const Target& target, int64_t tokens, int64_t hidden, int64_t
   };
   auto quantized = [&](std::vector<float> w, int64_t rows, int64_t cols) {
     Quantized q;
-    q.values = std::move(w);
+    q.values = reference::spread_blocks(std::move(w), E, rows, cols);
     reference::quantize_f8_experts(q.values, E, rows, cols, q.codes, q.scales);
     return q;
   };

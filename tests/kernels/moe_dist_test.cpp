@@ -35,14 +35,15 @@ TEST(Moe, Mlp) {
                                          kernels::MoeReduce::Mode::all_reduce);
 }
 TEST(Moe, AllGatherGroupedGemmF8) {
-  testing_moe::check_ag_moe<HostMemory>(Target::host(), 37, 40, 160, 6, 2, {nullptr}, ir::DType::f8e4m3);
-  testing_moe::check_ag_moe<HostMemory>(Target::host(), 9, 24, 128, 3, 1, {nullptr}, ir::DType::f8e4m3);
+  // (N and K past one 128-column block: the weights' scales read per block of both)
+  testing_moe::check_ag_moe<HostMemory>(Target::host(), 37, 160, 160, 6, 2, {nullptr}, ir::DType::f8e4m3);
+  testing_moe::check_ag_moe<HostMemory>(Target::host(), 9, 136, 128, 3, 1, {nullptr}, ir::DType::f8e4m3);
 }
 TEST(Moe, GroupedGemmReduceF8) {
   using Mode = kernels::MoeReduce::Mode;
-  testing_moe::check_moe_reduce<HostMemory>(Target::host(), 37, 40, 160, 6, 2, Mode::reduce_scatter, {nullptr},
+  testing_moe::check_moe_reduce<HostMemory>(Target::host(), 37, 160, 160, 6, 2, Mode::reduce_scatter, {nullptr},
                                             ir::DType::f8e4m3);
-  testing_moe::check_moe_reduce<HostMemory>(Target::host(), 5, 64, 128, 8, 8, Mode::all_reduce, {nullptr},
+  testing_moe::check_moe_reduce<HostMemory>(Target::host(), 5, 136, 128, 8, 8, Mode::all_reduce, {nullptr},
                                             ir::DType::f8e4m3);
 }
 // f8e4m3 weights with block scales: several 128-column blocks of hidden and of the intermediate

@@ -1,9 +1,10 @@
 // moe_swiglu on the default target (the GPU where there is one, else the CPU), bf16 and
 // f8e4m3: fresh random gate/up rows against SwiGLU computed on the host, every element of the
-// rows the routing uses (and none past them written); the f8 form's codes and per-128-column
-// scales against the host's quantization of the host's values (reference::quantize_f8_blocks'
-// rule): each scale within 2^-22 relative, each code the host's or, where the host's value lies
-// within 2^-20 of a rounding boundary, its neighbour.
+// rows the routing uses (bf16: and none past them written; f8: no scale past them written);
+// the f8 form's codes and per-128-column scales against the host's quantization of the host's
+// values (reference::quantize_f8_blocks' rule): each scale within 2^-22 relative, each code the
+// host's, except where the host's value lies within 1e-6 of a rounding boundary (either code
+// may be right there; not checked).
 #include <gtest/gtest.h>
 
 #include <cmath>
