@@ -21,6 +21,11 @@ shapes, and prints both side by side).
         prints "ms <median>": the MoE up projection alone (Triton-distributed's ag_moe without the
         gather, one rank): the slots sorted by expert, the tokens permuted, torch._grouped_mm
         with W [E, N, K] given transposed; bf16, top-k of random logits.
+    moe_baseline.py reduce --tokens T --n N --k K --experts E --topk K [--reps 20]
+        prints "ms <median>": the MoE down projection and top-k combine alone (Triton-
+        distributed's moe_reduce_rs without the reduce-scatter, one rank): the slots' rows
+        already in expert order (as the up projection leaves them), torch._grouped_mm with W
+        [E, N, K] given transposed, each row times its score, index_add_ to its token.
     moe_baseline.py route --tokens T --experts E --topk K --block-rows BM [--sigmoid] [--reps 50]
         prints "ms <median>": routing as a PyTorch MoE layer does it without a custom kernel:
         softmax (or sigmoid) of the logits, torch.topk, the k scores renormalized, then the
@@ -136,9 +141,19 @@ def mlp_dist(args):
     return times[len(times) // 2]
 
 
+def down_projection(act, w, ids, weights):
+    e, k = w.shape[0], ids.shape[1]
+    flat = ids.flatten()
+    order = torch.argsort(flat, stable=True)
+    offs = torch.cumsum(torch.bincount(flat, minlength=e), 0).to(torch.int32)
+    y = torch._grouped_mm(act, w.transpose(-2, -1), offs=offs)
+    y = y * weights.flatten()[order].unsqueeze(1).to(y.dtype)
+    return torch.zeros(ids.shape[0], w.shape[1], dtype=act.dtype, device=act.device).index_add_(0, order // k, y)
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["route", "mlp", "mlp-dist", "gemm"])
+    p.add_argument("mode", choices=["route", "mlp", "mlp-dist", "gemm", "reduce"])
     p.add_argument("--n", type=int, default=1024)
     p.add_argument("--k", type=int, default=1024)
     p.add_argument("--hidden", type=int, default=2048)
@@ -174,6 +189,12 @@ def main():
         x = torch.randn(args.tokens, args.k, dtype=torch.bfloat16, device="cuda")
         w = torch.randn(args.experts, args.n, args.k, dtype=torch.bfloat16, device="cuda")
         fn = lambda: up_projection(x, w, ids)
+    if args.mode == "reduce":
+        weights, ids = torch.topk(torch.softmax(logits, -1), args.topk, dim=-1)
+        weights = weights / weights.sum(-1, keepdim=True)
+        act = torch.randn(args.tokens * args.topk, args.k, dtype=torch.bfloat16, device="cuda")
+        w = torch.randn(args.experts, args.n, args.k, dtype=torch.bfloat16, device="cuda")
+        fn = lambda: down_projection(act, w, ids, weights)
     print(f"ms {median_ms(fn, args.warmup, args.reps):.6f}")
     return 0
 

@@ -3,7 +3,7 @@
 // $TILEDIST_TORCH_PYTHON, default /opt/torch/.venv/bin/python). Skips (exit 0) where there is
 // no GPU.
 //
-//   moe_bench [reps] [routing|mlp|gemm]
+//   moe_bench [reps] [routing|mlp|gemm|reduce]
 //   tiledist-run -n N moe_bench [reps] dist
 //
 // Routing: kernels::MoeRouting (top-k of f32 logits, then the slots sorted by expert into BM-row
@@ -20,6 +20,12 @@
 // per token and 128 columns in the kernels), against PyTorch's own f8 MoE path (the rows
 // quantized per row, torch._scaled_grouped_mm with rowwise scales twice) and against its bf16
 // layer above.
+//
+// reduce: the MoE down projection alone (MoeReduce on one rank: the grouped GEMM over the
+// routing's sorted rows, the top-k combine) at Triton-distributed's test_moe_reduce_rs.py /
+// test_moe_reduce_ar.py shapes (M tokens, N hidden, K the intermediate size, E, top-k), against
+// torch._grouped_mm over the same sorted rows, the scores and index_add_; TFLOP/s of
+// 2 * tokens * k * N * K.
 //
 // dist: the tensor-parallel MoE MLP over the ranks of the job (one process per GPU), each rank
 // holding its tokens and its slice of every expert's intermediate size: kernels::MoeMlp (the
@@ -195,6 +201,45 @@ void up_projection(const Target& target, const std::string& python, const std::s
     }
   }
 }
+/// The down projection alone (see the header).
+void down_projection(const Target& target, const std::string& python, const std::string& script, int reps) {
+  struct Shape {
+    const char* name;
+    int tokens, N, K, E, topk;
+  };
+  std::printf(
+      "\nMoE down projection + top-k combine (MoeReduce, one rank), test_moe_reduce_rs.py's shapes; median of "
+      "%d runs\n",
+      reps);
+  std::printf("%-22s %6s %6s %6s %4s %4s %10s %9s %10s %8s\n", "case", "tokens", "N", "K", "E", "top", "ours ms",
+              "TFLOP/s", "torch ms", "ratio");
+  for (Shape m : {Shape{"test_moe_reduce_rs 1", 8192, 2048, 1536, 32, 2},
+                  Shape{"test_moe_reduce_rs 2", 8192, 14336, 4096, 64, 4}}) {
+    try {
+      kernels::MoeReduce op(target, m.tokens, m.N, m.K, m.E, m.topk);
+      MoeRouting route(target, m.tokens, m.E, m.topk, {MoeRouting::Scores::softmax, true, op.config().bm, 1});
+      cuda::Buffer<float> logits(size_t(m.tokens) * m.E);
+      cuda::Buffer<bf16> act(size_t(route.rows()) * m.K), w(size_t(m.E) * m.N * m.K), out(size_t(m.tokens) * m.N);
+      bench::fill_random(logits);
+      bench::fill_random(act);
+      bench::fill_random(w);
+      route.run(logits.data(), m.tokens);
+      const double ms = bench::median_ms(
+          [&] { op.run(act.data(), route, route.topk_weights(), w.data(), out.data(), &runtime::Stream::legacy()); },
+          reps, 2);
+      const double flop = 2.0 * m.tokens * m.topk * double(m.N) * m.K;
+      const Versus torch = versus_torch(python, script,
+                                        str_cat("reduce --tokens ", m.tokens, " --experts ", m.E, " --topk ", m.topk,
+                                                " --n ", m.N, " --k ", m.K, " --reps ", reps),
+                                        ms);
+      std::printf("%-22s %6d %6d %6d %4d %4d %10.3f %9.1f %10s %8s\n", m.name, m.tokens, m.N, m.K, m.E, m.topk, ms,
+                  flop / ms / 1e9, torch.theirs.c_str(), torch.ratio.c_str());
+    } catch (const Error& e) {
+      std::printf("%-22s %s\n", m.name, e.what());
+    }
+  }
+}
+
 /// The tensor-parallel MoE MLP over the job's ranks (see the header).
 void mlp_dist(const Target& target, const std::string& python, const std::string& script, int reps) {
   struct Shape {
@@ -269,6 +314,7 @@ int main(int argc, char** argv) {
     if (only != "mlp") routing(target, python, script, reps);
     if (only.empty() || only == "mlp") mlp(target, python, script, std::max(5, reps / 5));
     if (only.empty() || only == "gemm") up_projection(target, python, script, std::max(5, reps / 5));
+    if (only.empty() || only == "reduce") down_projection(target, python, script, std::max(5, reps / 5));
   } catch (const Error& e) {
     std::fprintf(stderr, "moe_bench: %s\n", e.what());
     return 1;
