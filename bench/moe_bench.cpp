@@ -23,7 +23,8 @@
 //
 // reduce: the MoE down projection alone (MoeReduce on one rank: the grouped GEMM over the
 // routing's sorted rows, the top-k combine) at Triton-distributed's test_moe_reduce_rs.py /
-// test_moe_reduce_ar.py shapes (M tokens, N hidden, K the intermediate size, E, top-k), against
+// test_moe_reduce_ar.py shapes (M tokens, N hidden, K the intermediate size, E, top-k; "/8": a
+// rank's slice of K at the 8 ranks those tests run on), against
 // torch._grouped_mm over the same sorted rows, the scores and index_add_; TFLOP/s of
 // 2 * tokens * k * N * K.
 //
@@ -213,8 +214,8 @@ void down_projection(const Target& target, const std::string& python, const std:
       reps);
   std::printf("%-22s %6s %6s %6s %4s %4s %10s %9s %10s %8s\n", "case", "tokens", "N", "K", "E", "top", "ours ms",
               "TFLOP/s", "torch ms", "ratio");
-  for (Shape m : {Shape{"test_moe_reduce_rs 1", 8192, 2048, 1536, 32, 2},
-                  Shape{"test_moe_reduce_rs 2", 8192, 14336, 4096, 64, 4}}) {
+  for (Shape m : {Shape{"moe_reduce_rs 1 /8", 8192, 2048, 1536 / 8, 32, 2},
+                  Shape{"moe_reduce_rs 2 /8", 8192, 14336, 4096 / 8, 64, 4}}) {
     try {
       kernels::MoeReduce op(target, m.tokens, m.N, m.K, m.E, m.topk);
       MoeRouting route(target, m.tokens, m.E, m.topk, {MoeRouting::Scores::softmax, true, op.config().bm, 1});
