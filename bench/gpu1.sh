@@ -9,8 +9,9 @@
 #   attention  attention_bench: kernels::Attention against PyTorch SDPA, same run
 #   grouped    grouped_gemm_bench: kernels::GroupedGemm against torch._grouped_mm, same run (and
 #              its e4m3 forms alone)
-#   moe        the MoE kernels: routing's tests, AgMoe / MoeReduce / MoeMlp on 1 and 2 ranks sharing the
-#              GPU, then moe_bench (routing and the MoE MLP against PyTorch, same run)
+#   moe        the MoE kernels: routing's and SwiGLU's tests, AgMoe / MoeReduce / MoeMlp (bf16 and e4m3)
+#              on 1 and 2 ranks sharing the GPU, then moe_bench (routing, the MoE MLP, the up and the
+#              down projection alone, against PyTorch in the same run) and moe_bench dist at one rank
 #   grouped8   the e4m3 grouped GEMM's rows alone: by default and warp specialized (TILEDIST_WS=1)
 #   gemm       gemm_bench tp and fp8: the library GEMMs against cuBLAS (no-regression check)
 #   gpuir      every kernel test through the GPU IR lowering (TILEDIST_LOWERING=gpu_ir: on Hopper
@@ -83,15 +84,17 @@ for stage in $stages; do
       run grouped 240 bench/grouped_gemm_bench 20
       grep -vE '^\s*$' "$logs/grouped.log" | tail -12 ;;
     moe)
-      run moe_tests 300 tests/kernels_test --gtest_filter='MoeRouting*'
+      run moe_tests 300 tests/kernels_test --gtest_filter='MoeRouting*:MoeSwiglu*'
       grep -E '^\[  (PASSED|FAILED) ' "$logs/moe_tests.log"
       for n in 1 2; do
         TILEDIST_WAIT_TIMEOUT=60 run "moe_ranks$n" 300 tools/tiledist-run -n $n --timeout 290 tests/cuda_collectives_test \
-          --gtest_filter='GpuKernels.AllGatherMoe:GpuKernels.MoeReduce:GpuKernels.MoeMlp'
+          --gtest_filter='GpuKernels.AllGatherMoe*:GpuKernels.MoeReduce*:GpuKernels.MoeMlp*'
         grep -E '^\[0\] \[  (PASSED|FAILED) ' "$logs/moe_ranks$n.log"
       done
-      run moe_bench 400 bench/moe_bench 50
-      grep -vE '^\s*$' "$logs/moe_bench.log" | tail -18 ;;
+      run moe_bench 500 stdbuf -oL bench/moe_bench 50
+      grep -vE '^\s*$' "$logs/moe_bench.log" | tail -30
+      run moe_dist 200 tools/tiledist-run -n 1 --timeout 190 stdbuf -oL bench/moe_bench 25 dist
+      grep -vE '^\s*$' "$logs/moe_dist.log" | tail -6 ;;
     grouped8)
       for l in default ws; do  # (ws: warp specialized, TILEDIST_WS=1)
         [ "$l" = ws ] && w=1 || w=
