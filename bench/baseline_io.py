@@ -16,14 +16,17 @@ def write_bf16(path, t):
         f.write(bytes(t.cpu().contiguous().view(torch.uint8).flatten().tolist()))
 
 
-def median_ms(fn, warmup, reps):
+def median_ms(fn, warmup, reps, before=None):
     """The median of `reps` single calls of `fn`, each timed with CUDA events, after `warmup`
-    untimed ones (as the C++ side times ours)."""
+    untimed ones (as the C++ side times ours); `before`, where given, runs untimed ahead of
+    each timed call (a barrier)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
+        if before:
+            before()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()

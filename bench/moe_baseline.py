@@ -125,20 +125,9 @@ def mlp_dist(args):
         dist.all_gather_into_tensor(ws, weights)
         dist.reduce_scatter_tensor(out, mlp(xs, w13, w2, idss, ws))
 
-    for _ in range(args.warmup):
-        layer()
-    times = []
-    for _ in range(args.reps):
-        dist.barrier()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        layer()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
+    ms = median_ms(layer, args.warmup, args.reps, before=dist.barrier)
     dist.destroy_process_group()
-    times.sort()
-    return times[len(times) // 2]
+    return ms
 
 
 def down_projection(act, w, ids, weights):

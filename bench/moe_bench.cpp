@@ -42,8 +42,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
 #include <string>
+#include <type_traits>
 
 #include "bench/fill_random.h"
 #include "bench/timing.h"
@@ -104,6 +104,46 @@ void routing(const Target& target, const std::string& python, const std::string&
     }
 }
 
+/// Our MoE MLP (MoeMlp over the job's ranks, `tokens` a rank; bf16, or f8e4m3 weights with
+/// block scales of 0.01) on random inputs, top-k of random logits: the median ms of `reps` runs,
+/// every rank starting together. The weights are freed on return.
+double time_mlp(const Target& target, int tokens, int hidden, int inter, int E, int topk, int reps,
+                ir::DType weights = ir::DType::bf16) {
+  kernels::MoeMlp layer(target, tokens, hidden, inter, E, topk, kernels::MoeReduce::Mode::reduce_scatter, weights);
+  const int64_t I = layer.intermediate_per_rank();
+  MoeRouting route(target, tokens, E, topk);
+  cuda::Buffer<float> logits(size_t(tokens) * E);
+  cuda::Buffer<bf16> x(size_t(tokens) * hidden), out(size_t(tokens) * hidden);
+  bench::fill_random(logits);
+  bench::fill_random(x);
+  route.run(logits.data(), tokens);
+  auto time = [&](auto& w13, auto& w2, const float* s13, const float* s2) {
+    bench::fill_random(w13);
+    bench::fill_random(w2);
+    barrier_all();
+    return bench::median_ms(
+        [&] {
+          if constexpr (std::is_same_v<std::decay_t<decltype(w13)>, cuda::Buffer<bf16>>)
+            layer.run(x.data(), route.topk_ids(), route.topk_weights(), w13.data(), w2.data(), out.data(),
+                      &runtime::Stream::legacy());
+          else
+            layer.run(x.data(), route.topk_ids(), route.topk_weights(), w13.data(), s13, w2.data(), s2, out.data(),
+                      &runtime::Stream::legacy());
+        },
+        reps, /*warmup*/ 2);
+  };
+  const size_t n13 = size_t(E) * 2 * I * hidden, n2 = size_t(E) * hidden * I;
+  if (weights == ir::DType::bf16) {
+    cuda::Buffer<bf16> w13(n13), w2(n2);
+    return time(w13, w2, nullptr, nullptr);
+  }
+  auto blocks = [](int64_t n) { return (n + 127) / 128; };
+  cuda::Buffer<f8e4m3> w13(n13), w2(n2);
+  cuda::Buffer<float> s13(std::vector<float>(size_t(E * blocks(2 * I) * blocks(hidden)), 0.01f));
+  cuda::Buffer<float> s2(std::vector<float>(size_t(E * blocks(hidden) * blocks(I)), 0.01f));
+  return time(w13, w2, s13.data(), s2.data());
+}
+
 void mlp(const Target& target, const std::string& python, const std::string& script, int reps) {
   struct Shape {
     const char* name;
@@ -117,44 +157,13 @@ void mlp(const Target& target, const std::string& python, const std::string& scr
   // the whole layer's weights are past the kernels' 2^31 elements)
   for (Shape m : {Shape{"Qwen3-30B-A3B", 4096, 2048, 768, 128, 8}, Shape{"Qwen3-30B-A3B", 16384, 2048, 768, 128, 8},
                   Shape{"DeepSeek-V3 /8", 4096, 7168, 256, 256, 8}, Shape{"Mixtral-8x7B", 4096, 4096, 14336, 8, 2}}) {
-    kernels::MoeMlp layer(target, m.tokens, m.hidden, m.inter, m.E, m.topk);
-    MoeRouting route(target, m.tokens, m.E, m.topk);
-    cuda::Buffer<float> logits(size_t(m.tokens) * m.E);
-    cuda::Buffer<bf16> x(size_t(m.tokens) * m.hidden), out(size_t(m.tokens) * m.hidden);
-    auto w13 = std::make_unique<cuda::Buffer<bf16>>(size_t(m.E) * 2 * m.inter * m.hidden);
-    auto w2 = std::make_unique<cuda::Buffer<bf16>>(size_t(m.E) * m.hidden * m.inter);
-    bench::fill_random(logits);
-    bench::fill_random(x);
-    bench::fill_random(*w13);
-    bench::fill_random(*w2);
-    route.run(logits.data(), m.tokens);
-    const double ms = bench::median_ms(
-        [&] {
-          layer.run(x.data(), route.topk_ids(), route.topk_weights(), w13->data(), w2->data(), out.data(),
-                    &runtime::Stream::legacy());
-        },
-        reps, /*warmup*/ 2);
+    const double ms = time_mlp(target, m.tokens, m.hidden, m.inter, m.E, m.topk, reps);
     const double flop = 6.0 * m.tokens * m.topk * double(m.hidden) * m.inter;
     const Versus torch = versus_torch(python, script,
                                       str_cat("mlp --tokens ", m.tokens, " --experts ", m.E, " --topk ", m.topk,
                                               " --hidden ", m.hidden, " --inter ", m.inter, " --reps ", reps),
                                       ms);
-    // f8e4m3 weights with block scales (the bf16 weights' memory given back first).
-    w13.reset(), w2.reset();
-    kernels::MoeMlp layer8(target, m.tokens, m.hidden, m.inter, m.E, m.topk, kernels::MoeReduce::Mode::reduce_scatter,
-                           ir::DType::f8e4m3);
-    cuda::Buffer<f8e4m3> w13_8(size_t(m.E) * 2 * m.inter * m.hidden), w2_8(size_t(m.E) * m.hidden * m.inter);
-    auto blocks = [](int64_t n) { return (n + 127) / 128; };
-    cuda::Buffer<float> s13(std::vector<float>(size_t(m.E * blocks(int64_t(2) * m.inter) * blocks(m.hidden)), 0.01f));
-    cuda::Buffer<float> s2(std::vector<float>(size_t(m.E * blocks(m.hidden) * blocks(m.inter)), 0.01f));
-    bench::fill_random(w13_8);
-    bench::fill_random(w2_8);
-    const double ms8 = bench::median_ms(
-        [&] {
-          layer8.run(x.data(), route.topk_ids(), route.topk_weights(), w13_8.data(), s13.data(), w2_8.data(), s2.data(),
-                     out.data(), &runtime::Stream::legacy());
-        },
-        reps, /*warmup*/ 2);
+    const double ms8 = time_mlp(target, m.tokens, m.hidden, m.inter, m.E, m.topk, reps, ir::DType::f8e4m3);
     const Versus torch8 = versus_torch(python, script,
                                        str_cat("mlp --fp8 --tokens ", m.tokens, " --experts ", m.E, " --topk ", m.topk,
                                                " --hidden ", m.hidden, " --inter ", m.inter, " --reps ", reps),
@@ -260,24 +269,7 @@ void mlp_dist(const Target& target, const std::string& python, const std::string
     ++port;
     const int T = m.tokens / n;
     try {
-      kernels::MoeMlp layer(target, T, m.hidden, m.inter, m.E, m.topk);
-      const int64_t I = layer.intermediate_per_rank();
-      MoeRouting route(target, T, m.E, m.topk);
-      cuda::Buffer<float> logits(size_t(T) * m.E);
-      cuda::Buffer<bf16> x(size_t(T) * m.hidden), out(size_t(T) * m.hidden);
-      cuda::Buffer<bf16> w13(size_t(m.E) * 2 * I * m.hidden), w2(size_t(m.E) * m.hidden * I);
-      bench::fill_random(logits);
-      bench::fill_random(x);
-      bench::fill_random(w13);
-      bench::fill_random(w2);
-      route.run(logits.data(), T);
-      barrier_all();
-      const double ms = bench::median_ms(
-          [&] {
-            layer.run(x.data(), route.topk_ids(), route.topk_weights(), w13.data(), w2.data(), out.data(),
-                      &runtime::Stream::legacy());
-          },
-          reps, /*warmup*/ 2);
+      const double ms = time_mlp(target, T, m.hidden, m.inter, m.E, m.topk, reps);
       barrier_all();  // (every rank's torch process starts with the others')
       const std::string env = str_cat("RANK=", me, " WORLD_SIZE=", n, " MASTER_ADDR=127.0.0.1 MASTER_PORT=", port, " ");
       const Versus torch = versus_torch(python.empty() ? python : env + python, script,

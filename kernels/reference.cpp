@@ -10,7 +10,12 @@ namespace tiledist::reference {
 
 namespace {
 uint64_t g_seed = 0;
+float abs_max(const float* x, int64_t n) {
+  float amax = 0;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::abs(x[i]));
+  return amax;
 }
+}  // namespace
 
 double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
   if (got.size() != want.size()) return INFINITY;
@@ -109,9 +114,7 @@ std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& ex
       }
       if (f8_activations) {
         for (int64_t b = 0; b < I; b += 128) {  // each value's e4m3 step at its block's scale
-          float amax = 0;
-          for (int64_t i = b; i < std::min(I, b + 128); ++i) amax = std::max(amax, std::abs(act[size_t(i)]));
-          const double s = std::max(amax, 1e-10f) / 448.0;
+          const double s = f8_scale(abs_max(&act[size_t(b)], std::min(I, b + 128) - b));
           for (int64_t i = b; i < std::min(I, b + 128); ++i)
             step[size_t(i)] = s * std::max(std::ldexp(1.0, -9), std::ldexp(std::abs(act[size_t(i)]) / s, -3));
         }
@@ -141,10 +144,16 @@ std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& ex
 void quantize_f8_blocks(float* x, int64_t n, int64_t block) {
   for (int64_t b = 0; b < n; b += block) {
     const int64_t end = std::min(n, b + block);
-    float amax = 0;
-    for (int64_t i = b; i < end; ++i) amax = std::max(amax, std::abs(x[i]));
-    const float s = std::max(amax, 1e-10f) / 448.0f;
+    const float s = f8_scale(abs_max(x + b, end - b));
     for (int64_t i = b; i < end; ++i) x[i] = float(f8e4m3(x[i] / s)) * s;
+  }
+}
+
+void quantize_f8_row(const float* x, int64_t n, f8e4m3* codes, float* scales) {
+  for (int64_t b = 0; b < n; b += 128) {
+    const int64_t end = std::min(n, b + 128);
+    const float s = scales[b / 128] = f8_scale(abs_max(x + b, end - b));
+    for (int64_t i = b; i < end; ++i) codes[i] = f8e4m3(x[i] / s);
   }
 }
 
@@ -159,8 +168,7 @@ void quantize_f8_weight(std::vector<float>& w, int64_t rows, int64_t cols, std::
       for (int64_t r = i * 128; r < std::min(rows, i * 128 + 128); ++r)
         for (int64_t c = j * 128; c < std::min(cols, j * 128 + 128); ++c)
           amax = std::max(amax, std::abs(w[size_t(r * cols + c)]));
-      const float s = std::max(amax, 1e-10f) / 448.0f;
-      scales[size_t(i * cb + j)] = s;
+      const float s = scales[size_t(i * cb + j)] = f8_scale(amax);
       for (int64_t r = i * 128; r < std::min(rows, i * 128 + 128); ++r)
         for (int64_t c = j * 128; c < std::min(cols, j * 128 + 128); ++c) {
           float& v = w[size_t(r * cols + c)];

@@ -2,6 +2,8 @@
 // that tests, the demo and benchmarks check kernels against.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -45,6 +47,14 @@ void gemm(const std::vector<float>& a, const std::vector<float>& b, std::vector<
 ///   kernel's code may be any within it).
 struct MoeTokenBounds {
   std::vector<double> magnitude, largest, terms, slack;
+  /// The bound on |got - want| of element h, want the token's out[h]: 2^-8 |want| + 2^-6
+  /// magnitude (an intermediate rounded the other way moves a term by a unit of bf16); f8: and
+  /// 2^-3 of the largest term and the slack, and on a GPU 2^-6 of the terms (tests/kernels/
+  /// moe_check.h's check_moe_mlp says why).
+  double bound(size_t h, double want, bool f8, bool gpu) const {
+    return std::ldexp(std::abs(want), -8) + std::ldexp(magnitude[h], -6) +
+           (f8 ? std::ldexp(largest[h], -3) + slack[h] : 0.0) + (f8 && gpu ? std::ldexp(terms[h], -6) : 0.0) + 1e-30;
+  }
 };
 
 /// One token's output of a tensor-parallel MoE MLP (kernels::MoeMlp) in double, with the
@@ -63,6 +73,12 @@ std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& ex
 /// block's scale s = max(|x|, 1e-10) / 448 (f32), its values f8e4m3(x / s); returns the values
 /// the kernels then compute with, f8e4m3(x / s) * s, in place of x.
 void quantize_f8_blocks(float* x, int64_t n, int64_t block = 128);
+/// The scale of a block whose largest magnitude is `amax`: max(amax, 1e-10) / 448 (the MoE
+/// kernels' rule, for activations and weights alike).
+inline float f8_scale(float amax) { return std::max(amax, 1e-10f) / 448.0f; }
+/// One row of `n` values quantized per 128 columns as quantize_f8_blocks does: its codes [n] and
+/// its blocks' scales [cdiv(n, 128)] (what the MoE kernels write for a row of activations).
+void quantize_f8_row(const float* x, int64_t n, f8e4m3* codes, float* scales);
 /// A [rows, cols] weight quantized in blocks of 128 x 128 (DeepSeek-V3's): the e4m3 codes,
 /// [rows, cols], and the scales [cdiv(rows, 128), cdiv(cols, 128)] (each block's max(|w|,
 /// 1e-10) / 448); `w` becomes the values the kernels compute with (code * scale).

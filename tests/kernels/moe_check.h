@@ -212,15 +212,8 @@ void check_moe_reduce(const Target& target, int64_t tokens, int64_t N, int64_t K
       std::vector<f8e4m3> act(size_t(routing.rows() * K), f8e4m3(NAN));
       std::vector<float> act_scales(size_t(routing.rows() * kb), NAN);
       for (int64_t p = 0; p < pairs; ++p)
-        for (int64_t b = 0; b < kb; ++b) {
-          const float* v = &mine[size_t(p * K + b * 128)];
-          const int64_t len = std::min<int64_t>(128, K - b * 128);
-          float amax = 0;
-          for (int64_t q = 0; q < len; ++q) amax = std::max(amax, std::abs(v[q]));
-          const float sc = std::max(amax, 1e-10f) / 448.0f;
-          act_scales[size_t(dest[p] * kb + b)] = sc;
-          for (int64_t q = 0; q < len; ++q) act[size_t(dest[p] * K + b * 128 + q)] = f8e4m3(v[q] / sc);
-        }
+        reference::quantize_f8_row(&mine[size_t(p * K)], K, &act[size_t(dest[p] * K)],
+                                   &act_scales[size_t(dest[p] * kb)]);
       weights_of(me);
       auto act_in = Memory<f8e4m3>::make(act);
       auto scales_in = Memory<float>::make(act_scales);
@@ -362,11 +355,7 @@ void check_moe_mlp(const Target& target, int64_t tokens, int64_t hidden, int64_t
       for (int64_t h = 0; h < hidden; ++h) {
         const float g = float(got[size_t((t - first) * hidden + h)]);
         const double want = sum[size_t(h)];
-        const size_t at = size_t(h);
-        const double flip =
-            !f8 ? 0.0 : std::ldexp(b.largest[at], -3) + b.slack[at] + (gpu ? std::ldexp(b.terms[at], -6) : 0.0);
-        if (!(std::abs(g - want) <= std::ldexp(std::abs(want), -8) + std::ldexp(b.magnitude[at], -6) + flip + 1e-30) &&
-            bad++ < 5)
+        if (!(std::abs(g - want) <= b.bound(size_t(h), want, f8, gpu)) && bad++ < 5)
           ADD_FAILURE() << "call " << call << ": out[" << t - first << ", " << h << "] = " << g << ", want " << want;
         got_in.push_back(g), want_in.push_back(float(want));
       }

@@ -74,7 +74,7 @@ void check_swiglu(int64_t rows, int64_t used, int64_t I, ir::DType dtype) {
     for (int64_t b = 0; b < kb && f8; ++b) {
       float amax = 0;
       for (int64_t i = b * 128; i < std::min(I, b * 128 + 128); ++i) amax = std::max(amax, std::abs(want[size_t(i)]));
-      const float s = std::max(amax, 1e-10f) / 448.0f, got_s = got_scales[size_t(row * kb + b)];
+      const float s = reference::f8_scale(amax), got_s = got_scales[size_t(row * kb + b)];
       if (row >= used) {
         if (got_s != -1.0f && bad++ < 5) ADD_FAILURE() << "scale of unused row " << row << " written";
         continue;

@@ -110,13 +110,10 @@ class MoeMlpSubject : public Subject {
                   w13s.push_back(weights(seed + 300 + r, 2 * I, H, &codes, &scales));
                   w2s.push_back(weights(seed + 400 + r, H, I, &codes, &scales));
                 }
-                // Each element within 2^-8 |want| + 2^-6 magnitude (moe_check.h's bound: an
-                // intermediate rounded the other way, to bf16 or to the next e4m3 code, moves a
-                // term; the layer's sums cancel, so a bound in norm against |want| alone fails
-                // where the terms are large and their sum is not; f8: 2^-3 of the largest term and
-                // the slack, reference::MoeTokenBounds says why, and on a GPU 2^-6 of the terms'
-                // magnitudes, check_moe_mlp in tests/kernels/moe_check.h says why); bf16: and 2^-7
-                // in norm, as before the f8 form.
+                // Each element within reference::MoeTokenBounds::bound (moe_check.h's: the
+                // layer's sums cancel, so a bound in norm against |want| alone fails where the
+                // terms are large and their sum is not); bf16: and 2^-7 in norm, as before the f8
+                // form.
                 double num = 0, den = 0;
                 for (int64_t t = first; t < first + out_rows; ++t) {
                   const int owner = int(t / T);
@@ -130,9 +127,7 @@ class MoeMlpSubject : public Subject {
                                                                             slot_scores, w13s, w2s, H, I, &b, f8);
                   for (int64_t h = 0; h < H; ++h) {
                     const double g = double(float(got[size_t((t - first) * H + h)])), w = want[size_t(h)];
-                    const double bound = std::ldexp(std::abs(w), -8) + std::ldexp(b.magnitude[size_t(h)], -6) +
-                                         (f8 ? std::ldexp(b.largest[size_t(h)], -3) + b.slack[size_t(h)] : 0.0) +
-                                         (f8 && gpu ? std::ldexp(b.terms[size_t(h)], -6) : 0.0) + 1e-30;
+                    const double bound = b.bound(size_t(h), w, f8, gpu);
                     if (!(std::abs(g - w) <= bound))
                       return str_cat("out[", t - first, ", ", h, "] = ", g, ", want ", w, " (bound ", bound, ")");
                     num += (g - w) * (g - w), den += w * w;
