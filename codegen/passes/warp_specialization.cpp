@@ -439,7 +439,7 @@ class WarpSpecializer {
       if (!around || around->code != OpCode::If) continue;
       const bool then = around->regions[0].get() == b;
       const bool holds_all = std::all_of(rings_.begin(), rings_.end(), [&](const Ring& r) { return inside(r, *b); });
-      if (holds_all && (then ? negated(c, around->operands[0]) : c == around->operands[0])) return true;
+      if (holds_all && implies(c, around->operands[0], then)) return true;
     }
     return false;
   }
@@ -455,6 +455,14 @@ class WarpSpecializer {
     for (const Block* in = r.loop->parent; in; in = in->parent ? in->parent->parent : nullptr)
       if (in == &b) return true;
     return false;
+  }
+
+  /// Whether `c` true makes `d` true (`negate`: false): `c` is `d` (negated), or a conjunction
+  /// one of whose terms is.
+  static bool implies(const Value* c, const Value* d, bool negate) {
+    if (negate ? negated(c, d) : c == d) return true;
+    return c->def && c->def->code == OpCode::And && !c->type.is_tensor() &&
+           (implies(c->def->operands[0], d, negate) || implies(c->def->operands[1], d, negate));
   }
 
   /// Whether `a` is `b` negated: compares of the same integers by opposite predicates.
