@@ -3,7 +3,7 @@
 // $TILEDIST_TORCH_PYTHON, default /opt/torch/.venv/bin/python). Skips (exit 0) where there is
 // no GPU.
 //
-//   moe_bench [reps] [routing|mlp|gemm|reduce]
+//   moe_bench [reps] [routing|mlp|gemm|reduce] [LAYER]   (LAYER: only the rows whose name contains it)
 //   tiledist-run -n N moe_bench [reps] dist
 //
 // Routing: kernels::MoeRouting (top-k of f32 logits, then the slots sorted by expert into BM-row
@@ -50,6 +50,10 @@
 #include "kernels/moe.h"
 
 namespace {
+/// The rows to run: those whose name contains moe_bench's third argument (every row without one).
+std::string g_layer;
+bool wanted(const char* name) { return g_layer.empty() || std::string(name).find(g_layer) != std::string::npos; }
+
 using namespace tiledist;
 using kernels::MoeRouting;
 
@@ -157,6 +161,7 @@ void mlp(const Target& target, const std::string& python, const std::string& scr
   // the whole layer's weights are past the kernels' 2^31 elements)
   for (Shape m : {Shape{"Qwen3-30B-A3B", 4096, 2048, 768, 128, 8}, Shape{"Qwen3-30B-A3B", 16384, 2048, 768, 128, 8},
                   Shape{"DeepSeek-V3 /8", 4096, 7168, 256, 256, 8}, Shape{"Mixtral-8x7B", 4096, 4096, 14336, 8, 2}}) {
+    if (!wanted(m.name)) continue;
     const double ms = time_mlp(target, m.tokens, m.hidden, m.inter, m.E, m.topk, reps);
     const double flop = 6.0 * m.tokens * m.topk * double(m.hidden) * m.inter;
     const Versus torch = versus_torch(python, script,
@@ -188,6 +193,7 @@ void up_projection(const Target& target, const std::string& python, const std::s
   for (Shape m : {Shape{"Dummy Model", 8192, 8192, 32, 3}, Shape{"Qwen1.5-MoE-A2.7B", 1408, 2048, 60, 4},
                   Shape{"Mixtral-8x7B", 4096, 14336, 8, 2}, Shape{"Mixtral-8x22B", 6144, 16384, 8, 2},
                   Shape{"DeepSeek-MoE", 2048, 1408, 64, 6}}) {
+    if (!wanted(m.name)) continue;
     try {
       kernels::AgMoe op(target, tokens, m.N, m.K, m.E, m.topk);
       MoeRouting route(target, tokens, m.E, m.topk);
@@ -225,6 +231,7 @@ void down_projection(const Target& target, const std::string& python, const std:
               "TFLOP/s", "torch ms", "ratio");
   for (Shape m : {Shape{"moe_reduce_rs 1 /8", 8192, 2048, 1536 / 8, 32, 2},
                   Shape{"moe_reduce_rs 2 /8", 8192, 14336, 4096 / 8, 64, 4}}) {
+    if (!wanted(m.name)) continue;
     try {
       kernels::MoeReduce op(target, m.tokens, m.N, m.K, m.E, m.topk);
       MoeRouting route(target, m.tokens, m.E, m.topk, {MoeRouting::Scores::softmax, true, op.config().bm, 1});
@@ -266,6 +273,7 @@ void mlp_dist(const Target& target, const std::string& python, const std::string
   int port = 29611;
   for (Shape m : {Shape{"Qwen3-30B-A3B", 8192, 2048, 768, 128, 8}, Shape{"DeepSeek-V3", 4096, 7168, 2048, 256, 8},
                   Shape{"Mixtral-8x7B", 8192, 4096, 14336, 8, 2}}) {
+    if (!wanted(m.name)) continue;
     ++port;
     const int T = m.tokens / n;
     try {
@@ -299,6 +307,7 @@ int main(int argc, char** argv) {
   auto [python, script] = bench::find_torch(argv[0], "TILEDIST_MOE_BASELINE", "moe_baseline.py");
   if (python.empty()) std::printf("(torch baseline not run: no PyTorch python, or no bench/moe_baseline.py)\n");
   const std::string only = argc > 2 ? argv[2] : "";
+  if (argc > 3) g_layer = argv[3];
   try {
     if (only == "dist") {
       mlp_dist(target, python, script, std::max(5, reps / 5));

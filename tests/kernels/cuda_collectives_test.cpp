@@ -140,7 +140,8 @@ TEST(GpuKernels, MoeMlp) {
   const int n = cuda::World::get().size();
   testing_moe::check_moe_mlp<DeviceMemory>(Target::cuda(), 13, 48, 32 * n, 8, 2);
   testing_moe::check_moe_mlp<DeviceMemory>(Target::cuda(), 8, 2048, 768, 128, 8);
-  testing_moe::check_moe_mlp<DeviceMemory>(Target::cuda(), 4, 512, 256, 16, 4, kernels::MoeReduce::Mode::all_reduce);
+  testing_moe::check_moe_mlp<DeviceMemory>(Target::cuda(), 4, 512, 128 * n, 16, 4,
+                                           kernels::MoeReduce::Mode::all_reduce);
 }
 // AllGather + MoE GEMM with f8e4m3 weights: K over several 128-column blocks, the last partial.
 TEST(GpuKernels, AllGatherMoeF8) {
