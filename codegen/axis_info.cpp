@@ -176,6 +176,7 @@ AxisInfo AxisAnalysis::compute(const ir::Value* v, int dim) {
     // beyond 16 bytes, so alignment and runs of adjacent addresses carry over).
     case OpCode::ConsumeToken:
     case OpCode::SymmAt:
+    case OpCode::ConvertLayout:  // (the same values, held by other threads)
       return in(0);
     case OpCode::Hint: {  // (of the last dimension)
       AxisInfo a = in(0);

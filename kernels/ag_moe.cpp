@@ -40,7 +40,8 @@ void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<T> a_sorted, tl::Ptr<float> a_scales, tl:
               tl::Ptr<int32_t> tiles, tl::Ptr<int32_t> starts, tl::Ptr<T> w, tl::Ptr<float> w_scales, tl::Ptr<bf16> c,
               tl::Ptr<int32_t> flags, tl::Ptr<int32_t> ready, tl::Int rows, tl::Int N, tl::Int K, tl::Int w_rows,
               tl::Int E, tl::Int seg_tokens, tl::Int slots, tl::Int call, tl::Const<int> BM, tl::Const<int> BN,
-              tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> TOPK, tl::Const<int> WAIT) {
+              tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> TOPK, tl::Const<int> WAIT,
+              tl::Const<int> SPLIT) {
   constexpr bool kF8 = std::is_same_v<T, f8e4m3>;
   if (kF8 && BK != detail::kScaleBlock)
     throw Error(str_cat("tiledist: moe_gemm_fp8: BK = ", BK.value(), ", the scales' block is 128 (BK = 128)"));
@@ -55,8 +56,12 @@ void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<T> a_sorted, tl::Ptr<float> a_scales, tl:
     auto entry = tiles + 1 + t * 3;
     return std::tuple{tl::load(entry), tl::maximum(tl::load(entry + 1), 0), tl::load(entry + 2)};
   };
-  tl::if_then((pid < slots) & (pid < count), [&] {
-    auto t = rotated(pid);
+  const int split = std::max(1, SPLIT.value());
+  auto gathers = slots * split;  // (the programs that gather: SPLIT a tile, each its part of K)
+  tl::if_then((pid < gathers) & (pid / split < count), [&] {
+    auto t = rotated(pid / split);
+    auto part = pid % split;
+    auto columns = (tl::maximum(K, 0) + (BK * split - 1)) / (BK * split) * BK;  // a part's, whole BK blocks
     auto [expert, first, end] = entry_of(t);
     (void)expert;
     auto row = tl::expand_dims(first + tl::arange(0, BM), 1);  // [BM, 1]
@@ -69,7 +74,7 @@ void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<T> a_sorted, tl::Ptr<float> a_scales, tl:
       src = dist::consume_token(a, arrived);
     }
     auto from = tl::Ptr<bf16>(src.value()) + tl::load(sorted_ids + row, in, 0) / TOPK * K;  // [BM, 1]
-    tl::for_range(0, K, BK, [&](Tensor k) {
+    tl::for_range(part * columns, tl::minimum(K, (part + 1) * columns), BK, [&](Tensor k) {
       auto ka = tl::expand_dims(k + tl::arange(0, BK), 0);
       auto x = tl::load(from + ka, in & (ka < K), 0.0f);
       if constexpr (kF8) {
@@ -80,17 +85,25 @@ void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<T> a_sorted, tl::Ptr<float> a_scales, tl:
         tl::store(a_sorted + row * K + ka, x, in & (ka < K));
       }
     });
-    tl::atomic_xchg(ready + t, call, {}, {"release", "gpu"});  // (after every thread's stores)
+    tl::atomic_xchg(ready + t * split + part, call, {}, {"release", "gpu"});  // (after every thread's stores)
   });
-  tl::if_then(pid >= slots, [&] {
-    auto [slot, pid_n] = detail::grouped_tile(pid - slots, num_m, num_n, GROUP_M);
+  tl::if_then(pid >= gathers, [&] {
+    auto [slot, pid_n] = detail::grouped_tile(pid - gathers, num_m, num_n, GROUP_M);
     tl::if_then(slot < count, [&] {
       auto t = rotated(slot);
-      Tensor gathered;
-      tl::profile("wait", [&] { gathered = shmem::signal_wait_until(ready + t, shmem::Cmp::ge, call); }, {t, pid_n});
+      Tensor rows_of_sorted = a_sorted, scales_of_sorted = a_scales;  // (ordered after each part's signal)
+      tl::profile("wait",
+                  [&] {
+                    for (int part = 0; part < split; ++part) {
+                      auto gathered = shmem::signal_wait_until(ready + t * split + part, shmem::Cmp::ge, call);
+                      rows_of_sorted = dist::consume_token(rows_of_sorted, gathered);
+                      if (kF8) scales_of_sorted = dist::consume_token(scales_of_sorted, gathered);
+                    }
+                  },
+                  {t, pid_n});
       auto [expert, first, end] = entry_of(t);
-      auto rows_of_a = tl::Ptr<T>(dist::consume_token(a_sorted, gathered).value());
-      auto scales_of_a = kF8 ? tl::Ptr<float>(dist::consume_token(a_scales, gathered).value()) : a_scales;
+      auto rows_of_a = tl::Ptr<T>(rows_of_sorted.value());
+      auto scales_of_a = tl::Ptr<float>(scales_of_sorted.value());
       detail::expert_tile(rows_of_a, scales_of_a, w, w_scales, c, rows, N, K, w_rows, expert, first, end, pid_n, BM, BN,
                           BK);
     });
@@ -100,10 +113,11 @@ void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<T> a_sorted, tl::Ptr<float> a_scales, tl:
 
 const KernelDef& moe_gemm_kernel(ir::DType dtype) {
   static const std::vector<std::string> params = {
-      "a",     "a_sorted", "a_scales", "sorted_ids", "tiles",   "starts", "w",   "w_scales",   "c",
-      "flags", "ready",    "rows",     "N",          "K",       "w_rows", "E",   "seg_tokens", "slots",
-      "call",  "BM",       "BN",       "BK",         "GROUP_M", "TOPK",   "WAIT"};
-  static const Constants defaults = {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"TOPK", 2}, {"WAIT", 0}};
+      "a",     "a_sorted", "a_scales", "sorted_ids", "tiles",   "starts", "w",    "w_scales",   "c",
+      "flags", "ready",    "rows",     "N",          "K",       "w_rows", "E",    "seg_tokens", "slots",
+      "call",  "BM",       "BN",       "BK",         "GROUP_M", "TOPK",   "WAIT", "SPLIT"};
+  static const Constants defaults = {{"BM", 64},  {"BN", 64},  {"BK", 32},  {"GROUP_M", 8},
+                                     {"TOPK", 2}, {"WAIT", 0}, {"SPLIT", 1}};
   static const KernelDef bf16_def = KernelDef("moe_gemm", moe_gemm<bf16>, params, defaults).do_not_specialize({"call"});
   static const KernelDef f8_def = KernelDef("moe_gemm_fp8", moe_gemm<f8e4m3>, params,
                                             [] {
@@ -119,6 +133,14 @@ const KernelDef& moe_gemm_kernel(ir::DType dtype) {
 }
 TILEDIST_REGISTER(moe_gemm_kernel(ir::DType::bf16));
 TILEDIST_REGISTER(moe_gemm_kernel(ir::DType::f8e4m3));
+
+int moe_gather_split(const Target& target, int64_t slots, int64_t K, int bk) {
+  if (slots <= 0) return 1;
+  // (the CPU backend: as if 8 SMs, so that its tests take the parts too)
+  const int64_t sms = !target.is_gpu() ? 8 : cuda::available() ? cuda::device().sms : 132;
+  const int64_t fill = (sms + slots - 1) / slots, most = std::max<int64_t>(1, K / (4 * int64_t{std::max(bk, 1)}));
+  return static_cast<int>(std::clamp<int64_t>(std::min(fill, most), 1, 8));
+}
 
 GemmConfig moe_gemm_config(const Target& target, int64_t rows, int64_t N, int64_t K, int64_t E, ir::DType dtype) {
   GemmConfig g = grouped_gemm_config(target, rows, N, K, E, dtype, dtype == ir::DType::f8e4m3);
@@ -194,9 +216,11 @@ AgMoe::AgMoe(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t
   for (const char* name : {"TRANS_W", "PERSISTENT"}) constants.erase(name);
   constants.insert_or_assign("TOPK", topk);
   constants.insert_or_assign("WAIT", 1);
-  s.gemm = compile(def, constants, target, s.config.options);
   const int64_t slots = s.routing->slots();
-  s.grid = Grid(static_cast<int>(slots + slots * ((N + s.config.bn - 1) / s.config.bn)));
+  const int split = moe_gather_split(target, slots, K, static_cast<int>(std::get<int64_t>(constants.at("BK").v)));
+  constants.insert_or_assign("SPLIT", split);
+  s.gemm = compile(def, constants, target, s.config.options);
+  s.grid = Grid(static_cast<int>(slots * split + slots * ((N + s.config.bn - 1) / s.config.bn)));
   const size_t rows = size_t(s.routing->rows());
   if (weights == ir::DType::f8e4m3) {
     s.sorted8 = detail::Scratch<f8e4m3>(target, rows * K);
@@ -204,7 +228,7 @@ AgMoe::AgMoe(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t
   } else {
     s.sorted = detail::Scratch<bf16>(target, rows * K);
   }
-  s.ready = detail::Scratch<int32_t>(target, size_t(slots));
+  s.ready = detail::Scratch<int32_t>(target, size_t(slots * split));
 }
 
 AgMoe::~AgMoe() = default;

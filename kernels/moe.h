@@ -121,14 +121,20 @@ class MoeRouting {
 /// rank r, rows [r * seg_tokens, (r + 1) * seg_tokens) of A, are there once flags[r] >= call;
 /// both parts take our rank's tiles first (from starts[rank * E]). Parameters: a, a_sorted,
 /// a_scales, sorted_ids, tiles, starts, w, w_scales, c, flags, ready, rows, N, K, w_rows, E,
-/// seg_tokens, slots, call; constants BM (the table's), BN, BK, GROUP_M, TOPK, WAIT. Launch over
-/// slots + slots * cdiv(N, BN) programs. Registered as moe_gemm (bf16: the scales not read) and
+/// seg_tokens, slots, call; constants BM (the table's), BN, BK, GROUP_M, TOPK, WAIT, SPLIT (the
+/// gather programs a tile: each gathers its part of K, whole BK blocks, and marks
+/// ready[t * SPLIT + part]). Launch over slots * SPLIT + slots * cdiv(N, BN) programs (ready: slots
+/// * SPLIT flags); moe_gather_split picks SPLIT. Registered as moe_gemm (bf16: the scales not read) and
 /// moe_gemm_fp8: W f8e4m3 with DeepSeek-V3's block scales (w_scales [E, cdiv(N, 128),
 /// cdiv(K, 128)], one per 128 x 128 block of each expert's W), A's rows quantized to f8e4m3 as
 /// they are gathered, a scale per row and 128 columns (a_scales [rows, cdiv(K, 128)]: the
 /// block's largest magnitude / 448), each K block's product scaled into the f32 accumulator
 /// (BK = 128).
 const KernelDef& moe_gemm_kernel(ir::DType weights = ir::DType::bf16);
+
+/// The gather programs a tile for moe_gemm (SPLIT): enough that `slots` tiles' gathers fill the
+/// GPU's SMs once (as if 8 on the CPU backend), each part at least 4 BK blocks of K, at most 8 parts.
+int moe_gather_split(const Target& target, int64_t slots, int64_t K, int bk);
 
 /// Tiles for the MoE GEMMs (moe_gemm, moe_reduce): grouped_gemm_config's (the routing's BM; on
 /// sm_90a TMA copies, warp specialized), 128 columns (the kernels' second part, the gather or the

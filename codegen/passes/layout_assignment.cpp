@@ -493,12 +493,72 @@ class LayoutAssignment {
 
   /// `v` in layout `l`: itself, a rebuilt free value, or a conversion right after its definition.
   Value* in_layout(Value* v, const LayoutRef& l) {
+    if (auto it = rebuilt_from_.find(v); it != rebuilt_from_.end()) v = it->second;  // (free: any layout)
     if (!is_free(v) && ir::same_layout(v->type.layout, l)) return v;
     auto key = std::make_pair(v, l->str());
     auto it = made_.find(key);
     if (it != made_.end()) return it->second;
-    Value* out = is_free(v) ? rebuild(v, l) : convert(v, l);
+    Value* out = is_free(v)                                     ? rebuild(v, l)
+                 : remat_cost(v, l, 0) < convert_elements(v, l) ? remat(v, l)
+                                                                : convert(v, l);
+    if (is_free(v)) rebuilt_from_[out] = v;
     return made_[key] = out;
+  }
+
+  // Backward rematerialization (Triton's RemoveLayoutConversions): a value that an op needs in
+  // another layout is computed again in that layout from its operands, where that moves fewer
+  // elements between threads than converting it does. A gather's addresses, `base[:, None] +
+  // cols[None, :]` with the base loaded in a column's layout, then convert the [BM, 1] base
+  // before the broadcast, not the [BM, BK] pointer tile after it (nor lose the addresses' runs
+  // that the load's vectors need).
+
+  /// The layout `v` is in, or will be once placed.
+  LayoutRef current(const Value* v) const {
+    LayoutRef l = of(v);
+    return l ? l : v->type.layout;
+  }
+  /// The elements a conversion of `v` to `l` moves between threads: none within a thread, half
+  /// of them by warp shuffles, all through shared memory.
+  int64_t convert_elements(const Value* v, const LayoutRef& l) const {
+    if (is_free(v) || rebuilt_from_.count(v)) return 0;
+    LayoutRef from = current(v);
+    if (!from) return 0;
+    switch (ir::convert_cost(*from, *l, v->type.shape)) {
+      case ir::ConvertCost::none:
+      case ir::ConvertCost::registers:
+        return 0;
+      case ir::ConvertCost::warp_shuffle:
+        return std::max<int64_t>(1, v->type.numel() / 2);
+      case ir::ConvertCost::shared_memory:
+        break;
+    }
+    return std::max<int64_t>(1, v->type.numel());
+  }
+  /// Ops computed again in any layout: elementwise ones, broadcasts and expand_dims.
+  static bool rematerializable(const Op* op) {
+    return op && op->results.size() == 1 && op->regions.empty() &&
+           (elementwise(op->code) || op->code == OpCode::Broadcast || op->code == OpCode::ExpandDims);
+  }
+  /// The layout `op` (rematerializable) takes operand `i` in when its result is in `l`.
+  static LayoutRef operand_in(const Op& op, const LayoutRef& l) {
+    return op.code == OpCode::ExpandDims ? Layout::slice(static_cast<int>(op.int_attr("axis")), l) : l;
+  }
+  /// The elements moved to have `v` in `l` the cheaper way (converted, or computed again in `l`
+  /// from its operands, each had the cheaper way), `depth` ops back at most.
+  int64_t remat_cost(const Value* v, const LayoutRef& l, int depth) const {
+    const int64_t direct = convert_elements(v, l);
+    if (direct == 0 || depth >= 8 || !rematerializable(v->def)) return direct;
+    int64_t cost = 0;
+    for (const Value* o : v->def->operands)
+      if (o->type.is_tensor()) cost += remat_cost(o, operand_in(*v->def, l), depth + 1);
+    return std::min(direct, cost);
+  }
+  /// `v` (not free) computed again in `l` (remat_cost chose it), right after its definition.
+  Value* remat(Value* v, const LayoutRef& l) {
+    Op& op = *v->def;
+    std::vector<Value*> operands;
+    for (Value* o : op.operands) operands.push_back(o->type.is_tensor() ? in_layout(o, operand_in(op, l)) : o);
+    return after(v).create(op.code, operands, {v->type.with_layout(l)}, op.attrs)->result();
   }
   ir::Builder after(Value* v) {
     ir::Builder b(nullptr);
@@ -551,6 +611,7 @@ class LayoutAssignment {
   std::set<const Value*> free_;
   std::map<const Op*, LayoutRef> store_layouts_;
   std::map<std::pair<const Value*, std::string>, Value*> made_;
+  std::map<const Value*, Value*> rebuilt_from_;  // a free value built in some layout -> the free value
   std::vector<Op*> free_ops_;
 };
 

@@ -116,6 +116,8 @@ TEST(GpuKernels, AllGatherMoe) {
   const int n = cuda::World::get().size();
   testing_moe::check_ag_moe<DeviceMemory>(Target::cuda(), 37, 40, 48, 6, 2);
   testing_moe::check_ag_moe<DeviceMemory>(Target::cuda(), 9, 72, 40, 3, 1);
+  // (K of 15.6 blocks of 64 over few tiles: three gather programs a tile, the last part short)
+  testing_moe::check_ag_moe<DeviceMemory>(Target::cuda(), 24, 128, 1000, 4, 2);
   testing_moe::check_ag_moe<DeviceMemory>(Target::cuda(), 96, 768 / n, 2048, 128, 8);
   runtime::Stream first, second;
   testing_moe::check_ag_moe<DeviceMemory>(Target::cuda(), 100, 256, 512, 16, 2, {&first, &second});
@@ -147,6 +149,8 @@ TEST(GpuKernels, MoeMlp) {
 TEST(GpuKernels, AllGatherMoeF8) {
   testing_moe::check_ag_moe<DeviceMemory>(Target::cuda(), 37, 192, 320, 6, 2, {nullptr}, ir::DType::f8e4m3);
   testing_moe::check_ag_moe<DeviceMemory>(Target::cuda(), 20, 256, 128, 16, 8, {nullptr}, ir::DType::f8e4m3);
+  // (K of 8.6 scale blocks over few tiles: two gather programs a tile, quantizing 5 and 3.6 blocks)
+  testing_moe::check_ag_moe<DeviceMemory>(Target::cuda(), 20, 128, 1100, 4, 2, {nullptr}, ir::DType::f8e4m3);
 }
 TEST(GpuKernels, MoeReduceF8) {
   using Mode = kernels::MoeReduce::Mode;

@@ -16,6 +16,8 @@ TEST(Moe, AllGatherGroupedGemm) {
   testing_moe::check_ag_moe<HostMemory>(Target::host(), 37, 40, 48, 6, 2);   // ragged tiles, top-2
   testing_moe::check_ag_moe<HostMemory>(Target::host(), 20, 24, 32, 16, 8);  // top-8
   testing_moe::check_ag_moe<HostMemory>(Target::host(), 9, 72, 40, 3, 1);    // top-1, N past a tile
+  // (K of 9.4 BK blocks: each tile's rows gathered by two programs, moe_gather_split's parts)
+  testing_moe::check_ag_moe<HostMemory>(Target::host(), 9, 40, 600, 3, 1);
 }
 TEST(Moe, GroupedGemmReduceScatter) {
   using Mode = kernels::MoeReduce::Mode;
@@ -38,6 +40,8 @@ TEST(Moe, AllGatherGroupedGemmF8) {
   // (N and K past one 128-column block: the weights' scales read per block of both)
   testing_moe::check_ag_moe<HostMemory>(Target::host(), 37, 160, 160, 6, 2, {nullptr}, ir::DType::f8e4m3);
   testing_moe::check_ag_moe<HostMemory>(Target::host(), 9, 136, 128, 3, 1, {nullptr}, ir::DType::f8e4m3);
+  // (K of 8.6 scale blocks, gathered and quantized in two parts of 5 and 3.6 blocks)
+  testing_moe::check_ag_moe<HostMemory>(Target::host(), 9, 136, 1100, 3, 1, {nullptr}, ir::DType::f8e4m3);
 }
 TEST(Moe, GroupedGemmReduceF8) {
   using Mode = kernels::MoeReduce::Mode;
