@@ -61,7 +61,8 @@ void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<T> a_sorted, tl::Ptr<float> a_scales, tl:
   tl::if_then((pid < gathers) & (pid / split < count), [&] {
     auto t = rotated(pid / split);
     auto part = pid % split;
-    auto columns = (tl::maximum(K, 0) + (BK * split - 1)) / (BK * split) * BK;  // a part's, whole BK blocks
+    auto blocks =
+        (tl::maximum(K, 0) + (BK - 1)) / BK;  // K's BK blocks: part p gathers [p n / split, (p + 1) n / split)
     auto [expert, first, end] = entry_of(t);
     (void)expert;
     auto row = tl::expand_dims(first + tl::arange(0, BM), 1);  // [BM, 1]
@@ -74,7 +75,7 @@ void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<T> a_sorted, tl::Ptr<float> a_scales, tl:
       src = dist::consume_token(a, arrived);
     }
     auto from = tl::Ptr<bf16>(src.value()) + tl::load(sorted_ids + row, in, 0) / TOPK * K;  // [BM, 1]
-    tl::for_range(part * columns, tl::minimum(K, (part + 1) * columns), BK, [&](Tensor k) {
+    tl::for_range(part * blocks / split * BK, tl::minimum(K, (part + 1) * blocks / split * BK), BK, [&](Tensor k) {
       auto ka = tl::expand_dims(k + tl::arange(0, BK), 0);
       auto x = tl::load(from + ka, in & (ka < K), 0.0f);
       if constexpr (kF8) {
@@ -165,7 +166,7 @@ struct AgMoe::State {
   detail::Scratch<bf16> sorted;     // [routing rows, K]: the tokens' rows in the routing's order (bf16)
   detail::Scratch<f8e4m3> sorted8;  // the same quantized (f8e4m3 weights)
   detail::Scratch<float> scales;    // [routing rows, cdiv(K, 128)]: sorted8's scales
-  detail::Scratch<int32_t> ready;   // [slots]: the last call whose tile's rows are in `sorted` (`sorted8`)
+  detail::Scratch<int32_t> ready;   // [slots * split]: the last call whose tile's part of K is in `sorted` (`sorted8`)
   GemmConfig config;
   Grid grid{1};
   Kernel gemm;

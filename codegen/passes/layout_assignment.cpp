@@ -498,9 +498,9 @@ class LayoutAssignment {
     auto key = std::make_pair(v, l->str());
     auto it = made_.find(key);
     if (it != made_.end()) return it->second;
-    Value* out = is_free(v)                                     ? rebuild(v, l)
-                 : remat_cost(v, l, 0) < convert_elements(v, l) ? remat(v, l)
-                                                                : convert(v, l);
+    Value* out = is_free(v)                                                            ? rebuild(v, l)
+                 : l->is_distributed() && remat_cost(v, l, 0) < convert_elements(v, l) ? remat(v, l)
+                                                                                       : convert(v, l);
     if (is_free(v)) rebuilt_from_[out] = v;
     return made_[key] = out;
   }
@@ -520,7 +520,13 @@ class LayoutAssignment {
   /// The elements a conversion of `v` to `l` moves between threads: none within a thread, half
   /// of them by warp shuffles, all through shared memory.
   int64_t convert_elements(const Value* v, const LayoutRef& l) const {
-    if (is_free(v) || rebuilt_from_.count(v)) return 0;
+    if (is_free(v) || rebuilt_from_.count(v)) {  // (rebuilt in any layout; a trans, reshape or reduce then converted)
+      auto it = rebuilt_from_.find(v);
+      const Value* free = it == rebuilt_from_.end() ? v : it->second;
+      const OpCode c = free->def ? free->def->code : OpCode::Splat;
+      return c == OpCode::Trans || c == OpCode::Reshape || c == OpCode::Reduce ? std::max<int64_t>(1, v->type.numel())
+                                                                               : 0;
+    }
     LayoutRef from = current(v);
     if (!from) return 0;
     switch (ir::convert_cost(*from, *l, v->type.shape)) {
@@ -545,19 +551,30 @@ class LayoutAssignment {
   }
   /// The elements moved to have `v` in `l` the cheaper way (converted, or computed again in `l`
   /// from its operands, each had the cheaper way), `depth` ops back at most.
-  int64_t remat_cost(const Value* v, const LayoutRef& l, int depth) const {
+  int64_t remat_cost(const Value* v, const LayoutRef& l, int depth) {
+    v = unconverted(v);
     const int64_t direct = convert_elements(v, l);
-    if (direct == 0 || depth >= 8 || !rematerializable(v->def)) return direct;
+    if (direct == 0 || depth >= 8 || !l->is_distributed() || !rematerializable(v->def)) return direct;
+    auto key = std::make_pair(v, l->str());
+    if (auto it = remat_costs_.find(key); it != remat_costs_.end()) return it->second;
     int64_t cost = 0;
     for (const Value* o : v->def->operands)
       if (o->type.is_tensor()) cost += remat_cost(o, operand_in(*v->def, l), depth + 1);
-    return std::min(direct, cost);
+    return remat_costs_[key] = std::min(direct, cost);
+  }
+  /// `v`, or what it converts where it is a conversion this pass placed (the input has none):
+  /// had in another layout from its source, not converted twice.
+  template <class V>
+  static V* unconverted(V* v) {
+    return v->def && v->def->code == OpCode::ConvertLayout ? v->def->operands[0] : v;
   }
   /// `v` (not free) computed again in `l` (remat_cost chose it), right after its definition.
   Value* remat(Value* v, const LayoutRef& l) {
     Op& op = *v->def;
     std::vector<Value*> operands;
-    for (Value* o : op.operands) operands.push_back(o->type.is_tensor() ? in_layout(o, operand_in(op, l)) : o);
+    operands.reserve(op.operands.size());
+    for (Value* o : op.operands)
+      operands.push_back(o->type.is_tensor() ? in_layout(unconverted(o), operand_in(op, l)) : o);
     return after(v).create(op.code, operands, {v->type.with_layout(l)}, op.attrs)->result();
   }
   ir::Builder after(Value* v) {
@@ -612,6 +629,7 @@ class LayoutAssignment {
   std::map<const Op*, LayoutRef> store_layouts_;
   std::map<std::pair<const Value*, std::string>, Value*> made_;
   std::map<const Value*, Value*> rebuilt_from_;  // a free value built in some layout -> the free value
+  std::map<std::pair<const Value*, std::string>, int64_t> remat_costs_;
   std::vector<Op*> free_ops_;
 };
 

@@ -76,6 +76,11 @@ struct GpuPassContext {
 ///   computed anywhere, loads straight into that layout (an epilogue's bias).
 /// - Values made from nothing but constants, ranges and splats are rebuilt in whatever layout
 ///   each user needs rather than converted.
+/// - Backward rematerialization (Triton's RemoveLayoutConversions): a value an op needs in
+///   another layout of registers is computed again in it from its operands (elementwise ops,
+///   broadcasts, expand_dims, up to 8 ops back) where that moves fewer elements between threads
+///   than converting it: a gather's [BM, 1] row addresses are converted before the broadcast,
+///   not the [BM, BK] pointer tile after it.
 /// - Warps: a dot whose result becomes another dot's A operand (attention's P), or whose A is
 ///   another dot's result, puts all its warps along M, so that the accumulator is already the
 ///   next dot's A operand in each thread's registers (FlashAttention-2).

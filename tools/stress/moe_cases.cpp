@@ -153,7 +153,12 @@ class MoeMlpSubject : public Subject {
 
 std::unique_ptr<Subject> make_moe_subject(Job& job, int id) {
   const bool gpu = job.gpu();
-  const int64_t tokens = ragged(job, gpu ? 256 : 24), hidden = ragged(job, gpu ? 512 : 48),
+  // (hidden: the up projection's K; a long one now and then, whose rows are gathered in parts:
+  // moe_gather_split)
+  const int64_t tokens = ragged(job, gpu ? 256 : 24),
+                hidden = ragged(job, gpu               ? 1100
+                                     : job.chance(0.2) ? 600
+                                                       : 48),
                 inter = ragged(job, gpu ? 256 : 32), E = job.draw(1, gpu ? 32 : 8);
   const int k = static_cast<int>(job.draw(1, std::min<int64_t>(E, 8)));
   const auto mode = job.chance(0.3) ? kernels::MoeReduce::Mode::all_reduce : kernels::MoeReduce::Mode::reduce_scatter;
