@@ -17,6 +17,7 @@
 // a stream wait (no SM held).
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/gemm_tile.h"
@@ -136,6 +137,12 @@ TILEDIST_REGISTER(moe_gemm_kernel(ir::DType::bf16));
 TILEDIST_REGISTER(moe_gemm_kernel(ir::DType::f8e4m3));
 
 int moe_gather_split(const Target& target, int64_t slots, int64_t K, int bk) {
+  if (const char* e = std::getenv("TILEDIST_MOE_GATHER_SPLIT"); e && *e) {  // (to bisect with: 1 to 8)
+    const int v = std::atoi(e);
+    if (v < 1 || v > 8)
+      throw Error(str_cat("tiledist: $TILEDIST_MOE_GATHER_SPLIT = '", e, "': 1 to 8 gather programs a tile"));
+    return v;
+  }
   if (slots <= 0) return 1;
   // (the CPU backend: as if 8 SMs, so that its tests take the parts too)
   const int64_t sms = !target.is_gpu() ? 8 : cuda::available() ? cuda::device().sms : 132;

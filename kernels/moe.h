@@ -133,7 +133,8 @@ class MoeRouting {
 const KernelDef& moe_gemm_kernel(ir::DType weights = ir::DType::bf16);
 
 /// The gather programs a tile for moe_gemm (SPLIT): enough that `slots` tiles' gathers fill the
-/// GPU's SMs once (as if 8 on the CPU backend), each part at least 4 BK blocks of K, at most 8 parts.
+/// GPU's SMs once (as if 8 on the CPU backend), each part at least 4 BK blocks of K, at most 8 parts;
+/// $TILEDIST_MOE_GATHER_SPLIT (1 to 8) overrides it.
 int moe_gather_split(const Target& target, int64_t slots, int64_t K, int bk);
 
 /// Tiles for the MoE GEMMs (moe_gemm, moe_reduce): grouped_gemm_config's (the routing's BM; on
