@@ -33,8 +33,9 @@
 // gather under the gate/up GEMM, the reduce-scatter under the down GEMM) against PyTorch's
 // tensor-parallel layer in the same job (moe_baseline.py mlp-dist, a process beside each rank
 // in a torch.distributed group of its own: NCCL's all-gather, two torch._grouped_mm, NCCL's
-// reduce-scatter); rank 0 prints. (The third column, our own collectives and grouped
-// GEMMs one after the other, is not here yet.)
+// reduce-scatter), and against the same MoeMlp with its overlap off (set_overlap(false): the
+// gather, the gate/up GEMM, SwiGLU, the down GEMM and the reduce-scatter one after the other;
+// "one-by-one", its time, and its ratio to the overlapped layer's); rank 0 prints.
 //
 // The MoE up projection alone (AgMoe on one rank) at Triton-distributed's test_ag_moe.py layer
 // shapes (M = 2048 tokens; its N is the whole layer's, here on one rank), against the slots
@@ -111,8 +112,10 @@ void routing(const Target& target, const std::string& python, const std::string&
 /// Our MoE MLP (MoeMlp over the job's ranks, `tokens` a rank; bf16, or f8e4m3 weights with
 /// block scales of 0.01) on random inputs, top-k of random logits: the median ms of `reps` runs,
 /// every rank starting together. The weights are freed on return.
+/// `sequential`, where given: the same layer's time with the overlap off (MoeMlp::set_overlap:
+/// our kernels one after the other), on the same weights.
 double time_mlp(const Target& target, int tokens, int hidden, int inter, int E, int topk, int reps,
-                ir::DType weights = ir::DType::bf16) {
+                ir::DType weights = ir::DType::bf16, double* sequential = nullptr) {
   kernels::MoeMlp layer(target, tokens, hidden, inter, E, topk, kernels::MoeReduce::Mode::reduce_scatter, weights);
   const int64_t I = layer.intermediate_per_rank();
   MoeRouting route(target, tokens, E, topk);
@@ -125,16 +128,21 @@ double time_mlp(const Target& target, int tokens, int hidden, int inter, int E, 
     bench::fill_random(w13);
     bench::fill_random(w2);
     barrier_all();
-    return bench::median_ms(
-        [&] {
-          if constexpr (std::is_same_v<std::decay_t<decltype(w13)>, cuda::Buffer<bf16>>)
-            layer.run(x.data(), route.topk_ids(), route.topk_weights(), w13.data(), w2.data(), out.data(),
-                      &runtime::Stream::legacy());
-          else
-            layer.run(x.data(), route.topk_ids(), route.topk_weights(), w13.data(), s13, w2.data(), s2, out.data(),
-                      &runtime::Stream::legacy());
-        },
-        reps, /*warmup*/ 2);
+    auto run = [&] {
+      if constexpr (std::is_same_v<std::decay_t<decltype(w13)>, cuda::Buffer<bf16>>)
+        layer.run(x.data(), route.topk_ids(), route.topk_weights(), w13.data(), w2.data(), out.data(),
+                  &runtime::Stream::legacy());
+      else
+        layer.run(x.data(), route.topk_ids(), route.topk_weights(), w13.data(), s13, w2.data(), s2, out.data(),
+                  &runtime::Stream::legacy());
+    };
+    const double ms = bench::median_ms(run, reps, /*warmup*/ 2);
+    if (sequential) {
+      layer.set_overlap(false);
+      *sequential = bench::median_ms(run, reps, /*warmup*/ 2);
+      layer.set_overlap(true);
+    }
+    return ms;
   };
   const size_t n13 = size_t(E) * 2 * I * hidden, n2 = size_t(E) * hidden * I;
   if (weights == ir::DType::bf16) {
@@ -267,8 +275,8 @@ void mlp_dist(const Target& target, const std::string& python, const std::string
   if (me == 0) {
     std::printf("\nMoE MLP, tensor-parallel over %d ranks (bf16, top-k of random logits); median of %d runs\n", n,
                 reps);
-    std::printf("%-16s %7s %6s %6s %5s %4s %10s %9s %10s %8s\n", "model", "tokens", "hidden", "inter", "E", "top",
-                "ours ms", "TFLOP/s", "torch ms", "ratio");
+    std::printf("%-16s %7s %6s %6s %5s %4s %10s %9s %10s %8s %12s %8s\n", "model", "tokens", "hidden", "inter", "E",
+                "top", "ours ms", "TFLOP/s", "torch ms", "ratio", "one-by-one", "ratio");
   }
   int port = 29611;
   for (Shape m : {Shape{"Qwen3-30B-A3B", 8192, 2048, 768, 128, 8}, Shape{"DeepSeek-V3", 4096, 7168, 2048, 256, 8},
@@ -277,7 +285,8 @@ void mlp_dist(const Target& target, const std::string& python, const std::string
     ++port;
     const int T = m.tokens / n;
     try {
-      const double ms = time_mlp(target, T, m.hidden, m.inter, m.E, m.topk, reps);
+      double sequential = 0;
+      const double ms = time_mlp(target, T, m.hidden, m.inter, m.E, m.topk, reps, ir::DType::bf16, &sequential);
       barrier_all();  // (every rank's torch process starts with the others')
       const std::string env = str_cat("RANK=", me, " WORLD_SIZE=", n, " MASTER_ADDR=127.0.0.1 MASTER_PORT=", port, " ");
       const Versus torch = versus_torch(python.empty() ? python : env + python, script,
@@ -286,8 +295,9 @@ void mlp_dist(const Target& target, const std::string& python, const std::string
                                         ms);
       const double flop = 6.0 * m.tokens * m.topk * double(m.hidden) * m.inter / n;  // a rank's
       if (me == 0)
-        std::printf("%-16s %7d %6d %6d %5d %4d %10.3f %9.1f %10s %8s\n", m.name, m.tokens, m.hidden, m.inter, m.E,
-                    m.topk, ms, flop / ms / 1e9, torch.theirs.c_str(), torch.ratio.c_str());
+        std::printf("%-16s %7d %6d %6d %5d %4d %10.3f %9.1f %10s %8s %12.3f %8.3f\n", m.name, m.tokens, m.hidden,
+                    m.inter, m.E, m.topk, ms, flop / ms / 1e9, torch.theirs.c_str(), torch.ratio.c_str(), sequential,
+                    sequential / ms);
     } catch (const Error& e) {  // (the same on every rank: shapes past the kernels' limits)
       if (me == 0) std::printf("%-16s %s\n", m.name, e.what());
     }

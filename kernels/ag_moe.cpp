@@ -177,6 +177,7 @@ struct AgMoe::State {
   GemmConfig config;
   Grid grid{1};
   Kernel gemm;
+  bool overlap = true;  // false: every rank's tokens gathered before the GEMM starts
   std::unique_ptr<detail::SideStream> copies;
   detail::RunStreams streams;
   bool gpu() const { return detail::on_gpu(target); }
@@ -301,6 +302,9 @@ void AgMoe::launch(const bf16* tokens, const int32_t* topk_ids, const float* top
     }
     for (int k = 1; k < s.ranks; ++k)  // every rank's ids, for the sort
       runtime::wait_value(id_flags + (s.rank + k) % s.ranks, static_cast<uint32_t>(call), *on);
+    if (!s.overlap)  // (the gather done before the GEMM starts: its programs' waits then pass at once)
+      for (int k = 1; k < s.ranks; ++k)
+        runtime::wait_value(token_flags + (s.rank + k) % s.ranks, static_cast<uint32_t>(call), *on);
   } else {
     for (int k = 1; k <= s.ranks; ++k) {  // the next rank first, ourselves last
       const int r = (s.rank + k) % s.ranks;
@@ -331,6 +335,8 @@ void AgMoe::launch(const bf16* tokens, const int32_t* topk_ids, const float* top
     s.streams.leave(*on, stream);
   }
 }
+
+void AgMoe::set_overlap(bool on) { s_->overlap = on; }
 
 const MoeRouting& AgMoe::routing() const { return *s_->routing; }
 const float* AgMoe::gathered_weights() const {

@@ -178,6 +178,10 @@ class AgMoe {
   const float* gathered_weights() const;
   int64_t rows() const;
   const GemmConfig& config() const;
+  /// Overlap (the default): each GEMM tile starts once its rows' tokens are here. Off: every
+  /// rank's tokens are gathered before the GEMM starts (the same copies and kernel, one after
+  /// the other: what the overlap is measured against). Collective: every rank alike.
+  void set_overlap(bool on);
 
  private:
   struct State;
@@ -218,6 +222,11 @@ class MoeReduce {
   void run(const f8e4m3* act, const float* act_scales, const MoeRouting& routing, const float* topk_weights,
            const f8e4m3* w, const float* w_scales, bf16* out, const runtime::Stream* stream = nullptr);
   const GemmConfig& config() const;
+  /// Overlap (the default): a token's sum is pushed to its owner once the tiles of its rank's
+  /// tokens are done, while the rest of the GEMM runs. Off: once the whole GEMM is done (the
+  /// GEMM, then the reduce-scatter or all-reduce: what the overlap is measured against).
+  /// Collective: every rank alike.
+  void set_overlap(bool on);
 
  private:
   struct State;
@@ -270,6 +279,10 @@ class MoeMlp {
            MoeRouting::Options options = {});
   /// I: the intermediate size / ranks.
   int64_t intermediate_per_rank() const;
+  /// Overlap on (the default) or off for both GEMMs (AgMoe::set_overlap, MoeReduce::set_overlap):
+  /// off runs the gather, the gate/up GEMM, SwiGLU, the down GEMM and the reduce-scatter one
+  /// after the other. Collective: every rank alike.
+  void set_overlap(bool on);
 
  private:
   struct State;

@@ -163,4 +163,9 @@ void MoeMlp::run(const bf16* x, const float* logits, const f8e4m3* w13, const fl
 
 int64_t MoeMlp::intermediate_per_rank() const { return s_->inter; }
 
+void MoeMlp::set_overlap(bool on) {
+  s_->up->set_overlap(on);
+  s_->down->set_overlap(on);
+}
+
 }  // namespace tiledist::kernels

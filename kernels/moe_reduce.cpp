@@ -39,7 +39,7 @@ void moe_reduce(tl::Ptr<T> act, tl::Ptr<float> act_scales, tl::Ptr<int32_t> sort
                 tl::Ptr<float> weights, tl::Ptr<int32_t> dest, tl::Ptr<float> staging, tl::Ptr<int32_t> flags,
                 tl::Int rows, tl::Int tokens, tl::Int N, tl::Int K, tl::Int w_rows, tl::Int E, tl::Int slots,
                 tl::Int call, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M,
-                tl::Const<int> TOPK, tl::Const<int> BT, tl::Const<int> BH, tl::Const<int> ALL) {
+                tl::Const<int> TOPK, tl::Const<int> BT, tl::Const<int> BH, tl::Const<int> ALL, tl::Const<int> SEQ) {
   if (std::is_same_v<T, f8e4m3> && BK != detail::kScaleBlock)
     throw Error(str_cat("tiledist: moe_reduce (f8e4m3): BK = ", BK.value(), ", the scales' block is 128 (BK = 128)"));
   auto n = dist::num_ranks(), me = dist::rank();
@@ -70,7 +70,14 @@ void moe_reduce(tl::Ptr<T> act, tl::Ptr<float> act_scales, tl::Ptr<int32_t> sort
     auto local = q % tl::maximum(tokens, 1);  // the owner's token
     auto token = owner * tokens + local;      // the batch's
     Tensor arrived;
-    tl::profile("wait", [&] { arrived = shmem::signal_wait_until(done + owner, shmem::Cmp::ge, rank_tiles(owner)); });
+    tl::profile("wait", [&] {
+      if (SEQ)  // (no overlap: every rank's tiles first, the whole GEMM before any push)
+        arrived = tl::for_range(0, n, 1, tl::scalar(0, tl::int32), [&](Tensor r, Tensor) {
+          return shmem::signal_wait_until(done + r, shmem::Cmp::ge, rank_tiles(r));
+        });
+      else
+        arrived = shmem::signal_wait_until(done + owner, shmem::Cmp::ge, rank_tiles(owner));
+    });
     auto rows_of_y = tl::Ptr<bf16>(dist::consume_token(y, arrived).value());
     std::vector<Tensor> rows, scores;  // each of the k slots' row of Y, and its score
     for (int j = 0; j < TOPK; ++j) {
@@ -125,9 +132,9 @@ void moe_reduce_sum(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<bf16
 const std::vector<std::string> kParams = {
     "act",  "act_scales", "sorted_ids", "tiles", "starts",  "w",    "w_scales", "y",      "done", "weights",
     "dest", "staging",    "flags",      "rows",  "tokens",  "N",    "K",        "w_rows", "E",    "slots",
-    "call", "BM",         "BN",         "BK",    "GROUP_M", "TOPK", "BT",       "BH",     "ALL"};
-const Constants kDefaults = {{"BM", 64},  {"BN", 64}, {"BK", 32},  {"GROUP_M", 8},
-                             {"TOPK", 2}, {"BT", 16}, {"BH", 256}, {"ALL", 0}};
+    "call", "BM",         "BN",         "BK",    "GROUP_M", "TOPK", "BT",       "BH",     "ALL",  "SEQ"};
+const Constants kDefaults = {{"BM", 64}, {"BN", 64},  {"BK", 32}, {"GROUP_M", 8}, {"TOPK", 2},
+                             {"BT", 16}, {"BH", 256}, {"ALL", 0}, {"SEQ", 0}};
 // Tokens per block of the reduce (and per flag); columns per step of a token's combine (16
 // bytes of bf16 a thread of 8 warps), and of the reduce.
 constexpr int kTokensPerCombine = 16, kColumnsPerStep = 2048, kReduceColumns = 256;
@@ -180,6 +187,9 @@ struct MoeReduce::State {
   int32_t calls = 0;
   GemmConfig config;
   Kernel kernel, sum;
+  Kernel sequential;    // SEQ = 1: made by the first set_overlap(false)
+  Constants constants;  // the kernel's
+  bool overlap = true, have_sequential = false;
   detail::RunStreams streams;
   bool gpu() const { return detail::on_gpu(target); }
   ~State() {
@@ -225,6 +235,7 @@ MoeReduce::MoeReduce(const Target& target, int64_t tokens, int64_t N, int64_t K,
   constants.insert_or_assign("BT", kTokensPerCombine);
   constants.insert_or_assign("BH", kColumnsPerStep);
   s.kernel = compile(def, constants, target, s.config.options);
+  s.constants = constants;
   s.sum = compile(moe_reduce_sum_kernel(), {{"BT", kTokensPerCombine}, {"BH", kReduceColumns}}, target);
 }
 
@@ -275,11 +286,11 @@ void MoeReduce::launch(const void* act, const float* act_scales, const MoeRoutin
   const int64_t tiles_n = (s.N + s.config.bn - 1) / s.config.bn;
   const int64_t programs = routing.slots() * tiles_n + s.ranks * s.tokens;
   auto gemm = [&](auto* a, auto* weights) {
-    detail::launch(s.kernel, on, Grid(static_cast<int>(programs)), a, act_scales, routing.sorted_ids(), routing.tiles(),
-                   routing.group_starts(), weights, w_scales, s.y.data(), s.done.data(), topk_weights, routing.dest(),
-                   half, s.flags, static_cast<int>(routing.rows()), static_cast<int>(s.tokens), static_cast<int>(s.N),
-                   static_cast<int>(s.K), static_cast<int>(s.E * s.N), static_cast<int>(s.E),
-                   static_cast<int>(routing.slots()), call);
+    detail::launch(s.overlap ? s.kernel : s.sequential, on, Grid(static_cast<int>(programs)), a, act_scales,
+                   routing.sorted_ids(), routing.tiles(), routing.group_starts(), weights, w_scales, s.y.data(),
+                   s.done.data(), topk_weights, routing.dest(), half, s.flags, static_cast<int>(routing.rows()),
+                   static_cast<int>(s.tokens), static_cast<int>(s.N), static_cast<int>(s.K),
+                   static_cast<int>(s.E * s.N), static_cast<int>(s.E), static_cast<int>(routing.slots()), call);
   };
   if (s.dtype == ir::DType::f8e4m3)
     gemm(static_cast<const f8e4m3*>(act), static_cast<const f8e4m3*>(w));
@@ -292,6 +303,17 @@ void MoeReduce::launch(const void* act, const float* act_scales, const MoeRoutin
         Grid(static_cast<int>(owners * s.chunks), static_cast<int>((s.N + kReduceColumns - 1) / kReduceColumns)), half,
         s.flags, out, static_cast<int>(s.tokens), owners, static_cast<int>(s.N), static_cast<int>(s.chunks), call);
   if (on) s.streams.leave(*on, stream);
+}
+
+void MoeReduce::set_overlap(bool on) {
+  State& s = *s_;
+  if (!on && !s.have_sequential) {
+    Constants c = s.constants;
+    c.insert_or_assign("SEQ", 1);
+    s.sequential = compile(moe_reduce_kernel(s.all, s.dtype), c, s.target, s.config.options);
+    s.have_sequential = true;
+  }
+  s.overlap = on;
 }
 
 const GemmConfig& MoeReduce::config() const { return s_->config; }

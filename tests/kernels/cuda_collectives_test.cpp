@@ -145,6 +145,17 @@ TEST(GpuKernels, MoeMlp) {
   testing_moe::check_moe_mlp<DeviceMemory>(Target::cuda(), 4, 512, 128 * n, 16, 4,
                                            kernels::MoeReduce::Mode::all_reduce);
 }
+// The MoE MLP with the overlap off (set_overlap(false)): the same kernels one after the other.
+TEST(GpuKernels, MoeMlpOneAfterTheOther) {
+  const int n = cuda::World::get().size();
+  using Mode = kernels::MoeReduce::Mode;
+  testing_moe::check_moe_mlp<DeviceMemory>(Target::cuda(), 13, 48, 32 * n, 8, 2, Mode::reduce_scatter, ir::DType::bf16,
+                                           false);
+  testing_moe::check_moe_mlp<DeviceMemory>(Target::cuda(), 96, 1024, 256 * n, 16, 4, Mode::all_reduce, ir::DType::bf16,
+                                           false);
+  testing_moe::check_moe_mlp<DeviceMemory>(Target::cuda(), 37, 320, 192 * n, 8, 2, Mode::reduce_scatter,
+                                           ir::DType::f8e4m3, false);
+}
 // AllGather + MoE GEMM with f8e4m3 weights: K over several 128-column blocks, the last partial.
 TEST(GpuKernels, AllGatherMoeF8) {
   testing_moe::check_ag_moe<DeviceMemory>(Target::cuda(), 37, 192, 320, 6, 2, {nullptr}, ir::DType::f8e4m3);

@@ -280,14 +280,16 @@ void check_moe_reduce(const Target& target, int64_t tokens, int64_t N, int64_t K
 template <template <class> class Memory>
 void check_moe_mlp(const Target& target, int64_t tokens, int64_t hidden, int64_t intermediate, int64_t E, int k,
                    kernels::MoeReduce::Mode mode = kernels::MoeReduce::Mode::reduce_scatter,
-                   ir::DType weights = ir::DType::bf16) {
+                   ir::DType weights = ir::DType::bf16, bool overlap = true) {
   using testing_collectives::to_bf16;
   using testing_collectives::values;
   const bool all_reduce = mode == kernels::MoeReduce::Mode::all_reduce;
   SCOPED_TRACE(str_cat("MoeMlp tokens=", tokens, " hidden=", hidden, " intermediate=", intermediate, " E=", E, " top-",
-                       k, all_reduce ? " all-reduce" : "", weights == ir::DType::f8e4m3 ? " f8e4m3" : ""));
+                       k, all_reduce ? " all-reduce" : "", weights == ir::DType::f8e4m3 ? " f8e4m3" : "",
+                       overlap ? "" : " one after the other"));
   const bool f8 = weights == ir::DType::f8e4m3, gpu = kernels::detail::on_gpu(target);
   kernels::MoeMlp mlp(target, tokens, hidden, intermediate, E, k, mode, weights);
+  if (!overlap) mlp.set_overlap(false);
   const int n = world_size(), me = rank();
   const int64_t I = mlp.intermediate_per_rank(), all = tokens * n;
   auto x_of = [&](int r, int call) {

@@ -36,6 +36,18 @@ TEST(Moe, Mlp) {
   testing_moe::check_moe_mlp<HostMemory>(Target::host(), 6, 32, int64_t(16) * world_size(), 16, 8,
                                          kernels::MoeReduce::Mode::all_reduce);
 }
+// The same layer with the overlap off (MoeMlp::set_overlap(false)): the gather before the
+// gate/up GEMM, the whole down GEMM before any push; what the overlap is measured against.
+TEST(Moe, MlpOneAfterTheOther) {
+  using Mode = kernels::MoeReduce::Mode;
+  const int64_t n = world_size();
+  testing_moe::check_moe_mlp<HostMemory>(Target::host(), 13, 48, 32 * n, 8, 2, Mode::reduce_scatter, ir::DType::bf16,
+                                         false);
+  testing_moe::check_moe_mlp<HostMemory>(Target::host(), 6, 32, 16 * n, 16, 8, Mode::all_reduce, ir::DType::bf16,
+                                         false);
+  testing_moe::check_moe_mlp<HostMemory>(Target::host(), 7, 136, 64 * n, 3, 1, Mode::reduce_scatter, ir::DType::f8e4m3,
+                                         false);
+}
 TEST(Moe, AllGatherGroupedGemmF8) {
   // (N and K past one 128-column block: the weights' scales read per block of both)
   testing_moe::check_ag_moe<HostMemory>(Target::host(), 37, 160, 160, 6, 2, {nullptr}, ir::DType::f8e4m3);

@@ -39,7 +39,7 @@ std::vector<float> draw_scores(uint64_t seed, int64_t n) {
 class MoeMlpSubject : public Subject {
  public:
   MoeMlpSubject(Job& job, int id, int64_t tokens, int64_t hidden, int64_t inter, int64_t E, int k,
-                kernels::MoeReduce::Mode mode, bool f8)
+                kernels::MoeReduce::Mode mode, bool f8, bool overlap)
       : id_(id),
         tokens_(tokens),
         hidden_(hidden),
@@ -48,10 +48,14 @@ class MoeMlpSubject : public Subject {
         k_(k),
         all_(mode == kernels::MoeReduce::Mode::all_reduce),
         f8_(f8),
-        op_(job.target(), tokens, hidden, inter * job.ranks(), E, k, mode, f8 ? ir::DType::f8e4m3 : ir::DType::bf16) {}
+        overlap_(overlap),
+        op_(job.target(), tokens, hidden, inter * job.ranks(), E, k, mode, f8 ? ir::DType::f8e4m3 : ir::DType::bf16) {
+    if (!overlap) op_.set_overlap(false);
+  }
   std::string name() const override {
-    return str_cat("moe_mlp", all_ ? " all-reduce" : "", f8_ ? " f8e4m3" : "", " #", id_, " (", tokens_,
-                   " tokens, hidden ", hidden_, ", intermediate ", inter_, " a rank, top-", k_, " of ", E_, ")");
+    return str_cat("moe_mlp", all_ ? " all-reduce" : "", f8_ ? " f8e4m3" : "", overlap_ ? "" : " one after the other",
+                   " #", id_, " (", tokens_, " tokens, hidden ", hidden_, ", intermediate ", inter_, " a rank, top-",
+                   k_, " of ", E_, ")");
   }
   void run_once(Job& job) override {
     const int n = job.ranks(), me = job.me();
@@ -144,7 +148,7 @@ class MoeMlpSubject : public Subject {
   int id_;
   int64_t tokens_, hidden_, inter_, E_;
   int k_;
-  bool all_, f8_;
+  bool all_, f8_, overlap_;
   kernels::MoeMlp op_;
   int runs_ = 0;
 };
@@ -162,7 +166,8 @@ std::unique_ptr<Subject> make_moe_subject(Job& job, int id) {
                 inter = ragged(job, gpu ? 256 : 32), E = job.draw(1, gpu ? 32 : 8);
   const int k = static_cast<int>(job.draw(1, std::min<int64_t>(E, 8)));
   const auto mode = job.chance(0.3) ? kernels::MoeReduce::Mode::all_reduce : kernels::MoeReduce::Mode::reduce_scatter;
-  return std::make_unique<MoeMlpSubject>(job, id, tokens, hidden, inter, E, k, mode, job.chance(0.3));
+  const bool f8 = job.chance(0.3), overlap = !job.chance(0.2);
+  return std::make_unique<MoeMlpSubject>(job, id, tokens, hidden, inter, E, k, mode, f8, overlap);
 }
 
 }  // namespace tiledist::stress
