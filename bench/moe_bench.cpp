@@ -138,7 +138,8 @@ double time_mlp(const Target& target, int tokens, int hidden, int inter, int E, 
     };
     const double ms = bench::median_ms(run, reps, /*warmup*/ 2);
     if (sequential) {
-      layer.set_overlap(false);
+      layer.set_overlap(false);  // (compiles the kernels' other form: every rank's, then the timing)
+      barrier_all();
       *sequential = bench::median_ms(run, reps, /*warmup*/ 2);
       layer.set_overlap(true);
     }

@@ -88,17 +88,9 @@ std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& ex
                                   const std::vector<std::vector<float>>& w13, const std::vector<std::vector<float>>& w2,
                                   int64_t H, int64_t I, MoeTokenBounds* bounds, bool f8_activations) {
   auto rb = [](double v) { return double(float(bf16(float(v)))); };
-  // The unit of bf16 on the side of v's rounding that v lies (below a power of two: half).
-  auto unit = [&](double v) {
-    const double r = rb(v);
-    if (r == 0) return std::ldexp(1.0, -133);
-    const double u = std::ldexp(1.0, std::ilogb(r) - 7);
-    const bool pow2 = std::abs(r) == std::ldexp(1.0, std::ilogb(r));
-    return pow2 && std::abs(v) < std::abs(r) ? u / 2 : u;
-  };
-  // Whether v, known to within `within`, may round to another bf16 (a rounding boundary that
-  // close: the kernel's f32 sum may lie on its other side).
-  auto may_flip = [&](double v, double within) { return unit(v) / 2 - std::abs(v - rb(v)) <= within; };
+  // How far bf16(v') may be from bf16(v) for any v' within w of v (rounding is monotone: the
+  // ends of the interval are the farthest).
+  auto reach = [&](double v, double w) { return std::max(std::abs(rb(v + w) - rb(v)), std::abs(rb(v - w) - rb(v))); };
   const size_t n = static_cast<size_t>(H);
   std::vector<double> out(n, 0.0), uncertain(static_cast<size_t>(I)), step(static_cast<size_t>(I));
   std::vector<double> flip(static_cast<size_t>(I));  // bf16: how far act[i] may be from the host's
@@ -106,7 +98,8 @@ std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& ex
   if (f8_activations) quantize_f8_blocks(xq.data(), H);
   x = xq.data();
   if (bounds)
-    *bounds = {std::vector<double>(n), std::vector<double>(n), std::vector<double>(n), std::vector<double>(n)};
+    *bounds = {std::vector<double>(n), std::vector<double>(n), std::vector<double>(n),
+               std::vector<double>(n), std::vector<double>(n), std::vector<double>(n)};
   for (size_t j = 0; j < experts.size(); ++j) {
     const int64_t e = experts[j];
     for (size_t r = 0; r < w13.size(); ++r) {
@@ -118,22 +111,22 @@ std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& ex
           g += double(x[q]) * gate[q], u += double(x[q]) * up[q];
           gmag += std::abs(double(x[q]) * gate[q]), umag += std::abs(double(x[q]) * up[q]);
         }
-        // (the f32 sums' error grows with H: H 2^-24 of their terms' magnitude added in order,
-        // twice that here; the f8 path's bound below takes 2^-22, a GPU's)
-        const double gerr = double(H) * std::ldexp(gmag, -23), uerr = double(H) * std::ldexp(umag, -23);
-        const bool g_flips = may_flip(g, gerr), u_flips = may_flip(u, uerr);
-        const double g_unit = unit(g), u_unit = unit(u);
+        // (the f32 sums' error: each addition's rounding within 2^-24 of a partial sum, at most
+        // the terms' magnitude, the roundings independent: a random walk of H steps, sqrt(H / 3)
+        // 2^-24 of the magnitude a standard deviation; 4 sqrt(H) 2^-24 is about 7 of them, and
+        // covers a matrix unit's H / 16 steps truncated. The f8 path's `uncertain` keeps H 2^-22.)
+        const double gerr = std::sqrt(double(H)) * std::ldexp(gmag, -22),
+                     uerr = std::sqrt(double(H)) * std::ldexp(umag, -22);
+        const double dg = reach(g, gerr), du = reach(u, uerr);  // how far the kernel's bf16 g and u may be
         g = rb(g), u = rb(u);
         const double silu = g / (1 + std::exp(-g)), a = silu * u;
         act[size_t(i)] = float(f8_activations ? a : rb(a));  // (f8: quantized from f32, below)
         uncertain[size_t(i)] = double(H) * std::ldexp(1.1 * std::abs(u) * gmag + (std::abs(g) + 1) * umag, -22);
-        // bf16: g or u that the kernel's f32 sum rounds to the neighbouring bf16 moves act by
-        // up to 1.1 |u| (silu's slope) or |silu| units of them, and act itself (f32 silu, 2^-20
-        // of it) may then round either way: a unit of act more. Where none of that can happen,
-        // act is the host's.
-        double f = (g_flips ? 1.1 * std::abs(u) * g_unit : 0.0) + (u_flips ? std::abs(silu) * (u_unit + 1e-30) : 0.0);
-        if (f > 0 || may_flip(a, std::ldexp(std::abs(a), -20))) f += unit(a + f);
-        flip[size_t(i)] = f;
+        // bf16: the kernel's silu(g') u' is within 1.1 dg (|u| + du) + |silu(g)| du of the host's
+        // (silu's slope is under 1.1), and 2^-20 of it (f32's silu); its bf16, within the reach of
+        // that. Zero where no rounding can go the other way.
+        const double f = 1.1 * dg * (std::abs(u) + du) + std::abs(silu) * du;
+        flip[size_t(i)] = reach(a, f + std::ldexp(std::abs(a) + f, -20));
       }
       if (f8_activations) {
         for (int64_t b = 0; b < I; b += 128) {  // each value's e4m3 step at its block's scale
@@ -155,7 +148,11 @@ std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& ex
           if (f8_activations && uncertain[size_t(i)] > std::ldexp(step[size_t(i)], -10))
             bounds->slack[size_t(h)] +=
                 std::abs(double(scores[j]) * down[i]) * (uncertain[size_t(i)] + step[size_t(i)]);
-          if (!f8_activations) bounds->slack[size_t(h)] += std::abs(double(scores[j]) * down[i]) * flip[size_t(i)];
+          if (!f8_activations && flip[size_t(i)] > 0) {
+            const double moved = std::abs(double(scores[j]) * down[i]) * flip[size_t(i)];
+            bounds->flip_largest[size_t(h)] = std::max(bounds->flip_largest[size_t(h)], moved);
+            bounds->flip_squares[size_t(h)] += moved * moved;
+          }
         }
         out[size_t(h)] += scores[j] * rb(y);
         if (bounds) bounds->magnitude[size_t(h)] += std::abs(scores[j] * y);

@@ -44,20 +44,25 @@ void gemm(const std::vector<float>& a, const std::vector<float>& b, std::vector<
 /// - slack (f8 activations): where the host's act value is uncertain to more than 2^-10 of its
 ///   e4m3 step (a gate or up projection that cancels to its rounding: H 2^-22 of its terms'
 ///   magnitudes), that term's |scores[j] W2[h, i]| times the uncertainty and a step (the
-///   kernel's code may be any within it); bf16: where a gate or up projection lies that close
-///   to a bf16 rounding boundary (the kernel's f32 sum may round it the other way) or act
-///   does (2^-20 of it, f32's silu), |scores[j] W2[h, i]| times how far act may then move (a
-///   unit of g through silu's slope, of u times silu(g), and a unit of act). The layer's sums
-///   cancel: one such term can be far above 2^-6 of the magnitude (hidden 752, a GPU stress job).
+///   kernel's code may be any within it);
+/// - flip_largest, flip_squares (bf16): a gate or up projection that the kernel's f32 sum (within
+///   sqrt(H) 2^-22 of its terms' magnitude of the host's) rounds to another bf16, or an act that f32's
+///   silu does, moves act by up to its reach (how far bf16 may go over that interval) and the
+///   sum by |scores[j] W2[h, i]| times that: the largest such move, and the sum of their
+///   squares. The layer's sums cancel, so one such term can be far above 2^-6 of the magnitude
+///   (hidden 752, a GPU stress job); the moves are rounding either way, independent, so they
+///   add as a random walk: the bound takes the largest and 4 times the root of the squares
+///   (about 7 standard deviations).
 struct MoeTokenBounds {
-  std::vector<double> magnitude, largest, terms, slack;
+  std::vector<double> magnitude, largest, terms, slack, flip_largest, flip_squares;
   /// The bound on |got - want| of element h, want the token's out[h]: 2^-8 |want| + 2^-6
-  /// magnitude (a rank's down projection rounded the other way) + the slack; f8: and 2^-3 of
-  /// the largest term, and on a GPU 2^-6 of the terms (tests/kernels/moe_check.h's
-  /// check_moe_mlp says why).
+  /// magnitude (a rank's down projection rounded the other way); bf16: and the flips' (the
+  /// largest and 4 times the root of their squares); f8: and 2^-3 of the largest term and the
+  /// slack, and on a GPU 2^-6 of the terms (tests/kernels/moe_check.h's check_moe_mlp says why).
   double bound(size_t h, double want, bool f8, bool gpu) const {
-    return std::ldexp(std::abs(want), -8) + std::ldexp(magnitude[h], -6) + slack[h] +
-           (f8 ? std::ldexp(largest[h], -3) : 0.0) + (f8 && gpu ? std::ldexp(terms[h], -6) : 0.0) + 1e-30;
+    return std::ldexp(std::abs(want), -8) + std::ldexp(magnitude[h], -6) +
+           (f8 ? std::ldexp(largest[h], -3) + slack[h] : flip_largest[h] + 4 * std::sqrt(flip_squares[h])) +
+           (f8 && gpu ? std::ldexp(terms[h], -6) : 0.0) + 1e-30;
   }
 };
 
