@@ -21,6 +21,7 @@
 // before each run (our kernel alone counts in them).
 #include <algorithm>
 #include <atomic>
+#include <optional>
 
 #include "kernels/gemm_tile.h"
 #include "kernels/moe.h"
@@ -187,9 +188,9 @@ struct MoeReduce::State {
   int32_t calls = 0;
   GemmConfig config;
   Kernel kernel, sum;
-  Kernel sequential;    // SEQ = 1: made by the first set_overlap(false)
-  Constants constants;  // the kernel's
-  bool overlap = true, have_sequential = false;
+  std::optional<Kernel> sequential;  // SEQ = 1: made by the first set_overlap(false)
+  Constants constants;               // the kernel's
+  bool overlap = true;
   detail::RunStreams streams;
   bool gpu() const { return detail::on_gpu(target); }
   ~State() {
@@ -286,7 +287,7 @@ void MoeReduce::launch(const void* act, const float* act_scales, const MoeRoutin
   const int64_t tiles_n = (s.N + s.config.bn - 1) / s.config.bn;
   const int64_t programs = routing.slots() * tiles_n + s.ranks * s.tokens;
   auto gemm = [&](auto* a, auto* weights) {
-    detail::launch(s.overlap ? s.kernel : s.sequential, on, Grid(static_cast<int>(programs)), a, act_scales,
+    detail::launch(s.overlap ? s.kernel : *s.sequential, on, Grid(static_cast<int>(programs)), a, act_scales,
                    routing.sorted_ids(), routing.tiles(), routing.group_starts(), weights, w_scales, s.y.data(),
                    s.done.data(), topk_weights, routing.dest(), half, s.flags, static_cast<int>(routing.rows()),
                    static_cast<int>(s.tokens), static_cast<int>(s.N), static_cast<int>(s.K),
@@ -307,11 +308,10 @@ void MoeReduce::launch(const void* act, const float* act_scales, const MoeRoutin
 
 void MoeReduce::set_overlap(bool on) {
   State& s = *s_;
-  if (!on && !s.have_sequential) {
+  if (!on && !s.sequential) {
     Constants c = s.constants;
     c.insert_or_assign("SEQ", 1);
     s.sequential = compile(moe_reduce_kernel(s.all, s.dtype), c, s.target, s.config.options);
-    s.have_sequential = true;
   }
   s.overlap = on;
 }

@@ -493,7 +493,7 @@ class LayoutAssignment {
 
   /// `v` in layout `l`: itself, a rebuilt free value, or a conversion right after its definition.
   Value* in_layout(Value* v, const LayoutRef& l) {
-    if (auto it = rebuilt_from_.find(v); it != rebuilt_from_.end()) v = it->second;  // (free: any layout)
+    if (Value* free = free_origin(v)) v = free;  // (a free value's copy: rebuilt in any layout)
     if (!is_free(v) && ir::same_layout(v->type.layout, l)) return v;
     auto key = std::make_pair(v, l->str());
     auto it = made_.find(key);
@@ -512,6 +512,11 @@ class LayoutAssignment {
   // before the broadcast, not the [BM, BK] pointer tile after it (nor lose the addresses' runs
   // that the load's vectors need).
 
+  /// The free value `v` is, or was rebuilt from; null for any other.
+  Value* free_origin(const Value* v) const {
+    if (auto it = rebuilt_from_.find(v); it != rebuilt_from_.end()) return it->second;
+    return is_free(v) ? const_cast<Value*>(v) : nullptr;
+  }
   /// The layout `v` is in, or will be once placed.
   LayoutRef current(const Value* v) const {
     LayoutRef l = of(v);
@@ -520,9 +525,7 @@ class LayoutAssignment {
   /// The elements a conversion of `v` to `l` moves between threads: none within a thread, half
   /// of them by warp shuffles, all through shared memory.
   int64_t convert_elements(const Value* v, const LayoutRef& l) const {
-    if (is_free(v) || rebuilt_from_.count(v)) {  // (rebuilt in any layout; a trans, reshape or reduce then converted)
-      auto it = rebuilt_from_.find(v);
-      const Value* free = it == rebuilt_from_.end() ? v : it->second;
+    if (const Value* free = free_origin(v)) {  // (rebuilt in any layout; a trans, reshape or reduce then converted)
       const OpCode c = free->def ? free->def->code : OpCode::Splat;
       return c == OpCode::Trans || c == OpCode::Reshape || c == OpCode::Reduce ? std::max<int64_t>(1, v->type.numel())
                                                                                : 0;
