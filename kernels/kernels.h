@@ -241,5 +241,6 @@ class Collectives {
 
 // The kernel families with headers of their own.
 #include "kernels/attention.h"     // IWYU pragma: export
+#include "kernels/ep.h"            // IWYU pragma: export
 #include "kernels/grouped_gemm.h"  // IWYU pragma: export
 #include "kernels/moe.h"           // IWYU pragma: export

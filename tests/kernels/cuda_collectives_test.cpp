@@ -11,6 +11,7 @@
 
 #include "kernels/reference.h"
 #include "tests/kernels/collectives_check.h"
+#include "tests/kernels/ep_check.h"
 #include "tests/kernels/moe_check.h"
 #include "tiledist.h"
 
@@ -124,6 +125,19 @@ TEST(GpuKernels, AllGatherMoe) {
 }
 // Grouped GEMM + top-k combine + ReduceScatter / AllReduce: small and ragged, then the library's
 // tiles (Qwen3-30B-A3B's down projection: hidden 2048, K = 768 / ranks, top-8 of 128), queued.
+// Expert-parallel dispatch and combine (tests/kernels/ep_check.h): rows sent back as they came,
+// through a grouped GEMM, queued on a stream, and at the seed's low-latency shape (128 tokens a
+// rank, hidden 7168, top-8; 32 experts a rank).
+TEST(GpuKernels, EpDispatchCombine) {
+  const int64_t n = world_size();
+  runtime::Stream stream;
+  testing_ep::check_ep<DeviceMemory>(Target::cuda(), 13, 40, 3 * n, 2);
+  testing_ep::check_ep<DeviceMemory>(Target::cuda(), 7, 16, 8 * n, 8);
+  testing_ep::check_ep<DeviceMemory>(Target::cuda(), 5, 1100, 4 * n, 3, 0, 1);
+  testing_ep::check_ep<DeviceMemory>(Target::cuda(), 9, 48, 2 * n, 2, 24);
+  testing_ep::check_ep<DeviceMemory>(Target::cuda(), 40, 256, 4 * n, 2, 128, 2, 0, &stream);
+  testing_ep::check_ep<DeviceMemory>(Target::cuda(), 128, 7168, 32 * n, 8, 0, 2);
+}
 TEST(GpuKernels, MoeReduce) {
   using Mode = kernels::MoeReduce::Mode;
   const int n = cuda::World::get().size();

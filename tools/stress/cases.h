@@ -82,5 +82,7 @@ class Subject {
 std::unique_ptr<Subject> make_subject(Job& job, int id);
 /// A new MoE object (tools/stress/moe_cases.cpp).
 std::unique_ptr<Subject> make_moe_subject(Job& job, int id);
+/// A new expert-parallel dispatch and combine (tools/stress/ep_cases.cpp).
+std::unique_ptr<Subject> make_ep_subject(Job& job, int id);
 
 }  // namespace tiledist::stress

@@ -1,0 +1,128 @@
+// Expert-parallel all-to-all (DeepEP's dispatch and combine): each rank holds the weights of
+// experts / ranks experts (rank d: experts [d * El, (d + 1) * El), El = experts / ranks), and
+// every token goes to the ranks of its top-k experts and back. Written in the DSL with the
+// dist::/shmem:: primitives; one process per GPU (ranks may share one), or ranks of the CPU
+// backend.
+#pragma once
+
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace tiledist::kernels {
+
+/// The kernels of EpDispatch (kernels/ep_dispatch.cpp), registered as ep_exchange and
+/// ep_dispatch:
+/// - ep_exchange (one program): this rank's count of slots for each expert (counts [E], from
+///   moe_count) stored into every rank's matrix [2, ranks, E] (the half call % 2, row `rank`),
+///   the count zeroed for the next run, flags[rank] set to `call` on every rank; then waits
+///   until every rank's flag here has reached `call`. Parameters: counts, matrix, flags, E,
+///   call; constant BE (experts a step).
+/// - ep_dispatch (a program per slot p = token * TOPK + j, at least one): slot p's token row of
+///   x ([tokens, H] bf16) stored into rank d = ids[p] / El's recv at row bases[ids[p]] +
+///   place[p] (place: moe_count's place of the slot among this rank's slots of its expert; -1:
+///   dropped), and recv_src[row] = rank * max_pairs + p there; the last program to finish (a
+///   counter, `sent`, zeroed again by it) sets flags[rank] = call on every rank and waits until
+///   every rank's flag here has reached `call`: when the kernel is done, every row for this
+///   rank's experts is here. Parameters: x, ids, place, bases, recv, recv_src, sent, flags,
+///   pairs, H, El, max_pairs, call; constants TOPK, BH (columns a step).
+const KernelDef& ep_exchange_kernel();
+const KernelDef& ep_dispatch_kernel();
+
+/// The kernels of EpCombine (kernels/ep_combine.cpp), registered as ep_combine and
+/// ep_combine_sum:
+/// - ep_combine (a program per received row, at least one): row r of y ([rows, H] bf16) stored
+///   into its source's comb ([max_pairs, H], at the slot recv_src[r] % max_pairs of rank
+///   recv_src[r] / max_pairs); the last program (as ep_dispatch's) sets flags[rank] = call on
+///   every rank and waits for every rank's. Parameters: y, recv_src, comb, sent, flags, rows, H,
+///   max_pairs, call; constant BH.
+/// - ep_combine_sum (programs {cdiv(tokens, BT), cdiv(H, BH)}): out[t, :] (bf16) = the sum over
+///   j < TOPK, in order, of weights[t, j] * comb[t * TOPK + j, :] (f32), the slots whose place is
+///   -1 (dropped) left out. Parameters: comb, place, weights, out, tokens, H; constants TOPK,
+///   BT, BH.
+const KernelDef& ep_combine_kernel();
+const KernelDef& ep_combine_sum_kernel();
+
+/// Dispatch of expert parallelism, normal mode (DeepEP's normal kernels: prefill and
+/// training, throughput first): every rank gives its tokens (x [tokens, hidden] bf16) and their
+/// top-k experts (topk_ids [tokens, topk] int32, global expert ids; -1, or any id outside
+/// [0, experts), sends the slot nowhere); a run sends each slot's token row to the rank of its
+/// expert. Each rank receives, in recv() ([recv_capacity, hidden] bf16), the rows for its own
+/// El = experts / ranks experts, packed per local expert (rows of local expert 0 first, then 1,
+/// ...; within an expert, by source rank, then in any order): the layout GroupedGemm takes
+/// with offs() as its offsets (no copy between the dispatch, the grouped GEMM and the combine).
+/// recv_src() keeps each row's source: rank * max_tokens * topk + token * topk + j.
+///
+/// A run first exchanges the counts (every rank's per-expert counts, on the device), reads them
+/// on the host (a host synchronization, as DeepEP's normal mode) and checks every rank's
+/// receive capacity: a run that would receive more than recv_capacity rows on any rank throws
+/// Error on every rank, naming the rank, and sends nothing. recv_counts() (host) and offs()
+/// (device) are then this rank's; the rows are sent by the GPU's SMs (stores into the peers'
+/// recv), and the run is done on the stream once every rank's rows for us are here.
+///
+/// recv(), recv_src() and offs() hold the last run's until the next run on this rank's stream:
+/// work that reads them (a grouped GEMM, EpCombine) must be queued on that stream before the
+/// next run (every rank's next run begins with the count exchange, which peers wait for before
+/// they write into our buffers). Device memory on a GPU target, host memory on the host;
+/// construction and every run are collective; streams as AgGemm's (kernels.h).
+class EpDispatch {
+ public:
+  struct Options {
+    /// Rows recv() holds; 0: as many as any run can send here (ranks * max_tokens * min(topk,
+    /// El)). A smaller capacity takes less memory; a run past it throws.
+    int64_t recv_capacity = 0;
+  };
+  EpDispatch(const Target& target, int64_t max_tokens, int64_t hidden, int64_t experts, int topk, Options options);
+  EpDispatch(const Target& target, int64_t max_tokens, int64_t hidden, int64_t experts, int topk)
+      : EpDispatch(target, max_tokens, hidden, experts, topk, Options{}) {}
+  ~EpDispatch();
+  /// Sends `tokens` (<= max_tokens) rows of x by their top-k ids.
+  void run(const bf16* x, const int32_t* topk_ids, int64_t tokens, const runtime::Stream* stream = nullptr);
+
+  const bf16* recv() const;
+  const int32_t* recv_src() const;
+  /// [El] int32 on the device: the cumulative end row of each local expert in recv().
+  const int32_t* offs() const;
+  /// The last run's rows received for each local expert, and in all (host).
+  const std::vector<int64_t>& recv_counts() const;
+  int64_t recv_rows() const;
+  int64_t recv_capacity() const;
+  int64_t local_experts() const;
+  int64_t experts() const;
+  int64_t hidden() const;
+  int64_t max_tokens() const;
+  int topk() const;
+  /// The last run's token count (on this rank).
+  int64_t tokens() const;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> s_;
+  friend class EpCombine;
+};
+
+/// Combine of expert parallelism, normal mode: the way back of an EpDispatch's last run. Each
+/// rank gives the rows it computed for the rows it received (y [dispatch.recv_rows(), hidden]
+/// bf16, row r for recv() row r: a grouped GEMM's output over recv() and offs()); a run sends
+/// each row back to the rank it came from, and each rank sums its tokens' k rows weighted by
+/// their top-k scores: out[t, :] = sum over j of topk_weights[t, j] * (the row of slot (t, j)),
+/// in f32, in j's order, rounded once to bf16 (slots dropped at the dispatch left out; a token
+/// with none is zero). `hidden` is y's width (the dispatch's by default). Each rank's next run
+/// of the dispatch must not begin before its combine (the same stream: they are queued in
+/// order). Device memory on a GPU target, host memory on the host; collective; streams as
+/// AgGemm's.
+class EpCombine {
+ public:
+  explicit EpCombine(const EpDispatch& dispatch, int64_t hidden = 0);
+  ~EpCombine();
+  /// topk_weights [tokens, topk] f32 (tokens: the dispatch's last run's), out [tokens, hidden].
+  void run(const bf16* y, const float* topk_weights, bf16* out, const runtime::Stream* stream = nullptr);
+  int64_t hidden() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> s_;
+};
+
+}  // namespace tiledist::kernels

@@ -1,0 +1,187 @@
+// Expert-parallel dispatch and combine (kernels/ep.h) checked on every rank against what the
+// host works out from every rank's inputs (each rank makes all ranks' from their seeds): every
+// received row, bit for bit, with its source; every rank's counts; the combine of the rows sent
+// back as they came (each token's k copies weighted and summed) and of a grouped GEMM's rows
+// between the two (dispatch -> GroupedGemm over recv() and offs() -> combine, no copy), against
+// products the host computes in double. Skewed routing: an expert no token picks, one that most
+// pick, the last rank's experts never picked (a rank that receives nothing), slots dropped
+// (-1), token counts that differ by rank and are multiples of nothing. Shared by the CPU test
+// (ep_dist_test) and the GPU test (cuda_collectives_test).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "kernels/ep.h"
+#include "kernels/grouped_gemm.h"
+#include "tests/kernels/moe_check.h"
+
+namespace tiledist::testing_ep {
+
+using testing_moe::read_back;
+
+/// Rank r's tokens at call `call`: ragged, differing by rank (rank 1 of 2+ none on the second call).
+inline int64_t tokens_of(int r, int64_t base, int call) {
+  if (call == 2 && r == 1) return 0;
+  return std::max<int64_t>(1, base - (r * 5 + call * 3) % 7);
+}
+
+/// Rank r's top-k ids: k distinct experts per token, never expert 0 and never the last rank's
+/// experts where enough others are left, expert `hot` (E / 2) for about three tokens in four,
+/// and the last slot of one token in five dropped (-1), where k > 1.
+inline std::vector<int32_t> ep_ids(int r, int64_t tokens, int64_t E, int64_t El, int ranks, int k, int call) {
+  std::mt19937 rng(uint32_t(r * 7919 + call * 104729 + 31));
+  std::vector<int32_t> pool;
+  const int64_t last = ranks > 1 && E - El - 1 >= k ? E - El : E;  // (past it: the last rank's)
+  for (int64_t e = E - 1 >= k ? 1 : 0; e < last; ++e) pool.push_back(int32_t(e));
+  const int32_t hot = int32_t(std::clamp<int64_t>(E / 2, pool.front(), pool.back()));
+  std::vector<int32_t> ids(size_t(tokens) * k);
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::shuffle(pool.begin(), pool.end(), rng);
+    if (rng() % 4 != 0) std::iter_swap(pool.begin(), std::find(pool.begin(), pool.end(), hot));
+    std::copy(pool.begin(), pool.begin() + k, ids.begin() + t * k);
+    if (k > 1 && t % 5 == 2) ids[size_t(t * k + k - 1)] = -1;
+  }
+  return ids;
+}
+
+inline std::vector<bf16> random_bf16(uint32_t seed, size_t n, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<bf16> v(n);
+  for (auto& x : v) x = bf16(d(rng));
+  return v;
+}
+inline std::vector<float> random_weights(uint32_t seed, size_t n) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(0.05f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+/// Runs `calls` dispatches (and combines) of `base`-ish tokens per rank, hidden H, E experts,
+/// top-k; `gemm_n` > 0: a grouped GEMM of N = gemm_n columns between dispatch and combine, else
+/// the received rows sent back as they are. `stream`: every run queued on it (synchronized before
+/// the results are read).
+template <template <class> class Memory>
+void check_ep(const Target& target, int64_t base, int64_t H, int64_t E, int k, int64_t gemm_n = 0, int calls = 2,
+              int64_t recv_capacity = 0, const runtime::Stream* stream = nullptr) {
+  const int n = world_size(), me = rank();
+  const int64_t El = E / n, max_tokens = base;
+  SCOPED_TRACE(str_cat("ep: ", n, " ranks, ~", base, " tokens, hidden ", H, ", ", E, " experts, top-", k,
+                       gemm_n ? str_cat(", grouped GEMM to ", gemm_n) : std::string(", rows sent back")));
+  kernels::EpDispatch dispatch(target, max_tokens, H, E, k, {recv_capacity});
+  const int64_t N = gemm_n > 0 ? gemm_n : H;
+  kernels::EpCombine combine(dispatch, N);
+  const int64_t max_pairs = max_tokens * k;
+  // Each rank's experts' weights ([El, N, H]), for the GEMM.
+  auto weights_of = [&](int64_t d) {
+    return random_bf16(uint32_t(900 + d), size_t(El * N * H), 1.0f / std::sqrt(float(H)));
+  };
+  auto w = Memory<bf16>::make(gemm_n > 0 ? weights_of(me) : std::vector<bf16>(1));
+  std::unique_ptr<kernels::GroupedGemm> gemm;
+  if (gemm_n > 0) gemm = std::make_unique<kernels::GroupedGemm>(target, dispatch.recv_capacity(), N, H, El);
+  auto y = Memory<bf16>::make(std::vector<bf16>(size_t(std::max<int64_t>(dispatch.recv_capacity(), 1) * N)));
+  for (int call = 1; call <= calls; ++call) {
+    SCOPED_TRACE(str_cat("call ", call));
+    std::vector<int64_t> T(static_cast<size_t>(n));
+    std::vector<std::vector<bf16>> xs(static_cast<size_t>(n));
+    std::vector<std::vector<int32_t>> ids(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      T[size_t(r)] = std::min(max_tokens, tokens_of(r, base, call));
+      xs[size_t(r)] = random_bf16(uint32_t(r * 131 + call), size_t(T[size_t(r)] * H));
+      ids[size_t(r)] = ep_ids(r, T[size_t(r)], E, El, n, k, call);
+    }
+    const int64_t tokens = T[size_t(me)];
+    auto x = Memory<bf16>::make(xs[size_t(me)]);
+    auto id = Memory<int32_t>::make(ids[size_t(me)]);
+    dispatch.run(x.ptr(), id.ptr(), tokens, stream);
+    if (stream) stream->synchronize();
+    // What we receive: each local expert's count, and every row with its source.
+    std::vector<int64_t> want_counts(size_t(El), 0);
+    for (int r = 0; r < n; ++r)
+      for (int32_t e : ids[size_t(r)])
+        if (e >= 0 && e / El == me) ++want_counts[size_t(e % El)];
+    ASSERT_EQ(dispatch.recv_counts(), want_counts);
+    const int64_t rows = dispatch.recv_rows();
+    ASSERT_EQ(rows, std::accumulate(want_counts.begin(), want_counts.end(), int64_t{0}));
+    auto recv = read_back(target, dispatch.recv(), size_t(rows * H));
+    auto src = read_back(target, dispatch.recv_src(), size_t(rows));
+    auto offs = read_back(target, dispatch.offs(), size_t(El));
+    std::set<int64_t> seen;
+    int64_t row = 0, bad = 0;
+    for (int64_t le = 0; le < El; ++le) {
+      ASSERT_EQ(offs[size_t(le)], row + want_counts[size_t(le)]) << "offs of local expert " << le;
+      int64_t last_rank = 0;
+      for (; row < offs[size_t(le)]; ++row) {
+        const int64_t from = src[size_t(row)] / max_pairs, slot = src[size_t(row)] % max_pairs;
+        ASSERT_TRUE(from >= 0 && from < n && slot < T[size_t(from)] * k) << "row " << row << ": source " << src[size_t(row)];
+        ASSERT_EQ(ids[size_t(from)][size_t(slot)], me * El + le) << "row " << row << " from rank " << from << " slot " << slot;
+        ASSERT_TRUE(seen.insert(src[size_t(row)]).second) << "row " << row << ": slot received twice";
+        ASSERT_GE(from, last_rank) << "row " << row << ": the expert's rows not in rank order";
+        last_rank = from;
+        const bf16* want = xs[size_t(from)].data() + slot / k * H;
+        for (int64_t h = 0; h < H; ++h)
+          bad += std::memcmp(&recv[size_t(row * H + h)], &want[h], sizeof(bf16)) != 0;
+      }
+    }
+    EXPECT_EQ(bad, 0) << "received elements that differ from their token's";
+    // Back: the rows as they came, or through each expert's weights.
+    const bf16* rows_back = dispatch.recv();
+    if (gemm) {
+      gemm->run(dispatch.recv(), w.ptr(), y.ptr(), kernels::GroupedGemm::Offsets(dispatch.offs()), stream);
+      rows_back = y.ptr();
+    }
+    std::vector<float> weights = random_weights(uint32_t(77 + me * 3 + call), size_t(tokens * k));
+    auto wt = Memory<float>::make(weights);
+    auto out = Memory<bf16>::make(std::vector<bf16>(size_t(std::max<int64_t>(tokens, 1) * N), bf16(7.0f)));
+    combine.run(rows_back, wt.ptr(), out.ptr(), stream);
+    if (stream) stream->synchronize();
+    auto got = out.get();
+    // The host's: sum over the token's kept slots of weight * (its row, or bf16(x @ W[e]^T)).
+    std::vector<std::vector<bf16>> ws(static_cast<size_t>(n));  // (the weights of each rank our tokens went to)
+    if (gemm)
+      for (int32_t e : ids[size_t(me)])
+        if (e >= 0 && ws[size_t(e / El)].empty()) ws[size_t(e / El)] = weights_of(e / El);
+    double err2 = 0, ref2 = 0;
+    int64_t off = 0;
+    const bf16* xm = xs[size_t(me)].data();
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t c = 0; c < N; ++c) {
+        double want = 0, scale = 0;
+        for (int j = 0; j < k; ++j) {
+          const int32_t e = ids[size_t(me)][size_t(t * k + j)];
+          if (e < 0) continue;
+          const double wj = weights[size_t(t * k + j)];
+          double v = 0, mag = 0;
+          if (gemm) {
+            const bf16* wr = ws[size_t(e / El)].data() + ((e % El) * N + c) * H;
+            for (int64_t h = 0; h < H; ++h) {
+              v += double(float(xm[t * H + h])) * double(float(wr[h]));
+              mag += std::fabs(double(float(xm[t * H + h])) * double(float(wr[h])));
+            }
+            v = double(float(bf16(float(v))));  // (the GEMM's output, in bf16)
+            mag = mag * double(H) * 0x1p-22 + std::fabs(v) * 0x1p-8;
+          } else {
+            v = double(float(xm[t * H + c]));
+          }
+          want += wj * v;
+          scale += wj * (std::fabs(v) + mag);
+        }
+        const double g = double(float(got[size_t(t * N + c)]));
+        err2 += (g - want) * (g - want), ref2 += want * want;
+        if (std::fabs(g - want) > 0x1p-8 * std::fabs(want) + 1e-5 * scale + (gemm ? scale * 0x1p-8 : 0.0) + 1e-30)
+          ++off;
+      }
+    EXPECT_EQ(off, 0) << "combined elements out of bounds";
+    EXPECT_LE(std::sqrt(err2 / std::max(ref2, 1e-30)), gemm ? 0x1p-7 : 0x1p-8) << "combined, in norm";
+  }
+}
+
+}  // namespace tiledist::testing_ep
