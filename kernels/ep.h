@@ -125,4 +125,87 @@ class EpCombine {
   std::shared_ptr<State> s_;
 };
 
+/// The kernels of the low-latency mode (kernels/ep_low_latency.cpp), registered as ep_ll_send
+/// (bf16 rows) and ep_ll_send_fp8, ep_ll_receive, ep_ll_back and ep_ll_sum; EpLowLatencyDispatch
+/// and EpLowLatencyCombine say what they do and how they are launched.
+const KernelDef& ep_ll_send_kernel(ir::DType rows = ir::DType::f8e4m3);
+const KernelDef& ep_ll_receive_kernel();
+const KernelDef& ep_ll_back_kernel();
+const KernelDef& ep_ll_sum_kernel();
+
+/// Dispatch of expert parallelism, low-latency mode (DeepEP's low-latency kernels: decoding):
+/// no host synchronization and no count exchange. Each rank's rows for an expert go into a
+/// place of their own on the expert's rank, max_tokens rows for each (local expert, source
+/// rank): recv() is [El * ranks * max_tokens, hidden], the rows of local expert le from rank r
+/// at [(le * ranks + r) * max_tokens, + recv_counts()[le * ranks + r]); each (expert, source)
+/// count travels with the rows (stored before a signal word per expert and source). Rows go as
+/// f8e4m3 with a scale per 128 channels quantized on the way out (recv_scales() [rows,
+/// cdiv(hidden, 128)], each block's max |x| / 448, as DeepSeek-V3's activations), or as bf16.
+/// After the receive, tiles() is the table of BM-row tiles over those runs that GroupedGemm
+/// takes (GroupedGemm::Table{tiles(), slots(), block_rows()}), the blockwise f8 GEMM with recv_scales() as its A's.
+///
+/// Calls alternate between two halves of the receive buffers (recv() and the others point
+/// into the last run's), so back-to-back runs need no barrier while every rank runs
+/// dispatch, work on the rows, and combine, in turn: a rank writes into a half two calls after
+/// its last use, once each peer has combined the call between. With Options::recv_hook, run()
+/// only sends and receive() waits for the rows (DeepEP's return_recv_hook: the caller's work
+/// in between overlaps the transfer); else run() does both. A token's k experts must differ
+/// (slots past max_tokens for one expert, from repeated ids, are not sent). Device memory on a
+/// GPU target, host memory on the host; collective; streams as AgGemm's (kernels.h).
+class EpLowLatencyDispatch {
+ public:
+  struct Options {
+    ir::DType dtype = ir::DType::f8e4m3;  // the rows as sent: f8e4m3 (with scales) or bf16
+    int block_rows = 64;                  // BM of tiles() (at most the grouped GEMM's row tile)
+    bool recv_hook = false;               // run() sends; receive() receives
+  };
+  EpLowLatencyDispatch(const Target& target, int64_t max_tokens, int64_t hidden, int64_t experts, int topk,
+                       Options options);
+  EpLowLatencyDispatch(const Target& target, int64_t max_tokens, int64_t hidden, int64_t experts, int topk)
+      : EpLowLatencyDispatch(target, max_tokens, hidden, experts, topk, Options{}) {}
+  ~EpLowLatencyDispatch();
+  void run(const bf16* x, const int32_t* topk_ids, int64_t tokens, const runtime::Stream* stream = nullptr);
+  /// With Options::recv_hook: waits (on the stream) for the last run's rows; once a run.
+  void receive(const runtime::Stream* stream = nullptr);
+
+  const void* recv() const;  // bf16 or f8e4m3, as Options::dtype
+  const float* recv_scales() const;
+  /// [rows()]: each received row's slot at its source (token * topk + j; the source: the run's).
+  const int32_t* recv_src() const;
+  const int32_t* recv_counts() const;  // [El * ranks] on the device
+  const int32_t* tiles() const;
+  int64_t slots() const;  // tiles()' capacity: El * ranks * cdiv(max_tokens, BM)
+  int64_t rows() const;   // recv()'s: El * ranks * max_tokens
+  int64_t local_experts() const;
+  int block_rows() const;
+  int64_t hidden() const;
+  int64_t max_tokens() const;
+  int topk() const;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> s_;
+  friend class EpLowLatencyCombine;
+};
+
+/// Combine of the low-latency mode: the way back of an EpLowLatencyDispatch's last run, as
+/// EpCombine's (out[t, :] = the sum over j of topk_weights[t, j] * the row of slot (t, j), f32,
+/// in j's order, one rounding to bf16), y [dispatch.rows(), hidden] bf16 in recv()'s rows (rows
+/// past each run's count not read). Rows go back into the sources' halves of a buffer of [2,
+/// max_tokens * topk, hidden], a signal word per (expert, half). With the dispatch's recv_hook,
+/// run() only sends and receive() waits and sums (topk_weights and out then read there).
+class EpLowLatencyCombine {
+ public:
+  explicit EpLowLatencyCombine(const EpLowLatencyDispatch& dispatch, int64_t hidden = 0);
+  ~EpLowLatencyCombine();
+  void run(const bf16* y, const float* topk_weights, bf16* out, const runtime::Stream* stream = nullptr);
+  void receive(const runtime::Stream* stream = nullptr);
+  int64_t hidden() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> s_;
+};
+
 }  // namespace tiledist::kernels

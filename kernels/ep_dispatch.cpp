@@ -109,8 +109,9 @@ EpDispatch::EpDispatch(const Target& target, int64_t max_tokens, int64_t hidden,
   const int64_t most = s.ranks * max_tokens * std::min<int64_t>(topk, s.El);
   s.capacity = options.recv_capacity > 0 ? options.recv_capacity : most;
   if (options.recv_capacity < 0)
-    throw Error(str_cat("tiledist: ep_dispatch: recv_capacity = ", options.recv_capacity, " (rows; 0: the most a run "
-                                                                                          "can send)"));
+    throw Error(str_cat("tiledist: ep_dispatch: recv_capacity = ", options.recv_capacity,
+                        " (rows; 0: the most a run "
+                        "can send)"));
   if (s.ranks * s.max_pairs > INT32_MAX || s.capacity > INT32_MAX)
     throw Error(str_cat("tiledist: ep_dispatch: ", s.ranks, " ranks of ", max_tokens, " tokens, top-", topk,
                         ", receive capacity ", s.capacity, ": the slots of all ranks and the rows under 2^31"));
@@ -138,14 +139,14 @@ EpDispatch::~EpDispatch() = default;
 void EpDispatch::run(const bf16* x, const int32_t* topk_ids, int64_t tokens, const runtime::Stream* stream) {
   State& s = *s_;
   if (tokens < 0 || tokens > s.max_tokens)
-    throw Error(str_cat("tiledist: ep_dispatch: ", tokens, " tokens on rank ", s.rank,
-                        ", past the capacity of ", s.max_tokens, " tokens this EpDispatch was made for"));
+    throw Error(str_cat("tiledist: ep_dispatch: ", tokens, " tokens on rank ", s.rank, ", past the capacity of ",
+                        s.max_tokens, " tokens this EpDispatch was made for"));
   if (tokens > 0 && (!x || !topk_ids)) throw Error("tiledist: ep_dispatch: a null pointer among x and the top-k ids");
   const int32_t call = ++s.calls;
   s.done = false;
   const int pairs = static_cast<int>(tokens * s.topk);
   const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
-  int32_t* flags = s.flags;                // [0, ranks): the counts'
+  int32_t* flags = s.flags;                 // [0, ranks): the counts'
   int32_t* data_flags = s.flags + s.ranks;  // [ranks, 2 ranks): the rows'
   detail::launch(s.count, on, Grid(std::max(1, (pairs + 1023) / 1024)), topk_ids, s.counts.data(), s.place.data(),
                  pairs, static_cast<int>(s.E), pairs, static_cast<int>(s.E));

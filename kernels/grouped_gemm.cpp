@@ -333,26 +333,48 @@ void GroupedGemm::check_offsets(std::span<const int32_t> offs, int64_t rows, int
   }
 }
 
+void GroupedGemm::check_dtype(ir::DType given) const {
+  if (s_->dtype == given) return;
+  throw Error(given == ir::DType::bf16
+                  ? str_cat("tiledist: grouped_gemm: run with bf16 operands on a GroupedGemm made for ",
+                            ir::dtype_name(s_->dtype), " (which takes scales)")
+                  : str_cat("tiledist: grouped_gemm: run with f8e4m3 operands and scales on a GroupedGemm made for ",
+                            ir::dtype_name(s_->dtype)));
+}
 void GroupedGemm::run(const bf16* a, const bf16* w, bf16* c, Offsets offs, const runtime::Stream* stream) {
-  if (s_->dtype != ir::DType::bf16)
-    throw Error(str_cat("tiledist: grouped_gemm: run with bf16 operands on a GroupedGemm made for ",
-                        ir::dtype_name(s_->dtype), " (which takes scales)"));
+  check_dtype(ir::DType::bf16);
   launch(a, w, c, nullptr, nullptr, offs, stream);
 }
 void GroupedGemm::run(const f8e4m3* a, const f8e4m3* w, bf16* c, const float* scale_a, const float* scale_w,
                       Offsets offs, const runtime::Stream* stream) {
-  if (s_->dtype != ir::DType::f8e4m3)
-    throw Error(str_cat("tiledist: grouped_gemm: run with f8e4m3 operands and scales on a GroupedGemm made for ",
-                        ir::dtype_name(s_->dtype)));
+  check_dtype(ir::DType::f8e4m3);
   launch(a, w, c, scale_a, scale_w, offs, stream);
+}
+void GroupedGemm::run(const bf16* a, const bf16* w, bf16* c, const Table& table, const runtime::Stream* stream) {
+  check_dtype(ir::DType::bf16);
+  launch(a, w, c, nullptr, nullptr, Offsets(table.tiles), stream, &table);
+}
+void GroupedGemm::run(const f8e4m3* a, const f8e4m3* w, bf16* c, const float* scale_a, const float* scale_w,
+                      const Table& table, const runtime::Stream* stream) {
+  check_dtype(ir::DType::f8e4m3);
+  launch(a, w, c, scale_a, scale_w, Offsets(table.tiles), stream, &table);
 }
 
 void GroupedGemm::launch(const void* a, const void* w, bf16* c, const float* scale_a, const float* scale_w,
-                         Offsets offs, const runtime::Stream* stream) {
+                         Offsets offs, const runtime::Stream* stream, const Table* table) {
   State& s = *s_;
   const int32_t* offsets = offs.pointer;
-  if (!offs.on_host && !offs.pointer) throw Error("tiledist: grouped_gemm: no offsets (a null pointer)");
-  if (offs.on_host || !s.gpu) {  // (host memory: checked)
+  if (!offs.on_host && !offs.pointer)
+    throw Error(str_cat("tiledist: grouped_gemm: no ", table ? "tile table" : "offsets", " (a null pointer)"));
+  Grid grid = s.grid;
+  if (table) {  // (built elsewhere: its tiles no longer than ours, its slots the grid's rows)
+    if (table->block_rows < 1 || table->block_rows > s.config.bm || table->slots < 0 || table->slots > INT32_MAX)
+      throw Error(str_cat("tiledist: grouped_gemm: a table of ", table->slots, " slots of tiles of up to ",
+                          table->block_rows, " rows for a GEMM of ", s.config.bm,
+                          "-row tiles (each tile at most the GEMM's rows)"));
+    if (s.config.programs <= 0)
+      grid = Grid(static_cast<int>(std::max<int64_t>(table->slots, 1)), static_cast<int>(grid.y));
+  } else if (offs.on_host || !s.gpu) {  // (host memory: checked)
     std::span<const int32_t> h = offs.on_host ? offs.host : std::span<const int32_t>(offs.pointer, size_t(s.E));
     check_offsets(h, s.rows, s.E);
     offsets = h.data();
@@ -365,13 +387,17 @@ void GroupedGemm::launch(const void* a, const void* w, bf16* c, const float* sca
   const runtime::Stream* on = s.gpu ? &s.streams.enter(stream) : nullptr;
   const int rows = static_cast<int>(s.rows), N = static_cast<int>(s.N), K = static_cast<int>(s.K);
   const int w_rows = static_cast<int>(s.E * (s.layout == Layout::nk ? s.N : s.K));
-  detail::launch(s.table, on, s.table_grid, offsets, s.tiles, static_cast<int>(s.E), rows, static_cast<int>(s.slots));
-  if (s.dtype == ir::DType::bf16)
-    detail::launch(s.gemm, on, s.grid, static_cast<const bf16*>(a), static_cast<const bf16*>(w), c,
-                   static_cast<const int32_t*>(s.tiles), rows, N, K, w_rows);
+  const int32_t* tiles = s.tiles;
+  if (table)
+    tiles = table->tiles;
   else
-    detail::launch(s.gemm, on, s.grid, static_cast<const f8e4m3*>(a), static_cast<const f8e4m3*>(w), c, scale_a,
-                   scale_w, static_cast<const int32_t*>(s.tiles), rows, N, K, w_rows);
+    detail::launch(s.table, on, s.table_grid, offsets, s.tiles, static_cast<int>(s.E), rows, static_cast<int>(s.slots));
+  if (s.dtype == ir::DType::bf16)
+    detail::launch(s.gemm, on, grid, static_cast<const bf16*>(a), static_cast<const bf16*>(w), c, tiles, rows, N, K,
+                   w_rows);
+  else
+    detail::launch(s.gemm, on, grid, static_cast<const f8e4m3*>(a), static_cast<const f8e4m3*>(w), c, scale_a, scale_w,
+                   tiles, rows, N, K, w_rows);
   if (on) {
     if (!s.done) s.done = std::make_unique<runtime::Event>(false);
     s.done->record(on);

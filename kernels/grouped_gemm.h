@@ -86,6 +86,15 @@ class GroupedGemm {
     std::span<const int32_t> host;
     bool on_host = false;
   };
+  /// A tile table built elsewhere, on the device on a GPU target (EpLowLatencyDispatch's, whose
+  /// rows of an expert come in runs with gaps between them): tiles[0] the count, then per tile
+  /// its expert, first row and end row; `slots` entries; no tile longer than `block_rows`, at
+  /// most the GEMM's row tile (config().bm). Rows of C that no tile covers are left as they were.
+  struct Table {
+    const int32_t* tiles = nullptr;
+    int64_t slots = 0;
+    int block_rows = 0;
+  };
   /// dtype bf16 (scaling none) or f8e4m3 (rowwise or blockwise, layout nk).
   GroupedGemm(const Target& target, int64_t rows, int64_t N, int64_t K, int64_t experts,
               ir::DType dtype = ir::DType::bf16, Scaling scaling = Scaling::none, Layout layout = Layout::nk);
@@ -94,6 +103,10 @@ class GroupedGemm {
   ~GroupedGemm();
   void run(const bf16* a, const bf16* w, bf16* c, Offsets offs, const runtime::Stream* stream = nullptr);
   void run(const f8e4m3* a, const f8e4m3* w, bf16* c, const float* scale_a, const float* scale_w, Offsets offs,
+           const runtime::Stream* stream = nullptr);
+  /// The same over a table of tiles built elsewhere (Table).
+  void run(const bf16* a, const bf16* w, bf16* c, const Table& table, const runtime::Stream* stream = nullptr);
+  void run(const f8e4m3* a, const f8e4m3* w, bf16* c, const float* scale_a, const float* scale_w, const Table& table,
            const runtime::Stream* stream = nullptr);
   const GemmConfig& config() const;
   /// The tile table's capacity (cdiv(rows, BM) + E) and, after a run on the host target, the
@@ -107,7 +120,8 @@ class GroupedGemm {
  private:
   struct State;
   void launch(const void* a, const void* w, bf16* c, const float* scale_a, const float* scale_w, Offsets offs,
-              const runtime::Stream* stream);
+              const runtime::Stream* stream, const Table* table = nullptr);
+  void check_dtype(ir::DType given) const;
   std::shared_ptr<State> s_;
 };
 

@@ -138,6 +138,18 @@ TEST(GpuKernels, EpDispatchCombine) {
   testing_ep::check_ep<DeviceMemory>(Target::cuda(), 40, 256, 4 * n, 2, 128, 2, 0, &stream);
   testing_ep::check_ep<DeviceMemory>(Target::cuda(), 128, 7168, 32 * n, 8, 0, 2);
 }
+// The low-latency mode: bf16 and f8e4m3 rows, a grouped GEMM over its table, the receive hook on
+// a stream, and the seed's shape (128 tokens a rank, hidden 7168, top-8 of 32 experts a rank, f8).
+TEST(GpuKernels, EpLowLatency) {
+  const int64_t n = world_size();
+  const auto f8 = ir::DType::f8e4m3, b16 = ir::DType::bf16;
+  runtime::Stream stream;
+  testing_ep::check_ep_ll<DeviceMemory>(Target::cuda(), 13, 40, 3 * n, 2, b16);
+  testing_ep::check_ep_ll<DeviceMemory>(Target::cuda(), 11, 300, 2 * n, 1, f8);
+  testing_ep::check_ep_ll<DeviceMemory>(Target::cuda(), 70, 256, 2 * n, 2, b16, 128);
+  testing_ep::check_ep_ll<DeviceMemory>(Target::cuda(), 40, 512, 4 * n, 4, f8, 0, 3, true, &stream);
+  testing_ep::check_ep_ll<DeviceMemory>(Target::cuda(), 128, 7168, 32 * n, 8, f8, 0, 3, true, &stream);
+}
 TEST(GpuKernels, MoeReduce) {
   using Mode = kernels::MoeReduce::Mode;
   const int n = cuda::World::get().size();

@@ -65,6 +65,57 @@ inline std::vector<float> random_weights(uint32_t seed, size_t n) {
   return v;
 }
 
+/// out ([tokens, N] bf16) against the host's: each token's kept slots' scores times its row,
+/// the rows as they came (x; f8: within e4m3's steps, 2^-4 of the value and 2^-9 of the block's
+/// scale) or through each expert's weights (gemm: bf16(x @ W[e]^T), W from weights_of(rank)
+/// [El, N, H]), within 2^-8 of the sum plus tol of the terms' magnitudes (the f32 sums', the
+/// GEMM's f32 accumulation and its bf16 rounding), and in norm.
+template <class WeightsOf>
+void expect_combined(const std::vector<bf16>& got, const bf16* xm, const std::vector<int32_t>& ids,
+                     const std::vector<float>& weights, int64_t tokens, int64_t H, int64_t N, int k, int64_t El, int n,
+                     bool gemm, bool f8, WeightsOf weights_of) {
+  std::vector<std::vector<bf16>> ws(static_cast<size_t>(n));  // (the weights of each rank our tokens went to)
+  if (gemm)
+    for (int32_t e : ids)
+      if (e >= 0 && ws[size_t(e / El)].empty()) ws[size_t(e / El)] = weights_of(e / El);
+  const double tol = f8 ? 0x1p-4 : gemm ? 0x1p-7 : 1e-5;
+  double err2 = 0, ref2 = 0;
+  int64_t off = 0;
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t c = 0; c < N; ++c) {
+      double want = 0, scale = 0;
+      for (int j = 0; j < k; ++j) {
+        const int32_t e = ids[size_t(t * k + j)];
+        if (e < 0) continue;
+        const double wj = weights[size_t(t * k + j)];
+        double v = 0, mag = 0;
+        if (gemm) {
+          const bf16* wr = ws[size_t(e / El)].data() + ((e % El) * N + c) * H;
+          for (int64_t h = 0; h < H; ++h) {
+            v += double(float(xm[t * H + h])) * double(float(wr[h]));
+            mag += std::fabs(double(float(xm[t * H + h])) * double(float(wr[h])));
+          }
+          mag = mag * double(H) * 0x1p-22 + std::fabs(v) * 0x1p-8;
+        } else {
+          v = double(float(xm[t * H + c]));
+          if (f8) {  // (e4m3's subnormal steps: 2^-9 of the block's scale)
+            float amax = 0;
+            for (int64_t q = c / 128 * 128; q < std::min(H, c / 128 * 128 + 128); ++q)
+              amax = std::max(amax, std::fabs(float(xm[t * H + q])));
+            mag = 0x1p-5 * reference::f8_scale(amax);  // (2^-9 = 2^-4 * 2^-5)
+          }
+        }
+        want += wj * v;
+        scale += wj * (std::fabs(v) + mag);
+      }
+      const double g = double(float(got[size_t(t * N + c)]));
+      err2 += (g - want) * (g - want), ref2 += want * want;
+      if (std::fabs(g - want) > 0x1p-8 * std::fabs(want) + tol * scale + 1e-30) ++off;
+    }
+  EXPECT_EQ(off, 0) << "combined elements out of bounds";
+  EXPECT_LE(std::sqrt(err2 / std::max(ref2, 1e-30)), f8 ? 0x1p-4 : gemm ? 0x1p-7 : 0x1p-8) << "combined, in norm";
+}
+
 /// Runs `calls` dispatches (and combines) of `base`-ish tokens per rank, hidden H, E experts,
 /// top-k; `gemm_n` > 0: a grouped GEMM of N = gemm_n columns between dispatch and combine, else
 /// the received rows sent back as they are. `stream`: every run queued on it (synchronized before
@@ -121,14 +172,15 @@ void check_ep(const Target& target, int64_t base, int64_t H, int64_t E, int k, i
       int64_t last_rank = 0;
       for (; row < offs[size_t(le)]; ++row) {
         const int64_t from = src[size_t(row)] / max_pairs, slot = src[size_t(row)] % max_pairs;
-        ASSERT_TRUE(from >= 0 && from < n && slot < T[size_t(from)] * k) << "row " << row << ": source " << src[size_t(row)];
-        ASSERT_EQ(ids[size_t(from)][size_t(slot)], me * El + le) << "row " << row << " from rank " << from << " slot " << slot;
+        ASSERT_TRUE(from >= 0 && from < n && slot < T[size_t(from)] * k)
+            << "row " << row << ": source " << src[size_t(row)];
+        ASSERT_EQ(ids[size_t(from)][size_t(slot)], me * El + le)
+            << "row " << row << " from rank " << from << " slot " << slot;
         ASSERT_TRUE(seen.insert(src[size_t(row)]).second) << "row " << row << ": slot received twice";
         ASSERT_GE(from, last_rank) << "row " << row << ": the expert's rows not in rank order";
         last_rank = from;
         const bf16* want = xs[size_t(from)].data() + slot / k * H;
-        for (int64_t h = 0; h < H; ++h)
-          bad += std::memcmp(&recv[size_t(row * H + h)], &want[h], sizeof(bf16)) != 0;
+        for (int64_t h = 0; h < H; ++h) bad += std::memcmp(&recv[size_t(row * H + h)], &want[h], sizeof(bf16)) != 0;
       }
     }
     EXPECT_EQ(bad, 0) << "received elements that differ from their token's";
@@ -145,42 +197,125 @@ void check_ep(const Target& target, int64_t base, int64_t H, int64_t E, int k, i
     if (stream) stream->synchronize();
     auto got = out.get();
     // The host's: sum over the token's kept slots of weight * (its row, or bf16(x @ W[e]^T)).
-    std::vector<std::vector<bf16>> ws(static_cast<size_t>(n));  // (the weights of each rank our tokens went to)
-    if (gemm)
-      for (int32_t e : ids[size_t(me)])
-        if (e >= 0 && ws[size_t(e / El)].empty()) ws[size_t(e / El)] = weights_of(e / El);
-    double err2 = 0, ref2 = 0;
-    int64_t off = 0;
-    const bf16* xm = xs[size_t(me)].data();
-    for (int64_t t = 0; t < tokens; ++t)
-      for (int64_t c = 0; c < N; ++c) {
-        double want = 0, scale = 0;
-        for (int j = 0; j < k; ++j) {
-          const int32_t e = ids[size_t(me)][size_t(t * k + j)];
-          if (e < 0) continue;
-          const double wj = weights[size_t(t * k + j)];
-          double v = 0, mag = 0;
-          if (gemm) {
-            const bf16* wr = ws[size_t(e / El)].data() + ((e % El) * N + c) * H;
-            for (int64_t h = 0; h < H; ++h) {
-              v += double(float(xm[t * H + h])) * double(float(wr[h]));
-              mag += std::fabs(double(float(xm[t * H + h])) * double(float(wr[h])));
-            }
-            v = double(float(bf16(float(v))));  // (the GEMM's output, in bf16)
-            mag = mag * double(H) * 0x1p-22 + std::fabs(v) * 0x1p-8;
-          } else {
-            v = double(float(xm[t * H + c]));
+    expect_combined(got, xs[size_t(me)].data(), ids[size_t(me)], weights, tokens, H, N, k, El, n, gemm != nullptr,
+                    false, weights_of);
+  }
+}
+
+/// The low-latency mode (EpLowLatencyDispatch / EpLowLatencyCombine): each (local expert, source)
+/// run of rows against the host's (every row with its slot, bf16 bit for bit, f8e4m3 within its
+/// quantization: |code * scale - x| <= 2^-4 |x| + 2^-9 scale, the scales within 2^-22 of the
+/// host's rule), the tile table over the runs; then the way back: the rows as they came (bf16),
+/// their values dequantized on the host (f8e4m3: the round trip), or a grouped GEMM over the
+/// table (gemm_n > 0, bf16). `hook`: run() only sends, receive() after other work is queued.
+template <template <class> class Memory>
+void check_ep_ll(const Target& target, int64_t base, int64_t H, int64_t E, int k, ir::DType dtype, int64_t gemm_n = 0,
+                 int calls = 3, bool hook = false, const runtime::Stream* stream = nullptr) {
+  const int n = world_size(), me = rank();
+  const int64_t El = E / n, max_tokens = base, kb = (H + 127) / 128;
+  const bool f8 = dtype == ir::DType::f8e4m3;
+  SCOPED_TRACE(str_cat("ep low latency: ", n, " ranks, up to ", base, " tokens, hidden ", H, ", ", E, " experts, top-",
+                       k, ", ", ir::dtype_name(dtype), gemm_n ? str_cat(", grouped GEMM to ", gemm_n) : "",
+                       hook ? ", receive hook" : ""));
+  kernels::EpLowLatencyDispatch dispatch(target, max_tokens, H, E, k, {dtype, 64, hook});
+  const int64_t N = gemm_n > 0 ? gemm_n : H, rows = dispatch.rows();
+  kernels::EpLowLatencyCombine combine(dispatch, N);
+  auto weights_of = [&](int64_t d) {
+    return random_bf16(uint32_t(900 + d), size_t(El * N * H), 1.0f / std::sqrt(float(H)));
+  };
+  auto w = Memory<bf16>::make(gemm_n > 0 ? weights_of(me) : std::vector<bf16>(1));
+  std::unique_ptr<kernels::GroupedGemm> gemm;
+  if (gemm_n > 0) gemm = std::make_unique<kernels::GroupedGemm>(target, rows, N, H, El);
+  auto y = Memory<bf16>::make(std::vector<bf16>(size_t(std::max<int64_t>(rows, 1) * N)));
+  for (int call = 1; call <= calls; ++call) {
+    SCOPED_TRACE(str_cat("call ", call));
+    std::vector<int64_t> T(static_cast<size_t>(n));
+    std::vector<std::vector<bf16>> xs(static_cast<size_t>(n));
+    std::vector<std::vector<int32_t>> ids(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      T[size_t(r)] = std::min(max_tokens, tokens_of(r, base, call));
+      xs[size_t(r)] = random_bf16(uint32_t(r * 131 + call), size_t(T[size_t(r)] * H));
+      ids[size_t(r)] = ep_ids(r, T[size_t(r)], E, El, n, k, call);
+    }
+    const int64_t tokens = T[size_t(me)];
+    auto x = Memory<bf16>::make(xs[size_t(me)]);
+    auto id = Memory<int32_t>::make(ids[size_t(me)]);
+    dispatch.run(x.ptr(), id.ptr(), tokens, stream);
+    if (hook) dispatch.receive(stream);
+    if (stream) stream->synchronize();
+    // Each (local expert, source) run: its count, and each row with its slot.
+    const int64_t groups = El * n;
+    auto counts = read_back(target, dispatch.recv_counts(), size_t(groups));
+    auto src = read_back(target, dispatch.recv_src(), size_t(rows));
+    auto tiles = read_back(target, dispatch.tiles(), size_t(1 + 3 * dispatch.slots()));
+    std::vector<bf16> recv16;
+    std::vector<f8e4m3> recv8;
+    std::vector<float> scales;
+    if (f8) {
+      recv8 = read_back(target, static_cast<const f8e4m3*>(dispatch.recv()), size_t(rows * H));
+      scales = read_back(target, dispatch.recv_scales(), size_t(rows * kb));
+    } else {
+      recv16 = read_back(target, static_cast<const bf16*>(dispatch.recv()), size_t(rows * H));
+    }
+    std::vector<bf16> back(size_t(std::max<int64_t>(rows, 1) * H));  // (f8: the rows dequantized)
+    int64_t bad = 0, tile = 0;
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t le = g / n, from = g % n;
+      int64_t want = 0;
+      for (int32_t e : ids[size_t(from)]) want += e == me * El + le;
+      ASSERT_EQ(counts[size_t(g)], want) << "rows of local expert " << le << " from rank " << from;
+      std::set<int32_t> seen;
+      for (int64_t r = 0; r < want; ++r) {
+        const int64_t row = g * max_tokens + r;
+        const int32_t slot = src[size_t(row)];
+        ASSERT_TRUE(slot >= 0 && slot < T[size_t(from)] * k && ids[size_t(from)][size_t(slot)] == me * El + le)
+            << "row " << row << " (expert " << le << " from rank " << from << "): slot " << slot;
+        ASSERT_TRUE(seen.insert(slot).second) << "row " << row << ": slot " << slot << " twice";
+        const bf16* x_row = xs[size_t(from)].data() + slot / k * H;
+        for (int64_t h = 0; h < H; ++h) {
+          if (!f8) {
+            bad += std::memcmp(&recv16[size_t(row * H + h)], &x_row[h], sizeof(bf16)) != 0;
+            back[size_t(row * H + h)] = recv16[size_t(row * H + h)];
+            continue;
           }
-          want += wj * v;
-          scale += wj * (std::fabs(v) + mag);
+          float amax = 0;
+          for (int64_t q = h / 128 * 128; q < std::min(H, h / 128 * 128 + 128); ++q)
+            amax = std::max(amax, std::fabs(float(x_row[q])));
+          const float want_s = reference::f8_scale(amax), s = scales[size_t(row * kb + h / 128)];
+          const double v = double(float(recv8[size_t(row * H + h)])) * s, xv = float(x_row[h]);
+          bad += !(std::fabs(s - want_s) <= 0x1p-22 * want_s) ||
+                 !(std::fabs(v - xv) <= 0x1p-4 * std::fabs(xv) + 0x1p-9 * s);
+          back[size_t(row * H + h)] = bf16(float(v));
         }
-        const double g = double(float(got[size_t(t * N + c)]));
-        err2 += (g - want) * (g - want), ref2 += want * want;
-        if (std::fabs(g - want) > 0x1p-8 * std::fabs(want) + 1e-5 * scale + (gemm ? scale * 0x1p-8 : 0.0) + 1e-30)
-          ++off;
       }
-    EXPECT_EQ(off, 0) << "combined elements out of bounds";
-    EXPECT_LE(std::sqrt(err2 / std::max(ref2, 1e-30)), gemm ? 0x1p-7 : 0x1p-8) << "combined, in norm";
+      for (int64_t i = 0; i < (want + 63) / 64; ++i, ++tile) {  // (the table: this run's 64-row pieces)
+        const int32_t* entry = &tiles[size_t(1 + 3 * tile)];
+        EXPECT_TRUE(entry[0] == le && entry[1] == g * max_tokens + i * 64 &&
+                    entry[2] == g * max_tokens + std::min<int64_t>((i + 1) * 64, want))
+            << "tile " << tile << ": " << entry[0] << ", " << entry[1] << ", " << entry[2];
+      }
+    }
+    EXPECT_EQ(tiles[0], tile) << "tiles in the table";
+    EXPECT_EQ(bad, 0) << "received elements off their token's";
+    // Back.
+    const bf16* rows_back = nullptr;
+    auto y_in = Memory<bf16>::make(back);
+    if (gemm) {
+      gemm->run(static_cast<const bf16*>(dispatch.recv()), w.ptr(), y.ptr(),
+                kernels::GroupedGemm::Table{dispatch.tiles(), dispatch.slots(), dispatch.block_rows()}, stream);
+      rows_back = y.ptr();
+    } else {
+      rows_back = f8 ? y_in.ptr() : static_cast<const bf16*>(dispatch.recv());
+    }
+    std::vector<float> weights = random_weights(uint32_t(77 + me * 3 + call), size_t(tokens * k));
+    auto wt = Memory<float>::make(weights);
+    auto out = Memory<bf16>::make(std::vector<bf16>(size_t(std::max<int64_t>(tokens, 1) * N), bf16(7.0f)));
+    combine.run(rows_back, wt.ptr(), out.ptr(), stream);
+    if (hook) combine.receive(stream);
+    if (stream) stream->synchronize();
+    const std::vector<bf16> got = out.get();
+    expect_combined(got, xs[size_t(me)].data(), ids[size_t(me)], weights, tokens, H, N, k, El, n, gemm != nullptr, f8,
+                    weights_of);
   }
 }
 

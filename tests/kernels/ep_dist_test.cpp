@@ -31,6 +31,17 @@ TEST(Ep, SmallerCapacity) {
   const int64_t n = world_size();
   testing_ep::check_ep<HostMemory>(Target::host(), 13, 40, 3 * n, 2, 0, 2, int64_t{26} * n);
 }
+// The low-latency mode: f8e4m3 rows with their scales and bf16 rows, three calls in a row (both
+// halves, then the first again), a grouped GEMM over its tile table, the receive hook.
+TEST(Ep, LowLatency) {
+  const int64_t n = world_size();
+  const auto f8 = ir::DType::f8e4m3, b16 = ir::DType::bf16;
+  testing_ep::check_ep_ll<HostMemory>(Target::host(), 13, 40, 3 * n, 2, b16);
+  testing_ep::check_ep_ll<HostMemory>(Target::host(), 11, 300, 2 * n, 1, f8);  // three scale blocks, the last short
+  testing_ep::check_ep_ll<HostMemory>(Target::host(), 7, 128, 8 * n, 8, f8, 0, 3, true);
+  testing_ep::check_ep_ll<HostMemory>(Target::host(), 70, 48, 2 * n, 2, b16, 24);  // runs past a 64-row tile
+  testing_ep::check_ep_ll<HostMemory>(Target::host(), 9, 32, 4 * n, 4, b16, 40, 2, true);
+}
 // Bad arguments: named, and thrown alike on every rank; a run past the receive capacity sends
 // nothing, and the next run goes through.
 TEST(Ep, BadArguments) {

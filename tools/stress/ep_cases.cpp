@@ -1,9 +1,9 @@
-// The stress harness's expert-parallel subject (cases.h): kernels::EpDispatch and the EpCombine
-// made from it, at random shapes (experts a rank, top-k, hidden, tokens that differ by rank and
-// call, some ranks with none), routing (skewed, slots dropped) and streams; each run's rows sent
-// back as they came and summed per token, checked against the host's sum from every rank's
-// inputs (drawn again from their seeds), and each run's receive counts against the host's. Now
-// and then a dispatch without its combine (the next dispatch must not need it).
+// The stress harness's expert-parallel subjects (cases.h): kernels::EpDispatch and the EpCombine
+// made from it, or the low-latency pair (EpLowLatencyDispatch, EpLowLatencyCombine), at random shapes (experts a rank,
+// top-k, hidden, tokens that differ by rank and call, some ranks with none), routing (skewed, slots dropped) and
+// streams; each run's rows sent back as they came and summed per token, checked against the host's sum from every
+// rank's inputs (drawn again from their seeds), and each run's receive counts against the host's. Now and then a
+// dispatch without its combine (the next dispatch must not need it).
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -36,6 +36,31 @@ std::vector<int32_t> draw_ids(uint64_t seed, int64_t tokens, int64_t E, int k, i
       if (rng() % 9 == 0) ids[size_t(t * k + j)] = -1;
   }
   return ids;
+}
+
+/// The rows sent back as they came, summed per token: out[t, :] against the sum of its kept
+/// slots' scores times its row (f32 sums rounded once to bf16: 2^-8 of the value, 1e-5 of the
+/// terms). "" when every element is within.
+std::string check_sum(const std::vector<bf16>& got, const std::vector<bf16>& xs, const std::vector<int32_t>& id,
+                      const std::vector<float>& w, int64_t T, int64_t H, int k) {
+  double num = 0, den = 0;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < H; ++h) {
+      double want = 0, scale = 0;
+      for (int j = 0; j < k; ++j)
+        if (id[size_t(t * k + j)] >= 0) {
+          want += double(w[size_t(t * k + j)]) * double(float(xs[size_t(t * H + h)]));
+          scale += std::abs(double(w[size_t(t * k + j)]) * double(float(xs[size_t(t * H + h)])));
+        }
+      const double g = double(float(got[size_t(t * H + h)]));
+      if (!(std::abs(g - want) <= std::ldexp(std::abs(want), -8) + 1e-5 * scale + 1e-30))
+        return str_cat("out[", t, ", ", h, "] is ", g, ", not ", want);
+      num += (g - want) * (g - want), den += want * want;
+    }
+  const double err = std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+  if (err > std::ldexp(1.0, -8))
+    return str_cat("relative error ", err, " of out against the host exceeds ", std::ldexp(1.0, -8));
+  return std::string();
 }
 
 class EpSubject : public Subject {
@@ -86,27 +111,8 @@ class EpSubject : public Subject {
       std::vector<bf16> got = out->get();
       got.resize(size_t(T * H));
       job.tamper(got);
-      const std::vector<bf16> xs = random_values<bf16>(seed + me, size_t(T * H));
-      const std::vector<float> w = random_values<float>(seed + 200 + me, size_t(T * k));
-      const std::vector<int32_t> id = ids->get();
-      double num = 0, den = 0;
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t h = 0; h < H; ++h) {
-          double want = 0, scale = 0;
-          for (int j = 0; j < k; ++j)
-            if (id[size_t(t * k + j)] >= 0) {
-              want += double(w[size_t(t * k + j)]) * double(float(xs[size_t(t * H + h)]));
-              scale += std::abs(double(w[size_t(t * k + j)]) * double(float(xs[size_t(t * H + h)])));
-            }
-          const double g = double(float(got[size_t(t * H + h)]));
-          if (!(std::abs(g - want) <= std::ldexp(std::abs(want), -8) + 1e-5 * scale + 1e-30))
-            return str_cat("out[", t, ", ", h, "] is ", g, ", not ", want);
-          num += (g - want) * (g - want), den += want * want;
-        }
-      const double err = std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
-      if (err > std::ldexp(1.0, -8))
-        return str_cat("relative error ", err, " of out against the host exceeds ", std::ldexp(1.0, -8));
-      return std::string();
+      return check_sum(got, random_values<bf16>(seed + me, size_t(T * H)), ids->get(),
+                       random_values<float>(seed + 200 + me, size_t(T * k)), T, H, k);
     });
   }
 
@@ -119,6 +125,58 @@ class EpSubject : public Subject {
   int runs_ = 0;
 };
 
+/// The low-latency mode, the receive hook or not; each run's rows sent back as they came (bf16
+/// rows: the f8e4m3 rows' way out and back is the tests', whose host dequantizes them between).
+class EpLowLatencySubject : public Subject {
+ public:
+  EpLowLatencySubject(Job& job, int id, int64_t max_tokens, int64_t hidden, int64_t per_rank, int k, bool hook)
+      : id_(id),
+        max_tokens_(max_tokens),
+        hidden_(hidden),
+        E_(per_rank * job.ranks()),
+        k_(k),
+        hook_(hook),
+        dispatch_(job.target(), max_tokens, hidden, per_rank * job.ranks(), k, {ir::DType::bf16, 64, hook}),
+        combine_(dispatch_) {}
+  std::string name() const override {
+    return str_cat("ep low latency", hook_ ? " (receive hook)" : "", " #", id_, " (up to ", max_tokens_,
+                   " tokens, hidden ", hidden_, ", top-", k_, " of ", E_, ")");
+  }
+  void run_once(Job& job) override {
+    const int me = job.me();
+    const uint64_t seed = job.data_seed(uint64_t(id_) << 32 | ++runs_);
+    const int64_t H = hidden_, E = E_, hot = job.draw(0, E - 1);
+    const int k = k_;
+    // (repeated experts in a token are not this mode's: draw_ids picks distinct ones)
+    const int64_t T = draw_tokens(seed + 500 + me, max_tokens_);
+    auto x = mem(job, random_values<bf16>(seed + me, size_t(T * H)));
+    auto ids = mem(job, draw_ids(seed + 100 + me, T, E, k, hot));
+    auto scores = mem(job, random_values<float>(seed + 200 + me, size_t(T * k)));
+    auto out = mem(job, poison<bf16>(size_t(std::max<int64_t>(T, 1) * H)));
+    const runtime::Stream* stream = job.pick_stream();
+    dispatch_.run(x->ptr(), ids->ptr(), T, stream);
+    if (hook_) dispatch_.receive(stream);
+    combine_.run(static_cast<const bf16*>(dispatch_.recv()), scores->ptr(), out->ptr(), stream);
+    if (hook_) combine_.receive(stream);
+    job.after(str_cat(name(), ": run ", runs_), [&job, x, ids, scores, out, seed, T, H, k, me] {
+      std::vector<bf16> got = out->get();
+      got.resize(size_t(T * H));
+      job.tamper(got);
+      return check_sum(got, random_values<bf16>(seed + me, size_t(T * H)), ids->get(),
+                       random_values<float>(seed + 200 + me, size_t(T * k)), T, H, k);
+    });
+  }
+
+ private:
+  int id_;
+  int64_t max_tokens_, hidden_, E_;
+  int k_;
+  bool hook_;
+  kernels::EpLowLatencyDispatch dispatch_;
+  kernels::EpLowLatencyCombine combine_;
+  int runs_ = 0;
+};
+
 }  // namespace
 
 std::unique_ptr<Subject> make_ep_subject(Job& job, int id) {
@@ -126,6 +184,8 @@ std::unique_ptr<Subject> make_ep_subject(Job& job, int id) {
   const int64_t max_tokens = ragged(job, gpu ? 256 : 24), hidden = ragged(job, gpu ? 2048 : 80),
                 per_rank = job.draw(1, gpu ? 8 : 4);
   const int k = static_cast<int>(job.draw(1, std::min<int64_t>(per_rank * job.ranks(), 8)));
+  if (job.chance(0.5))
+    return std::make_unique<EpLowLatencySubject>(job, id, max_tokens, hidden, per_rank, k, job.chance(0.5));
   return std::make_unique<EpSubject>(job, id, max_tokens, hidden, per_rank, k);
 }
 

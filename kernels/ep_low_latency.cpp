@@ -1,0 +1,407 @@
+// Expert-parallel dispatch and combine, low-latency mode (kernels/ep.h): no host
+// synchronization, no count exchange; a rank's rows for an expert have a place of their own on
+// the expert's rank (max_tokens rows per local expert and source), so a sender needs nobody's
+// counts, and each (expert, source) count travels with its rows.
+//
+// Dispatch, per call (c, its half c % 2):
+// 1. moe_count (the routing's): each slot's place among ours of its expert, and our counts.
+// 2. ep_ll_send, programs [0, tokens): a token each, its row read and quantized once (f8e4m3:
+//    a scale per 128 channels), stored into the place of each of its k slots on the experts'
+//    ranks, then counted done for its experts (release); programs [tokens, tokens + E): an
+//    expert each, waits until all our slots of its expert are done (they come before it in the
+//    grid and wait for nothing), stores the count on the expert's rank, then sets the signal
+//    word of (expert, us) there to c.
+// 3. ep_ll_receive (one program; the hook): waits until every (local expert, source) word here
+//    is c, reads the counts and builds the tile table over the runs.
+// Combine: ep_ll_back, a program per (local expert, source), stores each received row's result
+// into the source's half of comb at the slot it came from, then sets the source's word for the
+// expert to c; ep_ll_sum (the hook) waits for every expert's word and sums each token's slots.
+//
+// Why the halves suffice: a rank writes into a peer's half c % 2 during call c; the peer read
+// that half last in call c - 2 (its rows by its GEMM and combine, its comb by its sum), and our
+// call c began after our combine of c - 1 had every peer's rows back, which each peer sent after
+// its own dispatch, GEMM and combine of c - 2 (queued before, on its stream).
+#include <algorithm>
+
+#include "kernels/ep.h"
+#include "kernels/moe.h"
+#include "kernels/scratch.h"
+#include "kernels/symmetric.h"
+
+namespace tiledist::kernels {
+
+namespace {
+using tl::Tensor;
+
+template <class T>
+void ep_ll_send(tl::Ptr<bf16> x, tl::Ptr<int32_t> ids, tl::Ptr<int32_t> place, tl::Ptr<int32_t> counts,
+                tl::Ptr<int32_t> done, tl::Ptr<T> recv, tl::Ptr<float> scales, tl::Ptr<int32_t> src,
+                tl::Ptr<int32_t> counts_in, tl::Ptr<int32_t> words, tl::Int tokens, tl::Int H, tl::Int El,
+                tl::Int max_tokens, tl::Int call, tl::Const<int> TOPK, tl::Const<int> BH) {
+  constexpr bool kF8 = std::is_same_v<T, f8e4m3>;
+  if (kF8 && BH != 128)
+    throw Error(str_cat("tiledist: ep_ll_send_fp8: BH = ", BH.value(), ", the scales' block is 128 (BH = 128)"));
+  auto n = dist::num_ranks(), me = dist::rank();
+  auto pid = tl::program_id(0);
+  auto half = call % 2;
+  auto rows = El * n * max_tokens;  // a half's
+  auto kb = (H + 127) / 128;
+  tl::if_then(pid < tokens, [&] {
+    auto t = pid;
+    std::vector<Tensor> ok, to, row;  // each slot's: sent, its expert's rank, its row there
+    for (int j = 0; j < TOPK; ++j) {
+      auto e = tl::load(ids + t * TOPK + j), at = tl::load(place + t * TOPK + j);
+      ok.push_back((at >= 0) & (at < max_tokens));  // (place -1: an id outside the experts)
+      auto expert = tl::maximum(e, 0);
+      to.push_back(expert / tl::maximum(El, 1));
+      row.push_back((half * rows + ((expert % tl::maximum(El, 1)) * n + me) * max_tokens + at).to(tl::int64));
+    }
+    tl::for_range(0, H, BH, [&](Tensor h0) {
+      auto h = h0 + tl::arange(0, BH);
+      auto x_h = tl::load(x + t.to(tl::int64) * H + h, h < H, 0.0f).to(tl::float32);
+      Tensor v = x_h.to(tl::bfloat16), s;
+      if constexpr (kF8) {  // (reference::quantize_f8_row's rule)
+        s = tl::maximum(tl::max(tl::abs(x_h), 0), 1e-10f) / 448.0f;
+        v = (x_h / s).to(tl::float8e4m3);
+      }
+      for (int j = 0; j < TOPK; ++j)
+        tl::if_then(ok[size_t(j)], [&] {
+          tl::store(dist::symm_at(recv, to[size_t(j)]) + row[size_t(j)] * H + h, v, h < H);
+          if constexpr (kF8) tl::store(dist::symm_at(scales, to[size_t(j)]) + row[size_t(j)] * kb + h0 / BH, s);
+        });
+    });
+    for (int j = 0; j < TOPK; ++j) {
+      tl::if_then(ok[size_t(j)], [&] { tl::store(dist::symm_at(src, to[size_t(j)]) + row[size_t(j)], t * TOPK + j); });
+      auto e = tl::load(ids + t * TOPK + j);
+      tl::if_then(tl::load(place + t * TOPK + j) >= 0,
+                  [&] { tl::atomic_add(done + e, 1, {}, {"release", "sys"}); });  // (after our stores)
+    }
+  });
+  tl::if_then(pid >= tokens, [&] {
+    auto e = pid - tokens;
+    auto need = tl::load(counts + e);
+    shmem::signal_wait_until(done + e, shmem::Cmp::ge, need);  // (our token programs', before us in the grid)
+    auto to = e / tl::maximum(El, 1);
+    auto word = (half * El + e % tl::maximum(El, 1)) * n + me;
+    tl::store(dist::symm_at(counts_in, to) + word, tl::minimum(need, max_tokens));
+    dist::notify(words + word, to, call);  // (release: the rows, their scales and sources, the count)
+    tl::atomic_xchg(done + e, 0, {}, {"relaxed", "gpu"});
+    tl::store(counts + e, 0);  // (for the next run's moe_count)
+  });
+}
+
+void ep_ll_receive(tl::Ptr<int32_t> counts_in, tl::Ptr<int32_t> words, tl::Ptr<int32_t> recv_counts,
+                   tl::Ptr<int32_t> tiles, tl::Int El, tl::Int max_tokens, tl::Int slots, tl::Int call,
+                   tl::Const<int> BM, tl::Const<int> BS) {
+  auto n = dist::num_ranks();
+  auto groups = El * n, first = (call % 2) * El * n;
+  auto arrived = dist::wait(words + first, groups, dist::Scope::sys, dist::Semantic::acquire, call);
+  auto counts = tl::Ptr<int32_t>(dist::consume_token(counts_in, arrived).value()) + first;
+  auto total = tl::for_range(0, groups, 1, tl::scalar(0, tl::int32), [&](Tensor g, Tensor before) {
+    auto c = tl::load(counts + g);
+    tl::store(recv_counts + g, c);
+    auto base = g * max_tokens, pieces = (c + (BM - 1)) / BM;
+    tl::for_range(0, pieces, 1, [&](Tensor i) {
+      auto entry = tiles + 1 + (before + i) * 3;
+      tl::store(entry, g / n);
+      tl::store(entry + 1, base + i * BM);
+      tl::store(entry + 2, base + tl::minimum((i + 1) * BM, c));
+    });
+    return before + pieces;
+  });
+  tl::store(tiles, total);
+  tl::for_range(total * 3, slots * 3, BS, [&](Tensor k) {  // (slots past the count: empty tiles)
+    auto q = k + tl::arange(0, BS);
+    tl::store(tiles + 1 + q, tl::zeros({BS}, tl::int32), q < slots * 3);
+  });
+}
+
+void ep_ll_back(tl::Ptr<bf16> y, tl::Ptr<int32_t> src, tl::Ptr<int32_t> recv_counts, tl::Ptr<bf16> comb,
+                tl::Ptr<int32_t> words, tl::Int El, tl::Int H, tl::Int max_tokens, tl::Int max_pairs, tl::Int call,
+                tl::Const<int> BH) {
+  auto n = dist::num_ranks(), me = dist::rank();
+  auto g = tl::program_id(0);
+  auto from = g % n, half = call % 2;
+  auto base = g * max_tokens;
+  tl::for_range(0, tl::load(recv_counts + g), 1, [&](Tensor r) {
+    auto slot = tl::load(src + half * El * n * max_tokens + base + r);
+    auto dst = dist::symm_at(comb, from) + (half * max_pairs + slot).to(tl::int64) * H;
+    auto row = y + (base + r).to(tl::int64) * H;
+    tl::for_range(0, H, BH, [&](Tensor h0) {
+      auto h = h0 + tl::arange(0, BH);
+      tl::store(dst + h, tl::load(row + h, h < H, 0.0f), h < H);
+    });
+  });
+  dist::notify(words + half * El * n + me * El + g / n, from, call);  // (expert me * El + g / n's rows)
+}
+
+void ep_ll_sum(tl::Ptr<bf16> comb, tl::Ptr<int32_t> words, tl::Ptr<int32_t> place, tl::Ptr<float> weights,
+               tl::Ptr<bf16> out, tl::Int tokens, tl::Int H, tl::Int E, tl::Int max_tokens, tl::Int max_pairs,
+               tl::Int call, tl::Const<int> TOPK, tl::Const<int> BT, tl::Const<int> BH) {
+  auto half = call % 2;
+  auto arrived = dist::wait(words + half * E, E, dist::Scope::sys, dist::Semantic::acquire, call);
+  auto rows = tl::Ptr<bf16>(dist::consume_token(comb, arrived).value()) + (half * max_pairs).to(tl::int64) * H;
+  auto t = tl::expand_dims(tl::program_id(0) * BT + tl::arange(0, BT), 1);  // [BT, 1]
+  auto h = tl::expand_dims(tl::program_id(1) * BH + tl::arange(0, BH), 0);  // [1, BH]
+  auto in = t < tokens;
+  auto sum = tl::zeros({BT, BH}, tl::float32);
+  for (int j = 0; j < TOPK; ++j) {
+    auto slot = t * TOPK + j;
+    auto at = tl::load(place + slot, in, -1);
+    auto sent = in & (at >= 0) & (at < max_tokens);
+    auto w = tl::load(weights + slot, sent, 0.0f);
+    auto row = tl::load(rows + slot.to(tl::int64) * H + h, sent & (h < H), 0.0f).to(tl::float32);
+    sum = sum + tl::where(sent, row * w, 0.0f);
+  }
+  tl::store(out + t.to(tl::int64) * H + h, sum.to(tl::bfloat16), in & (h < H));
+}
+}  // namespace
+
+const KernelDef& ep_ll_send_kernel(ir::DType rows) {
+  static const std::vector<std::string> params = {
+      "x",         "ids",   "place",  "counts", "done", "recv",       "scales", "src", "counts_in",
+      "words",     "tokens", "H",     "El",     "max_tokens", "call", "TOPK",   "BH"};
+  static const KernelDef bf16_def =
+      KernelDef("ep_ll_send", ep_ll_send<bf16>, params, {{"TOPK", 2}, {"BH", 1024}}).do_not_specialize({"call"});
+  static const KernelDef f8_def =
+      KernelDef("ep_ll_send_fp8", ep_ll_send<f8e4m3>, params, {{"TOPK", 2}, {"BH", 128}}).do_not_specialize({"call"});
+  if (rows != ir::DType::bf16 && rows != ir::DType::f8e4m3)
+    throw Error(str_cat("tiledist: ep_ll_send: rows of ", ir::dtype_name(rows), " (bf16, or f8e4m3 with scales)"));
+  return rows == ir::DType::f8e4m3 ? f8_def : bf16_def;
+}
+const KernelDef& ep_ll_receive_kernel() {
+  static const KernelDef def =
+      KernelDef("ep_ll_receive", ep_ll_receive,
+                {"counts_in", "words", "recv_counts", "tiles", "El", "max_tokens", "slots", "call", "BM", "BS"},
+                {{"BM", 64}, {"BS", 256}})
+          .do_not_specialize({"call"});
+  return def;
+}
+const KernelDef& ep_ll_back_kernel() {
+  static const KernelDef def = KernelDef("ep_ll_back", ep_ll_back,
+                                         {"y", "src", "recv_counts", "comb", "words", "El", "H", "max_tokens",
+                                          "max_pairs", "call", "BH"},
+                                         {{"BH", 1024}})
+                                   .do_not_specialize({"call"});
+  return def;
+}
+const KernelDef& ep_ll_sum_kernel() {
+  static const KernelDef def = KernelDef("ep_ll_sum", ep_ll_sum,
+                                         {"comb", "words", "place", "weights", "out", "tokens", "H", "E",
+                                          "max_tokens", "max_pairs", "call", "TOPK", "BT", "BH"},
+                                         {{"TOPK", 2}, {"BT", 4}, {"BH", 256}})
+                                   .do_not_specialize({"call"});
+  return def;
+}
+TILEDIST_REGISTER(ep_ll_send_kernel(ir::DType::bf16));
+TILEDIST_REGISTER(ep_ll_send_kernel(ir::DType::f8e4m3));
+TILEDIST_REGISTER(ep_ll_receive_kernel());
+TILEDIST_REGISTER(ep_ll_back_kernel());
+TILEDIST_REGISTER(ep_ll_sum_kernel());
+
+struct EpLowLatencyDispatch::State {
+  Target target;
+  int rank = 0, ranks = 1, topk = 1, bm = 64;
+  int64_t max_tokens = 0, H = 0, E = 0, El = 0, rows = 0, slots = 0, max_pairs = 0;
+  ir::DType dtype = ir::DType::f8e4m3;
+  bool hook = false;
+  int32_t calls = 0;
+  int64_t tokens = 0;
+  bool sent = false, received = false;  // the last run's
+  void* recv = nullptr;          // symmetric [2, rows, H] of dtype
+  float* scales = nullptr;       // symmetric [2, rows, cdiv(H, 128)] (f8e4m3)
+  int32_t* src = nullptr;        // symmetric [2, rows]: each row's slot at its source (token * topk + j)
+  int32_t* counts_in = nullptr;  // symmetric [2, El, ranks]: the rows of (local expert, source)
+  int32_t* words = nullptr;      // symmetric [2, El, ranks]: the last call whose rows are here
+  detail::Scratch<int32_t> counts, place, done, recv_counts, tiles;
+  Kernel count, send, receive;
+  detail::RunStreams streams;
+  bool gpu() const { return detail::on_gpu(target); }
+  size_t elem() const { return dtype == ir::DType::f8e4m3 ? 1 : 2; }
+  ~State() {
+    streams.finish();
+    for (void* p : {static_cast<void*>(words), static_cast<void*>(counts_in), static_cast<void*>(src),
+                    static_cast<void*>(scales), recv})
+      if (p) detail::symm_release(target, p);
+  }
+};
+
+EpLowLatencyDispatch::EpLowLatencyDispatch(const Target& target, int64_t max_tokens, int64_t hidden, int64_t experts,
+                                           int topk, Options options)
+    : s_(std::make_shared<State>()) {
+  State& s = *s_;
+  s.target = target;
+  s.rank = detail::world_rank(target);
+  s.ranks = detail::world_ranks(target);
+  const char* me = "tiledist: ep_low_latency_dispatch: ";
+  if (max_tokens < 0 || hidden < 1 || experts < 1 || topk < 1)
+    throw Error(str_cat(me, "max_tokens, hidden, experts, topk = ", max_tokens, ", ", hidden, ", ", experts, ", ", topk,
+                        " (max_tokens >= 0, the others >= 1)"));
+  if (topk > experts) throw Error(str_cat(me, "top-", topk, " of ", experts, " experts (top-k at most the experts)"));
+  if (experts % s.ranks != 0)
+    throw Error(str_cat(me, experts, " experts over ", s.ranks,
+                        " ranks (each rank holds experts / ranks of them: a multiple of the ranks)"));
+  if (options.dtype != ir::DType::bf16 && options.dtype != ir::DType::f8e4m3)
+    throw Error(str_cat(me, "rows of ", ir::dtype_name(options.dtype), " (bf16, or f8e4m3 with scales)"));
+  if (options.block_rows < 1) throw Error(str_cat(me, "block_rows = ", options.block_rows, " (>= 1)"));
+  s.max_tokens = max_tokens, s.H = hidden, s.E = experts, s.El = experts / s.ranks, s.topk = topk;
+  s.dtype = options.dtype, s.bm = options.block_rows, s.hook = options.recv_hook;
+  s.rows = s.El * s.ranks * max_tokens;
+  s.max_pairs = max_tokens * topk;
+  s.slots = s.El * s.ranks * ((max_tokens + s.bm - 1) / s.bm);
+  if (2 * s.rows > INT32_MAX || 3 * s.slots + 1 > INT32_MAX)
+    throw Error(str_cat(me, s.El, " experts a rank of ", s.ranks, " ranks' ", max_tokens,
+                        " tokens each: the receive rows (both halves) under 2^31"));
+  const size_t rows = size_t(std::max<int64_t>(s.rows, 1)), kb = size_t((hidden + 127) / 128);
+  const size_t groups = size_t(s.El * s.ranks);
+  s.recv = detail::symm_zeroed(target, 2 * rows * size_t(hidden) * s.elem());
+  s.scales = static_cast<float*>(detail::symm_zeroed(target, s.dtype == ir::DType::f8e4m3 ? 2 * rows * kb * 4 : 4));
+  s.src = static_cast<int32_t*>(detail::symm_zeroed(target, 2 * rows * 4));
+  s.counts_in = static_cast<int32_t*>(detail::symm_zeroed(target, 2 * groups * 4));
+  s.words = static_cast<int32_t*>(detail::symm_zeroed(target, 2 * groups * 4));
+  barrier_all();  // no rank signals before every rank has zeroed its words
+  s.counts = detail::Scratch<int32_t>(target, size_t(experts));
+  s.place = detail::Scratch<int32_t>(target, size_t(std::max<int64_t>(s.max_pairs, 1)));
+  s.done = detail::Scratch<int32_t>(target, size_t(experts));
+  s.recv_counts = detail::Scratch<int32_t>(target, groups);
+  s.tiles = detail::Scratch<int32_t>(target, size_t(1 + 3 * s.slots));
+  s.count = compile(moe_count_kernel(), {{"BP", 1024}, {"C", 1}}, target);
+  s.send = compile(ep_ll_send_kernel(s.dtype), {{"TOPK", topk}}, target);
+  s.receive = compile(ep_ll_receive_kernel(), {{"BM", s.bm}}, target);
+}
+
+EpLowLatencyDispatch::~EpLowLatencyDispatch() = default;
+
+void EpLowLatencyDispatch::run(const bf16* x, const int32_t* topk_ids, int64_t tokens, const runtime::Stream* stream) {
+  State& s = *s_;
+  if (tokens < 0 || tokens > s.max_tokens)
+    throw Error(str_cat("tiledist: ep_low_latency_dispatch: ", tokens, " tokens on rank ", s.rank,
+                        ", past the capacity of ", s.max_tokens, " tokens this EpLowLatencyDispatch was made for"));
+  if (tokens > 0 && (!x || !topk_ids))
+    throw Error("tiledist: ep_low_latency_dispatch: a null pointer among x and the top-k ids");
+  if (s.hook && s.sent && !s.received)
+    throw Error("tiledist: ep_low_latency_dispatch: run before the last run's receive() (Options::recv_hook)");
+  const int32_t call = ++s.calls;
+  s.tokens = tokens;
+  s.sent = s.received = false;
+  const int pairs = static_cast<int>(tokens * s.topk);
+  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
+  detail::launch(s.count, on, Grid(std::max(1, (pairs + 1023) / 1024)), topk_ids, s.counts.data(), s.place.data(),
+                 pairs, static_cast<int>(s.E), pairs, static_cast<int>(s.E));
+  auto send = [&](auto* recv) {
+    detail::launch(s.send, on, Grid(tokens + s.E), x, topk_ids, s.place.data(), s.counts.data(), s.done.data(), recv,
+                   s.scales, s.src, s.counts_in, s.words, static_cast<int>(tokens), static_cast<int>(s.H),
+                   static_cast<int>(s.El), static_cast<int>(s.max_tokens), call);
+  };
+  if (s.dtype == ir::DType::f8e4m3)
+    send(static_cast<f8e4m3*>(s.recv));
+  else
+    send(static_cast<bf16*>(s.recv));
+  s.sent = true;
+  if (on) s.streams.leave(*on, stream);
+  if (!s.hook) receive(stream);
+}
+
+void EpLowLatencyDispatch::receive(const runtime::Stream* stream) {
+  State& s = *s_;
+  if (!s.sent || s.received)
+    throw Error(str_cat("tiledist: ep_low_latency_dispatch: receive() ",
+                        s.sent ? "twice for one run" : "before any run"));
+  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
+  detail::launch(s.receive, on, Grid(1), static_cast<const int32_t*>(s.counts_in),
+                 static_cast<const int32_t*>(s.words), s.recv_counts.data(), s.tiles.data(), static_cast<int>(s.El),
+                 static_cast<int>(s.max_tokens), static_cast<int>(s.slots), s.calls);
+  s.received = true;
+  if (on) s.streams.leave(*on, stream);
+}
+
+const void* EpLowLatencyDispatch::recv() const {
+  return static_cast<const char*>(s_->recv) + size_t(s_->calls % 2) * s_->rows * s_->H * s_->elem();
+}
+const float* EpLowLatencyDispatch::recv_scales() const {
+  return s_->dtype == ir::DType::f8e4m3 ? s_->scales + size_t(s_->calls % 2) * s_->rows * ((s_->H + 127) / 128)
+                                        : nullptr;
+}
+const int32_t* EpLowLatencyDispatch::recv_src() const { return s_->src + size_t(s_->calls % 2) * s_->rows; }
+const int32_t* EpLowLatencyDispatch::recv_counts() const { return s_->recv_counts.data(); }
+const int32_t* EpLowLatencyDispatch::tiles() const { return s_->tiles.data(); }
+int64_t EpLowLatencyDispatch::slots() const { return s_->slots; }
+int64_t EpLowLatencyDispatch::rows() const { return s_->rows; }
+int64_t EpLowLatencyDispatch::local_experts() const { return s_->El; }
+int EpLowLatencyDispatch::block_rows() const { return s_->bm; }
+int64_t EpLowLatencyDispatch::hidden() const { return s_->H; }
+int64_t EpLowLatencyDispatch::max_tokens() const { return s_->max_tokens; }
+int EpLowLatencyDispatch::topk() const { return s_->topk; }
+
+struct EpLowLatencyCombine::State {
+  std::shared_ptr<EpLowLatencyDispatch::State> d;
+  int64_t H = 0, bt = 4, bh = 256;
+  bf16* comb = nullptr;      // symmetric [2, max_pairs, H]
+  int32_t* words = nullptr;  // symmetric [2, E]: the last call whose rows from expert e are here
+  Kernel back, sum;
+  const float* weights = nullptr;  // (the run's, for receive())
+  bf16* out = nullptr;
+  int32_t sent = 0, summed = 0;  // the calls sent back, and summed
+  detail::RunStreams streams;
+  ~State() {
+    streams.finish();
+    if (words) detail::symm_release(d->target, words);
+    if (comb) detail::symm_release(d->target, comb);
+  }
+};
+
+EpLowLatencyCombine::EpLowLatencyCombine(const EpLowLatencyDispatch& dispatch, int64_t hidden)
+    : s_(std::make_shared<State>()) {
+  State& s = *s_;
+  s.d = dispatch.s_;
+  const EpLowLatencyDispatch::State& d = *s.d;
+  if (hidden < 0) throw Error(str_cat("tiledist: ep_low_latency_combine: hidden = ", hidden, " (0: the dispatch's)"));
+  s.H = hidden > 0 ? hidden : d.H;
+  s.comb =
+      static_cast<bf16*>(detail::symm_zeroed(d.target, 2 * size_t(std::max<int64_t>(d.max_pairs, 1)) * s.H * 2));
+  s.words = static_cast<int32_t*>(detail::symm_zeroed(d.target, 2 * size_t(d.E) * 4));
+  barrier_all();  // no rank signals before every rank has zeroed its words
+  s.back = compile(ep_ll_back_kernel(), {}, d.target);
+  s.sum = compile(ep_ll_sum_kernel(), {{"TOPK", d.topk}, {"BT", s.bt}, {"BH", s.bh}}, d.target);
+}
+
+EpLowLatencyCombine::~EpLowLatencyCombine() = default;
+
+void EpLowLatencyCombine::run(const bf16* y, const float* topk_weights, bf16* out, const runtime::Stream* stream) {
+  State& s = *s_;
+  const EpLowLatencyDispatch::State& d = *s.d;
+  if (!d.received)
+    throw Error(d.calls == 0 ? "tiledist: ep_low_latency_combine: run before any run of its dispatch"
+                             : "tiledist: ep_low_latency_combine: run before its dispatch's receive()");
+  if (s.sent == d.calls) throw Error("tiledist: ep_low_latency_combine: a second run for one dispatch");
+  if (!y || (d.tokens > 0 && (!topk_weights || !out)))
+    throw Error("tiledist: ep_low_latency_combine: a null pointer among y, the top-k weights and out");
+  const runtime::Stream* on = d.gpu() ? &s.streams.enter(stream) : nullptr;
+  detail::launch(s.back, on, Grid(d.El * d.ranks), y, static_cast<const int32_t*>(d.src),
+                 static_cast<const int32_t*>(d.recv_counts.data()), s.comb, s.words, static_cast<int>(d.El),
+                 static_cast<int>(s.H), static_cast<int>(d.max_tokens), static_cast<int>(d.max_pairs), d.calls);
+  s.sent = d.calls, s.weights = topk_weights, s.out = out;
+  if (on) s.streams.leave(*on, stream);
+  if (!d.hook) receive(stream);
+}
+
+void EpLowLatencyCombine::receive(const runtime::Stream* stream) {
+  State& s = *s_;
+  const EpLowLatencyDispatch::State& d = *s.d;
+  if (s.sent != d.calls || s.summed == s.sent)
+    throw Error(str_cat("tiledist: ep_low_latency_combine: receive() ",
+                        s.sent != d.calls ? "before the run" : "twice for one run"));
+  const runtime::Stream* on = d.gpu() ? &s.streams.enter(stream) : nullptr;
+  const int tokens = static_cast<int>(d.tokens);
+  detail::launch(s.sum, on,
+                 Grid(std::max<int64_t>(1, (tokens + s.bt - 1) / s.bt), (s.H + s.bh - 1) / s.bh),
+                 static_cast<const bf16*>(s.comb), static_cast<const int32_t*>(s.words),
+                 static_cast<const int32_t*>(d.place.data()), s.weights, s.out, tokens, static_cast<int>(s.H),
+                 static_cast<int>(d.E), static_cast<int>(d.max_tokens), static_cast<int>(d.max_pairs), d.calls);
+  s.summed = s.sent;
+  if (on) s.streams.leave(*on, stream);
+}
+
+int64_t EpLowLatencyCombine::hidden() const { return s_->H; }
+
+}  // namespace tiledist::kernels
