@@ -36,10 +36,10 @@ const KernelDef& ep_dispatch_kernel();
 ///   recv_src[r] / max_pairs); the last program (as ep_dispatch's) sets flags[rank] = call on
 ///   every rank and waits for every rank's. Parameters: y, recv_src, comb, sent, flags, rows, H,
 ///   max_pairs, call; constant BH.
-/// - ep_combine_sum (programs {cdiv(tokens, BT), cdiv(H, BH)}): out[t, :] (bf16) = the sum over
-///   j < TOPK, in order, of weights[t, j] * comb[t * TOPK + j, :] (f32), the slots whose place is
-///   -1 (dropped) left out. Parameters: comb, place, weights, out, tokens, H; constants TOPK,
-///   BT, BH.
+/// - ep_combine_sum (programs {tokens, cdiv(H, BH)}): out[t, :] (bf16) = the sum over j < TOPK,
+///   in order, of weights[t, j] * comb[t * TOPK + j, :] (f32), the slots whose place is -1
+///   (dropped) left out (kernels/ep_sum.h). Parameters: comb, place, weights, out, tokens, H;
+///   constants TOPK, BH.
 const KernelDef& ep_combine_kernel();
 const KernelDef& ep_combine_sum_kernel();
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "kernels/ep_state.h"
+#include "kernels/ep_sum.h"
 
 namespace tiledist::kernels {
 
@@ -33,19 +34,10 @@ void ep_combine(tl::Ptr<bf16> y, tl::Ptr<int32_t> recv_src, tl::Ptr<bf16> comb, 
 }
 
 void ep_combine_sum(tl::Ptr<bf16> comb, tl::Ptr<int32_t> place, tl::Ptr<float> weights, tl::Ptr<bf16> out,
-                    tl::Int tokens, tl::Int H, tl::Const<int> TOPK, tl::Const<int> BT, tl::Const<int> BH) {
-  auto t = tl::expand_dims(tl::program_id(0) * BT + tl::arange(0, BT), 1);  // [BT, 1]
-  auto h = tl::expand_dims(tl::program_id(1) * BH + tl::arange(0, BH), 0);  // [1, BH]
-  auto in = t < tokens;
-  auto sum = tl::zeros({BT, BH}, tl::float32);
-  for (int j = 0; j < TOPK; ++j) {
-    auto slot = t * TOPK + j;
-    auto sent = in & (tl::load(place + slot, in, -1) >= 0);
-    auto w = tl::load(weights + slot, sent, 0.0f);
-    auto row = tl::load(comb + slot.to(tl::int64) * H + h, sent & (h < H), 0.0f).to(tl::float32);
-    sum = sum + tl::where(sent, row * w, 0.0f);
-  }
-  tl::store(out + t.to(tl::int64) * H + h, sum.to(tl::bfloat16), in & (h < H));
+                    tl::Int tokens, tl::Int H, tl::Const<int> TOPK, tl::Const<int> BH) {
+  (void)tokens;  // (a program per token: the grid's rows)
+  auto h = tl::program_id(1) * BH + tl::arange(0, BH);
+  detail::sum_slots(comb, place, weights, out, tl::program_id(0), h, H, tl::scalar(INT32_MAX, tl::int32), TOPK);
 }
 }  // namespace
 
@@ -58,8 +50,8 @@ const KernelDef& ep_combine_kernel() {
 }
 const KernelDef& ep_combine_sum_kernel() {
   static const KernelDef def("ep_combine_sum", ep_combine_sum,
-                             {"comb", "place", "weights", "out", "tokens", "H", "TOPK", "BT", "BH"},
-                             {{"TOPK", 2}, {"BT", 4}, {"BH", 256}});
+                             {"comb", "place", "weights", "out", "tokens", "H", "TOPK", "BH"},
+                             {{"TOPK", 2}, {"BH", 1024}});
   return def;
 }
 TILEDIST_REGISTER(ep_combine_kernel());
@@ -72,7 +64,7 @@ struct EpCombine::State {
   int32_t* flags = nullptr;  // symmetric [ranks]: the last call whose rows from rank r are here
   detail::Scratch<int32_t> sent;
   Kernel combine, sum;
-  int64_t bt = 4, bh = 256;
+  int64_t bh = 1024;
   detail::RunStreams streams;
   ~State() {
     streams.finish();
@@ -92,7 +84,7 @@ EpCombine::EpCombine(const EpDispatch& dispatch, int64_t hidden) : s_(std::make_
   barrier_all();  // no rank signals before every rank has zeroed its flags
   s.sent = detail::Scratch<int32_t>(d.target, 1);
   s.combine = compile(ep_combine_kernel(), {}, d.target);
-  s.sum = compile(ep_combine_sum_kernel(), {{"TOPK", d.topk}, {"BT", s.bt}, {"BH", s.bh}}, d.target);
+  s.sum = compile(ep_combine_sum_kernel(), {{"TOPK", d.topk}, {"BH", s.bh}}, d.target);
 }
 
 EpCombine::~EpCombine() = default;
@@ -110,10 +102,8 @@ void EpCombine::run(const bf16* y, const float* topk_weights, bf16* out, const r
   detail::launch(s.combine, on, Grid(std::max(1, rows)), y, d.recv_src, s.comb, s.sent.data(), s.flags, rows,
                  static_cast<int>(s.H), static_cast<int>(d.max_pairs), d.calls);
   if (tokens > 0)
-    detail::launch(s.sum, on,
-                   Grid{static_cast<int>((tokens + s.bt - 1) / s.bt), static_cast<int>((s.H + s.bh - 1) / s.bh)},
-                   static_cast<const bf16*>(s.comb), static_cast<const int32_t*>(d.place.data()), topk_weights, out,
-                   tokens, static_cast<int>(s.H));
+    detail::launch(s.sum, on, Grid{tokens, static_cast<int>((s.H + s.bh - 1) / s.bh)}, static_cast<const bf16*>(s.comb),
+                   static_cast<const int32_t*>(d.place.data()), topk_weights, out, tokens, static_cast<int>(s.H));
   if (on) s.streams.leave(*on, stream);
 }
 

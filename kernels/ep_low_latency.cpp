@@ -24,6 +24,7 @@
 #include <algorithm>
 
 #include "kernels/ep.h"
+#include "kernels/ep_sum.h"
 #include "kernels/moe.h"
 #include "kernels/scratch.h"
 #include "kernels/symmetric.h"
@@ -137,30 +138,21 @@ void ep_ll_back(tl::Ptr<bf16> y, tl::Ptr<int32_t> src, tl::Ptr<int32_t> recv_cou
 
 void ep_ll_sum(tl::Ptr<bf16> comb, tl::Ptr<int32_t> words, tl::Ptr<int32_t> place, tl::Ptr<float> weights,
                tl::Ptr<bf16> out, tl::Int tokens, tl::Int H, tl::Int E, tl::Int max_tokens, tl::Int max_pairs,
-               tl::Int call, tl::Const<int> TOPK, tl::Const<int> BT, tl::Const<int> BH) {
+               tl::Int call, tl::Const<int> TOPK, tl::Const<int> BH) {
   auto half = call % 2;
   auto arrived = dist::wait(words + half * E, E, dist::Scope::sys, dist::Semantic::acquire, call);
   auto rows = tl::Ptr<bf16>(dist::consume_token(comb, arrived).value()) + (half * max_pairs).to(tl::int64) * H;
-  auto t = tl::expand_dims(tl::program_id(0) * BT + tl::arange(0, BT), 1);  // [BT, 1]
-  auto h = tl::expand_dims(tl::program_id(1) * BH + tl::arange(0, BH), 0);  // [1, BH]
-  auto in = t < tokens;
-  auto sum = tl::zeros({BT, BH}, tl::float32);
-  for (int j = 0; j < TOPK; ++j) {
-    auto slot = t * TOPK + j;
-    auto at = tl::load(place + slot, in, -1);
-    auto sent = in & (at >= 0) & (at < max_tokens);
-    auto w = tl::load(weights + slot, sent, 0.0f);
-    auto row = tl::load(rows + slot.to(tl::int64) * H + h, sent & (h < H), 0.0f).to(tl::float32);
-    sum = sum + tl::where(sent, row * w, 0.0f);
-  }
-  tl::store(out + t.to(tl::int64) * H + h, sum.to(tl::bfloat16), in & (h < H));
+  tl::if_then(tl::program_id(0) < tokens, [&] {  // (no tokens: one program, for the wait)
+    auto h = tl::program_id(1) * BH + tl::arange(0, BH);
+    detail::sum_slots(tl::Ptr<bf16>(rows.value()), place, weights, out, tl::program_id(0), h, H, max_tokens, TOPK);
+  });
 }
 }  // namespace
 
 const KernelDef& ep_ll_send_kernel(ir::DType rows) {
-  static const std::vector<std::string> params = {
-      "x",         "ids",   "place",  "counts", "done", "recv",       "scales", "src", "counts_in",
-      "words",     "tokens", "H",     "El",     "max_tokens", "call", "TOPK",   "BH"};
+  static const std::vector<std::string> params = {"x",      "ids",        "place",     "counts", "done",   "recv",
+                                                  "scales", "src",        "counts_in", "words",  "tokens", "H",
+                                                  "El",     "max_tokens", "call",      "TOPK",   "BH"};
   static const KernelDef bf16_def =
       KernelDef("ep_ll_send", ep_ll_send<bf16>, params, {{"TOPK", 2}, {"BH", 1024}}).do_not_specialize({"call"});
   static const KernelDef f8_def =
@@ -178,18 +170,18 @@ const KernelDef& ep_ll_receive_kernel() {
   return def;
 }
 const KernelDef& ep_ll_back_kernel() {
-  static const KernelDef def = KernelDef("ep_ll_back", ep_ll_back,
-                                         {"y", "src", "recv_counts", "comb", "words", "El", "H", "max_tokens",
-                                          "max_pairs", "call", "BH"},
-                                         {{"BH", 1024}})
-                                   .do_not_specialize({"call"});
+  static const KernelDef def =
+      KernelDef("ep_ll_back", ep_ll_back,
+                {"y", "src", "recv_counts", "comb", "words", "El", "H", "max_tokens", "max_pairs", "call", "BH"},
+                {{"BH", 1024}})
+          .do_not_specialize({"call"});
   return def;
 }
 const KernelDef& ep_ll_sum_kernel() {
   static const KernelDef def = KernelDef("ep_ll_sum", ep_ll_sum,
-                                         {"comb", "words", "place", "weights", "out", "tokens", "H", "E",
-                                          "max_tokens", "max_pairs", "call", "TOPK", "BT", "BH"},
-                                         {{"TOPK", 2}, {"BT", 4}, {"BH", 256}})
+                                         {"comb", "words", "place", "weights", "out", "tokens", "H", "E", "max_tokens",
+                                          "max_pairs", "call", "TOPK", "BH"},
+                                         {{"TOPK", 2}, {"BH", 1024}})
                                    .do_not_specialize({"call"});
   return def;
 }
@@ -208,11 +200,11 @@ struct EpLowLatencyDispatch::State {
   int32_t calls = 0;
   int64_t tokens = 0;
   bool sent = false, received = false;  // the last run's
-  void* recv = nullptr;          // symmetric [2, rows, H] of dtype
-  float* scales = nullptr;       // symmetric [2, rows, cdiv(H, 128)] (f8e4m3)
-  int32_t* src = nullptr;        // symmetric [2, rows]: each row's slot at its source (token * topk + j)
-  int32_t* counts_in = nullptr;  // symmetric [2, El, ranks]: the rows of (local expert, source)
-  int32_t* words = nullptr;      // symmetric [2, El, ranks]: the last call whose rows are here
+  void* recv = nullptr;                 // symmetric [2, rows, H] of dtype
+  float* scales = nullptr;              // symmetric [2, rows, cdiv(H, 128)] (f8e4m3)
+  int32_t* src = nullptr;               // symmetric [2, rows]: each row's slot at its source (token * topk + j)
+  int32_t* counts_in = nullptr;         // symmetric [2, El, ranks]: the rows of (local expert, source)
+  int32_t* words = nullptr;             // symmetric [2, El, ranks]: the last call whose rows are here
   detail::Scratch<int32_t> counts, place, done, recv_counts, tiles;
   Kernel count, send, receive;
   detail::RunStreams streams;
@@ -305,12 +297,12 @@ void EpLowLatencyDispatch::run(const bf16* x, const int32_t* topk_ids, int64_t t
 void EpLowLatencyDispatch::receive(const runtime::Stream* stream) {
   State& s = *s_;
   if (!s.sent || s.received)
-    throw Error(str_cat("tiledist: ep_low_latency_dispatch: receive() ",
-                        s.sent ? "twice for one run" : "before any run"));
+    throw Error(
+        str_cat("tiledist: ep_low_latency_dispatch: receive() ", s.sent ? "twice for one run" : "before any run"));
   const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
-  detail::launch(s.receive, on, Grid(1), static_cast<const int32_t*>(s.counts_in),
-                 static_cast<const int32_t*>(s.words), s.recv_counts.data(), s.tiles.data(), static_cast<int>(s.El),
-                 static_cast<int>(s.max_tokens), static_cast<int>(s.slots), s.calls);
+  detail::launch(s.receive, on, Grid(1), static_cast<const int32_t*>(s.counts_in), static_cast<const int32_t*>(s.words),
+                 s.recv_counts.data(), s.tiles.data(), static_cast<int>(s.El), static_cast<int>(s.max_tokens),
+                 static_cast<int>(s.slots), s.calls);
   s.received = true;
   if (on) s.streams.leave(*on, stream);
 }
@@ -335,7 +327,7 @@ int EpLowLatencyDispatch::topk() const { return s_->topk; }
 
 struct EpLowLatencyCombine::State {
   std::shared_ptr<EpLowLatencyDispatch::State> d;
-  int64_t H = 0, bt = 4, bh = 256;
+  int64_t H = 0, bh = 1024;
   bf16* comb = nullptr;      // symmetric [2, max_pairs, H]
   int32_t* words = nullptr;  // symmetric [2, E]: the last call whose rows from expert e are here
   Kernel back, sum;
@@ -357,12 +349,11 @@ EpLowLatencyCombine::EpLowLatencyCombine(const EpLowLatencyDispatch& dispatch, i
   const EpLowLatencyDispatch::State& d = *s.d;
   if (hidden < 0) throw Error(str_cat("tiledist: ep_low_latency_combine: hidden = ", hidden, " (0: the dispatch's)"));
   s.H = hidden > 0 ? hidden : d.H;
-  s.comb =
-      static_cast<bf16*>(detail::symm_zeroed(d.target, 2 * size_t(std::max<int64_t>(d.max_pairs, 1)) * s.H * 2));
+  s.comb = static_cast<bf16*>(detail::symm_zeroed(d.target, 2 * size_t(std::max<int64_t>(d.max_pairs, 1)) * s.H * 2));
   s.words = static_cast<int32_t*>(detail::symm_zeroed(d.target, 2 * size_t(d.E) * 4));
   barrier_all();  // no rank signals before every rank has zeroed its words
   s.back = compile(ep_ll_back_kernel(), {}, d.target);
-  s.sum = compile(ep_ll_sum_kernel(), {{"TOPK", d.topk}, {"BT", s.bt}, {"BH", s.bh}}, d.target);
+  s.sum = compile(ep_ll_sum_kernel(), {{"TOPK", d.topk}, {"BH", s.bh}}, d.target);
 }
 
 EpLowLatencyCombine::~EpLowLatencyCombine() = default;
@@ -393,11 +384,10 @@ void EpLowLatencyCombine::receive(const runtime::Stream* stream) {
                         s.sent != d.calls ? "before the run" : "twice for one run"));
   const runtime::Stream* on = d.gpu() ? &s.streams.enter(stream) : nullptr;
   const int tokens = static_cast<int>(d.tokens);
-  detail::launch(s.sum, on,
-                 Grid(std::max<int64_t>(1, (tokens + s.bt - 1) / s.bt), (s.H + s.bh - 1) / s.bh),
-                 static_cast<const bf16*>(s.comb), static_cast<const int32_t*>(s.words),
-                 static_cast<const int32_t*>(d.place.data()), s.weights, s.out, tokens, static_cast<int>(s.H),
-                 static_cast<int>(d.E), static_cast<int>(d.max_tokens), static_cast<int>(d.max_pairs), d.calls);
+  detail::launch(s.sum, on, Grid(std::max(1, tokens), (s.H + s.bh - 1) / s.bh), static_cast<const bf16*>(s.comb),
+                 static_cast<const int32_t*>(s.words), static_cast<const int32_t*>(d.place.data()), s.weights, s.out,
+                 tokens, static_cast<int>(s.H), static_cast<int>(d.E), static_cast<int>(d.max_tokens),
+                 static_cast<int>(d.max_pairs), d.calls);
   s.summed = s.sent;
   if (on) s.streams.leave(*on, stream);
 }

@@ -54,7 +54,25 @@ void LayoutLowering::emit_wait(const ir::Op& op) {
   };
   const bool used = uses_[op.results[0].get()] > 0;
   llvm::Value* last = llvm::UndefValue::get(t);
-  if (used) {
+  auto* one = llvm::dyn_cast<llvm::ConstantInt>(val(op.operands[1]).scalar);
+  if (!producer_ && !(one && one->isOne())) {
+    // Many words (or a count known only at run time): each thread polls its share, the
+    // program meets, and the last word is read again where the token's value is used (one
+    // thread polling n words one after the other took ~1 us a word at sys scope).
+    llvm::Value* p = val(op.operands[0]).scalar;
+    llvm::Value* n = val(op.operands[1]).scalar;
+    poll_words(op, t, p, n, val(op.operands[2]).scalar, tid_, threads_);
+    barrier();
+    if (used)
+      last = from_thread0(t, [&] {
+        using Order = ir::MemOrder;
+        const Order order = ir::enum_attr<Order>(op, "order") == Order::acquire ? Order::acquire : Order::relaxed;
+        llvm::Value* at = b_.CreateGEP(t, p, b_.CreateSub(n, llvm::ConstantInt::get(n->getType(), 1)));
+        llvm::Value* any = b_.CreateICmpSGT(n, llvm::ConstantInt::get(n->getType(), 0));
+        return when_value(any, t, llvm::Constant::getNullValue(t),
+                          [&] { return target_->load(t, at, order, ir::enum_attr<ir::MemScope>(op, "scope")); });
+      });
+  } else if (used) {
     last = from_thread0(t, poll);
   } else if (producer_) {
     poll();

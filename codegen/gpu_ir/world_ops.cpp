@@ -111,13 +111,13 @@ std::function<llvm::Value*(llvm::Value*)> WorldOps::symm_at(llvm::Value* r, llvm
   };
 }
 
-llvm::Value* WorldOps::poll_words(const ir::Op& wait, llvm::Type* t, llvm::Value* p, llvm::Value* n,
-                                  llvm::Value* want) {
+llvm::Value* WorldOps::poll_words(const ir::Op& wait, llvm::Type* t, llvm::Value* p, llvm::Value* n, llvm::Value* want,
+                                  llvm::Value* first, int64_t step) {
   const Order order = ir::enum_attr<Order>(wait, "order") == Order::acquire ? Order::acquire : Order::relaxed;
   const Scope scope = ir::enum_attr<Scope>(wait, "scope");
   const llvm::CmpInst::Predicate pred = int_predicate(ir::enum_attr<ir::CmpPred>(wait, "cmp"), false);
   llvm::Value* seen = local(t, llvm::Constant::getNullValue(t));
-  counted_loop(b_.getInt32(0), n, 1, [&](llvm::Value* i) {
+  counted_loop(first ? first : b_.getInt32(0), n, step, [&](llvm::Value* i) {
     llvm::Value* at = b_.CreateGEP(t, p, i);
     llvm::Value* v = nullptr;
     spin_until(

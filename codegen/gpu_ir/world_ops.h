@@ -70,10 +70,13 @@ class WorldOps : public Elements {
   /// names no rank) and returns the map of a pointer into this rank's heap to its place in rank
   /// r's heap as mapped here (failing where it is outside the heap).
   std::function<llvm::Value*(llvm::Value*)> symm_at(llvm::Value* r, llvm::Value* probe);
-  /// wait(p, n, v)'s polls, by one thread: reads each of the n words of type `t` from p with
-  /// ld.<acquire|relaxed>.<scope> (the op's order and scope) until it compares to v (its
-  /// `cmp`), giving up (fail) after the world's timeout. Returns the last word read.
-  llvm::Value* poll_words(const ir::Op& wait, llvm::Type* t, llvm::Value* p, llvm::Value* n, llvm::Value* want);
+  /// wait(p, n, v)'s polls: reads words first, first + step, ... < n of type `t` from p with
+  /// ld.<acquire|relaxed>.<scope> (the op's order and scope) until each compares to v (its
+  /// `cmp`), giving up (fail) after the world's timeout. Returns the last word read (0 where
+  /// none). One thread polls all n (first 0, step 1), or each thread of a program its share
+  /// (first its thread, step the threads).
+  llvm::Value* poll_words(const ir::Op& wait, llvm::Type* t, llvm::Value* p, llvm::Value* n, llvm::Value* want,
+                          llvm::Value* first = nullptr, int64_t step = 1);
   /// The barrier of every program on every rank (barrier_all, sync_all), as thread 0 of each
   /// program runs it between two of its program's barriers: a central counter on rank 0 and a
   /// generation word on every rank (the heaps' reserved words). It reads its rank's generation,

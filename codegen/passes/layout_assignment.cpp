@@ -217,12 +217,28 @@ class LayoutAssignment {
     return feeds_a(dot.results[0].get(), 0) || from_dot(dot.operands[0], 0);
   }
 
-  /// Among operands' layouts, the one an elementwise op works in: an accumulator's, else the
-  /// first operand's.
-  static LayoutRef prefer(const std::vector<LayoutRef>& ls) {
+  /// The registers a thread holds of a tensor of `shape` in layout `l`: more than the elements
+  /// over the threads where lanes or warps hold copies (a [BT, 1] column's layout, broadcast
+  /// along the columns: every lane of a row's 32 holds the whole row).
+  static int64_t registers(const LayoutRef& l, const std::vector<int64_t>& shape) {
+    try {
+      return ir::to_linear(*l, shape).in_size(0);
+    } catch (const std::invalid_argument&) {  // (a shape the layout does not take)
+      return INT64_MAX;
+    }
+  }
+  /// Among operands' layouts, the one an elementwise op on `shape` works in: an accumulator's,
+  /// else the one whose threads hold the fewest copies of it (the first of those): a tile's own
+  /// layout, not that of a row mask or scale broadcast against it (whose layout, chosen for
+  /// its [BT, 1] load, can leave each lane a whole row: bench/RESULTS.md, 2026-11-27).
+  static LayoutRef prefer(const std::vector<LayoutRef>& ls, const std::vector<int64_t>& shape) {
     for (const LayoutRef& l : ls)
       if (l->kind == Layout::Kind::mma) return l;
-    return ls.front();
+    LayoutRef best = ls.front();
+    int64_t fewest = registers(best, shape);
+    for (const LayoutRef& l : ls)
+      if (int64_t n = registers(l, shape); n < fewest) best = l, fewest = n;
+    return best;
   }
 
   // ---- step 1: decide
@@ -273,8 +289,11 @@ class LayoutAssignment {
         if (is_free(op.operands[0])) return set_free(r);
         if (laid[0]->kind == Layout::Kind::slice && laid[0]->dim == op.int_attr("axis")) return set(r, laid[0]->parent);
         return set(r, blocked_for(r));
-      case OpCode::Broadcast:
-        return is_free(op.operands[0]) ? set_free(r) : set(r, laid[0]);
+      case OpCode::Broadcast: {  // (in its operand's layout, unless that leaves threads holding copies)
+        if (is_free(op.operands[0])) return set_free(r);
+        LayoutRef own = blocked_for(r);
+        return set(r, registers(laid[0], r->type.shape) > registers(own, r->type.shape) ? own : laid[0]);
+      }
       case OpCode::Reshape:
       case OpCode::Trans:
         return is_free(op.operands[0]) ? set_free(r) : set(r, blocked_for(r));
@@ -315,7 +334,7 @@ class LayoutAssignment {
       default:
         if (!tensor || !elementwise(op.code)) return;
         if (laid.empty() && any_free) return set_free(r);
-        return set(r, prefer(laid));
+        return set(r, prefer(laid, r->type.shape));
     }
   }
 
