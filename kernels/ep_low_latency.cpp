@@ -40,8 +40,8 @@ void ep_ll_send(tl::Ptr<bf16> x, tl::Ptr<int32_t> ids, tl::Ptr<int32_t> place, t
                 tl::Ptr<int32_t> counts_in, tl::Ptr<int32_t> words, tl::Int tokens, tl::Int H, tl::Int El,
                 tl::Int max_tokens, tl::Int call, tl::Const<int> TOPK, tl::Const<int> BH) {
   constexpr bool kF8 = std::is_same_v<T, f8e4m3>;
-  if (kF8 && BH != 128)
-    throw Error(str_cat("tiledist: ep_ll_send_fp8: BH = ", BH.value(), ", the scales' block is 128 (BH = 128)"));
+  if (kF8 && (BH < 128 || BH % 128 != 0))
+    throw Error(str_cat("tiledist: ep_ll_send_fp8: BH = ", BH.value(), ", whole 128-column blocks of the scales"));
   auto n = dist::num_ranks(), me = dist::rank();
   auto pid = tl::program_id(0);
   auto half = call % 2;
@@ -57,18 +57,24 @@ void ep_ll_send(tl::Ptr<bf16> x, tl::Ptr<int32_t> ids, tl::Ptr<int32_t> place, t
       to.push_back(expert / tl::maximum(El, 1));
       row.push_back((half * rows + ((expert % tl::maximum(El, 1)) * n + me) * max_tokens + at).to(tl::int64));
     }
+    // f8e4m3: BH / 128 blocks a step, each row of a [BH / 128, 128] tile one block with its scale
+    // (bf16: the [1, BH] row as it is).
+    const int blocks = kF8 ? BH / 128 : 1, width = kF8 ? 128 : BH;
+    auto r = tl::expand_dims(tl::arange(0, blocks), 1), c = tl::expand_dims(tl::arange(0, width), 0);
     tl::for_range(0, H, BH, [&](Tensor h0) {
-      auto h = h0 + tl::arange(0, BH);
+      auto h = h0 + r * width + c;  // [blocks, width]
       auto x_h = tl::load(x + t.to(tl::int64) * H + h, h < H, 0.0f).to(tl::float32);
       Tensor v = x_h.to(tl::bfloat16), s;
-      if constexpr (kF8) {  // (reference::quantize_f8_row's rule)
-        s = tl::maximum(tl::max(tl::abs(x_h), 0), 1e-10f) / 448.0f;
-        v = (x_h / s).to(tl::float8e4m3);
+      auto block = h0 / 128 + tl::arange(0, blocks);  // (f8: the scales' blocks)
+      if constexpr (kF8) {                            // (reference::quantize_f8_row's rule)
+        s = tl::maximum(tl::max(tl::abs(x_h), 1), 1e-10f) / 448.0f;
+        v = (x_h / tl::expand_dims(s, 1)).to(tl::float8e4m3);
       }
       for (int j = 0; j < TOPK; ++j)
         tl::if_then(ok[size_t(j)], [&] {
           tl::store(dist::symm_at(recv, to[size_t(j)]) + row[size_t(j)] * H + h, v, h < H);
-          if constexpr (kF8) tl::store(dist::symm_at(scales, to[size_t(j)]) + row[size_t(j)] * kb + h0 / BH, s);
+          if constexpr (kF8)
+            tl::store(dist::symm_at(scales, to[size_t(j)]) + row[size_t(j)] * kb + block, s, block < kb);
         });
     });
     for (int j = 0; j < TOPK; ++j) {
@@ -93,22 +99,31 @@ void ep_ll_send(tl::Ptr<bf16> x, tl::Ptr<int32_t> ids, tl::Ptr<int32_t> place, t
 
 void ep_ll_receive(tl::Ptr<int32_t> counts_in, tl::Ptr<int32_t> words, tl::Ptr<int32_t> recv_counts,
                    tl::Ptr<int32_t> tiles, tl::Int El, tl::Int max_tokens, tl::Int slots, tl::Int call,
-                   tl::Const<int> BM, tl::Const<int> BS) {
+                   tl::Const<int> BM, tl::Const<int> BG, tl::Const<int> BS) {
   auto n = dist::num_ranks();
   auto groups = El * n, first = (call % 2) * El * n;
   auto arrived = dist::wait(words + first, groups, dist::Scope::sys, dist::Semantic::acquire, call);
   auto counts = tl::Ptr<int32_t>(dist::consume_token(counts_in, arrived).value()) + first;
-  auto total = tl::for_range(0, groups, 1, tl::scalar(0, tl::int32), [&](Tensor g, Tensor before) {
-    auto c = tl::load(counts + g);
-    tl::store(recv_counts + g, c);
-    auto base = g * max_tokens, pieces = (c + (BM - 1)) / BM;
-    tl::for_range(0, pieces, 1, [&](Tensor i) {
-      auto entry = tiles + 1 + (before + i) * 3;
-      tl::store(entry, g / n);
-      tl::store(entry + 1, base + i * BM);
-      tl::store(entry + 2, base + tl::minimum((i + 1) * BM, c));
+  auto most = (max_tokens + (BM - 1)) / BM;  // (tiles of one group at most)
+  // BG groups a step: their counts, their tiles' places (an exclusive sum over the step's
+  // groups, as a [BG, BG] masked sum), and the entries, a group to a lane.
+  auto lower = tl::expand_dims(tl::arange(0, BG), 0) < tl::expand_dims(tl::arange(0, BG), 1);  // [i, j]: j < i
+  auto total = tl::for_range(0, groups, BG, tl::scalar(0, tl::int32), [&](Tensor g0, Tensor before) {
+    auto g = g0 + tl::arange(0, BG);
+    auto in = g < groups;
+    auto c = tl::load(counts + g, in, 0);
+    tl::store(recv_counts + g, c, in);
+    auto pieces = (c + (BM - 1)) / BM;
+    auto at = before + tl::sum(tl::where(lower, tl::broadcast_to(tl::expand_dims(pieces, 0), {BG, BG}), 0), 1);
+    auto base = g * max_tokens;
+    tl::for_range(0, most, 1, [&](Tensor i) {
+      auto m = in & (i < pieces);
+      auto entry = tiles + 1 + (at + i) * 3;
+      tl::store(entry, g / n, m);
+      tl::store(entry + 1, base + i * BM, m);
+      tl::store(entry + 2, base + tl::minimum((i + 1) * BM, c), m);
     });
-    return before + pieces;
+    return before + tl::sum(pieces, 0);
   });
   tl::store(tiles, total);
   tl::for_range(total * 3, slots * 3, BS, [&](Tensor k) {  // (slots past the count: empty tiles)
@@ -156,7 +171,7 @@ const KernelDef& ep_ll_send_kernel(ir::DType rows) {
   static const KernelDef bf16_def =
       KernelDef("ep_ll_send", ep_ll_send<bf16>, params, {{"TOPK", 2}, {"BH", 1024}}).do_not_specialize({"call"});
   static const KernelDef f8_def =
-      KernelDef("ep_ll_send_fp8", ep_ll_send<f8e4m3>, params, {{"TOPK", 2}, {"BH", 128}}).do_not_specialize({"call"});
+      KernelDef("ep_ll_send_fp8", ep_ll_send<f8e4m3>, params, {{"TOPK", 2}, {"BH", 1024}}).do_not_specialize({"call"});
   if (rows != ir::DType::bf16 && rows != ir::DType::f8e4m3)
     throw Error(str_cat("tiledist: ep_ll_send: rows of ", ir::dtype_name(rows), " (bf16, or f8e4m3 with scales)"));
   return rows == ir::DType::f8e4m3 ? f8_def : bf16_def;
@@ -164,8 +179,8 @@ const KernelDef& ep_ll_send_kernel(ir::DType rows) {
 const KernelDef& ep_ll_receive_kernel() {
   static const KernelDef def =
       KernelDef("ep_ll_receive", ep_ll_receive,
-                {"counts_in", "words", "recv_counts", "tiles", "El", "max_tokens", "slots", "call", "BM", "BS"},
-                {{"BM", 64}, {"BS", 256}})
+                {"counts_in", "words", "recv_counts", "tiles", "El", "max_tokens", "slots", "call", "BM", "BG", "BS"},
+                {{"BM", 64}, {"BG", 64}, {"BS", 256}})
           .do_not_specialize({"call"});
   return def;
 }
