@@ -150,8 +150,11 @@ const KernelDef& ep_ll_sum_kernel();
 /// its last use, once each peer has combined the call between. With Options::recv_hook, run()
 /// only sends and receive() waits for the rows (DeepEP's return_recv_hook: the caller's work
 /// in between overlaps the transfer); else run() does both. A token's k experts must differ
-/// (slots past max_tokens for one expert, from repeated ids, are not sent). Device memory on a
-/// GPU target, host memory on the host; collective; streams as AgGemm's (kernels.h).
+/// (slots past max_tokens for one expert, from repeated ids, are not sent). A peer that never
+/// sends ends the receive with the wait's timeout ($TILEDIST_WAIT_TIMEOUT), naming the signal
+/// word it gave up on: word le * ranks + r of the half's, (local expert le, source rank r)'s.
+/// Device memory on a GPU target, host memory on the host; collective; streams as AgGemm's
+/// (kernels.h).
 class EpLowLatencyDispatch {
  public:
   struct Options {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "kernels/ep.h"
 #include "tiledist.h"
 
 namespace {
@@ -57,6 +58,18 @@ int run(const std::string& mode) {
   }
   if (mode == "alloc_mismatch") {
     symm_alloc(rank() == 0 ? 1024 : 2048);
+    return 0;
+  }
+  if (mode == "ep_peer_missing") {
+    // Rank 1 makes the dispatch object but never runs it: rank 0's receive gives up on rank 1's
+    // word (word g = local expert * ranks + source of its signal words: word 1, from rank 1).
+    kernels::EpLowLatencyDispatch dispatch(Target::host(), 4, 16, 2, 1, {ir::DType::bf16, 64, false});
+    std::vector<bf16> x(size_t{4 * 16}, bf16(1.0f));
+    std::vector<int32_t> ids = {0, 1, 0, 1};
+    if (rank() == 0)
+      dispatch.run(x.data(), ids.data(), 4);
+    else
+      sleep(3);  // alive, but never sends
     return 0;
   }
   std::fprintf(stderr, "dist_faults: unknown mode %s\n", mode.c_str());
