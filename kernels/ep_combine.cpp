@@ -65,6 +65,7 @@ struct EpCombine::State {
   detail::Scratch<int32_t> sent;
   Kernel combine, sum;
   int64_t bh = 1024;
+  int32_t combined = 0;  // the dispatch's last call combined
   detail::RunStreams streams;
   ~State() {
     streams.finish();
@@ -95,6 +96,8 @@ void EpCombine::run(const bf16* y, const float* topk_weights, bf16* out, const r
   if (!d.done)
     throw Error(d.calls == 0 ? "tiledist: ep_combine: run before any run of its EpDispatch"
                              : "tiledist: ep_combine: its EpDispatch's last run threw: nothing to send back");
+  if (s.combined == d.calls)
+    throw Error("tiledist: ep_combine: a second run for one run of its EpDispatch (its rows went back already)");
   if ((d.rows > 0 && !y) || (d.tokens > 0 && (!topk_weights || !out)))
     throw Error("tiledist: ep_combine: a null pointer among y, the top-k weights and out");
   const runtime::Stream* on = d.gpu() ? &s.streams.enter(stream) : nullptr;
@@ -104,6 +107,7 @@ void EpCombine::run(const bf16* y, const float* topk_weights, bf16* out, const r
   if (tokens > 0)
     detail::launch(s.sum, on, Grid{tokens, static_cast<int>((s.H + s.bh - 1) / s.bh)}, static_cast<const bf16*>(s.comb),
                    static_cast<const int32_t*>(d.place.data()), topk_weights, out, tokens, static_cast<int>(s.H));
+  s.combined = d.calls;
   if (on) s.streams.leave(*on, stream);
 }
 

@@ -74,8 +74,9 @@ void ep_dispatch(tl::Ptr<bf16> x, tl::Ptr<int32_t> ids, tl::Ptr<int32_t> place, 
 }  // namespace
 
 const KernelDef& ep_exchange_kernel() {
-  static const KernelDef def("ep_exchange", ep_exchange, {"counts", "matrix", "flags", "E", "call", "BE"},
-                             {{"BE", 256}});
+  static const KernelDef def =
+      KernelDef("ep_exchange", ep_exchange, {"counts", "matrix", "flags", "E", "call", "BE"}, {{"BE", 256}})
+          .do_not_specialize({"call"});
   return def;
 }
 const KernelDef& ep_dispatch_kernel() {

@@ -7,10 +7,10 @@
 // 1. moe_count (the routing's): each slot's place among ours of its expert, and our counts.
 // 2. ep_ll_send, programs [0, tokens): a token each, its row read and quantized once (f8e4m3:
 //    a scale per 128 channels), stored into the place of each of its k slots on the experts'
-//    ranks, then counted done for its experts (release); programs [tokens, tokens + E): an
-//    expert each, waits until all our slots of its expert are done (they come before it in the
-//    grid and wait for nothing), stores the count on the expert's rank, then sets the signal
-//    word of (expert, us) there to c.
+//    ranks, then counted done for its experts (acq_rel); the program that counts an expert's
+//    last slot stores the count on the expert's rank, then sets the signal word of (expert, us)
+//    there to c. Programs [tokens, tokens + E): an expert each, which does the same for an
+//    expert none of our slots picked. No program waits for another.
 // 3. ep_ll_receive (one program; the hook): waits until every (local expert, source) word here
 //    is c, reads the counts and builds the tile table over the runs.
 // Combine: ep_ll_back, a program per (local expert, source), stores each received row's result
@@ -37,7 +37,7 @@ using tl::Tensor;
 template <class T>
 void ep_ll_send(tl::Ptr<bf16> x, tl::Ptr<int32_t> ids, tl::Ptr<int32_t> place, tl::Ptr<int32_t> counts,
                 tl::Ptr<int32_t> done, tl::Ptr<T> recv, tl::Ptr<float> scales, tl::Ptr<int32_t> src,
-                tl::Ptr<int32_t> counts_in, tl::Ptr<int32_t> words, tl::Int tokens, tl::Int H, tl::Int El,
+                tl::Ptr<int32_t> counts_in, tl::Ptr<int32_t> words, tl::Int tokens, tl::Int H, tl::Int El, tl::Int E,
                 tl::Int max_tokens, tl::Int call, tl::Const<int> TOPK, tl::Const<int> BH) {
   constexpr bool kF8 = std::is_same_v<T, f8e4m3>;
   if (kF8 && (BH < 128 || BH % 128 != 0))
@@ -77,23 +77,38 @@ void ep_ll_send(tl::Ptr<bf16> x, tl::Ptr<int32_t> ids, tl::Ptr<int32_t> place, t
             tl::store(dist::symm_at(scales, to[size_t(j)]) + row[size_t(j)] * kb + block, s, block < kb);
         });
     });
+    // Each slot counted done for its expert; the last of an expert's slots to be done (its
+    // count's, from moe_count) sends the count and the signal, for every program's rows (they
+    // released theirs before their adds; the last acquired them all).
+    auto counts_now = counts + half * E;
     for (int j = 0; j < TOPK; ++j) {
       tl::if_then(ok[size_t(j)], [&] { tl::store(dist::symm_at(src, to[size_t(j)]) + row[size_t(j)], t * TOPK + j); });
       auto e = tl::load(ids + t * TOPK + j);
-      tl::if_then(tl::load(place + t * TOPK + j) >= 0,
-                  [&] { tl::atomic_add(done + e, 1, {}, {"release", "sys"}); });  // (after our stores)
+      tl::if_then(tl::load(place + t * TOPK + j) >= 0, [&] {
+        auto need = tl::load(counts_now + e);
+        auto before = tl::atomic_add(done + e, 1, {}, {"acq_rel", "sys"});  // (after our stores)
+        tl::if_then(before == need - 1, [&] {
+          auto d = e / tl::maximum(El, 1);
+          auto word = (half * El + e % tl::maximum(El, 1)) * n + me;
+          tl::store(dist::symm_at(counts_in, d) + word, tl::minimum(need, max_tokens));
+          dist::notify(words + word, d, call);  // (release: the rows, their scales and sources, the count)
+          tl::atomic_xchg(done + e, 0, {}, {"relaxed", "gpu"});  // (for the next run: nobody adds to it now)
+        });
+      });
     }
   });
+  // Programs past the tokens: an expert each. One that none of our slots picked sends its count
+  // (0) and signal; every one zeroes its count of the other half, for the next run's moe_count
+  // (nothing here waits for another program: the grid's programs may start in any order).
   tl::if_then(pid >= tokens, [&] {
     auto e = pid - tokens;
-    auto need = tl::load(counts + e);
-    shmem::signal_wait_until(done + e, shmem::Cmp::ge, need);  // (our token programs', before us in the grid)
-    auto to = e / tl::maximum(El, 1);
-    auto word = (half * El + e % tl::maximum(El, 1)) * n + me;
-    tl::store(dist::symm_at(counts_in, to) + word, tl::minimum(need, max_tokens));
-    dist::notify(words + word, to, call);  // (release: the rows, their scales and sources, the count)
-    tl::atomic_xchg(done + e, 0, {}, {"relaxed", "gpu"});
-    tl::store(counts + e, 0);  // (for the next run's moe_count)
+    tl::if_then(tl::load(counts + half * E + e) == 0, [&] {
+      auto d = e / tl::maximum(El, 1);
+      auto word = (half * El + e % tl::maximum(El, 1)) * n + me;
+      tl::store(dist::symm_at(counts_in, d) + word, 0);
+      dist::notify(words + word, d, call);
+    });
+    tl::store(counts + (1 - half) * E + e, 0);
   });
 }
 
@@ -165,9 +180,9 @@ void ep_ll_sum(tl::Ptr<bf16> comb, tl::Ptr<int32_t> words, tl::Ptr<int32_t> plac
 }  // namespace
 
 const KernelDef& ep_ll_send_kernel(ir::DType rows) {
-  static const std::vector<std::string> params = {"x",      "ids",        "place",     "counts", "done",   "recv",
-                                                  "scales", "src",        "counts_in", "words",  "tokens", "H",
-                                                  "El",     "max_tokens", "call",      "TOPK",   "BH"};
+  static const std::vector<std::string> params = {"x",      "ids", "place",      "counts", "done",   "recv",
+                                                  "scales", "src", "counts_in",  "words",  "tokens", "H",
+                                                  "El",     "E",   "max_tokens", "call",   "TOPK",   "BH"};
   static const KernelDef bf16_def =
       KernelDef("ep_ll_send", ep_ll_send<bf16>, params, {{"TOPK", 2}, {"BH", 1024}}).do_not_specialize({"call"});
   static const KernelDef f8_def =
@@ -215,6 +230,7 @@ struct EpLowLatencyDispatch::State {
   int32_t calls = 0;
   int64_t tokens = 0;
   bool sent = false, received = false;  // the last run's
+  bool sum_pending = false;             // its combine's rows sent, not yet summed (recv_hook)
   void* recv = nullptr;                 // symmetric [2, rows, H] of dtype
   float* scales = nullptr;              // symmetric [2, rows, cdiv(H, 128)] (f8e4m3)
   int32_t* src = nullptr;               // symmetric [2, rows]: each row's slot at its source (token * topk + j)
@@ -267,7 +283,7 @@ EpLowLatencyDispatch::EpLowLatencyDispatch(const Target& target, int64_t max_tok
   s.counts_in = static_cast<int32_t*>(detail::symm_zeroed(target, 2 * groups * 4));
   s.words = static_cast<int32_t*>(detail::symm_zeroed(target, 2 * groups * 4));
   barrier_all();  // no rank signals before every rank has zeroed its words
-  s.counts = detail::Scratch<int32_t>(target, size_t(experts));
+  s.counts = detail::Scratch<int32_t>(target, 2 * size_t(experts));  // (a half a call: ep_ll_send zeroes the other)
   s.place = detail::Scratch<int32_t>(target, size_t(std::max<int64_t>(s.max_pairs, 1)));
   s.done = detail::Scratch<int32_t>(target, size_t(experts));
   s.recv_counts = detail::Scratch<int32_t>(target, groups);
@@ -288,17 +304,22 @@ void EpLowLatencyDispatch::run(const bf16* x, const int32_t* topk_ids, int64_t t
     throw Error("tiledist: ep_low_latency_dispatch: a null pointer among x and the top-k ids");
   if (s.hook && s.sent && !s.received)
     throw Error("tiledist: ep_low_latency_dispatch: run before the last run's receive() (Options::recv_hook)");
+  if (s.sum_pending)
+    throw Error(
+        "tiledist: ep_low_latency_dispatch: run before its combine's receive() of the last run "
+        "(Options::recv_hook: the sum would read rows the next run's may replace)");
   const int32_t call = ++s.calls;
   s.tokens = tokens;
   s.sent = s.received = false;
   const int pairs = static_cast<int>(tokens * s.topk);
   const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
-  detail::launch(s.count, on, Grid(std::max(1, (pairs + 1023) / 1024)), topk_ids, s.counts.data(), s.place.data(),
-                 pairs, static_cast<int>(s.E), pairs, static_cast<int>(s.E));
+  int32_t* counts = s.counts.data() + (call % 2) * s.E;
+  detail::launch(s.count, on, Grid(std::max(1, (pairs + 1023) / 1024)), topk_ids, counts, s.place.data(), pairs,
+                 static_cast<int>(s.E), pairs, static_cast<int>(s.E));
   auto send = [&](auto* recv) {
     detail::launch(s.send, on, Grid(tokens + s.E), x, topk_ids, s.place.data(), s.counts.data(), s.done.data(), recv,
                    s.scales, s.src, s.counts_in, s.words, static_cast<int>(tokens), static_cast<int>(s.H),
-                   static_cast<int>(s.El), static_cast<int>(s.max_tokens), call);
+                   static_cast<int>(s.El), static_cast<int>(s.E), static_cast<int>(s.max_tokens), call);
   };
   if (s.dtype == ir::DType::f8e4m3)
     send(static_cast<f8e4m3*>(s.recv));
@@ -387,6 +408,7 @@ void EpLowLatencyCombine::run(const bf16* y, const float* topk_weights, bf16* ou
                  static_cast<const int32_t*>(d.recv_counts.data()), s.comb, s.words, static_cast<int>(d.El),
                  static_cast<int>(s.H), static_cast<int>(d.max_tokens), static_cast<int>(d.max_pairs), d.calls);
   s.sent = d.calls, s.weights = topk_weights, s.out = out;
+  s.d->sum_pending = true;
   if (on) s.streams.leave(*on, stream);
   if (!d.hook) receive(stream);
 }
@@ -404,6 +426,7 @@ void EpLowLatencyCombine::receive(const runtime::Stream* stream) {
                  tokens, static_cast<int>(s.H), static_cast<int>(d.E), static_cast<int>(d.max_tokens),
                  static_cast<int>(d.max_pairs), d.calls);
   s.summed = s.sent;
+  s.d->sum_pending = false;
   if (on) s.streams.leave(*on, stream);
 }
 

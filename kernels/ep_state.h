@@ -15,7 +15,7 @@ namespace detail {
 /// last) sets flags[rank] = call on every rank, then waits until every rank's has reached it.
 inline void signal_and_wait_all(tl::Ptr<int32_t> sent, tl::Ptr<int32_t> flags, tl::Int call) {
   auto n = dist::num_ranks(), me = dist::rank();
-  auto done = tl::atomic_add(sent, 1, {}, {"acq_rel", "gpu"});  // (after this program's stores)
+  auto done = tl::atomic_add(sent, 1, {}, {"acq_rel", "sys"});  // (after this program's stores, to peers too)
   tl::if_then(done == tl::num_programs(0) - 1, [&] {
     tl::atomic_xchg(sent, 0, {}, {"relaxed", "gpu"});
     tl::for_range(0, n, 1, [&](tl::Tensor i) { dist::notify(flags + me, (me + 1 + i) % n, call); });

@@ -172,7 +172,7 @@ void check_ep(const Target& target, int64_t base, int64_t H, int64_t E, int k, i
       int64_t last_rank = 0;
       for (; row < offs[size_t(le)]; ++row) {
         const int64_t from = src[size_t(row)] / max_pairs, slot = src[size_t(row)] % max_pairs;
-        ASSERT_TRUE(from >= 0 && from < n && slot < T[size_t(from)] * k)
+        ASSERT_TRUE(src[size_t(row)] >= 0 && from < n && slot < T[size_t(from)] * k)
             << "row " << row << ": source " << src[size_t(row)];
         ASSERT_EQ(ids[size_t(from)][size_t(slot)], me * El + le)
             << "row " << row << " from rank " << from << " slot " << slot;

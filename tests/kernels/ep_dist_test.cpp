@@ -75,6 +75,20 @@ TEST(Ep, BadArguments) {
   EXPECT_EQ(dispatch.recv_counts(), (std::vector<int64_t>{0, 1}));
   combine.run(dispatch.recv(), weights.data(), out.data());
   EXPECT_EQ(float(out[5]), 1.0f);
+  expect(test_util::error_of([&] { combine.run(dispatch.recv(), weights.data(), out.data()); }),
+         "a second run for one run of its EpDispatch");
+  // The low-latency pair with the receive hook: the next dispatch waits for the combine's receive.
+  kernels::EpLowLatencyDispatch ll(host, 8, 16, int64_t{2} * n, 1, {ir::DType::bf16, 64, true});
+  kernels::EpLowLatencyCombine back(ll);
+  ll.run(x.data(), ids.data(), 1);
+  expect(test_util::error_of([&] { ll.run(x.data(), ids.data(), 1); }), "run before the last run's receive()");
+  ll.receive();
+  back.run(static_cast<const bf16*>(ll.recv()), weights.data(), out.data());
+  expect(test_util::error_of([&] { ll.run(x.data(), ids.data(), 1); }), "run before its combine's receive()");
+  back.receive();
+  EXPECT_EQ(float(out[5]), 1.0f);
+  expect(test_util::error_of([&] { kernels::EpLowLatencyDispatch(host, 8, 16, n, 1, {ir::DType::f32, 64, false}); }),
+         "rows of f32");
 }
 
 }  // namespace
