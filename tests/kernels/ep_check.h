@@ -65,6 +65,23 @@ inline std::vector<float> random_weights(uint32_t seed, size_t n) {
   return v;
 }
 
+/// Every rank's inputs of call `call` (each rank draws all ranks' from their seeds): token
+/// counts, rows ([T, H] bf16), top-k ids.
+struct Inputs {
+  std::vector<int64_t> T;
+  std::vector<std::vector<bf16>> xs;
+  std::vector<std::vector<int32_t>> ids;
+};
+inline Inputs every_rank(int n, int64_t base, int64_t max_tokens, int64_t H, int64_t E, int64_t El, int k, int call) {
+  Inputs in;
+  for (int r = 0; r < n; ++r) {
+    in.T.push_back(std::min(max_tokens, tokens_of(r, base, call)));
+    in.xs.push_back(random_bf16(uint32_t(r * 131 + call), size_t(in.T.back() * H)));
+    in.ids.push_back(ep_ids(r, in.T.back(), E, El, n, k, call));
+  }
+  return in;
+}
+
 /// out ([tokens, N] bf16) against the host's: each token's kept slots' scores times its row,
 /// the rows as they came (x; f8: within e4m3's steps, 2^-4 of the value and 2^-9 of the block's
 /// scale) or through each expert's weights (gemm: bf16(x @ W[e]^T), W from weights_of(rank)
@@ -141,14 +158,7 @@ void check_ep(const Target& target, int64_t base, int64_t H, int64_t E, int k, i
   auto y = Memory<bf16>::make(std::vector<bf16>(size_t(std::max<int64_t>(dispatch.recv_capacity(), 1) * N)));
   for (int call = 1; call <= calls; ++call) {
     SCOPED_TRACE(str_cat("call ", call));
-    std::vector<int64_t> T(static_cast<size_t>(n));
-    std::vector<std::vector<bf16>> xs(static_cast<size_t>(n));
-    std::vector<std::vector<int32_t>> ids(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r) {
-      T[size_t(r)] = std::min(max_tokens, tokens_of(r, base, call));
-      xs[size_t(r)] = random_bf16(uint32_t(r * 131 + call), size_t(T[size_t(r)] * H));
-      ids[size_t(r)] = ep_ids(r, T[size_t(r)], E, El, n, k, call);
-    }
+    const auto [T, xs, ids] = every_rank(n, base, max_tokens, H, E, El, k, call);
     const int64_t tokens = T[size_t(me)];
     auto x = Memory<bf16>::make(xs[size_t(me)]);
     auto id = Memory<int32_t>::make(ids[size_t(me)]);
@@ -229,14 +239,7 @@ void check_ep_ll(const Target& target, int64_t base, int64_t H, int64_t E, int k
   auto y = Memory<bf16>::make(std::vector<bf16>(size_t(std::max<int64_t>(rows, 1) * N)));
   for (int call = 1; call <= calls; ++call) {
     SCOPED_TRACE(str_cat("call ", call));
-    std::vector<int64_t> T(static_cast<size_t>(n));
-    std::vector<std::vector<bf16>> xs(static_cast<size_t>(n));
-    std::vector<std::vector<int32_t>> ids(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r) {
-      T[size_t(r)] = std::min(max_tokens, tokens_of(r, base, call));
-      xs[size_t(r)] = random_bf16(uint32_t(r * 131 + call), size_t(T[size_t(r)] * H));
-      ids[size_t(r)] = ep_ids(r, T[size_t(r)], E, El, n, k, call);
-    }
+    const auto [T, xs, ids] = every_rank(n, base, max_tokens, H, E, El, k, call);
     const int64_t tokens = T[size_t(me)];
     auto x = Memory<bf16>::make(xs[size_t(me)]);
     auto id = Memory<int32_t>::make(ids[size_t(me)]);
