@@ -13,6 +13,7 @@
 // alone). On one rank (no peers) a last row times the low-latency dispatch's quantize-and-pack
 // against a device-to-device copy: bytes read and written a microsecond, ours over the copy's.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <numeric>
 #include <random>
@@ -116,7 +117,7 @@ std::pair<double, double> time_nccl(const std::string& python, const std::string
   return {d, c};
 }
 
-std::string us(double ms) { return ms < 0 ? "-" : str_cat(int64_t(ms * 1000 + 0.5)); }
+std::string us(double ms) { return ms < 0 ? "-" : str_cat(std::lround(ms * 1000)); }
 std::string ratio(double theirs, double ours) {
   if (theirs < 0 || ours <= 0) return "-";
   char b[32];
@@ -130,17 +131,18 @@ void pack(const Target& target, int reps) {
   const int k = 2;
   const Shape m{"pack", int(T), int(H), int(E), k, true, ir::DType::f8e4m3};
   const Times t = time_ours(target, m, reps);
-  const double written = double(T) * k * (H + 4.0 * ((H + 127) / 128)), read = double(T) * H * 2;
+  const double written = double(T) * k * (double(H) + 4.0 * double((H + 127) / 128)), read = double(T) * H * 2;
   const size_t bytes = size_t(written);
   void* a = cuda::malloc(bytes);
   void* b = cuda::malloc(bytes);
   const double copy = timed([&] { runtime::copy_async(b, a, bytes, runtime::Stream::legacy()); }, reps);
   cuda::free(a), cuda::free(b);
   const double ours_bw = (read + written) / (t.dispatch * 1e-3) / 1e9, copy_bw = 2.0 * written / (copy * 1e-3) / 1e9;
-  std::printf("\nquantize-and-pack (low-latency f8 dispatch, one rank, %lld tokens, hidden %lld, top-%d of %lld): "
-              "%.1f us, %.0f GB/s read+written; device copy of the %.0f MB written: %.1f us, %.0f GB/s; ratio %.2f\n",
-              (long long)T, (long long)H, k, (long long)E, t.dispatch * 1e3, ours_bw, written / 1e6, copy * 1e3,
-              copy_bw, ours_bw / copy_bw);
+  std::printf(
+      "\nquantize-and-pack (low-latency f8 dispatch, one rank, %lld tokens, hidden %lld, top-%d of %lld): "
+      "%.1f us, %.0f GB/s read+written; device copy of the %.0f MB written: %.1f us, %.0f GB/s; ratio %.2f\n",
+      (long long)T, (long long)H, k, (long long)E, t.dispatch * 1e3, ours_bw, written / 1e6, copy * 1e3, copy_bw,
+      ours_bw / copy_bw);
 }
 
 }  // namespace

@@ -64,7 +64,7 @@ int run(const std::string& mode) {
     // Rank 1 makes the dispatch object but never runs it: rank 0's receive gives up on rank 1's
     // word (word g = local expert * ranks + source of its signal words: word 1, from rank 1).
     kernels::EpLowLatencyDispatch dispatch(Target::host(), 4, 16, 2, 1, {ir::DType::bf16, 64, false});
-    std::vector<bf16> x(size_t{4 * 16}, bf16(1.0f));
+    std::vector<bf16> x(size_t{64}, bf16(1.0f));  // (4 tokens of 16)
     std::vector<int32_t> ids = {0, 1, 0, 1};
     if (rank() == 0)
       dispatch.run(x.data(), ids.data(), 4);
