@@ -69,7 +69,8 @@ class EpDispatch {
  public:
   struct Options {
     /// Rows recv() holds; 0: as many as any run can send here (ranks * max_tokens * min(topk,
-    /// El)). A smaller capacity takes less memory; a run past it throws.
+    /// El), where each token's k experts differ: a token that names an expert twice sends it
+    /// two rows). A smaller capacity takes less memory; a run past it throws.
     int64_t recv_capacity = 0;
   };
   EpDispatch(const Target& target, int64_t max_tokens, int64_t hidden, int64_t experts, int topk, Options options);
