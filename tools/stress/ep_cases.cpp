@@ -156,6 +156,10 @@ class EpLowLatencySubject : public Subject {
     const runtime::Stream* stream = job.pick_stream();
     dispatch_.run(x->ptr(), ids->ptr(), T, stream);
     if (hook_) dispatch_.receive(stream);
+    if (job.chance(0.2)) {  // (no combine: the next dispatch goes on without it, a half later)
+      job.after(str_cat(name(), ": run ", runs_), [x, ids] { return std::string(); });
+      return;
+    }
     combine_.run(static_cast<const bf16*>(dispatch_.recv()), scores->ptr(), out->ptr(), stream);
     if (hook_) combine_.receive(stream);
     job.after(str_cat(name(), ": run ", runs_), [&job, x, ids, scores, out, seed, T, H, k, me] {
