@@ -148,6 +148,7 @@ TEST(GpuKernels, EpLowLatency) {
   testing_ep::check_ep_ll<DeviceMemory>(Target::cuda(), 11, 300, 2 * n, 1, f8);
   testing_ep::check_ep_ll<DeviceMemory>(Target::cuda(), 70, 256, 2 * n, 2, b16, 128);
   testing_ep::check_ep_ll<DeviceMemory>(Target::cuda(), 40, 512, 4 * n, 4, f8, 0, 3, true, &stream);
+  testing_ep::check_ep_ll<DeviceMemory>(Target::cuda(), 70, 512, 2 * n, 2, f8, 256, 2);  // (the blockwise f8 GEMM)
   testing_ep::check_ep_ll<DeviceMemory>(Target::cuda(), 128, 7168, 32 * n, 8, f8, 0, 3, true, &stream);
 }
 TEST(GpuKernels, MoeReduce) {

@@ -85,13 +85,15 @@ inline Inputs every_rank(int n, int64_t base, int64_t max_tokens, int64_t H, int
 /// out ([tokens, N] bf16) against the host's: each token's kept slots' scores times its row,
 /// the rows as they came (x; f8: within e4m3's steps, 2^-4 of the value and 2^-9 of the block's
 /// scale) or through each expert's weights (gemm: bf16(x @ W[e]^T), W from weights_of(rank)
-/// [El, N, H]), within 2^-8 of the sum plus tol of the terms' magnitudes (the f32 sums', the
-/// GEMM's f32 accumulation and its bf16 rounding), and in norm.
+/// [El, N, H]: the values the kernels compute with, as x's for a GEMM of f8 rows), within 2^-8
+/// of the sum plus tol of the terms' magnitudes (the f32 sums', the GEMM's f32 accumulation and
+/// its bf16 rounding), and in norm. `xm`: our tokens' rows as floats.
 template <class WeightsOf>
-void expect_combined(const std::vector<bf16>& got, const bf16* xm, const std::vector<int32_t>& ids,
+void expect_combined(const std::vector<bf16>& got, const float* xm, const std::vector<int32_t>& ids,
                      const std::vector<float>& weights, int64_t tokens, int64_t H, int64_t N, int k, int64_t El, int n,
                      bool gemm, bool f8, WeightsOf weights_of) {
-  std::vector<std::vector<bf16>> ws(static_cast<size_t>(n));  // (the weights of each rank our tokens went to)
+  f8 = f8 && !gemm;  // (through a GEMM: its inputs are the quantized values themselves)
+  std::vector<std::vector<float>> ws(static_cast<size_t>(n));  // (the weights of each rank our tokens went to)
   if (gemm)
     for (int32_t e : ids)
       if (e >= 0 && ws[size_t(e / El)].empty()) ws[size_t(e / El)] = weights_of(e / El);
@@ -107,7 +109,7 @@ void expect_combined(const std::vector<bf16>& got, const bf16* xm, const std::ve
         const double wj = weights[size_t(t * k + j)];
         double v = 0, mag = 0;
         if (gemm) {
-          const bf16* wr = ws[size_t(e / El)].data() + ((e % El) * N + c) * H;
+          const float* wr = ws[size_t(e / El)].data() + ((e % El) * N + c) * H;
           for (int64_t h = 0; h < H; ++h) {
             v += double(float(xm[t * H + h])) * double(float(wr[h]));
             mag += std::fabs(double(float(xm[t * H + h])) * double(float(wr[h])));
@@ -207,8 +209,12 @@ void check_ep(const Target& target, int64_t base, int64_t H, int64_t E, int k, i
     if (stream) stream->synchronize();
     auto got = out.get();
     // The host's: sum over the token's kept slots of weight * (its row, or bf16(x @ W[e]^T)).
-    expect_combined(got, xs[size_t(me)].data(), ids[size_t(me)], weights, tokens, H, N, k, El, n, gemm != nullptr,
-                    false, weights_of);
+    const std::vector<float> mine(xs[size_t(me)].begin(), xs[size_t(me)].end());
+    expect_combined(got, mine.data(), ids[size_t(me)], weights, tokens, H, N, k, El, n, gemm != nullptr, false,
+                    [&](int64_t d) {
+                      const std::vector<bf16> w16 = weights_of(d);
+                      return std::vector<float>(w16.begin(), w16.end());
+                    });
   }
 }
 
@@ -230,12 +236,30 @@ void check_ep_ll(const Target& target, int64_t base, int64_t H, int64_t E, int k
   kernels::EpLowLatencyDispatch dispatch(target, max_tokens, H, E, k, {dtype, 64, hook});
   const int64_t N = gemm_n > 0 ? gemm_n : H, rows = dispatch.rows();
   kernels::EpLowLatencyCombine combine(dispatch, N);
-  auto weights_of = [&](int64_t d) {
-    return random_bf16(uint32_t(900 + d), size_t(El * N * H), 1.0f / std::sqrt(float(H)));
+  // Each rank's experts' weights ([El, N, H]): bf16, or (f8 rows) e4m3 with a scale per 128 x
+  // 128 block, as the values they stand for, and their codes and scales.
+  auto weights_of = [&](int64_t d, std::vector<f8e4m3>* codes = nullptr, std::vector<float>* scales = nullptr) {
+    std::vector<bf16> w16 = random_bf16(uint32_t(900 + d), size_t(El * N * H), 1.0f / std::sqrt(float(H)));
+    std::vector<float> w(w16.begin(), w16.end());
+    if (f8) {
+      std::vector<f8e4m3> c;
+      std::vector<float> sc;
+      w = reference::spread_blocks(std::move(w), El, N, H);
+      reference::quantize_f8_experts(w, El, N, H, codes ? *codes : c, scales ? *scales : sc);
+    }
+    return w;
   };
-  auto w = Memory<bf16>::make(gemm_n > 0 ? weights_of(me) : std::vector<bf16>(1));
+  std::vector<f8e4m3> w_codes;
+  std::vector<float> w_scales;
+  const std::vector<float> w_mine = gemm_n > 0 ? weights_of(me, &w_codes, &w_scales) : std::vector<float>(1);
+  auto w = Memory<bf16>::make(std::vector<bf16>(w_mine.begin(), w_mine.end()));
+  auto w8 = Memory<f8e4m3>::make(f8 && gemm_n > 0 ? w_codes : std::vector<f8e4m3>(1));
+  auto w8_scales = Memory<float>::make(f8 && gemm_n > 0 ? w_scales : std::vector<float>(1));
   std::unique_ptr<kernels::GroupedGemm> gemm;
-  if (gemm_n > 0) gemm = std::make_unique<kernels::GroupedGemm>(target, rows, N, H, El);
+  if (gemm_n > 0)
+    gemm = f8 ? std::make_unique<kernels::GroupedGemm>(target, rows, N, H, El, ir::DType::f8e4m3,
+                                                       kernels::GroupedGemm::Scaling::blockwise)
+              : std::make_unique<kernels::GroupedGemm>(target, rows, N, H, El);
   auto y = Memory<bf16>::make(std::vector<bf16>(size_t(std::max<int64_t>(rows, 1) * N)));
   for (int call = 1; call <= calls; ++call) {
     SCOPED_TRACE(str_cat("call ", call));
@@ -303,9 +327,13 @@ void check_ep_ll(const Target& target, int64_t base, int64_t H, int64_t E, int k
     // Back.
     const bf16* rows_back = nullptr;
     auto y_in = Memory<bf16>::make(back);
-    if (gemm) {
-      gemm->run(static_cast<const bf16*>(dispatch.recv()), w.ptr(), y.ptr(),
-                kernels::GroupedGemm::Table{dispatch.tiles(), dispatch.slots(), dispatch.block_rows()}, stream);
+    const kernels::GroupedGemm::Table table{dispatch.tiles(), dispatch.slots(), dispatch.block_rows()};
+    if (gemm && f8) {  // (the blockwise f8 GEMM over the rows' codes and scales as they came)
+      gemm->run(static_cast<const f8e4m3*>(dispatch.recv()), w8.ptr(), y.ptr(), dispatch.recv_scales(), w8_scales.ptr(),
+                table, stream);
+      rows_back = y.ptr();
+    } else if (gemm) {
+      gemm->run(static_cast<const bf16*>(dispatch.recv()), w.ptr(), y.ptr(), table, stream);
       rows_back = y.ptr();
     } else {
       rows_back = f8 ? y_in.ptr() : static_cast<const bf16*>(dispatch.recv());
@@ -317,8 +345,11 @@ void check_ep_ll(const Target& target, int64_t base, int64_t H, int64_t E, int k
     if (hook) combine.receive(stream);
     if (stream) stream->synchronize();
     const std::vector<bf16> got = out.get();
-    expect_combined(got, xs[size_t(me)].data(), ids[size_t(me)], weights, tokens, H, N, k, El, n, gemm != nullptr, f8,
-                    weights_of);
+    std::vector<float> mine(xs[size_t(me)].begin(), xs[size_t(me)].end());
+    if (gemm && f8)  // (the values the f8 GEMM multiplies: each token quantized per 128 channels)
+      for (int64_t t = 0; t < tokens; ++t) reference::quantize_f8_blocks(&mine[size_t(t * H)], H);
+    expect_combined(got, mine.data(), ids[size_t(me)], weights, tokens, H, N, k, El, n, gemm != nullptr, f8,
+                    [&](int64_t d) { return weights_of(d); });
   }
 }
 
