@@ -3,6 +3,8 @@
 // (tests/kernels/ep_check.h, shared with the GPU test).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tests/jit/error_of.h"
 #include "tests/kernels/ep_check.h"
 #include "tiledist.h"
@@ -69,6 +71,9 @@ TEST(Ep, BadArguments) {
   expect(test_util::error_of([&] { dispatch.run(nullptr, ids.data(), 8); }), "a null pointer");
   expect(test_util::error_of([&] { dispatch.run(x.data(), ids.data(), 8); }),
          str_cat("rank 0 would receive ", 8 * n, " rows for its experts, past the receive capacity of 4 rows"));
+  barrier_all();  // (every rank has thrown: had any sent, its rows would be here)
+  EXPECT_TRUE(std::all_of(dispatch.recv(), dispatch.recv() + 4 * 16, [](bf16 v) { return float(v) == 0.0f; }))
+      << "rows written by a run that threw";
   expect(test_util::error_of([&] { combine.run(x.data(), weights.data(), out.data()); }),
          "its EpDispatch's last run threw");
   ids.assign(8, 2 * me + 1);  // (then each rank's token to its own second expert: a row each)
