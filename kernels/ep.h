@@ -38,8 +38,8 @@ const KernelDef& ep_dispatch_kernel();
 ///   max_pairs, call; constant BH.
 /// - ep_combine_sum (programs {tokens, cdiv(H, BH)}): out[t, :] (bf16) = the sum over j < TOPK,
 ///   in order, of weights[t, j] * comb[t * TOPK + j, :] (f32), the slots whose place is -1
-///   (dropped) left out (kernels/ep_sum.h). Parameters: comb, place, weights, out, tokens, H;
-///   constants TOPK, BH.
+///   (dropped) left out (kernels/ep_sum.h). Parameters: comb, place, weights, out, H; constants
+///   TOPK, BH.
 const KernelDef& ep_combine_kernel();
 const KernelDef& ep_combine_sum_kernel();
 

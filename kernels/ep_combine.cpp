@@ -33,9 +33,8 @@ void ep_combine(tl::Ptr<bf16> y, tl::Ptr<int32_t> recv_src, tl::Ptr<bf16> comb, 
   detail::signal_and_wait_all(sent, flags, call);
 }
 
-void ep_combine_sum(tl::Ptr<bf16> comb, tl::Ptr<int32_t> place, tl::Ptr<float> weights, tl::Ptr<bf16> out,
-                    tl::Int tokens, tl::Int H, tl::Const<int> TOPK, tl::Const<int> BH) {
-  (void)tokens;  // (a program per token: the grid's rows)
+void ep_combine_sum(tl::Ptr<bf16> comb, tl::Ptr<int32_t> place, tl::Ptr<float> weights, tl::Ptr<bf16> out, tl::Int H,
+                    tl::Const<int> TOPK, tl::Const<int> BH) {
   auto h = tl::program_id(1) * BH + tl::arange(0, BH);
   detail::sum_slots(comb, place, weights, out, tl::program_id(0), h, H, tl::scalar(INT32_MAX, tl::int32), TOPK);
 }
@@ -49,8 +48,7 @@ const KernelDef& ep_combine_kernel() {
   return def;
 }
 const KernelDef& ep_combine_sum_kernel() {
-  static const KernelDef def("ep_combine_sum", ep_combine_sum,
-                             {"comb", "place", "weights", "out", "tokens", "H", "TOPK", "BH"},
+  static const KernelDef def("ep_combine_sum", ep_combine_sum, {"comb", "place", "weights", "out", "H", "TOPK", "BH"},
                              {{"TOPK", 2}, {"BH", 1024}});
   return def;
 }
@@ -106,7 +104,7 @@ void EpCombine::run(const bf16* y, const float* topk_weights, bf16* out, const r
                  static_cast<int>(s.H), static_cast<int>(d.max_pairs), d.calls);
   if (tokens > 0)
     detail::launch(s.sum, on, Grid{tokens, static_cast<int>((s.H + s.bh - 1) / s.bh)}, static_cast<const bf16*>(s.comb),
-                   static_cast<const int32_t*>(d.place.data()), topk_weights, out, tokens, static_cast<int>(s.H));
+                   static_cast<const int32_t*>(d.place.data()), topk_weights, out, static_cast<int>(s.H));
   s.combined = d.calls;
   if (on) s.streams.leave(*on, stream);
 }

@@ -63,6 +63,22 @@ std::string check_sum(const std::vector<bf16>& got, const std::vector<bf16>& xs,
   return std::string();
 }
 
+/// Queues the check of a run whose rows came back summed into `out`: check_sum against our
+/// inputs drawn again from `seed` (x: seed + rank, scores: seed + 200 + rank); the inputs'
+/// buffers held until then (the run reads them on its stream).
+void check_back(Job& job, const std::string& what, const std::shared_ptr<Mem<bf16>>& x,
+                const std::shared_ptr<Mem<int32_t>>& ids, const std::shared_ptr<Mem<float>>& scores,
+                const std::shared_ptr<Mem<bf16>>& out, uint64_t seed, int64_t T, int64_t H, int k) {
+  const int me = job.me();
+  job.after(what, [&job, x, ids, scores, out, seed, T, H, k, me] {
+    std::vector<bf16> got = out->get();
+    got.resize(size_t(T * H));
+    job.tamper(got);
+    return check_sum(got, random_values<bf16>(seed + me, size_t(T * H)), ids->get(),
+                     random_values<float>(seed + 200 + me, size_t(T * k)), T, H, k);
+  });
+}
+
 class EpSubject : public Subject {
  public:
   EpSubject(Job& job, int id, int64_t max_tokens, int64_t hidden, int64_t per_rank, int k)
@@ -107,13 +123,7 @@ class EpSubject : public Subject {
     auto scores = mem(job, random_values<float>(seed + 200 + me, size_t(T * k)));
     auto out = mem(job, poison<bf16>(size_t(std::max<int64_t>(T, 1) * H)));
     combine_.run(dispatch_.recv(), scores->ptr(), out->ptr(), stream);
-    job.after(str_cat(name(), ": run ", runs_), [&job, x, ids, scores, out, seed, T, H, k, me] {
-      std::vector<bf16> got = out->get();
-      got.resize(size_t(T * H));
-      job.tamper(got);
-      return check_sum(got, random_values<bf16>(seed + me, size_t(T * H)), ids->get(),
-                       random_values<float>(seed + 200 + me, size_t(T * k)), T, H, k);
-    });
+    check_back(job, str_cat(name(), ": run ", runs_), x, ids, scores, out, seed, T, H, k);
   }
 
  private:
@@ -162,13 +172,7 @@ class EpLowLatencySubject : public Subject {
     }
     combine_.run(static_cast<const bf16*>(dispatch_.recv()), scores->ptr(), out->ptr(), stream);
     if (hook_) combine_.receive(stream);
-    job.after(str_cat(name(), ": run ", runs_), [&job, x, ids, scores, out, seed, T, H, k, me] {
-      std::vector<bf16> got = out->get();
-      got.resize(size_t(T * H));
-      job.tamper(got);
-      return check_sum(got, random_values<bf16>(seed + me, size_t(T * H)), ids->get(),
-                       random_values<float>(seed + 200 + me, size_t(T * k)), T, H, k);
-    });
+    check_back(job, str_cat(name(), ": run ", runs_), x, ids, scores, out, seed, T, H, k);
   }
 
  private:
