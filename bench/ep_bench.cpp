@@ -2,7 +2,8 @@
 // same bytes (PyTorch's all_to_all_single: bench/ep_baseline.py, a process beside each rank, run
 // where PyTorch's python is found: $TILEDIST_TORCH_PYTHON, default /opt/torch/.venv/bin/python).
 //
-//   tiledist-run -n N ep_bench [reps]
+//   tiledist-run -n N ep_bench [reps] [pack | WORD]   (the quantize-and-pack row alone, or the
+//                                                      rows whose names hold WORD)
 //
 // Rows: the seed's low-latency shape (128 tokens a rank, hidden 7168, top-8 of 256 experts;
 // f8e4m3 rows with their scales, then bf16), and the normal mode at 128 and at 4096 tokens a
@@ -17,6 +18,7 @@
 #include <cstdio>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "bench/timing.h"
 #include "kernels/ep.h"
@@ -125,12 +127,33 @@ std::string ratio(double theirs, double ours) {
   return b;
 }
 
-/// One rank: the low-latency f8 dispatch's quantize-and-pack against a device copy.
+/// One rank: the low-latency f8 dispatch's quantize-and-pack against a device copy: the whole
+/// dispatch (count, send, receive), and its run() alone with the receive hook (the count and the
+/// send, which reads each row once and writes its slots' codes and scales; the receive after the
+/// timer).
 void pack(const Target& target, int reps) {
   const int64_t T = 4096, H = 7168, E = 8;
   const int k = 2;
   const Shape m{"pack", int(T), int(H), int(E), k, true, ir::DType::f8e4m3};
   const Times t = time_ours(target, m, reps);
+  double sent = 0;
+  {
+    cuda::Buffer<bf16> x(std::vector<bf16>(size_t(T * H), bf16(0.5f)));
+    cuda::Buffer<int32_t> ids(uniform_ids(1234, T, E, k));
+    kernels::EpLowLatencyDispatch d(target, T, H, E, k, {ir::DType::f8e4m3, 64, true});
+    runtime::Timer timer;
+    std::vector<double> times;
+    for (int i = 0; i < reps + 3; ++i) {
+      barrier_all();
+      timer.start();
+      d.run(x.data(), ids.data(), T);
+      const double ms = timer.stop();
+      d.receive();
+      if (i >= 3) times.push_back(ms);
+    }
+    std::sort(times.begin(), times.end());
+    sent = times[times.size() / 2];
+  }
   const int64_t scale_blocks = (H + 127) / 128;  // (a f32 scale per 128 channels a row)
   const double written = double(T) * k * double(H + 4 * scale_blocks), read = double(T) * H * 2;
   const size_t bytes = size_t(written);
@@ -138,12 +161,15 @@ void pack(const Target& target, int reps) {
   void* b = cuda::malloc(bytes);
   const double copy = timed([&] { runtime::copy_async(b, a, bytes, runtime::Stream::legacy()); }, reps);
   cuda::free(a), cuda::free(b);
-  const double ours_bw = (read + written) / (t.dispatch * 1e-3) / 1e9, copy_bw = 2.0 * written / (copy * 1e-3) / 1e9;
+  auto bw = [&](double ms) { return (read + written) / (ms * 1e-3) / 1e9; };
+  const double copy_bw = 2.0 * written / (copy * 1e-3) / 1e9;
   std::printf(
-      "\nquantize-and-pack (low-latency f8 dispatch, one rank, %lld tokens, hidden %lld, top-%d of %lld): "
-      "%.1f us, %.0f GB/s read+written; device copy of the %.0f MB written: %.1f us, %.0f GB/s; ratio %.2f\n",
-      (long long)T, (long long)H, k, (long long)E, t.dispatch * 1e3, ours_bw, written / 1e6, copy * 1e3, copy_bw,
-      ours_bw / copy_bw);
+      "\nquantize-and-pack (low-latency f8 dispatch, one rank, %lld tokens, hidden %lld, top-%d of %lld; %.0f MB "
+      "read, %.0f MB written): device copy of the bytes written %.1f us, %.0f GB/s read+written\n"
+      "  dispatch (count, send, receive) %.1f us, %.0f GB/s, ratio %.2f; count and send alone %.1f us, %.0f GB/s, "
+      "ratio %.2f\n",
+      (long long)T, (long long)H, k, (long long)E, read / 1e6, written / 1e6, copy * 1e3, copy_bw, t.dispatch * 1e3,
+      bw(t.dispatch), bw(t.dispatch) / copy_bw, sent * 1e3, bw(sent), bw(sent) / copy_bw);
 }
 
 }  // namespace
@@ -154,6 +180,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   const int reps = argc > 1 ? std::atoi(argv[1]) : 50;
+  // (for a profiler: `pack`, the quantize-and-pack row alone, or the rows whose names hold the word)
+  const std::string only = argc > 2 ? argv[2] : "";
   const int n = world_size(), me = rank();
   const auto& dev = cuda::device();
   auto [python, script] = bench::find_torch(argv[0], "TILEDIST_EP_BASELINE", "ep_baseline.py");
@@ -172,7 +200,7 @@ int main(int argc, char** argv) {
                            Shape{"low latency, bf16", 128, 7168, 256, 8, true, b16},
                            Shape{"normal, bf16", 128, 7168, 256, 8, false, b16},
                            Shape{"normal, bf16 (prefill)", 4096, 7168, 256, 8, false, b16}}) {
-      if (m.E % n != 0) continue;
+      if (m.E % n != 0 || only == "pack" || std::string(m.name).find(only) == std::string::npos) continue;
       const Times t = time_ours(target, m, reps);
       const auto [nd, nc] = time_nccl(python, script, m, reps, ++port);
       const double combine = t.both - t.dispatch;
@@ -182,7 +210,7 @@ int main(int argc, char** argv) {
                     us(nc).c_str(), us(nd < 0 ? -1 : nd + nc).c_str(), ratio(nd, t.dispatch).c_str(),
                     ratio(nc, combine).c_str(), ratio(nd < 0 ? -1 : nd + nc, t.both).c_str());
     }
-    if (n == 1) pack(target, reps);
+    if (n == 1 && (only.empty() || only == "pack")) pack(target, reps);
   } catch (const Error& e) {
     std::fprintf(stderr, "ep_bench: %s\n", e.what());
     return 1;

@@ -77,25 +77,33 @@ void ep_ll_send(tl::Ptr<bf16> x, tl::Ptr<int32_t> ids, tl::Ptr<int32_t> place, t
             tl::store(dist::symm_at(scales, to[size_t(j)]) + row[size_t(j)] * kb + block, s, block < kb);
         });
     });
-    // Each slot counted done for its expert; the last of an expert's slots to be done (its
-    // count's, from moe_count) sends the count and the signal, for every program's rows (they
-    // released theirs before their adds; the last acquired them all).
-    auto counts_now = counts + half * E;
-    for (int j = 0; j < TOPK; ++j) {
+    // Each slot counted done for its expert, the token's slots at once (one atomic of a [TP]
+    // tile: its release of our stores is one round, not one a slot); the last of an expert's
+    // slots to be done (its count's, from moe_count) sends the count and the signal, for every
+    // program's rows (they released theirs before their adds; the last acquired them all).
+    for (int j = 0; j < TOPK; ++j)
       tl::if_then(ok[size_t(j)], [&] { tl::store(dist::symm_at(src, to[size_t(j)]) + row[size_t(j)], t * TOPK + j); });
-      auto e = tl::load(ids + t * TOPK + j);
-      tl::if_then(tl::load(place + t * TOPK + j) >= 0, [&] {
-        auto need = tl::load(counts_now + e);
-        auto before = tl::atomic_add(done + e, 1, {}, {"acq_rel", "sys"});  // (after our stores)
-        tl::if_then(before == need - 1, [&] {
+    int tp = 1;
+    while (tp < TOPK) tp *= 2;
+    auto jj = tl::arange(0, tp);
+    auto slot = t * TOPK + jj;
+    auto e_all = tl::load(ids + slot, jj < TOPK, 0);
+    auto counted = (jj < TOPK) & (tl::load(place + slot, jj < TOPK, -1) >= 0);
+    auto counts_now = counts + half * E;
+    auto need = tl::load(counts_now + e_all, counted, 0);
+    auto before = tl::atomic_add(done + e_all, 1, counted, {"acq_rel", "sys"});  // (after our stores)
+    auto last = tl::where(counted & (before == need - 1), 1, 0);
+    tl::if_then(tl::max(last, 0) > 0, [&] {  // (rare: a program that completes an expert)
+      for (int j = 0; j < TOPK; ++j)
+        tl::if_then(tl::max(tl::where(jj == j, last, 0), 0) > 0, [&] {
+          auto e = tl::load(ids + t * TOPK + j), n_e = tl::load(counts_now + e);
           auto d = e / tl::maximum(El, 1);
           auto word = (half * El + e % tl::maximum(El, 1)) * n + me;
-          tl::store(dist::symm_at(counts_in, d) + word, tl::minimum(need, max_tokens));
+          tl::store(dist::symm_at(counts_in, d) + word, tl::minimum(n_e, max_tokens));
           dist::notify(words + word, d, call);  // (release: the rows, their scales and sources, the count)
           tl::atomic_xchg(done + e, 0, {}, {"relaxed", "gpu"});  // (for the next run: nobody adds to it now)
         });
-      });
-    }
+    });
   });
   // Programs past the tokens: an expert each. One that none of our slots picked sends its count
   // (0) and signal; every one zeroes its count of the other half, for the next run's moe_count
@@ -114,14 +122,15 @@ void ep_ll_send(tl::Ptr<bf16> x, tl::Ptr<int32_t> ids, tl::Ptr<int32_t> place, t
 
 void ep_ll_receive(tl::Ptr<int32_t> counts_in, tl::Ptr<int32_t> words, tl::Ptr<int32_t> recv_counts,
                    tl::Ptr<int32_t> tiles, tl::Int El, tl::Int max_tokens, tl::Int slots, tl::Int call,
-                   tl::Const<int> BM, tl::Const<int> BG, tl::Const<int> BS) {
+                   tl::Const<int> BM, tl::Const<int> BG, tl::Const<int> BI, tl::Const<int> BS) {
   auto n = dist::num_ranks();
   auto groups = El * n, first = (call % 2) * El * n;
   auto arrived = dist::wait(words + first, groups, dist::Scope::sys, dist::Semantic::acquire, call);
   auto counts = tl::Ptr<int32_t>(dist::consume_token(counts_in, arrived).value()) + first;
   auto most = (max_tokens + (BM - 1)) / BM;  // (tiles of one group at most)
   // BG groups a step: their counts, their tiles' places (an exclusive sum over the step's
-  // groups, as a [BG, BG] masked sum), and the entries, a group to a lane.
+  // groups, as a [BG, BG] masked sum), and the entries, [BG, BI] at a time: a group to a row,
+  // BI of its tiles to the columns.
   auto lower = tl::expand_dims(tl::arange(0, BG), 0) < tl::expand_dims(tl::arange(0, BG), 1);  // [i, j]: j < i
   auto total = tl::for_range(0, groups, BG, tl::scalar(0, tl::int32), [&](Tensor g0, Tensor before) {
     auto g = g0 + tl::arange(0, BG);
@@ -130,13 +139,15 @@ void ep_ll_receive(tl::Ptr<int32_t> counts_in, tl::Ptr<int32_t> words, tl::Ptr<i
     tl::store(recv_counts + g, c, in);
     auto pieces = (c + (BM - 1)) / BM;
     auto at = before + tl::sum(tl::where(lower, tl::broadcast_to(tl::expand_dims(pieces, 0), {BG, BG}), 0), 1);
-    auto base = g * max_tokens;
-    tl::for_range(0, most, 1, [&](Tensor i) {
-      auto m = in & (i < pieces);
-      auto entry = tiles + 1 + (at + i) * 3;
-      tl::store(entry, g / n, m);
+    auto row = [](Tensor v) { return tl::expand_dims(v, 1); };  // [BG] -> [BG, 1]
+    auto base = row(g * max_tokens);
+    tl::for_range(0, most, BI, [&](Tensor i0) {
+      auto i = i0 + tl::expand_dims(tl::arange(0, BI), 0);  // [1, BI]
+      auto m = row(in) & (i < row(pieces));
+      auto entry = tiles + 1 + (row(at) + i) * 3;
+      tl::store(entry, tl::broadcast_to(row(g / n), {BG, BI}), m);
       tl::store(entry + 1, base + i * BM, m);
-      tl::store(entry + 2, base + tl::minimum((i + 1) * BM, c), m);
+      tl::store(entry + 2, base + tl::minimum((i + 1) * BM, row(c)), m);
     });
     return before + tl::sum(pieces, 0);
   });
@@ -192,11 +203,11 @@ const KernelDef& ep_ll_send_kernel(ir::DType rows) {
   return rows == ir::DType::f8e4m3 ? f8_def : bf16_def;
 }
 const KernelDef& ep_ll_receive_kernel() {
-  static const KernelDef def =
-      KernelDef("ep_ll_receive", ep_ll_receive,
-                {"counts_in", "words", "recv_counts", "tiles", "El", "max_tokens", "slots", "call", "BM", "BG", "BS"},
-                {{"BM", 64}, {"BG", 64}, {"BS", 256}})
-          .do_not_specialize({"call"});
+  static const KernelDef def = KernelDef("ep_ll_receive", ep_ll_receive,
+                                         {"counts_in", "words", "recv_counts", "tiles", "El", "max_tokens", "slots",
+                                          "call", "BM", "BG", "BI", "BS"},
+                                         {{"BM", 64}, {"BG", 64}, {"BI", 16}, {"BS", 256}})
+                                   .do_not_specialize({"call"});
   return def;
 }
 const KernelDef& ep_ll_back_kernel() {

@@ -178,6 +178,13 @@ class LayoutLowering : public WorldOps {
   /// Elements a load or store of `ptr` moves at once along dimension `dim` (-1: the one a
   /// thread's registers run along).
   int64_t vector_width(const ir::Type& t, const ir::Value* ptr, const ir::Value* mask, int dim = -1);
+  /// The type a vector of `vt` is loaded and stored as: itself, or 32-bit words for 8 bytes or
+  /// more of byte-wide elements (one access, as its alignment allows).
+  llvm::Type* memory_words(llvm::FixedVectorType* vt);
+  /// The value of type memory_words(vt) that holds `elems` (vt's elements, in order), and the
+  /// k-th element of vt back out of such a value.
+  llvm::Value* to_words(llvm::FixedVectorType* vt, const std::vector<llvm::Value*>& elems);
+  llvm::Value* from_words(llvm::FixedVectorType* vt, llvm::Value* w, unsigned k);
   void plan_shared_buffers();
   void emit_local_alloc(const ir::Op& op);
   void emit_async_copy(const ir::Op& op);

@@ -26,6 +26,38 @@ int64_t LayoutLowering::vector_width(const ir::Type& t, const ir::Value* ptr, co
   return v;
 }
 
+llvm::Type* LayoutLowering::memory_words(llvm::FixedVectorType* vt) {
+  // (NVPTX splits a vector of bytes into 4-byte accesses whatever its alignment: 8 f8 codes
+  // were two st.u32 where one st.v2.b32 does. As 32-bit words the access stays one; the words
+  // are put together and taken apart by shifts, which InstCombine leaves, where it turns a
+  // bitcast of the loaded or stored value back into the byte vector.)
+  const unsigned bits = vt->getPrimitiveSizeInBits().getFixedValue();
+  if (vt->getElementType()->getPrimitiveSizeInBits() != 8 || bits < 64) return vt;
+  return llvm::FixedVectorType::get(b_.getInt32Ty(), bits / 32);
+}
+
+llvm::Value* LayoutLowering::to_words(llvm::FixedVectorType* vt, const std::vector<llvm::Value*>& elems) {
+  llvm::Type* wt = memory_words(vt);
+  llvm::Value* w = llvm::PoisonValue::get(wt);
+  if (wt == vt) {
+    for (size_t k = 0; k < elems.size(); ++k) w = b_.CreateInsertElement(w, elems[k], uint64_t(k));
+    return w;
+  }
+  for (size_t k = 0; k < elems.size(); k += 4) {
+    llvm::Value* word = b_.getInt32(0);
+    for (size_t i = 0; i < 4; ++i)
+      word = b_.CreateOr(word, b_.CreateShl(b_.CreateZExt(elems[k + i], b_.getInt32Ty()), uint64_t(8 * i)));
+    w = b_.CreateInsertElement(w, word, uint64_t(k / 4));
+  }
+  return w;
+}
+
+llvm::Value* LayoutLowering::from_words(llvm::FixedVectorType* vt, llvm::Value* w, unsigned k) {
+  if (w->getType() == vt) return b_.CreateExtractElement(w, uint64_t(k));
+  llvm::Value* word = b_.CreateExtractElement(w, uint64_t(k / 4));
+  return b_.CreateTrunc(b_.CreateLShr(word, uint64_t(8 * (k % 4))), vt->getElementType());
+}
+
 void LayoutLowering::emit_load(const ir::Op& op) {
   const ir::Type& rt = op.results[0]->type;
   const DType d = rt.dtype;
@@ -40,15 +72,16 @@ void LayoutLowering::emit_load(const ir::Op& op) {
   }
   const int64_t v = vector_width(rt, op.operands[0], mask);
   auto* vt = llvm::FixedVectorType::get(mem_type(d), static_cast<unsigned>(v));
+  llvm::Type* wt = memory_words(vt);
   const llvm::Align align(v * ir::dtype_bytes(d));
   const LVal& ptrs = val(op.operands[0]);
   LVal g;
   for (size_t j = 0; j < ptrs.regs.size(); j += static_cast<size_t>(v)) {
     llvm::Value* on = mask ? val(mask).regs[j] : b_.getTrue();
-    llvm::Value* x = when_value(on, vt, llvm::Constant::getNullValue(vt),
-                                [&] { return b_.CreateAlignedLoad(vt, ptrs.regs[j], align); });
+    llvm::Value* x = when_value(on, wt, llvm::Constant::getNullValue(wt),
+                                [&] { return b_.CreateAlignedLoad(wt, ptrs.regs[j], align); });
     for (int64_t k = 0; k < v; ++k) {
-      llvm::Value* m = b_.CreateExtractElement(x, uint64_t(k));
+      llvm::Value* m = from_words(vt, x, unsigned(k));
       llvm::Value* e = from_mem(m, d);
       if (other) e = b_.CreateSelect(on, e, val(other).regs[j + static_cast<size_t>(k)]);
       g.regs.push_back(e);
@@ -88,13 +121,12 @@ void LayoutLowering::emit_store(const ir::Op& op) {
     if (static_cast<int64_t>(j) & copies) continue;
     llvm::Value* on = mask ? val(mask).regs[j] : b_.getTrue();
     when(first == b_.getTrue() ? on : b_.CreateAnd(first, on), [&] {
-      llvm::Value* w = llvm::PoisonValue::get(vt);
+      std::vector<llvm::Value*> elems;
       for (int64_t k = 0; k < v; ++k) {
         const size_t i = j + static_cast<size_t>(k);  // (a narrow value's bits where it has them: rounded once)
-        llvm::Value* m = x.bits.empty() ? to_mem(x.regs[i], d) : b_.CreateBitCast(x.bits[i], mem_type(d));
-        w = b_.CreateInsertElement(w, m, uint64_t(k));
+        elems.push_back(x.bits.empty() ? to_mem(x.regs[i], d) : b_.CreateBitCast(x.bits[i], mem_type(d)));
       }
-      b_.CreateAlignedStore(w, ptrs.regs[j], align);
+      b_.CreateAlignedStore(to_words(vt, elems), ptrs.regs[j], align);
     });
   }
 }
