@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The multi-GPU acceptance runs of issues 5 and 6, on the GPUs of one host, from `make bundle`'s
+# The multi-GPU acceptance runs of issues 5, 6 and 34, on the GPUs of one host, from `make bundle`'s
 # tarball (dist/tiledist-bundle.tar.xz, built elsewhere: nothing is built here).
 #
 #   bash bench/gpus.sh N [STAGE...]     (from the repository root; N ranks, one per GPU)
@@ -11,13 +11,20 @@
 #   gemms        overlapped_gemm_bench: AllGather+GEMM, GEMM+ReduceScatter, GEMM+AllReduce
 #                against our GEMM then NCCL, and cuBLAS then NCCL
 #   torch        bench/torch_baseline.py: NCCL and PyTorch's fused symmetric-memory ops
+#   moe-ep-tests the MoE kernels' and the expert all-to-all's GPU tests alone, then the fault
+#                tests (issue 34's first step, shorter than `tests`)
+#   moe          moe_bench dist: the tensor-parallel MoE MLP (all-gather under the gate/up grouped
+#                GEMM, reduce-scatter under the down one) against PyTorch's NCCL layer and against
+#                our kernels one after the other
+#   ep           ep_bench: expert-parallel dispatch and combine (low latency f8 and bf16, normal at
+#                128 and 4096 tokens a rank) against NCCL's all-to-all of the same bytes
 # Prints each stage's summary lines; the logs keep the rest. N may exceed the GPUs found: ranks
 # then share GPUs (local rank modulo the count), which tests the protocols but times nothing, so
 # only the tests stage runs (NCCL refuses two ranks on one GPU).
 set -u
-n=${1:?usage: bash bench/gpus.sh N [tests|collectives|gemms|torch ...]}
+n=${1:?usage: bash bench/gpus.sh N [tests|moe-ep-tests|collectives|gemms|torch|moe|ep ...]}
 shift
-stages=${*:-tests collectives gemms torch}
+stages=${*:-tests collectives gemms torch moe ep}
 root=$(pwd)
 logs=${OUT:-/tmp/gpus-logs}
 mkdir -p "$logs" /tmp/td
@@ -35,22 +42,35 @@ run() {  # run NAME SECONDS CMD...: the command under a limit, its rc on a line 
   timeout "$limit" "$@" > "$logs/$name.log" 2>&1
   echo "   rc=$?  (log: $logs/$name.log)"
 }
+faults() {  # the fault tests (a wait that never completes), each in a process of its own: a
+           # trapped kernel leaves its context unusable
+  for t in AWaitThatNeverCompletesNamesKernelRankAndSignal AWaitOnAStreamIsReportedByTheStreamsSynchronize; do
+    TILEDIST_WAIT_TIMEOUT=2 run "fault-$t" 120 ./tools/tiledist-run -n "$n" --timeout 110 ./tests/cuda_dist_test --gtest_filter="GpuFaults.$t"
+    grep -E "^\[0\] \[  (PASSED|FAILED)" "$logs/fault-$t.log" | head -3
+  done
+}
 for stage in $stages; do
-  if [ "$stage" != tests ] && [ "$n" -gt "$gpus" ]; then
+  if [ "${stage%tests}" = "$stage" ] && [ "$n" -gt "$gpus" ]; then
     echo "== $stage: skipped ($n ranks on $gpus GPUs share them: no timings)"
     continue
   fi
   case $stage in
+    moe-ep-tests)
+      TILEDIST_WAIT_TIMEOUT=30 run moe-ep-tests 300 ./tools/tiledist-run -n "$n" --timeout 290 ./tests/cuda_collectives_test --gtest_filter='GpuKernels.Ep*:GpuKernels.*Moe*'
+      grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/moe-ep-tests.log" | head -10
+      faults ;;
+    moe)
+      TILEDIST_GPU_HEAP_SIZE=4G TILEDIST_MOE_BASELINE="$root/bench/moe_baseline.py" run moe 400 ./tools/tiledist-run -n "$n" --timeout 390 ./bench/moe_bench 20 dist
+      grep -E "^\[0\] " "$logs/moe.log" | cut -c5-220 | grep -vE "^\s*$" | tail -20 ;;
+    ep)
+      TILEDIST_GPU_HEAP_SIZE=4G TILEDIST_EP_BASELINE="$root/bench/ep_baseline.py" run ep 400 ./tools/tiledist-run -n "$n" --timeout 390 ./bench/ep_bench 20
+      grep -E "^\[0\] " "$logs/ep.log" | cut -c5-220 | grep -vE "^\s*$" | tail -12 ;;
     tests)
       TILEDIST_WAIT_TIMEOUT=30 run dist 300 ./tools/tiledist-run -n "$n" --timeout 290 ./tests/cuda_dist_test --gtest_filter=-GpuFaults.*
       grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/dist.log" | head -10
       TILEDIST_WAIT_TIMEOUT=30 run collectives-tests 300 ./tools/tiledist-run -n "$n" --timeout 290 ./tests/cuda_collectives_test
       grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/collectives-tests.log" | head -10
-      # (each fault test in a process of its own: a trapped kernel leaves its context unusable)
-      for t in AWaitThatNeverCompletesNamesKernelRankAndSignal AWaitOnAStreamIsReportedByTheStreamsSynchronize; do
-        TILEDIST_WAIT_TIMEOUT=2 run "fault-$t" 120 ./tools/tiledist-run -n "$n" --timeout 110 ./tests/cuda_dist_test --gtest_filter="GpuFaults.$t"
-        grep -E "^\[0\] \[  (PASSED|FAILED)" "$logs/fault-$t.log" | head -3
-      done ;;
+      faults ;;
     collectives)
       run collectives 400 ./tools/tiledist-run -n "$n" --timeout 390 ./bench/collectives_bench
       grep -E "^\[0\] " "$logs/collectives.log" | cut -c5-200 | grep -vE "^\s*$" | tail -40 ;;
@@ -60,6 +80,6 @@ for stage in $stages; do
     torch)
       run torch 300 /opt/torch/.venv/bin/torchrun --nproc-per-node "$n" "$root/bench/torch_baseline.py"
       grep -vE "^(W|I)[0-9]{4}|Warning|warn" "$logs/torch.log" | tail -20 ;;
-    *) echo "gpus.sh: no stage '$stage' (tests, collectives, gemms, torch)"; exit 2 ;;
+    *) echo "gpus.sh: no stage '$stage' (tests, moe-ep-tests, collectives, gemms, torch, moe, ep)"; exit 2 ;;
   esac
 done
