@@ -44,7 +44,8 @@ run() {  # run NAME SECONDS CMD...: the command under a limit, its rc on a line 
 }
 faults() {  # the fault tests (a wait that never completes), each in a process of its own: a
            # trapped kernel leaves its context unusable
-  for t in AWaitThatNeverCompletesNamesKernelRankAndSignal AWaitOnAStreamIsReportedByTheStreamsSynchronize; do
+  for t in AWaitThatNeverCompletesNamesKernelRankAndSignal AWaitOnAStreamIsReportedByTheStreamsSynchronize \
+    AnExpertAllToAllPeerThatNeverSendsIsNamed; do
     TILEDIST_WAIT_TIMEOUT=2 run "fault-$t" 120 ./tools/tiledist-run -n "$n" --timeout 110 ./tests/cuda_dist_test --gtest_filter="GpuFaults.$t"
     grep -E "^\[0\] \[  (PASSED|FAILED)" "$logs/fault-$t.log" | head -3
   done

@@ -153,7 +153,8 @@ const KernelDef& ep_ll_sum_kernel();
 /// in between overlaps the transfer); else run() does both. A token's k experts must differ
 /// (slots past max_tokens for one expert, from repeated ids, are not sent). A peer that never
 /// sends ends the receive with the wait's timeout ($TILEDIST_WAIT_TIMEOUT), naming the signal
-/// word it gave up on: word le * ranks + r of the half's, (local expert le, source rank r)'s.
+/// word it gave up on by the label the dispatch gives its words (runtime/heap_labels.h):
+/// "expert e's rows from rank r" (word le * ranks + r of the half's).
 /// Device memory on a GPU target, host memory on the host; collective; streams as AgGemm's
 /// (kernels.h).
 class EpLowLatencyDispatch {

@@ -80,6 +80,9 @@ EpCombine::EpCombine(const EpDispatch& dispatch, int64_t hidden) : s_(std::make_
   if (hidden < 0) throw Error(str_cat("tiledist: ep_combine: hidden = ", hidden, " (0: the dispatch's)"));
   s.comb = static_cast<bf16*>(detail::symm_zeroed(d.target, size_t(std::max<int64_t>(d.max_pairs, 1)) * s.H * 2));
   s.flags = static_cast<int32_t*>(detail::symm_zeroed(d.target, size_t(d.ranks) * 4));
+  detail::symm_label(d.target, s.flags, size_t(d.ranks) * 4, {"EpCombine's signal words [ranks]", 4, [](int64_t i) {
+                                                                return str_cat("the rows back from rank ", i);
+                                                              }});
   barrier_all();  // no rank signals before every rank has zeroed its flags
   s.sent = detail::Scratch<int32_t>(d.target, 1);
   s.combine = compile(ep_combine_kernel(), {}, d.target);

@@ -120,6 +120,10 @@ EpDispatch::EpDispatch(const Target& target, int64_t max_tokens, int64_t hidden,
   s.recv_src = static_cast<int32_t*>(detail::symm_zeroed(target, size_t(std::max<int64_t>(s.capacity, 1)) * 4));
   s.matrix = static_cast<int32_t*>(detail::symm_zeroed(target, 2 * size_t(s.ranks) * experts * 4));
   s.flags = static_cast<int32_t*>(detail::symm_zeroed(target, 2 * size_t(s.ranks) * 4));
+  const int64_t n = s.ranks;
+  detail::symm_label(target, s.flags, 2 * size_t(s.ranks) * 4,
+                     {"EpDispatch's signal words [2, ranks]", 4,
+                      [n](int64_t i) { return str_cat(i < n ? "the counts" : "the rows", " from rank ", i % n); }});
   barrier_all();  // no rank signals before every rank has zeroed its flags
   s.counts = detail::Scratch<int32_t>(target, size_t(experts));
   s.place = detail::Scratch<int32_t>(target, size_t(std::max<int64_t>(s.max_pairs, 1)));

@@ -293,6 +293,12 @@ EpLowLatencyDispatch::EpLowLatencyDispatch(const Target& target, int64_t max_tok
   s.src = static_cast<int32_t*>(detail::symm_zeroed(target, 2 * rows * 4));
   s.counts_in = static_cast<int32_t*>(detail::symm_zeroed(target, 2 * groups * 4));
   s.words = static_cast<int32_t*>(detail::symm_zeroed(target, 2 * groups * 4));
+  const int64_t El = s.El, n = s.ranks, first = int64_t(s.rank) * s.El;
+  detail::symm_label(target, s.words, 2 * groups * 4,
+                     {"EpLowLatencyDispatch's signal words [2, local experts, ranks]", 4, [El, n, first](int64_t i) {
+                        return str_cat("expert ", first + i / n % El, "'s rows from rank ", i % n, ", the ",
+                                       i / (El * n) == 0 ? "even" : "odd", " calls' half");
+                      }});
   barrier_all();  // no rank signals before every rank has zeroed its words
   s.counts = detail::Scratch<int32_t>(target, 2 * size_t(experts));  // (a half a call: ep_ll_send zeroes the other)
   s.place = detail::Scratch<int32_t>(target, size_t(std::max<int64_t>(s.max_pairs, 1)));
@@ -398,6 +404,12 @@ EpLowLatencyCombine::EpLowLatencyCombine(const EpLowLatencyDispatch& dispatch, i
   s.H = hidden > 0 ? hidden : d.H;
   s.comb = static_cast<bf16*>(detail::symm_zeroed(d.target, 2 * size_t(std::max<int64_t>(d.max_pairs, 1)) * s.H * 2));
   s.words = static_cast<int32_t*>(detail::symm_zeroed(d.target, 2 * size_t(d.E) * 4));
+  const int64_t E = d.E, El = d.El;
+  detail::symm_label(d.target, s.words, 2 * size_t(d.E) * 4,
+                     {"EpLowLatencyCombine's signal words [2, experts]", 4, [E, El](int64_t i) {
+                        return str_cat("expert ", i % E, "'s rows back from rank ", i % E / std::max<int64_t>(El, 1),
+                                       ", the ", i / E == 0 ? "even" : "odd", " calls' half");
+                      }});
   barrier_all();  // no rank signals before every rank has zeroed its words
   s.back = compile(ep_ll_back_kernel(), {}, d.target);
   s.sum = compile(ep_ll_sum_kernel(), {{"TOPK", d.topk}, {"BH", s.bh}}, d.target);

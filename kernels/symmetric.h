@@ -7,6 +7,7 @@
 #include <mutex>
 #include <type_traits>
 
+#include "runtime/heap_labels.h"
 #include "tiledist.h"
 
 namespace tiledist::kernels::detail {
@@ -36,8 +37,20 @@ inline void* symm_zeroed(const Target& target, size_t bytes) {
   cuda::memset(p, 0, bytes);  // done when it returns
   return p;
 }
+/// The offset of `p` (from symm_zeroed) in the heap of `target`'s world.
+inline size_t symm_offset(const Target& target, const void* p) {
+  if (on_gpu(target)) return cuda::World::get().offset_of(p);
+  return static_cast<size_t>(static_cast<const char*>(p) - runtime::World::get().base(rank()));
+}
+/// Names `bytes` at `p` (from symm_zeroed) for failure messages (runtime/heap_labels.h): what
+/// they hold and what each element is; symm_release drops the name.
+inline void symm_label(const Target& target, const void* p, size_t bytes, runtime::HeapLabel label) {
+  runtime::label_heap(on_gpu(target) ? runtime::Heap::gpu : runtime::Heap::host, symm_offset(target, p), bytes,
+                      std::move(label));
+}
 /// In the same order on every rank, once every call that used it has completed everywhere.
 inline void symm_release(const Target& target, void* p) {
+  runtime::unlabel_heap(on_gpu(target) ? runtime::Heap::gpu : runtime::Heap::host, symm_offset(target, p));
   if (on_gpu(target))
     cuda::World::get().free(p);
   else

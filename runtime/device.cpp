@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "runtime/fiber.h"
+#include "runtime/heap_labels.h"
 #include "runtime/world.h"
 #include "support/support.h"
 
@@ -21,12 +22,16 @@ std::string where(const HostRuntime& rt) {
                  rt.pid[2], ")");
 }
 
-/// "symmetric offset 64 on rank 1" for an address in some rank's heap, else the address.
+/// "symmetric offset 64 on rank 1" for an address in some rank's heap (and what it holds, where
+/// its owner said: heap_labels.h), else the address.
 std::string describe(const World& w, const void* p) {
   const char* c = static_cast<const char*>(p);
   for (int r = 0; r < w.size(); ++r)
-    if (c >= w.base(r) && c < w.base(r) + w.heap_size())
-      return str_cat("symmetric offset ", c - w.base(r), " on rank ", r);
+    if (c >= w.base(r) && c < w.base(r) + w.heap_size()) {
+      const std::string label = heap_label(Heap::host, static_cast<size_t>(c - w.base(r)));
+      return str_cat("symmetric offset ", c - w.base(r), " on rank ", r, label.empty() ? "" : " (", label,
+                     label.empty() ? "" : ")");
+    }
   return str_cat("address ", p, " (outside the symmetric heap)");
 }
 

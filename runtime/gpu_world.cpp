@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "runtime/heap_labels.h"
 #include "support/support.h"
 
 namespace tiledist::runtime {
@@ -90,8 +91,11 @@ std::string GpuWorld::failure() const {
   auto where = [&](uint64_t a) {
     const auto* c = reinterpret_cast<const char*>(a);
     for (int r = 0; r < size_; ++r)
-      if (c >= bases_[r] && c < bases_[r] + heap_size_)
-        return str_cat("byte offset ", c - bases_[r], " of rank ", r, "'s GPU heap");
+      if (c >= bases_[r] && c < bases_[r] + heap_size_) {
+        const std::string label = heap_label(Heap::gpu, static_cast<size_t>(c - bases_[r]));
+        return str_cat("byte offset ", c - bases_[r], " of rank ", r, "'s GPU heap", label.empty() ? "" : " (", label,
+                       label.empty() ? "" : ")");
+      }
     char hex[32];
     std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(a));
     return str_cat("address ", hex, " (outside the GPU heaps)");

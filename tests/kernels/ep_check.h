@@ -33,8 +33,12 @@ inline int64_t tokens_of(int r, int64_t base, int call) {
 
 /// Rank r's top-k ids: k distinct experts per token, never expert 0 and never the last rank's
 /// experts where enough others are left, expert `hot` (E / 2) for about three tokens in four,
-/// and the last slot of one token in five dropped (-1), where k > 1.
-inline std::vector<int32_t> ep_ids(int r, int64_t tokens, int64_t E, int64_t El, int ranks, int k, int call) {
+/// the last slot of one token in five dropped (-1), where k > 1, and the first slot of one
+/// token in eleven an id past the experts (E to E + 2: sent nowhere, as -1). `repeats`: the
+/// last slot of one token in seven its first slot's expert again, where k > 1 (the normal
+/// mode takes them; the low-latency mode wants a token's experts distinct).
+inline std::vector<int32_t> ep_ids(int r, int64_t tokens, int64_t E, int64_t El, int ranks, int k, int call,
+                                   bool repeats = false) {
   std::mt19937 rng(uint32_t(r * 7919 + call * 104729 + 31));
   std::vector<int32_t> pool;
   const int64_t last = ranks > 1 && E - El - 1 >= k ? E - El : E;  // (past it: the last rank's)
@@ -46,6 +50,8 @@ inline std::vector<int32_t> ep_ids(int r, int64_t tokens, int64_t E, int64_t El,
     if (rng() % 4 != 0) std::iter_swap(pool.begin(), std::find(pool.begin(), pool.end(), hot));
     std::copy(pool.begin(), pool.begin() + k, ids.begin() + t * k);
     if (k > 1 && t % 5 == 2) ids[size_t(t * k + k - 1)] = -1;
+    if (repeats && k > 1 && t % 7 == 4) ids[size_t(t * k + k - 1)] = ids[size_t(t * k)];
+    if (t % 11 == 6) ids[size_t(t * k)] = int32_t(E + t % 3);
   }
   return ids;
 }
@@ -72,12 +78,13 @@ struct Inputs {
   std::vector<std::vector<bf16>> xs;
   std::vector<std::vector<int32_t>> ids;
 };
-inline Inputs every_rank(int n, int64_t base, int64_t max_tokens, int64_t H, int64_t E, int64_t El, int k, int call) {
+inline Inputs every_rank(int n, int64_t base, int64_t max_tokens, int64_t H, int64_t E, int64_t El, int k, int call,
+                         bool repeats = false) {
   Inputs in;
   for (int r = 0; r < n; ++r) {
     in.T.push_back(std::min(max_tokens, tokens_of(r, base, call)));
     in.xs.push_back(random_bf16(uint32_t(r * 131 + call), size_t(in.T.back() * H)));
-    in.ids.push_back(ep_ids(r, in.T.back(), E, El, n, k, call));
+    in.ids.push_back(ep_ids(r, in.T.back(), E, El, n, k, call, repeats));
   }
   return in;
 }
@@ -100,7 +107,7 @@ void expect_combined(const std::vector<bf16>& got, const float* xm, const std::v
   std::vector<std::vector<float>> ws(static_cast<size_t>(n));  // (the weights of each rank our tokens went to)
   if (gemm)
     for (int32_t e : ids)
-      if (e >= 0 && ws[size_t(e / El)].empty()) ws[size_t(e / El)] = weights_of(e / El);
+      if (e >= 0 && e < El * n && ws[size_t(e / El)].empty()) ws[size_t(e / El)] = weights_of(e / El);
   const double tol = f8 ? 0x1p-4 : gemm ? 0x1p-7 : 1e-5;
   double err2 = 0, ref2 = 0;
   int64_t off = 0;
@@ -109,7 +116,7 @@ void expect_combined(const std::vector<bf16>& got, const float* xm, const std::v
       double want = 0, scale = 0, gemm_err = 0;
       for (int j = 0; j < k; ++j) {
         const int32_t e = ids[size_t(t * k + j)];
-        if (e < 0) continue;
+        if (e < 0 || e >= El * n) continue;  // (sent nowhere)
         const double wj = weights[size_t(t * k + j)];
         double v = 0, mag = 0;
         if (gemm) {
@@ -167,7 +174,7 @@ void check_ep(const Target& target, int64_t base, int64_t H, int64_t E, int k, i
   auto y = Memory<bf16>::make(std::vector<bf16>(size_t(std::max<int64_t>(dispatch.recv_capacity(), 1) * N)));
   for (int call = 1; call <= calls; ++call) {
     SCOPED_TRACE(str_cat("call ", call));
-    const auto [T, xs, ids] = every_rank(n, base, max_tokens, H, E, El, k, call);
+    const auto [T, xs, ids] = every_rank(n, base, max_tokens, H, E, El, k, call, true);
     const int64_t tokens = T[size_t(me)];
     auto x = Memory<bf16>::make(xs[size_t(me)]);
     auto id = Memory<int32_t>::make(ids[size_t(me)]);

@@ -5,8 +5,11 @@
 // computes from the inputs. The kernel library's objects: tests/kernels/cuda_collectives_test.cpp.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
+#include "kernels/ep.h"
 #include "tests/kernels/collectives_check.h"
 #include "tiledist.h"
 
@@ -167,6 +170,33 @@ TEST(GpuFaults, AWaitOnAStreamIsReportedByTheStreamsSynchronize) {
               std::string::npos)
         << m;
     EXPECT_NE(m.find("cuStreamSynchronize"), std::string::npos) << m;
+  }
+}
+// An expert-parallel receive whose peer never sends gives up naming the peer: the dispatch
+// labels its signal words (runtime/heap_labels.h), and the GPU's failure message says which
+// (expert, source) word it waited on. (Rank 1 makes the dispatch but never runs it; it stays
+// alive meanwhile.)
+TEST(GpuFaults, AnExpertAllToAllPeerThatNeverSendsIsNamed) {
+  auto& w = cuda::World::get();
+  if (w.size() < 2) GTEST_SKIP() << "needs a peer";
+  kernels::EpLowLatencyDispatch dispatch(Target::cuda(), 4, 16, 2 * w.size(), 1, {ir::DType::bf16, 64, false});
+  if (w.rank() != 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(4));  // (alive, but never sends)
+    return;
+  }
+  cuda::Buffer<bf16> x(std::vector<bf16>(64, bf16(1.0f)));
+  cuda::Buffer<int32_t> ids(std::vector<int32_t>{0, 1, 2, 3});
+  try {
+    dispatch.run(x.data(), ids.data(), 4);
+    runtime::Stream::legacy().synchronize();
+    FAIL() << "the receive returned";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    std::printf("%s\n", m.c_str());
+    EXPECT_NE(m.find("kernel 'ep_ll_receive' on rank 0"), std::string::npos) << m;
+    EXPECT_NE(m.find("(EpLowLatencyDispatch's signal words [2, local experts, ranks], element "), std::string::npos)
+        << m;
+    EXPECT_NE(m.find("'s rows from rank 1, the odd calls' half)"), std::string::npos) << m;
   }
 }
 
