@@ -5,17 +5,19 @@
 //
 // Dispatch, per call (c, its half c % 2):
 // 1. moe_count (the routing's): each slot's place among ours of its expert, and our counts.
-// 2. ep_ll_send, programs [0, tokens): a token each, its row read and quantized once (f8e4m3:
-//    a scale per 128 channels), stored into the place of each of its k slots on the experts'
-//    ranks, then counted done for its experts (acq_rel); the program that counts an expert's
-//    last slot stores the count on the expert's rank, then sets the signal word of (expert, us)
-//    there to c. Programs [tokens, tokens + E): an expert each, which does the same for an
-//    expert none of our slots picked. No program waits for another.
+// 2. ep_ll_send, programs [0, tokens) x chunks: a token and a chunk of its row each (few tokens
+//    split their rows: programs for every SM), read and quantized once (f8e4m3: a scale per 128
+//    channels), stored into the place of each of its k slots on the experts' ranks, then
+//    counted done for its experts (acq_rel); the program that counts an expert's last (slot,
+//    chunk) stores the count on the expert's rank, then sets the signal word of (expert, us)
+//    there to c. Programs [tokens, tokens + E) of chunk 0: an expert each, which does the same
+//    for an expert none of our slots picked. No program waits for another.
 // 3. ep_ll_receive (one program; the hook): waits until every (local expert, source) word here
 //    is c, reads the counts and builds the tile table over the runs.
-// Combine: ep_ll_back, a program per (local expert, source), stores each received row's result
-// into the source's half of comb at the slot it came from, then sets the source's word for the
-// expert to c; ep_ll_sum (the hook) waits for every expert's word and sums each token's slots.
+// Combine: ep_ll_back, a program per (local expert, source) and chunk of the rows, stores each
+// received row's result into the source's half of comb at the slot it came from; the group's
+// last chunk (counted, acq_rel) sets the source's word for the expert to c; ep_ll_sum (the hook)
+// waits for every expert's word and sums each token's slots.
 //
 // Why the halves suffice: a rank writes into a peer's half c % 2 during call c; the peer read
 // that half last in call c - 2 (its rows by its GEMM and combine, its comb by its sum), and our
@@ -37,13 +39,13 @@ using tl::Tensor;
 template <class T>
 void ep_ll_send(tl::Ptr<bf16> x, tl::Ptr<int32_t> ids, tl::Ptr<int32_t> place, tl::Ptr<int32_t> counts,
                 tl::Ptr<int32_t> done, tl::Ptr<T> recv, tl::Ptr<float> scales, tl::Ptr<int32_t> src,
-                tl::Ptr<int32_t> counts_in, tl::Ptr<int32_t> words, tl::Int tokens, tl::Int H, tl::Int El, tl::Int E,
-                tl::Int max_tokens, tl::Int call, tl::Const<int> TOPK, tl::Const<int> BH) {
+                tl::Ptr<int32_t> counts_in, tl::Ptr<int32_t> words, tl::Int tokens, tl::Int H, tl::Int HC, tl::Int El,
+                tl::Int E, tl::Int max_tokens, tl::Int call, tl::Const<int> TOPK, tl::Const<int> BH) {
   constexpr bool kF8 = std::is_same_v<T, f8e4m3>;
   if (kF8 && (BH < 128 || BH % 128 != 0))
     throw Error(str_cat("tiledist: ep_ll_send_fp8: BH = ", BH.value(), ", whole 128-column blocks of the scales"));
   auto n = dist::num_ranks(), me = dist::rank();
-  auto pid = tl::program_id(0);
+  auto pid = tl::program_id(0), chunk = tl::program_id(1), chunks = tl::num_programs(1);
   auto half = call % 2;
   auto rows = El * n * max_tokens;  // a half's
   auto kb = (H + 127) / 128;
@@ -61,7 +63,7 @@ void ep_ll_send(tl::Ptr<bf16> x, tl::Ptr<int32_t> ids, tl::Ptr<int32_t> place, t
     // (bf16: the [1, BH] row as it is).
     const int blocks = kF8 ? BH / 128 : 1, width = kF8 ? 128 : BH;
     auto r = tl::expand_dims(tl::arange(0, blocks), 1), c = tl::expand_dims(tl::arange(0, width), 0);
-    tl::for_range(0, H, BH, [&](Tensor h0) {
+    tl::for_range(chunk * HC, tl::minimum((chunk + 1) * HC, H), BH, [&](Tensor h0) {
       auto h = h0 + r * width + c;  // [blocks, width]
       auto x_h = tl::load(x + t.to(tl::int64) * H + h, h < H, 0.0f).to(tl::float32);
       Tensor v = x_h.to(tl::bfloat16), s;
@@ -77,12 +79,16 @@ void ep_ll_send(tl::Ptr<bf16> x, tl::Ptr<int32_t> ids, tl::Ptr<int32_t> place, t
             tl::store(dist::symm_at(scales, to[size_t(j)]) + row[size_t(j)] * kb + block, s, block < kb);
         });
     });
-    // Each slot counted done for its expert, the token's slots at once (one atomic of a [TP]
-    // tile: its release of our stores is one round, not one a slot); the last of an expert's
-    // slots to be done (its count's, from moe_count) sends the count and the signal, for every
-    // program's rows (they released theirs before their adds; the last acquired them all).
-    for (int j = 0; j < TOPK; ++j)
-      tl::if_then(ok[size_t(j)], [&] { tl::store(dist::symm_at(src, to[size_t(j)]) + row[size_t(j)], t * TOPK + j); });
+    // Each slot's chunk counted done for its expert, the token's slots at once (one atomic of a
+    // [TP] tile: its release of our stores is one round, not one a slot); the last of an
+    // expert's (slot, chunk) pairs to be done (its count's times the chunks) sends the count and
+    // the signal, for every program's rows (they released theirs before their adds; the last
+    // acquired them all).
+    tl::if_then(chunk == 0, [&] {
+      for (int j = 0; j < TOPK; ++j)
+        tl::if_then(ok[size_t(j)],
+                    [&] { tl::store(dist::symm_at(src, to[size_t(j)]) + row[size_t(j)], t * TOPK + j); });
+    });
     int tp = 1;
     while (tp < TOPK) tp *= 2;
     auto jj = tl::arange(0, tp);
@@ -90,7 +96,7 @@ void ep_ll_send(tl::Ptr<bf16> x, tl::Ptr<int32_t> ids, tl::Ptr<int32_t> place, t
     auto e_all = tl::load(ids + slot, jj < TOPK, 0);
     auto counted = (jj < TOPK) & (tl::load(place + slot, jj < TOPK, -1) >= 0);
     auto counts_now = counts + half * E;
-    auto need = tl::load(counts_now + e_all, counted, 0);
+    auto need = tl::load(counts_now + e_all, counted, 0) * chunks;
     auto before = tl::atomic_add(done + e_all, 1, counted, {"acq_rel", "sys"});  // (after our stores)
     auto last = tl::where(counted & (before == need - 1), 1, 0);
     tl::if_then(tl::max(last, 0) > 0, [&] {  // (rare: a program that completes an expert)
@@ -108,7 +114,7 @@ void ep_ll_send(tl::Ptr<bf16> x, tl::Ptr<int32_t> ids, tl::Ptr<int32_t> place, t
   // Programs past the tokens: an expert each. One that none of our slots picked sends its count
   // (0) and signal; every one zeroes its count of the other half, for the next run's moe_count
   // (nothing here waits for another program: the grid's programs may start in any order).
-  tl::if_then(pid >= tokens, [&] {
+  tl::if_then((pid >= tokens) & (chunk == 0), [&] {
     auto e = pid - tokens;
     tl::if_then(tl::load(counts + half * E + e) == 0, [&] {
       auto d = e / tl::maximum(El, 1);
@@ -159,22 +165,27 @@ void ep_ll_receive(tl::Ptr<int32_t> counts_in, tl::Ptr<int32_t> words, tl::Ptr<i
 }
 
 void ep_ll_back(tl::Ptr<bf16> y, tl::Ptr<int32_t> src, tl::Ptr<int32_t> recv_counts, tl::Ptr<bf16> comb,
-                tl::Ptr<int32_t> words, tl::Int El, tl::Int H, tl::Int max_tokens, tl::Int max_pairs, tl::Int call,
-                tl::Const<int> BH) {
+                tl::Ptr<int32_t> done, tl::Ptr<int32_t> words, tl::Int El, tl::Int H, tl::Int HC, tl::Int max_tokens,
+                tl::Int max_pairs, tl::Int call, tl::Const<int> BH) {
   auto n = dist::num_ranks(), me = dist::rank();
-  auto g = tl::program_id(0);
+  auto g = tl::program_id(0), chunk = tl::program_id(1);
   auto from = g % n, half = call % 2;
   auto base = g * max_tokens;
   tl::for_range(0, tl::load(recv_counts + g), 1, [&](Tensor r) {
     auto slot = tl::load(src + half * El * n * max_tokens + base + r);
     auto dst = dist::symm_at(comb, from) + (half * max_pairs + slot).to(tl::int64) * H;
     auto row = y + (base + r).to(tl::int64) * H;
-    tl::for_range(0, H, BH, [&](Tensor h0) {
+    tl::for_range(chunk * HC, tl::minimum((chunk + 1) * HC, H), BH, [&](Tensor h0) {
       auto h = h0 + tl::arange(0, BH);
       tl::store(dst + h, tl::load(row + h, h < H, 0.0f), h < H);
     });
   });
-  dist::notify(words + half * El * n + me * El + g / n, from, call);  // (expert me * El + g / n's rows)
+  // The group's last chunk to be done (acq_rel: after every chunk's rows) sets the source's word.
+  auto before = tl::atomic_add(done + g, 1, {}, {"acq_rel", "sys"});
+  tl::if_then(before == tl::num_programs(1) - 1, [&] {
+    dist::notify(words + half * El * n + me * El + g / n, from, call);  // (expert me * El + g / n's rows)
+    tl::atomic_xchg(done + g, 0, {}, {"relaxed", "gpu"});               // (for the next run)
+  });
 }
 
 void ep_ll_sum(tl::Ptr<bf16> comb, tl::Ptr<int32_t> words, tl::Ptr<int32_t> place, tl::Ptr<float> weights,
@@ -191,9 +202,9 @@ void ep_ll_sum(tl::Ptr<bf16> comb, tl::Ptr<int32_t> words, tl::Ptr<int32_t> plac
 }  // namespace
 
 const KernelDef& ep_ll_send_kernel(ir::DType rows) {
-  static const std::vector<std::string> params = {"x",      "ids", "place",      "counts", "done",   "recv",
-                                                  "scales", "src", "counts_in",  "words",  "tokens", "H",
-                                                  "El",     "E",   "max_tokens", "call",   "TOPK",   "BH"};
+  static const std::vector<std::string> params = {"x",   "ids",        "place", "counts", "done", "recv", "scales",
+                                                  "src", "counts_in",  "words", "tokens", "H",    "HC",   "El",
+                                                  "E",   "max_tokens", "call",  "TOPK",   "BH"};
   static const KernelDef bf16_def =
       KernelDef("ep_ll_send", ep_ll_send<bf16>, params, {{"TOPK", 2}, {"BH", 1024}}).do_not_specialize({"call"});
   static const KernelDef f8_def =
@@ -211,11 +222,11 @@ const KernelDef& ep_ll_receive_kernel() {
   return def;
 }
 const KernelDef& ep_ll_back_kernel() {
-  static const KernelDef def =
-      KernelDef("ep_ll_back", ep_ll_back,
-                {"y", "src", "recv_counts", "comb", "words", "El", "H", "max_tokens", "max_pairs", "call", "BH"},
-                {{"BH", 1024}})
-          .do_not_specialize({"call"});
+  static const KernelDef def = KernelDef("ep_ll_back", ep_ll_back,
+                                         {"y", "src", "recv_counts", "comb", "done", "words", "El", "H", "HC",
+                                          "max_tokens", "max_pairs", "call", "BH"},
+                                         {{"BH", 1024}})
+                                   .do_not_specialize({"call"});
   return def;
 }
 const KernelDef& ep_ll_sum_kernel() {
@@ -226,6 +237,18 @@ const KernelDef& ep_ll_sum_kernel() {
                                    .do_not_specialize({"call"});
   return def;
 }
+namespace {
+/// A program per item (token, or received group) and chunk of its row of H: {channels a chunk
+/// (a multiple of bh), chunks}. Few items (decoding) split their rows, so that the grid has at
+/// least `programs` programs where the rows allow.
+std::pair<int64_t, int64_t> chunked(int64_t programs, int64_t items, int64_t H, int64_t bh) {
+  const int64_t steps = std::max<int64_t>((H + bh - 1) / bh, 1);
+  const int64_t want = std::clamp<int64_t>((programs + items - 1) / std::max<int64_t>(items, 1), 1, steps);
+  const int64_t hc = (steps + want - 1) / want * bh;
+  return {hc, std::max<int64_t>((H + hc - 1) / hc, 1)};
+}
+}  // namespace
+
 TILEDIST_REGISTER(ep_ll_send_kernel(ir::DType::bf16));
 TILEDIST_REGISTER(ep_ll_send_kernel(ir::DType::f8e4m3));
 TILEDIST_REGISTER(ep_ll_receive_kernel());
@@ -236,6 +259,7 @@ struct EpLowLatencyDispatch::State {
   Target target;
   int rank = 0, ranks = 1, topk = 1, bm = 64;
   int64_t max_tokens = 0, H = 0, E = 0, El = 0, rows = 0, slots = 0, max_pairs = 0;
+  int bh = 1024, programs = 64;  // the send's channels a step; the programs it wants at least
   ir::DType dtype = ir::DType::f8e4m3;
   bool hook = false;
   int32_t calls = 0;
@@ -306,7 +330,10 @@ EpLowLatencyDispatch::EpLowLatencyDispatch(const Target& target, int64_t max_tok
   s.recv_counts = detail::Scratch<int32_t>(target, groups);
   s.tiles = detail::Scratch<int32_t>(target, size_t(1 + 3 * s.slots));
   s.count = compile(moe_count_kernel(), {{"BP", 1024}, {"C", 1}}, target);
-  s.send = compile(ep_ll_send_kernel(s.dtype), {{"TOPK", topk}}, target);
+  // (on the host 128 channels a step, so that the tests' rows split into chunks as a GPU's do)
+  s.bh = s.gpu() ? 1024 : 128;
+  s.programs = s.gpu() ? 4 * cuda::device().sms : 64;
+  s.send = compile(ep_ll_send_kernel(s.dtype), {{"TOPK", topk}, {"BH", s.bh}}, target);
   s.receive = compile(ep_ll_receive_kernel(), {{"BM", s.bm}}, target);
 }
 
@@ -333,10 +360,12 @@ void EpLowLatencyDispatch::run(const bf16* x, const int32_t* topk_ids, int64_t t
   int32_t* counts = s.counts.data() + (call % 2) * s.E;
   detail::launch(s.count, on, Grid(std::max(1, (pairs + 1023) / 1024)), topk_ids, counts, s.place.data(), pairs,
                  static_cast<int>(s.E), pairs, static_cast<int>(s.E));
+  const auto [hc, chunks] = chunked(s.programs, tokens, s.H, s.bh);
   auto send = [&](auto* recv) {
-    detail::launch(s.send, on, Grid(tokens + s.E), x, topk_ids, s.place.data(), s.counts.data(), s.done.data(), recv,
-                   s.scales, s.src, s.counts_in, s.words, static_cast<int>(tokens), static_cast<int>(s.H),
-                   static_cast<int>(s.El), static_cast<int>(s.E), static_cast<int>(s.max_tokens), call);
+    detail::launch(s.send, on, Grid(tokens + s.E, chunks), x, topk_ids, s.place.data(), s.counts.data(), s.done.data(),
+                   recv, s.scales, s.src, s.counts_in, s.words, static_cast<int>(tokens), static_cast<int>(s.H),
+                   static_cast<int>(hc), static_cast<int>(s.El), static_cast<int>(s.E), static_cast<int>(s.max_tokens),
+                   call);
   };
   if (s.dtype == ir::DType::f8e4m3)
     send(static_cast<f8e4m3*>(s.recv));
@@ -384,6 +413,7 @@ struct EpLowLatencyCombine::State {
   bf16* comb = nullptr;      // symmetric [2, max_pairs, H]
   int32_t* words = nullptr;  // symmetric [2, E]: the last call whose rows from expert e are here
   Kernel back, sum;
+  detail::Scratch<int32_t> done;   // [El * ranks]: the back's chunks done, per group
   const float* weights = nullptr;  // (the run's, for receive())
   bf16* out = nullptr;
   int32_t sent = 0, summed = 0;  // the calls sent back, and summed
@@ -411,7 +441,8 @@ EpLowLatencyCombine::EpLowLatencyCombine(const EpLowLatencyDispatch& dispatch, i
                                        ", the ", i / E == 0 ? "even" : "odd", " calls' half");
                       }});
   barrier_all();  // no rank signals before every rank has zeroed its words
-  s.back = compile(ep_ll_back_kernel(), {}, d.target);
+  s.back = compile(ep_ll_back_kernel(), {{"BH", d.bh}}, d.target);
+  s.done = detail::Scratch<int32_t>(d.target, size_t(d.El * d.ranks));
   s.sum = compile(ep_ll_sum_kernel(), {{"TOPK", d.topk}, {"BH", s.bh}}, d.target);
 }
 
@@ -427,9 +458,11 @@ void EpLowLatencyCombine::run(const bf16* y, const float* topk_weights, bf16* ou
   if (!y || (d.tokens > 0 && (!topk_weights || !out)))
     throw Error("tiledist: ep_low_latency_combine: a null pointer among y, the top-k weights and out");
   const runtime::Stream* on = d.gpu() ? &s.streams.enter(stream) : nullptr;
-  detail::launch(s.back, on, Grid(d.El * d.ranks), y, static_cast<const int32_t*>(d.src),
-                 static_cast<const int32_t*>(d.recv_counts.data()), s.comb, s.words, static_cast<int>(d.El),
-                 static_cast<int>(s.H), static_cast<int>(d.max_tokens), static_cast<int>(d.max_pairs), d.calls);
+  const auto [hc, chunks] = chunked(d.programs, d.El * d.ranks, s.H, d.bh);
+  detail::launch(s.back, on, Grid(d.El * d.ranks, chunks), y, static_cast<const int32_t*>(d.src),
+                 static_cast<const int32_t*>(d.recv_counts.data()), s.comb, s.done.data(), s.words,
+                 static_cast<int>(d.El), static_cast<int>(s.H), static_cast<int>(hc), static_cast<int>(d.max_tokens),
+                 static_cast<int>(d.max_pairs), d.calls);
   s.sent = d.calls, s.weights = topk_weights, s.out = out;
   s.d->sum_pending = true;
   if (on) s.streams.leave(*on, stream);
