@@ -39,6 +39,7 @@ TEST(Ep, LowLatency) {
   const int64_t n = world_size();
   const auto f8 = ir::DType::f8e4m3, b16 = ir::DType::bf16;
   testing_ep::check_ep_ll<HostMemory>(Target::host(), 13, 40, 3 * n, 2, b16);
+  testing_ep::check_ep_ll<HostMemory>(Target::host(), 9, 300, 2 * n, 2, b16);  // (rows in 3 chunks of 128)
   testing_ep::check_ep_ll<HostMemory>(Target::host(), 11, 300, 2 * n, 1, f8);  // three scale blocks, the last short
   testing_ep::check_ep_ll<HostMemory>(Target::host(), 7, 128, 8 * n, 8, f8, 0, 3, true);
   testing_ep::check_ep_ll<HostMemory>(Target::host(), 70, 48, 2 * n, 2, b16, 24);  // runs past a 64-row tile
