@@ -1,0 +1,61 @@
+// Flash decoding (kernels/flash_decode.cpp): a decode step's attention over a KV cache, each
+// sequence's keys split over programs and the partial results combined by their log-sum-exp
+// (FlashDecoding's split-KV), with grouped-query heads packed into one program per KV head.
+#pragma once
+
+#include "kernels/attention.h"
+#include "tiledist.h"
+
+namespace tiledist::kernels {
+
+/// The split-KV kernel for bf16 or f16 operands, registered as `flash_decode` and
+/// `flash_decode_f16`, and the kernel that combines its partial results, `flash_decode_combine`.
+///
+/// Layout: q and o [batch, q_tokens, H, HEAD_DIM] (the step's query tokens of each sequence),
+/// the cache k and v [batch, max_kv, H_KV, HEAD_DIM] (contiguous), kv_lens [batch] int32 (the
+/// keys of sequence b: rows [0, kv_lens[b]) of its cache, the step's own tokens last). Query
+/// head h reads KV head h / (H / H_KV); CAUSAL=1: query token t of q_tokens attends keys
+/// [0, kv_lens[b] - q_tokens + t] (the step's tokens see the ones before them), else all.
+///
+/// flash_decode: parameters q, k, v, kv_lens, part_o, part_lse, q_tokens, max_kv, H, H_KV,
+/// chunk, sm_scale; constants HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL. Launch over {splits, batch *
+/// H_KV}: program (s, b * H_KV + kh) takes keys [s * chunk, (s + 1) * chunk) of sequence b for
+/// the q_tokens * (H / H_KV) query rows of KV head kh (at most BLOCK_M), and writes each row's
+/// softmax-weighted sum of values over them (f32) and its log-sum-exp (base 2, -inf where it
+/// saw no key) at part_o [batch * q_tokens * H, splits, HEAD_DIM], part_lse [.., splits].
+/// flash_decode_combine: parameters part_o, part_lse, o, splits; constants HEAD_DIM, BS (a power
+/// of two at least splits). Launch over {batch * q_tokens * H}: each row's splits weighted by
+/// 2^(lse - max lse), o in the operands' dtype (0 for a row that saw no key).
+const KernelDef& flash_decode_kernel(ir::DType dtype);
+const KernelDef& flash_decode_combine_kernel(ir::DType dtype);
+
+/// o = softmax(q kᵀ · scale [causal]) v for a decode step, per sequence and query head, in the
+/// layout flash_decode_kernel states: f32 accumulation, o in the operands' dtype. `scale` 0
+/// means 1 / sqrt(head_dim). The keys of each sequence are split over enough programs to fill
+/// the machine (at least one block of keys each), then combined. Pointers are device memory on
+/// a GPU target, host memory on the host; a run given a stream is queued on it and returns at
+/// once, without one it returns when o is written. Bad shapes or arguments throw Error naming
+/// them, before anything is launched. Runs of one object are queued one after another (they
+/// share its partial results' buffer).
+class FlashDecode {
+ public:
+  FlashDecode(const Target& target, int heads, int kv_heads, int head_dim, ir::DType dtype = ir::DType::bf16,
+              bool causal = true, float scale = 0.0f);
+  ~FlashDecode();
+
+  /// `batch` sequences, `q_tokens` query tokens each (1 to 16 / (heads / kv_heads) rows a KV
+  /// head: at most 16 rows), caches of `max_kv` rows a sequence (kv_lens[b] <= max_kv, and
+  /// >= q_tokens where causal).
+  template <AttentionOperand T>
+  void run(const T* q, const T* k_cache, const T* v_cache, const int32_t* kv_lens, T* o, int batch, int q_tokens,
+           int max_kv, const runtime::Stream* stream = nullptr);
+
+  /// The splits of each sequence's keys a run of this shape uses.
+  int splits(int batch, int max_kv) const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> s_;
+};
+
+}  // namespace tiledist::kernels

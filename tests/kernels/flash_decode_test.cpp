@@ -1,0 +1,126 @@
+// kernels::FlashDecode (split-KV decoding over a KV cache) on the default target, against
+// softmax(q kᵀ · scale) v computed plainly in double on the host, per sequence, query token and
+// head (grouped-query heads, the causal limit of the step's tokens applied there), on fresh
+// random inputs: ragged KV lengths not multiples of the block (0 and 1 among them), one to
+// three query tokens, keys split over one to many programs.
+//
+// Tolerance (as attention_test's): the kernel rounds P to the operands' dtype before the second
+// dot and O at the end, each within u = 2^-8 (bf16) relatively: an element is within 2u of the
+// exact value (|v| <= 1), checked with a slack of 1.5 for the f32 sums and the splits' combine;
+// in norm against 1u.
+#include "kernels/flash_decode.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/reference.h"
+#include "tests/jit/error_of.h"
+
+namespace tiledist {
+namespace {
+namespace ref = tiledist::reference;
+using test_util::error_of;
+
+struct Case {
+  int batch, q_tokens, heads, kv_heads, head_dim, max_kv;
+  std::vector<int32_t> lens;
+  bool causal;
+};
+
+/// o [batch, q_tokens, heads, D] in double: query token t of sequence b attends keys
+/// [0, len - q_tokens + t] (causal) or [0, len); a row with no key is 0.
+std::vector<double> reference_decode(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
+                                     const std::vector<float>& v, double scale) {
+  const int D = c.head_dim, group = c.heads / c.kv_heads;
+  std::vector<double> out(q.size(), 0.0);
+  for (int b = 0; b < c.batch; ++b)
+    for (int t = 0; t < c.q_tokens; ++t)
+      for (int h = 0; h < c.heads; ++h) {
+        const int len = c.lens[size_t(b)], kh = h / group;
+        const int limit = c.causal ? std::max(len - c.q_tokens + t + 1, 0) : len;
+        const float* qr = &q[((size_t(b) * c.q_tokens + t) * c.heads + h) * D];
+        std::vector<double> w(static_cast<size_t>(limit));
+        double top = -std::numeric_limits<double>::infinity(), sum = 0;
+        for (int j = 0; j < limit; ++j) {
+          const float* kr = &k[((size_t(b) * c.max_kv + j) * c.kv_heads + kh) * D];
+          double dot = 0;
+          for (int d = 0; d < D; ++d) dot += double(qr[d]) * kr[d];
+          w[size_t(j)] = dot * scale, top = std::max(top, w[size_t(j)]);
+        }
+        for (double& x : w) sum += x = std::exp(x - top);
+        double* o = &out[((size_t(b) * c.q_tokens + t) * c.heads + h) * D];
+        for (int j = 0; j < limit; ++j)
+          for (int d = 0; d < D; ++d)
+            o[d] += w[size_t(j)] / sum * v[((size_t(b) * c.max_kv + j) * c.kv_heads + kh) * D + size_t(d)];
+      }
+  return out;
+}
+
+/// Random values in [-1, 1) rounded to bf16, and the same as floats.
+struct Values {
+  std::vector<bf16> data;
+  std::vector<float> f;
+  explicit Values(size_t n) : f(ref::random_floats(n)) {
+    data.resize(n);
+    for (size_t i = 0; i < n; ++i) f[i] = float(data[i] = bf16(f[i]));
+  }
+};
+
+void check(const Case& c) {
+  SCOPED_TRACE(str_cat("batch ", c.batch, ", q_tokens ", c.q_tokens, ", heads ", c.heads, "/", c.kv_heads, ", D ",
+                       c.head_dim, ", max_kv ", c.max_kv, c.causal ? ", causal" : ""));
+  const Target target = Target::default_target();
+  kernels::FlashDecode fd(target, c.heads, c.kv_heads, c.head_dim, ir::DType::bf16, c.causal);
+  const size_t nq = size_t(c.batch) * c.q_tokens * c.heads * c.head_dim;
+  const size_t nkv = size_t(c.batch) * c.max_kv * c.kv_heads * c.head_dim;
+  Values q(nq), k(nkv), v(nkv);
+  std::vector<bf16> o(nq, bf16(7.0f));
+  const bool gpu = target.is_gpu();
+  if (!gpu) {
+    fd.run(q.data.data(), k.data.data(), v.data.data(), c.lens.data(), o.data(), c.batch, c.q_tokens, c.max_kv);
+  } else {
+    cuda::Buffer<bf16> dq(q.data), dk(k.data), dv(v.data), dout(o);
+    cuda::Buffer<int32_t> dl(c.lens);
+    fd.run(dq.data(), dk.data(), dv.data(), dl.data(), dout.data(), c.batch, c.q_tokens, c.max_kv);
+    o = dout.download();
+  }
+  const std::vector<double> want = reference_decode(c, q.f, k.f, v.f, 1.0 / std::sqrt(double(c.head_dim)));
+  const double u = 1.0 / 256;
+  size_t bad = 0;
+  std::vector<float> got_f(nq), want_f(nq);
+  for (size_t i = 0; i < nq; ++i) {
+    got_f[i] = float(o[i]), want_f[i] = float(want[i]);
+    if (!(std::fabs(double(got_f[i]) - want[i]) <= 1.5 * 2 * u) && bad++ < 5)
+      ADD_FAILURE() << "o[" << i << "] = " << got_f[i] << ", want " << want[i] << " (splits "
+                    << fd.splits(c.batch, c.max_kv) << ")";
+  }
+  EXPECT_EQ(bad, 0u);
+  EXPECT_LE(ref::rel_error(got_f, want_f), u) << "in norm";
+}
+
+TEST(FlashDecode, OneTokenGroupedHeads) {
+  check({3, 1, 8, 2, 64, 300, {1, 300, 77}, true});
+  check({1, 1, 4, 1, 128, 1000, {999}, true});  // (one sequence: its keys over many programs)
+}
+TEST(FlashDecode, SeveralTokensCausal) {
+  check({2, 3, 8, 2, 64, 200, {3, 130}, true});
+  check({2, 2, 4, 4, 64, 64, {64, 5}, true});
+}
+TEST(FlashDecode, NotCausalAndEmpty) { check({3, 2, 4, 2, 64, 100, {0, 100, 33}, false}); }
+
+TEST(FlashDecode, BadArguments) {
+  const Target target = Target::default_target();
+  EXPECT_NE(error_of([&] { kernels::FlashDecode(target, 8, 3, 64); }).find("heads a multiple of kv_heads"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { kernels::FlashDecode(target, 8, 2, 96); }).find("head_dim = 96"), std::string::npos);
+  kernels::FlashDecode fd(target, 8, 2, 64);
+  bf16 x{};
+  int32_t len = 1;
+  EXPECT_NE(error_of([&] { fd.run(&x, &x, &x, &len, &x, 1, 5, 8); }).find("q_tokens = 5"), std::string::npos);
+  EXPECT_NE(error_of([&] { fd.run(&x, static_cast<const bf16*>(nullptr), &x, &len, &x, 1, 1, 8); }).find("a null pointer"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tiledist
