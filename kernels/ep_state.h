@@ -4,26 +4,12 @@
 
 #include <vector>
 
+#include "kernels/device_sync.h"
 #include "kernels/ep.h"
 #include "kernels/scratch.h"
 #include "kernels/symmetric.h"
 
 namespace tiledist::kernels {
-
-namespace detail {
-/// The last program of the kernel to get here (a counter of programs done, zeroed again by the
-/// last) sets flags[rank] = call on every rank, then waits until every rank's has reached it.
-inline void signal_and_wait_all(tl::Ptr<int32_t> sent, tl::Ptr<int32_t> flags, tl::Int call) {
-  auto n = dist::num_ranks(), me = dist::rank();
-  auto done = tl::atomic_add(sent, 1, {}, {"acq_rel", "sys"});  // (after this program's stores, to peers too)
-  tl::if_then(done == tl::num_programs(0) - 1, [&] {
-    tl::atomic_xchg(sent, 0, {}, {"relaxed", "gpu"});
-    tl::for_range(0, n, 1, [&](tl::Tensor i) { dist::notify(flags + me, (me + 1 + i) % n, call); });
-    tl::for_range(0, n, 1, [&](tl::Tensor r) { shmem::signal_wait_until(flags + r, shmem::Cmp::ge, call); });
-  });
-}
-
-}  // namespace detail
 
 struct EpDispatch::State {
   Target target;

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 
+#include "kernels/device_sync.h"
 #include "kernels/scratch.h"
 #include "kernels/symmetric.h"
 
@@ -22,9 +23,10 @@ using tl::Values;
 
 template <class T>
 void flash_decode(tl::Ptr<T> q, tl::Ptr<T> k, tl::Ptr<T> v, tl::Ptr<int32_t> kv_lens, tl::Ptr<float> part_o,
-                  tl::Ptr<float> part_lse, tl::Int q_tokens, tl::Int max_kv, tl::Int H, tl::Int H_KV, tl::Int chunk,
+                  tl::Ptr<float> part_lse, tl::Ptr<int32_t> sent, tl::Ptr<int32_t> flags, tl::Int q_tokens,
+                  tl::Int max_kv, tl::Int H, tl::Int H_KV, tl::Int chunk, tl::Int half_parts, tl::Int call,
                   tl::Float sm_scale, tl::Const<int> HEAD_DIM, tl::Const<int> BLOCK_M, tl::Const<int> BLOCK_N,
-                  tl::Const<int> CAUSAL) {
+                  tl::Const<int> CAUSAL, tl::Const<int> DIST) {
   const int D = HEAD_DIM;
   const tl::DType dtype = dtype_of<T>();
   auto split = tl::program_id(0), splits = tl::num_programs(0);
@@ -71,9 +73,23 @@ void flash_decode(tl::Ptr<T> q, tl::Ptr<T> k, tl::Ptr<T> v, tl::Ptr<int32_t> kv_
   auto seen = state[1] > 0.0f;
   auto out = state[2] / tl::expand_dims(tl::where(seen, state[1], 1.0f), 1);
   auto lse = tl::where(seen, state[0] + tl::log2(tl::where(seen, state[1], 1.0f)), -INFINITY);
-  auto part = row.to(tl::int64) * splits + split;
-  tl::store(part_o + tl::expand_dims(part * D, 1) + offs_d, out, tl::expand_dims(live, 1));
-  tl::store(part_lse + part, lse, live);
+  if (DIST == 0) {
+    auto part = row.to(tl::int64) * splits + split;
+    tl::store(part_o + tl::expand_dims(part * D, 1) + offs_d, out, tl::expand_dims(live, 1));
+    tl::store(part_lse + part, lse, live);
+    return;
+  }
+  // Across ranks: the part goes to every rank, at [call % 2][row][us][split] there (a half
+  // holds half_parts, whatever the run's shape: a peer may still read the other); the last
+  // program sets our flag on every rank and waits for every rank's, so that each rank's combine
+  // (queued after) finds every rank's parts.
+  auto n = dist::num_ranks(), me = dist::rank();
+  auto part = (call % 2).to(tl::int64) * half_parts + (row.to(tl::int64) * n + me) * splits + split;
+  tl::for_range(0, n, 1, [&](Tensor to) {
+    tl::store(dist::symm_at(part_o, to) + tl::expand_dims(part * D, 1) + offs_d, out, tl::expand_dims(live, 1));
+    tl::store(dist::symm_at(part_lse, to) + part, lse, live);
+  });
+  detail::signal_and_wait_all(sent, flags, call, tl::num_programs(0) * tl::num_programs(1));
 }
 
 template <class T>
@@ -92,14 +108,15 @@ void flash_decode_combine(tl::Ptr<float> part_o, tl::Ptr<float> part_lse, tl::Pt
   tl::store(o + row * D + tl::arange(0, D), out.to(dtype_of<T>()));
 }
 
-const std::vector<std::string> kParams = {"q",          "k",        "v",     "kv_lens", "part_o",   "part_lse",
-                                          "q_tokens",   "max_kv",   "H",     "H_KV",    "chunk",    "sm_scale",
-                                          "HEAD_DIM",   "BLOCK_M",  "BLOCK_N", "CAUSAL"};
-const Constants kDefaults = {{"HEAD_DIM", 128}, {"BLOCK_M", 16}, {"BLOCK_N", 64}, {"CAUSAL", 1}};
+const std::vector<std::string> kParams = {
+    "q",    "k",     "v",          "kv_lens", "part_o",   "part_lse", "sent",    "flags",   "q_tokens", "max_kv", "H",
+    "H_KV", "chunk", "half_parts", "call",    "sm_scale", "HEAD_DIM", "BLOCK_M", "BLOCK_N", "CAUSAL",   "DIST"};
+const Constants kDefaults = {{"HEAD_DIM", 128}, {"BLOCK_M", 16}, {"BLOCK_N", 64}, {"CAUSAL", 1}, {"DIST", 0}};
 const std::vector<std::string> kCombineParams = {"part_o", "part_lse", "o", "splits", "HEAD_DIM", "BS"};
 const Constants kCombineDefaults = {{"HEAD_DIM", 128}, {"BS", 16}};
-constexpr int kMaxRows = 16;     // query rows a KV head (BLOCK_M)
-constexpr int kMaxSplits = 128;  // of a sequence's keys
+constexpr int kMaxRows = 16;       // query rows a KV head (BLOCK_M)
+constexpr int kMaxSplits = 128;    // of a sequence's keys
+constexpr int kMaxDistSplits = 8;  // of a rank's slice of them (DistFlashDecode's parts buffer)
 }  // namespace
 
 const KernelDef& flash_decode_kernel(ir::DType dtype) {
@@ -110,8 +127,7 @@ const KernelDef& flash_decode_kernel(ir::DType dtype) {
   throw Error(str_cat("tiledist: flash_decode: no kernel for ", ir::dtype_name(dtype), " operands (bf16, f16)"));
 }
 const KernelDef& flash_decode_combine_kernel(ir::DType dtype) {
-  static const KernelDef bf16_def("flash_decode_combine", flash_decode_combine<bf16>, kCombineParams,
-                                  kCombineDefaults);
+  static const KernelDef bf16_def("flash_decode_combine", flash_decode_combine<bf16>, kCombineParams, kCombineDefaults);
   static const KernelDef f16_def("flash_decode_combine_f16", flash_decode_combine<f16>, kCombineParams,
                                  kCombineDefaults);
   if (dtype == ir::DType::bf16) return bf16_def;
@@ -119,103 +135,123 @@ const KernelDef& flash_decode_combine_kernel(ir::DType dtype) {
   throw Error(str_cat("tiledist: flash_decode: no kernel for ", ir::dtype_name(dtype), " operands (bf16, f16)"));
 }
 
-struct FlashDecode::State {
+namespace {
+/// What FlashDecode and DistFlashDecode share: the shape, the kernels, how keys are split.
+struct Decoder {
   Target target;
-  int heads = 0, kv_heads = 0, head_dim = 0, block_n = 64, programs = 0;
+  int heads = 0, kv_heads = 0, head_dim = 0, block_n = 64, programs = 0, max_splits = kMaxSplits;
   ir::DType dtype = ir::DType::bf16;
   bool causal = true;
   float scale = 0;
   CompileOptions options;
   Kernel decode;
   std::mutex mutex;
-  std::map<int, Kernel> combine;       // by BS
+  std::map<int, Kernel> combines;  // by BS
+  bool gpu() const { return target.is_gpu(); }
+
+  Decoder(const char* me, const Target& t, int h, int kvh, int d, ir::DType dt, bool c, float sc, bool across) {
+    if (dt != ir::DType::bf16 && dt != ir::DType::f16)
+      throw Error(str_cat(me, "operands of ", ir::dtype_name(dt), ": only bf16 and f16 are supported"));
+    if (d != 64 && d != 128) throw Error(str_cat(me, "head_dim = ", d, ": only 64 and 128 are supported"));
+    if (h < 1 || kvh < 1 || h % kvh != 0 || h / kvh > kMaxRows)
+      throw Error(str_cat(me, "heads = ", h, ", kv_heads = ", kvh,
+                          ": both positive, heads a multiple of kv_heads, at most ", kMaxRows, " heads a KV head"));
+    if (!std::isfinite(sc) || sc < 0)
+      throw Error(str_cat(me, "scale = ", sc, ": a positive number (or 0 for 1/sqrt(head_dim))"));
+    detail::on_gpu(t);  // (throws for a GPU whose streams the objects do not take yet)
+    target = t, heads = h, kv_heads = kvh, head_dim = d, dtype = dt, causal = c;
+    scale = sc > 0 ? sc : 1.0f / std::sqrt(float(d));
+    programs = gpu() ? 2 * cuda::device().sms : 8;
+    block_n = gpu() ? 64 : 32;
+    options = CompileOptions::from_env();
+    decode = compile(
+        flash_decode_kernel(dt),
+        {{"HEAD_DIM", d}, {"BLOCK_M", kMaxRows}, {"BLOCK_N", block_n}, {"CAUSAL", int(c)}, {"DIST", int(across)}},
+        target, options);
+  }
+  int splits(int batch, int max_kv) const {
+    const int64_t blocks = std::max<int64_t>((int64_t(max_kv) + block_n - 1) / block_n, 1);
+    const int64_t items = std::max<int64_t>(int64_t(batch) * kv_heads, 1);
+    return static_cast<int>(
+        std::clamp<int64_t>((programs + items - 1) / items, 1, std::min<int64_t>(blocks, max_splits)));
+  }
+  /// keys a split (whole blocks)
+  int chunk(int splits, int max_kv) const {
+    const int64_t blocks = std::max<int64_t>((int64_t(max_kv) + block_n - 1) / block_n, 1);
+    return static_cast<int>((blocks + splits - 1) / splits * block_n);
+  }
+  const Kernel& combine(int parts) {
+    int bs = 1;
+    while (bs < parts) bs *= 2;
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = combines.find(bs);
+    if (it == combines.end())
+      it = combines
+               .emplace(bs, compile(flash_decode_combine_kernel(dtype), {{"HEAD_DIM", head_dim}, {"BS", bs}}, target,
+                                    options))
+               .first;
+    return it->second;
+  }
+  /// Throws for a run's bad arguments (`what`: the object's name).
+  template <class T>
+  void check(const char* me, const T* q, const T* k, const T* v, const int32_t* lens, const T* o, int batch,
+             int q_tokens, int max_kv) const {
+    if (dtype_of<T>() != dtype)
+      throw Error(str_cat(me, "run with ", ir::dtype_name(dtype_of<T>()), " operands on an object made for ",
+                          ir::dtype_name(dtype)));
+    const int group = heads / kv_heads;
+    if (batch < 0 || max_kv < 0 || q_tokens < 1 || q_tokens * group > kMaxRows)
+      throw Error(str_cat(me, "batch = ", batch, ", q_tokens = ", q_tokens, ", max_kv = ", max_kv,
+                          ": batch and max_kv not negative, 1 <= q_tokens and q_tokens * heads / kv_heads (", group,
+                          ") <= ", kMaxRows));
+    if (int64_t(batch) * kv_heads > 65535)
+      throw Error(str_cat(me, "batch * kv_heads = ", int64_t(batch) * kv_heads, ": at most 65535 (the grid's y)"));
+    if (int64_t(max_kv) * kv_heads * head_dim >= INT32_MAX || int64_t(batch) * q_tokens * heads >= INT32_MAX)
+      throw Error(str_cat(me, "max_kv = ", max_kv, ", batch = ", batch, ": a sequence's cache, and the query rows, ",
+                          "under 2^31 elements (32-bit offsets within them)"));
+    if (batch > 0 && (!q || !k || !v || !lens || !o))
+      throw Error(str_cat(me, "a null pointer among q, k_cache, v_cache, kv_lens, o"));
+  }
+};
+}  // namespace
+
+struct FlashDecode::State {
+  Decoder core;
   detail::Scratch<float> part_o, lse;  // grown as runs need
   detail::RunStreams streams;
-  bool gpu() const { return target.is_gpu(); }
+  State(const Target& t, int h, int kvh, int d, ir::DType dt, bool c, float sc)
+      : core("tiledist: flash_decode: ", t, h, kvh, d, dt, c, sc, false) {}
   ~State() { streams.finish(); }
 };
 
 FlashDecode::FlashDecode(const Target& target, int heads, int kv_heads, int head_dim, ir::DType dtype, bool causal,
                          float scale)
-    : s_(std::make_shared<State>()) {
-  const char* me = "tiledist: flash_decode: ";
-  if (dtype != ir::DType::bf16 && dtype != ir::DType::f16)
-    throw Error(str_cat(me, "operands of ", ir::dtype_name(dtype), ": only bf16 and f16 are supported"));
-  if (head_dim != 64 && head_dim != 128)
-    throw Error(str_cat(me, "head_dim = ", head_dim, ": only 64 and 128 are supported"));
-  if (heads < 1 || kv_heads < 1 || heads % kv_heads != 0 || heads / kv_heads > kMaxRows)
-    throw Error(str_cat(me, "heads = ", heads, ", kv_heads = ", kv_heads,
-                        ": both positive, heads a multiple of kv_heads, at most ", kMaxRows, " heads a KV head"));
-  if (!std::isfinite(scale) || scale < 0)
-    throw Error(str_cat(me, "scale = ", scale, ": a positive number (or 0 for 1/sqrt(head_dim))"));
-  State& s = *s_;
-  detail::on_gpu(target);  // (throws for a GPU whose streams the object does not take yet)
-  s.target = target, s.heads = heads, s.kv_heads = kv_heads, s.head_dim = head_dim, s.dtype = dtype;
-  s.causal = causal, s.scale = scale > 0 ? scale : 1.0f / std::sqrt(float(head_dim));
-  s.programs = s.gpu() ? 2 * cuda::device().sms : 8;
-  s.block_n = s.gpu() ? 64 : 32;
-  s.options = CompileOptions::from_env();
-  s.decode = compile(flash_decode_kernel(dtype),
-                     {{"HEAD_DIM", head_dim}, {"BLOCK_M", kMaxRows}, {"BLOCK_N", s.block_n}, {"CAUSAL", int(causal)}},
-                     target, s.options);
-}
+    : s_(std::make_shared<State>(target, heads, kv_heads, head_dim, dtype, causal, scale)) {}
 
 FlashDecode::~FlashDecode() = default;
 
-int FlashDecode::splits(int batch, int max_kv) const {
-  const State& s = *s_;
-  const int64_t blocks = std::max<int64_t>((int64_t(max_kv) + s.block_n - 1) / s.block_n, 1);
-  const int64_t want = (s.programs + int64_t(batch) * s.kv_heads - 1) / std::max<int64_t>(int64_t(batch) * s.kv_heads, 1);
-  return static_cast<int>(std::clamp<int64_t>(want, 1, std::min<int64_t>(blocks, kMaxSplits)));
-}
+int FlashDecode::splits(int batch, int max_kv) const { return s_->core.splits(batch, max_kv); }
 
 template <AttentionOperand T>
 void FlashDecode::run(const T* q, const T* k_cache, const T* v_cache, const int32_t* kv_lens, T* o, int batch,
                       int q_tokens, int max_kv, const runtime::Stream* stream) {
   State& s = *s_;
-  const char* me = "tiledist: flash_decode: ";
-  if (dtype_of<T>() != s.dtype)
-    throw Error(str_cat(me, "run with ", ir::dtype_name(dtype_of<T>()), " operands on a FlashDecode made for ",
-                        ir::dtype_name(s.dtype)));
-  const int group = s.heads / s.kv_heads;
-  if (batch < 0 || max_kv < 0 || q_tokens < 1 || q_tokens * group > kMaxRows)
-    throw Error(str_cat(me, "batch = ", batch, ", q_tokens = ", q_tokens, ", max_kv = ", max_kv,
-                        ": batch and max_kv not negative, 1 <= q_tokens and q_tokens * heads / kv_heads (", group,
-                        ") <= ", kMaxRows));
-  if (int64_t(batch) * s.kv_heads > 65535)
-    throw Error(str_cat(me, "batch * kv_heads = ", int64_t(batch) * s.kv_heads, ": at most 65535 (the grid's y)"));
-  if (int64_t(max_kv) * s.kv_heads * s.head_dim >= INT32_MAX || int64_t(batch) * q_tokens * s.heads >= INT32_MAX)
-    throw Error(str_cat(me, "max_kv = ", max_kv, ", batch = ", batch, ": a sequence's cache, and the query rows, ",
-                        "under 2^31 elements (32-bit offsets within them)"));
+  Decoder& c = s.core;
+  c.check("tiledist: flash_decode: ", q, k_cache, v_cache, kv_lens, o, batch, q_tokens, max_kv);
   if (batch == 0) return;
-  if (!q || !k_cache || !v_cache || !kv_lens || !o)
-    throw Error(str_cat(me, "a null pointer among q, k_cache, v_cache, kv_lens, o"));
-  const int splits = this->splits(batch, max_kv);
-  const int64_t blocks = std::max<int64_t>((int64_t(max_kv) + s.block_n - 1) / s.block_n, 1);
-  const int chunk = static_cast<int>((blocks + splits - 1) / splits * s.block_n);
-  int bs = 1;
-  while (bs < splits) bs *= 2;
-  const size_t rows = size_t(batch) * q_tokens * s.heads;
-  const Kernel* combine = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(s.mutex);
-    auto it = s.combine.find(bs);
-    if (it == s.combine.end())
-      it = s.combine
-               .emplace(bs, compile(flash_decode_combine_kernel(s.dtype), {{"HEAD_DIM", s.head_dim}, {"BS", bs}},
-                                    s.target, s.options))
-               .first;
-    combine = &it->second;
-  }
+  const int splits = c.splits(batch, max_kv);
+  const size_t rows = size_t(batch) * q_tokens * c.heads;
+  const Kernel& combine = c.combine(splits);
   if (s.lse.size() < rows * splits) {  // (grown once the runs that read the old ones are done)
     s.streams.finish();
-    s.part_o = detail::Scratch<float>(s.target, rows * splits * s.head_dim);
-    s.lse = detail::Scratch<float>(s.target, rows * splits);
+    s.part_o = detail::Scratch<float>(c.target, rows * splits * c.head_dim);
+    s.lse = detail::Scratch<float>(c.target, rows * splits);
   }
-  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
-  detail::launch(s.decode, on, Grid(splits, int64_t(batch) * s.kv_heads), q, k_cache, v_cache, kv_lens,
-                 s.part_o.data(), s.lse.data(), q_tokens, max_kv, s.heads, s.kv_heads, chunk, s.scale);
-  detail::launch(*combine, on, Grid(int64_t(rows)), static_cast<const float*>(s.part_o.data()),
+  const runtime::Stream* on = c.gpu() ? &s.streams.enter(stream) : nullptr;
+  detail::launch(c.decode, on, Grid(splits, int64_t(batch) * c.kv_heads), q, k_cache, v_cache, kv_lens, s.part_o.data(),
+                 s.lse.data(), static_cast<int32_t*>(nullptr), static_cast<int32_t*>(nullptr), q_tokens, max_kv,
+                 c.heads, c.kv_heads, c.chunk(splits, max_kv), 0, 0, c.scale);
+  detail::launch(combine, on, Grid(int64_t(rows)), static_cast<const float*>(s.part_o.data()),
                  static_cast<const float*>(s.lse.data()), o, splits);
   if (on) s.streams.leave(*on, stream);
 }
@@ -224,6 +260,82 @@ template void FlashDecode::run(const bf16*, const bf16*, const bf16*, const int3
                                const runtime::Stream*);
 template void FlashDecode::run(const f16*, const f16*, const f16*, const int32_t*, f16*, int, int, int,
                                const runtime::Stream*);
+
+struct DistFlashDecode::State {
+  Decoder core;
+  int rank = 0, ranks = 1, max_rows = 0;
+  size_t half_parts = 0;  // the parts of a half: max_rows * ranks * kMaxDistSplits
+  int32_t calls = 0;
+  float* part_o = nullptr;   // symmetric [2, max_rows, ranks, max_splits, head_dim]
+  float* lse = nullptr;      // symmetric [2, max_rows, ranks, max_splits]
+  int32_t* flags = nullptr;  // symmetric [ranks]: the last call whose parts from rank r are here
+  detail::Scratch<int32_t> sent;
+  detail::RunStreams streams;
+  State(const Target& t, int h, int kvh, int d, ir::DType dt, float sc)
+      : core("tiledist: dist_flash_decode: ", t, h, kvh, d, dt, false, sc, true) {}
+  ~State() {
+    streams.finish();
+    for (void* p : {static_cast<void*>(flags), static_cast<void*>(lse), static_cast<void*>(part_o)})
+      if (p) detail::symm_release(core.target, p);
+  }
+};
+
+DistFlashDecode::DistFlashDecode(const Target& target, int heads, int kv_heads, int head_dim, int max_batch,
+                                 int max_q_tokens, ir::DType dtype, float scale)
+    : s_(std::make_shared<State>(target, heads, kv_heads, head_dim, dtype, scale)) {
+  State& s = *s_;
+  if (max_batch < 0 || max_q_tokens < 1 || max_q_tokens * (heads / kv_heads) > kMaxRows)
+    throw Error(str_cat("tiledist: dist_flash_decode: max_batch = ", max_batch, ", max_q_tokens = ", max_q_tokens,
+                        ": max_batch not negative, 1 <= max_q_tokens * heads / kv_heads <= ", kMaxRows));
+  s.rank = detail::world_rank(target), s.ranks = detail::world_ranks(target);
+  s.core.max_splits = kMaxDistSplits;
+  s.max_rows = max_batch * max_q_tokens * heads;
+  s.half_parts = size_t(std::max(s.max_rows, 1)) * s.ranks * kMaxDistSplits;
+  if (s.half_parts * head_dim >= INT32_MAX)
+    throw Error(str_cat("tiledist: dist_flash_decode: ", s.max_rows, " query rows on ", s.ranks,
+                        " ranks: the parts' elements under 2^31"));
+  const size_t parts = 2 * s.half_parts;
+  s.part_o = static_cast<float*>(detail::symm_zeroed(target, parts * head_dim * 4));
+  s.lse = static_cast<float*>(detail::symm_zeroed(target, parts * 4));
+  s.flags = static_cast<int32_t*>(detail::symm_zeroed(target, size_t(s.ranks) * 4));
+  detail::symm_label(target, s.flags, size_t(s.ranks) * 4, {"DistFlashDecode's signal words [ranks]", 4, [](int64_t i) {
+                                                              return str_cat("the partial results from rank ", i);
+                                                            }});
+  barrier_all();  // no rank signals before every rank has zeroed its flags
+  s.sent = detail::Scratch<int32_t>(target, 1);
+}
+
+DistFlashDecode::~DistFlashDecode() = default;
+
+template <AttentionOperand T>
+void DistFlashDecode::run(const T* q, const T* k_slice, const T* v_slice, const int32_t* kv_lens, T* o, int batch,
+                          int q_tokens, int max_kv, const runtime::Stream* stream) {
+  State& s = *s_;
+  Decoder& c = s.core;
+  const char* me = "tiledist: dist_flash_decode: ";
+  c.check(me, q, k_slice, v_slice, kv_lens, o, batch, q_tokens, max_kv);
+  if (int64_t(batch) * q_tokens * c.heads > s.max_rows)
+    throw Error(str_cat(me, "batch = ", batch, ", q_tokens = ", q_tokens, " on rank ", s.rank, ": ",
+                        int64_t(batch) * q_tokens * c.heads, " query rows, past the ", s.max_rows,
+                        " this DistFlashDecode was made for"));
+  if (batch == 0) return;  // (every rank alike: the shapes are the job's)
+  const int32_t call = ++s.calls;
+  const int splits = c.splits(batch, max_kv), parts = s.ranks * splits;
+  const int rows = batch * q_tokens * c.heads;
+  const runtime::Stream* on = c.gpu() ? &s.streams.enter(stream) : nullptr;
+  detail::launch(c.decode, on, Grid(splits, int64_t(batch) * c.kv_heads), q, k_slice, v_slice, kv_lens, s.part_o, s.lse,
+                 s.sent.data(), s.flags, q_tokens, max_kv, c.heads, c.kv_heads, c.chunk(splits, max_kv),
+                 static_cast<int>(s.half_parts), call, c.scale);
+  const size_t half = size_t(call % 2) * s.half_parts;
+  detail::launch(c.combine(parts), on, Grid(int64_t(rows)), static_cast<const float*>(s.part_o + half * c.head_dim),
+                 static_cast<const float*>(s.lse + half), o, parts);
+  if (on) s.streams.leave(*on, stream);
+}
+
+template void DistFlashDecode::run(const bf16*, const bf16*, const bf16*, const int32_t*, bf16*, int, int, int,
+                                   const runtime::Stream*);
+template void DistFlashDecode::run(const f16*, const f16*, const f16*, const int32_t*, f16*, int, int, int,
+                                   const runtime::Stream*);
 
 TILEDIST_REGISTER(flash_decode_kernel(ir::DType::bf16));
 TILEDIST_REGISTER(flash_decode_kernel(ir::DType::f16));

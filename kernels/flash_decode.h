@@ -17,8 +17,9 @@ namespace tiledist::kernels {
 /// head h reads KV head h / (H / H_KV); CAUSAL=1: query token t of q_tokens attends keys
 /// [0, kv_lens[b] - q_tokens + t] (the step's tokens see the ones before them), else all.
 ///
-/// flash_decode: parameters q, k, v, kv_lens, part_o, part_lse, q_tokens, max_kv, H, H_KV,
-/// chunk, sm_scale; constants HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL. Launch over {splits, batch *
+/// flash_decode: parameters q, k, v, kv_lens, part_o, part_lse, sent, flags, q_tokens, max_kv,
+/// H, H_KV, chunk, half_parts, call, sm_scale; constants HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL,
+/// DIST (DistFlashDecode's form: sent, flags, half_parts and call are its). Launch over {splits, batch *
 /// H_KV}: program (s, b * H_KV + kh) takes keys [s * chunk, (s + 1) * chunk) of sequence b for
 /// the q_tokens * (H / H_KV) query rows of KV head kh (at most BLOCK_M), and writes each row's
 /// softmax-weighted sum of values over them (f32) and its log-sum-exp (base 2, -inf where it
@@ -52,6 +53,32 @@ class FlashDecode {
 
   /// The splits of each sequence's keys a run of this shape uses.
   int splits(int batch, int max_kv) const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> s_;
+};
+
+/// Distributed flash decoding: each rank holds a slice of every sequence's keys (k_slice and
+/// v_slice [batch, max_kv, kv_heads, head_dim], kv_lens [batch] its slice's lengths; the same q
+/// on every rank), computes its parts over its slice, and pushes them into every rank's
+/// symmetric buffer from inside the decode kernel (the last program sets its flag on every rank
+/// and waits for theirs: no separate collective launch); each rank's combine then weighs every
+/// rank's parts by their log-sum-exp, so every rank gets o over all the slices. Every key of
+/// every slice is attended (no causal limit across ranks yet). Halves a call apart hold the
+/// parts, so back-to-back runs need no barrier. Collective: every rank constructs it and calls
+/// run with the same batch, q_tokens and max_kv, in the same order; at most max_batch *
+/// max_q_tokens * heads query rows a run. A peer that never runs ends the wait with the wait's
+/// timeout ($TILEDIST_WAIT_TIMEOUT) naming its flag. Memory and streams as FlashDecode's.
+class DistFlashDecode {
+ public:
+  DistFlashDecode(const Target& target, int heads, int kv_heads, int head_dim, int max_batch, int max_q_tokens = 1,
+                  ir::DType dtype = ir::DType::bf16, float scale = 0.0f);
+  ~DistFlashDecode();
+
+  template <AttentionOperand T>
+  void run(const T* q, const T* k_slice, const T* v_slice, const int32_t* kv_lens, T* o, int batch, int q_tokens,
+           int max_kv, const runtime::Stream* stream = nullptr);
 
  private:
   struct State;

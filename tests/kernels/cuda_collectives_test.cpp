@@ -12,6 +12,7 @@
 #include "kernels/reference.h"
 #include "tests/kernels/collectives_check.h"
 #include "tests/kernels/ep_check.h"
+#include "tests/kernels/flash_decode_check.h"
 #include "tests/kernels/moe_check.h"
 #include "tiledist.h"
 
@@ -150,6 +151,14 @@ TEST(GpuKernels, EpLowLatency) {
   testing_ep::check_ep_ll<DeviceMemory>(Target::cuda(), 40, 512, 4 * n, 4, f8, 0, 3, true, &stream);
   testing_ep::check_ep_ll<DeviceMemory>(Target::cuda(), 70, 512, 2 * n, 2, f8, 256, 2);  // (the blockwise f8 GEMM)
   testing_ep::check_ep_ll<DeviceMemory>(Target::cuda(), 128, 7168, 32 * n, 8, f8, 0, 3, true, &stream);
+}
+// Distributed flash decoding: every rank a slice of the keys, the parts pushed to every rank
+// from inside the decode kernel (tests/kernels/flash_decode_check.h).
+TEST(GpuKernels, DistFlashDecode) {
+  kernels::DistFlashDecode fd(Target::cuda(), 32, 8, 128, /*max_batch*/ 4, /*max_q_tokens*/ 2);
+  testing_decode::check_dist_decode<DeviceMemory>(1, 4, 1, 32, 8, 128, 1000, fd);
+  testing_decode::check_dist_decode<DeviceMemory>(2, 3, 2, 32, 8, 128, 77, fd);
+  testing_decode::check_dist_decode<DeviceMemory>(3, 1, 1, 32, 8, 128, 5000, fd);
 }
 TEST(GpuKernels, MoeReduce) {
   using Mode = kernels::MoeReduce::Mode;

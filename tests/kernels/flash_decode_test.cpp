@@ -119,7 +119,9 @@ TEST(FlashDecode, BadArguments) {
   bf16 x{};
   int32_t len = 1;
   EXPECT_NE(error_of([&] { fd.run(&x, &x, &x, &len, &x, 1, 5, 8); }).find("q_tokens = 5"), std::string::npos);
-  EXPECT_NE(error_of([&] { fd.run(&x, static_cast<const bf16*>(nullptr), &x, &len, &x, 1, 1, 8); }).find("a null pointer"), std::string::npos);
+  EXPECT_NE(
+      error_of([&] { fd.run(&x, static_cast<const bf16*>(nullptr), &x, &len, &x, 1, 1, 8); }).find("a null pointer"),
+      std::string::npos);
 }
 
 }  // namespace
