@@ -228,4 +228,35 @@ std::vector<float> spread_rows(std::vector<float> v, int64_t rows, int64_t cols)
   return v;
 }
 
+std::vector<double> decode_attention(const std::vector<float>& q, const std::vector<KvSlice>& slices, int batch,
+                                     int q_tokens, int heads, int kv_heads, int D, bool causal, double scale) {
+  const int group = heads / kv_heads;
+  std::vector<double> out(q.size(), 0.0);
+  std::vector<double> w;
+  std::vector<const float*> vs;
+  for (int b = 0; b < batch; ++b) {
+    int total = 0;
+    for (const KvSlice& s : slices) total += s.lens[b];
+    for (int t = 0; t < q_tokens; ++t)
+      for (int h = 0; h < heads; ++h) {
+        const size_t at = ((size_t(b) * q_tokens + t) * heads + h) * D;
+        const int limit = causal ? std::max(total - q_tokens + t + 1, 0) : total;
+        w.clear(), vs.clear();
+        double top = -INFINITY, sum = 0;
+        for (const KvSlice& s : slices)
+          for (int j = 0; j < s.lens[b] && int(w.size()) < limit; ++j) {
+            const size_t kv = ((size_t(b) * s.max_kv + j) * kv_heads + h / group) * D;
+            double dot = 0;
+            for (int d = 0; d < D; ++d) dot += double(q[at + size_t(d)]) * s.k[kv + size_t(d)];
+            w.push_back(dot * scale), vs.push_back(s.v + kv);
+            top = std::max(top, w.back());
+          }
+        for (double& x : w) sum += x = std::exp(x - top);
+        for (size_t j = 0; j < w.size(); ++j)
+          for (int d = 0; d < D; ++d) out[at + size_t(d)] += w[j] / sum * vs[j][d];
+      }
+  }
+  return out;
+}
+
 }  // namespace tiledist::reference

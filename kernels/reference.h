@@ -36,6 +36,21 @@ void layernorm(const std::vector<float>& x, const std::vector<float>& w, const s
 /// C = A @ B with A, B given as floats (already rounded to the input dtype).
 void gemm(const std::vector<float>& a, const std::vector<float>& b, std::vector<float>& c, int M, int N, int K);
 
+/// A KV cache's slice for decode_attention: k and v [batch, max_kv, kv_heads, D], the keys of
+/// sequence b rows [0, lens[b]).
+struct KvSlice {
+  const float* k;
+  const float* v;
+  const int32_t* lens;
+  int max_kv;
+};
+/// A decode step's attention in double: o [batch, q_tokens, heads, D] = softmax(q kᵀ · scale) v
+/// per sequence, query token and head over the keys of `slices` one after another (query head h
+/// reads KV head h / (heads / kv_heads)); causal: token t of q_tokens attends the first
+/// total - q_tokens + t + 1 of the sequence's keys. A row with no key is 0.
+std::vector<double> decode_attention(const std::vector<float>& q, const std::vector<KvSlice>& slices, int batch,
+                                     int q_tokens, int heads, int kv_heads, int D, bool causal, double scale);
+
 /// What moe_mlp_token gives a bound per output element (each [H]):
 /// - magnitude: the sum of |scores[j] (act . W2_r[e_j][h, :])|;
 /// - largest: the largest |scores[j] act[i] W2_r[e_j][h, i]| of the element's terms (an act

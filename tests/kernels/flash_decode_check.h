@@ -9,23 +9,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <limits>
-#include <random>
 
 #include "kernels/flash_decode.h"
 #include "kernels/reference.h"
 
 namespace tiledist::testing_decode {
 namespace ref = tiledist::reference;
-
-/// n values uniform in [-1, 1) from `seed` (the same on every rank).
-std::vector<float> uniform(uint32_t seed, size_t n) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 struct Slice {
   std::vector<bf16> k, v;
@@ -34,10 +23,11 @@ struct Slice {
 };
 /// Rank r's slice at call `call`: [batch, max_kv, kv_heads, D], random lengths in [0, max_kv]
 /// (rank 1's first sequence empty).
-Slice slice_of(int r, int call, int batch, int max_kv, int kv_heads, int D) {
+inline Slice slice_of(int r, int call, int batch, int max_kv, int kv_heads, int D) {
   Slice s;
   const size_t n = size_t(batch) * max_kv * kv_heads * D;
-  s.kf = uniform(uint32_t(r * 7919 + call * 31), n), s.vf = uniform(uint32_t(r * 7919 + call * 31 + 1), n);
+  s.kf = ref::random_values<float>(uint64_t(r * 7919 + call * 31), n);
+  s.vf = ref::random_values<float>(uint64_t(r * 7919 + call * 31 + 1), n);
   s.k.resize(n), s.v.resize(n);
   for (size_t i = 0; i < n; ++i) s.kf[i] = float(s.k[i] = bf16(s.kf[i])), s.vf[i] = float(s.v[i] = bf16(s.vf[i]));
   for (int b = 0; b < batch; ++b) s.lens.push_back((r * 37 + b * 53 + call * 11) % (max_kv + 1));
@@ -58,7 +48,7 @@ void check_dist_decode(int call, int batch, int q_tokens, int heads, int kv_head
   std::vector<Slice> slices;
   for (int r = 0; r < n; ++r) slices.push_back(slice_of(r, call, batch, max_kv, kv_heads, D));
   const size_t nq = size_t(batch) * q_tokens * heads * D;
-  std::vector<float> qf = uniform(uint32_t(1000 + call), nq);
+  std::vector<float> qf = ref::random_values<float>(uint64_t(1000 + call), nq);
   std::vector<bf16> q16(nq);
   for (size_t i = 0; i < nq; ++i) qf[i] = float(q16[i] = bf16(qf[i]));
   const Slice& mine = slices[size_t(me)];
@@ -67,37 +57,20 @@ void check_dist_decode(int call, int batch, int q_tokens, int heads, int kv_head
   auto out = Memory<bf16>::make(std::vector<bf16>(nq, bf16(7.0f)));
   fd.run(q.ptr(), k.ptr(), v.ptr(), lens.ptr(), out.ptr(), batch, q_tokens, max_kv);
   const std::vector<bf16> o = out.get();
-  const int group = heads / kv_heads;
-  const double scale = 1.0 / std::sqrt(double(D)), u = 1.0 / 256;
+  std::vector<ref::KvSlice> kv;
+  for (const Slice& s : slices) kv.push_back({s.kf.data(), s.vf.data(), s.lens.data(), max_kv});
+  const std::vector<double> want =
+      ref::decode_attention(qf, kv, batch, q_tokens, heads, kv_heads, D, false, 1.0 / std::sqrt(double(D)));
+  const double u = 1.0 / 256;
   size_t bad = 0;
-  std::vector<float> got, want;
-  for (int b = 0; b < batch; ++b)
-    for (int t = 0; t < q_tokens; ++t)
-      for (int h = 0; h < heads; ++h) {
-        const size_t at = ((size_t(b) * q_tokens + t) * heads + h) * D;
-        std::vector<double> w, acc(size_t(D), 0.0);
-        std::vector<const float*> vs;
-        double top = -std::numeric_limits<double>::infinity(), sum = 0;
-        for (const Slice& s : slices)
-          for (int j = 0; j < s.lens[size_t(b)]; ++j) {
-            const size_t kv = ((size_t(b) * max_kv + j) * kv_heads + h / group) * D;
-            double dot = 0;
-            for (int d = 0; d < D; ++d) dot += double(qf[at + size_t(d)]) * s.kf[kv + size_t(d)];
-            w.push_back(dot * scale), vs.push_back(&s.vf[kv]);
-            top = std::max(top, w.back());
-          }
-        for (double& x : w) sum += x = std::exp(x - top);
-        for (size_t j = 0; j < w.size(); ++j)
-          for (int d = 0; d < D; ++d) acc[size_t(d)] += w[j] / sum * vs[j][d];
-        for (int d = 0; d < D; ++d) {
-          got.push_back(float(o[at + size_t(d)])), want.push_back(float(acc[size_t(d)]));
-          if (!(std::fabs(double(got.back()) - acc[size_t(d)]) <= 1.5 * 2 * u) && bad++ < 5)
-            ADD_FAILURE() << "o[" << b << ", " << t << ", " << h << ", " << d << "] = " << got.back() << ", want "
-                          << acc[size_t(d)];
-        }
-      }
+  std::vector<float> got_f(nq), want_f(nq);
+  for (size_t i = 0; i < nq; ++i) {
+    got_f[i] = float(o[i]), want_f[i] = float(want[i]);
+    if (!(std::fabs(double(got_f[i]) - want[i]) <= 1.5 * 2 * u) && bad++ < 5)
+      ADD_FAILURE() << "o[" << i << "] = " << got_f[i] << ", want " << want[i];
+  }
   EXPECT_EQ(bad, 0u);
-  EXPECT_LE(ref::rel_error(got, want), u) << "in norm";
+  EXPECT_LE(ref::rel_error(got_f, want_f), u) << "in norm";
 }
 
 }  // namespace tiledist::testing_decode

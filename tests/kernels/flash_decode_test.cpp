@@ -13,7 +13,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <limits>
 
 #include "kernels/reference.h"
 #include "tests/jit/error_of.h"
@@ -28,35 +27,6 @@ struct Case {
   std::vector<int32_t> lens;
   bool causal;
 };
-
-/// o [batch, q_tokens, heads, D] in double: query token t of sequence b attends keys
-/// [0, len - q_tokens + t] (causal) or [0, len); a row with no key is 0.
-std::vector<double> reference_decode(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
-                                     const std::vector<float>& v, double scale) {
-  const int D = c.head_dim, group = c.heads / c.kv_heads;
-  std::vector<double> out(q.size(), 0.0);
-  for (int b = 0; b < c.batch; ++b)
-    for (int t = 0; t < c.q_tokens; ++t)
-      for (int h = 0; h < c.heads; ++h) {
-        const int len = c.lens[size_t(b)], kh = h / group;
-        const int limit = c.causal ? std::max(len - c.q_tokens + t + 1, 0) : len;
-        const float* qr = &q[((size_t(b) * c.q_tokens + t) * c.heads + h) * D];
-        std::vector<double> w(static_cast<size_t>(limit));
-        double top = -std::numeric_limits<double>::infinity(), sum = 0;
-        for (int j = 0; j < limit; ++j) {
-          const float* kr = &k[((size_t(b) * c.max_kv + j) * c.kv_heads + kh) * D];
-          double dot = 0;
-          for (int d = 0; d < D; ++d) dot += double(qr[d]) * kr[d];
-          w[size_t(j)] = dot * scale, top = std::max(top, w[size_t(j)]);
-        }
-        for (double& x : w) sum += x = std::exp(x - top);
-        double* o = &out[((size_t(b) * c.q_tokens + t) * c.heads + h) * D];
-        for (int j = 0; j < limit; ++j)
-          for (int d = 0; d < D; ++d)
-            o[d] += w[size_t(j)] / sum * v[((size_t(b) * c.max_kv + j) * c.kv_heads + kh) * D + size_t(d)];
-      }
-  return out;
-}
 
 /// Random values in [-1, 1) rounded to bf16, and the same as floats.
 struct Values {
@@ -86,7 +56,9 @@ void check(const Case& c) {
     fd.run(dq.data(), dk.data(), dv.data(), dl.data(), dout.data(), c.batch, c.q_tokens, c.max_kv);
     o = dout.download();
   }
-  const std::vector<double> want = reference_decode(c, q.f, k.f, v.f, 1.0 / std::sqrt(double(c.head_dim)));
+  const std::vector<double> want =
+      ref::decode_attention(q.f, {{k.f.data(), v.f.data(), c.lens.data(), c.max_kv}}, c.batch, c.q_tokens, c.heads,
+                            c.kv_heads, c.head_dim, c.causal, 1.0 / std::sqrt(double(c.head_dim)));
   const double u = 1.0 / 256;
   size_t bad = 0;
   std::vector<float> got_f(nq), want_f(nq);
