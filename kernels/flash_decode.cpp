@@ -22,11 +22,11 @@ using tl::Tensor;
 using tl::Values;
 
 template <class T>
-void flash_decode(tl::Ptr<T> q, tl::Ptr<T> k, tl::Ptr<T> v, tl::Ptr<int32_t> kv_lens, tl::Ptr<float> part_o,
-                  tl::Ptr<float> part_lse, tl::Ptr<int32_t> sent, tl::Ptr<int32_t> flags, tl::Int q_tokens,
-                  tl::Int max_kv, tl::Int H, tl::Int H_KV, tl::Int chunk, tl::Int half_parts, tl::Int call,
-                  tl::Float sm_scale, tl::Const<int> HEAD_DIM, tl::Const<int> BLOCK_M, tl::Const<int> BLOCK_N,
-                  tl::Const<int> CAUSAL, tl::Const<int> DIST) {
+void flash_decode(tl::Ptr<T> q, tl::Ptr<T> k, tl::Ptr<T> v, tl::Ptr<int32_t> kv_lens, tl::Ptr<int32_t> block_table,
+                  tl::Ptr<float> part_o, tl::Ptr<float> part_lse, tl::Ptr<int32_t> sent, tl::Ptr<int32_t> flags,
+                  tl::Int q_tokens, tl::Int max_kv, tl::Int H, tl::Int H_KV, tl::Int chunk, tl::Int half_parts,
+                  tl::Int call, tl::Float sm_scale, tl::Const<int> HEAD_DIM, tl::Const<int> BLOCK_M,
+                  tl::Const<int> BLOCK_N, tl::Const<int> CAUSAL, tl::Const<int> DIST, tl::Const<int> PAGE) {
   const int D = HEAD_DIM;
   const tl::DType dtype = dtype_of<T>();
   auto split = tl::program_id(0), splits = tl::num_programs(0);
@@ -43,7 +43,9 @@ void flash_decode(tl::Ptr<T> q, tl::Ptr<T> k, tl::Ptr<T> v, tl::Ptr<int32_t> kv_
   // Each row's keys: [0, limit) (causal: the step's later tokens hidden from earlier ones).
   auto limit = tl::where(live, len, 0);
   if (CAUSAL) limit = tl::where(live, tl::maximum(len - q_tokens + t + 1, 0), 0);
-  auto kv_base = b.to(tl::int64) * max_kv * H_KV * D + kh * D;
+  // (paged: the cache's pages [pages, PAGE, H_KV, D], sequence b's page i at block_table[b, i],
+  // max_kv its entries a sequence; else sequence b's rows [b * max_kv, + max_kv))
+  auto kv_base = PAGE ? (kh * D).to(tl::int64) : b.to(tl::int64) * max_kv * H_KV * D + kh * D;
   auto stride = H_KV * D;
   auto offs_n = tl::arange(0, BLOCK_N);
   auto qk_scale = sm_scale * 1.44269504f;  // 1/ln(2): exp(x) = exp2(x * log2(e))
@@ -54,7 +56,9 @@ void flash_decode(tl::Ptr<T> q, tl::Ptr<T> k, tl::Ptr<T> v, tl::Ptr<int32_t> kv_
     Tensor m_i = c[0], l_i = c[1], acc = c[2];
     auto cols = start_n + offs_n;
     auto in = tl::expand_dims(cols < hi, 1);
-    auto at = kv_base + tl::expand_dims(cols, 1) * stride + offs_d;
+    Tensor key = cols.to(tl::int64);  // (each column's row of the cache)
+    if (PAGE) key = tl::load(block_table + b * max_kv + cols / PAGE, cols < hi, 0).to(tl::int64) * PAGE + cols % PAGE;
+    auto at = kv_base + tl::expand_dims(key * stride, 1) + offs_d;
     auto k_tile = tl::load(k + at, in, 0.0f);
     auto qk = tl::dot(q_tile, tl::trans(k_tile));  // [BLOCK_M, BLOCK_N], f32
     auto keep = tl::expand_dims(cols, 0) < tl::expand_dims(limit, 1);
@@ -108,10 +112,12 @@ void flash_decode_combine(tl::Ptr<float> part_o, tl::Ptr<float> part_lse, tl::Pt
   tl::store(o + row * D + tl::arange(0, D), out.to(dtype_of<T>()));
 }
 
-const std::vector<std::string> kParams = {
-    "q",    "k",     "v",          "kv_lens", "part_o",   "part_lse", "sent",    "flags",   "q_tokens", "max_kv", "H",
-    "H_KV", "chunk", "half_parts", "call",    "sm_scale", "HEAD_DIM", "BLOCK_M", "BLOCK_N", "CAUSAL",   "DIST"};
-const Constants kDefaults = {{"HEAD_DIM", 128}, {"BLOCK_M", 16}, {"BLOCK_N", 64}, {"CAUSAL", 1}, {"DIST", 0}};
+const std::vector<std::string> kParams = {"q",        "k",       "v",          "kv_lens",  "block_table", "part_o",
+                                          "part_lse", "sent",    "flags",      "q_tokens", "max_kv",      "H",
+                                          "H_KV",     "chunk",   "half_parts", "call",     "sm_scale",    "HEAD_DIM",
+                                          "BLOCK_M",  "BLOCK_N", "CAUSAL",     "DIST",     "PAGE"};
+const Constants kDefaults = {{"HEAD_DIM", 128}, {"BLOCK_M", 16}, {"BLOCK_N", 64},
+                             {"CAUSAL", 1},     {"DIST", 0},     {"PAGE", 0}};
 const std::vector<std::string> kCombineParams = {"part_o", "part_lse", "o", "splits", "HEAD_DIM", "BS"};
 const Constants kCombineDefaults = {{"HEAD_DIM", 128}, {"BS", 16}};
 constexpr int kMaxRows = 16;       // query rows a KV head (BLOCK_M)
@@ -147,6 +153,7 @@ struct Decoder {
   Kernel decode;
   std::mutex mutex;
   std::map<int, Kernel> combines;  // by BS
+  std::map<int, Kernel> pages;     // the paged cache's decode, by page size
   bool gpu() const { return target.is_gpu(); }
 
   Decoder(const char* me, const Target& t, int h, int kvh, int d, ir::DType dt, bool c, float sc, bool across) {
@@ -179,6 +186,21 @@ struct Decoder {
   int chunk(int splits, int max_kv) const {
     const int64_t blocks = std::max<int64_t>((int64_t(max_kv) + block_n - 1) / block_n, 1);
     return static_cast<int>((blocks + splits - 1) / splits * block_n);
+  }
+  const Kernel& paged(int page) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = pages.find(page);
+    if (it == pages.end())
+      it = pages
+               .emplace(page, compile(flash_decode_kernel(dtype),
+                                      {{"HEAD_DIM", head_dim},
+                                       {"BLOCK_M", kMaxRows},
+                                       {"BLOCK_N", block_n},
+                                       {"CAUSAL", int(causal)},
+                                       {"PAGE", page}},
+                                      target, options))
+               .first;
+    return it->second;
   }
   const Kernel& combine(int parts) {
     int bs = 1;
@@ -235,6 +257,25 @@ int FlashDecode::splits(int batch, int max_kv) const { return s_->core.splits(ba
 template <AttentionOperand T>
 void FlashDecode::run(const T* q, const T* k_cache, const T* v_cache, const int32_t* kv_lens, T* o, int batch,
                       int q_tokens, int max_kv, const runtime::Stream* stream) {
+  run_on(q, k_cache, v_cache, kv_lens, nullptr, 0, o, batch, q_tokens, max_kv, stream);
+}
+template <AttentionOperand T>
+void FlashDecode::run_paged(const T* q, const T* k_pages, const T* v_pages, const int32_t* block_table,
+                            const int32_t* kv_lens, T* o, int batch, int q_tokens, int page_size, int max_pages,
+                            const runtime::Stream* stream) {
+  const char* me = "tiledist: flash_decode: ";
+  if (page_size < 1 || (page_size & (page_size - 1)) != 0 || page_size > 4096 || max_pages < 0)
+    throw Error(str_cat(me, "page_size = ", page_size, ", max_pages = ", max_pages,
+                        ": pages of a power of two rows up to 4096, max_pages not negative"));
+  if (int64_t(max_pages) * page_size > INT32_MAX)
+    throw Error(str_cat(me, max_pages, " pages of ", page_size, " rows: a sequence's keys under 2^31"));
+  if (batch > 0 && !block_table) throw Error(str_cat(me, "a null block_table"));
+  run_on(q, k_pages, v_pages, kv_lens, block_table, page_size, o, batch, q_tokens, max_pages * page_size, stream);
+}
+template <AttentionOperand T>
+void FlashDecode::run_on(const T* q, const T* k_cache, const T* v_cache, const int32_t* kv_lens,
+                         const int32_t* block_table, int page_size, T* o, int batch, int q_tokens, int max_kv,
+                         const runtime::Stream* stream) {
   State& s = *s_;
   Decoder& c = s.core;
   c.check("tiledist: flash_decode: ", q, k_cache, v_cache, kv_lens, o, batch, q_tokens, max_kv);
@@ -248,9 +289,11 @@ void FlashDecode::run(const T* q, const T* k_cache, const T* v_cache, const int3
     s.lse = detail::Scratch<float>(c.target, rows * splits);
   }
   const runtime::Stream* on = c.gpu() ? &s.streams.enter(stream) : nullptr;
-  detail::launch(c.decode, on, Grid(splits, int64_t(batch) * c.kv_heads), q, k_cache, v_cache, kv_lens, s.part_o.data(),
-                 s.lse.data(), static_cast<int32_t*>(nullptr), static_cast<int32_t*>(nullptr), q_tokens, max_kv,
-                 c.heads, c.kv_heads, c.chunk(splits, max_kv), 0, 0, c.scale);
+  const int page = block_table ? page_size : 0;
+  detail::launch(page ? c.paged(page) : c.decode, on, Grid(splits, int64_t(batch) * c.kv_heads), q, k_cache, v_cache,
+                 kv_lens, block_table, s.part_o.data(), s.lse.data(), static_cast<int32_t*>(nullptr),
+                 static_cast<int32_t*>(nullptr), q_tokens, page ? max_kv / page : max_kv, c.heads, c.kv_heads,
+                 c.chunk(splits, max_kv), 0, 0, c.scale);
   detail::launch(combine, on, Grid(int64_t(rows)), static_cast<const float*>(s.part_o.data()),
                  static_cast<const float*>(s.lse.data()), o, splits);
   if (on) s.streams.leave(*on, stream);
@@ -260,6 +303,10 @@ template void FlashDecode::run(const bf16*, const bf16*, const bf16*, const int3
                                const runtime::Stream*);
 template void FlashDecode::run(const f16*, const f16*, const f16*, const int32_t*, f16*, int, int, int,
                                const runtime::Stream*);
+template void FlashDecode::run_paged(const bf16*, const bf16*, const bf16*, const int32_t*, const int32_t*, bf16*, int,
+                                     int, int, int, const runtime::Stream*);
+template void FlashDecode::run_paged(const f16*, const f16*, const f16*, const int32_t*, const int32_t*, f16*, int, int,
+                                     int, int, const runtime::Stream*);
 
 struct DistFlashDecode::State {
   Decoder core;
@@ -323,9 +370,9 @@ void DistFlashDecode::run(const T* q, const T* k_slice, const T* v_slice, const 
   const int splits = c.splits(batch, max_kv), parts = s.ranks * splits;
   const int rows = batch * q_tokens * c.heads;
   const runtime::Stream* on = c.gpu() ? &s.streams.enter(stream) : nullptr;
-  detail::launch(c.decode, on, Grid(splits, int64_t(batch) * c.kv_heads), q, k_slice, v_slice, kv_lens, s.part_o, s.lse,
-                 s.sent.data(), s.flags, q_tokens, max_kv, c.heads, c.kv_heads, c.chunk(splits, max_kv),
-                 static_cast<int>(s.half_parts), call, c.scale);
+  detail::launch(c.decode, on, Grid(splits, int64_t(batch) * c.kv_heads), q, k_slice, v_slice, kv_lens,
+                 static_cast<const int32_t*>(nullptr), s.part_o, s.lse, s.sent.data(), s.flags, q_tokens, max_kv,
+                 c.heads, c.kv_heads, c.chunk(splits, max_kv), static_cast<int>(s.half_parts), call, c.scale);
   const size_t half = size_t(call % 2) * s.half_parts;
   detail::launch(c.combine(parts), on, Grid(int64_t(rows)), static_cast<const float*>(s.part_o + half * c.head_dim),
                  static_cast<const float*>(s.lse + half), o, parts);

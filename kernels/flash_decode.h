@@ -17,9 +17,11 @@ namespace tiledist::kernels {
 /// head h reads KV head h / (H / H_KV); CAUSAL=1: query token t of q_tokens attends keys
 /// [0, kv_lens[b] - q_tokens + t] (the step's tokens see the ones before them), else all.
 ///
-/// flash_decode: parameters q, k, v, kv_lens, part_o, part_lse, sent, flags, q_tokens, max_kv,
-/// H, H_KV, chunk, half_parts, call, sm_scale; constants HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL,
-/// DIST (DistFlashDecode's form: sent, flags, half_parts and call are its). Launch over {splits, batch *
+/// flash_decode: parameters q, k, v, kv_lens, block_table, part_o, part_lse, sent, flags,
+/// q_tokens, max_kv, H, H_KV, chunk, half_parts, call, sm_scale; constants HEAD_DIM, BLOCK_M,
+/// BLOCK_N, CAUSAL, DIST (DistFlashDecode's form: sent, flags, half_parts and call are its),
+/// PAGE (> 0: a paged cache [pages, PAGE, H_KV, HEAD_DIM], block_table [batch, max_kv] its
+/// pages, max_kv the pages a sequence). Launch over {splits, batch *
 /// H_KV}: program (s, b * H_KV + kh) takes keys [s * chunk, (s + 1) * chunk) of sequence b for
 /// the q_tokens * (H / H_KV) query rows of KV head kh (at most BLOCK_M), and writes each row's
 /// softmax-weighted sum of values over them (f32) and its log-sum-exp (base 2, -inf where it
@@ -51,10 +53,20 @@ class FlashDecode {
   void run(const T* q, const T* k_cache, const T* v_cache, const int32_t* kv_lens, T* o, int batch, int q_tokens,
            int max_kv, const runtime::Stream* stream = nullptr);
 
+  /// The same over a paged cache (vLLM's): k_pages and v_pages [pages, page_size, kv_heads,
+  /// head_dim], sequence b's key j in page block_table[b * max_pages + j / page_size] (int32),
+  /// row j % page_size; page_size a power of two.
+  template <AttentionOperand T>
+  void run_paged(const T* q, const T* k_pages, const T* v_pages, const int32_t* block_table, const int32_t* kv_lens,
+                 T* o, int batch, int q_tokens, int page_size, int max_pages, const runtime::Stream* stream = nullptr);
+
   /// The splits of each sequence's keys a run of this shape uses.
   int splits(int batch, int max_kv) const;
 
  private:
+  template <AttentionOperand T>
+  void run_on(const T* q, const T* k, const T* v, const int32_t* kv_lens, const int32_t* block_table, int page_size,
+              T* o, int batch, int q_tokens, int max_kv, const runtime::Stream* stream);
   struct State;
   std::shared_ptr<State> s_;
 };

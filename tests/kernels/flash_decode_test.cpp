@@ -12,7 +12,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
 
 #include "kernels/reference.h"
 #include "tests/jit/error_of.h"
@@ -38,7 +41,14 @@ struct Values {
   }
 };
 
-void check(const Case& c) {
+/// The same run over a paged cache: each sequence's max_kv rows in pages of `page` rows (max_kv a
+/// multiple), the pages shuffled through the cache and found by the block table; the result
+/// must be the contiguous cache's reference.
+void check(const Case& c, int page);
+
+void check(const Case& c) { check(c, 0); }
+
+void check(const Case& c, int page) {
   SCOPED_TRACE(str_cat("batch ", c.batch, ", q_tokens ", c.q_tokens, ", heads ", c.heads, "/", c.kv_heads, ", D ",
                        c.head_dim, ", max_kv ", c.max_kv, c.causal ? ", causal" : ""));
   const Target target = Target::default_target();
@@ -48,12 +58,32 @@ void check(const Case& c) {
   Values q(nq), k(nkv), v(nkv);
   std::vector<bf16> o(nq, bf16(7.0f));
   const bool gpu = target.is_gpu();
+  std::vector<bf16> k_cache = k.data, v_cache = v.data;
+  std::vector<int32_t> table;  // (paged: [batch, max_kv / page], a shuffle of the pages)
+  const int max_pages = page ? c.max_kv / page : 0;
+  if (page) {
+    std::vector<int32_t> order(size_t(c.batch) * max_pages);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937(uint32_t(c.max_kv + page)));
+    table = order;
+    const size_t row = size_t(c.kv_heads) * c.head_dim, rows = size_t(page) * row;
+    for (size_t i = 0; i < order.size(); ++i) {  // (page i of the contiguous cache goes to page order[i])
+      std::copy_n(k.data.begin() + i * rows, rows, k_cache.begin() + size_t(order[i]) * rows);
+      std::copy_n(v.data.begin() + i * rows, rows, v_cache.begin() + size_t(order[i]) * rows);
+    }
+  }
+  auto run = [&](const bf16* dq, const bf16* dk, const bf16* dv, const int32_t* dt, const int32_t* dl, bf16* dout) {
+    if (page)
+      fd.run_paged(dq, dk, dv, dt, dl, dout, c.batch, c.q_tokens, page, max_pages);
+    else
+      fd.run(dq, dk, dv, dl, dout, c.batch, c.q_tokens, c.max_kv);
+  };
   if (!gpu) {
-    fd.run(q.data.data(), k.data.data(), v.data.data(), c.lens.data(), o.data(), c.batch, c.q_tokens, c.max_kv);
+    run(q.data.data(), k_cache.data(), v_cache.data(), table.data(), c.lens.data(), o.data());
   } else {
-    cuda::Buffer<bf16> dq(q.data), dk(k.data), dv(v.data), dout(o);
-    cuda::Buffer<int32_t> dl(c.lens);
-    fd.run(dq.data(), dk.data(), dv.data(), dl.data(), dout.data(), c.batch, c.q_tokens, c.max_kv);
+    cuda::Buffer<bf16> dq(q.data), dk(k_cache), dv(v_cache), dout(o);
+    cuda::Buffer<int32_t> dl(c.lens), dt(page ? table : std::vector<int32_t>(1));
+    run(dq.data(), dk.data(), dv.data(), dt.data(), dl.data(), dout.data());
     o = dout.download();
   }
   const std::vector<double> want =
@@ -80,8 +110,13 @@ TEST(FlashDecode, SeveralTokensCausal) {
   check({2, 3, 8, 2, 64, 200, {3, 130}, true});
   check({2, 2, 4, 4, 64, 64, {64, 5}, true});
 }
+TEST(FlashDecode, LongSequence) { check({1, 2, 4, 1, 64, 100000, {99991}, true}); }  // (100k keys, over programs)
 TEST(FlashDecode, NotCausalAndEmpty) { check({3, 2, 4, 2, 64, 100, {0, 100, 33}, false}); }
 
+TEST(FlashDecode, PagedCache) {
+  check({3, 1, 8, 2, 64, 256, {1, 256, 77}, true}, 16);
+  check({2, 2, 4, 1, 128, 1024, {1000, 3}, true}, 64);
+}
 TEST(FlashDecode, BadArguments) {
   const Target target = Target::default_target();
   EXPECT_NE(error_of([&] { kernels::FlashDecode(target, 8, 3, 64); }).find("heads a multiple of kv_heads"),
@@ -94,6 +129,12 @@ TEST(FlashDecode, BadArguments) {
   EXPECT_NE(
       error_of([&] { fd.run(&x, static_cast<const bf16*>(nullptr), &x, &len, &x, 1, 1, 8); }).find("a null pointer"),
       std::string::npos);
+  EXPECT_NE(error_of([&] { fd.run_paged(&x, &x, &x, &len, &len, &x, 1, 1, 24, 2); }).find("page_size = 24"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              fd.run_paged(&x, &x, &x, static_cast<const int32_t*>(nullptr), &len, &x, 1, 1, 16, 2);
+            }).find("a null block_table"),
+            std::string::npos);
 }
 
 }  // namespace
