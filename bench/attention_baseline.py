@@ -8,6 +8,9 @@ the same shapes, and prints both side by side): torch.nn.functional.scaled_dot_p
         times ours).
     attention_baseline.py check --b B --h H --s S --d D [--causal] --q Q --k K --v V --out O
         reads q, k and v as raw bf16 files, writes SDPA's output (bf16) to O.
+    attention_baseline.py decode --b B --h H --hkv HKV --s L --d D [--warmup 3] [--reps 20]
+        a decode step (bench/decode_bench): one query token a sequence, q [B, H, 1, D] against a
+        cache [B, HKV, L, D] (SDPA's enable_gqa); prints "ms" and "kernel" as `time`.
 
 Tensors are laid out as attention_bench's: rows of tokens, [B * S, H, D] (as FlashAttention's
 varlen API); SDPA gets them as [B, H, S, D] views of that memory (transposed, not copied), as a
@@ -49,11 +52,12 @@ def main_kernel(fn):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["time", "check"])
+    p.add_argument("mode", choices=["time", "check", "decode"])
     p.add_argument("--b", type=int, required=True)
     p.add_argument("--h", type=int, required=True)
     p.add_argument("--s", type=int, required=True)
     p.add_argument("--d", type=int, required=True)
+    p.add_argument("--hkv", type=int, default=0)
     p.add_argument("--causal", action="store_true")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--reps", type=int, default=20)
@@ -63,6 +67,14 @@ def main():
     p.add_argument("--out")
     args = p.parse_args()
     b, h, s, d = args.b, args.h, args.s, args.d
+    if args.mode == "decode":
+        hkv = args.hkv or h
+        q = torch.empty(b, h, 1, d, dtype=torch.bfloat16, device="cuda").uniform_(-1, 1)
+        k, v = (torch.empty(b, hkv, s, d, dtype=torch.bfloat16, device="cuda").uniform_(-1, 1) for _ in range(2))
+        step = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=hkv != h)
+        print(f"ms {median_ms(step, args.warmup, args.reps):.6f}")
+        print(f"kernel {main_kernel(step)}")
+        return 0
     n = b * s * h * d
     if args.mode == "check":
         q, k, v = (as_bhsd(read_bf16(path, n).cuda(), b, s, h, d) for path in (args.q, args.k, args.v))

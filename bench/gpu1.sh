@@ -7,6 +7,9 @@
 # Stages (default: all, in this order; each under its own time limit, logs in $OUT or /tmp):
 #   tests      kernels_test on the GPU (every kernel test; the grouped GEMM's again with TMA off)
 #   attention  attention_bench: kernels::Attention against PyTorch SDPA, same run
+#   decode     the flash-decoding tests (FlashDecode.*, and DistFlashDecode on 1 and 2 ranks sharing
+#              the GPU), then decode_bench: kernels::FlashDecode against SDPA's decode step, and its
+#              KV reads' bandwidth against a device copy's
 #   grouped    grouped_gemm_bench: kernels::GroupedGemm against torch._grouped_mm, same run (and
 #              its e4m3 forms alone)
 #   moe        the MoE kernels: routing's and SwiGLU's tests, AgMoe / MoeReduce / MoeMlp (bf16 and e4m3)
@@ -81,6 +84,15 @@ for stage in $stages; do
     attention)
       run attention 240 bench/attention_bench 20
       grep -vE '^\s*$' "$logs/attention.log" | tail -14 ;;
+    decode)
+      run decode-tests 240 tests/kernels_test --gtest_filter='FlashDecode.*'
+      grep -E "^\[  (PASSED|FAILED)|Failure" "$logs/decode-tests.log" | head -6
+      for n in 1 2; do
+        run "decode-dist$n" 240 tools/tiledist-run -n $n --timeout 230 tests/cuda_collectives_test --gtest_filter='GpuKernels.DistFlashDecode'
+        grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/decode-dist$n.log" | head -4
+      done
+      run decode 300 bench/decode_bench 20
+      grep -vE '^\s*$' "$logs/decode.log" | tail -9 ;;
     grouped)
       run grouped 240 bench/grouped_gemm_bench 20
       grep -vE '^\s*$' "$logs/grouped.log" | tail -12 ;;
