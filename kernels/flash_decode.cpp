@@ -57,7 +57,9 @@ void flash_decode(tl::Ptr<T> q, tl::Ptr<T> k, tl::Ptr<T> v, tl::Ptr<int32_t> kv_
     auto cols = start_n + offs_n;
     auto in = tl::expand_dims(cols < hi, 1);
     Tensor key = cols.to(tl::int64);  // (each column's row of the cache)
-    if (PAGE) key = tl::load(block_table + b * max_kv + cols / PAGE, cols < hi, 0).to(tl::int64) * PAGE + cols % PAGE;
+    if (PAGE)
+      key = tl::load(block_table + (b.to(tl::int64) * max_kv + cols / PAGE), cols < hi, 0).to(tl::int64) * PAGE +
+            cols % PAGE;
     auto at = kv_base + tl::expand_dims(key * stride, 1) + offs_d;
     auto k_tile = tl::load(k + at, in, 0.0f);
     auto qk = tl::dot(q_tile, tl::trans(k_tile));  // [BLOCK_M, BLOCK_N], f32
@@ -336,6 +338,7 @@ DistFlashDecode::DistFlashDecode(const Target& target, int heads, int kv_heads, 
                         ": max_batch not negative, 1 <= max_q_tokens * heads / kv_heads <= ", kMaxRows));
   s.rank = detail::world_rank(target), s.ranks = detail::world_ranks(target);
   s.core.max_splits = kMaxDistSplits;
+  s.core.programs = 256;  // (not the GPU's SMs: every rank must split alike, whatever its device)
   s.max_rows = max_batch * max_q_tokens * heads;
   s.half_parts = size_t(std::max(s.max_rows, 1)) * s.ranks * kMaxDistSplits;
   if (s.half_parts * head_dim >= INT32_MAX)

@@ -34,7 +34,8 @@ class DistDecodeSubject : public Subject {
     const int n = job.ranks(), me = job.me(), D = D_;
     const uint64_t seed = job.data_seed(uint64_t(id_) << 32 | ++runs_);
     // (the shapes from the shared schedule: every rank's the same)
-    const int batch = static_cast<int>(job.draw(1, max_batch_)), q_tokens = static_cast<int>(job.draw(1, max_q_tokens_));
+    const int batch = static_cast<int>(job.draw(1, max_batch_)),
+              q_tokens = static_cast<int>(job.draw(1, max_q_tokens_));
     const int max_kv = static_cast<int>(ragged(job, max_kv_));
     const size_t nkv = size_t(batch) * max_kv * kv_heads_ * D, nq = size_t(batch) * q_tokens * heads_ * D;
     auto lens_of = [=](int r) {
@@ -49,31 +50,33 @@ class DistDecodeSubject : public Subject {
     auto out = mem(job, poison<bf16>(nq));
     decode_.run(q->ptr(), k->ptr(), v->ptr(), lens->ptr(), out->ptr(), batch, q_tokens, max_kv, job.pick_stream());
     const int heads = heads_, kv_heads = kv_heads_;
-    job.after(str_cat(name(), ": run ", runs_), [&job, q, k, v, lens, out, seed, n, batch, q_tokens, max_kv, nkv, nq,
-                                                   heads, kv_heads, D, lens_of] {
-      std::vector<bf16> got = out->get();
-      job.tamper(got);
-      // Every rank's slice, drawn again.
-      std::vector<std::vector<float>> ks, vs;
-      std::vector<std::vector<int32_t>> ls;
-      std::vector<reference::KvSlice> slices;
-      for (int r = 0; r < n; ++r) {
-        ks.push_back(random_values<float>(seed + 2 * r, nkv)), vs.push_back(random_values<float>(seed + 2 * r + 1, nkv));
-        for (auto* x : {&ks.back(), &vs.back()})
-          for (float& e : *x) e = float(bf16(e));
-        ls.push_back(lens_of(r));
-      }
-      for (int r = 0; r < n; ++r) slices.push_back({ks[size_t(r)].data(), vs[size_t(r)].data(), ls[size_t(r)].data(), max_kv});
-      std::vector<float> qf = random_values<float>(seed + 1000, nq);
-      for (float& e : qf) e = float(bf16(e));
-      const std::vector<double> want = reference::decode_attention(qf, slices, batch, q_tokens, heads, kv_heads, D,
-                                                                   false, 1.0 / std::sqrt(double(D)));
-      const double u = 1.0 / 256;  // (flash_decode_test's bound: 2u an element, slack 1.5)
-      for (size_t i = 0; i < nq; ++i)
-        if (!(std::fabs(double(float(got[i])) - want[i]) <= 3 * u))
-          return str_cat("o[", i, "] is ", float(got[i]), ", not ", want[i]);
-      return std::string();
-    });
+    job.after(str_cat(name(), ": run ", runs_),
+              [&job, q, k, v, lens, out, seed, n, batch, q_tokens, max_kv, nkv, nq, heads, kv_heads, D, lens_of] {
+                std::vector<bf16> got = out->get();
+                job.tamper(got);
+                // Every rank's slice, drawn again.
+                std::vector<std::vector<float>> ks, vs;
+                std::vector<std::vector<int32_t>> ls;
+                std::vector<reference::KvSlice> slices;
+                for (int r = 0; r < n; ++r) {
+                  ks.push_back(random_values<float>(seed + 2 * r, nkv)),
+                      vs.push_back(random_values<float>(seed + 2 * r + 1, nkv));
+                  for (auto* x : {&ks.back(), &vs.back()})
+                    for (float& e : *x) e = float(bf16(e));
+                  ls.push_back(lens_of(r));
+                }
+                for (int r = 0; r < n; ++r)
+                  slices.push_back({ks[size_t(r)].data(), vs[size_t(r)].data(), ls[size_t(r)].data(), max_kv});
+                std::vector<float> qf = random_values<float>(seed + 1000, nq);
+                for (float& e : qf) e = float(bf16(e));
+                const std::vector<double> want = reference::decode_attention(
+                    qf, slices, batch, q_tokens, heads, kv_heads, D, false, 1.0 / std::sqrt(double(D)));
+                const double u = 1.0 / 256;  // (flash_decode_test's bound: 2u an element, slack 1.5)
+                for (size_t i = 0; i < nq; ++i)
+                  if (!(std::fabs(double(float(got[i])) - want[i]) <= 3 * u))
+                    return str_cat("o[", i, "] is ", float(got[i]), ", not ", want[i]);
+                return std::string();
+              });
   }
 
  private:
