@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/codegen.h"
@@ -88,6 +89,11 @@ class GpuTarget {
   llvm::Value* f8_to_bits(llvm::Value* v, ir::DType d);
   /// f8_to_bits in the target's own instruction, or null where it has none.
   virtual llvm::Value* f8_convert(llvm::Value* v, ir::DType d) { return nullptr; }
+  /// Two f32s' f8_to_bits in one of the target's instructions ({a's, b's}), or {null, null}
+  /// where it has none.
+  virtual std::pair<llvm::Value*, llvm::Value*> f8_convert_pair(llvm::Value* a, llvm::Value* b, ir::DType d) {
+    return {nullptr, nullptr};
+  }
   /// `v` (an f32 or i32) of the lane whose index is this lane's xor `mask`.
   virtual llvm::Value* shuffle_xor(llvm::Value* v, int mask) = 0;
   /// A clock in nanoseconds (for timeouts, and the profiler's records).

@@ -22,18 +22,17 @@ class NvptxTarget : public GpuTarget {
   /// Every NVIDIA arch we target (sm_80 on) rounds f32 to bf16 in one cvt.rn.bf16.
   bool bf16_convert() const override { return true; }
   /// e4m3 on sm_89 on: cvt.rn.satfinite.e4m3x2.f32 (rounds to nearest even, saturates overflow
-  /// as the table does; of the pair, the second operand goes to the low byte). Pure: no side
-  /// effects, no memory, so LLVM moves and merges it as any arithmetic. (Not e5m2: satfinite
-  /// would turn its infinities into the largest finite value.)
+  /// as the table does; of the pair, the second operand goes to the low byte). (Not e5m2:
+  /// satfinite would turn its infinities into the largest finite value.)
   llvm::Value* f8_convert(llvm::Value* v, ir::DType d) override {
     if (d != ir::DType::f8e4m3 || sm_version() < 89) return nullptr;
-    auto* ty = llvm::FunctionType::get(b_.getInt16Ty(), {b_.getFloatTy(), b_.getFloatTy()}, false);
-    const std::string text = "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;";
-    llvm::CallInst* pair = b_.CreateCall(ty, llvm::InlineAsm::get(ty, text, "=h,f,f", false),
-                                         {llvm::ConstantFP::get(b_.getFloatTy(), 0.0), v});
-    pair->setDoesNotAccessMemory();  // (an asm call without these may write memory, as far as LLVM knows)
-    pair->setDoesNotThrow();
-    return b_.CreateTrunc(pair, b_.getInt8Ty());
+    return b_.CreateTrunc(e4m3x2(llvm::ConstantFP::get(b_.getFloatTy(), 0.0), v), b_.getInt8Ty());
+  }
+  /// Two values in one cvt (a to the low byte, b to the high one).
+  std::pair<llvm::Value*, llvm::Value*> f8_convert_pair(llvm::Value* a, llvm::Value* b, ir::DType d) override {
+    if (d != ir::DType::f8e4m3 || sm_version() < 89) return {nullptr, nullptr};
+    llvm::Value* pair = e4m3x2(b, a);
+    return {b_.CreateTrunc(pair, b_.getInt8Ty()), b_.CreateTrunc(b_.CreateLShr(pair, 8), b_.getInt8Ty())};
   }
 
   const char* triple() const override { return "nvptx64-nvidia-cuda"; }
@@ -184,6 +183,16 @@ class NvptxTarget : public GpuTarget {
   }
 
  private:
+  /// cvt.rn.satfinite.e4m3x2.f32 of (hi, lo): an i16, lo's code in the low byte. Pure: no side
+  /// effects, no memory, so LLVM moves and merges it as any arithmetic.
+  llvm::Value* e4m3x2(llvm::Value* hi, llvm::Value* lo) {
+    auto* ty = llvm::FunctionType::get(b_.getInt16Ty(), {b_.getFloatTy(), b_.getFloatTy()}, false);
+    llvm::CallInst* pair = b_.CreateCall(
+        ty, llvm::InlineAsm::get(ty, "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;", "=h,f,f", false), {hi, lo});
+    pair->setDoesNotAccessMemory();  // (an asm call without these may write memory, as far as LLVM knows)
+    pair->setDoesNotThrow();
+    return pair;
+  }
   llvm::Value* ptx(llvm::Type* ret, const std::string& text, std::string constraints,
                    const std::vector<llvm::Value*>& args) {
     return inline_asm(b_, ret, text, std::move(constraints), args);

@@ -411,9 +411,21 @@ void LayoutLowering::emit_elementwise(const ir::Op& op) {
     return define(op, g);
   }
   if (op.code == OpCode::Cast && ir::is_f8(rt.dtype) && ir::is_float(from) && !ir::is_f8(from)) {
-    // The bits once, as above (a matrix unit takes them; the registers read them back).
-    for (llvm::Value* x : val(op.operands[0]).regs) {
-      g.bits.push_back(to_mem(b_.CreateFPCast(x, b_.getFloatTy()), rt.dtype));
+    // The bits once, as above (a matrix unit takes them; the registers read them back), two
+    // registers in one instruction where the target has one.
+    const std::vector<llvm::Value*>& xs = val(op.operands[0]).regs;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      llvm::Value* x = b_.CreateFPCast(xs[i], b_.getFloatTy());
+      if (i + 1 < xs.size() && !llvm::isa<llvm::Constant>(x)) {
+        auto [lo, hi] = target_->f8_convert_pair(x, b_.CreateFPCast(xs[i + 1], b_.getFloatTy()), rt.dtype);
+        if (lo) {
+          g.bits.insert(g.bits.end(), {lo, hi});
+          g.regs.insert(g.regs.end(), {from_mem(lo, rt.dtype), from_mem(hi, rt.dtype)});
+          ++i;
+          continue;
+        }
+      }
+      g.bits.push_back(to_mem(x, rt.dtype));
       g.regs.push_back(from_mem(g.bits.back(), rt.dtype));
     }
     return define(op, g);
