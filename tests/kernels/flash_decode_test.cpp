@@ -117,6 +117,68 @@ TEST(FlashDecode, PagedCache) {
   check({3, 1, 8, 2, 64, 256, {1, 256, 77}, true}, 16);
   check({2, 2, 4, 1, 128, 1024, {1000, 3}, true}, 64);
 }
+// ---- A decode kernel written from the README alone, as a user would: a program per (sequence,
+// query head), one query token, the keys in one loop without splits, scores by a broadcast
+// product and a sum (no dot: one query row), natural exp; checked against the same reference.
+void decode_one(tl::Ptr<bf16> Q, tl::Ptr<bf16> Kc, tl::Ptr<bf16> Vc, tl::Ptr<int32_t> lens, tl::Ptr<bf16> Out,
+                tl::Int max_kv, tl::Int num_heads, tl::Int kv_heads, tl::Float scale, tl::Const<int> HEAD,
+                tl::Const<int> BN) {
+  using tl::Tensor;
+  auto bh = tl::program_id(0);
+  auto b = bh / num_heads, h = bh % num_heads, kh = h / (num_heads / kv_heads);
+  auto d = tl::arange(0, HEAD);
+  auto q = tl::load(Q + bh * HEAD + d).to(tl::float32);  // [HEAD] (q and Out: [B, H, HEAD])
+  auto n = tl::load(lens + b);
+  auto kv = (b * max_kv).to(tl::int64) * kv_heads * HEAD + kh * HEAD;
+  tl::Values init = {tl::full({1}, -INFINITY, tl::float32), tl::zeros({1}, tl::float32),
+                     tl::zeros({HEAD}, tl::float32)};
+  auto out = tl::for_range(0, n, BN, init, [&](Tensor j0, tl::Values c) {
+    auto j = j0 + tl::arange(0, BN);
+    auto rows = tl::expand_dims(j, 1) * (kv_heads * HEAD) + tl::expand_dims(d, 0);
+    auto ok = tl::expand_dims(j < n, 1);
+    auto k = tl::load(Kc + kv + rows, ok, 0.0f).to(tl::float32);
+    auto s = tl::where(j < n, tl::sum(k * tl::expand_dims(q, 0), 1) * scale, -INFINITY);  // [BN]
+    auto m = tl::maximum(c[0], tl::max(s, 0));                                            // [1]
+    auto p = tl::exp(s - m);
+    auto fix = tl::exp(c[0] - m);
+    auto v = tl::load(Vc + kv + rows, ok, 0.0f).to(tl::float32);
+    return tl::Values{m, c[1] * fix + tl::sum(p, 0), c[2] * fix + tl::sum(tl::expand_dims(p, 1) * v, 0)};
+  });
+  tl::store(Out + bh * HEAD + d, (out[2] / tl::where(out[1] > 0.0f, out[1], 1.0f)).to(tl::bfloat16));
+}
+
+TEST(FlashDecode, AKernelWrittenFromTheReadme) {
+  static const KernelDef def(
+      "decode_one", decode_one,
+      {"Q", "Kc", "Vc", "lens", "Out", "max_kv", "num_heads", "kv_heads", "scale", "HEAD", "BN"});
+  const Case c{3, 1, 8, 2, 64, 200, {1, 200, 77}, false};
+  const size_t nq = size_t(c.batch) * c.heads * c.head_dim, nkv = size_t(c.batch) * c.max_kv * c.kv_heads * c.head_dim;
+  Values q(nq), k(nkv), v(nkv);
+  std::vector<bf16> o(nq, bf16(7.0f));
+  const Target target = Target::default_target();
+  Kernel kernel = compile(def, {{"HEAD", c.head_dim}, {"BN", 32}}, target);
+  const float scale = 1.0f / std::sqrt(float(c.head_dim));
+  if (!target.is_gpu()) {
+    kernel.launch({c.batch * c.heads}, q.data, k.data, v.data, c.lens, o, c.max_kv, c.heads, c.kv_heads, scale);
+  } else {
+    cuda::Buffer<bf16> dq(q.data), dk(k.data), dv(v.data), dout(o);
+    cuda::Buffer<int32_t> dl(c.lens);
+    kernel.launch({c.batch * c.heads}, dq, dk, dv, dl, dout, c.max_kv, c.heads, c.kv_heads, scale);
+    o = dout.download();
+  }
+  const std::vector<double> want = ref::decode_attention(q.f, {{k.f.data(), v.f.data(), c.lens.data(), c.max_kv}},
+                                                         c.batch, 1, c.heads, c.kv_heads, c.head_dim, false, scale);
+  std::vector<float> got_f(nq), want_f(nq);
+  size_t bad = 0;
+  for (size_t i = 0; i < nq; ++i) {
+    got_f[i] = float(o[i]), want_f[i] = float(want[i]);
+    if (!(std::fabs(double(got_f[i]) - want[i]) <= 1.5 * 2 / 256.0) && bad++ < 5)
+      ADD_FAILURE() << "o[" << i << "] = " << got_f[i] << ", want " << want[i];
+  }
+  EXPECT_EQ(bad, 0u);
+  EXPECT_LE(ref::rel_error(got_f, want_f), 1.0 / 256) << "in norm";
+}
+
 TEST(FlashDecode, BadArguments) {
   const Target target = Target::default_target();
   EXPECT_NE(error_of([&] { kernels::FlashDecode(target, 8, 3, 64); }).find("heads a multiple of kv_heads"),
