@@ -29,17 +29,6 @@ namespace {
 using namespace tiledist;
 using kernels::Attention;
 
-/// The rest of the first line of `out` that starts with "`key` ", or "".
-std::string field(const std::string& out, const std::string& key) {
-  for (size_t line = 0; line < out.size();) {
-    const size_t end = std::min(out.find('\n', line), out.size());
-    if (out.compare(line, key.size() + 1, key + " ") == 0)
-      return out.substr(line + key.size() + 1, end - line - key.size() - 1);
-    line = end + 1;
-  }
-  return "";
-}
-
 struct Shape {
   int B, H, S, D;
   bool causal;
@@ -183,9 +172,9 @@ int main(int argc, char** argv) {
         std::string kernel = "-";
         if (!python.empty()) {
           auto [out, good] = bench::run_command(python + " " + script + " time" + s.args() + str_cat(" --reps ", reps));
-          const std::string ms = field(out, "ms");
+          const std::string ms = bench::field(out, "ms");
           if (good && !ms.empty())
-            theirs = std::atof(ms.c_str()), kernel = field(out, "kernel");
+            theirs = std::atof(ms.c_str()), kernel = bench::field(out, "kernel");
           else
             std::printf("(SDPA failed on %s:\n%s)\n", s.str().c_str(), out.c_str());
         }

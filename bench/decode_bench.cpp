@@ -28,19 +28,6 @@ struct Shape {
   double kv_bytes() const { return 2.0 * B * double(L) * H_KV * D * 2; }
 };
 
-/// The rest of the first line of `out` that starts with "`key` ", or "".
-std::string field(const std::string& out, const std::string& key) {
-  size_t at = 0;
-  while (at < out.size()) {
-    const size_t end = out.find('\n', at);
-    const std::string line = out.substr(at, end == std::string::npos ? std::string::npos : end - at);
-    if (line.rfind(key + " ", 0) == 0) return line.substr(key.size() + 1);
-    if (end == std::string::npos) break;
-    at = end + 1;
-  }
-  return "";
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -85,9 +72,9 @@ int main(int argc, char** argv) {
       if (!python.empty()) {
         auto [out, good] = bench::run_command(str_cat(python, " ", script, " decode --b ", s.B, " --h ", s.H, " --hkv ",
                                                       s.H_KV, " --s ", s.L, " --d ", s.D, " --reps ", reps));
-        const std::string t = field(out, "ms");
+        const std::string t = bench::field(out, "ms");
         if (good && !t.empty())
-          theirs = std::atof(t.c_str()), kernel = field(out, "kernel");
+          theirs = std::atof(t.c_str()), kernel = bench::field(out, "kernel");
         else
           std::printf("(SDPA failed on %s:\n%s)\n", s.str().c_str(), out.c_str());
       }

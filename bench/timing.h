@@ -60,4 +60,15 @@ inline std::pair<std::string, bool> run_command(const std::string& cmd) {
   return {out, pclose(p) == 0};
 }
 
+/// The rest of the first line of `out` that starts with "`key` ", or "".
+inline std::string field(const std::string& out, const std::string& key) {
+  for (size_t line = 0; line < out.size();) {
+    const size_t end = std::min(out.find('\n', line), out.size());
+    if (out.compare(line, key.size() + 1, key + " ") == 0)
+      return out.substr(line + key.size() + 1, end - line - key.size() - 1);
+    line = end + 1;
+  }
+  return "";
+}
+
 }  // namespace tiledist::bench

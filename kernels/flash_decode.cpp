@@ -189,31 +189,22 @@ struct Decoder {
     const int64_t blocks = std::max<int64_t>((int64_t(max_kv) + block_n - 1) / block_n, 1);
     return static_cast<int>((blocks + splits - 1) / splits * block_n);
   }
+  /// The decode of a paged cache of `page`-row pages, and the combine of `parts` parts (BS the
+  /// power of two at or above), each compiled at its first run.
   const Kernel& paged(int page) {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = pages.find(page);
-    if (it == pages.end())
-      it = pages
-               .emplace(page, compile(flash_decode_kernel(dtype),
-                                      {{"HEAD_DIM", head_dim},
-                                       {"BLOCK_M", kMaxRows},
-                                       {"BLOCK_N", block_n},
-                                       {"CAUSAL", int(causal)},
-                                       {"PAGE", page}},
-                                      target, options))
-               .first;
-    return it->second;
+    return compiled(
+        pages, page, flash_decode_kernel(dtype),
+        {{"HEAD_DIM", head_dim}, {"BLOCK_M", kMaxRows}, {"BLOCK_N", block_n}, {"CAUSAL", int(causal)}, {"PAGE", page}});
   }
   const Kernel& combine(int parts) {
     int bs = 1;
     while (bs < parts) bs *= 2;
+    return compiled(combines, bs, flash_decode_combine_kernel(dtype), {{"HEAD_DIM", head_dim}, {"BS", bs}});
+  }
+  const Kernel& compiled(std::map<int, Kernel>& made, int key, const KernelDef& def, const Constants& constants) {
     std::lock_guard<std::mutex> lock(mutex);
-    auto it = combines.find(bs);
-    if (it == combines.end())
-      it = combines
-               .emplace(bs, compile(flash_decode_combine_kernel(dtype), {{"HEAD_DIM", head_dim}, {"BS", bs}}, target,
-                                    options))
-               .first;
+    auto it = made.find(key);
+    if (it == made.end()) it = made.emplace(key, compile(def, constants, target, options)).first;
     return it->second;
   }
   /// Throws for a run's bad arguments (`what`: the object's name).

@@ -9,12 +9,29 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "kernels/flash_decode.h"
 #include "kernels/reference.h"
 
 namespace tiledist::testing_decode {
 namespace ref = tiledist::reference;
+
+/// o (bf16) against the reference `want`: every element within 2u (u = 2^-8) with a slack of
+/// 1.5, and u in norm; `what` goes with each failure.
+inline void expect_decoded(const std::vector<bf16>& o, const std::vector<double>& want, const std::string& what = "") {
+  const double u = 1.0 / 256;
+  size_t bad = 0;
+  std::vector<float> got_f(o.size()), want_f(o.size());
+  for (size_t i = 0; i < o.size(); ++i) {
+    got_f[i] = float(o[i]), want_f[i] = float(want[i]);
+    if (!(std::fabs(double(got_f[i]) - want[i]) <= 1.5 * 2 * u) && bad++ < 5)
+      ADD_FAILURE() << "o[" << i << "] = " << got_f[i] << ", want " << want[i] << what;
+  }
+  EXPECT_EQ(bad, 0u);
+  EXPECT_LE(ref::rel_error(got_f, want_f), u) << "in norm" << what;
+}
 
 struct Slice {
   std::vector<bf16> k, v;
@@ -61,16 +78,7 @@ void check_dist_decode(int call, int batch, int q_tokens, int heads, int kv_head
   for (const Slice& s : slices) kv.push_back({s.kf.data(), s.vf.data(), s.lens.data(), max_kv});
   const std::vector<double> want =
       ref::decode_attention(qf, kv, batch, q_tokens, heads, kv_heads, D, false, 1.0 / std::sqrt(double(D)));
-  const double u = 1.0 / 256;
-  size_t bad = 0;
-  std::vector<float> got_f(nq), want_f(nq);
-  for (size_t i = 0; i < nq; ++i) {
-    got_f[i] = float(o[i]), want_f[i] = float(want[i]);
-    if (!(std::fabs(double(got_f[i]) - want[i]) <= 1.5 * 2 * u) && bad++ < 5)
-      ADD_FAILURE() << "o[" << i << "] = " << got_f[i] << ", want " << want[i];
-  }
-  EXPECT_EQ(bad, 0u);
-  EXPECT_LE(ref::rel_error(got_f, want_f), u) << "in norm";
+  expect_decoded(o, want);
 }
 
 }  // namespace tiledist::testing_decode

@@ -19,11 +19,13 @@
 
 #include "kernels/reference.h"
 #include "tests/jit/error_of.h"
+#include "tests/kernels/flash_decode_check.h"
 
 namespace tiledist {
 namespace {
 namespace ref = tiledist::reference;
 using test_util::error_of;
+using testing_decode::expect_decoded;
 
 struct Case {
   int batch, q_tokens, heads, kv_heads, head_dim, max_kv;
@@ -89,17 +91,7 @@ void check(const Case& c, int page) {
   const std::vector<double> want =
       ref::decode_attention(q.f, {{k.f.data(), v.f.data(), c.lens.data(), c.max_kv}}, c.batch, c.q_tokens, c.heads,
                             c.kv_heads, c.head_dim, c.causal, 1.0 / std::sqrt(double(c.head_dim)));
-  const double u = 1.0 / 256;
-  size_t bad = 0;
-  std::vector<float> got_f(nq), want_f(nq);
-  for (size_t i = 0; i < nq; ++i) {
-    got_f[i] = float(o[i]), want_f[i] = float(want[i]);
-    if (!(std::fabs(double(got_f[i]) - want[i]) <= 1.5 * 2 * u) && bad++ < 5)
-      ADD_FAILURE() << "o[" << i << "] = " << got_f[i] << ", want " << want[i] << " (splits "
-                    << fd.splits(c.batch, c.max_kv) << ")";
-  }
-  EXPECT_EQ(bad, 0u);
-  EXPECT_LE(ref::rel_error(got_f, want_f), u) << "in norm";
+  expect_decoded(o, want, str_cat(" (splits ", fd.splits(c.batch, c.max_kv), ")"));
 }
 
 TEST(FlashDecode, OneTokenGroupedHeads) {
@@ -168,15 +160,7 @@ TEST(FlashDecode, AKernelWrittenFromTheReadme) {
   }
   const std::vector<double> want = ref::decode_attention(q.f, {{k.f.data(), v.f.data(), c.lens.data(), c.max_kv}},
                                                          c.batch, 1, c.heads, c.kv_heads, c.head_dim, false, scale);
-  std::vector<float> got_f(nq), want_f(nq);
-  size_t bad = 0;
-  for (size_t i = 0; i < nq; ++i) {
-    got_f[i] = float(o[i]), want_f[i] = float(want[i]);
-    if (!(std::fabs(double(got_f[i]) - want[i]) <= 1.5 * 2 / 256.0) && bad++ < 5)
-      ADD_FAILURE() << "o[" << i << "] = " << got_f[i] << ", want " << want[i];
-  }
-  EXPECT_EQ(bad, 0u);
-  EXPECT_LE(ref::rel_error(got_f, want_f), 1.0 / 256) << "in norm";
+  expect_decoded(o, want);
 }
 
 TEST(FlashDecode, BadArguments) {
