@@ -519,6 +519,9 @@ Values for_range(const Operand& lo, const Operand& hi, const Operand& step, Valu
       it = promote(it, o->tensor.dtype());
     }
   if (step.is_literal && step.int_value <= 0) fail(op, loc, "step must be positive");
+  if (hints.num_stages < 0 || hints.num_stages > 16)
+    fail(op, loc, str_cat("num_stages = ", hints.num_stages, " (0: the compile's choice, else 1 to 16)"));
+
   Tensor l = convert(op, loc, as_tensor(op, lo, it), it), h = convert(op, loc, as_tensor(op, hi, it), it),
          s = convert(op, loc, as_tensor(op, step, it), it);
   std::vector<ir::Value*> operands{l.value(), h.value(), s.value()};
@@ -530,6 +533,7 @@ Values for_range(const Operand& lo, const Operand& hi, const Operand& step, Valu
   auto& b = builder(op, loc);
   ir::Op* f = b.create(OpCode::For, operands, carried);
   if (hints.warp_specialize) f->attrs["warp_specialize"] = int64_t{1};
+  if (hints.num_stages > 0) f->attrs["num_stages"] = int64_t{hints.num_stages};
   ir::Block* outer = b.block();
   ir::Block* region = f->regions[0].get();
   Tensor iv(region->add_arg(Type::scalar(it)));
@@ -550,13 +554,17 @@ Tensor for_range(const Operand& lo, const Operand& hi, const Operand& step, Tens
 }
 void for_range(const Operand& lo, const Operand& hi, const Operand& step, const std::function<void(Tensor)>& body,
                SrcLoc loc) {
+  for_range(lo, hi, step, body, LoopHints{}, loc);
+}
+void for_range(const Operand& lo, const Operand& hi, const Operand& step, const std::function<void(Tensor)>& body,
+               LoopHints hints, SrcLoc loc) {
   for_range(
       lo, hi, step, Values{},
       [&](Tensor iv, Values) {
         body(iv);
         return Values{};
       },
-      loc);
+      hints, loc);
 }
 
 Values if_then_else(const Tensor& cond, const std::function<Values()>& then_fn, const std::function<Values()>& else_fn,

@@ -210,11 +210,21 @@ struct LoopHints {
   /// On sm_90a, where the loop is a TMA wgmma pipeline: a producer warpgroup issues its copies
   /// (CompileOptions::warp_specialize, for this loop whatever the options say).
   bool warp_specialize = false;
+  /// Above 1: the loop's loads whose addresses are known ahead (from the induction variable and
+  /// values from outside the loop) are issued num_stages - 1 iterations ahead through a ring of
+  /// shared memory on GPUs with asynchronous copies (as Triton's tl.range(..., num_stages=)),
+  /// whatever they feed, and even where the loop stores: the kernel says that no load of the
+  /// loop reads what an earlier iteration of it stored (a streaming loop: read a row, write
+  /// elsewhere). 0: the compile's own choice (loads feeding dots, in loops that do not store);
+  /// 1: this loop is not pipelined.
+  int num_stages = 0;
 };
 Values for_range(const Operand& lo, const Operand& hi, const Operand& step, Values init,
                  const std::function<Values(Tensor, Values)>& body, LoopHints hints, SrcLoc loc = SrcLoc::current());
 Tensor for_range(const Operand& lo, const Operand& hi, const Operand& step, Tensor init,
                  const std::function<Tensor(Tensor, Tensor)>& body, LoopHints hints, SrcLoc loc = SrcLoc::current());
+void for_range(const Operand& lo, const Operand& hi, const Operand& step, const std::function<void(Tensor)>& body,
+               LoopHints hints, SrcLoc loc = SrcLoc::current());
 /// cond ? then_fn() : else_fn(), both returning values of the same types.
 Values if_then_else(const Tensor& cond, const std::function<Values()>& then_fn, const std::function<Values()>& else_fn,
                     SrcLoc loc = SrcLoc::current());

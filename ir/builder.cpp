@@ -85,7 +85,10 @@ void Builder::async_copy(Value* buf, Value* index, Value* ptrs, Value* mask, Val
   create(OpCode::AsyncCopy, operands, {}, {{"via", via}});
 }
 void Builder::async_commit() { create(OpCode::AsyncCommit, {}, {}); }
-void Builder::async_wait(int64_t pending) { create(OpCode::AsyncWait, {}, {}, {{"pending", pending}}); }
+void Builder::async_wait(int64_t pending, bool own) {
+  ir::Op* op = create(OpCode::AsyncWait, {}, {}, {{"pending", pending}});
+  if (own) op->attrs["own"] = int64_t{1};
+}
 Value* Builder::barriers(int64_t n, int64_t count) {
   Value* bars = local_alloc(DType::i64, n, {1, 1}, Layout::shared(1, 1, 1, {1, 0}));
   create(OpCode::InitBarrier, {bars}, {}, {{"count", count}});

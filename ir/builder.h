@@ -57,7 +57,8 @@ class Builder {
   Value* local_alloc(DType dtype, int64_t tiles, const std::vector<int64_t>& tile, LayoutRef l);
   void async_copy(Value* buf, Value* index, Value* ptrs, Value* mask, Value* other, const std::string& via);
   void async_commit();
-  void async_wait(int64_t pending);
+  /// `own`: each thread reads back only what it copied (no barrier needed to see the others').
+  void async_wait(int64_t pending, bool own = false);
   Value* local_load(Value* buf, Value* index, LayoutRef layout, bool trans = false);
   /// n mbarriers (a memdesc of i64 [n, 1, 1]), each initialized to expect `count` arrivals.
   Value* barriers(int64_t n, int64_t count);

@@ -4,14 +4,18 @@
 // counts, and each (expert, source) count travels with its rows.
 //
 // Dispatch, per call (c, its half c % 2):
-// 1. moe_count (the routing's): each slot's place among ours of its expert, and our counts.
-// 2. ep_ll_send, programs [0, tokens) x chunks: a token and a chunk of its row each (few tokens
-//    split their rows: programs for every SM), read and quantized once (f8e4m3: a scale per 128
-//    channels), stored into the place of each of its k slots on the experts' ranks, then
-//    counted done for its experts (acq_rel); the program that counts an expert's last (slot,
-//    chunk) stores the count on the expert's rank, then sets the signal word of (expert, us)
-//    there to c. Programs [tokens, tokens + E) of chunk 0: an expert each, which does the same
-//    for an expert none of our slots picked. No program waits for another.
+// 1. Where a token's row is split into chunks (few tokens: programs for every SM), moe_count
+//    (the routing's) first: each slot's place among ours of its expert, so that the token's
+//    programs agree. Else the send takes the places itself (one atomic of a tile a program).
+// 2. ep_ll_send, programs [0, P) x chunks: up to KT tokens each (P >= tokens / KT), and a chunk
+//    of their rows, read once (a streaming loop: the loads pipelined ahead of the stores) and
+//    quantized (f8e4m3: a scale per 128 channels), stored into the place of each of its k slots
+//    on the experts' ranks; then the program's (slot, chunk) pairs counted done for their
+//    experts (one acq_rel atomic of a tile). Programs [P, P + E) of chunk 0: an expert each,
+//    which counts our slots of it (reading every id), stores the count on the expert's rank
+//    and adds kDone less its pairs to the expert's done count. Whichever add brings it to kDone
+//    sets the signal word of (expert, us) on the expert's rank to c. No program waits for
+//    another.
 // 3. ep_ll_receive (one program; the hook): waits until every (local expert, source) word here
 //    is c, reads the counts and builds the tile table over the runs.
 // Combine: ep_ll_back, a program per (local expert, source) and chunk of the rows, stores each
@@ -36,11 +40,14 @@ namespace tiledist::kernels {
 namespace {
 using tl::Tensor;
 
+constexpr int kScan = 1024;  // ids an expert's program reads a step
+
 template <class T>
 void ep_ll_send(tl::Ptr<bf16> x, tl::Ptr<int32_t> ids, tl::Ptr<int32_t> place, tl::Ptr<int32_t> counts,
                 tl::Ptr<int32_t> done, tl::Ptr<T> recv, tl::Ptr<float> scales, tl::Ptr<int32_t> src,
                 tl::Ptr<int32_t> counts_in, tl::Ptr<int32_t> words, tl::Int tokens, tl::Int H, tl::Int HC, tl::Int El,
-                tl::Int E, tl::Int max_tokens, tl::Int call, tl::Const<int> TOPK, tl::Const<int> BH) {
+                tl::Int E, tl::Int max_tokens, tl::Int P, tl::Int placed, tl::Int call, tl::Const<int> TOPK,
+                tl::Const<int> BH, tl::Const<int> KT) {
   constexpr bool kF8 = std::is_same_v<T, f8e4m3>;
   if (kF8 && (BH < 128 || BH % 128 != 0))
     throw Error(str_cat("tiledist: ep_ll_send_fp8: BH = ", BH.value(), ", whole 128-column blocks of the scales"));
@@ -49,79 +56,117 @@ void ep_ll_send(tl::Ptr<bf16> x, tl::Ptr<int32_t> ids, tl::Ptr<int32_t> place, t
   auto half = call % 2;
   auto rows = El * n * max_tokens;  // a half's
   auto kb = (H + 127) / 128;
-  tl::if_then(pid < tokens, [&] {
-    auto t = pid;
-    std::vector<Tensor> ok, to, row;  // each slot's: sent, its expert's rank, its row there
-    for (int j = 0; j < TOPK; ++j) {
-      auto e = tl::load(ids + t * TOPK + j), at = tl::load(place + t * TOPK + j);
-      ok.push_back((at >= 0) & (at < max_tokens));  // (place -1: an id outside the experts)
-      auto expert = tl::maximum(e, 0);
-      to.push_back(expert / tl::maximum(El, 1));
-      row.push_back((half * rows + ((expert % tl::maximum(El, 1)) * n + me) * max_tokens + at).to(tl::int64));
-    }
-    // f8e4m3: BH / 128 blocks a step, each row of a [BH / 128, 128] tile one block with its scale
-    // (bf16: the [1, BH] row as it is).
-    const int blocks = kF8 ? BH / 128 : 1, width = kF8 ? 128 : BH;
-    auto r = tl::expand_dims(tl::arange(0, blocks), 1), c = tl::expand_dims(tl::arange(0, width), 0);
-    tl::for_range(chunk * HC, tl::minimum((chunk + 1) * HC, H), BH, [&](Tensor h0) {
-      auto h = h0 + r * width + c;  // [blocks, width]
-      auto x_h = tl::load(x + t.to(tl::int64) * H + h, h < H, 0.0f).to(tl::float32);
-      Tensor v = x_h.to(tl::bfloat16), s;
-      auto block = h0 / 128 + tl::arange(0, blocks);  // (f8: the scales' blocks)
-      if constexpr (kF8) {                            // (reference::quantize_f8_row's rule)
-        s = tl::maximum(tl::max(tl::abs(x_h), 1), 1e-10f) / 448.0f;
-        v = (x_h / tl::expand_dims(s, 1)).to(tl::float8e4m3);
+  auto counts_now = counts + half * E;  // (our slots of each expert so far: their places)
+  int tp = 1;
+  while (tp < TOPK) tp *= 2;
+  constexpr int kDone = 1 << 30;  // (an expert's done count once all its (slot, chunk) pairs are)
+  // Expert e's rows, scales, sources and count are all on its rank (the caller acquired them
+  // all): the signal word of (e, us) there set to `call` (a release), and e's done count zeroed
+  // for the next run (nobody adds to it now).
+  auto signal = [&](const Tensor& e) {
+    auto word = (half * El + e % tl::maximum(El, 1)) * n + me;
+    dist::notify(words + word, e / tl::maximum(El, 1), call);
+    tl::atomic_xchg(done + e, 0, {}, {"relaxed", "gpu"});
+  };
+  tl::if_then(pid < P, [&] {
+    // The program's (token, slot) pairs, a [KT * TP] tile (token pid + i P, slot j at i TP + j),
+    // their experts, and their places: moe_count's (placed: rows split into chunks, whose
+    // programs must agree), or taken here by one atomic of the tile (-1: an id outside the
+    // experts, which goes nowhere).
+    auto q = tl::arange(0, KT * tp);
+    auto tq = pid + q / tp * P, jq = q % tp;
+    auto mine = (jq < TOPK) & (tq < tokens);
+    auto e_all = tl::load(ids + tq * TOPK + jq, mine, -1);
+    auto in = (e_all >= 0) & (e_all < E);
+    auto at_all = tl::if_then_else(
+        placed > 0, [&] { return tl::Values{tl::load(place + tq * TOPK + jq, mine, -1)}; },
+        [&] {
+          auto got = tl::atomic_add(counts_now + tl::where(in, e_all, 0), 1, in, {"relaxed", "gpu"});
+          auto at = tl::where(in, got, -1);
+          tl::store(place + tq * TOPK + jq, at, mine);  // (for the combine)
+          return tl::Values{at};
+        })[0];
+    tl::for_range(pid, tokens, P, [&](Tensor t) {       // (tokens pid, pid + P, ...: KT at most)
+      std::vector<Tensor> ok, to, row;                  // each slot's: sent, its expert's rank, its row there
+      std::vector<Tensor> codes, scale_at;              // (where its row's values and scales go)
+      auto first = (t - pid) / tl::maximum(P, 1) * tp;  // (the token's pairs in the tile)
+      for (int j = 0; j < TOPK; ++j) {
+        auto pick = [&](const Tensor& v) { return tl::max(tl::where(q == first + j, v, -1), 0); };
+        auto e = pick(e_all), at = pick(at_all);
+        ok.push_back((at >= 0) & (at < max_tokens));  // (place -1: an id outside the experts)
+        auto expert = tl::maximum(e, 0);
+        to.push_back(expert / tl::maximum(El, 1));
+        row.push_back((half * rows + ((expert % tl::maximum(El, 1)) * n + me) * max_tokens + at).to(tl::int64));
+        auto peer = tl::where(ok.back(), to.back(), me);  // (a slot not sent: any rank's address will do)
+        codes.push_back(dist::symm_at(recv, peer) + row.back() * H);
+        if constexpr (kF8) scale_at.push_back(dist::symm_at(scales, peer) + row.back() * kb);
       }
-      for (int j = 0; j < TOPK; ++j)
-        tl::if_then(ok[size_t(j)], [&] {
-          tl::store(dist::symm_at(recv, to[size_t(j)]) + row[size_t(j)] * H + h, v, h < H);
-          if constexpr (kF8)
-            tl::store(dist::symm_at(scales, to[size_t(j)]) + row[size_t(j)] * kb + block, s, block < kb);
-        });
+      // f8e4m3: BH / 128 blocks a step, each row of a [BH / 128, 128] tile one block with its scale
+      // (bf16: the [1, BH] row as it is). A streaming loop: its loads go ahead of its stores
+      // (pipelined through shared memory), which write elsewhere.
+      const int blocks = kF8 ? BH / 128 : 1, width = kF8 ? 128 : BH;
+      auto r = tl::expand_dims(tl::arange(0, blocks), 1), c = tl::expand_dims(tl::arange(0, width), 0);
+      // (3 stages, two tiles ahead: the pack's count and send 41 us on an H200, 2026-11-27; 44
+      // with 4 stages, 45 with 6, 48 with 2)
+      tl::LoopHints streaming;
+      streaming.num_stages = 3;
+      tl::for_range(
+          chunk * HC, tl::minimum((chunk + 1) * HC, H), BH,
+          [&](Tensor h0) {
+            auto h = h0 + r * width + c;  // [blocks, width]
+            auto x_h = tl::load(x + t.to(tl::int64) * H + h, h < H, 0.0f).to(tl::float32);
+            Tensor v = x_h.to(tl::bfloat16), s;
+            auto block = h0 / 128 + tl::arange(0, blocks);  // (f8: the scales' blocks)
+            if constexpr (kF8) {                            // (reference::quantize_f8_row's rule)
+              auto amax = tl::maximum(tl::max(tl::abs(x_h), 1), 1e-10f);
+              s = amax / 448.0f;
+              v = (x_h * tl::expand_dims(448.0f / amax, 1)).to(tl::float8e4m3);
+            }
+            for (int j = 0; j < TOPK; ++j)
+              tl::if_then(ok[size_t(j)], [&] {
+                tl::store(codes[size_t(j)] + h, v, h < H);
+                if constexpr (kF8) tl::store(scale_at[size_t(j)] + block, s, block < kb);
+              });
+          },
+          streaming);
+      tl::if_then(chunk == 0, [&] {  // (each slot's source, for the combine)
+        for (int j = 0; j < TOPK; ++j)
+          tl::if_then(ok[size_t(j)],
+                      [&] { tl::store(dist::symm_at(src, to[size_t(j)]) + row[size_t(j)], t * TOPK + j); });
+      });
     });
-    // Each slot's chunk counted done for its expert, the token's slots at once (one atomic of a
-    // [TP] tile: its release of our stores is one round, not one a slot); the last of an
-    // expert's (slot, chunk) pairs to be done (its count's times the chunks) sends the count and
-    // the signal, for every program's rows (they released theirs before their adds; the last
-    // acquired them all).
-    tl::if_then(chunk == 0, [&] {
-      for (int j = 0; j < TOPK; ++j)
-        tl::if_then(ok[size_t(j)],
-                    [&] { tl::store(dist::symm_at(src, to[size_t(j)]) + row[size_t(j)], t * TOPK + j); });
-    });
-    int tp = 1;
-    while (tp < TOPK) tp *= 2;
-    auto jj = tl::arange(0, tp);
-    auto slot = t * TOPK + jj;
-    auto e_all = tl::load(ids + slot, jj < TOPK, 0);
-    auto counted = (jj < TOPK) & (tl::load(place + slot, jj < TOPK, -1) >= 0);
-    auto counts_now = counts + half * E;
-    auto need = tl::load(counts_now + e_all, counted, 0) * chunks;
-    auto before = tl::atomic_add(done + e_all, 1, counted, {"acq_rel", "sys"});  // (after our stores)
-    auto last = tl::where(counted & (before == need - 1), 1, 0);
+    // Each slot's chunk counted done for its expert, the program's (token, slot) pairs at once
+    // (one atomic of a [KT * TP] tile: its release of our stores is one round a program, not
+    // one a slot or a token). An expert's count is done at kDone: its program (below) adds
+    // kDone less its (slot, chunk) pairs, each pair 1, so the last add (whichever) makes it, and
+    // that program sends the signal, for every program's rows (they released theirs before
+    // their adds; the last acquired them all).
+    auto before = tl::atomic_add(done + tl::where(in, e_all, 0), 1, in, {"acq_rel", "sys"});
+    auto last = tl::where(in & (before == kDone - 1), 1, 0);
     tl::if_then(tl::max(last, 0) > 0, [&] {  // (rare: a program that completes an expert)
-      for (int j = 0; j < TOPK; ++j)
-        tl::if_then(tl::max(tl::where(jj == j, last, 0), 0) > 0, [&] {
-          auto e = tl::load(ids + t * TOPK + j), n_e = tl::load(counts_now + e);
-          auto d = e / tl::maximum(El, 1);
-          auto word = (half * El + e % tl::maximum(El, 1)) * n + me;
-          tl::store(dist::symm_at(counts_in, d) + word, tl::minimum(n_e, max_tokens));
-          dist::notify(words + word, d, call);  // (release: the rows, their scales and sources, the count)
-          tl::atomic_xchg(done + e, 0, {}, {"relaxed", "gpu"});  // (for the next run: nobody adds to it now)
-        });
+      tl::for_range(0, KT * tp, 1, [&](Tensor k) {
+        tl::if_then(tl::max(tl::where(q == k, last, 0), 0) > 0,
+                    [&] { signal(tl::max(tl::where(q == k, e_all, 0), 0)); });
+      });
     });
   });
-  // Programs past the tokens: an expert each. One that none of our slots picked sends its count
-  // (0) and signal; every one zeroes its count of the other half, for the next run's moe_count
-  // (nothing here waits for another program: the grid's programs may start in any order).
-  tl::if_then((pid >= tokens) & (chunk == 0), [&] {
-    auto e = pid - tokens;
-    tl::if_then(tl::load(counts + half * E + e) == 0, [&] {
-      auto d = e / tl::maximum(El, 1);
-      auto word = (half * El + e % tl::maximum(El, 1)) * n + me;
-      tl::store(dist::symm_at(counts_in, d) + word, 0);
-      dist::notify(words + word, d, call);
+  // Programs past the tokens: an expert each, which counts our slots of it (every id read),
+  // stores that count on the expert's rank and adds kDone less its (slot, chunk) pairs to its
+  // done count: where it is the last to add (none of our slots picked it, or all are done), it
+  // sends the signal. Each zeroes its count of the other half, for the next run (nothing here
+  // waits for another program: the grid's programs may start in any order).
+  tl::if_then((pid >= P) & (chunk == 0), [&] {
+    auto e = pid - P;
+    auto pairs = tokens * TOPK;
+    auto n_e = tl::for_range(0, pairs, kScan, tl::scalar(0, tl::int32), [&](Tensor p0, Tensor sum) {
+      auto p = p0 + tl::arange(0, kScan);
+      return sum + tl::sum(tl::where(tl::load(ids + p, p < pairs, -1) == e, 1, 0), 0);
     });
+    auto word = (half * El + e % tl::maximum(El, 1)) * n + me;
+    tl::store(dist::symm_at(counts_in, e / tl::maximum(El, 1)) + word, tl::minimum(n_e, max_tokens));
+    auto need = n_e * chunks;
+    auto before = tl::atomic_add(done + e, kDone - need, {}, {"acq_rel", "sys"});  // (after the count's store)
+    tl::if_then(before == need, [&] { signal(e); });
     tl::store(counts + (1 - half) * E + e, 0);
   });
 }
@@ -202,13 +247,15 @@ void ep_ll_sum(tl::Ptr<bf16> comb, tl::Ptr<int32_t> words, tl::Ptr<int32_t> plac
 }  // namespace
 
 const KernelDef& ep_ll_send_kernel(ir::DType rows) {
-  static const std::vector<std::string> params = {"x",   "ids",        "place", "counts", "done", "recv", "scales",
-                                                  "src", "counts_in",  "words", "tokens", "H",    "HC",   "El",
-                                                  "E",   "max_tokens", "call",  "TOPK",   "BH"};
+  static const std::vector<std::string> params = {
+      "x", "ids", "place", "counts", "done",       "recv", "scales", "src",  "counts_in", "words", "tokens",
+      "H", "HC",  "El",    "E",      "max_tokens", "P",    "placed", "call", "TOPK",      "BH",    "KT"};
   static const KernelDef bf16_def =
-      KernelDef("ep_ll_send", ep_ll_send<bf16>, params, {{"TOPK", 2}, {"BH", 1024}}).do_not_specialize({"call"});
+      KernelDef("ep_ll_send", ep_ll_send<bf16>, params, {{"TOPK", 2}, {"BH", 1024}, {"KT", 4}})
+          .do_not_specialize({"call"});
   static const KernelDef f8_def =
-      KernelDef("ep_ll_send_fp8", ep_ll_send<f8e4m3>, params, {{"TOPK", 2}, {"BH", 1024}}).do_not_specialize({"call"});
+      KernelDef("ep_ll_send_fp8", ep_ll_send<f8e4m3>, params, {{"TOPK", 2}, {"BH", 1024}, {"KT", 4}})
+          .do_not_specialize({"call"});
   if (rows != ir::DType::bf16 && rows != ir::DType::f8e4m3)
     throw Error(str_cat("tiledist: ep_ll_send: rows of ", ir::dtype_name(rows), " (bf16, or f8e4m3 with scales)"));
   return rows == ir::DType::f8e4m3 ? f8_def : bf16_def;
@@ -238,6 +285,7 @@ const KernelDef& ep_ll_sum_kernel() {
   return def;
 }
 namespace {
+constexpr int kKT = 4;  // the send's tokens a program at most
 /// A program per item (token, or received group) and chunk of its row of H: {channels a chunk
 /// (a multiple of bh), chunks}. Few items (decoding) split their rows, so that the grid has at
 /// least `programs` programs where the rows allow.
@@ -260,6 +308,7 @@ struct EpLowLatencyDispatch::State {
   int rank = 0, ranks = 1, topk = 1, bm = 64;
   int64_t max_tokens = 0, H = 0, E = 0, El = 0, rows = 0, slots = 0, max_pairs = 0;
   int bh = 1024, programs = 64;  // the send's channels a step; the programs it wants at least
+  int64_t resident = 16;         // the send's programs for the tokens where they are many
   ir::DType dtype = ir::DType::f8e4m3;
   bool hook = false;
   int32_t calls = 0;
@@ -333,7 +382,8 @@ EpLowLatencyDispatch::EpLowLatencyDispatch(const Target& target, int64_t max_tok
   // (on the host 128 channels a step, so that the tests' rows split into chunks as a GPU's do)
   s.bh = s.gpu() ? 1024 : 128;
   s.programs = s.gpu() ? 4 * cuda::device().sms : 64;
-  s.send = compile(ep_ll_send_kernel(s.dtype), {{"TOPK", topk}, {"BH", s.bh}}, target);
+  s.resident = s.gpu() ? 8 * cuda::device().sms : 16;
+  s.send = compile(ep_ll_send_kernel(s.dtype), {{"TOPK", topk}, {"BH", s.bh}, {"KT", kKT}}, target);
   s.receive = compile(ep_ll_receive_kernel(), {{"BM", s.bm}}, target);
 }
 
@@ -357,15 +407,21 @@ void EpLowLatencyDispatch::run(const bf16* x, const int32_t* topk_ids, int64_t t
   s.sent = s.received = false;
   const int pairs = static_cast<int>(tokens * s.topk);
   const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
-  int32_t* counts = s.counts.data() + (call % 2) * s.E;
-  detail::launch(s.count, on, Grid(std::max(1, (pairs + 1023) / 1024)), topk_ids, counts, s.place.data(), pairs,
-                 static_cast<int>(s.E), pairs, static_cast<int>(s.E));
   const auto [hc, chunks] = chunked(s.programs, tokens, s.H, s.bh);
+  // Rows split into chunks (few tokens): the slots' places taken first, by moe_count, so that a
+  // token's programs agree; else the send takes them.
+  const bool placed = chunks > 1;
+  if (placed)
+    detail::launch(s.count, on, Grid(std::max(1, (pairs + 1023) / 1024)), topk_ids, s.counts.data() + (call % 2) * s.E,
+                   s.place.data(), pairs, static_cast<int>(s.E), pairs, static_cast<int>(s.E));
+  // (programs for the tokens: KT tokens each at most, as many as the GPU holds at once where
+  // the tokens are more, so that a program's release of its rows is one round for several)
+  const int64_t P = std::max((tokens + kKT - 1) / kKT, std::min<int64_t>(tokens, s.resident));
   auto send = [&](auto* recv) {
-    detail::launch(s.send, on, Grid(tokens + s.E, chunks), x, topk_ids, s.place.data(), s.counts.data(), s.done.data(),
-                   recv, s.scales, s.src, s.counts_in, s.words, static_cast<int>(tokens), static_cast<int>(s.H),
+    detail::launch(s.send, on, Grid(P + s.E, chunks), x, topk_ids, s.place.data(), s.counts.data(), s.done.data(), recv,
+                   s.scales, s.src, s.counts_in, s.words, static_cast<int>(tokens), static_cast<int>(s.H),
                    static_cast<int>(hc), static_cast<int>(s.El), static_cast<int>(s.E), static_cast<int>(s.max_tokens),
-                   call);
+                   static_cast<int>(P), static_cast<int>(placed), call);
   };
   if (s.dtype == ir::DType::f8e4m3)
     send(static_cast<f8e4m3*>(s.recv));

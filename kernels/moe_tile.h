@@ -45,11 +45,12 @@ void expert_tile(tl::Ptr<T> a, tl::Ptr<float> a_scales, tl::Ptr<T> w, tl::Ptr<fl
 }
 
 /// x ([BR, 128] f32, a row's block of 128 columns each) quantized as DeepSeek-V3's activations
-/// are (vLLM's per_token_group_quant_fp8): the block's scale s = max(|x|, 1e-10) / 448 (448:
-/// e4m3's largest finite value), its values x / s rounded to e4m3. Returns {q, s [BR, 1]}.
+/// are (DeepEP's rule): the block's scale s = max(|x|, 1e-10) / 448 (448: e4m3's largest finite
+/// value), its values x * (448 / max(|x|, 1e-10)) rounded to e4m3 (a reciprocal a block, a
+/// product a value: reference::quantize_f8_blocks). Returns {q, s [BR, 1]}.
 inline std::pair<tl::Tensor, tl::Tensor> quantize_rows(const tl::Tensor& x) {
-  auto s = tl::expand_dims(tl::maximum(tl::max(tl::abs(x), 1), 1e-10f) / 448.0f, 1);
-  return {(x / s).to(tl::float8e4m3), s};
+  auto amax = tl::expand_dims(tl::maximum(tl::max(tl::abs(x), 1), 1e-10f), 1);
+  return {(x * (448.0f / amax)).to(tl::float8e4m3), amax / 448.0f};
 }
 
 }  // namespace tiledist::kernels::detail

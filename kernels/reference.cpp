@@ -165,16 +165,17 @@ std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& ex
 void quantize_f8_blocks(float* x, int64_t n, int64_t block) {
   for (int64_t b = 0; b < n; b += block) {
     const int64_t end = std::min(n, b + block);
-    const float s = f8_scale(abs_max(x + b, end - b));
-    for (int64_t i = b; i < end; ++i) x[i] = float(f8e4m3(x[i] / s)) * s;
+    const float amax = abs_max(x + b, end - b), s = f8_scale(amax), r = f8_inverse_scale(amax);
+    for (int64_t i = b; i < end; ++i) x[i] = float(f8e4m3(x[i] * r)) * s;
   }
 }
 
 void quantize_f8_row(const float* x, int64_t n, f8e4m3* codes, float* scales) {
   for (int64_t b = 0; b < n; b += 128) {
     const int64_t end = std::min(n, b + 128);
-    const float s = scales[b / 128] = f8_scale(abs_max(x + b, end - b));
-    for (int64_t i = b; i < end; ++i) codes[i] = f8e4m3(x[i] / s);
+    const float amax = abs_max(x + b, end - b), r = f8_inverse_scale(amax);
+    scales[b / 128] = f8_scale(amax);
+    for (int64_t i = b; i < end; ++i) codes[i] = f8e4m3(x[i] * r);
   }
 }
 

@@ -94,12 +94,17 @@ std::vector<double> moe_mlp_token(const float* x, const std::vector<int32_t>& ex
                                   int64_t H, int64_t I, MoeTokenBounds* bounds = nullptr, bool f8_activations = false);
 
 /// `n` values quantized as the MoE kernels' f8e4m3 activations are, in blocks of `block`: each
-/// block's scale s = max(|x|, 1e-10) / 448 (f32), its values f8e4m3(x / s); returns the values
-/// the kernels then compute with, f8e4m3(x / s) * s, in place of x.
+/// block's scale s = max(|x|, 1e-10) / 448 (f32), its values f8e4m3(x * r), r = 448 / max(|x|,
+/// 1e-10) (f32: DeepEP's rule, a reciprocal a block and a product a value); returns the values
+/// the kernels then compute with, f8e4m3(x * r) * s, in place of x.
 void quantize_f8_blocks(float* x, int64_t n, int64_t block = 128);
 /// The scale of a block whose largest magnitude is `amax`: max(amax, 1e-10) / 448 (the MoE
-/// kernels' rule, for activations and weights alike).
+/// kernels' rule, for activations and weights alike; the weights' codes are x / s, the
+/// activations' x * f8_inverse_scale).
 inline float f8_scale(float amax) { return std::max(amax, 1e-10f) / 448.0f; }
+/// What a block's values are multiplied by before they are rounded to their codes: 448 /
+/// max(amax, 1e-10) (f32).
+inline float f8_inverse_scale(float amax) { return 448.0f / std::max(amax, 1e-10f); }
 /// One row of `n` values quantized per 128 columns as quantize_f8_blocks does: its codes [n] and
 /// its blocks' scales [cdiv(n, 128)] (what the MoE kernels write for a row of activations).
 void quantize_f8_row(const float* x, int64_t n, f8e4m3* codes, float* scales);

@@ -346,7 +346,11 @@ void LayoutLowering::emit(const ir::Op& op) {
     case OpCode::AsyncWait:
       // Each thread waits for its own copies; the barrier makes everyone's visible to all (and
       // orders this iteration's copies into a buffer after every read of it in the last one).
+      // `own`: each thread reads back only the elements it copied (a streaming loop's tiles, each
+      // element held by one thread, read in the layout they were copied in), and overwrites
+      // only those it read: no barrier.
       ptx(b_.getVoidTy(), str_cat("cp.async.wait_group ", op.int_attr("pending"), ";"), "", {});
+      if (op.has_attr("own")) return;
       if (wgmma_) ptx(b_.getVoidTy(), "fence.proxy.async.shared::cta;", "", {});
       barrier();
       return;

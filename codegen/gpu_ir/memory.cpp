@@ -3,6 +3,8 @@
 // local_alloc (placed by their live ranges, so that one loop's ring reuses another's); the
 // asynchronous copies into them (cp.async); and local_load, by ldmatrix where the result
 // layout's lanes take 8x8 blocks as ldmatrix hands them out.
+#include <llvm/IR/PatternMatch.h>
+
 #include <cmath>
 
 #include "codegen/gpu_ir/lowering.h"
@@ -43,10 +45,23 @@ llvm::Value* LayoutLowering::to_words(llvm::FixedVectorType* vt, const std::vect
     for (size_t k = 0; k < elems.size(); ++k) w = b_.CreateInsertElement(w, elems[k], uint64_t(k));
     return w;
   }
+  // Two bytes that are one 16-bit value's low and high ones (a pair of f8 codes converted by
+  // one cvt) go in as that value, not taken apart and put together again.
+  auto pair = [](llvm::Value* lo, llvm::Value* hi) -> llvm::Value* {
+    using namespace llvm::PatternMatch;
+    llvm::Value* p = nullptr;
+    if (match(lo, m_Trunc(m_Value(p))) && p->getType()->isIntegerTy(16) &&
+        match(hi, m_Trunc(m_LShr(m_Specific(p), m_SpecificInt(8)))))
+      return p;
+    return nullptr;
+  };
   for (size_t k = 0; k < elems.size(); k += 4) {
     llvm::Value* word = b_.getInt32(0);
-    for (size_t i = 0; i < 4; ++i)
-      word = b_.CreateOr(word, b_.CreateShl(b_.CreateZExt(elems[k + i], b_.getInt32Ty()), uint64_t(8 * i)));
+    for (size_t i = 0; i < 4; ++i) {
+      llvm::Value* p = i % 2 == 0 ? pair(elems[k + i], elems[k + i + 1]) : nullptr;
+      word = b_.CreateOr(word, b_.CreateShl(b_.CreateZExt(p ? p : elems[k + i], b_.getInt32Ty()), uint64_t(8 * i)));
+      i += p ? 1 : 0;
+    }
     w = b_.CreateInsertElement(w, word, uint64_t(k / 4));
   }
   return w;
@@ -385,19 +400,54 @@ void LayoutLowering::emit_local_load(const ir::Op& op) {
     g.view = tile;
     return define(op, g);
   }
-  if (ldmatrix_load(op, tile)) return;
+  // (a tile each thread reads back alone, `own`: not by ldmatrix, whose lanes read others' copies)
+  if (!op.has_attr("own") && ldmatrix_load(op, tile)) return;
   const bool transposed = op.has_attr("perm") && op.ints_attr("perm") == std::vector<int64_t>{1, 0};
   const LinearLayout& ll = linear(rt);
   llvm::Type* mt = mem_type(desc.dtype);
+  const int64_t v = shared_vector(rt, desc, transposed);
+  const int64_t esize = ir::dtype_bytes(desc.dtype);
   LVal g;
-  for (int64_t r = 0; r < ll.in_size(LinearLayout::reg); ++r) {
+  for (int64_t r = 0; r < ll.in_size(LinearLayout::reg); r += v) {
     std::vector<llvm::Value*> c = coords(ll, r);
     llvm::Value* at = shared_offset(desc, transposed ? c[1] : c[0], transposed ? c[0] : c[1]);
-    llvm::Value* x = b_.CreateLoad(mt, smem_at(b_.CreateAdd(tile, at)));
-    if (ir::is_f8(desc.dtype)) g.bits.push_back(x);
-    g.regs.push_back(from_mem(x, desc.dtype));
+    std::vector<llvm::Value*> xs;
+    if (v > 1) {  // (v elements of one 16-byte chunk: one access, as 32-bit words where they fill them)
+      auto* vt = llvm::FixedVectorType::get(mt, static_cast<unsigned>(v));
+      llvm::Type* lt = v * esize >= 4 ? static_cast<llvm::Type*>(llvm::FixedVectorType::get(
+                                            b_.getInt32Ty(), static_cast<unsigned>(v * esize / 4)))
+                                      : vt;
+      llvm::Value* w = b_.CreateAlignedLoad(lt, smem_at(b_.CreateAdd(tile, at)), llvm::Align(v * esize));
+      llvm::Value* all = lt == vt ? w : b_.CreateBitCast(w, vt);
+      for (int64_t k = 0; k < v; ++k) xs.push_back(b_.CreateExtractElement(all, uint64_t(k)));
+    } else {
+      xs.push_back(b_.CreateLoad(mt, smem_at(b_.CreateAdd(tile, at))));
+    }
+    for (llvm::Value* x : xs) {
+      if (ir::is_f8(desc.dtype)) g.bits.push_back(x);
+      g.regs.push_back(from_mem(x, desc.dtype));
+    }
   }
   define(op, g);
+}
+
+int64_t LayoutLowering::shared_vector(const ir::Type& rt, const ir::Type& desc, bool transposed) {
+  if (transposed || rt.shape.size() != 2 || desc.layout->kind != ir::Layout::Kind::shared) return 1;
+  const LinearLayout& ll = linear(rt);
+  const size_t cdim = static_cast<size_t>(desc.layout->order[0]);
+  // A thread's first v registers run along the tile's contiguous dimension within a chunk of
+  // the swizzle (vec elements stay together), and every other basis starts a group of v there.
+  int64_t v = std::min<int64_t>(ir::contiguous_registers(ll, static_cast<int>(cdim)), desc.layout->vec);
+  for (; v > 1; v /= 2) {
+    bool aligned = true;
+    const auto& regs = ll.bases[LinearLayout::reg];
+    for (size_t i = 0; i < regs.size(); ++i)
+      if ((int64_t{1} << i) >= v) aligned &= regs[i][cdim] % v == 0;
+    for (int kind : {LinearLayout::lane, LinearLayout::warp})
+      for (const auto& b : ll.bases[static_cast<size_t>(kind)]) aligned &= b[cdim] % v == 0;
+    if (aligned) break;
+  }
+  return v;
 }
 
 const ir::Op* LayoutLowering::sunk_to_dot(const ir::Op& op) {

@@ -49,6 +49,17 @@ bool LoopAhead::writes_or_orders_memory(const Block& b) {
   return false;
 }
 
+bool LoopAhead::orders_memory(const Block& b) {
+  for (const auto& op : b.ops) {
+    if ((op->info().flags & ir::MEM) && op->code != OpCode::Load && op->code != OpCode::Store &&
+        op->code != OpCode::SymmAt)  // (a peer's address: checked, not ordered)
+      return true;
+    for (const auto& r : op->regions)
+      if (orders_memory(*r)) return true;
+  }
+  return false;
+}
+
 bool LoopAhead::inside(const Op* o) const {
   for (const Block* b = o ? o->parent : nullptr; b; b = b->parent ? b->parent->parent : nullptr)
     if (b == &body_) return true;

@@ -26,6 +26,9 @@ class LoopAhead {
   /// Whether `b` (or a region in it) does anything to memory but load: a store, an atomic, a
   /// copy, a fence, a barrier, a wait. Loads moved ahead of those could read stale data.
   static bool writes_or_orders_memory(const ir::Block& b);
+  /// The same, stores aside: whether `b` does anything to memory but load, store and take a
+  /// peer's address (symm_at).
+  static bool orders_memory(const ir::Block& b);
   /// Whether op `o` lies inside the loop (in its body or deeper).
   bool inside(const ir::Op* o) const;
   /// A builder inserting right before `op` (after: right after it).

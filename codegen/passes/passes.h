@@ -126,7 +126,13 @@ void dot_prefetch(ir::Function& f, const GpuPassContext& ctx);
 /// onto a ring of full and empty mbarriers (a count carried; one thread issues, waiting for the
 /// slot's empty phase); a TMA copy of a load whose pointer went through consume_token takes
 /// the token on its first coordinate (consume_token), so that it follows the wait as the load
-/// did. num_stages < 2: nothing. Assumes layout_assignment ran.
+/// did. num_stages < 2: nothing. A loop the kernel marks streaming (tl::LoopHints::num_stages,
+/// the attribute `num_stages`: its stages, whatever ctx says) may store (its loads pass its
+/// stores, as the kernel says they may; it may not use atomics, copy, fence, wait or meet a
+/// barrier), and every 2-D load of it whose addresses are known ahead is pipelined, whatever it
+/// feeds: copied by cp.async into a plainly swizzled ring and read back in the layout it was
+/// loaded in (`own` where no element is held by two threads: each thread reads only what it
+/// copied, so the wait needs no barrier). Assumes layout_assignment ran.
 void pipelining(ir::Function& f, const GpuPassContext& ctx);
 
 /// Warp specialization (sm_90a, where ctx.warp_specialize asks for it), after pipelining: where

@@ -19,6 +19,7 @@
 // outside it (`a_ptrs += BK`, as Triton's tutorials write it) replaced by itself plus S - 1
 // steps (in the prologue: its initial value plus k steps). Loads whose addresses depend on
 // anything else the loop computes (another load, a value carried some other way) are left.
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -42,7 +43,7 @@ using ir::OpCode;
 using ir::Value;
 
 /// A load to pipeline: the load, the trans between it and its conversion (or null), and the
-/// conversion to the layout its dot takes.
+/// conversion to the layout its dot takes (null: a streaming loop's load, read back as loaded).
 struct Candidate {
   Op* load = nullptr;
   Op* trans = nullptr;
@@ -55,11 +56,19 @@ struct Candidate {
 class Pipeliner {
  public:
   Pipeliner(const ir::Function& f, Op& loop, const GpuPassContext& ctx)
-      : f_(f), loop_(loop), body_(*loop.regions[0]), ahead_(loop), ctx_(ctx), stages_(ctx.num_stages) {}
+      : f_(f),
+        loop_(loop),
+        body_(*loop.regions[0]),
+        ahead_(loop),
+        ctx_(ctx),
+        streaming_(loop.has_attr("num_stages")),
+        stages_(streaming_ ? static_cast<int>(loop.int_attr("num_stages")) : ctx.num_stages) {}
 
   bool run() {
-    if (!ahead_.constant_positive_step()) return false;
-    if (LoopAhead::writes_or_orders_memory(body_)) return false;
+    if (stages_ < 2 || !ahead_.constant_positive_step()) return false;
+    // (a streaming loop's kernel says its loads read nothing its stores wrote: they may pass
+    // the stores, not what orders memory)
+    if (streaming_ ? LoopAhead::orders_memory(body_) : LoopAhead::writes_or_orders_memory(body_)) return false;
     uses_ = ir::count_uses(*loop_.parent);
     find_candidates();
     if (candidates_.empty()) return false;
@@ -102,6 +111,10 @@ class Pipeliner {
       if (!addresses_ahead) continue;
       Candidate c;
       c.load = op.get();
+      if (streaming_ && !feeds_dot(op->results[0].get())) {
+        candidates_.push_back(c);  // (read back in the layout it was loaded in)
+        continue;
+      }
       Op* user = only_user(op->results[0].get());
       if (user && user->code == OpCode::Trans) {
         c.trans = user;
@@ -114,6 +127,14 @@ class Pipeliner {
       if (want_tma()) c.tma = tma_view(c);
       candidates_.push_back(c);
     }
+  }
+
+  /// Whether the load's value reaches a dot as an operand the way find_candidates takes one (its
+  /// one use a conversion to an operand layout, directly or through a trans).
+  bool feeds_dot(const Value* v) {
+    Op* user = only_user(v);
+    if (user && user->code == OpCode::Trans) user = only_user(user->results[0].get());
+    return user && user->code == OpCode::ConvertLayout && operand_layout(user->results[0]->type.layout);
   }
 
   /// The view of the candidate's load as a box of a tensor (tensor_map.h), where its ring can
@@ -134,6 +155,7 @@ class Pipeliner {
   /// ring holds the tiles as loaded, so a transposed read sees that layout transposed.
   ir::LayoutRef ring_layout(const Candidate& c) const {
     const ir::Type& t = c.load->results[0]->type;
+    if (!c.convert) return swizzled_shared(t.dtype, t.shape, {1, 0});
     const ir::LayoutRef& want = c.convert->results[0]->type.layout;
     return want->kind == ir::Layout::Kind::shared ? (c.transposed ? want->transposed() : want)
                                                   : swizzled_shared(t.dtype, t.shape, {1, 0});
@@ -236,18 +258,28 @@ class Pipeliner {
     Value* tile = carried;
     if (tma_) {
       // Iteration j reads tile j % S, the (j / S)th phase of its full barrier.
-      tile = b.binary(OpCode::Rem, carried, i32(stages_));
+      tile = ring_index(b, carried);
       b.wait_barrier(full_, tile, parity(b, carried));
     } else {
-      b.async_wait(stages_ - 2);
+      // (a streaming loop's tiles alone, each element held by one thread: each thread reads
+      // back what it copied, and overwrites only what it read, so no barrier)
+      const bool own = std::all_of(candidates_.begin(), candidates_.end(), [](const Candidate& c) {
+        if (c.convert) return false;
+        const ir::Type& t = c.load->results[0]->type;
+        const auto dup = ir::to_linear(*t.layout, t.shape).duplicate_bits();
+        return dup[ir::LinearLayout::lane] == 0 && dup[ir::LinearLayout::warp] == 0;
+      });
+      b.async_wait(stages_ - 2, own);
     }
     for (Candidate& c : candidates_) {
-      Value* x = b.local_load(c.buf, tile, c.convert->results[0]->type.layout, c.transposed);
-      ir::replace_all_uses(body_, c.convert->results[0].get(), x);
+      Value* was = c.convert ? c.convert->results[0].get() : c.load->results[0].get();
+      Value* x = b.local_load(c.buf, tile, was->type.layout, c.transposed);
+      if (!c.convert) x->def->attrs["own"] = int64_t{1};  // (read by each thread alone: no ldmatrix)
+      ir::replace_all_uses(body_, was, x);
     }
     if (tma_) return rewrite_tma_end(carried, zero, tile);
     issue_ahead(b, slot_before(b, tile));
-    body_.terminator()->operands.push_back(b.binary(OpCode::Rem, b.binary(OpCode::Add, carried, i32(1)), i32(stages_)));
+    body_.terminator()->operands.push_back(ring_index(b, b.binary(OpCode::Add, carried, i32(1))));
     erase_loads();
   }
 
@@ -282,8 +314,13 @@ class Pipeliner {
 
   /// (x + S - 1) % S: the slot before x's, where the copies S - 1 iterations ahead of x go.
   Value* slot_before(ir::Builder& b, Value* x) {
-    return b.binary(OpCode::Rem, b.binary(OpCode::Add, x, b.constant_int(ir::DType::i32, stages_ - 1)),
-                    b.constant_int(ir::DType::i32, stages_));
+    return ring_index(b, b.binary(OpCode::Add, x, b.constant_int(ir::DType::i32, stages_ - 1)));
+  }
+  /// n % S for a count n >= 0: by a mask where S is a power of two (a signed remainder's sign
+  /// fix-up is not needed: the counts start at 0 and grow).
+  Value* ring_index(ir::Builder& b, Value* n) {
+    if ((stages_ & (stages_ - 1)) == 0) return b.binary(OpCode::And, n, b.constant_int(ir::DType::i32, stages_ - 1));
+    return b.binary(OpCode::Rem, n, b.constant_int(ir::DType::i32, stages_));
   }
   /// (n / S) & 1: the parity of count n's phase of its slot's barriers.
   Value* parity(ir::Builder& b, Value* n) {
@@ -310,6 +347,7 @@ class Pipeliner {
   LoopAhead ahead_;
   const GpuPassContext& ctx_;
   AxisAnalysis axis_;  // (of this loop's IR before it changes)
+  bool streaming_;     // the kernel's hint (tl::LoopHints::num_stages): every load, its stages
   int stages_;
   bool tma_ = false;  // the loop's copies are by TMA (else cp.async)
   Value* full_ = nullptr;
@@ -330,8 +368,8 @@ void pipeline_block(const ir::Function& f, Block& b, const GpuPassContext& ctx) 
 }  // namespace
 
 void pipelining(ir::Function& f, const GpuPassContext& ctx) {
-  if (!ctx.mma_sync) return;       // (cp.async: NVIDIA; AMD has no asynchronous copy to LDS to pipeline with yet)
-  if (ctx.num_stages < 2) return;  // (one stage: no pipeline, as Triton's num_stages=1)
+  if (!ctx.mma_sync) return;  // (cp.async: NVIDIA; AMD has no asynchronous copy to LDS to pipeline with yet)
+  // (one stage: no pipeline, as Triton's num_stages=1; a loop's hint says its own)
   pipeline_block(f, f.body, ctx);
   ir::dce(f);
 }

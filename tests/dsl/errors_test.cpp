@@ -111,6 +111,17 @@ TEST(TraceErrors, LoopCarriedValueChangesShape) {
                      {"op 'for_range'", "@LINE", "carried value 0 has type tensor<8xf32> on entry but tensor<16xf32>"});
 }
 
+void stages_out_of_range(tl::Ptr<float> x) {
+  tl::LoopHints hints;
+  hints.num_stages = 17;
+  g_line = __LINE__ + 1;  // (the next line)
+  tl::for_range(0, 4, 1, [&](tl::Tensor i) { tl::store(x + i, 1.0f); }, hints);
+}
+TEST(TraceErrors, LoopStagesOutOfRange) {
+  expect_trace_error(KernelDef("stages_out_of_range", stages_out_of_range, {"x"}),
+                     {"op 'for_range'", "@LINE", "num_stages = 17 (0: the compile's choice, else 1 to 16)"});
+}
+
 void tensor_condition(tl::Ptr<float> x) {
   auto c = tl::arange(0, 8) < 4;
   g_line = __LINE__ + 1;  // (the next line)

@@ -82,7 +82,8 @@ void check_swiglu(int64_t rows, int64_t used, int64_t I, ir::DType dtype) {
       if (!(std::abs(got_s - s) <= std::ldexp(s, -22)) && bad++ < 5)
         ADD_FAILURE() << "row " << row << " block " << b << ": scale " << got_s << ", want " << s;
       for (int64_t i = b * 128; i < std::min(I, b * 128 + 128); ++i) {
-        const float q = want[size_t(i)] / s, code = float(f8e4m3(q)), got = float(got8[size_t(row * I + i)]);
+        const float q = want[size_t(i)] * reference::f8_inverse_scale(amax), code = float(f8e4m3(q)),
+                    got = float(got8[size_t(row * I + i)]);
         const bool near_boundary = float(f8e4m3(q * (1 + 1e-6f))) != code || float(f8e4m3(q * (1 - 1e-6f))) != code;
         if (got != code && !near_boundary && bad++ < 5)
           ADD_FAILURE() << "row " << row << " column " << i << ": code " << got << ", want " << code << " (" << q
