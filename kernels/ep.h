@@ -141,7 +141,8 @@ const KernelDef& ep_ll_sum_kernel();
 /// at [(le * ranks + r) * max_tokens, + recv_counts()[le * ranks + r]); each (expert, source)
 /// count travels with the rows (stored before a signal word per expert and source). Rows go as
 /// f8e4m3 with a scale per 128 channels quantized on the way out (recv_scales() [rows,
-/// cdiv(hidden, 128)], each block's max |x| / 448, as DeepSeek-V3's activations), or as bf16.
+/// cdiv(hidden, 128)], each block's max |x| / 448, its codes x * (448 / max |x|) as DeepEP
+/// rounds them: reference::quantize_f8_row), or as bf16.
 /// After the receive, tiles() is the table of BM-row tiles over those runs that GroupedGemm
 /// takes (GroupedGemm::Table{tiles(), slots(), block_rows()}), the blockwise f8 GEMM with recv_scales() as its A's.
 ///
