@@ -23,10 +23,11 @@ using tl::Values;
 
 template <class T>
 void flash_decode(tl::Ptr<T> q, tl::Ptr<T> k, tl::Ptr<T> v, tl::Ptr<int32_t> kv_lens, tl::Ptr<int32_t> block_table,
-                  tl::Ptr<float> part_o, tl::Ptr<float> part_lse, tl::Ptr<int32_t> sent, tl::Ptr<int32_t> flags,
-                  tl::Int q_tokens, tl::Int max_kv, tl::Int H, tl::Int H_KV, tl::Int chunk, tl::Int half_parts,
-                  tl::Int call, tl::Float sm_scale, tl::Const<int> HEAD_DIM, tl::Const<int> BLOCK_M,
-                  tl::Const<int> BLOCK_N, tl::Const<int> CAUSAL, tl::Const<int> DIST, tl::Const<int> PAGE) {
+                  tl::Ptr<int32_t> kv_starts, tl::Ptr<int32_t> kv_totals, tl::Ptr<float> part_o,
+                  tl::Ptr<float> part_lse, tl::Ptr<int32_t> sent, tl::Ptr<int32_t> flags, tl::Int q_tokens,
+                  tl::Int max_kv, tl::Int H, tl::Int H_KV, tl::Int chunk, tl::Int half_parts, tl::Int call,
+                  tl::Float sm_scale, tl::Const<int> HEAD_DIM, tl::Const<int> BLOCK_M, tl::Const<int> BLOCK_N,
+                  tl::Const<int> CAUSAL, tl::Const<int> DIST, tl::Const<int> PAGE) {
   const int D = HEAD_DIM;
   const tl::DType dtype = dtype_of<T>();
   auto split = tl::program_id(0), splits = tl::num_programs(0);
@@ -40,9 +41,16 @@ void flash_decode(tl::Ptr<T> q, tl::Ptr<T> k, tl::Ptr<T> v, tl::Ptr<int32_t> kv_
   auto row = (b * q_tokens + t) * H + head;  // (of q, o and the partial results)
   auto offs_d = tl::expand_dims(tl::arange(0, D), 0);
   auto q_tile = tl::load(q + tl::expand_dims(row.to(tl::int64) * D, 1) + offs_d, tl::expand_dims(live, 1), 0.0f);
-  // Each row's keys: [0, limit) (causal: the step's later tokens hidden from earlier ones).
+  // Each row's keys: [0, limit) (causal: the step's later tokens hidden from earlier ones; 2:
+  // across ranks, this slice's keys positions [start, start + len) of the sequence's total,
+  // the step's tokens its last q_tokens: token t sees the positions before total - q_tokens +
+  // t + 1).
   auto limit = tl::where(live, len, 0);
-  if (CAUSAL) limit = tl::where(live, tl::maximum(len - q_tokens + t + 1, 0), 0);
+  if (CAUSAL.value() == 1) limit = tl::where(live, tl::maximum(len - q_tokens + t + 1, 0), 0);
+  if (CAUSAL.value() == 2) {
+    auto seen = tl::load(kv_totals + b) - q_tokens + t + 1 - tl::load(kv_starts + b);
+    limit = tl::where(live, tl::minimum(tl::maximum(seen, 0), len), 0);
+  }
   // (paged: the cache's pages [pages, PAGE, H_KV, D], sequence b's page i at block_table[b, i],
   // max_kv its entries a sequence; else sequence b's rows [b * max_kv, + max_kv))
   auto kv_base = PAGE ? (kh * D).to(tl::int64) : b.to(tl::int64) * max_kv * H_KV * D + kh * D;
@@ -114,10 +122,10 @@ void flash_decode_combine(tl::Ptr<float> part_o, tl::Ptr<float> part_lse, tl::Pt
   tl::store(o + row * D + tl::arange(0, D), out.to(dtype_of<T>()));
 }
 
-const std::vector<std::string> kParams = {"q",        "k",       "v",          "kv_lens",  "block_table", "part_o",
-                                          "part_lse", "sent",    "flags",      "q_tokens", "max_kv",      "H",
-                                          "H_KV",     "chunk",   "half_parts", "call",     "sm_scale",    "HEAD_DIM",
-                                          "BLOCK_M",  "BLOCK_N", "CAUSAL",     "DIST",     "PAGE"};
+const std::vector<std::string> kParams = {
+    "q",        "k",        "v",        "kv_lens", "block_table", "kv_starts", "kv_totals", "part_o",     "part_lse",
+    "sent",     "flags",    "q_tokens", "max_kv",  "H",           "H_KV",      "chunk",     "half_parts", "call",
+    "sm_scale", "HEAD_DIM", "BLOCK_M",  "BLOCK_N", "CAUSAL",      "DIST",      "PAGE"};
 const Constants kDefaults = {{"HEAD_DIM", 128}, {"BLOCK_M", 16}, {"BLOCK_N", 64},
                              {"CAUSAL", 1},     {"DIST", 0},     {"PAGE", 0}};
 const std::vector<std::string> kCombineParams = {"part_o", "part_lse", "o", "splits", "HEAD_DIM", "BS"};
@@ -157,6 +165,7 @@ struct Decoder {
   std::mutex mutex;
   std::map<int, Kernel> combines;  // by BS
   std::map<int, Kernel> pages;     // the paged cache's decode, by page size
+  std::map<int, Kernel> across;    // DistFlashDecode's causal decode (CAUSAL 2), at key 0
   bool gpu() const { return target.is_gpu(); }
 
   Decoder(const char* me, const Target& t, int h, int kvh, int d, ir::DType dt, bool c, float sc, bool across) {
@@ -209,6 +218,12 @@ struct Decoder {
     return compiled(
         pages, page, flash_decode_kernel(dtype),
         {{"HEAD_DIM", head_dim}, {"BLOCK_M", kMaxRows}, {"BLOCK_N", block_n}, {"CAUSAL", int(causal)}, {"PAGE", page}});
+  }
+  /// The decode causal across ranks (DistFlashDecode's, given its slices' places), compiled at
+  /// its first run.
+  const Kernel& causal_across() {
+    return compiled(across, 0, flash_decode_kernel(dtype),
+                    {{"HEAD_DIM", head_dim}, {"BLOCK_M", kMaxRows}, {"BLOCK_N", block_n}, {"CAUSAL", 2}, {"DIST", 1}});
   }
   const Kernel& combine(int parts) {
     int bs = 1;
@@ -298,9 +313,9 @@ void FlashDecode::run_on(const T* q, const T* k_cache, const T* v_cache, const i
   const runtime::Stream* on = c.gpu() ? &s.streams.enter(stream) : nullptr;
   const int page = block_table ? page_size : 0;
   detail::launch(page ? c.paged(page) : c.decode, on, Grid(splits, int64_t(batch) * c.kv_heads), q, k_cache, v_cache,
-                 kv_lens, block_table, s.part_o.data(), s.lse.data(), static_cast<int32_t*>(nullptr),
-                 static_cast<int32_t*>(nullptr), q_tokens, page ? max_kv / page : max_kv, c.heads, c.kv_heads,
-                 c.chunk(splits, max_kv), 0, 0, c.scale);
+                 kv_lens, block_table, static_cast<const int32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
+                 s.part_o.data(), s.lse.data(), static_cast<int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+                 q_tokens, page ? max_kv / page : max_kv, c.heads, c.kv_heads, c.chunk(splits, max_kv), 0, 0, c.scale);
   detail::launch(combine, on, Grid(int64_t(rows)), static_cast<const float*>(s.part_o.data()),
                  static_cast<const float*>(s.lse.data()), o, splits);
   if (on) s.streams.leave(*on, stream);
@@ -366,10 +381,20 @@ DistFlashDecode::~DistFlashDecode() = default;
 template <AttentionOperand T>
 void DistFlashDecode::run(const T* q, const T* k_slice, const T* v_slice, const int32_t* kv_lens, T* o, int batch,
                           int q_tokens, int max_kv, const runtime::Stream* stream) {
+  run(q, k_slice, v_slice, kv_lens, nullptr, nullptr, o, batch, q_tokens, max_kv, stream);
+}
+
+template <AttentionOperand T>
+void DistFlashDecode::run(const T* q, const T* k_slice, const T* v_slice, const int32_t* kv_lens,
+                          const int32_t* kv_starts, const int32_t* kv_totals, T* o, int batch, int q_tokens, int max_kv,
+                          const runtime::Stream* stream) {
   State& s = *s_;
   Decoder& c = s.core;
   const char* me = "tiledist: dist_flash_decode: ";
   c.check(me, q, k_slice, v_slice, kv_lens, o, batch, q_tokens, max_kv);
+  if (!kv_starts != !kv_totals)
+    throw Error(str_cat(me, "kv_starts ", kv_starts ? "given" : "null", " but kv_totals ", kv_totals ? "given" : "null",
+                        " (causal across ranks takes both; neither: every key attended)"));
   if (int64_t(batch) * q_tokens * c.heads > s.max_rows)
     throw Error(str_cat(me, "batch = ", batch, ", q_tokens = ", q_tokens, " on rank ", s.rank, ": ",
                         int64_t(batch) * q_tokens * c.heads, " query rows, past the ", s.max_rows,
@@ -379,9 +404,10 @@ void DistFlashDecode::run(const T* q, const T* k_slice, const T* v_slice, const 
   const int splits = c.splits(batch, max_kv), parts = s.ranks * splits;
   const int rows = batch * q_tokens * c.heads;
   const runtime::Stream* on = c.gpu() ? &s.streams.enter(stream) : nullptr;
-  detail::launch(c.decode, on, Grid(splits, int64_t(batch) * c.kv_heads), q, k_slice, v_slice, kv_lens,
-                 static_cast<const int32_t*>(nullptr), s.part_o, s.lse, s.sent.data(), s.flags, q_tokens, max_kv,
-                 c.heads, c.kv_heads, c.chunk(splits, max_kv), static_cast<int>(s.half_parts), call, c.scale);
+  detail::launch(kv_starts ? c.causal_across() : c.decode, on, Grid(splits, int64_t(batch) * c.kv_heads), q, k_slice,
+                 v_slice, kv_lens, static_cast<const int32_t*>(nullptr), kv_starts, kv_totals, s.part_o, s.lse,
+                 s.sent.data(), s.flags, q_tokens, max_kv, c.heads, c.kv_heads, c.chunk(splits, max_kv),
+                 static_cast<int>(s.half_parts), call, c.scale);
   const size_t half = size_t(call % 2) * s.half_parts;
   detail::launch(c.combine(parts), on, Grid(int64_t(rows)), static_cast<const float*>(s.part_o + half * c.head_dim),
                  static_cast<const float*>(s.lse + half), o, parts);
@@ -392,6 +418,10 @@ template void DistFlashDecode::run(const bf16*, const bf16*, const bf16*, const 
                                    const runtime::Stream*);
 template void DistFlashDecode::run(const f16*, const f16*, const f16*, const int32_t*, f16*, int, int, int,
                                    const runtime::Stream*);
+template void DistFlashDecode::run(const bf16*, const bf16*, const bf16*, const int32_t*, const int32_t*,
+                                   const int32_t*, bf16*, int, int, int, const runtime::Stream*);
+template void DistFlashDecode::run(const f16*, const f16*, const f16*, const int32_t*, const int32_t*, const int32_t*,
+                                   f16*, int, int, int, const runtime::Stream*);
 
 TILEDIST_REGISTER(flash_decode_kernel(ir::DType::bf16));
 TILEDIST_REGISTER(flash_decode_kernel(ir::DType::f16));

@@ -15,9 +15,13 @@ namespace tiledist::kernels {
 /// the cache k and v [batch, max_kv, H_KV, HEAD_DIM] (contiguous), kv_lens [batch] int32 (the
 /// keys of sequence b: rows [0, kv_lens[b]) of its cache, the step's own tokens last). Query
 /// head h reads KV head h / (H / H_KV); CAUSAL=1: query token t of q_tokens attends keys
-/// [0, kv_lens[b] - q_tokens + t] (the step's tokens see the ones before them), else all.
+/// [0, kv_lens[b] - q_tokens + t] (the step's tokens see the ones before them); CAUSAL=2 (a
+/// slice of the sequence's keys, DistFlashDecode's): its keys are positions [kv_starts[b], +
+/// kv_lens[b]) of kv_totals[b], and token t attends those before kv_totals[b] - q_tokens + t +
+/// 1; else all.
 ///
-/// flash_decode: parameters q, k, v, kv_lens, block_table, part_o, part_lse, sent, flags,
+/// flash_decode: parameters q, k, v, kv_lens, block_table, kv_starts, kv_totals (CAUSAL=2's;
+/// else unread), part_o, part_lse, sent, flags,
 /// q_tokens, max_kv, H, H_KV, chunk, half_parts, call, sm_scale; constants HEAD_DIM, BLOCK_M,
 /// BLOCK_N, CAUSAL, DIST (DistFlashDecode's form: sent, flags, half_parts and call are its),
 /// PAGE (> 0: a paged cache [pages, PAGE, H_KV, HEAD_DIM], block_table [batch, max_kv] its
@@ -77,7 +81,11 @@ class FlashDecode {
 /// symmetric buffer from inside the decode kernel (the last program sets its flag on every rank
 /// and waits for theirs: no separate collective launch); each rank's combine then weighs every
 /// rank's parts by their log-sum-exp, so every rank gets o over all the slices. Every key of
-/// every slice is attended (no causal limit across ranks yet). Halves a call apart hold the
+/// every slice is attended, or, given kv_starts and kv_totals ([batch] each), causally across
+/// ranks: this rank's keys of sequence b are its positions [kv_starts[b], + kv_lens[b]) of
+/// kv_totals[b], the step's q_tokens tokens its last positions, and token t attends the
+/// positions before kv_totals[b] - q_tokens + t + 1 (a slice wholly after a token's position
+/// gives it nothing; a row no rank gives a key is 0). Halves a call apart hold the
 /// parts, so back-to-back runs need no barrier. Collective: every rank constructs it and calls
 /// run with the same batch, q_tokens and max_kv, in the same order; at most max_batch *
 /// max_q_tokens * heads query rows a run. A peer that never runs ends the wait with the wait's
@@ -91,6 +99,11 @@ class DistFlashDecode {
   template <AttentionOperand T>
   void run(const T* q, const T* k_slice, const T* v_slice, const int32_t* kv_lens, T* o, int batch, int q_tokens,
            int max_kv, const runtime::Stream* stream = nullptr);
+  /// Causal across ranks (above): kv_starts and kv_totals both given, or both null (every key).
+  template <AttentionOperand T>
+  void run(const T* q, const T* k_slice, const T* v_slice, const int32_t* kv_lens, const int32_t* kv_starts,
+           const int32_t* kv_totals, T* o, int batch, int q_tokens, int max_kv,
+           const runtime::Stream* stream = nullptr);
 
  private:
   struct State;

@@ -159,6 +159,8 @@ TEST(GpuKernels, DistFlashDecode) {
   testing_decode::check_dist_decode<DeviceMemory>(1, 4, 1, 32, 8, 128, 1000, fd);
   testing_decode::check_dist_decode<DeviceMemory>(2, 3, 2, 32, 8, 128, 77, fd);
   testing_decode::check_dist_decode<DeviceMemory>(3, 1, 1, 32, 8, 128, 5000, fd);
+  testing_decode::check_dist_decode<DeviceMemory>(4, 3, 2, 32, 8, 128, 300, fd, true);  // (causal across ranks)
+  testing_decode::check_dist_decode<DeviceMemory>(5, 2, 2, 32, 8, 128, 3, fd, true);
 }
 TEST(GpuKernels, MoeReduce) {
   using Mode = kernels::MoeReduce::Mode;

@@ -55,11 +55,13 @@ inline Slice slice_of(int r, int call, int batch, int max_kv, int kv_heads, int 
 /// One run of `fd` (made for heads / kv_heads heads of D) at call `call` (every rank's slices
 /// and queries drawn from the call's seeds), checked on this rank. Memory<T>::make(vector) ->
 /// ptr(), get(): where the kernels' operands live (collectives_check.h's HostMemory, or device).
+/// `causal`: across ranks, the slices in rank order making each sequence (rank r's keys after
+/// those of the ranks before it), the step's tokens its last positions.
 template <template <class> class Memory>
 void check_dist_decode(int call, int batch, int q_tokens, int heads, int kv_heads, int D, int max_kv,
-                       kernels::DistFlashDecode& fd) {
+                       kernels::DistFlashDecode& fd, bool causal = false) {
   SCOPED_TRACE(str_cat("call ", call, ": batch ", batch, ", q_tokens ", q_tokens, ", heads ", heads, "/", kv_heads,
-                       ", max_kv ", max_kv));
+                       ", max_kv ", max_kv, causal ? ", causal" : ""));
   const int n = world_size(), me = rank();
   // (every rank's slices and the queries from the same seeds)
   std::vector<Slice> slices;
@@ -72,12 +74,23 @@ void check_dist_decode(int call, int batch, int q_tokens, int heads, int kv_head
   auto q = Memory<bf16>::make(q16), k = Memory<bf16>::make(mine.k), v = Memory<bf16>::make(mine.v);
   auto lens = Memory<int32_t>::make(mine.lens);
   auto out = Memory<bf16>::make(std::vector<bf16>(nq, bf16(7.0f)));
-  fd.run(q.ptr(), k.ptr(), v.ptr(), lens.ptr(), out.ptr(), batch, q_tokens, max_kv);
+  // (causal: our slice's first position in each sequence, and the sequence's length)
+  std::vector<int32_t> starts(size_t(batch), 0), totals(size_t(batch), 0);
+  for (int b = 0; b < batch; ++b)
+    for (int r = 0; r < n; ++r) {
+      if (r < me) starts[size_t(b)] += slices[size_t(r)].lens[size_t(b)];
+      totals[size_t(b)] += slices[size_t(r)].lens[size_t(b)];
+    }
+  auto kv_starts = Memory<int32_t>::make(starts), kv_totals = Memory<int32_t>::make(totals);
+  if (causal)
+    fd.run(q.ptr(), k.ptr(), v.ptr(), lens.ptr(), kv_starts.ptr(), kv_totals.ptr(), out.ptr(), batch, q_tokens, max_kv);
+  else
+    fd.run(q.ptr(), k.ptr(), v.ptr(), lens.ptr(), out.ptr(), batch, q_tokens, max_kv);
   const std::vector<bf16> o = out.get();
   std::vector<ref::KvSlice> kv;
   for (const Slice& s : slices) kv.push_back({s.kf.data(), s.vf.data(), s.lens.data(), max_kv});
   const std::vector<double> want =
-      ref::decode_attention(qf, kv, batch, q_tokens, heads, kv_heads, D, false, 1.0 / std::sqrt(double(D)));
+      ref::decode_attention(qf, kv, batch, q_tokens, heads, kv_heads, D, causal, 1.0 / std::sqrt(double(D)));
   expect_decoded(o, want);
 }
 

@@ -1,8 +1,9 @@
 // The stress harness's distributed flash decoding subject (cases.h): kernels::DistFlashDecode
 // at random shapes (heads per KV head, head dim, batch, the step's query tokens, each rank's
-// slice of every sequence's keys ragged and some empty) and streams, runs of different shapes
-// back to back; each run's output checked against the host's attention over every rank's
-// slices (drawn again from their seeds).
+// slice of every sequence's keys ragged and some empty, every key attended or causally across
+// the ranks' slices in rank order) and streams, runs of different shapes back to back; each
+// run's output checked against the host's attention over every rank's slices (drawn again from
+// their seeds).
 #include <cmath>
 
 #include "kernels/flash_decode.h"
@@ -37,6 +38,7 @@ class DistDecodeSubject : public Subject {
     const int batch = static_cast<int>(job.draw(1, max_batch_)),
               q_tokens = static_cast<int>(job.draw(1, max_q_tokens_));
     const int max_kv = static_cast<int>(ragged(job, max_kv_));
+    const bool causal = job.draw(0, 1) == 1;
     const size_t nkv = size_t(batch) * max_kv * kv_heads_ * D, nq = size_t(batch) * q_tokens * heads_ * D;
     auto lens_of = [=](int r) {
       std::vector<int32_t> lens;
@@ -48,35 +50,43 @@ class DistDecodeSubject : public Subject {
     auto v = mem(job, random_values<bf16>(seed + 2 * me + 1, nkv));
     auto lens = mem(job, lens_of(me));
     auto out = mem(job, poison<bf16>(nq));
-    decode_.run(q->ptr(), k->ptr(), v->ptr(), lens->ptr(), out->ptr(), batch, q_tokens, max_kv, job.pick_stream());
+    // (causal: our slice's first position in each sequence, after the ranks before us, and its length)
+    std::vector<int32_t> starts(size_t(batch), 0), totals(size_t(batch), 0);
+    for (int r = 0; r < n; ++r) {
+      const std::vector<int32_t> l = lens_of(r);
+      for (int b = 0; b < batch; ++b) starts[size_t(b)] += r < me ? l[size_t(b)] : 0, totals[size_t(b)] += l[size_t(b)];
+    }
+    auto kv_starts = mem(job, starts), kv_totals = mem(job, totals);
+    decode_.run(q->ptr(), k->ptr(), v->ptr(), lens->ptr(), causal ? kv_starts->ptr() : nullptr,
+                causal ? kv_totals->ptr() : nullptr, out->ptr(), batch, q_tokens, max_kv, job.pick_stream());
     const int heads = heads_, kv_heads = kv_heads_;
-    job.after(str_cat(name(), ": run ", runs_),
-              [&job, q, k, v, lens, out, seed, n, batch, q_tokens, max_kv, nkv, nq, heads, kv_heads, D, lens_of] {
-                std::vector<bf16> got = out->get();
-                job.tamper(got);
-                // Every rank's slice, drawn again.
-                std::vector<std::vector<float>> ks, vs;
-                std::vector<std::vector<int32_t>> ls;
-                std::vector<reference::KvSlice> slices;
-                for (int r = 0; r < n; ++r) {
-                  ks.push_back(random_values<float>(seed + 2 * r, nkv)),
-                      vs.push_back(random_values<float>(seed + 2 * r + 1, nkv));
-                  for (auto* x : {&ks.back(), &vs.back()})
-                    for (float& e : *x) e = float(bf16(e));
-                  ls.push_back(lens_of(r));
-                }
-                for (int r = 0; r < n; ++r)
-                  slices.push_back({ks[size_t(r)].data(), vs[size_t(r)].data(), ls[size_t(r)].data(), max_kv});
-                std::vector<float> qf = random_values<float>(seed + 1000, nq);
-                for (float& e : qf) e = float(bf16(e));
-                const std::vector<double> want = reference::decode_attention(
-                    qf, slices, batch, q_tokens, heads, kv_heads, D, false, 1.0 / std::sqrt(double(D)));
-                const double u = 1.0 / 256;  // (flash_decode_test's bound: 2u an element, slack 1.5)
-                for (size_t i = 0; i < nq; ++i)
-                  if (!(std::fabs(double(float(got[i])) - want[i]) <= 3 * u))
-                    return str_cat("o[", i, "] is ", float(got[i]), ", not ", want[i]);
-                return std::string();
-              });
+    job.after(str_cat(name(), ": run ", runs_), [&job, q, k, v, lens, kv_starts, kv_totals, out, seed, n, batch,
+                                                 q_tokens, max_kv, nkv, nq, heads, kv_heads, D, lens_of, causal] {
+      std::vector<bf16> got = out->get();
+      job.tamper(got);
+      // Every rank's slice, drawn again.
+      std::vector<std::vector<float>> ks, vs;
+      std::vector<std::vector<int32_t>> ls;
+      std::vector<reference::KvSlice> slices;
+      for (int r = 0; r < n; ++r) {
+        ks.push_back(random_values<float>(seed + 2 * r, nkv)),
+            vs.push_back(random_values<float>(seed + 2 * r + 1, nkv));
+        for (auto* x : {&ks.back(), &vs.back()})
+          for (float& e : *x) e = float(bf16(e));
+        ls.push_back(lens_of(r));
+      }
+      for (int r = 0; r < n; ++r)
+        slices.push_back({ks[size_t(r)].data(), vs[size_t(r)].data(), ls[size_t(r)].data(), max_kv});
+      std::vector<float> qf = random_values<float>(seed + 1000, nq);
+      for (float& e : qf) e = float(bf16(e));
+      const std::vector<double> want = reference::decode_attention(qf, slices, batch, q_tokens, heads, kv_heads, D,
+                                                                   causal, 1.0 / std::sqrt(double(D)));
+      const double u = 1.0 / 256;  // (flash_decode_test's bound: 2u an element, slack 1.5)
+      for (size_t i = 0; i < nq; ++i)
+        if (!(std::fabs(double(float(got[i])) - want[i]) <= 3 * u))
+          return str_cat("o[", i, "] is ", float(got[i]), ", not ", want[i], causal ? " (causal)" : "");
+      return std::string();
+    });
   }
 
  private:
