@@ -20,6 +20,24 @@ bool nonzero_constant(const Value* v) {
   return std::holds_alternative<int64_t>(a) ? std::get<int64_t>(a) != 0 : std::get<double>(a) != 0.0;
 }
 
+/// Whether dividing by `v` is safe for an iteration that may not exist: a nonzero constant, a
+/// float (no trap), or max(x, c) with c a constant above zero (as a kernel writes a count it
+/// divides by: `i / tl::maximum(steps, 1)`), splat or broadcast.
+bool safe_divisor(const Value* v, int depth = 0) {
+  if (v->type.is_float() || nonzero_constant(v)) return true;
+  const Op* d = v->def;
+  if (!d || depth > 8) return false;
+  if (d->code == OpCode::Splat || d->code == OpCode::Broadcast || d->code == OpCode::ExpandDims)
+    return safe_divisor(d->operands[0], depth + 1);
+  if (d->code != OpCode::Max) return false;
+  for (const Value* o : d->operands) {
+    const Op* c = ir::constant_source(o);
+    if (c && std::holds_alternative<int64_t>(c->attrs.at("value")) && std::get<int64_t>(c->attrs.at("value")) > 0)
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool LoopAhead::constant_positive_step() const {
@@ -34,7 +52,7 @@ bool LoopAhead::ahead(const Value* v, int depth) {
   const Op* d = v->def;
   if (d->parent != &body_) return !inside(d);
   if (!d->is_pure() || !d->regions.empty() || depth > 64) return false;
-  if ((d->code == OpCode::Div || d->code == OpCode::Rem) && !nonzero_constant(d->operands[1])) return false;
+  if ((d->code == OpCode::Div || d->code == OpCode::Rem) && !safe_divisor(d->operands[1])) return false;
   for (const Value* o : d->operands)
     if (!ahead(o, depth + 1)) return false;
   return true;

@@ -20,8 +20,8 @@ class LoopAhead {
   /// Whether `v` (used in the body) can be computed for any iteration ahead of it: the
   /// induction variable, a value from outside the loop, a value the loop carries and advances
   /// by a step from outside it (`a_ptrs += BK`), or pure ops of the body over those. Division
-  /// by anything but a nonzero constant is refused (run for an iteration that may not exist, it
-  /// could divide by zero).
+  /// by anything but a nonzero constant, a float or max(x, c > 0) is refused (run for an
+  /// iteration that may not exist, it could divide by zero).
   bool ahead(const ir::Value* v, int depth = 0);
   /// Whether `b` (or a region in it) does anything to memory but load: a store, an atomic, a
   /// copy, a fence, a barrier, a wait. Loads moved ahead of those could read stale data.

@@ -119,7 +119,8 @@ void dot_prefetch(ir::Function& f, const GpuPassContext& ctx);
 /// (async_wait) and reads it in the layout its dot takes (local_load). Copies past the loop's
 /// end are masked off. Loops that store, use atomics, copy, fence, wait or meet a barrier are
 /// left alone (a load moved ahead of those could read stale data), as are address computations
-/// that divide by anything but a nonzero constant (run for an iteration that may not exist).
+/// that divide by anything but a nonzero constant, a float or max(x, c > 0) (run for an
+/// iteration that may not exist).
 /// An inner loop's trailing wait also waits for an outer pipelined loop's copies (correct, not
 /// faster). Copies are cp.async, or on sm_90a where ctx.tma (or the loop's warp_specialize
 /// hint) asks and every candidate's tile is a box of a tensor map (tensor_map.h), TMA copies
