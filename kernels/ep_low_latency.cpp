@@ -28,6 +28,7 @@
 // call c began after our combine of c - 1 had every peer's rows back, which each peer sent after
 // its own dispatch, GEMM and combine of c - 2 (queued before, on its stream).
 #include <algorithm>
+#include <bit>
 
 #include "kernels/ep.h"
 #include "kernels/ep_sum.h"
@@ -57,15 +58,17 @@ void ep_ll_send(tl::Ptr<bf16> x, tl::Ptr<int32_t> ids, tl::Ptr<int32_t> place, t
   auto rows = El * n * max_tokens;  // a half's
   auto kb = (H + 127) / 128;
   auto counts_now = counts + half * E;  // (our slots of each expert so far: their places)
-  int tp = 1;
-  while (tp < TOPK) tp *= 2;
+  const int tp = static_cast<int>(std::bit_ceil(unsigned(TOPK.value())));
   constexpr int kDone = 1 << 30;  // (an expert's done count once all its (slot, chunk) pairs are)
+  // Expert e's rank, and the word (and count) of (e, us) there, this call's half.
+  auto el = tl::maximum(El, 1);
+  auto owner = [&](const Tensor& e) { return e / el; };
+  auto word_of = [&](const Tensor& e) { return (half * El + e % el) * n + me; };
   // Expert e's rows, scales, sources and count are all on its rank (the caller acquired them
   // all): the signal word of (e, us) there set to `call` (a release), and e's done count zeroed
   // for the next run (nobody adds to it now).
   auto signal = [&](const Tensor& e) {
-    auto word = (half * El + e % tl::maximum(El, 1)) * n + me;
-    dist::notify(words + word, e / tl::maximum(El, 1), call);
+    dist::notify(words + word_of(e), owner(e), call);
     tl::atomic_xchg(done + e, 0, {}, {"relaxed", "gpu"});
   };
   tl::if_then(pid < P, [&] {
@@ -95,8 +98,8 @@ void ep_ll_send(tl::Ptr<bf16> x, tl::Ptr<int32_t> ids, tl::Ptr<int32_t> place, t
         auto e = pick(e_all), at = pick(at_all);
         ok.push_back((at >= 0) & (at < max_tokens));  // (place -1: an id outside the experts)
         auto expert = tl::maximum(e, 0);
-        to.push_back(expert / tl::maximum(El, 1));
-        row.push_back((half * rows + ((expert % tl::maximum(El, 1)) * n + me) * max_tokens + at).to(tl::int64));
+        to.push_back(owner(expert));
+        row.push_back((half * rows + ((expert % el) * n + me) * max_tokens + at).to(tl::int64));
         auto peer = tl::where(ok.back(), to.back(), me);  // (a slot not sent: any rank's address will do)
         codes.push_back(dist::symm_at(recv, peer) + row.back() * H);
         if constexpr (kF8) scale_at.push_back(dist::symm_at(scales, peer) + row.back() * kb);
@@ -162,8 +165,7 @@ void ep_ll_send(tl::Ptr<bf16> x, tl::Ptr<int32_t> ids, tl::Ptr<int32_t> place, t
       auto p = p0 + tl::arange(0, kScan);
       return sum + tl::sum(tl::where(tl::load(ids + p, p < pairs, -1) == e, 1, 0), 0);
     });
-    auto word = (half * El + e % tl::maximum(El, 1)) * n + me;
-    tl::store(dist::symm_at(counts_in, e / tl::maximum(El, 1)) + word, tl::minimum(n_e, max_tokens));
+    tl::store(dist::symm_at(counts_in, owner(e)) + word_of(e), tl::minimum(n_e, max_tokens));
     auto need = n_e * chunks;
     auto before = tl::atomic_add(done + e, kDone - need, {}, {"acq_rel", "sys"});  // (after the count's store)
     tl::if_then(before == need, [&] { signal(e); });

@@ -6,6 +6,7 @@
 #include "kernels/flash_decode.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -226,8 +227,7 @@ struct Decoder {
                     {{"HEAD_DIM", head_dim}, {"BLOCK_M", kMaxRows}, {"BLOCK_N", block_n}, {"CAUSAL", 2}, {"DIST", 1}});
   }
   const Kernel& combine(int parts) {
-    int bs = 1;
-    while (bs < parts) bs *= 2;
+    const int bs = static_cast<int>(std::bit_ceil(unsigned(std::max(parts, 1))));
     return compiled(combines, bs, flash_decode_combine_kernel(dtype), {{"HEAD_DIM", head_dim}, {"BS", bs}});
   }
   const Kernel& compiled(std::map<int, Kernel>& made, int key, const KernelDef& def, const Constants& constants) {

@@ -194,9 +194,9 @@ class LayoutLowering : public WorldOps {
   /// ldmatrix for a local_load where the result layout's lanes take blocks of 8 rows of 16 bytes
   /// as ldmatrix hands them out (a lane the 4 bytes of its row's word: 2 16-bit or 4 8-bit
   /// elements), or 8x8 blocks of 16-bit elements as ldmatrix.trans does; false where they do not.
+  bool ldmatrix_load(const ir::Op& op, llvm::Value* tile_base);
   /// The elements a thread reads of `desc`'s tile in one access into `rt`'s layout (1: one by one).
   int64_t shared_vector(const ir::Type& rt, const ir::Type& desc, bool transposed);
-  bool ldmatrix_load(const ir::Op& op, llvm::Value* tile_base);
   /// The dot a local_load may be done at, where that dot needs its fragments, or null: its one
   /// user, on a matrix unit, later in its block, with nothing between them that waits for copies
   /// or places a buffer (the pipelining pass writes a stage only after an async_wait and a

@@ -58,22 +58,14 @@ bool LoopAhead::ahead(const Value* v, int depth) {
   return true;
 }
 
-bool LoopAhead::writes_or_orders_memory(const Block& b) {
+bool LoopAhead::writes_or_orders_memory(const Block& b, bool stores) {
   for (const auto& op : b.ops) {
-    if ((op->info().flags & ir::MEM) && op->code != OpCode::Load) return true;
+    const bool passes =
+        op->code == OpCode::Load ||
+        (!stores && (op->code == OpCode::Store || op->code == OpCode::SymmAt));  // (symm_at: checked, not ordered)
+    if ((op->info().flags & ir::MEM) && !passes) return true;
     for (const auto& r : op->regions)
-      if (writes_or_orders_memory(*r)) return true;
-  }
-  return false;
-}
-
-bool LoopAhead::orders_memory(const Block& b) {
-  for (const auto& op : b.ops) {
-    if ((op->info().flags & ir::MEM) && op->code != OpCode::Load && op->code != OpCode::Store &&
-        op->code != OpCode::SymmAt)  // (a peer's address: checked, not ordered)
-      return true;
-    for (const auto& r : op->regions)
-      if (orders_memory(*r)) return true;
+      if (writes_or_orders_memory(*r, stores)) return true;
   }
   return false;
 }

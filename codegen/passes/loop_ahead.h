@@ -25,10 +25,8 @@ class LoopAhead {
   bool ahead(const ir::Value* v, int depth = 0);
   /// Whether `b` (or a region in it) does anything to memory but load: a store, an atomic, a
   /// copy, a fence, a barrier, a wait. Loads moved ahead of those could read stale data.
-  static bool writes_or_orders_memory(const ir::Block& b);
-  /// The same, stores aside: whether `b` does anything to memory but load, store and take a
-  /// peer's address (symm_at).
-  static bool orders_memory(const ir::Block& b);
+  /// `stores` false: stores (and taking a peer's address, symm_at) aside, what orders memory.
+  static bool writes_or_orders_memory(const ir::Block& b, bool stores = true);
   /// Whether op `o` lies inside the loop (in its body or deeper).
   bool inside(const ir::Op* o) const;
   /// A builder inserting right before `op` (after: right after it).

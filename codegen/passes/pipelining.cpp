@@ -68,7 +68,8 @@ class Pipeliner {
     if (stages_ < 2 || !ahead_.constant_positive_step()) return false;
     // (a streaming loop's kernel says its loads read nothing its stores wrote: they may pass
     // the stores, not what orders memory)
-    if (streaming_ ? LoopAhead::orders_memory(body_) : LoopAhead::writes_or_orders_memory(body_)) return false;
+    if (streaming_ ? LoopAhead::writes_or_orders_memory(body_, false) : LoopAhead::writes_or_orders_memory(body_))
+      return false;
     uses_ = ir::count_uses(*loop_.parent);
     find_candidates();
     if (candidates_.empty()) return false;
