@@ -107,7 +107,10 @@ std::function<llvm::Value*(llvm::Value*)> WorldOps::symm_at(llvm::Value* r, llvm
   return [this, i64, mine, theirs, size, r](llvm::Value* p) {
     llvm::Value* off = b_.CreateSub(b_.CreatePtrToInt(p, i64), mine);
     fail_if(b_.CreateICmpUGE(off, size), DeviceFailure::symm_at_outside_heap, p, r, size);
-    return b_.CreateIntToPtr(b_.CreateAdd(theirs, off), p->getType());
+    // (a heap's address is global memory: said, so that LLVM's address-space inference makes
+    // the accesses through it global ones, not generic)
+    llvm::Value* global = b_.CreateIntToPtr(b_.CreateAdd(theirs, off), b_.getPtrTy(1));
+    return p->getType() == global->getType() ? global : b_.CreateAddrSpaceCast(global, p->getType());
   };
 }
 

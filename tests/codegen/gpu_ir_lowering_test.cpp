@@ -4,6 +4,9 @@
 // (attention_gpu_ir_sm90a.ptx.check).
 #include <gtest/gtest.h>
 
+#include <sstream>
+#include <string>
+
 #include "jit/context.h"
 #include "kernels/kernels.h"
 
@@ -238,6 +241,18 @@ TEST(GpuIrLowering, TakesTheDistributedKernels) {
       EXPECT_EQ(text.find("ld.acquire.sys.global.b32", first + 1), std::string::npos);
       EXPECT_NE(text.find("fence.proxy.async.global;"), std::string::npos);
     }
+  }
+  // A peer's heap is global memory: the stores through symm_at's pointers are global ones (the
+  // expert all-to-all's rows, scales and sources), none generic.
+  const std::string send = ptx("ep_ll_send_fp8", "sm_90a", "gpu_ir");
+  EXPECT_NE(send.find("st.global.v2.u32"), std::string::npos);
+  std::istringstream lines(send);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string op;
+    words >> op;  // (st.global.v2.u32, st.release.sys.global.b32, st.shared.u32: not st.v2.u32)
+    if (op.rfind("st.", 0) == 0)
+      EXPECT_TRUE(op.find(".global.") != std::string::npos || op.find(".shared.") != std::string::npos) << line;
   }
 }
 

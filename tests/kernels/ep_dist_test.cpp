@@ -43,6 +43,8 @@ TEST(Ep, LowLatency) {
   testing_ep::check_ep_ll<HostMemory>(Target::host(), 11, 300, 2 * n, 1, f8);  // three scale blocks, the last short
   testing_ep::check_ep_ll<HostMemory>(Target::host(), 7, 128, 8 * n, 8, f8, 0, 3, true);
   testing_ep::check_ep_ll<HostMemory>(Target::host(), 70, 48, 2 * n, 2, b16, 24);  // runs past a 64-row tile
+  // (several tokens a program, their rows in two chunks of 256 and 44 channels)
+  testing_ep::check_ep_ll<HostMemory>(Target::host(), 45, 300, 4 * n, 3, f8);
   testing_ep::check_ep_ll<HostMemory>(Target::host(), 9, 32, 4 * n, 4, b16, 40, 2, true);
   // (e4m3 rows through the blockwise f8 GEMM over the table, with the rows' own scales)
   testing_ep::check_ep_ll<HostMemory>(Target::host(), 9, 160, 2 * n, 2, f8, 136, 2);
