@@ -11,7 +11,7 @@
 #include <mutex>
 #include <optional>
 
-#include "kernels/gemm_tile.h"
+#include "kernels/attention_tile.h"
 
 namespace tiledist::kernels {
 
@@ -44,7 +44,6 @@ void attention(tl::Ptr<T> q, tl::Ptr<T> k, tl::Ptr<T> v, tl::Ptr<T> o, tl::Ptr<i
   auto v_base = v + (start.to(tl::int64) * stride_kv + off_kv_h * D);
 
   auto offs_m = pid_m * BLOCK_M + tl::arange(0, BLOCK_M);
-  auto offs_n = tl::arange(0, BLOCK_N);
   auto offs_d = tl::arange(0, D);
   auto rows = tl::expand_dims(offs_m, 1);  // [BLOCK_M, 1]
   auto q_tile = tl::load(q_base + rows * stride_q + tl::expand_dims(offs_d, 0), rows < len, 0.0f);
@@ -55,34 +54,8 @@ void attention(tl::Ptr<T> q, tl::Ptr<T> k, tl::Ptr<T> v, tl::Ptr<T> o, tl::Ptr<i
   // block it visits (key 0 is in every row's causal range), so m_i is finite after it and
   // exp2(m_i - m_ij) never meets -inf - -inf.
   auto stage = [&](Values state, const tl::Operand& lo, const tl::Operand& hi, bool masked) {
-    return tl::for_range(lo, hi, BLOCK_N, std::move(state), [&](Tensor start_n, Values c) {
-      Tensor m_i = c[0], l_i = c[1], acc = c[2];
-      auto cols = start_n + offs_n;
-      // K [BLOCK_N, HEAD_DIM] as it lies in memory (rows of keys), transposed for the dot, as
-      // the tutorial's `desc_k.load(...).T`.
-      auto k_ptrs = k_base + tl::expand_dims(cols, 1) * stride_kv + tl::expand_dims(offs_d, 0);
-      auto k_tile = masked ? tl::load(k_ptrs, tl::expand_dims(cols, 1) < len, 0.0f) : tl::load(k_ptrs);
-      auto qk = tl::dot(q_tile, tl::trans(k_tile));  // [BLOCK_M, BLOCK_N], f32
-      Tensor m_ij;
-      if (masked) {
-        auto keep = tl::expand_dims(cols, 0) < len;
-        if (CAUSAL) keep = keep & (rows >= tl::expand_dims(cols, 0));
-        qk = tl::where(keep, qk * qk_scale, -INFINITY);
-        m_ij = tl::maximum(m_i, tl::max(qk, 1));
-        qk = qk - tl::expand_dims(m_ij, 1);
-      } else {
-        m_ij = tl::maximum(m_i, tl::max(qk, 1) * qk_scale);
-        qk = qk * qk_scale - tl::expand_dims(m_ij, 1);
-      }
-      auto p = tl::exp2(qk);
-      auto alpha = tl::exp2(m_i - m_ij);
-      l_i = l_i * alpha + tl::sum(p, 1);
-      acc = acc * tl::expand_dims(alpha, 1);
-      auto v_ptrs = v_base + tl::expand_dims(cols, 1) * stride_kv + tl::expand_dims(offs_d, 0);
-      auto v_tile = masked ? tl::load(v_ptrs, tl::expand_dims(cols, 1) < len, 0.0f) : tl::load(v_ptrs);
-      acc = tl::dot(p.to(dtype), v_tile, acc);
-      return Values{m_ij, l_i, acc};
-    });
+    return detail::attention_blocks(std::move(state), q_tile, k_base, v_base, stride_kv, rows, len, qk_scale, lo, hi,
+                                    masked, CAUSAL != 0, BLOCK_N, dtype);
   };
 
   // A program past its sequence's end (the grid is sized for the longest) runs no iteration

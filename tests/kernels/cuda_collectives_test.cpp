@@ -14,6 +14,7 @@
 #include "tests/kernels/ep_check.h"
 #include "tests/kernels/flash_decode_check.h"
 #include "tests/kernels/moe_check.h"
+#include "tests/kernels/sp_attention_check.h"
 #include "tiledist.h"
 
 namespace tiledist {
@@ -161,6 +162,20 @@ TEST(GpuKernels, DistFlashDecode) {
   testing_decode::check_dist_decode<DeviceMemory>(3, 1, 1, 32, 8, 128, 5000, fd);
   testing_decode::check_dist_decode<DeviceMemory>(4, 3, 2, 32, 8, 128, 300, fd, true);  // (causal across ranks)
   testing_decode::check_dist_decode<DeviceMemory>(5, 2, 2, 32, 8, 128, 3, fd, true);
+}
+// Sequence-parallel attention by AllGather: each rank a slice of every sequence's tokens, the
+// others' keys and values gathered by the copy engine under the kernel
+// (tests/kernels/sp_attention_check.h); on a stream, and without one.
+TEST(GpuKernels, AgAttention) {
+  // (shapes the host's reference in double computes in seconds)
+  kernels::AgAttention causal(Target::cuda(), 16, 4, 128, /*max_batch*/ 2, /*max_seqlen*/ 600);
+  runtime::Stream stream;
+  testing_sp::check_sp_attention<DeviceMemory>(1, 2, 300, 16, 4, 128, true, causal, &stream);
+  testing_sp::check_sp_attention<DeviceMemory>(2, 1, 77, 16, 4, 128, true, causal);
+  testing_sp::check_sp_attention<DeviceMemory>(3, 1, 600, 16, 4, 128, true, causal, &stream);
+  kernels::AgAttention full(Target::cuda(), 8, 8, 64, 3, 200, ir::DType::bf16, false);
+  testing_sp::check_sp_attention<DeviceMemory>(1, 3, 200, 8, 8, 64, false, full);
+  testing_sp::check_sp_attention<DeviceMemory>(2, 1, 5, 8, 8, 64, false, full, &stream);
 }
 TEST(GpuKernels, MoeReduce) {
   using Mode = kernels::MoeReduce::Mode;

@@ -277,7 +277,7 @@ int64_t gemm_rs_rows(Job& job, int64_t N, int64_t K, int64_t tiles) {
 std::unique_ptr<Subject> make_subject(Job& job, int id) {
   const bool gpu = job.gpu();
   const int n = job.ranks();
-  switch (job.draw(0, 7)) {
+  switch (job.draw(0, 8)) {
     case 0:
       return std::make_unique<CollectivesSubject>(job, id);
     case 5:
@@ -286,6 +286,8 @@ std::unique_ptr<Subject> make_subject(Job& job, int id) {
       return make_ep_subject(job, id);
     case 7:
       return make_decode_subject(job, id);
+    case 8:
+      return make_sp_attention_subject(job, id);
     case 1:
     case 2: {
       using Gather = kernels::AgGemm::Gather;

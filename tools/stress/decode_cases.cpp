@@ -3,11 +3,13 @@
 // slice of every sequence's keys ragged and some empty, every key attended or causally across
 // the ranks' slices in rank order) and streams, runs of different shapes back to back; each
 // run's output checked against the host's attention over every rank's slices (drawn again from
-// their seeds).
+// their seeds). And sequence-parallel attention (kernels::AgAttention): every rank a slice of each
+// sequence's tokens, causal or not, at random shapes and streams, checked the same way.
 #include <cmath>
 
 #include "kernels/flash_decode.h"
 #include "kernels/reference.h"
+#include "kernels/sp_attention.h"
 #include "tools/stress/buffers.h"
 
 namespace tiledist::stress {
@@ -95,7 +97,75 @@ class DistDecodeSubject : public Subject {
   int runs_ = 0;
 };
 
+class SpAttentionSubject : public Subject {
+ public:
+  SpAttentionSubject(Job& job, int id, int heads, int kv_heads, int D, int max_batch, int max_seqlen, bool causal)
+      : id_(id),
+        heads_(heads),
+        kv_heads_(kv_heads),
+        D_(D),
+        max_batch_(max_batch),
+        max_seqlen_(max_seqlen),
+        causal_(causal),
+        attn_(job.target(), heads, kv_heads, D, max_batch, max_seqlen, ir::DType::bf16, causal) {}
+  std::string name() const override {
+    return str_cat("ag attention #", id_, " (heads ", heads_, "/", kv_heads_, " of ", D_, ", up to ", max_batch_,
+                   " sequences of ", max_seqlen_, " tokens a rank", causal_ ? ", causal" : "", ")");
+  }
+  void run_once(Job& job) override {
+    const int n = job.ranks(), me = job.me(), D = D_, heads = heads_, kv_heads = kv_heads_;
+    const bool causal = causal_;
+    const uint64_t seed = job.data_seed(uint64_t(id_) << 32 | ++runs_);
+    const int batch = static_cast<int>(job.draw(1, max_batch_)), seqlen = static_cast<int>(ragged(job, max_seqlen_));
+    const size_t nkv = size_t(batch) * seqlen * kv_heads * D, nq = size_t(batch) * seqlen * heads * D;
+    auto q = mem(job, random_values<bf16>(seed + 1000 + uint64_t(me), nq));
+    auto k = mem(job, random_values<bf16>(seed + 2 * me, nkv));
+    auto v = mem(job, random_values<bf16>(seed + 2 * me + 1, nkv));
+    auto out = mem(job, poison<bf16>(nq));
+    attn_.run(q->ptr(), k->ptr(), v->ptr(), out->ptr(), batch, seqlen, job.pick_stream());
+    job.after(str_cat(name(), ": run ", runs_),
+              [&job, out, seed, n, me, batch, seqlen, nkv, nq, heads, kv_heads, D, causal] {
+                std::vector<bf16> got = out->get();
+                job.tamper(got);
+                // Every rank's slice before ours (causal), or every one, drawn again, in rank order.
+                std::vector<std::vector<float>> kv;
+                std::vector<reference::KvSlice> slices;
+                const std::vector<int32_t> lens(size_t(batch), seqlen);
+                for (int r = 0; r < (causal ? me + 1 : n); ++r)
+                  for (int j = 0; j < 2; ++j) {
+                    kv.push_back(random_values<float>(seed + 2 * r + j, nkv));
+                    for (float& e : kv.back()) e = float(bf16(e));
+                  }
+                for (size_t r = 0; r < kv.size() / 2; ++r)
+                  slices.push_back({kv[2 * r].data(), kv[2 * r + 1].data(), lens.data(), seqlen});
+                std::vector<float> qf = random_values<float>(seed + 1000 + uint64_t(me), nq);
+                for (float& e : qf) e = float(bf16(e));
+                const std::vector<double> want = reference::decode_attention(qf, slices, batch, seqlen, heads, kv_heads,
+                                                                             D, causal, 1.0 / std::sqrt(double(D)));
+                const double u = 1.0 / 256;  // (attention_test's bound: 2u an element, slack 1.5)
+                for (size_t i = 0; i < nq; ++i)
+                  if (!(std::fabs(double(float(got[i])) - want[i]) <= 3 * u))
+                    return str_cat("o[", i, "] is ", float(got[i]), ", not ", want[i]);
+                return std::string();
+              });
+  }
+
+ private:
+  int id_, heads_, kv_heads_, D_, max_batch_, max_seqlen_;
+  bool causal_;
+  kernels::AgAttention attn_;
+  int runs_ = 0;
+};
+
 }  // namespace
+
+std::unique_ptr<Subject> make_sp_attention_subject(Job& job, int id) {
+  const bool gpu = job.gpu();
+  const int kv_heads = static_cast<int>(job.draw(1, 2)), group = 1 << job.draw(0, 2);
+  const int D = job.chance(0.5) ? 128 : 64;
+  return std::make_unique<SpAttentionSubject>(job, id, kv_heads * group, kv_heads, D, static_cast<int>(job.draw(1, 2)),
+                                              static_cast<int>(gpu ? 300 : 100), job.chance(0.5));
+}
 
 std::unique_ptr<Subject> make_decode_subject(Job& job, int id) {
   const bool gpu = job.gpu();

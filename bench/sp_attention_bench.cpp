@@ -1,0 +1,115 @@
+// Sequence-parallel attention on CUDA GPUs, one process a GPU (tiledist-run -n N
+// sp_attention_bench [reps]): kernels::AgAttention (each rank a slice of every sequence's tokens,
+// the others' keys and values gathered by the copy engine under the kernel) against the same
+// work in PyTorch, NCCL's all-gather of the keys and values then SDPA over the gathered
+// sequence for the rank's queries (causal: the keys up to each query's position, SDPA's
+// lower-right causal mask), in one run: the PyTorch side is bench/sp_attention_baseline.py, run
+// as a child process beside each rank ($TILEDIST_SP_BASELINE, PyTorch's python at
+// $TILEDIST_TORCH_PYTHON, default /opt/torch/.venv/bin/python). Times are the slowest rank's
+// median of `reps` calls, each after a barrier. TFLOP/s: the whole sequences' 4·B·H·S²·D
+// (half of it causal) over the time, a GPU. Skips (exit 0) where there is no GPU.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bench/fill_random.h"
+#include "bench/timing.h"
+#include "kernels/sp_attention.h"
+
+using namespace tiledist;
+
+namespace {
+
+struct Shape {
+  int B, H, KV, D, S;  // S: the whole sequence's tokens (a rank: S / ranks)
+  bool causal;
+  double flop() const { return 4.0 * B * H * double(S) * S * D * (causal ? 0.5 : 1.0); }
+};
+
+/// The largest of every rank's `x` (every rank calls it).
+double slowest(double x) {
+  static double* slots = symm_alloc<double>(runtime::kMaxRanks).data();
+  slots[0] = x;
+  barrier_all();
+  double m = x;
+  for (int r = 0; r < world_size(); ++r) m = std::max(m, *symm_at(slots, r));
+  barrier_all();  // (before the slots' next use)
+  return m;
+}
+
+/// PyTorch's time (ms) for the shape on this rank, or -1 where it did not run.
+double time_torch(const std::string& python, const std::string& script, const Shape& s, int reps, int port) {
+  if (python.empty()) return -1;
+  const std::string env =
+      str_cat("RANK=", rank(), " WORLD_SIZE=", world_size(), " MASTER_ADDR=127.0.0.1 MASTER_PORT=", port, " ");
+  barrier_all();  // (every rank's torch process starts with the others')
+  auto [out, good] =
+      bench::run_command(str_cat(env, python, " ", script, " --b ", s.B, " --s ", s.S / world_size(), " --h ", s.H,
+                                 " --kv ", s.KV, " --d ", s.D, s.causal ? " --causal" : "", " --reps ", reps));
+  const size_t at = out.rfind("ms ");
+  if (!good || at == std::string::npos) {
+    if (rank() == 0) std::printf("(torch failed: %s)\n", out.c_str());
+    return -1;
+  }
+  return std::atof(out.c_str() + at + 3);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!cuda::available()) {
+    std::printf("sp_attention_bench: skipped, no CUDA GPU (%s)\n", cuda::unavailable_reason().c_str());
+    return 0;
+  }
+  try {
+    const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 10;
+    const int n = world_size();
+    const Target target = Target::cuda();
+    auto [python, script] = bench::find_torch(argv[0], "TILEDIST_SP_BASELINE", "sp_attention_baseline.py");
+    if (rank() == 0)
+      std::printf("sp_attention_bench on %s (%s, %d SMs), %d rank(s): bf16, slowest rank's median of %d calls\n%s\n",
+                  cuda::device().name.c_str(), cuda::device().arch().c_str(), cuda::device().sms, n, reps,
+                  python.empty() ? "(PyTorch baseline not run: no python or no bench/sp_attention_baseline.py)" : "");
+    if (rank() == 0)
+      std::printf("%-34s %10s %10s %10s %8s\n", "shape (S: the whole sequence)", "ours ms", "TFLOP/s", "torch ms",
+                  "ratio");
+    std::vector<Shape> shapes = {
+        {1, 32, 8, 128, 16384, true}, {1, 32, 8, 128, 32768, true}, {1, 32, 8, 128, 32768, false}};
+    if (n >= 4) shapes.push_back({1, 32, 8, 128, 131072, true});
+    int port = 29600;
+    for (const Shape& s : shapes) {
+      const int S = s.S / n;  // (a rank's)
+      kernels::AgAttention attn(target, s.H, s.KV, s.D, s.B, S, ir::DType::bf16, s.causal);
+      cuda::Buffer<bf16> q(size_t(s.B) * S * s.H * s.D), k(size_t(s.B) * S * s.KV * s.D),
+          v(size_t(s.B) * S * s.KV * s.D), o(size_t(s.B) * S * s.H * s.D);
+      bench::fill_random(q), bench::fill_random(k), bench::fill_random(v);
+      runtime::Timer timer;
+      std::vector<double> t;
+      for (int i = 0; i < reps + 2; ++i) {
+        barrier_all();
+        timer.start();
+        attn.run(q.data(), k.data(), v.data(), o.data(), s.B, S);
+        const double ms = timer.stop();
+        if (i >= 2) t.push_back(ms);
+      }
+      std::sort(t.begin(), t.end());
+      const double ours = slowest(t[t.size() / 2]);
+      const double theirs_here = time_torch(python, script, s, reps, port++);
+      const double theirs = theirs_here < 0 ? -1 : slowest(theirs_here);
+      if (rank() == 0) {
+        char ratio[32] = "-";
+        if (theirs > 0) std::snprintf(ratio, sizeof ratio, "%.3f", theirs / ours);
+        std::printf(
+            "%-34s %10.3f %10.1f %10s %8s\n",
+            str_cat("B=", s.B, " H=", s.H, "/", s.KV, " D=", s.D, " S=", s.S, s.causal ? " causal" : "").c_str(), ours,
+            s.flop() / n / (ours * 1e-3) / 1e12, theirs > 0 ? str_cat(theirs).substr(0, 8).c_str() : "-", ratio);
+      }
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "sp_attention_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,67 @@
+// Sequence-parallel attention's check (kernels::AgAttention), for the CPU tests
+// (sp_attention_dist_test.cpp, one process a rank) and the GPU's (cuda_collectives_test.cpp):
+// each rank holds a slice of every sequence's tokens (rank r positions [r S, (r + 1) S)) and must
+// get, for its queries, softmax(q kᵀ · scale [causal]) v over the whole sequences, computed
+// plainly in double on the host (every rank draws every rank's keys and values from its seed;
+// causal: rank r's queries see the slices of ranks 0..r, the last up to each query's position).
+// Tolerance as attention_test's: 2u an element (u = 2^-8, bf16) with a slack of 1.5, u in norm
+// (flash_decode_check.h's expect_decoded).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/reference.h"
+#include "kernels/sp_attention.h"
+#include "tests/kernels/flash_decode_check.h"
+
+namespace tiledist::testing_sp {
+namespace ref = tiledist::reference;
+
+/// Random values in [-1, 1) rounded to bf16, and the same as floats.
+struct Rows {
+  std::vector<bf16> h;
+  std::vector<float> f;
+};
+inline Rows rows_of(uint64_t seed, size_t n) {
+  Rows r{std::vector<bf16>(n), ref::random_values<float>(seed, n)};
+  for (size_t i = 0; i < n; ++i) r.f[i] = float(r.h[i] = bf16(r.f[i]));
+  return r;
+}
+
+/// One run of `attn` (made for heads / kv_heads heads of D, causal or not) at call `call`:
+/// `batch` sequences of `seqlen` tokens a rank, checked on this rank. Memory<T>::make(vector) ->
+/// ptr(), get(): where the operands live (collectives_check.h's HostMemory, or device memory).
+template <template <class> class Memory>
+void check_sp_attention(int call, int batch, int seqlen, int heads, int kv_heads, int D, bool causal,
+                        kernels::AgAttention& attn, const runtime::Stream* stream = nullptr) {
+  SCOPED_TRACE(str_cat("call ", call, ": batch ", batch, ", seqlen ", seqlen, " a rank, heads ", heads, "/", kv_heads,
+                       causal ? ", causal" : ""));
+  const int n = world_size(), me = rank();
+  const size_t nkv = size_t(batch) * seqlen * kv_heads * D, nq = size_t(batch) * seqlen * heads * D;
+  std::vector<Rows> k, v;  // (every rank's slice, from the same seeds on every rank)
+  for (int r = 0; r < n; ++r) {
+    k.push_back(rows_of(uint64_t(r * 7919 + call * 31), nkv));
+    v.push_back(rows_of(uint64_t(r * 7919 + call * 31 + 1), nkv));
+  }
+  const Rows q = rows_of(uint64_t(5000 + me * 13 + call), nq);
+  auto q_d = Memory<bf16>::make(q.h), k_d = Memory<bf16>::make(k[size_t(me)].h),
+       v_d = Memory<bf16>::make(v[size_t(me)].h);
+  auto out = Memory<bf16>::make(std::vector<bf16>(nq, bf16(7.0f)));
+  attn.run(q_d.ptr(), k_d.ptr(), v_d.ptr(), out.ptr(), batch, seqlen, stream);
+  if (stream) stream->synchronize();
+  const std::vector<bf16> o = out.get();
+  // (the slices in rank order make each sequence; causal: ours last, so that decode_attention's
+  // rule — query t of the last seqlen positions sees the keys up to its own — is the causal mask)
+  const std::vector<int32_t> lens(size_t(batch), seqlen);
+  std::vector<ref::KvSlice> kv;
+  for (int r = 0; r < (causal ? me + 1 : n); ++r)
+    kv.push_back({k[size_t(r)].f.data(), v[size_t(r)].f.data(), lens.data(), seqlen});
+  const std::vector<double> want =
+      ref::decode_attention(q.f, kv, batch, seqlen, heads, kv_heads, D, causal, 1.0 / std::sqrt(double(D)));
+  testing_decode::expect_decoded(o, want);
+}
+
+}  // namespace tiledist::testing_sp
