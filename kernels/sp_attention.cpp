@@ -72,7 +72,7 @@ void sp_ag_attention(tl::Ptr<T> q, tl::Ptr<T> k, tl::Ptr<T> v, tl::Ptr<T> k_all,
   // alone, whose every key comes before our queries.
   auto peers = CAUSAL ? me : n - 1;
   state = tl::for_range(1, peers + 1, 1, std::move(state), [&](Tensor i, Values s) {
-    auto r = (me - i + n) % n;
+    auto r = tl::maximum(me - i + n, 0) % n;  // (said to be >= 0, as TMA's coordinates must be)
     auto here = shmem::signal_wait_until(flags + r, shmem::Cmp::ge, call);
     auto chunk = ((r * batch) * seqlen).to(tl::int64) * stride_kv + first * stride_kv + kv_h * D;
     auto k_r = tl::Ptr<T>(dist::consume_token(k_all, here).value()) + chunk;
