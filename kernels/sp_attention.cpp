@@ -196,7 +196,8 @@ void AgAttention::run(const T* q, const T* k, const T* v, T* o, int batch, int s
   if (int64_t(batch) * s.heads > 65535)
     throw Error(
         str_cat(me, "batch * heads = ", int64_t(batch) * s.heads, ": at most 65535 (the grid's second dimension)"));
-  if (batch > 0 && seqlen > 0 && (!q || !k || !v || !o)) throw Error(str_cat(me, "a null pointer among q, k, v, o"));
+  if (batch == 0 || seqlen == 0) return;  // (on every rank alike: no call, nothing sent, no buffer taken)
+  if (!q || !k || !v || !o) throw Error(str_cat(me, "a null pointer among q, k, v, o"));
   const int32_t call = ++s.calls;
   const size_t slice = size_t(batch) * size_t(seqlen) * size_t(s.kv_heads) * size_t(s.head_dim) * sizeof(T);
   char* k_half = static_cast<char*>(s.k_all) + size_t(call % 2) * s.half_bytes();
@@ -211,27 +212,22 @@ void AgAttention::run(const T* q, const T* k, const T* v, T* o, int batch, int s
     for (int i = 1; i < s.ranks; ++i) {  // the next rank first
       const int r = (s.rank + i) % s.ranks;
       const runtime::Stream& by = detail::shares_gpu(s.target, r) ? *on : s.copies->stream();
-      if (slice) {
-        runtime::copy_async(static_cast<char*>(detail::symm_on(s.target, k_half, r)) + ours, k, slice, by);
-        runtime::copy_async(static_cast<char*>(detail::symm_on(s.target, v_half, r)) + ours, v, slice, by);
-      }
+      runtime::copy_async(static_cast<char*>(detail::symm_on(s.target, k_half, r)) + ours, k, slice, by);
+      runtime::copy_async(static_cast<char*>(detail::symm_on(s.target, v_half, r)) + ours, v, slice, by);
       runtime::write_value(detail::symm_on(s.target, s.flags + s.rank, r), static_cast<uint32_t>(call), by);
     }
   } else {
     for (int i = 1; i < s.ranks; ++i) {
       const int r = (s.rank + i) % s.ranks;
-      if (slice) {
-        std::memcpy(static_cast<char*>(detail::symm_on(s.target, k_half, r)) + ours, k, slice);
-        std::memcpy(static_cast<char*>(detail::symm_on(s.target, v_half, r)) + ours, v, slice);
-      }
+      std::memcpy(static_cast<char*>(detail::symm_on(s.target, k_half, r)) + ours, k, slice);
+      std::memcpy(static_cast<char*>(detail::symm_on(s.target, v_half, r)) + ours, v, slice);
       std::atomic_ref<int32_t>(*static_cast<int32_t*>(detail::symm_on(s.target, s.flags + s.rank, r)))
           .store(call, std::memory_order_release);
     }
   }
-  if (batch > 0 && seqlen > 0)
-    detail::launch(s.kernel, on, Grid(tl::cdiv(int64_t(seqlen), s.config.block_m), int64_t(batch) * s.heads), q, k, v,
-                   reinterpret_cast<const T*>(k_half), reinterpret_cast<const T*>(v_half), o,
-                   static_cast<const int32_t*>(s.flags), batch, seqlen, s.heads, s.kv_heads, call, s.scale);
+  detail::launch(s.kernel, on, Grid(tl::cdiv(int64_t(seqlen), s.config.block_m), int64_t(batch) * s.heads), q, k, v,
+                 reinterpret_cast<const T*>(k_half), reinterpret_cast<const T*>(v_half), o,
+                 static_cast<const int32_t*>(s.flags), batch, seqlen, s.heads, s.kv_heads, call, s.scale);
   if (on) {
     s.copies->join(*on);  // (the run ends once our copies have read k and v too)
     s.streams.leave(*on, stream);

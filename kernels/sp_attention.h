@@ -34,7 +34,8 @@ const KernelDef& sp_ag_attention_kernel(ir::DType dtype);
 /// attention. `scale` 0 means 1 / sqrt(head_dim). Runs alternate between two gathered buffers:
 /// a run may start before the last one's peers are done with its buffer, not before the one
 /// before. Construction and every run are collective (the same batch and seqlen on every
-/// rank); pointers are device memory on a GPU target, host memory on the host.
+/// rank; a run of no tokens does nothing, sends nothing); pointers are device memory on a GPU
+/// target, host memory on the host.
 class AgAttention {
  public:
   /// Capacity: at most max_batch * max_seqlen tokens a rank a run.
