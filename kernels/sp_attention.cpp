@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "kernels/attention_tile.h"
+#include "kernels/sp_run_check.h"
 #include "kernels/symmetric.h"
 
 namespace tiledist::kernels {
@@ -158,11 +159,14 @@ AgAttention::AgAttention(const Target& target, int heads, int kv_heads, int head
   s.target = target, s.heads = heads, s.kv_heads = kv_heads, s.head_dim = head_dim, s.dtype = dtype;
   s.causal = causal, s.scale = scale > 0 ? scale : 1.0f / std::sqrt(float(head_dim));
   s.rank = detail::world_rank(target), s.ranks = detail::world_ranks(target);
+  // (the kernel's rows over the gathered slices, and its offsets within a sequence, are 32-bit)
+  if (double(s.ranks) * double(max_batch) * double(max_seqlen) >= INT32_MAX)  // (in double: no overflow)
+    throw Error(str_cat(me, s.ranks, " ranks of ", max_batch, " x ", max_seqlen,
+                        " tokens: the gathered rows must number under 2^31"));
+  if (double(max_seqlen) * std::max(heads, kv_heads) * head_dim >= INT32_MAX)
+    throw Error(str_cat(me, "max_seqlen = ", max_seqlen, " with ", std::max(heads, kv_heads), " heads of ", head_dim,
+                        ": a slice's elements must number under 2^31"));
   s.max_tokens = max_batch * max_seqlen;
-  // (the kernel's row numbers over the gathered slices are 32-bit)
-  if (int64_t(s.ranks) * s.max_tokens * std::max(heads, kv_heads) * head_dim >= INT32_MAX)
-    throw Error(str_cat(me, s.ranks, " ranks of ", max_batch, " x ", max_seqlen, " tokens with ", heads, " heads of ",
-                        head_dim, ": the gathered elements must number under 2^31"));
   s.k_all = detail::symm_zeroed(target, std::max<size_t>(2 * s.half_bytes(), 4));
   s.v_all = detail::symm_zeroed(target, std::max<size_t>(2 * s.half_bytes(), 4));
   s.flags = static_cast<int32_t*>(detail::symm_zeroed(target, size_t(s.ranks) * 4));
@@ -189,15 +193,11 @@ void AgAttention::run(const T* q, const T* k, const T* v, T* o, int batch, int s
   if (dtype_of<T>() != s.dtype)
     throw Error(str_cat(me, "run with ", ir::dtype_name(dtype_of<T>()), " operands on an AgAttention made for ",
                         ir::dtype_name(s.dtype)));
-  if (batch < 0 || seqlen < 0 || int64_t(batch) * seqlen > s.max_tokens)
-    throw Error(str_cat(me, "batch = ", batch, ", seqlen = ", seqlen, " on rank ", s.rank, ": not negative, and ",
-                        int64_t(batch) * seqlen, " tokens past the capacity of ", s.max_tokens,
-                        " this AgAttention was made for"));
+  if (!detail::sp_run_ok(me, "AgAttention", s.rank, s.max_tokens, batch, seqlen, q, k, v, static_cast<const T*>(o)))
+    return;  // (no tokens, on every rank alike: no call, nothing sent, no buffer taken)
   if (int64_t(batch) * s.heads > 65535)
     throw Error(
         str_cat(me, "batch * heads = ", int64_t(batch) * s.heads, ": at most 65535 (the grid's second dimension)"));
-  if (batch == 0 || seqlen == 0) return;  // (on every rank alike: no call, nothing sent, no buffer taken)
-  if (!q || !k || !v || !o) throw Error(str_cat(me, "a null pointer among q, k, v, o"));
   const int32_t call = ++s.calls;
   const size_t slice = size_t(batch) * size_t(seqlen) * size_t(s.kv_heads) * size_t(s.head_dim) * sizeof(T);
   char* k_half = static_cast<char*>(s.k_all) + size_t(call % 2) * s.half_bytes();
@@ -212,15 +212,19 @@ void AgAttention::run(const T* q, const T* k, const T* v, T* o, int batch, int s
     for (int i = 1; i < s.ranks; ++i) {  // the next rank first
       const int r = (s.rank + i) % s.ranks;
       const runtime::Stream& by = detail::shares_gpu(s.target, r) ? *on : s.copies->stream();
-      runtime::copy_async(static_cast<char*>(detail::symm_on(s.target, k_half, r)) + ours, k, slice, by);
-      runtime::copy_async(static_cast<char*>(detail::symm_on(s.target, v_half, r)) + ours, v, slice, by);
+      if (!s.causal || r > s.rank) {  // (causal: a rank before us reads none of our keys, but waits for our word)
+        runtime::copy_async(static_cast<char*>(detail::symm_on(s.target, k_half, r)) + ours, k, slice, by);
+        runtime::copy_async(static_cast<char*>(detail::symm_on(s.target, v_half, r)) + ours, v, slice, by);
+      }
       runtime::write_value(detail::symm_on(s.target, s.flags + s.rank, r), static_cast<uint32_t>(call), by);
     }
   } else {
     for (int i = 1; i < s.ranks; ++i) {
       const int r = (s.rank + i) % s.ranks;
-      std::memcpy(static_cast<char*>(detail::symm_on(s.target, k_half, r)) + ours, k, slice);
-      std::memcpy(static_cast<char*>(detail::symm_on(s.target, v_half, r)) + ours, v, slice);
+      if (!s.causal || r > s.rank) {
+        std::memcpy(static_cast<char*>(detail::symm_on(s.target, k_half, r)) + ours, k, slice);
+        std::memcpy(static_cast<char*>(detail::symm_on(s.target, v_half, r)) + ours, v, slice);
+      }
       std::atomic_ref<int32_t>(*static_cast<int32_t*>(detail::symm_on(s.target, s.flags + s.rank, r)))
           .store(call, std::memory_order_release);
     }

@@ -51,4 +51,32 @@ class AgAttention {
   std::shared_ptr<State> s_;
 };
 
+/// The kernels of UlyssesAttention (kernels/ulysses_attention.cpp): `ulysses_move` (rows of a
+/// head group's share to or from another rank, signalled when all are there) and
+/// `ulysses_finish` (waits for every rank's share; copies the outputs that came back into o),
+/// bf16 and f16 (`_f16`).
+const KernelDef& ulysses_move_kernel(ir::DType dtype);
+const KernelDef& ulysses_finish_kernel(ir::DType dtype);
+
+/// Sequence-parallel attention by all-to-all (DeepSpeed's Ulysses): the same contract as
+/// AgAttention (rank r holds tokens [r * seqlen, (r + 1) * seqlen) of each sequence; q, o [B,
+/// seqlen, heads, D], k, v [B, seqlen, kv_heads, D]), computed another way: every rank sends
+/// each head group's share of its tokens to that group's rank (heads and kv_heads split evenly
+/// over the ranks), which runs the library's attention over the whole sequences for its heads,
+/// and sends the outputs back. Communication and attention do not overlap yet. Construction and
+/// every run are collective; a run of no tokens does nothing.
+class UlyssesAttention {
+ public:
+  UlyssesAttention(const Target& target, int heads, int kv_heads, int head_dim, int64_t max_batch, int64_t max_seqlen,
+                   ir::DType dtype = ir::DType::bf16, bool causal = true, float scale = 0.0f);
+  ~UlyssesAttention();
+
+  template <AttentionOperand T>
+  void run(const T* q, const T* k, const T* v, T* o, int batch, int seqlen, const runtime::Stream* stream = nullptr);
+
+ private:
+  struct State;
+  std::shared_ptr<State> s_;
+};
+
 }  // namespace tiledist::kernels

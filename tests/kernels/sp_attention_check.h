@@ -31,12 +31,13 @@ inline Rows rows_of(uint64_t seed, size_t n) {
   return r;
 }
 
-/// One run of `attn` (made for heads / kv_heads heads of D, causal or not) at call `call`:
+/// One run of `attn` (an AgAttention or a UlyssesAttention made for heads / kv_heads heads of D,
+/// causal or not) at call `call`:
 /// `batch` sequences of `seqlen` tokens a rank, checked on this rank. Memory<T>::make(vector) ->
 /// ptr(), get(): where the operands live (collectives_check.h's HostMemory, or device memory).
-template <template <class> class Memory>
-void check_sp_attention(int call, int batch, int seqlen, int heads, int kv_heads, int D, bool causal,
-                        kernels::AgAttention& attn, const runtime::Stream* stream = nullptr) {
+template <template <class> class Memory, class Attn>
+void check_sp_attention(int call, int batch, int seqlen, int heads, int kv_heads, int D, bool causal, Attn& attn,
+                        const runtime::Stream* stream = nullptr) {
   SCOPED_TRACE(str_cat("call ", call, ": batch ", batch, ", seqlen ", seqlen, " a rank, heads ", heads, "/", kv_heads,
                        causal ? ", causal" : ""));
   const int n = world_size(), me = rank();

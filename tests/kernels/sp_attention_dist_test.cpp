@@ -1,7 +1,11 @@
-// kernels::AgAttention (sequence-parallel attention by AllGather) on the CPU backend, one process
-// a rank (tiledist-run -n N): runs of different shapes back to back on one object (its two
-// gathered buffers in turn), causal and not, slices not a multiple of the blocks, then the
-// arguments it refuses (tests/kernels/sp_attention_check.h checks each run).
+// kernels::AgAttention and kernels::UlyssesAttention (sequence-parallel attention by AllGather and
+// by all-to-all) on the CPU backend, one process a rank (tiledist-run -n N): runs of different
+// shapes back to back on one object (its two gathered buffers in turn), causal and not, slices
+// not a multiple of the blocks, then the arguments they refuse (tests/kernels/
+// sp_attention_check.h checks each run).
+#include <chrono>
+#include <thread>
+
 #include "tests/jit/error_of.h"
 #include "tests/kernels/collectives_check.h"
 #include "tests/kernels/sp_attention_check.h"
@@ -19,11 +23,13 @@ TEST(AgAttention, Causal) {
 }
 
 // Runs back to back at changing shapes (the stress harness's find: causal, rank 0 waits for no
-// peer and could run two calls ahead, into the buffer a later rank still read).
+// peer and could run two calls ahead, into the buffer a later rank still read). The last rank
+// comes late to each call, so that a rank running ahead would do so every time.
 TEST(AgAttention, CausalRunsBackToBack) {
   kernels::AgAttention attn(Target::host(), 2, 1, 64, 2, 100);
   int call = 1;
   for (auto [batch, seqlen] : std::vector<std::pair<int, int>>{{2, 37}, {1, 100}, {2, 3}, {2, 64}, {1, 1}, {2, 99}}) {
+    if (rank() == world_size() - 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     check_sp_attention<HostMemory>(call++, batch, seqlen, 2, 1, 64, true, attn);
     // (an empty run between: no call, nothing sent; the next run's buffer is still the right one)
     if (call == 3) {
@@ -38,6 +44,32 @@ TEST(AgAttention, NotCausal) {
   check_sp_attention<HostMemory>(1, 3, 40, 2, 2, 128, false, attn);
   check_sp_attention<HostMemory>(2, 2, 33, 2, 2, 128, false, attn);
   check_sp_attention<HostMemory>(3, 1, 1, 2, 2, 128, false, attn);  // (one token a rank)
+}
+
+// Ulysses: the heads split over the ranks (24 query and 12 KV heads: a multiple of 1 to 4 ranks).
+TEST(UlyssesAttention, CausalAndNot) {
+  kernels::UlyssesAttention causal(Target::host(), 24, 12, 64, /*max_batch*/ 2, /*max_seqlen*/ 70);
+  check_sp_attention<HostMemory>(1, 2, 70, 24, 12, 64, true, causal);
+  check_sp_attention<HostMemory>(2, 1, 5, 24, 12, 64, true, causal);
+  check_sp_attention<HostMemory>(3, 2, 33, 24, 12, 64, true, causal);
+  kernels::UlyssesAttention full(Target::host(), 12, 12, 128, 1, 40, ir::DType::bf16, false);
+  check_sp_attention<HostMemory>(1, 1, 40, 12, 12, 128, false, full);
+  check_sp_attention<HostMemory>(2, 1, 1, 12, 12, 128, false, full);
+}
+
+TEST(UlyssesAttention, BadArguments) {
+  using test_util::error_of;
+  const int n = world_size();
+  auto says = [](const std::string& e, const std::string& part) {
+    EXPECT_NE(e.find(part), std::string::npos) << "'" << e << "' does not say '" << part << "'";
+  };
+  if (n > 1)
+    says(error_of([&] { kernels::UlyssesAttention(Target::host(), n + 1, 1, 64, 1, 8); }),
+         str_cat("heads = ", n + 1, ", kv_heads = 1 over ", n, " ranks"));
+  says(error_of([&] { kernels::UlyssesAttention(Target::host(), 12, 12, 96, 1, 8); }), "head_dim = 96");
+  kernels::UlyssesAttention attn(Target::host(), 12, 12, 64, 2, 8);
+  bf16 x{};
+  says(error_of([&] { attn.run(&x, &x, &x, &x, 2, 9); }), "18 tokens past the capacity of 16");
 }
 
 TEST(AgAttention, BadArguments) {

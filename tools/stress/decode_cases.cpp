@@ -3,8 +3,9 @@
 // slice of every sequence's keys ragged and some empty, every key attended or causally across
 // the ranks' slices in rank order) and streams, runs of different shapes back to back; each
 // run's output checked against the host's attention over every rank's slices (drawn again from
-// their seeds). And sequence-parallel attention (kernels::AgAttention): every rank a slice of each
-// sequence's tokens, causal or not, at random shapes and streams, checked the same way.
+// their seeds). And sequence-parallel attention (kernels::AgAttention, kernels::UlyssesAttention):
+// every rank a slice of each sequence's tokens, causal or not, at random shapes and streams,
+// checked the same way.
 #include <cmath>
 
 #include "kernels/flash_decode.h"
@@ -97,10 +98,13 @@ class DistDecodeSubject : public Subject {
   int runs_ = 0;
 };
 
+template <class Attn>
 class SpAttentionSubject : public Subject {
  public:
-  SpAttentionSubject(Job& job, int id, int heads, int kv_heads, int D, int max_batch, int max_seqlen, bool causal)
+  SpAttentionSubject(Job& job, int id, const char* kind, int heads, int kv_heads, int D, int max_batch, int max_seqlen,
+                     bool causal)
       : id_(id),
+        kind_(kind),
         heads_(heads),
         kv_heads_(kv_heads),
         D_(D),
@@ -109,7 +113,7 @@ class SpAttentionSubject : public Subject {
         causal_(causal),
         attn_(job.target(), heads, kv_heads, D, max_batch, max_seqlen, ir::DType::bf16, causal) {}
   std::string name() const override {
-    return str_cat("ag attention #", id_, " (heads ", heads_, "/", kv_heads_, " of ", D_, ", up to ", max_batch_,
+    return str_cat(kind_, " #", id_, " (heads ", heads_, "/", kv_heads_, " of ", D_, ", up to ", max_batch_,
                    " sequences of ", max_seqlen_, " tokens a rank", causal_ ? ", causal" : "", ")");
   }
   void run_once(Job& job) override {
@@ -142,29 +146,41 @@ class SpAttentionSubject : public Subject {
                 for (float& e : qf) e = float(bf16(e));
                 const std::vector<double> want = reference::decode_attention(qf, slices, batch, seqlen, heads, kv_heads,
                                                                              D, causal, 1.0 / std::sqrt(double(D)));
-                const double u = 1.0 / 256;  // (attention_test's bound: 2u an element, slack 1.5)
-                for (size_t i = 0; i < nq; ++i)
+                const double u = 1.0 / 256;  // (attention_test's bound: 2u an element, slack 1.5; u in norm)
+                std::vector<float> g(nq), w(nq);
+                for (size_t i = 0; i < nq; ++i) {
                   if (!(std::fabs(double(float(got[i])) - want[i]) <= 3 * u))
                     return str_cat("o[", i, "] is ", float(got[i]), ", not ", want[i]);
+                  g[i] = float(got[i]), w[i] = float(want[i]);
+                }
+                if (const double e = reference::rel_error(g, w); !(e <= u)) return str_cat("o off by ", e, " in norm");
                 return std::string();
               });
   }
 
  private:
-  int id_, heads_, kv_heads_, D_, max_batch_, max_seqlen_;
+  int id_;
+  const char* kind_;
+  int heads_, kv_heads_, D_, max_batch_, max_seqlen_;
   bool causal_;
-  kernels::AgAttention attn_;
+  Attn attn_;
   int runs_ = 0;
 };
 
 }  // namespace
 
 std::unique_ptr<Subject> make_sp_attention_subject(Job& job, int id) {
-  const bool gpu = job.gpu();
-  const int kv_heads = static_cast<int>(job.draw(1, 2)), group = 1 << job.draw(0, 2);
-  const int D = job.chance(0.5) ? 128 : 64;
-  return std::make_unique<SpAttentionSubject>(job, id, kv_heads * group, kv_heads, D, static_cast<int>(job.draw(1, 2)),
-                                              static_cast<int>(gpu ? 300 : 100), job.chance(0.5));
+  const bool gpu = job.gpu(), ulysses = job.chance(0.5);
+  // (Ulysses splits the heads over the ranks: KV heads a multiple of them)
+  const int kv_heads = static_cast<int>(job.draw(1, 2)) * (ulysses ? job.ranks() : 1), group = 1 << job.draw(0, 2);
+  const int D = job.chance(0.5) ? 128 : 64, batch = static_cast<int>(job.draw(1, 2));
+  const int seqlen = static_cast<int>(gpu ? 300 : ulysses ? 40 : 100);
+  const bool causal = job.chance(0.5);
+  if (ulysses)
+    return std::make_unique<SpAttentionSubject<kernels::UlyssesAttention>>(
+        job, id, "ulysses attention", kv_heads * group, kv_heads, D, batch, seqlen, causal);
+  return std::make_unique<SpAttentionSubject<kernels::AgAttention>>(job, id, "ag attention", kv_heads * group, kv_heads,
+                                                                    D, batch, seqlen, causal);
 }
 
 std::unique_ptr<Subject> make_decode_subject(Job& job, int id) {
