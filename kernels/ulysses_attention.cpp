@@ -127,7 +127,9 @@ struct UlyssesAttention::State {
   ir::DType dtype = ir::DType::bf16;
   std::unique_ptr<Attention> attention;  // over heads / ranks heads, whole sequences
   // Symmetric, two halves each: the gathered q [B, n S, heads / n, D], k and v [.., kv_heads /
-  // n, D]; the attention's output (as q); the rows that came back [B, S, heads, D].
+  // n, D]; the attention's output (as q); the rows that came back [B, S, heads, D]. (The
+  // finishes wait for every rank, so one of each would do today; the halves are for the
+  // overlap to come, where the moves run ahead of them. `out` is read here alone.)
   void *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr, *back = nullptr;
   int32_t* words = nullptr;       // symmetric [2, ranks]: IN's and BACK's last call from rank r
   detail::Scratch<int32_t> done;  // [2, ranks]: IN's and BACK's programs done for rank j
@@ -162,10 +164,14 @@ UlyssesAttention::UlyssesAttention(const Target& target, int heads, int kv_heads
   s.attention =
       std::make_unique<Attention>(target, heads / s.ranks, kv_heads / s.ranks, head_dim, dtype, causal, scale);
   s.target = target, s.heads = heads, s.kv_heads = kv_heads, s.head_dim = head_dim, s.dtype = dtype;
-  if (double(s.ranks) * double(max_batch) * double(max_seqlen) * heads * head_dim >=
-      INT32_MAX)  // (in double: no overflow)
-    throw Error(str_cat(me, s.ranks, " ranks of ", max_batch, " x ", max_seqlen, " tokens with ", heads, " heads of ",
-                        head_dim, ": the whole sequences' elements must number under 2^31"));
+  // (32-bit: the rows over the ranks' tokens, and the attention's offsets within a sequence; in
+  // double, which does not overflow)
+  if (double(s.ranks) * double(max_batch) * double(max_seqlen) >= INT32_MAX)
+    throw Error(str_cat(me, s.ranks, " ranks of ", max_batch, " x ", max_seqlen,
+                        " tokens: the whole sequences' rows must number under 2^31"));
+  if (double(s.ranks) * double(max_seqlen) * (std::max(heads, kv_heads) / s.ranks) * head_dim >= INT32_MAX)
+    throw Error(str_cat(me, s.ranks, " ranks of ", max_seqlen, " tokens with ", std::max(heads, kv_heads) / s.ranks,
+                        " heads a rank of ", head_dim, ": a whole sequence's elements must number under 2^31"));
   s.max_tokens = max_batch * max_seqlen;
   const size_t e = ir::dtype_bytes(dtype);
   auto buffer = [&](int h) { return detail::symm_zeroed(target, std::max<size_t>(2 * s.elems(h) * e, 4)); };
@@ -202,6 +208,9 @@ void UlyssesAttention::run(const T* q, const T* k, const T* v, T* o, int batch, 
   if (!detail::sp_run_ok(me, "UlyssesAttention", s.rank, s.max_tokens, batch, seqlen, q, k, v,
                          static_cast<const T*>(o)))
     return;  // (no tokens, on every rank alike: no call, nothing sent, no buffer taken)
+  if (int64_t(batch) * (s.heads / s.ranks) > 65535)  // (before anything is launched: the attention's grid)
+    throw Error(str_cat(me, "batch * heads / ranks = ", int64_t(batch) * (s.heads / s.ranks),
+                        ": at most 65535 (the attention grid's second dimension)"));
   const int32_t call = ++s.calls;
   const int n = s.ranks, D = s.head_dim, rows = batch * seqlen;
   const size_t e = sizeof(T), half = size_t(call % 2);
