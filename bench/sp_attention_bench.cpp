@@ -1,16 +1,19 @@
 // Sequence-parallel attention on CUDA GPUs, one process a GPU (tiledist-run -n N
 // sp_attention_bench [reps]): kernels::AgAttention (each rank a slice of every sequence's tokens,
-// the others' keys and values gathered by the copy engine under the kernel) against the same
-// work in PyTorch, NCCL's all-gather of the keys and values then SDPA over the gathered
-// sequence for the rank's queries (causal: the keys up to each query's position, SDPA's
+// the others' keys and values gathered by the copy engine under the kernel) and
+// kernels::UlyssesAttention (the same by all-to-all, where the heads split over the ranks),
+// against the same work in PyTorch, NCCL's all-gather of the keys and values then SDPA over the
+// gathered sequence for the rank's queries (causal: the keys up to each query's position, SDPA's
 // lower-right causal mask), in one run: the PyTorch side is bench/sp_attention_baseline.py, run
 // as a child process beside each rank ($TILEDIST_SP_BASELINE, PyTorch's python at
 // $TILEDIST_TORCH_PYTHON, default /opt/torch/.venv/bin/python). Times are the slowest rank's
-// median of `reps` calls, each after a barrier. TFLOP/s: the whole sequences' 4·B·H·S²·D
-// (half of it causal) over the time, a GPU. Skips (exit 0) where there is no GPU.
+// median of `reps` calls, each after a barrier. TFLOP/s (AgAttention's): the whole sequences'
+// 4·B·H·S²·D (half of it causal) over the time, a GPU. Skips (exit 0) where there is no GPU.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,38 +76,48 @@ int main(int argc, char** argv) {
                   cuda::device().name.c_str(), cuda::device().arch().c_str(), cuda::device().sms, n, reps,
                   python.empty() ? "(PyTorch baseline not run: no python or no bench/sp_attention_baseline.py)" : "");
     if (rank() == 0)
-      std::printf("%-34s %10s %10s %10s %8s\n", "shape (S: the whole sequence)", "ours ms", "TFLOP/s", "torch ms",
-                  "ratio");
+      std::printf("%-34s %10s %10s %10s %10s %8s %8s\n", "shape (S: the whole sequence)", "AG ms", "TFLOP/s",
+                  "Ulysses ms", "torch ms", "AG", "Ulysses");
     std::vector<Shape> shapes = {
         {1, 32, 8, 128, 16384, true}, {1, 32, 8, 128, 32768, true}, {1, 32, 8, 128, 32768, false}};
     if (n >= 4) shapes.push_back({1, 32, 8, 128, 131072, true});
     int port = 29600;
     for (const Shape& s : shapes) {
       const int S = s.S / n;  // (a rank's)
-      kernels::AgAttention attn(target, s.H, s.KV, s.D, s.B, S, ir::DType::bf16, s.causal);
+      kernels::AgAttention ag(target, s.H, s.KV, s.D, s.B, S, ir::DType::bf16, s.causal);
+      std::optional<kernels::UlyssesAttention> uly;  // (where the heads split over the ranks)
+      if (s.H % n == 0 && s.KV % n == 0) uly.emplace(target, s.H, s.KV, s.D, s.B, S, ir::DType::bf16, s.causal);
       cuda::Buffer<bf16> q(size_t(s.B) * S * s.H * s.D), k(size_t(s.B) * S * s.KV * s.D),
           v(size_t(s.B) * S * s.KV * s.D), o(size_t(s.B) * S * s.H * s.D);
       bench::fill_random(q), bench::fill_random(k), bench::fill_random(v);
-      runtime::Timer timer;
-      std::vector<double> t;
-      for (int i = 0; i < reps + 2; ++i) {
-        barrier_all();
-        timer.start();
-        attn.run(q.data(), k.data(), v.data(), o.data(), s.B, S);
-        const double ms = timer.stop();
-        if (i >= 2) t.push_back(ms);
-      }
-      std::sort(t.begin(), t.end());
-      const double ours = slowest(t[t.size() / 2]);
+      // The slowest rank's median of `reps` runs, each after a barrier (2 untimed first).
+      auto time = [&](const std::function<void()>& run) {
+        runtime::Timer timer;
+        std::vector<double> t;
+        for (int i = 0; i < reps + 2; ++i) {
+          barrier_all();
+          timer.start();
+          run();
+          const double ms = timer.stop();
+          if (i >= 2) t.push_back(ms);
+        }
+        std::sort(t.begin(), t.end());
+        return slowest(t[t.size() / 2]);
+      };
+      const double ours = time([&] { ag.run(q.data(), k.data(), v.data(), o.data(), s.B, S); });
+      const double ulysses = uly ? time([&] { uly->run(q.data(), k.data(), v.data(), o.data(), s.B, S); }) : -1;
       const double theirs_here = time_torch(python, script, s, reps, port++);
       const double theirs = theirs_here < 0 ? -1 : slowest(theirs_here);
       if (rank() == 0) {
-        char ratio[32] = "-";
-        if (theirs > 0) std::snprintf(ratio, sizeof ratio, "%.3f", theirs / ours);
+        auto ratio = [&](double ms) {
+          return theirs > 0 && ms > 0 ? str_cat(theirs / ms).substr(0, 5) : std::string("-");
+        };
+        auto shown = [](double ms) { return ms > 0 ? str_cat(ms).substr(0, 8) : std::string("-"); };
         std::printf(
-            "%-34s %10.3f %10.1f %10s %8s\n",
+            "%-34s %10.3f %10.1f %10s %10s %8s %8s\n",
             str_cat("B=", s.B, " H=", s.H, "/", s.KV, " D=", s.D, " S=", s.S, s.causal ? " causal" : "").c_str(), ours,
-            s.flop() / n / (ours * 1e-3) / 1e12, theirs > 0 ? str_cat(theirs).substr(0, 8).c_str() : "-", ratio);
+            s.flop() / n / (ours * 1e-3) / 1e12, shown(ulysses).c_str(), shown(theirs).c_str(), ratio(ours).c_str(),
+            ratio(ulysses).c_str());
       }
     }
   } catch (const Error& e) {
