@@ -115,6 +115,19 @@ AttentionConfig attention_config(const Target& target, int head_dim, bool causal
   return c;
 }
 
+void detail::check_attention_args(const char* who, int heads, int kv_heads, int head_dim, ir::DType dtype,
+                                  float scale) {
+  if (dtype != ir::DType::bf16 && dtype != ir::DType::f16)
+    throw Error(str_cat(who, "operands of ", ir::dtype_name(dtype), ": only ", kDtypes, " are supported"));
+  if (head_dim != 64 && head_dim != 128)
+    throw Error(str_cat(who, "head_dim = ", head_dim, ": only 64 and 128 are supported"));
+  if (heads < 1 || kv_heads < 1 || heads % kv_heads != 0)
+    throw Error(str_cat(who, "heads = ", heads, ", kv_heads = ", kv_heads,
+                        ": both positive, and heads a multiple of kv_heads (grouped-query heads)"));
+  if (!std::isfinite(scale) || scale < 0)
+    throw Error(str_cat(who, "scale = ", scale, ": a positive number (or 0 for 1/sqrt(head_dim))"));
+}
+
 struct Attention::State {
   Target target;
   int heads = 0, kv_heads = 0, head_dim = 0;
@@ -145,16 +158,7 @@ Attention::Attention(const Target& target, int heads, int kv_heads, int head_dim
 
 Attention::Attention(const Target& target, int heads, int kv_heads, int head_dim, ir::DType dtype, bool causal,
                      float scale, const AttentionConfig& config) {
-  if (dtype != ir::DType::bf16 && dtype != ir::DType::f16)
-    throw Error(
-        str_cat("tiledist: attention: operands of ", ir::dtype_name(dtype), ": only ", kDtypes, " are supported"));
-  if (head_dim != 64 && head_dim != 128)
-    throw Error(str_cat("tiledist: attention: head_dim = ", head_dim, ": only 64 and 128 are supported"));
-  if (heads < 1 || kv_heads < 1 || heads % kv_heads != 0)
-    throw Error(str_cat("tiledist: attention: heads = ", heads, ", kv_heads = ", kv_heads,
-                        ": both positive, and heads a multiple of kv_heads (grouped-query heads)"));
-  if (!std::isfinite(scale) || scale < 0)
-    throw Error(str_cat("tiledist: attention: scale = ", scale, ": a positive number (or 0 for 1/sqrt(head_dim))"));
+  detail::check_attention_args("tiledist: attention: ", heads, kv_heads, head_dim, dtype, scale);
   if (target.is_gpu() && !target.runs_on_cuda())  // (Attention::run takes a CUDA stream)
     throw Error(str_cat("tiledist: attention: Attention runs on the host and on NVIDIA GPUs, not yet on ",
                         target.name(), " (attention_kernel compiles for it: launch it through Kernel)"));

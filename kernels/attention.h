@@ -30,6 +30,13 @@ struct AttentionConfig {
 };
 AttentionConfig attention_config(const Target& target, int head_dim, bool causal);
 
+namespace detail {
+/// Throws Error, its message led by `who`, for what the attention kernels do not take: operands
+/// other than bf16 and f16, a head dim other than 64 and 128, heads not a positive multiple of
+/// positive kv_heads, a scale not finite or negative (0: 1 / sqrt(head_dim)).
+void check_attention_args(const char* who, int heads, int kv_heads, int head_dim, ir::DType dtype, float scale);
+}  // namespace detail
+
 /// The operand types Attention::run takes.
 template <class T>
 concept AttentionOperand = std::is_same_v<T, bf16> || std::is_same_v<T, f16>;

@@ -143,15 +143,7 @@ AgAttention::AgAttention(const Target& target, int heads, int kv_heads, int head
     : s_(std::make_shared<State>()) {
   State& s = *s_;
   const char* me = "tiledist: ag_attention: ";
-  if (dtype != ir::DType::bf16 && dtype != ir::DType::f16)
-    throw Error(str_cat(me, "operands of ", ir::dtype_name(dtype), ": only bf16 and f16 are supported"));
-  if (head_dim != 64 && head_dim != 128)
-    throw Error(str_cat(me, "head_dim = ", head_dim, ": only 64 and 128 are supported"));
-  if (heads < 1 || kv_heads < 1 || heads % kv_heads != 0)
-    throw Error(str_cat(me, "heads = ", heads, ", kv_heads = ", kv_heads,
-                        ": both positive, and heads a multiple of kv_heads (grouped-query heads)"));
-  if (!std::isfinite(scale) || scale < 0)
-    throw Error(str_cat(me, "scale = ", scale, ": a positive number (or 0 for 1/sqrt(head_dim))"));
+  detail::check_attention_args(me, heads, kv_heads, head_dim, dtype, scale);
   if (max_batch < 0 || max_seqlen < 0)
     throw Error(str_cat(me, "max_batch = ", max_batch, ", max_seqlen = ", max_seqlen, ": not negative"));
   if (target.is_gpu() && !target.runs_on_cuda())

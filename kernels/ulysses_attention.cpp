@@ -138,9 +138,8 @@ struct UlyssesAttention::State {
   detail::RunStreams streams;
   static constexpr int kRows = 16, kCols = 128;
   bool gpu() const { return detail::on_gpu(target); }
-  size_t elems(int h) const {
-    return size_t(max_tokens) * size_t(h) * size_t(head_dim);
-  }  // (a half's, all ranks' share)
+  /// A half's elements of a buffer of h heads (all ranks' shares).
+  size_t elems(int h) const { return size_t(max_tokens) * size_t(h) * size_t(head_dim); }
   ~State() {
     streams.finish();
     for (void* p : {static_cast<void*>(words), back, out, v, k, q})
@@ -154,13 +153,13 @@ UlyssesAttention::UlyssesAttention(const Target& target, int heads, int kv_heads
   State& s = *s_;
   const char* me = "tiledist: ulysses_attention: ";
   s.rank = detail::world_rank(target), s.ranks = detail::world_ranks(target);
-  if (heads < 1 || kv_heads < 1 || heads % kv_heads != 0 || heads % s.ranks || kv_heads % s.ranks)
+  detail::check_attention_args(me, heads, kv_heads, head_dim, dtype, scale);
+  if (heads % s.ranks || kv_heads % s.ranks)
     throw Error(str_cat(me, "heads = ", heads, ", kv_heads = ", kv_heads, " over ", s.ranks,
-                        " ranks: both positive multiples of the ranks (each rank takes a share of the heads), heads a "
-                        "multiple of kv_heads"));
+                        " ranks: both multiples of the ranks (each rank takes a share of the heads)"));
   if (max_batch < 0 || max_seqlen < 0)
     throw Error(str_cat(me, "max_batch = ", max_batch, ", max_seqlen = ", max_seqlen, ": not negative"));
-  // (the attention checks the rest: dtype, head_dim, scale, target)
+  // (the attention checks the target)
   s.attention =
       std::make_unique<Attention>(target, heads / s.ranks, kv_heads / s.ranks, head_dim, dtype, causal, scale);
   s.target = target, s.heads = heads, s.kv_heads = kv_heads, s.head_dim = head_dim, s.dtype = dtype;
