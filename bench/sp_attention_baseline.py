@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """PyTorch's side of bench/sp_attention_bench (run as a child process beside each rank, with the
-same shapes): the work of sequence-parallel attention done as a PyTorch user does it, NCCL's
-all-gather of every rank's keys and values (torch.distributed.all_gather_into_tensor), then
-scaled_dot_product_attention for this rank's queries over the gathered sequence (causal: the
-keys up to each query's position, SDPA's lower-right causal mask over the ranks' slices up to
-ours; grouped-query heads by enable_gqa).
+same shapes): the work of sequence-parallel attention done as a PyTorch user does it, two ways.
+AllGather: NCCL's all-gather of every rank's keys and values (torch.distributed.
+all_gather_into_tensor), then scaled_dot_product_attention for this rank's queries over the
+gathered sequence (causal: the keys up to each query's position, SDPA's lower-right causal mask
+over the ranks' slices up to ours; grouped-query heads by enable_gqa). Ulysses (DeepSpeed's,
+where the heads split over the ranks): each head group's share of q, k and v made contiguous and
+sent to its rank by NCCL's all-to-all (all_to_all_single), SDPA over the whole sequences for
+this rank's heads, and the outputs back the same way into [B, S, heads, D].
 
     sp_attention_baseline.py --b B --s S --h H --kv KV --d D [--causal] [--reps 10]
         one process of the job (torch.distributed's environment: RANK, WORLD_SIZE, MASTER_ADDR,
         MASTER_PORT; the GPU of $TILEDIST_DEVICE or $TILEDIST_LOCAL_RANK); S a rank's tokens;
-        prints "ms <all-gather + SDPA> <SDPA alone>", each call after a barrier.
+        prints "ms <all-gather + SDPA> <SDPA alone> <Ulysses>" (the last -1 where the heads do not
+        split over the ranks), each call after a barrier.
 """
 import argparse
 import datetime
@@ -56,10 +60,31 @@ def main():
         dist.all_gather_into_tensor(v_all, v)
         return sdpa()
 
+    def a2a(x):
+        out = torch.empty_like(x)
+        dist.all_to_all_single(out, x)
+        return out
+
+    def ulysses():
+        # [B, S, heads, D] -> [ranks, B, S, heads / ranks, D] (head group j's share at j), to the
+        # groups' ranks: [ranks (the tokens' rank), B, S, heads / ranks, D] -> [B, heads / ranks,
+        # ranks * S, D] (a view where B is 1)
+        def gather(x, heads):
+            got = a2a(x.reshape(b, s, n, heads // n, d).permute(2, 0, 1, 3, 4).contiguous())
+            return got.permute(1, 3, 0, 2, 4).reshape(b, heads // n, n * s, d)
+
+        o = F.scaled_dot_product_attention(gather(q, h), gather(k, kv), gather(v, kv), is_causal=args.causal,
+                                           enable_gqa=True)
+        # [B, heads / ranks, ranks * S, D] -> [ranks (the tokens' rank), B, S, heads / ranks, D],
+        # back: [ranks (the head group), B, S, heads / ranks, D] -> [B, S, heads, D]
+        back = a2a(o.reshape(b, h // n, n, s, d).permute(2, 0, 3, 1, 4).contiguous())
+        return back.permute(1, 2, 0, 3, 4).reshape(b, s, h, d)
+
     both = median_ms(step, args.warmup, args.reps, before=dist.barrier)
     alone = median_ms(sdpa, args.warmup, args.reps, before=dist.barrier)
+    uly = median_ms(ulysses, args.warmup, args.reps, before=dist.barrier) if h % n == 0 and kv % n == 0 else -1
     dist.destroy_process_group()
-    print(f"ms {both:.6f} {alone:.6f}")
+    print(f"ms {both:.6f} {alone:.6f} {uly:.6f}")
 
 
 if __name__ == "__main__":

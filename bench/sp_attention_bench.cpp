@@ -2,13 +2,15 @@
 // sp_attention_bench [reps]): kernels::AgAttention (each rank a slice of every sequence's tokens,
 // the others' keys and values gathered by the copy engine under the kernel) and
 // kernels::UlyssesAttention (the same by all-to-all, where the heads split over the ranks),
-// against the same work in PyTorch, NCCL's all-gather of the keys and values then SDPA over the
-// gathered sequence for the rank's queries (causal: the keys up to each query's position, SDPA's
-// lower-right causal mask), in one run: the PyTorch side is bench/sp_attention_baseline.py, run
-// as a child process beside each rank ($TILEDIST_SP_BASELINE, PyTorch's python at
-// $TILEDIST_TORCH_PYTHON, default /opt/torch/.venv/bin/python). Times are the slowest rank's
-// median of `reps` calls, each after a barrier. TFLOP/s (AgAttention's): the whole sequences'
-// 4·B·H·S²·D (half of it causal) over the time, a GPU. Skips (exit 0) where there is no GPU.
+// each against the same work in PyTorch in one run: NCCL's all-gather of the keys and values
+// then SDPA over the gathered sequence for the rank's queries (causal: the keys up to each
+// query's position, SDPA's lower-right causal mask); for Ulysses NCCL's all-to-all of each head
+// group's share, SDPA over the whole sequences, and the outputs back by all-to-all. The PyTorch
+// side is bench/sp_attention_baseline.py, run as a child process beside each rank
+// ($TILEDIST_SP_BASELINE, PyTorch's python at $TILEDIST_TORCH_PYTHON, default
+// /opt/torch/.venv/bin/python). Times are the slowest rank's median of `reps` calls, each after
+// a barrier. TFLOP/s (AgAttention's): the whole sequences' 4·B·H·S²·D (half of it causal) over
+// the time, a GPU. Skips (exit 0) where there is no GPU.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +22,7 @@
 #include "bench/fill_random.h"
 #include "bench/timing.h"
 #include "kernels/sp_attention.h"
+#include "kernels/symmetric.h"
 
 using namespace tiledist;
 
@@ -42,9 +45,11 @@ double slowest(double x) {
   return m;
 }
 
-/// PyTorch's time (ms) for the shape on this rank, or -1 where it did not run.
-double time_torch(const std::string& python, const std::string& script, const Shape& s, int reps, int port) {
-  if (python.empty()) return -1;
+/// PyTorch's times (ms) for the shape on this rank, by all-gather and by all-to-all (Ulysses),
+/// each -1 where it did not run.
+std::pair<double, double> time_torch(const std::string& python, const std::string& script, const Shape& s, int reps,
+                                     int port) {
+  if (python.empty()) return {-1, -1};
   const std::string env =
       str_cat("RANK=", rank(), " WORLD_SIZE=", world_size(), " MASTER_ADDR=127.0.0.1 MASTER_PORT=", port, " ");
   barrier_all();  // (every rank's torch process starts with the others')
@@ -52,11 +57,12 @@ double time_torch(const std::string& python, const std::string& script, const Sh
       bench::run_command(str_cat(env, python, " ", script, " --b ", s.B, " --s ", s.S / world_size(), " --h ", s.H,
                                  " --kv ", s.KV, " --d ", s.D, s.causal ? " --causal" : "", " --reps ", reps));
   const size_t at = out.rfind("ms ");
-  if (!good || at == std::string::npos) {
+  double ag = -1, alone = -1, uly = -1;
+  if (!good || at == std::string::npos || std::sscanf(out.c_str() + at + 3, "%lf %lf %lf", &ag, &alone, &uly) != 3) {
     if (rank() == 0) std::printf("(torch failed: %s)\n", out.c_str());
-    return -1;
+    return {-1, -1};
   }
-  return std::atof(out.c_str() + at + 3);
+  return {ag, uly};
 }
 
 }  // namespace
@@ -76,8 +82,31 @@ int main(int argc, char** argv) {
                   cuda::device().name.c_str(), cuda::device().arch().c_str(), cuda::device().sms, n, reps,
                   python.empty() ? "(PyTorch baseline not run: no python or no bench/sp_attention_baseline.py)" : "");
     if (rank() == 0)
-      std::printf("%-34s %10s %10s %10s %10s %8s %8s\n", "shape (S: the whole sequence)", "AG ms", "TFLOP/s",
-                  "Ulysses ms", "torch ms", "AG", "Ulysses");
+      std::printf("%-34s %9s %8s %9s %6s %10s %9s %7s\n", "shape (S: the whole sequence)", "AG ms", "TFLOP/s",
+                  "torch AG", "ratio", "Ulysses ms", "torch Uly", "ratio");
+    if (n > 1) {  // (the copy engine to the peers as AgAttention uses it: a slice to each in turn, one stream)
+      const size_t bytes = size_t(32) << 20;
+      void* to = kernels::detail::symm_zeroed(target, bytes * n);
+      cuda::Buffer<char> from(bytes);
+      std::vector<double> t;
+      for (int i = 0; i < 5; ++i) {
+        barrier_all();
+        runtime::Timer timer;
+        timer.start();
+        for (int j = 1; j < n; ++j)
+          runtime::copy_async(
+              static_cast<char*>(kernels::detail::symm_on(target, to, (rank() + j) % n)) + rank() * bytes, from.data(),
+              bytes, runtime::Stream::legacy());
+        t.push_back(timer.stop());
+      }
+      std::sort(t.begin(), t.end());
+      const double ms = slowest(t[2]);
+      if (rank() == 0)
+        std::printf("copy engine: 32 MiB to each of %d peers in turn: %.3f ms, %.1f GB/s\n", n - 1, ms,
+                    double(bytes) * (n - 1) / (ms * 1e-3) / 1e9);
+      barrier_all();
+      kernels::detail::symm_release(target, to);
+    }
     std::vector<Shape> shapes = {
         {1, 32, 8, 128, 16384, true}, {1, 32, 8, 128, 32768, true}, {1, 32, 8, 128, 32768, false}};
     if (n >= 4) shapes.push_back({1, 32, 8, 128, 131072, true});
@@ -91,6 +120,7 @@ int main(int argc, char** argv) {
           v(size_t(s.B) * S * s.KV * s.D), o(size_t(s.B) * S * s.H * s.D);
       bench::fill_random(q), bench::fill_random(k), bench::fill_random(v);
       // The slowest rank's median of `reps` runs, each after a barrier (2 untimed first).
+      double fastest = 0;  // (the last time()'s fastest rank)
       auto time = [&](const std::function<void()>& run) {
         runtime::Timer timer;
         std::vector<double> t;
@@ -102,22 +132,38 @@ int main(int argc, char** argv) {
           if (i >= 2) t.push_back(ms);
         }
         std::sort(t.begin(), t.end());
-        return slowest(t[t.size() / 2]);
+        const double mine = t[t.size() / 2];
+        fastest = -slowest(-mine);
+        return slowest(mine);
       };
       const double ours = time([&] { ag.run(q.data(), k.data(), v.data(), o.data(), s.B, S); });
+      const double ag_fastest = fastest;
       const double ulysses = uly ? time([&] { uly->run(q.data(), k.data(), v.data(), o.data(), s.B, S); }) : -1;
-      const double theirs_here = time_torch(python, script, s, reps, port++);
-      const double theirs = theirs_here < 0 ? -1 : slowest(theirs_here);
+      const double uly_fastest = uly ? fastest : -1;
+      // (the library's attention alone over what Ulysses gives a rank: whole sequences, heads / ranks)
+      double alone = -1;
+      if (uly) {
+        kernels::Attention attn(target, s.H / n, s.KV / n, s.D, ir::DType::bf16, s.causal);
+        cuda::Buffer<bf16> gq(size_t(s.B) * s.S * (s.H / n) * s.D), gk(size_t(s.B) * s.S * (s.KV / n) * s.D),
+            gv(gk.size()), go(gq.size());
+        bench::fill_random(gq), bench::fill_random(gk), bench::fill_random(gv);
+        alone = time([&] { attn.run(gq.data(), gk.data(), gv.data(), go.data(), s.B, s.S); });
+      }
+      const auto [ag_here, uly_here] = time_torch(python, script, s, reps, port++);
+      const double theirs = ag_here < 0 ? -1 : slowest(ag_here);
+      const double theirs_uly = uly_here < 0 ? -1 : slowest(uly_here);
       if (rank() == 0) {
-        auto ratio = [&](double ms) {
-          return theirs > 0 && ms > 0 ? str_cat(theirs / ms).substr(0, 5) : std::string("-");
+        auto ratio = [](double base, double ms) {
+          return base > 0 && ms > 0 ? str_cat(base / ms).substr(0, 5) : std::string("-");
         };
         auto shown = [](double ms) { return ms > 0 ? str_cat(ms).substr(0, 8) : std::string("-"); };
         std::printf(
-            "%-34s %10.3f %10.1f %10s %10s %8s %8s\n",
+            "%-34s %9.3f %8.1f %9s %6s %10s %9s %7s\n",
             str_cat("B=", s.B, " H=", s.H, "/", s.KV, " D=", s.D, " S=", s.S, s.causal ? " causal" : "").c_str(), ours,
-            s.flop() / n / (ours * 1e-3) / 1e12, shown(ulysses).c_str(), shown(theirs).c_str(), ratio(ours).c_str(),
-            ratio(ulysses).c_str());
+            s.flop() / n / (ours * 1e-3) / 1e12, shown(theirs).c_str(), ratio(theirs, ours).c_str(),
+            shown(ulysses).c_str(), shown(theirs_uly).c_str(), ratio(theirs_uly, ulysses).c_str());
+        std::printf("%-34s (the fastest rank: AG %.3f ms, Ulysses %s; Ulysses' attention alone %s)\n", "", ag_fastest,
+                    shown(uly_fastest).c_str(), shown(alone).c_str());
       }
     }
   } catch (const Error& e) {

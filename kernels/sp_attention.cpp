@@ -1,9 +1,10 @@
 // Sequence-parallel attention by AllGather (kernels/sp_attention.h), as Triton-distributed's
 // sp_ag_attention: each rank's keys and values go to every other rank by the copy engine (the
 // host's memcpy on the CPU), each slice's arrival signalled by a word of the call's number;
-// the attention kernel starts at once on its own slice (read where it is) and takes the peers'
-// slices one by one, waiting for each one's word, nearest rank before first, so that the gather
-// runs under the math. The loop over a slice's key blocks is attention's (attention_tile.h).
+// the attention kernel starts on its own slice (copied into its slot here by the copy engine
+// first) and takes the peers' slices one by one, waiting for each one's word, nearest rank
+// before first, so that the gather runs under the math. The loop over a slice's key blocks is attention's
+// (attention_tile.h).
 //
 // The protocol, as AgGemm's copy-engine gather (kernels/ag_gemm.cpp): calls alternate between
 // two gathered buffers and the words only grow; a rank copies call c + 1 into a peer's buffer
@@ -15,6 +16,7 @@
 // stream. Runs of every communicating object are queued in one order a rank (RunOrder).
 #include "kernels/sp_attention.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -30,10 +32,9 @@ using tl::Tensor;
 using tl::Values;
 
 template <class T>
-void sp_ag_attention(tl::Ptr<T> q, tl::Ptr<T> k, tl::Ptr<T> v, tl::Ptr<T> k_all, tl::Ptr<T> v_all, tl::Ptr<T> o,
-                     tl::Ptr<int32_t> flags, tl::Int batch, tl::Int seqlen, tl::Int H, tl::Int H_KV, tl::Int call,
-                     tl::Float sm_scale, tl::Const<int> HEAD_DIM, tl::Const<int> BLOCK_M, tl::Const<int> BLOCK_N,
-                     tl::Const<int> CAUSAL) {
+void sp_ag_attention(tl::Ptr<T> q, tl::Ptr<T> k_all, tl::Ptr<T> v_all, tl::Ptr<T> o, tl::Ptr<int32_t> flags,
+                     tl::Int batch, tl::Int seqlen, tl::Int H, tl::Int H_KV, tl::Int call, tl::Float sm_scale,
+                     tl::Const<int> HEAD_DIM, tl::Const<int> BLOCK_M, tl::Const<int> BLOCK_N, tl::Const<int> CAUSAL) {
   const int D = HEAD_DIM;
   const tl::DType dtype = dtype_of<T>();
   auto n = dist::num_ranks(), me = dist::rank();
@@ -47,39 +48,37 @@ void sp_ag_attention(tl::Ptr<T> q, tl::Ptr<T> k, tl::Ptr<T> v, tl::Ptr<T> k_all,
   auto q_tile = tl::load(q + (first * stride_q + h * D) + rows * stride_q + offs_d, rows < seqlen, 0.0f);
   auto qk_scale = sm_scale * 1.44269504f;  // 1/ln(2): exp(x) = exp2(x * log2(e))
   // A slice's key blocks [lo, hi): `masked` for those that need it (its last, partial block; our
-  // own slice's diagonal block where causal).
+  // own slice's diagonal block where causal; `pos`: the queries' positions for the mask).
   auto blocks = [&](Values state, const Tensor& k_base, const Tensor& v_base, const tl::Operand& lo,
-                    const tl::Operand& hi, bool masked, bool causal) {
-    return detail::attention_blocks(std::move(state), q_tile, k_base, v_base, stride_kv, rows, seqlen, qk_scale, lo, hi,
+                    const tl::Operand& hi, bool masked, bool causal, const Tensor& pos) {
+    return detail::attention_blocks(std::move(state), q_tile, k_base, v_base, stride_kv, pos, seqlen, qk_scale, lo, hi,
                                     masked, causal, BLOCK_N, dtype);
   };
   auto whole = tl::multiple_of(seqlen / BLOCK_N * BLOCK_N, BLOCK_N);  // (a slice's whole blocks)
   Values state = {tl::full({BLOCK_M}, -INFINITY, tl::float32), tl::zeros({BLOCK_M}, tl::float32),
                   tl::zeros({BLOCK_M, D}, tl::float32)};
-  // Our own slice first, from k and v (every row sees its slice's key 0 in the first block it
-  // visits: m_i is finite after it). Causal: the blocks wholly below the diagonal, then the
-  // diagonal block, masked, up to the last row (or the slice's end).
-  auto k_mine = k + (first * stride_kv + kv_h * D), v_mine = v + (first * stride_kv + kv_h * D);
-  if (CAUSAL) {
-    auto diagonal = tl::multiple_of(pid_m * BLOCK_M, BLOCK_N);
-    state = blocks(state, k_mine, v_mine, 0, diagonal, false, false);
-    state = blocks(state, k_mine, v_mine, diagonal, tl::minimum((pid_m + 1) * BLOCK_M, seqlen), true, true);
-  } else {
-    state = blocks(state, k_mine, v_mine, 0, whole, false, false);
-    state = blocks(state, k_mine, v_mine, whole, seqlen, true, false);
-  }
-  // Then the peers' slices, the rank before us first (its slice comes first: each rank sends to
-  // the next rank first), each once its word says it is here: where causal, the ranks before us
-  // alone, whose every key comes before our queries.
+  // The slices in one loop, each once its word is here (its two loops of key blocks are then the
+  // kernel's only rings, which share their buffers: three stages fit). j = 0 our own slice (every
+  // row sees its key 0 in the first block it visits: m_i is finite after it), then the rank
+  // before us (its slice comes first: each rank sends to the next rank first), and on: where
+  // causal, the ranks before us alone, whose every key comes before our queries (the mask's row
+  // positions moved a slice on keep them all), and our own up to the diagonal block, masked.
   auto peers = CAUSAL ? me : n - 1;
-  state = tl::for_range(1, peers + 1, 1, std::move(state), [&](Tensor i, Values s) {
-    auto r = tl::maximum(me - i + n, 0) % n;  // (said to be >= 0, as TMA's coordinates must be)
+  state = tl::for_range(0, peers + 1, 1, std::move(state), [&](Tensor j, Values st) {
+    auto r = tl::maximum(me - j + n, 0) % n;  // (said to be >= 0, as TMA's coordinates must be)
     auto here = shmem::signal_wait_until(flags + r, shmem::Cmp::ge, call);
     auto chunk = ((r * batch) * seqlen).to(tl::int64) * stride_kv + first * stride_kv + kv_h * D;
     auto k_r = tl::Ptr<T>(dist::consume_token(k_all, here).value()) + chunk;
     auto v_r = tl::Ptr<T>(dist::consume_token(v_all, here).value()) + chunk;
-    s = blocks(std::move(s), k_r, v_r, 0, whole, false, false);
-    return blocks(std::move(s), k_r, v_r, whole, seqlen, true, false);
+    if (CAUSAL == 0) {
+      st = blocks(std::move(st), k_r, v_r, 0, whole, false, false, rows);
+      return blocks(std::move(st), k_r, v_r, whole, seqlen, true, false, rows);
+    }
+    auto own = j == 0;
+    auto unmasked = tl::multiple_of(tl::where(own, pid_m * BLOCK_M, whole), BLOCK_N);
+    auto end = tl::where(own, tl::minimum((pid_m + 1) * BLOCK_M, seqlen), seqlen);
+    st = blocks(std::move(st), k_r, v_r, 0, unmasked, false, false, rows);
+    return blocks(std::move(st), k_r, v_r, unmasked, end, true, true, rows + tl::where(own, 0, seqlen));
   });
   auto out = state[2] / tl::expand_dims(state[1], 1);
   tl::store(o + (first * stride_q + h * D) + rows * stride_q + offs_d, out.to(dtype), rows < seqlen);
@@ -93,9 +92,8 @@ void sp_ag_attention(tl::Ptr<T> q, tl::Ptr<T> k, tl::Ptr<T> v, tl::Ptr<T> k_all,
     });
 }
 
-const std::vector<std::string> kParams = {"q",        "k",        "v",       "k_all",   "v_all", "o",
-                                          "flags",    "batch",    "seqlen",  "H",       "H_KV",  "call",
-                                          "sm_scale", "HEAD_DIM", "BLOCK_M", "BLOCK_N", "CAUSAL"};
+const std::vector<std::string> kParams = {"q",    "k_all", "v_all",    "o",        "flags",   "batch",   "seqlen", "H",
+                                          "H_KV", "call",  "sm_scale", "HEAD_DIM", "BLOCK_M", "BLOCK_N", "CAUSAL"};
 const Constants kDefaults = {{"HEAD_DIM", 128}, {"BLOCK_M", 128}, {"BLOCK_N", 64}, {"CAUSAL", 1}};
 }  // namespace
 
@@ -168,8 +166,8 @@ AgAttention::AgAttention(const Target& target, int heads, int kv_heads, int head
   if (s.gpu()) s.copies = std::make_unique<detail::SideStream>();
   barrier_all();  // no rank signals before every rank has zeroed its words
   s.config = attention_config(target, head_dim, causal);
-  // (waits between the slices: no warp-specialized producer, whose copies would run ahead of them)
-  s.config.options.warp_specialize = false;
+  // (warp specialized as the library's attention: the producer waits for each slice's word
+  // before its copies, as the consumers do; codegen/passes/warp_specialization.cpp)
   s.kernel = compile(
       sp_ag_attention_kernel(dtype),
       {{"HEAD_DIM", head_dim}, {"BLOCK_M", s.config.block_m}, {"BLOCK_N", s.config.block_n}, {"CAUSAL", int(causal)}},
@@ -201,6 +199,11 @@ void AgAttention::run(const T* q, const T* k, const T* v, T* o, int batch, int s
     // The peers' copies start once k and v are ready and our last run is done (its half of the
     // gathered buffers is then free on every rank: the protocol, above).
     s.copies->fork(*on);
+    // (our own slice into its slot here, where the kernel reads it, then our word here: on our
+    // stream before the kernel, since a copy within a GPU may run on its SMs)
+    runtime::copy_async(k_half + ours, k, slice, *on);
+    runtime::copy_async(v_half + ours, v, slice, *on);
+    runtime::write_value(s.flags + s.rank, static_cast<uint32_t>(call), *on);
     for (int i = 1; i < s.ranks; ++i) {  // the next rank first
       const int r = (s.rank + i) % s.ranks;
       const runtime::Stream& by = detail::shares_gpu(s.target, r) ? *on : s.copies->stream();
@@ -211,6 +214,9 @@ void AgAttention::run(const T* q, const T* k, const T* v, T* o, int batch, int s
       runtime::write_value(detail::symm_on(s.target, s.flags + s.rank, r), static_cast<uint32_t>(call), by);
     }
   } else {
+    std::memcpy(k_half + ours, k, slice);
+    std::memcpy(v_half + ours, v, slice);
+    std::atomic_ref<int32_t>(s.flags[s.rank]).store(call, std::memory_order_release);
     for (int i = 1; i < s.ranks; ++i) {
       const int r = (s.rank + i) % s.ranks;
       if (!s.causal || r > s.rank) {
@@ -221,7 +227,7 @@ void AgAttention::run(const T* q, const T* k, const T* v, T* o, int batch, int s
           .store(call, std::memory_order_release);
     }
   }
-  detail::launch(s.kernel, on, Grid(tl::cdiv(int64_t(seqlen), s.config.block_m), int64_t(batch) * s.heads), q, k, v,
+  detail::launch(s.kernel, on, Grid(tl::cdiv(int64_t(seqlen), s.config.block_m), int64_t(batch) * s.heads), q,
                  reinterpret_cast<const T*>(k_half), reinterpret_cast<const T*>(v_half), o,
                  static_cast<const int32_t*>(s.flags), batch, seqlen, s.heads, s.kv_heads, call, s.scale);
   if (on) {

@@ -12,16 +12,16 @@ namespace tiledist::kernels {
 /// `sp_ag_attention_f16`.
 ///
 /// Layout: rank r holds tokens [r * S, (r + 1) * S) of each of B sequences: q and o [B, S, H,
-/// HEAD_DIM], k and v [B, S, H_KV, HEAD_DIM] (this rank's slice), k_all and v_all [ranks, B, S,
-/// H_KV, HEAD_DIM] (every rank's slice, gathered: rank r's at r, once flags[r] >= call). Query
-/// head h reads key/value head h / (H / H_KV); CAUSAL=1: a token attends the sequence's tokens
-/// up to its own, over the ranks (rank r's queries see the slices of ranks 0..r).
+/// HEAD_DIM], k_all and v_all [ranks, B, S, H_KV, HEAD_DIM] (every rank's slice of the keys and
+/// values, gathered, ours included: rank r's at r, once flags[r] >= call). Query head h reads
+/// key/value head h / (H / H_KV); CAUSAL=1: a token attends the sequence's tokens up to its
+/// own, over the ranks (rank r's queries see the slices of ranks 0..r).
 ///
-/// Parameters: q, k, v, k_all, v_all, o, flags, batch, seqlen (S), H, H_KV, call, sm_scale;
-/// constants HEAD_DIM, BLOCK_M, BLOCK_N (BLOCK_M a multiple of BLOCK_N), CAUSAL. Launch over
-/// {cdiv(S, BLOCK_M), B * H}: program (m, b * H + h) computes query rows [m * BLOCK_M, ...) of
-/// sequence b, head h: over its own slice first (read from k and v), then over the ranks before
-/// it, nearest first (and, without a mask, the ranks after it), each once its signal is here.
+/// Parameters: q, k_all, v_all, o, flags, batch, seqlen (S), H, H_KV, call, sm_scale; constants
+/// HEAD_DIM, BLOCK_M, BLOCK_N (BLOCK_M a multiple of BLOCK_N), CAUSAL. Launch over {cdiv(S,
+/// BLOCK_M), B * H}: program (m, b * H + h) computes query rows [m * BLOCK_M, ...) of sequence
+/// b, head h: over its own slice first, then over the ranks before it, nearest first (and,
+/// without a mask, the ranks after it), each once its signal is here.
 const KernelDef& sp_ag_attention_kernel(ir::DType dtype);
 
 /// Sequence-parallel attention by AllGather (Triton-distributed's sp_ag_attention): o =
@@ -51,20 +51,25 @@ class AgAttention {
   std::shared_ptr<State> s_;
 };
 
-/// The kernels of UlyssesAttention (kernels/ulysses_attention.cpp): `ulysses_move` (rows of a
-/// head group's share to or from another rank, signalled when all are there) and
-/// `ulysses_finish` (waits for every rank's share; copies the outputs that came back into o),
-/// bf16 and f16 (`_f16`).
-const KernelDef& ulysses_move_kernel(ir::DType dtype);
-const KernelDef& ulysses_finish_kernel(ir::DType dtype);
+/// The kernels of UlyssesAttention (kernels/ulysses_attention.cpp): `ulysses_pack` (each head
+/// group's columns of a rank's q, k and v rows into a slot of their own), `ulysses_attention`
+/// (the attention over the slices gathered from every rank, each slice taken once its word is
+/// here, the output rows stored straight into their rank's buffer) and `ulysses_finish` (waits
+/// for every rank's outputs), bf16 and f16 (`_f16`; the finish takes no operands).
+const KernelDef& ulysses_pack_kernel(ir::DType dtype);
+const KernelDef& ulysses_attention_kernel(ir::DType dtype);
+const KernelDef& ulysses_finish_kernel();
 
 /// Sequence-parallel attention by all-to-all (DeepSpeed's Ulysses): the same contract as
 /// AgAttention (rank r holds tokens [r * seqlen, (r + 1) * seqlen) of each sequence; q, o [B,
 /// seqlen, heads, D], k, v [B, seqlen, kv_heads, D]), computed another way: every rank sends
 /// each head group's share of its tokens to that group's rank (heads and kv_heads split evenly
-/// over the ranks), which runs the library's attention over the whole sequences for its heads,
-/// and sends the outputs back. Communication and attention do not overlap yet. Construction and
-/// every run are collective; a run of no tokens does nothing.
+/// over the ranks), which attends over the whole sequences for its heads and sends the outputs
+/// back. Both ways run under the attention: the other ranks' shares come by the copy engine
+/// (memcpy on the host) while the kernel starts on our own tokens' share and takes each slice
+/// once its signal is here, and each output block goes straight to its tokens' rank. Runs
+/// alternate between two of each buffer, as AgAttention's. Construction and every run are
+/// collective; a run of no tokens does nothing; pointers are device memory on a GPU target.
 class UlyssesAttention {
  public:
   UlyssesAttention(const Target& target, int heads, int kv_heads, int head_dim, int64_t max_batch, int64_t max_seqlen,

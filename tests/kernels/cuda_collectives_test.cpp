@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include "kernels/reference.h"
 #include "tests/kernels/collectives_check.h"
@@ -178,12 +179,15 @@ TEST(GpuKernels, AgAttention) {
   testing_sp::check_sp_attention<DeviceMemory>(2, 1, 5, 8, 8, 64, false, full, &stream);
 }
 // Ulysses: each head group's share of every rank's tokens to its rank, attention, and back
-// (24 query and 12 KV heads: a multiple of 1 to 4 ranks).
+// (24 query and 12 KV heads: a multiple of 1 to 4 ranks); runs back to back on a stream with
+// the last rank late, one in place.
 TEST(GpuKernels, UlyssesAttention) {
   kernels::UlyssesAttention causal(Target::cuda(), 24, 12, 128, /*max_batch*/ 2, /*max_seqlen*/ 300);
   runtime::Stream stream;
   testing_sp::check_sp_attention<DeviceMemory>(1, 2, 300, 24, 12, 128, true, causal, &stream);
   testing_sp::check_sp_attention<DeviceMemory>(2, 1, 77, 24, 12, 128, true, causal);
+  if (rank() == world_size() - 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  testing_sp::check_sp_attention<DeviceMemory>(3, 2, 129, 24, 12, 128, true, causal, &stream, /*in_place*/ true);
   kernels::UlyssesAttention full(Target::cuda(), 12, 12, 64, 1, 200, ir::DType::bf16, false);
   testing_sp::check_sp_attention<DeviceMemory>(1, 1, 200, 12, 12, 64, false, full, &stream);
 }

@@ -1,4 +1,4 @@
-// Sequence-parallel attention's check (kernels::AgAttention), for the CPU tests
+// Sequence-parallel attention's check (kernels::AgAttention, kernels::UlyssesAttention), for the CPU tests
 // (sp_attention_dist_test.cpp, one process a rank) and the GPU's (cuda_collectives_test.cpp):
 // each rank holds a slice of every sequence's tokens (rank r positions [r S, (r + 1) S)) and must
 // get, for its queries, softmax(q kᵀ · scale [causal]) v over the whole sequences, computed
@@ -33,13 +33,14 @@ inline Rows rows_of(uint64_t seed, size_t n) {
 
 /// One run of `attn` (an AgAttention or a UlyssesAttention made for heads / kv_heads heads of D,
 /// causal or not) at call `call`:
-/// `batch` sequences of `seqlen` tokens a rank, checked on this rank. Memory<T>::make(vector) ->
-/// ptr(), get(): where the operands live (collectives_check.h's HostMemory, or device memory).
+/// `batch` sequences of `seqlen` tokens a rank, checked on this rank (`in_place`: the outputs
+/// written over q). Memory<T>::make(vector) -> ptr(), get(): where the operands live
+/// (collectives_check.h's HostMemory, or device memory).
 template <template <class> class Memory, class Attn>
 void check_sp_attention(int call, int batch, int seqlen, int heads, int kv_heads, int D, bool causal, Attn& attn,
-                        const runtime::Stream* stream = nullptr) {
+                        const runtime::Stream* stream = nullptr, bool in_place = false) {
   SCOPED_TRACE(str_cat("call ", call, ": batch ", batch, ", seqlen ", seqlen, " a rank, heads ", heads, "/", kv_heads,
-                       causal ? ", causal" : ""));
+                       causal ? ", causal" : "", in_place ? ", in place" : ""));
   const int n = world_size(), me = rank();
   const size_t nkv = size_t(batch) * seqlen * kv_heads * D, nq = size_t(batch) * seqlen * heads * D;
   std::vector<Rows> k, v;  // (every rank's slice, from the same seeds on every rank)
@@ -51,9 +52,9 @@ void check_sp_attention(int call, int batch, int seqlen, int heads, int kv_heads
   auto q_d = Memory<bf16>::make(q.h), k_d = Memory<bf16>::make(k[size_t(me)].h),
        v_d = Memory<bf16>::make(v[size_t(me)].h);
   auto out = Memory<bf16>::make(std::vector<bf16>(nq, bf16(7.0f)));
-  attn.run(q_d.ptr(), k_d.ptr(), v_d.ptr(), out.ptr(), batch, seqlen, stream);
+  attn.run(q_d.ptr(), k_d.ptr(), v_d.ptr(), in_place ? q_d.ptr() : out.ptr(), batch, seqlen, stream);
   if (stream) stream->synchronize();
-  const std::vector<bf16> o = out.get();
+  const std::vector<bf16> o = in_place ? q_d.get() : out.get();
   // (the slices in rank order make each sequence; causal: ours last, so that decode_attention's
   // rule — query t of the last seqlen positions sees the keys up to its own — is the causal mask)
   const std::vector<int32_t> lens(size_t(batch), seqlen);

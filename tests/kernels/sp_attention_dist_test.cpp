@@ -24,19 +24,23 @@ TEST(AgAttention, Causal) {
 
 // Runs back to back at changing shapes (the stress harness's find: causal, rank 0 waits for no
 // peer and could run two calls ahead, into the buffer a later rank still read). The last rank
-// comes late to each call, so that a rank running ahead would do so every time.
-TEST(AgAttention, CausalRunsBackToBack) {
-  kernels::AgAttention attn(Target::host(), 2, 1, 64, 2, 100);
+// comes late to each call, so that a rank running ahead would do so every time; an empty run
+// between (no call, nothing sent: the next run's buffer is still the right one).
+template <class Attn>
+void runs_back_to_back(Attn& attn, int heads, int kv_heads, bool in_place = false) {
   int call = 1;
   for (auto [batch, seqlen] : std::vector<std::pair<int, int>>{{2, 37}, {1, 100}, {2, 3}, {2, 64}, {1, 1}, {2, 99}}) {
     if (rank() == world_size() - 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    check_sp_attention<HostMemory>(call++, batch, seqlen, 2, 1, 64, true, attn);
-    // (an empty run between: no call, nothing sent; the next run's buffer is still the right one)
+    check_sp_attention<HostMemory>(call++, batch, seqlen, heads, kv_heads, 64, true, attn, nullptr, in_place);
     if (call == 3) {
       const bf16* none = nullptr;
       attn.run(none, none, none, static_cast<bf16*>(nullptr), 0, 64);
     }
   }
+}
+TEST(AgAttention, CausalRunsBackToBack) {
+  kernels::AgAttention attn(Target::host(), 2, 1, 64, 2, 100);
+  runs_back_to_back(attn, 2, 1);
 }
 
 TEST(AgAttention, NotCausal) {
@@ -55,6 +59,12 @@ TEST(UlyssesAttention, CausalAndNot) {
   kernels::UlyssesAttention full(Target::host(), 12, 12, 128, 1, 40, ir::DType::bf16, false);
   check_sp_attention<HostMemory>(1, 1, 40, 12, 12, 128, false, full);
   check_sp_attention<HostMemory>(2, 1, 1, 12, 12, 128, false, full);
+}
+
+// (12 query and KV heads: a multiple of 1 to 4 ranks; the outputs over the queries)
+TEST(UlyssesAttention, CausalRunsBackToBackInPlace) {
+  kernels::UlyssesAttention attn(Target::host(), 12, 12, 64, 2, 100);
+  runs_back_to_back(attn, 12, 12, true);
 }
 
 TEST(UlyssesAttention, BadArguments) {
