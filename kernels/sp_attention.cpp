@@ -1,10 +1,10 @@
 // Sequence-parallel attention by AllGather (kernels/sp_attention.h), as Triton-distributed's
 // sp_ag_attention: each rank's keys and values go to every other rank by the copy engine (the
 // host's memcpy on the CPU), each slice's arrival signalled by a word of the call's number;
-// the attention kernel starts on its own slice (copied into its slot here by the copy engine
-// first) and takes the peers' slices one by one, waiting for each one's word, nearest rank
-// before first, so that the gather runs under the math. The loop over a slice's key blocks is attention's
-// (attention_tile.h).
+// the attention kernel starts on its own slice (first copied into its slot here, on the run's
+// stream) and takes the peers' slices one by one, waiting for each one's word, nearest rank
+// before first, so that the gather runs under the math. The loop over a slice's key blocks is
+// attention's (attention_tile.h).
 //
 // The protocol, as AgGemm's copy-engine gather (kernels/ag_gemm.cpp): calls alternate between
 // two gathered buffers and the words only grow; a rank copies call c + 1 into a peer's buffer
@@ -183,7 +183,8 @@ void AgAttention::run(const T* q, const T* k, const T* v, T* o, int batch, int s
   if (dtype_of<T>() != s.dtype)
     throw Error(str_cat(me, "run with ", ir::dtype_name(dtype_of<T>()), " operands on an AgAttention made for ",
                         ir::dtype_name(s.dtype)));
-  if (!detail::sp_run_ok(me, "AgAttention", s.rank, s.max_tokens, batch, seqlen, q, k, v, static_cast<const T*>(o)))
+  if (!detail::sp_run_ok(me, "AgAttention", s.rank, s.max_tokens, int64_t(std::max(s.heads, s.kv_heads)) * s.head_dim,
+                         batch, seqlen, q, k, v, static_cast<const T*>(o)))
     return;  // (no tokens, on every rank alike: no call, nothing sent, no buffer taken)
   if (int64_t(batch) * s.heads > 65535)
     throw Error(

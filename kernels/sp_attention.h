@@ -29,13 +29,13 @@ const KernelDef& sp_ag_attention_kernel(ir::DType dtype);
 /// each of `batch` sequences (rank r the positions [r * seqlen, (r + 1) * seqlen)), in the
 /// layout sp_ag_attention_kernel states. Each run sends this rank's keys and values to every
 /// other rank (by the copy engine on a GPU, a peer sharing our GPU before the kernel, on its
-/// stream; by memcpy on the host) and signals each slice's arrival; the kernel starts at once
-/// on its own slice and takes each peer's as its signal comes, so the gather overlaps the
-/// attention. `scale` 0 means 1 / sqrt(head_dim). Runs alternate between two gathered buffers:
-/// a run may start before the last one's peers are done with its buffer, not before the one
-/// before. Construction and every run are collective (the same batch and seqlen on every
-/// rank; a run of no tokens does nothing, sends nothing); pointers are device memory on a GPU
-/// target, host memory on the host.
+/// stream; by memcpy on the host) and signals each slice's arrival; the kernel starts on its own
+/// slice (copied into its place first) and takes each peer's as its signal comes, so the gather
+/// overlaps the attention. o may be q (each program reads its queries before it writes them). `scale` 0 means 1 /
+/// sqrt(head_dim). Runs alternate between two gathered buffers: a run may start before the last one's peers are done
+/// with its buffer, not before the one before. Construction and every run are collective (the same batch and seqlen on
+/// every rank; a run of no tokens does nothing, sends nothing); pointers are device memory on a GPU target, host memory
+/// on the host.
 class AgAttention {
  public:
   /// Capacity: at most max_batch * max_seqlen tokens a rank a run.
@@ -68,8 +68,9 @@ const KernelDef& ulysses_finish_kernel();
 /// back. Both ways run under the attention: the other ranks' shares come by the copy engine
 /// (memcpy on the host) while the kernel starts on our own tokens' share and takes each slice
 /// once its signal is here, and each output block goes straight to its tokens' rank. Runs
-/// alternate between two of each buffer, as AgAttention's. Construction and every run are
-/// collective; a run of no tokens does nothing; pointers are device memory on a GPU target.
+/// alternate between two of each buffer, as AgAttention's; o may be q (read before o is
+/// written). Construction and every run are collective; a run of no tokens does nothing;
+/// pointers are device memory on a GPU target.
 class UlyssesAttention {
  public:
   UlyssesAttention(const Target& target, int heads, int kv_heads, int head_dim, int64_t max_batch, int64_t max_seqlen,

@@ -6,15 +6,21 @@
 namespace tiledist::kernels::detail {
 
 /// Throws Error naming what is wrong with a run's batch, seqlen and pointers (`what`: the
-/// object's name; `who`: its message prefix). True where the run has tokens to attend.
+/// object's name; `who`: its message prefix; `row` a token's elements in its widest operand,
+/// whose offsets within a sequence the kernels take in 32 bits). True where the run has tokens
+/// to attend.
 template <class T>
-bool sp_run_ok(const char* who, const char* what, int rank, int64_t max_tokens, int batch, int seqlen, const T* q,
-               const T* k, const T* v, const T* o) {
+bool sp_run_ok(const char* who, const char* what, int rank, int64_t max_tokens, int64_t row, int batch, int seqlen,
+               const T* q, const T* k, const T* v, const T* o) {
   if (batch < 0 || seqlen < 0)
     throw Error(str_cat(who, "batch = ", batch, ", seqlen = ", seqlen, " on rank ", rank, ": not negative"));
   if (int64_t(batch) * seqlen > max_tokens)
     throw Error(str_cat(who, "batch = ", batch, ", seqlen = ", seqlen, " on rank ", rank, ": ", int64_t(batch) * seqlen,
                         " tokens past the capacity of ", max_tokens, " this ", what, " was made for"));
+  // (the capacity bounds batch * seqlen, not seqlen: a run of one long sequence may pass it)
+  if (int64_t(seqlen) * row >= INT32_MAX)
+    throw Error(str_cat(who, "seqlen = ", seqlen, " on rank ", rank, " of ", row,
+                        " elements a token: a sequence's elements must number under 2^31"));
   if (batch == 0 || seqlen == 0) return false;
   if (!q || !k || !v || !o)
     throw Error(str_cat(who, "a null pointer among q, k, v, o (q=", q == nullptr, ", k=", k == nullptr,

@@ -23,11 +23,14 @@
 // slices, its copy into o the rows that came back). Our call c starts after our call c - 1's
 // finish had every peer's BACK word of call c - 1, which each peer's kernel of call c - 1 set
 // at its end, after the peer's call c - 2 was done (its stream's order). The kernel's waits
-// are for copies that wait for nothing but the run's start (the copy engine: no SM needed);
-// every IN word is waited for by some program (every slice's queries are read), so no rank runs
-// a call ahead of a peer still reading. A copy to a peer sharing our GPU runs on its SMs: it
-// goes on our stream before our kernel, as in AgAttention. The staging buffer is ours alone:
-// the run ends once its copies are done.
+// are for copies that wait only for the sender's pack at its run's start (the copy engine: no
+// SM needed on our GPU); every IN word is waited for by some program (every slice's queries are
+// read), so no rank runs a call ahead of a peer still reading. A copy to a peer sharing our GPU
+// runs on its SMs: it goes on our stream before our kernel, as in AgAttention; such a peer's
+// pack and copies then need our GPU's SMs while our kernel may hold them all waiting, and come
+// by the driver's time slices between the processes' contexts (as every kernel here that waits
+// for a peer on the same GPU: under MPS they would not). The staging buffer is ours alone: the
+// run ends once its copies are done.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -91,8 +94,8 @@ void ulysses_attention(tl::Ptr<T> q_all, tl::Ptr<T> k_all, tl::Ptr<T> v_all, tl:
   auto n = dist::num_ranks(), me = dist::rank();
   auto blocks_m = tl::cdiv(seqlen, BLOCK_M);
   // Slices in the order they come (ours, then the rank before us: each rank sends to the next
-  // first); causal, a slice's query blocks last first (the most keys: the longest programs go
-  // first, the shortest fill the last wave).
+  // first; the grid hands out x fastest, so a wave holds blocks of the next slice too); causal,
+  // a slice's query blocks last first (the most keys of the slice's programs first).
   auto i = tl::program_id(0) / blocks_m, x = tl::program_id(0) % blocks_m;
   auto pid_m = CAUSAL ? blocks_m - 1 - x : x;
   auto r = tl::maximum(me - i + n, 0) % n;  // (the queries' slice; said to be >= 0, as TMA's coordinates must be)
@@ -205,9 +208,10 @@ struct UlyssesAttention::State {
   // Symmetric, two halves each: the gathered q [ranks, B, S, heads / ranks, D], k and v [..,
   // kv_heads / ranks, D]; the output rows that came back [B, S, heads, D].
   void *q = nullptr, *k = nullptr, *v = nullptr, *back = nullptr;
-  int32_t* words = nullptr;        // symmetric [2, ranks]: the last call whose tokens (IN), outputs (BACK) came from r
-  detail::Scratch<int32_t> done;   // the kernel's programs done (a count)
-  detail::Scratch<uint8_t> stage;  // q, k, v [ranks, max_tokens, .. / ranks heads, D], each rank's share to send
+  int32_t* words = nullptr;       // symmetric [2, ranks]: the last call whose tokens (IN), outputs (BACK) came from r
+  detail::Scratch<int32_t> done;  // the kernel's programs done (a count)
+  // q, k, v, each [ranks, rows, .. / ranks heads, D] (a run's rows), each rank's share to send (ours unused)
+  detail::Scratch<uint8_t> stage;
   int32_t calls = 0;
   Kernel pack, attention, finish;
   std::unique_ptr<detail::SideStream> copies;  // the copy engine's sends
@@ -281,7 +285,8 @@ void UlyssesAttention::run(const T* q, const T* k, const T* v, T* o, int batch, 
   if (dtype_of<T>() != s.dtype)
     throw Error(str_cat(me, "run with ", ir::dtype_name(dtype_of<T>()), " operands on a UlyssesAttention made for ",
                         ir::dtype_name(s.dtype)));
-  if (!detail::sp_run_ok(me, "UlyssesAttention", s.rank, s.max_tokens, batch, seqlen, q, k, v,
+  if (!detail::sp_run_ok(me, "UlyssesAttention", s.rank, s.max_tokens,
+                         int64_t(std::max(s.heads, s.kv_heads)) * s.head_dim, batch, seqlen, q, k, v,
                          static_cast<const T*>(o)))
     return;  // (no tokens, on every rank alike: no call, nothing sent, no buffer taken)
   const int n = s.ranks, D = s.head_dim, hq = s.heads / n, hkv = s.kv_heads / n;

@@ -174,6 +174,8 @@ TEST(GpuKernels, AgAttention) {
   testing_sp::check_sp_attention<DeviceMemory>(1, 2, 300, 16, 4, 128, true, causal, &stream);
   testing_sp::check_sp_attention<DeviceMemory>(2, 1, 77, 16, 4, 128, true, causal);
   testing_sp::check_sp_attention<DeviceMemory>(3, 1, 600, 16, 4, 128, true, causal, &stream);
+  testing_sp::check_sp_attention_queued<DeviceMemory>(4, {{2, 300}, {1, 77}, {2, 129}}, 16, 4, 128, true, causal,
+                                                      stream);
   kernels::AgAttention full(Target::cuda(), 8, 8, 64, 3, 200, ir::DType::bf16, false);
   testing_sp::check_sp_attention<DeviceMemory>(1, 3, 200, 8, 8, 64, false, full);
   testing_sp::check_sp_attention<DeviceMemory>(2, 1, 5, 8, 8, 64, false, full, &stream);
@@ -188,6 +190,10 @@ TEST(GpuKernels, UlyssesAttention) {
   testing_sp::check_sp_attention<DeviceMemory>(2, 1, 77, 24, 12, 128, true, causal);
   if (rank() == world_size() - 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   testing_sp::check_sp_attention<DeviceMemory>(3, 2, 129, 24, 12, 128, true, causal, &stream, /*in_place*/ true);
+  // (runs queued back to back on the stream, waited for once: the staging buffer and the halves
+  // reused with nothing between the runs on the host)
+  testing_sp::check_sp_attention_queued<DeviceMemory>(4, {{2, 300}, {1, 77}, {2, 129}, {1, 600}}, 24, 12, 128, true,
+                                                      causal, stream);
   kernels::UlyssesAttention full(Target::cuda(), 12, 12, 64, 1, 200, ir::DType::bf16, false);
   testing_sp::check_sp_attention<DeviceMemory>(1, 1, 200, 12, 12, 64, false, full, &stream);
 }

@@ -56,6 +56,8 @@ TEST(UlyssesAttention, CausalAndNot) {
   check_sp_attention<HostMemory>(1, 2, 70, 24, 12, 64, true, causal);
   check_sp_attention<HostMemory>(2, 1, 5, 24, 12, 64, true, causal);
   check_sp_attention<HostMemory>(3, 2, 33, 24, 12, 64, true, causal);
+  check_sp_attention<HostMemory>(4, 1, 140, 24, 12, 64, true,
+                                 causal);  // (one sequence past max_seqlen: the slots a run's)
   kernels::UlyssesAttention full(Target::host(), 12, 12, 128, 1, 40, ir::DType::bf16, false);
   check_sp_attention<HostMemory>(1, 1, 40, 12, 12, 128, false, full);
   check_sp_attention<HostMemory>(2, 1, 1, 12, 12, 128, false, full);
@@ -80,6 +82,9 @@ TEST(UlyssesAttention, BadArguments) {
   kernels::UlyssesAttention attn(Target::host(), 12, 12, 64, 2, 8);
   bf16 x{};
   says(error_of([&] { attn.run(&x, &x, &x, &x, 2, 9); }), "18 tokens past the capacity of 16");
+  says(error_of([&] { attn.run(&x, static_cast<const bf16*>(nullptr), &x, &x, 1, 8); }), "a null pointer");
+  f16 y{};
+  says(error_of([&] { attn.run(&y, &y, &y, &y, 1, 8); }), "run with f16 operands on a UlyssesAttention made for bf16");
 }
 
 TEST(AgAttention, BadArguments) {
