@@ -7,7 +7,7 @@ CMAKE_FLAGS ?=
 # Debian packages the build needs; `deps` installs those that are missing.
 PACKAGES := cmake ninja-build g++ llvm-19-dev libclang-19-dev lld-19 llvm-19-tools libzstd-dev zlib1g-dev \
             libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin libhwloc-dev \
-            liblld-19-dev rocm-device-libs libamdhip64-dev clang-format-19 clang-tidy-19
+            liblld-19-dev rocm-device-libs libamdhip64-dev clang-format-19 clang-tidy-19 pkgconf
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps configure build test test-sanitize demo bench bundle clean format format-check tidy-changed
@@ -94,13 +94,14 @@ bench: build
 BUNDLE_DIR := $(BUILD)/bundle/tiledist
 bundle: build
 	rm -rf $(BUILD)/bundle && mkdir -p $(BUNDLE_DIR)/tools $(BUNDLE_DIR)/tests $(BUNDLE_DIR)/bench dist
-	cp $(BUILD)/libtiledist.so $(BUNDLE_DIR)/
+	cp -d $(BUILD)/libtiledist.so* $(BUNDLE_DIR)/
 	cp $(BUILD)/tools/tiledist-* $(BUNDLE_DIR)/tools/
 	cp $(BUILD)/tests/*_test $(BUILD)/tests/cache_probe $(BUILD)/tests/dist_faults $(BUNDLE_DIR)/tests/
 	find $(BUILD)/bench -maxdepth 1 -type f -executable -exec cp {} $(BUNDLE_DIR)/bench/ \;
 	for f in $$(ldd $(BUNDLE_DIR)/libtiledist.so $(BUNDLE_DIR)/bench/* $(BUNDLE_DIR)/tools/* | \
 	    grep -oE '/[^ ]*lib(benchmark|hwloc|zstd|z|udev)\.so[^ ]*' | sort -u); do cp -L $$f $(BUNDLE_DIR)/; done
-	strip --strip-unneeded $(BUNDLE_DIR)/libtiledist.so $(BUNDLE_DIR)/tools/* $(BUNDLE_DIR)/tests/* $(BUNDLE_DIR)/bench/*
+	strip --strip-unneeded $$(readlink -f $(BUNDLE_DIR)/libtiledist.so) $(BUNDLE_DIR)/tools/* $(BUNDLE_DIR)/tests/* \
+	  $(BUNDLE_DIR)/bench/*
 	tar -C $(BUILD)/bundle -cJf dist/tiledist-bundle.tar.xz tiledist
 	@ls -la dist/tiledist-bundle.tar.xz
 
