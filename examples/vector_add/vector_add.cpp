@@ -10,11 +10,13 @@
 
 using namespace tiledist;
 
+// readme:begin add
 void add(tl::Ptr<float> x, tl::Ptr<float> y, tl::Ptr<float> out, tl::Int n, tl::Const<int> BLOCK) {
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
   auto mask = offs < n;
   tl::store(out + offs, tl::load(x + offs, mask) + tl::load(y + offs, mask), mask);
 }
+// readme:end
 
 int main(int argc, char** argv) {
   static const KernelDef add_def("add", add, {"x", "y", "out", "n", "BLOCK"});

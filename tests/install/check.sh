@@ -37,12 +37,19 @@ for h in $(cd "$inc" && find . -name '*.h' | sed 's|^\./||' | sort); do
 done
 echo "check.sh: $count installed headers compile alone"
 
-# The examples by find_package(tiledist), each built and run.
+# The examples by find_package(tiledist), each built and run (those with a RANKS file as that
+# many processes by the installed tiledist-run).
+export TILEDIST_CACHE_DIR="$tmp/cache"
 for ex in "$src"/examples/*/; do
   name=$(basename "$ex")
   cmake -S "$ex" -B "$tmp/$name" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" > "$tmp/$name.log" 2>&1 &&
     cmake --build "$tmp/$name" >> "$tmp/$name.log" 2>&1 || { cat "$tmp/$name.log"; echo "check.sh: example $name did not build"; exit 1; }
-  "$tmp/$name/$name" || { echo "check.sh: example $name failed"; exit 1; }
+  if [ -f "$ex/RANKS" ]; then
+    "$prefix/bin/tiledist-run" -n "$(cat "$ex/RANKS")" --timeout 120 "$tmp/$name/$name" ||
+      { echo "check.sh: example $name failed under tiledist-run"; exit 1; }
+  else
+    "$tmp/$name/$name" || { echo "check.sh: example $name failed"; exit 1; }
+  fi
 done
 
 # The same first kernel by pkg-config.
