@@ -27,9 +27,14 @@ endforeach()
 install(TARGETS tiledist EXPORT tiledistTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT dev)
 # The tools a job runs, beside the library (found relative to themselves, as in the build tree).
-set(TD_TOOLS tiledist-run tiledist-compile tiledist-cache tiledist-trace)
+set(TD_TOOLS tiledist-run tiledist-compile tiledist-cache tiledist-trace tiledist-warmup)
 set_target_properties(${TD_TOOLS} PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
 install(TARGETS ${TD_TOOLS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+# tiledist-warmup's C++ front end (built where libclang-19-dev is), where it looks when installed:
+# lib/tiledist/ beside the bin/ it runs from (it compiles users' sources against include/tiledist)
+if(TD_HAVE_CC)
+  install(TARGETS tiledist-cc LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/tiledist COMPONENT runtime)
+endif()
 
 set(TD_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/tiledist)
 install(EXPORT tiledistTargets NAMESPACE tiledist:: DESTINATION ${TD_CMAKE_DIR} COMPONENT dev)

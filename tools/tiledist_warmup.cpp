@@ -64,11 +64,21 @@ int parse_count(const std::string& flag, const std::string& v) {
   return static_cast<int>(n);
 }
 
-/// Loads the kernels of a C++ source through the clang plugin beside this program; returns the
-/// names of the kernels it registered.
+/// Loads the kernels of a C++ source through the clang plugin (beside this program in the build
+/// tree; where installed, in TILEDIST_INSTALL_PLUGIN_DIR under the prefix); returns the names of
+/// the kernels it registered. The source is compiled against $TILEDIST_INCLUDE, else the
+/// installed headers (TILEDIST_INSTALL_INCLUDE_DIR under the prefix), else the source tree this
+/// program was built from.
 std::vector<std::string> load_source(const std::string& file) {
-  std::string here = std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
-  std::string plugin = here + "/libtiledist-cc.so";
+  namespace fs = std::filesystem;
+  const fs::path here = fs::read_symlink("/proc/self/exe").parent_path();
+  const fs::path prefix = here.parent_path();  // (installed: <prefix>/bin/tiledist-warmup)
+  const fs::path installed_plugin = prefix / TILEDIST_INSTALL_PLUGIN_DIR / "libtiledist-cc.so";
+  const std::string plugin =
+      fs::exists(installed_plugin) ? installed_plugin.string() : (here / "libtiledist-cc.so").string();
+  const fs::path installed_headers = prefix / TILEDIST_INSTALL_INCLUDE_DIR;
+  const std::string headers =
+      fs::exists(installed_headers / "tiledist.h") ? installed_headers.string() : std::string(TILEDIST_INCLUDE_DIR);
   void* lib = dlopen(plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib)
     throw Error(str_cat("tiledist-warmup: compiling C++ sources needs ", plugin,
@@ -79,7 +89,7 @@ std::vector<std::string> load_source(const std::string& file) {
   const char* inc = std::getenv("TILEDIST_INCLUDE");
   auto before = Registry::global().names();
   std::vector<char> err(1 << 16);
-  if (load(file.c_str(), inc && *inc ? inc : TILEDIST_INCLUDE_DIR, err.data(), err.size()) != 0)
+  if (load(file.c_str(), inc && *inc ? inc : headers.c_str(), err.data(), err.size()) != 0)
     throw Error(str_cat("tiledist-warmup: ", err.data()));
   std::vector<std::string> added;
   for (const std::string& n : Registry::global().names())

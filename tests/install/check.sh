@@ -52,10 +52,22 @@ for ex in "$src"/examples/*/; do
   fi
 done
 
+# The examples' kernels (kernels.cpp) warmed by the installed tiledist-warmup, which compiles
+# them in-process against the installed headers (where it was built with its C++ front end).
+for k in "$src"/examples/*/kernels.cpp; do
+  [ -f "$k" ] || continue
+  if ! ls "$prefix"/lib*/tiledist/libtiledist-cc.so > /dev/null 2>&1 && ! ls "$prefix"/lib/*/tiledist/libtiledist-cc.so > /dev/null 2>&1; then
+    echo "check.sh: no libtiledist-cc.so installed (built without libclang-19-dev): warmup of $k skipped"
+    continue
+  fi
+  "$prefix/bin/tiledist-warmup" "$k" --target host,sm_90a --cache "$tmp/warm" ||
+    { echo "check.sh: tiledist-warmup $k failed"; exit 1; }
+done
+
 # The same first kernel by pkg-config.
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 libdir=$(pkg-config --variable=libdir tiledist)
-c++ $(pkg-config --cflags tiledist) "$src/examples/vector_add/vector_add.cpp" -o "$tmp/by_pkg_config" \
+c++ $(pkg-config --cflags tiledist) "$src/examples/vector_add/vector_add.cpp" "$src/examples/vector_add/kernels.cpp" -o "$tmp/by_pkg_config" \
   $(pkg-config --libs tiledist) -Wl,-rpath,"$libdir"
 "$tmp/by_pkg_config"
 echo "check.sh: pkg-config $(pkg-config --modversion tiledist) builds vector_add"
