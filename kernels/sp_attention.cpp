@@ -142,20 +142,10 @@ AgAttention::AgAttention(const Target& target, int heads, int kv_heads, int head
   State& s = *s_;
   const char* me = "tiledist: ag_attention: ";
   detail::check_attention_args(me, heads, kv_heads, head_dim, dtype, scale);
-  if (max_batch < 0 || max_seqlen < 0)
-    throw Error(str_cat(me, "max_batch = ", max_batch, ", max_seqlen = ", max_seqlen, ": not negative"));
-  if (target.is_gpu() && !target.runs_on_cuda())
-    throw Error(str_cat(me, "AgAttention runs on the host and on NVIDIA GPUs, not yet on ", target.name()));
+  s.rank = detail::world_rank(target), s.ranks = detail::world_ranks(target);
+  detail::check_sp_capacity(me, "AgAttention", target, s.ranks, heads, kv_heads, head_dim, max_batch, max_seqlen);
   s.target = target, s.heads = heads, s.kv_heads = kv_heads, s.head_dim = head_dim, s.dtype = dtype;
   s.causal = causal, s.scale = scale > 0 ? scale : 1.0f / std::sqrt(float(head_dim));
-  s.rank = detail::world_rank(target), s.ranks = detail::world_ranks(target);
-  // (the kernel's rows over the gathered slices, and its offsets within a sequence, are 32-bit)
-  if (double(s.ranks) * double(max_batch) * double(max_seqlen) >= INT32_MAX)  // (in double: no overflow)
-    throw Error(str_cat(me, s.ranks, " ranks of ", max_batch, " x ", max_seqlen,
-                        " tokens: the gathered rows must number under 2^31"));
-  if (double(max_seqlen) * std::max(heads, kv_heads) * head_dim >= INT32_MAX)
-    throw Error(str_cat(me, "max_seqlen = ", max_seqlen, " with ", std::max(heads, kv_heads), " heads of ", head_dim,
-                        ": a slice's elements must number under 2^31"));
   s.max_tokens = max_batch * max_seqlen;
   s.k_all = detail::symm_zeroed(target, std::max<size_t>(2 * s.half_bytes(), 4));
   s.v_all = detail::symm_zeroed(target, std::max<size_t>(2 * s.half_bytes(), 4));

@@ -238,20 +238,9 @@ UlyssesAttention::UlyssesAttention(const Target& target, int heads, int kv_heads
   if (heads % s.ranks || kv_heads % s.ranks)
     throw Error(str_cat(me, "heads = ", heads, ", kv_heads = ", kv_heads, " over ", s.ranks,
                         " ranks: both multiples of the ranks (each rank takes a share of the heads)"));
-  if (max_batch < 0 || max_seqlen < 0)
-    throw Error(str_cat(me, "max_batch = ", max_batch, ", max_seqlen = ", max_seqlen, ": not negative"));
-  if (target.is_gpu() && !target.runs_on_cuda())
-    throw Error(str_cat(me, "UlyssesAttention runs on the host and on NVIDIA GPUs, not yet on ", target.name()));
+  detail::check_sp_capacity(me, "UlyssesAttention", target, s.ranks, heads, kv_heads, head_dim, max_batch, max_seqlen);
   s.target = target, s.heads = heads, s.kv_heads = kv_heads, s.head_dim = head_dim, s.dtype = dtype;
   s.scale = scale > 0 ? scale : 1.0f / std::sqrt(float(head_dim));
-  // (32-bit: the rows over the ranks' tokens, and the kernel's offsets within a sequence; in
-  // double, which does not overflow)
-  if (double(s.ranks) * double(max_batch) * double(max_seqlen) >= INT32_MAX)
-    throw Error(str_cat(me, s.ranks, " ranks of ", max_batch, " x ", max_seqlen,
-                        " tokens: the whole sequences' rows must number under 2^31"));
-  if (double(max_seqlen) * std::max(heads, kv_heads) * head_dim >= INT32_MAX)
-    throw Error(str_cat(me, "max_seqlen = ", max_seqlen, " with ", std::max(heads, kv_heads), " heads of ", head_dim,
-                        ": a slice's elements must number under 2^31"));
   s.max_tokens = max_batch * max_seqlen;
   const size_t e = ir::dtype_bytes(dtype);
   auto buffer = [&](int h) { return detail::symm_zeroed(target, std::max<size_t>(2 * s.elems(h) * e, 4)); };

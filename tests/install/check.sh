@@ -56,7 +56,7 @@ done
 # them in-process against the installed headers (where it was built with its C++ front end).
 for k in "$src"/examples/*/kernels.cpp; do
   [ -f "$k" ] || continue
-  if ! ls "$prefix"/lib*/tiledist/libtiledist-cc.so > /dev/null 2>&1 && ! ls "$prefix"/lib/*/tiledist/libtiledist-cc.so > /dev/null 2>&1; then
+  if [ -z "$(find "$prefix" -name libtiledist-cc.so)" ]; then
     echo "check.sh: no libtiledist-cc.so installed (built without libclang-19-dev): warmup of $k skipped"
     continue
   fi
