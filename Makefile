@@ -7,10 +7,10 @@ CMAKE_FLAGS ?=
 # Debian packages the build needs; `deps` installs those that are missing.
 PACKAGES := cmake ninja-build g++ llvm-19-dev libclang-19-dev lld-19 llvm-19-tools libzstd-dev zlib1g-dev \
             libgtest-dev libbenchmark-dev libopenmpi-dev openmpi-bin libhwloc-dev \
-            liblld-19-dev rocm-device-libs libamdhip64-dev clang-format-19 clang-tidy-19 pkgconf dpkg-dev
+            liblld-19-dev rocm-device-libs libamdhip64-dev clang-format-19 clang-tidy-19 pkgconf dpkg-dev doxygen
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps configure build test test-sanitize demo bench bundle clean format format-check tidy-changed
+.PHONY: all deps configure build test test-sanitize demo docs bench bundle clean format format-check tidy-changed
 
 all: build
 
@@ -28,6 +28,11 @@ configure: $(BUILD)/build.ninja
 
 build: deps configure
 	cmake --build $(BUILD) -j $(JOBS)
+
+# The API reference (cmake/docs.cmake): Doxygen over the public headers into $(BUILD)/docs/html,
+# failing on any warning.
+docs: configure
+	cmake --build $(BUILD) --target docs
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 900 -j $(JOBS)
@@ -90,10 +95,18 @@ bench: build
 	$(BUILD)/bench/moe_bench
 
 # A relocatable tarball for machines with only a GPU driver: the library (LLVM inside), tools,
-# tests and benchmarks, with the shared libraries they need beside libtiledist.so.
+# tests and benchmarks, with the shared libraries they need beside libtiledist.so; and the
+# examples, built by find_package against the build installed into a scratch prefix (as another
+# project builds them), each finding the bundle's library by its run path.
 BUNDLE_DIR := $(BUILD)/bundle/tiledist
 bundle: build
-	rm -rf $(BUILD)/bundle && mkdir -p $(BUNDLE_DIR)/tools $(BUNDLE_DIR)/tests $(BUNDLE_DIR)/bench dist
+	rm -rf $(BUILD)/bundle && mkdir -p $(BUNDLE_DIR)/tools $(BUNDLE_DIR)/tests $(BUNDLE_DIR)/bench $(BUNDLE_DIR)/examples dist
+	cmake --install $(BUILD) --prefix $(abspath $(BUILD))/bundle/prefix > /dev/null
+	for ex in examples/*/; do n=$$(basename $$ex); \
+	  cmake -S $$ex -B $(BUILD)/bundle/examples/$$n -G Ninja -DCMAKE_PREFIX_PATH=$(abspath $(BUILD))/bundle/prefix \
+	    -DCMAKE_BUILD_RPATH='$$ORIGIN/..' > /dev/null && cmake --build $(BUILD)/bundle/examples/$$n > /dev/null && \
+	  cp $(BUILD)/bundle/examples/$$n/$$n $(BUNDLE_DIR)/examples/ || exit 1; \
+	  if [ -f $$ex/RANKS ]; then cp $$ex/RANKS $(BUNDLE_DIR)/examples/$$n.ranks; fi; done
 	cp -d $(BUILD)/libtiledist.so* $(BUNDLE_DIR)/
 	cp $(BUILD)/tools/tiledist-* $(BUNDLE_DIR)/tools/
 	cp $(BUILD)/tests/*_test $(BUILD)/tests/cache_probe $(BUILD)/tests/dist_faults $(BUNDLE_DIR)/tests/
@@ -101,7 +114,7 @@ bundle: build
 	for f in $$(ldd $(BUNDLE_DIR)/libtiledist.so $(BUNDLE_DIR)/bench/* $(BUNDLE_DIR)/tools/* | \
 	    grep -oE '/[^ ]*lib(benchmark|hwloc|zstd|z|udev)\.so[^ ]*' | sort -u); do cp -L $$f $(BUNDLE_DIR)/; done
 	strip --strip-unneeded $$(readlink -f $(BUNDLE_DIR)/libtiledist.so) $(BUNDLE_DIR)/tools/* $(BUNDLE_DIR)/tests/* \
-	  $(BUNDLE_DIR)/bench/*
+	  $(BUNDLE_DIR)/bench/* $$(find $(BUNDLE_DIR)/examples -type f -executable)
 	tar -C $(BUILD)/bundle -cJf dist/tiledist-bundle.tar.xz tiledist
 	@ls -la dist/tiledist-bundle.tar.xz
 

@@ -1,4 +1,5 @@
-// tiledist: one header for kernel authors and their host programs.
+/// @file
+/// tiledist: one header for kernel authors and their host programs.
 #pragma once
 
 #include "dsl/dist.h"

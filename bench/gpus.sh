@@ -19,13 +19,15 @@
 #   ep           ep_bench: expert-parallel dispatch and combine (low latency f8 and bf16, normal at
 #                128 and 4096 tokens a rank) against NCCL's all-to-all of the same bytes
 #   sp-tests     the sequence-parallel attention's GPU tests alone (AgAttention, UlyssesAttention)
+#   examples     the examples (examples/, built by find_package against the installed tree) on
+#                the GPUs: each with `cuda`, as its RANKS processes where it has them (issue 30)
 #   sp           sp_attention_bench: AgAttention and UlyssesAttention against NCCL's all-gather of
 #                the keys and values then SDPA (issue 29)
 # Prints each stage's summary lines; the logs keep the rest. N may exceed the GPUs found: ranks
 # then share GPUs (local rank modulo the count), which tests the protocols but times nothing, so
 # only the tests stage runs (NCCL refuses two ranks on one GPU).
 set -u
-n=${1:?usage: bash bench/gpus.sh N [tests|moe-ep-tests|sp-tests|collectives|gemms|torch|moe|ep|sp ...]}
+n=${1:?usage: bash bench/gpus.sh N [tests|moe-ep-tests|sp-tests|examples|collectives|gemms|torch|moe|ep|sp ...]}
 shift
 stages=${*:-tests collectives gemms torch moe ep}
 root=$(pwd)
@@ -54,7 +56,7 @@ faults() {  # the fault tests (a wait that never completes), each in a process o
   done
 }
 for stage in $stages; do
-  if [ "${stage%tests}" = "$stage" ] && [ "$n" -gt "$gpus" ]; then
+  if [ "${stage%tests}" = "$stage" ] && [ "$stage" != examples ] && [ "$n" -gt "$gpus" ]; then
     echo "== $stage: skipped ($n ranks on $gpus GPUs share them: no timings)"
     continue
   fi
@@ -69,6 +71,16 @@ for stage in $stages; do
     ep)
       TILEDIST_GPU_HEAP_SIZE=4G TILEDIST_EP_BASELINE="$root/bench/ep_baseline.py" run ep 400 ./tools/tiledist-run -n "$n" --timeout 390 ./bench/ep_bench 20
       grep -E "^\[0\] " "$logs/ep.log" | cut -c5-220 | grep -vE "^\s*$" | tail -12 ;;
+    examples)
+      for ex in examples/*; do
+        case $ex in *.ranks) continue ;; esac
+        if [ -f "$ex.ranks" ]; then
+          run "example-${ex##*/}" 300 ./tools/tiledist-run -n "$(cat "$ex.ranks")" --timeout 290 "$ex" cuda
+        else
+          run "example-${ex##*/}" 300 "$ex" cuda
+        fi
+        tail -4 "$logs/example-${ex##*/}.log"
+      done ;;
     sp-tests)
       TILEDIST_WAIT_TIMEOUT=30 run sp-tests 300 ./tools/tiledist-run -n "$n" --timeout 290 ./tests/cuda_collectives_test --gtest_filter='GpuKernels.AgAttention:GpuKernels.UlyssesAttention'
       grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/sp-tests.log" | head -10 ;;
@@ -90,6 +102,6 @@ for stage in $stages; do
     torch)
       run torch 300 /opt/torch/.venv/bin/torchrun --nproc-per-node "$n" "$root/bench/torch_baseline.py"
       grep -vE "^(W|I)[0-9]{4}|Warning|warn" "$logs/torch.log" | tail -20 ;;
-    *) echo "gpus.sh: no stage '$stage' (tests, moe-ep-tests, sp-tests, collectives, gemms, torch, moe, ep, sp)"; exit 2 ;;
+    *) echo "gpus.sh: no stage '$stage' (tests, moe-ep-tests, sp-tests, examples, collectives, gemms, torch, moe, ep, sp)"; exit 2 ;;
   esac
 done

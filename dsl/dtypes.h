@@ -1,5 +1,8 @@
-// Host-side storage types for the IR's narrow floats, so that host code can fill and read
-// buffers that kernels see as bf16/f16/f8. Conversions round to nearest even.
+/// @file
+/// Host-side storage types for the IR's narrow floats, so that host code can fill and read
+/// buffers that kernels see as bf16/f16/f8. Conversions round to nearest even.
+/// The types, in namespace tiledist: bf16, f16, f8e4m3 (OCP's "fn" variant: no infinities,
+/// saturating at ±448) and f8e5m2, each as TILEDIST_NARROW_FLOAT defines it.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +13,9 @@
 
 namespace tiledist {
 
+/// Defines the host storage type `Name` of a narrow float: its raw `bits` (of type `Bits`,
+/// zero by default), made from a float (rounded by `to_bits`) or from raw bits (`from_raw`),
+/// and converting implicitly to float (exactly, by `from_bits`).
 #define TILEDIST_NARROW_FLOAT(Name, Bits, to_bits, from_bits) \
   struct Name {                                               \
     Bits bits = 0;                                            \
@@ -28,7 +34,9 @@ TILEDIST_NARROW_FLOAT(f8e4m3, uint8_t, float_to_f8e4m3_bits, f8e4m3_bits_to_floa
 TILEDIST_NARROW_FLOAT(f8e5m2, uint8_t, float_to_f8e5m2_bits, f8e5m2_bits_to_float)
 #undef TILEDIST_NARROW_FLOAT
 
-/// The IR dtype of a host element type.
+/// The IR dtype of a host element type: bool is i1, the 8- to 64-bit integers (signed or not)
+/// are i8 to i64, float f32, double f64, and bf16, f16, f8e4m3 and f8e5m2 are themselves; any
+/// other type fails to compile.
 template <class T>
 constexpr ir::DType dtype_of() {
   using U = std::remove_cv_t<T>;

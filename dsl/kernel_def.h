@@ -1,5 +1,6 @@
-// A kernel definition: a C++ function over tl:: parameters, its parameter names, and how to
-// trace it for given compile-time constants.
+/// @file
+/// A kernel definition: a C++ function over tl:: parameters, its parameter names, and how to
+/// trace it for given compile-time constants.
 #pragma once
 
 #include <functional>
@@ -16,35 +17,52 @@ namespace tiledist {
 
 /// The value of a compile-time constant: an integer or a float.
 struct ConstValue {
-  std::variant<int64_t, double> v;
+  std::variant<int64_t, double> v;  ///< The integer (a bool is 0 or 1), or the float.
+  /// From an integer or a bool (as 0 or 1), or from a float (kept as a double). Implicit, so
+  /// that Constants read `{{"BLOCK", 128}, {"eps", 1e-5}}`.
+  ///@{
   ConstValue(int x) : v(int64_t(x)) {}
   ConstValue(long x) : v(int64_t(x)) {}
   ConstValue(long long x) : v(int64_t(x)) {}
   ConstValue(bool x) : v(int64_t(x)) {}
   ConstValue(double x) : v(x) {}
   ConstValue(float x) : v(double(x)) {}
+  ///@}
+  /// The value as text that parse reads back: an integer in decimal, a float with 17 significant
+  /// digits, always with a decimal point or an exponent ("1.0", not "1").
   std::string str() const;
-  /// "128", "0x80", "1e-5" as given on a command line; `tool` and `name` go into the Error.
+  /// "128", "0x80", "1e-5" as given on a command line: an integer where strtoll reads all of
+  /// it, else a float; text that is neither throws Error naming `tool` and `name`.
   static ConstValue parse(const std::string& tool, const std::string& name, const std::string& text);
+  /// Equal kind and value: the integer 1 differs from the float 1.0.
   bool operator==(const ConstValue&) const = default;
 };
+/// Compile-time constants by parameter name.
 using Constants = std::map<std::string, ConstValue>;
+/// The constants as `name=value` joined by ',' in name order (ConstValue::str), for cache keys
+/// and messages.
 std::string constants_str(const Constants& c);
 
+/// What a kernel parameter is: a pointer (tl::Ptr), a runtime scalar (tl::Int, tl::Int64,
+/// tl::Float) or a compile-time constant (tl::Const).
 enum class ParamKind { pointer, scalar, constant };
 
 /// What a launch knows of a runtime argument, as Triton specializes kernels: an integer that is
 /// a multiple of 16 or a 16-byte aligned pointer (aligned16), or the integer 1 (one: strides of
 /// contiguous dimensions, which then fold away).
 enum class ArgFact : uint8_t { none, aligned16, one };
+/// The facts of a launch's runtime arguments, in order (KernelDef::runtime_params).
 using ArgFacts = std::vector<ArgFact>;
 
+/// A parameter of a kernel definition.
 struct ParamInfo {
-  std::string name;
-  ParamKind kind;
-  ir::Type type;  // pointers and scalars: the IR type of the argument
-  bool const_is_float = false;
-  bool specialize = true;  // launches may select variants by this argument's value (ArgFact)
+  std::string name;             ///< As given to KernelDef.
+  ParamKind kind;               ///< Pointer, runtime scalar or constant.
+  ir::Type type;                ///< Pointers and scalars: the IR type of the argument.
+  bool const_is_float = false;  ///< Constants: whether a float (a tl::Const of float or double).
+  /// Launches may select variants by this argument's value (ArgFact); cleared by
+  /// KernelDef::do_not_specialize.
+  bool specialize = true;
 };
 
 namespace dsl {
@@ -56,6 +74,8 @@ struct ParamTraits<tl::Ptr<T>> {
   static ParamInfo info() { return {"", ParamKind::pointer, ir::Type::ptr(dtype_of<T>()), false}; }
   static tl::Ptr<T> make(ir::Value* v, const ConstValue*) { return tl::Ptr<T>(v); }
 };
+/// The ParamTraits of tl::Cls, a runtime scalar parameter of dtype DT (for tl::Int, tl::Int64
+/// and tl::Float; undefined after them).
 #define TILEDIST_SCALAR_PARAM(Cls, DT)                                                       \
   template <>                                                                                \
   struct ParamTraits<tl::Cls> {                                                              \
@@ -84,6 +104,10 @@ struct ParamTraits<const P> : ParamTraits<P> {};
 /// A traceable kernel: `KernelDef("add", add, {"x", "y", "out", "n", "BLOCK"})`.
 class KernelDef {
  public:
+  /// Defines kernel `name` (an identifier), traced by calling `fn`, whose parameters are
+  /// tl::Ptr, tl::Int, tl::Int64, tl::Float and tl::Const (by value or const reference), named
+  /// in order by `param_names`. `defaults`: values of constants that a trace may leave out.
+  /// Throws Error where `name` is not an identifier or the names do not match the parameters.
   template <class... P>
   KernelDef(std::string name, void (*fn)(P...), std::vector<std::string> param_names, Constants defaults = {})
       : name_(std::move(name)), defaults_(std::move(defaults)), id_(next_id()) {
@@ -103,9 +127,11 @@ class KernelDef {
   /// variant now and then (at 1, at a multiple of 16). Returns the definition, for chaining.
   KernelDef& do_not_specialize(std::initializer_list<std::string> names);
 
+  /// The kernel's name: that of the IR function and of the generated symbol.
   const std::string& name() const { return name_; }
   /// Identifies the traced function: copies share it, distinct definitions never do.
   uint64_t id() const { return id_; }
+  /// All parameters, constants included, in the function's order.
   const std::vector<ParamInfo>& params() const { return params_; }
   /// The runtime parameters (pointers and scalars), in order: what `launch` takes.
   std::vector<ParamInfo> runtime_params() const;
@@ -145,18 +171,27 @@ class KernelDef {
 /// The kernels known to tools (tiledist-compile, warmup), by name.
 class Registry {
  public:
+  /// The process's registry, which TILEDIST_REGISTER fills.
   static Registry& global();
+  /// Adds a copy of `def`; throws Error where a kernel of its name is registered already.
   void add(const KernelDef& def);
+  /// The kernel named `name`, or null.
   const KernelDef* find(const std::string& name) const;
+  /// The registered kernels' names, sorted.
   std::vector<std::string> names() const;
 
  private:
   std::map<std::string, KernelDef> kernels_;
 };
 
-/// Registers a kernel at static-initialization time: TILEDIST_REGISTER(add_def);
+/// Token pasting after expansion, for TILEDIST_REGISTER's variable names (one per line).
+///@{
 #define TILEDIST_REGISTER_CAT2(a, b) a##b
 #define TILEDIST_REGISTER_CAT(a, b) TILEDIST_REGISTER_CAT2(a, b)
+///@}
+/// Registers a kernel with Registry::global at static-initialization time:
+/// `TILEDIST_REGISTER(add_def);` at namespace scope, at most once per line of a file. A name
+/// registered twice throws Error (during static initialization: the program terminates).
 #define TILEDIST_REGISTER(def) \
   static const bool TILEDIST_REGISTER_CAT(td_registered_, __LINE__) = (::tiledist::Registry::global().add(def), true)
 

@@ -23,13 +23,16 @@ using runtime::Grid;
 
 /// One argument of a launch, as the caller passed it.
 struct LaunchArg {
-  enum class Kind { pointer, integer, floating } kind;
-  void* ptr = nullptr;
-  int64_t i = 0;
-  double f = 0;
-  ir::DType elem = ir::DType::i8;  // pointers: the element type
-  int64_t extent_bytes = -1;       // pointers: the buffer's size when known (span, vector)
-  bool on_device = false;          // pointers: GPU memory (a cuda::Buffer)
+  /// What was passed, and so which field holds it: a pointer (`ptr`), an integer (`i`) or a
+  /// floating-point number (`f`; an integer also fits an f32 parameter).
+  enum class Kind { pointer, integer, floating } kind;  ///< what this argument is
+
+  void* ptr = nullptr;             ///< pointers: the address
+  int64_t i = 0;                   ///< integers: the value
+  double f = 0;                    ///< floating-point numbers: the value
+  ir::DType elem = ir::DType::i8;  ///< pointers: the element type
+  int64_t extent_bytes = -1;       ///< pointers: the buffer's size in bytes when known, else -1
+  bool on_device = false;          ///< pointers: GPU memory (cuda::Buffer, SymmBuffer, DevicePtr)
 };
 
 namespace detail {
@@ -94,7 +97,10 @@ LaunchArg to_arg(T v) {
 /// A compiled specialization of a kernel.
 class Kernel {
  public:
+  /// An empty Kernel: launching it throws Error; name(), ir() and scratch_bytes() need a
+  /// compiled one.
   Kernel() = default;
+  /// A kernel compiled once, launched as it is (no specialization at launch).
   explicit Kernel(std::shared_ptr<const jit::Loaded> loaded) : loaded_(std::move(loaded)) {}
   /// A GPU kernel that also specializes itself at launch, as Triton does: arguments that are
   /// multiples of 16 (integers) or 16-byte aligned (pointers), and integers equal to 1, select a
@@ -113,16 +119,23 @@ class Kernel {
   }
   /// A GPU kernel launched on `stream` (a runtime::Stream of the kernel's GPU runtime: CUDA's
   /// for NVIDIA targets, HIP's for AMD): returns at once where every pointer is device memory
-  /// (host vectors are copied in, and out after the stream has finished).
+  /// (host vectors are copied in, and out after the stream has finished), unless the kernel is
+  /// profiled or, on AMD, has distributed ops.
   template <class... A>
   void launch_on(const runtime::Stream& stream, Grid grid, A&&... args) const {
     launch_args(grid, {detail::to_arg(std::forward<A>(args))...}, &stream);
   }
+  /// What launch() and launch_on() call, with the arguments converted; `stream` null: as
+  /// launch(). Throws Error as launch() does, and for a stream of another runtime or given to a
+  /// host kernel.
   void launch_args(Grid grid, const std::vector<LaunchArg>& args, const runtime::Stream* stream = nullptr) const;
 
+  /// The kernel's name (its KernelDef's).
   const std::string& name() const { return loaded_->artifact.kernel; }
   /// The optimized tile IR this kernel was compiled from.
   const ir::Function& ir() const { return *loaded_->ir; }
+  /// Host: scratch bytes per program; GPU: dynamic shared memory bytes per CTA (of the variant
+  /// compiled without launch-time specialization).
   int64_t scratch_bytes() const { return loaded_->artifact.scratch_bytes; }
 
  private:

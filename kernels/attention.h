@@ -25,9 +25,16 @@ const KernelDef& attention_kernel(ir::DType dtype);
 
 /// Blocks and compile options for attention on `target`.
 struct AttentionConfig {
+  /// Query rows (block_m, BLOCK_M) and key rows (block_n, BLOCK_N) a step: powers of 2, block_m
+  /// a multiple of block_n.
+  ///@{
   int block_m = 64, block_n = 32;
-  CompileOptions options;
+  ///@}
+  CompileOptions options;  ///< how its kernels are compiled
 };
+/// The config Attention takes by default: on a GPU 128 x 64 blocks, 8 warps and 3 stages (warp
+/// specialized on Hopper where head_dim is 128 or causal, unless $TILEDIST_WS=0); on the host
+/// 64 x 32. Options from CompileOptions::from_env().
 AttentionConfig attention_config(const Target& target, int head_dim, bool causal);
 
 namespace detail {
@@ -48,8 +55,11 @@ concept AttentionOperand = std::is_same_v<T, bf16> || std::is_same_v<T, f16>;
 /// dtypes or arguments throw a tiledist::Error naming them, before anything is launched.
 class Attention {
  public:
+  /// Throws Error unless dtype is bf16 or f16, head_dim 64 or 128, heads a positive multiple of
+  /// positive kv_heads, and scale finite and not negative; or for a GPU target other than NVIDIA's.
   Attention(const Target& target, int heads, int kv_heads, int head_dim, ir::DType dtype = ir::DType::bf16,
             bool causal = false, float scale = 0.0f);
+  /// The same with the caller's blocks and options (bad blocks throw Error).
   Attention(const Target& target, int heads, int kv_heads, int head_dim, ir::DType dtype, bool causal, float scale,
             const AttentionConfig& config);
   ~Attention();
@@ -66,6 +76,7 @@ class Attention {
   void run_varlen(const T* q, const T* k, const T* v, T* o, const int32_t* cu_seqlens, int batch, int max_seqlen,
                   const runtime::Stream* stream = nullptr) const;
 
+  /// The blocks and options its kernels are compiled with.
   const AttentionConfig& config() const;
 
  private:

@@ -26,8 +26,10 @@ namespace tiledist::kernels {
 ///   every rank's flag here has reached `call`: when the kernel is done, every row for this
 ///   rank's experts is here. Parameters: x, ids, place, bases, recv, recv_src, sent, flags,
 ///   pairs, H, El, max_pairs, call; constants TOPK, BH (columns a step).
+///@{
 const KernelDef& ep_exchange_kernel();
 const KernelDef& ep_dispatch_kernel();
+///@}
 
 /// The kernels of EpCombine (kernels/ep_combine.cpp), registered as ep_combine and
 /// ep_combine_sum:
@@ -40,8 +42,10 @@ const KernelDef& ep_dispatch_kernel();
 ///   in order, of weights[t, j] * comb[t * TOPK + j, :] (f32), the slots whose place is -1
 ///   (dropped) left out (kernels/ep_sum.h). Parameters: comb, place, weights, out, H; constants
 ///   TOPK, BH.
+///@{
 const KernelDef& ep_combine_kernel();
 const KernelDef& ep_combine_sum_kernel();
+///@}
 
 /// Dispatch of expert parallelism, normal mode (DeepEP's normal kernels: prefill and
 /// training, throughput first): every rank gives its tokens (x [tokens, hidden] bf16) and their
@@ -67,32 +71,43 @@ const KernelDef& ep_combine_sum_kernel();
 /// construction and every run are collective; streams as AgGemm's (kernels.h).
 class EpDispatch {
  public:
+  /// Construction options.
   struct Options {
     /// Rows recv() holds; 0: as many as any run can send here (ranks * max_tokens * min(topk,
     /// El), where each token's k experts differ: a token that names an expert twice sends it
     /// two rows). A smaller capacity takes less memory; a run past it throws.
     int64_t recv_capacity = 0;
   };
+  /// Collective: the buffers for up to `max_tokens` tokens a run of `hidden` channels, each
+  /// sent to its top-`topk` of `experts` experts. Throws Error unless max_tokens >= 0, hidden,
+  /// experts and topk >= 1, topk <= experts, and experts a multiple of the ranks.
   EpDispatch(const Target& target, int64_t max_tokens, int64_t hidden, int64_t experts, int topk, Options options);
+  /// The same with the default Options.
   EpDispatch(const Target& target, int64_t max_tokens, int64_t hidden, int64_t experts, int topk)
       : EpDispatch(target, max_tokens, hidden, experts, topk, Options{}) {}
   ~EpDispatch();
   /// Sends `tokens` (<= max_tokens) rows of x by their top-k ids.
   void run(const bf16* x, const int32_t* topk_ids, int64_t tokens, const runtime::Stream* stream = nullptr);
 
+  /// [recv_capacity(), hidden] bf16: the rows the last run received (the first recv_rows()).
   const bf16* recv() const;
+  /// [recv_capacity()] int32: each row of recv()'s source slot, rank * max_tokens * topk +
+  /// token * topk + j.
   const int32_t* recv_src() const;
   /// [El] int32 on the device: the cumulative end row of each local expert in recv().
   const int32_t* offs() const;
-  /// The last run's rows received for each local expert, and in all (host).
+  /// The last run's rows received for each local expert (host).
   const std::vector<int64_t>& recv_counts() const;
+  /// The last run's rows received in all (host): y's rows for EpCombine.
   int64_t recv_rows() const;
+  /// Rows recv() holds: Options::recv_capacity, or by default the most a run can send here.
   int64_t recv_capacity() const;
+  /// El = experts / ranks: this rank's experts, global ids [rank * El, (rank + 1) * El).
   int64_t local_experts() const;
-  int64_t experts() const;
-  int64_t hidden() const;
-  int64_t max_tokens() const;
-  int topk() const;
+  int64_t experts() const;     ///< The experts over all ranks.
+  int64_t hidden() const;      ///< The width of x's and recv()'s rows.
+  int64_t max_tokens() const;  ///< The most tokens a run (on a rank).
+  int topk() const;            ///< The experts of each token.
   /// The last run's token count (on this rank).
   int64_t tokens() const;
 
@@ -115,10 +130,15 @@ class EpDispatch {
 /// AgGemm's.
 class EpCombine {
  public:
+  /// Collective: the way back of `dispatch` (whose state it shares), y's rows `hidden` wide
+  /// (0: the dispatch's hidden(); negative throws Error).
   explicit EpCombine(const EpDispatch& dispatch, int64_t hidden = 0);
   ~EpCombine();
   /// topk_weights [tokens, topk] f32 (tokens: the dispatch's last run's), out [tokens, hidden].
+  /// Once for each run of the dispatch: before its first run, after one that threw, or a second
+  /// time, it throws Error.
   void run(const bf16* y, const float* topk_weights, bf16* out, const runtime::Stream* stream = nullptr);
+  /// The width of y and out.
   int64_t hidden() const;
 
  private:
@@ -129,10 +149,12 @@ class EpCombine {
 /// The kernels of the low-latency mode (kernels/ep_low_latency.cpp), registered as ep_ll_send
 /// (bf16 rows) and ep_ll_send_fp8, ep_ll_receive, ep_ll_back and ep_ll_sum; EpLowLatencyDispatch
 /// and EpLowLatencyCombine say what they do and how they are launched.
+///@{
 const KernelDef& ep_ll_send_kernel(ir::DType rows = ir::DType::f8e4m3);
 const KernelDef& ep_ll_receive_kernel();
 const KernelDef& ep_ll_back_kernel();
 const KernelDef& ep_ll_sum_kernel();
+///@}
 
 /// Dispatch of expert parallelism, low-latency mode (DeepEP's low-latency kernels: decoding):
 /// no host synchronization and no count exchange. Each rank's rows for an expert go into a
@@ -144,7 +166,8 @@ const KernelDef& ep_ll_sum_kernel();
 /// cdiv(hidden, 128)], each block's max |x| / 448, its codes x * (448 / max |x|) as DeepEP
 /// rounds them: reference::quantize_f8_row), or as bf16.
 /// After the receive, tiles() is the table of BM-row tiles over those runs that GroupedGemm
-/// takes (GroupedGemm::Table{tiles(), slots(), block_rows()}), the blockwise f8 GEMM with recv_scales() as its A's.
+/// takes (GroupedGemm::Table{tiles(), slots(), block_rows()}), the blockwise f8 GEMM with
+/// recv_scales() as its A's.
 ///
 /// Calls alternate between two halves of the receive buffers (recv() and the others point
 /// into the last run's), so back-to-back runs need no barrier while every rank runs
@@ -160,33 +183,51 @@ const KernelDef& ep_ll_sum_kernel();
 /// (kernels.h).
 class EpLowLatencyDispatch {
  public:
+  /// Construction options.
   struct Options {
-    ir::DType dtype = ir::DType::f8e4m3;  // the rows as sent: f8e4m3 (with scales) or bf16
-    int block_rows = 64;                  // BM of tiles() (at most the grouped GEMM's row tile)
-    bool recv_hook = false;               // run() sends; receive() receives
+    ir::DType dtype = ir::DType::f8e4m3;  ///< the rows as sent: f8e4m3 (with scales) or bf16
+    int block_rows = 64;                  ///< BM of tiles() (at most the grouped GEMM's row tile)
+    bool recv_hook = false;               ///< run() sends; receive() receives
   };
+  /// Collective: the receive buffers (two halves of rows() rows) for up to `max_tokens` tokens
+  /// a run of `hidden` channels, each sent to its top-`topk` of `experts` experts. Throws Error
+  /// unless max_tokens >= 0, hidden, experts, topk and block_rows >= 1, topk <= experts, experts
+  /// a multiple of the ranks, and dtype bf16 or f8e4m3.
   EpLowLatencyDispatch(const Target& target, int64_t max_tokens, int64_t hidden, int64_t experts, int topk,
                        Options options);
+  /// The same with the default Options.
   EpLowLatencyDispatch(const Target& target, int64_t max_tokens, int64_t hidden, int64_t experts, int topk)
       : EpLowLatencyDispatch(target, max_tokens, hidden, experts, topk, Options{}) {}
   ~EpLowLatencyDispatch();
+  /// Sends `tokens` (<= max_tokens) rows of x ([tokens, hidden] bf16) by their top-k ids
+  /// ([tokens, topk] int32; an id outside [0, experts) sends its slot nowhere), then, without
+  /// Options::recv_hook, receives them (receive()). With the hook, a run before the last run's
+  /// receive(), or before its combine's receive(), throws Error.
   void run(const bf16* x, const int32_t* topk_ids, int64_t tokens, const runtime::Stream* stream = nullptr);
-  /// With Options::recv_hook: waits (on the stream) for the last run's rows; once a run.
+  /// With Options::recv_hook: waits (on the stream) for the last run's rows and writes
+  /// recv_counts() and tiles(); once a run (before any run, or twice, it throws Error).
   void receive(const runtime::Stream* stream = nullptr);
 
-  const void* recv() const;  // bf16 or f8e4m3, as Options::dtype
+  /// [rows(), hidden] of Options::dtype: the last run's half of the rows (layout above).
+  const void* recv() const;
+  /// [rows(), cdiv(hidden, 128)] f32: the rows' block scales (f8e4m3; null for bf16 rows).
   const float* recv_scales() const;
   /// [rows()]: each received row's slot at its source (token * topk + j; the source: the run's).
   const int32_t* recv_src() const;
-  const int32_t* recv_counts() const;  // [El * ranks] on the device
+  /// [El * ranks] int32 on the device: the rows received of (local expert le, rank r), at
+  /// le * ranks + r.
+  const int32_t* recv_counts() const;
+  /// [1 + 3 * slots()] int32 on the device: the count of tiles, then per tile its local expert,
+  /// first row and end row in recv() (GroupedGemm::Table's form).
   const int32_t* tiles() const;
-  int64_t slots() const;  // tiles()' capacity: El * ranks * cdiv(max_tokens, BM)
-  int64_t rows() const;   // recv()'s: El * ranks * max_tokens
+  int64_t slots() const;  ///< tiles()' capacity: El * ranks * cdiv(max_tokens, BM)
+  int64_t rows() const;   ///< recv()'s: El * ranks * max_tokens
+  /// El = experts / ranks: this rank's experts, global ids [rank * El, (rank + 1) * El).
   int64_t local_experts() const;
-  int block_rows() const;
-  int64_t hidden() const;
-  int64_t max_tokens() const;
-  int topk() const;
+  int block_rows() const;      ///< BM of tiles() (Options::block_rows).
+  int64_t hidden() const;      ///< The width of x's and recv()'s rows.
+  int64_t max_tokens() const;  ///< The most tokens a run (on a rank).
+  int topk() const;            ///< The experts of each token.
 
   struct State;
 
@@ -203,10 +244,18 @@ class EpLowLatencyDispatch {
 /// run() only sends and receive() waits and sums (topk_weights and out then read there).
 class EpLowLatencyCombine {
  public:
+  /// Collective: the way back of `dispatch` (whose state it shares), y's rows `hidden` wide
+  /// (0: the dispatch's hidden(); negative throws Error).
   explicit EpLowLatencyCombine(const EpLowLatencyDispatch& dispatch, int64_t hidden = 0);
   ~EpLowLatencyCombine();
+  /// Sends y's rows back (topk_weights [tokens, topk] f32 and out [tokens, hidden], tokens the
+  /// dispatch's last run's), then, without the recv_hook, sums them (receive()). Once for each
+  /// run of the dispatch, after its receive(); else it throws Error.
   void run(const bf16* y, const float* topk_weights, bf16* out, const runtime::Stream* stream = nullptr);
+  /// With the dispatch's recv_hook: waits (on the stream) for every expert's rows back and sums
+  /// them into the run's out; once a run (before it, or twice, it throws Error).
   void receive(const runtime::Stream* stream = nullptr);
+  /// The width of y and out.
   int64_t hidden() const;
 
  private:

@@ -33,8 +33,10 @@ namespace tiledist::kernels {
 /// flash_decode_combine: parameters part_o, part_lse, o, splits; constants HEAD_DIM, BS (a power
 /// of two at least splits). Launch over {batch * q_tokens * H}: each row's splits weighted by
 /// 2^(lse - max lse), o in the operands' dtype (0 for a row that saw no key).
+///@{
 const KernelDef& flash_decode_kernel(ir::DType dtype);
 const KernelDef& flash_decode_combine_kernel(ir::DType dtype);
+///@}
 
 /// o = softmax(q kᵀ · scale [causal]) v for a decode step, per sequence and query head, in the
 /// layout flash_decode_kernel states: f32 accumulation, o in the operands' dtype. `scale` 0
@@ -46,6 +48,8 @@ const KernelDef& flash_decode_combine_kernel(ir::DType dtype);
 /// share its partial results' buffer).
 class FlashDecode {
  public:
+  /// Throws Error unless dtype is bf16 or f16, head_dim 64 or 128, heads a positive multiple of
+  /// positive kv_heads (at most 16 heads a KV head), and scale finite and not negative.
   FlashDecode(const Target& target, int heads, int kv_heads, int head_dim, ir::DType dtype = ir::DType::bf16,
               bool causal = true, float scale = 0.0f);
   ~FlashDecode();
@@ -92,10 +96,14 @@ class FlashDecode {
 /// timeout ($TILEDIST_WAIT_TIMEOUT) naming its flag. Memory and streams as FlashDecode's.
 class DistFlashDecode {
  public:
+  /// Collective: the parts' buffers for up to max_batch * max_q_tokens * heads query rows a run
+  /// (max_q_tokens * heads / kv_heads at most 16); the arguments as FlashDecode's, else Error.
   DistFlashDecode(const Target& target, int heads, int kv_heads, int head_dim, int max_batch, int max_q_tokens = 1,
                   ir::DType dtype = ir::DType::bf16, float scale = 0.0f);
   ~DistFlashDecode();
 
+  /// Every key of every slice attended: q and o [batch, q_tokens, heads, head_dim] (batch and
+  /// q_tokens within the capacity), this rank's slice as FlashDecode::run's cache.
   template <AttentionOperand T>
   void run(const T* q, const T* k_slice, const T* v_slice, const int32_t* kv_lens, T* o, int batch, int q_tokens,
            int max_kv, const runtime::Stream* stream = nullptr);

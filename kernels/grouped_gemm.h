@@ -72,46 +72,60 @@ GemmConfig grouped_gemm_config(const Target& target, int64_t rows, int64_t N, in
 /// host memory on the host. Runs of one object are ordered (they share its table).
 class GroupedGemm {
  public:
+  /// W's layout: [E, N, K] (nk: an nn.Linear weight per expert) or [E, K, N] (kn: bf16 only).
   enum class Layout { nk, kn };
+  /// The f8e4m3 forms' scales (grouped_gemm_fp8_kernel): none for bf16 operands.
   enum class Scaling { none, rowwise, blockwise };
   /// The offsets: device memory on a GPU target (not read by the host: the table kernel clamps
   /// bad ones, see grouped_gemm_tiles_kernel), or host memory (std::vector, std::span), which
   /// a run checks (E entries, none negative, none decreasing, none past the rows) and copies
   /// to the device. On the host target both are host memory and always checked.
   struct Offsets {
+    /// E offsets in the target's memory (device memory on a GPU target: not checked).
     Offsets(const int32_t* p) : pointer(p) {}
+    /// E offsets in host memory (viewed, not copied: they must live through the run call).
     Offsets(std::span<const int32_t> h) : host(h), on_host(true) {}
+    /// The same from a vector.
     Offsets(const std::vector<int32_t>& h) : host(h), on_host(true) {}
-    const int32_t* pointer = nullptr;
-    std::span<const int32_t> host;
-    bool on_host = false;
+    const int32_t* pointer = nullptr;  ///< the offsets in the target's memory, unless on_host
+    std::span<const int32_t> host;     ///< the offsets in host memory, where on_host
+    bool on_host = false;              ///< whether `host` holds them
   };
   /// A tile table built elsewhere, on the device on a GPU target (EpLowLatencyDispatch's, whose
   /// rows of an expert come in runs with gaps between them): tiles[0] the count, then per tile
   /// its expert, first row and end row; `slots` entries; no tile longer than `block_rows`, at
   /// most the GEMM's row tile (config().bm). Rows of C that no tile covers are left as they were.
   struct Table {
-    const int32_t* tiles = nullptr;
-    int64_t slots = 0;
-    int block_rows = 0;
+    const int32_t* tiles = nullptr;  ///< [1 + 3 * slots] int32: the count, then the tiles
+    int64_t slots = 0;               ///< the table's capacity in tiles (the grid's rows)
+    int block_rows = 0;              ///< no tile longer: 1 to config().bm
   };
-  /// dtype bf16 (scaling none) or f8e4m3 (rowwise or blockwise, layout nk).
+  /// A of `rows` rows ([rows, K]), W of `experts` experts, C [rows, N]: dtype bf16 (scaling
+  /// none) or f8e4m3 (rowwise or blockwise, layout nk); tiles as grouped_gemm_config picks.
+  /// Throws Error for other forms, or for A, W or C of 2^31 elements or more.
   GroupedGemm(const Target& target, int64_t rows, int64_t N, int64_t K, int64_t experts,
               ir::DType dtype = ir::DType::bf16, Scaling scaling = Scaling::none, Layout layout = Layout::nk);
+  /// The same with the caller's tiles and options (its constants' BM, BN and PERSISTENT those
+  /// of config.bm, config.bn and config.programs; else Error).
   GroupedGemm(const Target& target, int64_t rows, int64_t N, int64_t K, int64_t experts, ir::DType dtype,
               Scaling scaling, Layout layout, const GemmConfig& config);
   ~GroupedGemm();
+  /// bf16 A, W and C (a GroupedGemm made for bf16).
   void run(const bf16* a, const bf16* w, bf16* c, Offsets offs, const runtime::Stream* stream = nullptr);
+  /// f8e4m3 A and W with their scales (as the Scaling it was made with: grouped_gemm_fp8_kernel).
   void run(const f8e4m3* a, const f8e4m3* w, bf16* c, const float* scale_a, const float* scale_w, Offsets offs,
            const runtime::Stream* stream = nullptr);
   /// The same over a table of tiles built elsewhere (Table).
   void run(const bf16* a, const bf16* w, bf16* c, const Table& table, const runtime::Stream* stream = nullptr);
+  /// The f8e4m3 form over a table of tiles built elsewhere (Table).
   void run(const f8e4m3* a, const f8e4m3* w, bf16* c, const float* scale_a, const float* scale_w, const Table& table,
            const runtime::Stream* stream = nullptr);
+  /// The GEMM's tiles and options.
   const GemmConfig& config() const;
-  /// The tile table's capacity (cdiv(rows, BM) + E) and, after a run on the host target, the
-  /// table itself (for tests: tiles()[0] is the count).
+  /// The tile table's capacity: cdiv(rows, BM) + E.
   int64_t slots() const;
+  /// After a run with offsets on the host target, its table (for tests: tiles()[0] is the
+  /// count); empty on a GPU target.
   std::vector<int32_t> tiles() const;
 
   /// Throws Error unless `offs` are E cumulative row ends within [0, rows], not decreasing.

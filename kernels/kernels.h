@@ -13,18 +13,30 @@ const KernelDef& softmax_kernel();
 const KernelDef& layernorm_kernel();
 /// C[M,N] (f32) = A[M,K] @ B[K,N], row-major, A and B in `dtype`. Constants: BM, BN, BK,
 /// GROUP_M, PERSISTENT, TRANSPOSED (1: each BM x BN tile computed as C^T's BN x BM, B's tile
-/// transposed the A operand). Launch over {cdiv(M, BM), cdiv(N, BN)}, or with PERSISTENT=1 over
+/// transposed as the A operand). Launch over {cdiv(M, BM), cdiv(N, BN)}, or with PERSISTENT=1 over
 /// any number of programs {P} (best: the SMs), which walk the tiles.
 const KernelDef& gemm_kernel(ir::DType dtype);
 
 /// Tile sizes and options for a GEMM of this shape on `target` (what bench/RESULTS.md found best
 /// on H100 for the GPU; the definition's defaults on the host).
 struct GemmConfig {
+  /// The kernel's constants (BM, BN, BK, and PERSISTENT or TRANSPOSED where set; the
+  /// definition's defaults for those absent).
   Constants constants;
+  /// How it is compiled (warps, stages, warp specialization): CompileOptions::from_env(), tuned.
   CompileOptions options;
+  /// The tile's rows and columns of C: the constants' BM and BN (Gemm checks that they agree).
+  ///@{
   int bm = 64, bn = 64;
-  int programs = 0;   // persistent (PERSISTENT=1): at most this many programs, walking the tiles
-  int max_parts = 4;  // Gemm's stream-K: the most runs a tile of the last wave is cut into (MAX_PARTS)
+  ///@}
+  /// Persistent (PERSISTENT=1): at most this many programs, walking the tiles; 0: a program per
+  /// tile.
+  int programs = 0;
+  /// Gemm's stream-K: the most runs a tile of the last wave is cut into (the constant MAX_PARTS
+  /// where the constants have it).
+  int max_parts = 4;
+  /// The grid to launch over for an M x N C: {min(tiles, programs), 1} (at least 1) where
+  /// `programs` > 0, else a program per tile, {cdiv(M, bm), cdiv(N, bn)}.
   Grid grid(int64_t M, int64_t N) const {
     const int64_t tiles_m = (M + bm - 1) / bm, tiles_n = (N + bn - 1) / bn;
     if (programs > 0)
@@ -42,8 +54,9 @@ struct GemmConfig {
     return g;
   }
 };
-/// `transposable`: the kernel may compute its tiles transposed (the library's gemm, with the
-/// constant TRANSPOSED; not ag_gemm's or gemm_rs's).
+/// The configuration for C[M, N] = A[M, K] @ B[K, N] on `target`. `transposable`: the kernel may
+/// compute its tiles transposed (the library's gemm, with the constant TRANSPOSED; not ag_gemm's
+/// or gemm_rs's).
 GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K, bool transposable = true);
 
 /// gemm with the last wave of tiles split over K among the programs that would idle through it,
@@ -69,12 +82,20 @@ concept GemmOperand =
 /// scratch).
 class Gemm {
  public:
+  /// Compiles the kernel for this shape, with gemm_config's tiles or `config`'s, and allocates
+  /// stream-K's scratch where it splits. Throws Error where M, N or K is negative, A, B or C
+  /// would hold 2^31 elements or more, `dtype` has no GEMM, or `config`'s bm and bn disagree
+  /// with its constants' BM and BN (or MAX_PARTS < 1).
+  ///@{
   Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtype = ir::DType::bf16);
   Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtype, const GemmConfig& config);
+  ///@}
   ~Gemm();
-  /// T is the dtype the Gemm was made for.
+  /// C = A @ B, `a` M x K, `b` K x N, `c` M x N. T is the dtype the Gemm was made for (another
+  /// throws Error).
   template <GemmOperand T>
   void run(const T* a, const T* b, float* c, const runtime::Stream* stream = nullptr);
+  /// The configuration it was made with.
   const GemmConfig& config() const;
   /// Whether the last wave is split over K (else every program computes whole tiles).
   bool stream_k() const;
@@ -101,11 +122,11 @@ const KernelDef& ag_gemm_kernel();
 /// C[M, N] (f32) = all_gather(A)[M, K] @ B[K, N] (bf16), each rank holding M / ranks rows of A:
 /// the gather overlapped with the GEMM, whose programs wait only for the rows their tile needs.
 /// The gather goes by the copy engine (GPU: no SM spent on it; to a peer that shares this
-/// rank's GPU the copy runs on its SMs, before the GEMM), or by SM puts: the kernel's
-/// first `puts` programs (kDefaultPuts where 0) push slices of this rank's rows to every rank,
-/// which lets a GEMM tile start once its slice is there. `a` (this rank's rows), `b` and `c` are
-/// device memory on a GPU target, host memory on the host target. Construction and every run
-/// are collective.
+/// rank's GPU the copy runs on its SMs, before the GEMM), or by SM puts: the kernel's first
+/// `puts` programs (where 0, kDefaultPuts on a GPU and 2 on the host) push slices of this rank's
+/// rows to every rank, which lets a GEMM tile start once its slice is there. `a` (this rank's
+/// rows), `b` and `c` are device memory on a GPU target, host memory on the host target.
+/// Construction and every run are collective.
 ///
 /// Streams (GPU), here as in GemmRs and Collectives: a run given a stream is queued on it,
 /// after the work already there, and returns at once; its result is in place once the stream
@@ -119,10 +140,17 @@ const KernelDef& ag_gemm_kernel();
 /// a run that fails on the GPU (a trap) ends the CUDA context, and the object with it.
 class AgGemm {
  public:
+  /// How the rows are gathered: by the copy engine (the host's memcpy on the host target), or by
+  /// the kernel's first programs (SM puts).
   enum class Gather { copy_engine, sm_puts };
+  /// The programs that push the rows, by SM puts on a GPU, where `puts` is 0.
   static constexpr int kDefaultPuts = 16;
+  /// Allocates the gathered A (two buffers of M x K) and signal words in the symmetric heap and
+  /// compiles the kernel, with gemm_config's tiles. `puts` (Gather::sm_puts only) is clamped to
+  /// [1, M / ranks]. Throws Error where M does not split evenly over the ranks, or `puts` < 0.
   AgGemm(const Target& target, int64_t M, int64_t N, int64_t K, Gather gather = Gather::copy_engine, int puts = 0);
   ~AgGemm();
+  /// c[M, N] = all_gather(a)[M, K] @ b[K, N], `a` this rank's M / ranks x K rows.
   void run(const bf16* a, const bf16* b, float* c, const runtime::Stream* stream = nullptr);
   /// The gathered A of the last run (device memory on a GPU target).
   const bf16* gathered() const;
@@ -137,11 +165,14 @@ class AgGemm {
   std::shared_ptr<State> s_;
 };
 
-/// GEMM + ReduceScatter (kernels/gemm_rs.cpp), registered as gemm_rs and rs_reduce; launched by
-/// GemmRs.
+/// GEMM + ReduceScatter (kernels/gemm_rs.cpp), registered as gemm_rs, gemm_ar (GEMM +
+/// AllReduce: the same kernel with the constant ALL = 1) and rs_reduce (the sum of the tiles that
+/// SM pushes staged); launched by GemmRs and GemmAr.
+///@{
 const KernelDef& gemm_rs_kernel();
 const KernelDef& gemm_ar_kernel();
 const KernelDef& rs_reduce_kernel();
+///@}
 
 /// out[M / ranks, N] (f32) = rows [rank * M / ranks, ...) of the sum over ranks r of
 /// A_r[M, K] @ B_r[K, N] (bf16), each tile sent to its rows' owner as it is produced: by the
@@ -149,18 +180,26 @@ const KernelDef& rs_reduce_kernel();
 /// tiles is copied to its owner, whose own tiles (made last) add the peers' copies in their
 /// epilogue; or by SM pushes (the host target always, and GPUs where two ranks share one,
 /// since a copy within a GPU needs the SMs that the waiting tiles hold): each tile stored
-/// straight into its owner's staging area, and a reduce kernel after the GEMM. M / ranks must be a multiple of
-/// the GEMM's row tile. Device memory on a GPU target, host memory on the host target.
-/// Construction and every run are collective.
+/// straight into its owner's staging area, and a reduce kernel after the GEMM. M / ranks must be
+/// a multiple of the GEMM's row tile. Device memory on a GPU target, host memory on the host
+/// target. Construction and every run are collective.
 class GemmRs {
  public:
+  /// How the tiles go to their rows' owners: by the copy engine (taken only on a GPU target
+  /// where no two ranks share a GPU; SM pushes otherwise), or by SM pushes.
   enum class Scatter { copy_engine, sm_pushes };
+  /// Allocates the staging area (two halves of ranks x M / ranks x N f32) and signal words in
+  /// the symmetric heap and compiles the kernels, with gemm_config's tiles. Throws Error where M
+  /// does not split over the ranks into rows that are a multiple of the tile's (GemmConfig::bm).
   GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter scatter = Scatter::copy_engine)
       : GemmRs(target, M, N, K, scatter, false) {}
   ~GemmRs();
+  /// `out` (M / ranks x N) = this rank's rows of the sum over ranks of a[M, K] @ b[K, N]
+  /// (GemmAr: `out` M x N, the whole sum).
   void run(const bf16* a, const bf16* b, float* out, const runtime::Stream* stream = nullptr);
 
  protected:
+  /// `all`: GemmAr's GEMM + AllReduce (every tile pushed to every rank; any M; `scatter` unused).
   GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter scatter, bool all);
 
  private:
@@ -172,26 +211,34 @@ class GemmRs {
 /// AllReduce, every tile pushed to every rank as it is produced (registered as gemm_ar).
 class GemmAr : public GemmRs {
  public:
+  /// Allocates the staging area (two halves of ranks x M x N f32) and signal words in the
+  /// symmetric heap and compiles the kernels, a program per tile.
   GemmAr(const Target& target, int64_t M, int64_t N, int64_t K) : GemmRs(target, M, N, K, Scatter::sm_pushes, true) {}
 };
 
 /// The collectives' kernel (kernels/collectives.cpp), registered as all_gather, reduce_scatter
-/// and all_reduce (f32) and the same with _bf16; launched by Collectives.
+/// and all_reduce (f32) and the same with _bf16; launched by Collectives. Another dtype throws
+/// Error.
+///@{
 const KernelDef& all_gather_kernel(ir::DType dtype = ir::DType::f32);
 const KernelDef& reduce_scatter_kernel(ir::DType dtype = ir::DType::f32);
 const KernelDef& all_reduce_kernel(ir::DType dtype = ir::DType::f32);
+///@}
 
 /// All-gather, reduce-scatter and all-reduce of f32 or bf16 (summed in f32, rounded once) over
-/// every rank of the world, pushed rank to rank (in chunks, pipelined against the sums), through a symmetric staging
-/// area of `capacity_bytes` (larger messages go in pieces). On a GPU target `in` and `out` are device memory of this
-/// rank (any: they need not be symmetric), on the host target host memory; `in` and `out` are
-/// apart or in place as NCCL's are (all_reduce: in == out; reduce_scatter: out == in + rank *
-/// count; all_gather: in == out + rank * count), any other overlap throws. Construction is
-/// collective, and so is every call: the same calls, in the same order, on every rank. A call
-/// given a stream is queued on it and returns at once (AgGemm says how streams behave); without
-/// one it returns when its result is in `out`.
+/// every rank of the world, pushed rank to rank (in chunks, pipelined against the sums), through
+/// a symmetric staging area of `capacity_bytes` (larger messages go in pieces). On a GPU target
+/// `in` and `out` are device memory of this rank (any: they need not be symmetric), on the host
+/// target host memory; `in` and `out` are apart or in place as NCCL's are (all_reduce: in ==
+/// out; reduce_scatter: out == in + rank * count; all_gather: in == out + rank * count), any
+/// other overlap throws. Construction is collective, and so is every call: the same calls, in
+/// the same order, on every rank. A call given a stream is queued on it and returns at once
+/// (AgGemm says how streams behave); without one it returns when its result is in `out`.
 class Collectives {
  public:
+  /// Allocates the staging area (`capacity_bytes`, in two halves of a row per rank: a row is the
+  /// most one launch moves per rank) and signal words in the symmetric heap, and compiles the f32
+  /// kernels (bf16's at their first use).
   explicit Collectives(const Target& target = Target::default_target(), size_t capacity_bytes = size_t(64) << 20);
   ~Collectives();
   /// out[r * count + i] = in_r[i].
@@ -204,13 +251,20 @@ class Collectives {
   /// from kTwoShotBytes on where there are more than two ranks (on two, both send as much, and
   /// two shots measured slower: bench/RESULTS.md).
   enum class AllReduce { automatic, one_shot, two_shot };
+  /// AllReduce::automatic's threshold: messages of at least this many bytes take two shots.
   static constexpr size_t kTwoShotBytes = size_t(4) << 20;
-  /// out[i] = sum over ranks r of in_r[i]. Every rank gets the same bits.
+  /// out[i] = sum over ranks r of in_r[i]. Every rank gets the same bits. Without `algorithm`:
+  /// AllReduce::automatic.
+  ///@{
   void all_reduce(const float* in, float* out, size_t count, AllReduce algorithm = AllReduce::automatic,
                   const runtime::Stream* stream = nullptr);
   void all_reduce(const float* in, float* out, size_t count, const runtime::Stream* stream) {
     all_reduce(in, out, count, AllReduce::automatic, stream);
   }
+  ///@}
+  /// The same for bf16: all_gather, reduce_scatter and all_reduce (sums taken in f32 and rounded
+  /// once).
+  ///@{
   void all_gather(const bf16* in, bf16* out, size_t count, const runtime::Stream* stream = nullptr);
   void reduce_scatter(const bf16* in, bf16* out, size_t count, const runtime::Stream* stream = nullptr);
   void all_reduce(const bf16* in, bf16* out, size_t count, AllReduce algorithm = AllReduce::automatic,
@@ -218,6 +272,8 @@ class Collectives {
   void all_reduce(const bf16* in, bf16* out, size_t count, const runtime::Stream* stream) {
     all_reduce(in, out, count, AllReduce::automatic, stream);
   }
+  ///@}
+  /// The ranks of the world (of the target).
   int ranks() const;
 
  private:

@@ -42,9 +42,11 @@ const KernelDef& moe_topk_kernel(ir::DType logits = ir::DType::f32);
 ///   that ranked them); counts zeroed for the next run. Parameters: ids, ranks, bases,
 ///   sorted_ids, dest, counts, pairs, E, seg_pairs, G, chunk; constants BP, C. Launch over
 ///   cdiv(max(pairs, C * G), BP) programs.
+///@{
 const KernelDef& moe_count_kernel();
 const KernelDef& moe_tiles_kernel();
 const KernelDef& moe_scatter_kernel();
+///@}
 
 /// Routing for a MoE layer, on the device: for up to `max_tokens` tokens, the top-k experts of
 /// each (with their scores), then the table a grouped GEMM over the experts reads. A run with
@@ -66,40 +68,55 @@ const KernelDef& moe_scatter_kernel();
 /// of one object are ordered (they share its buffers).
 class MoeRouting {
  public:
+  /// The scores of a token's experts: the softmax over its logits, or the sigmoid of each.
   enum class Scores { softmax, sigmoid };
+  /// Construction options.
   struct Options {
-    Scores scores = Scores::softmax;
-    bool renormalize = true;  // the k scores divided by their sum
-    int block_rows = 64;      // BM: the grouped GEMM's rows per tile
-    int segments = 1;         // runs of tokens sorted apart (a rank's, for a gathered batch)
+    Scores scores = Scores::softmax;  ///< how the logits become scores
+    bool renormalize = true;          ///< the k scores divided by their sum
+    int block_rows = 64;              ///< BM: the grouped GEMM's rows per tile (a power of two)
+    /// Runs of tokens sorted apart (a rank's, for a gathered batch).
+    int segments = 1;
   };
+  /// Buffers for up to `max_tokens` tokens a run, each routed to `topk` of `experts` experts.
+  /// Throws Error unless 1 <= topk <= experts, topk <= 32, experts <= 4096, block_rows is a
+  /// power of two, and segments >= 1 divides max_tokens (>= 0).
   MoeRouting(const Target& target, int64_t max_tokens, int64_t experts, int topk, Options options);
+  /// The same with the default Options.
   MoeRouting(const Target& target, int64_t max_tokens, int64_t experts, int topk)
       : MoeRouting(target, max_tokens, experts, topk, Options{}) {}
   ~MoeRouting();
   /// Top-k of `logits` ([tokens, experts]), then the sort. `tokens` <= max_tokens, a multiple
   /// of the segments.
   void run(const float* logits, int64_t tokens, const runtime::Stream* stream = nullptr);
+  /// The same with bf16 logits.
   void run(const bf16* logits, int64_t tokens, const runtime::Stream* stream = nullptr);
   /// The sort alone, of top-k ids computed elsewhere ([tokens, topk] int32; -1 drops a slot);
   /// topk_ids()/topk_weights() are then not written.
   void align(const int32_t* topk_ids, int64_t tokens, const runtime::Stream* stream = nullptr);
 
+  /// [tokens, topk] int32: each token's experts, best first (run() only).
   const int32_t* topk_ids() const;
+  /// [tokens, topk] f32: their scores (run() only).
   const float* topk_weights() const;
+  /// [rows()] int32: the pair each row of the grouped GEMM computes (above).
   const int32_t* sorted_ids() const;
+  /// [tokens * topk] int32: each pair's row (-1: dropped).
   const int32_t* dest() const;
+  /// [1 + 3 * slots()] int32: the tile table (above).
   const int32_t* tiles() const;
+  /// [segments * experts + 1] int32: each group's first row, then the rows in all.
   const int32_t* group_starts() const;
-  int64_t rows() const;  // sorted_ids' capacity: slots() * block_rows()
+  int64_t rows() const;  ///< sorted_ids' capacity: slots() * block_rows()
   /// rows() of a MoeRouting made so (before making one: the rows of the buffers that follow it).
   static int64_t rows_for(int64_t max_tokens, int64_t experts, int topk, const Options& options);
-  int64_t slots() const;  // the tile table's capacity: cdiv(max_tokens * topk, BM) + groups
-  int64_t experts() const;
-  int topk() const;
-  int block_rows() const;
-  int segments() const;
-  int64_t max_tokens() const;
+  /// The tile table's capacity: cdiv(max_tokens * topk, BM) + segments * experts.
+  int64_t slots() const;
+  int64_t experts() const;     ///< The experts routed to.
+  int topk() const;            ///< The experts of each token.
+  int block_rows() const;      ///< BM (Options::block_rows).
+  int segments() const;        ///< Options::segments.
+  int64_t max_tokens() const;  ///< The most tokens a run.
 
  private:
   struct State;
@@ -123,18 +140,18 @@ class MoeRouting {
 /// a_scales, sorted_ids, tiles, starts, w, w_scales, c, flags, ready, rows, N, K, w_rows, E,
 /// seg_tokens, slots, call; constants BM (the table's), BN, BK, GROUP_M, TOPK, WAIT, SPLIT (the
 /// gather programs a tile: each gathers its part of K, whole BK blocks, and marks
-/// ready[t * SPLIT + part]). Launch over slots * SPLIT + slots * cdiv(N, BN) programs (ready: slots
-/// * SPLIT flags); moe_gather_split picks SPLIT. Registered as moe_gemm (bf16: the scales not read) and
-/// moe_gemm_fp8: W f8e4m3 with DeepSeek-V3's block scales (w_scales [E, cdiv(N, 128),
-/// cdiv(K, 128)], one per 128 x 128 block of each expert's W), A's rows quantized to f8e4m3 as
-/// they are gathered, a scale per row and 128 columns (a_scales [rows, cdiv(K, 128)]: the
-/// block's largest magnitude / 448), each K block's product scaled into the f32 accumulator
-/// (BK = 128).
+/// ready[t * SPLIT + part]). Launch over slots * SPLIT + slots * cdiv(N, BN) programs (ready:
+/// slots * SPLIT flags); moe_gather_split picks SPLIT. Registered as moe_gemm (bf16: the scales
+/// not read) and moe_gemm_fp8: W f8e4m3 with DeepSeek-V3's block scales (w_scales [E,
+/// cdiv(N, 128), cdiv(K, 128)], one per 128 x 128 block of each expert's W), A's rows quantized
+/// to f8e4m3 as they are gathered, a scale per row and 128 columns (a_scales [rows,
+/// cdiv(K, 128)]: the block's largest magnitude / 448), each K block's product scaled into the
+/// f32 accumulator (BK = 128).
 const KernelDef& moe_gemm_kernel(ir::DType weights = ir::DType::bf16);
 
 /// The gather programs a tile for moe_gemm (SPLIT): enough that `slots` tiles' gathers fill the
-/// GPU's SMs once (as if 8 on the CPU backend), each part at least 4 BK blocks of K, at most 8 parts;
-/// $TILEDIST_MOE_GATHER_SPLIT (1 to 8) overrides it.
+/// GPU's SMs once (as if 8 on the CPU backend), each part at least 4 BK blocks of K, at most 8
+/// parts; $TILEDIST_MOE_GATHER_SPLIT (1 to 8) overrides it.
 int moe_gather_split(const Target& target, int64_t slots, int64_t K, int bk);
 
 /// Tiles for the MoE GEMMs (moe_gemm, moe_reduce): grouped_gemm_config's (the routing's BM; on
@@ -158,9 +175,15 @@ GemmConfig moe_gemm_config(const Target& target, int64_t rows, int64_t N, int64_
 /// AgGemm's (kernels.h).
 class AgMoe {
  public:
+  /// Collective: for `tokens` tokens a rank in every run, of K columns, and `experts` experts of
+  /// N columns each, top-`topk`. Throws Error for negative tokens, N, K or experts below 1,
+  /// topk or experts past MoeRouting's limits, weights other than bf16 and f8e4m3, or operands
+  /// of 2^31 elements or more.
   AgMoe(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t experts, int topk,
         ir::DType weights = ir::DType::bf16);
   ~AgMoe();
+  /// tokens [tokens, K] bf16, topk_ids [tokens, topk] int32, w [E, N, K] bf16 (an AgMoe made
+  /// for bf16), out [rows(), N] bf16.
   void run(const bf16* tokens, const int32_t* topk_ids, const bf16* w, bf16* out,
            const runtime::Stream* stream = nullptr);
   /// The same, the tokens' top-k weights ([tokens, topk] f32) gathered too (gathered_weights():
@@ -172,11 +195,13 @@ class AgMoe {
            const float* w_scales, bf16* out, const runtime::Stream* stream = nullptr);
   /// The gathered batch's layout (sorted_ids, dest, tiles) of the last run.
   const MoeRouting& routing() const;
-  /// The gathered tokens of the last run ([ranks * tokens, K]), and their top-k weights where
-  /// the run was given them ([ranks * tokens, topk]).
+  /// The gathered tokens of the last run ([ranks * tokens, K] bf16).
   const bf16* gathered() const;
+  /// Their top-k weights ([ranks * tokens, topk] f32), where the last run was given them.
   const float* gathered_weights() const;
+  /// out's rows: routing().rows().
   int64_t rows() const;
+  /// The GEMM's tiles and options (moe_gemm_config).
   const GemmConfig& config() const;
   /// Overlap (the default): each GEMM tile starts once its rows' tokens are here. Off: every
   /// rank's tokens are gathered before the GEMM starts (the same copies and kernel, one after
@@ -194,8 +219,10 @@ class AgMoe {
 /// moe_reduce_rs, or + AllReduce, moe_reduce_ar (with f8e4m3 activations and weights and their
 /// block scales, as moe_gemm_kernel's: moe_reduce_rs_fp8, moe_reduce_ar_fp8); and the sum of the
 /// ranks' blocks after it, moe_reduce_sum. Launched by MoeReduce.
+///@{
 const KernelDef& moe_reduce_kernel(bool all_reduce, ir::DType weights = ir::DType::bf16);
 const KernelDef& moe_reduce_sum_kernel();
+///@}
 
 /// The down projection of tensor-parallel experts, Triton-distributed's moe_reduce_rs (and
 /// moe_reduce_ar for decoding): every rank holds K columns of the gathered batch's
@@ -213,14 +240,23 @@ const KernelDef& moe_reduce_sum_kernel();
 /// AgGemm's (kernels.h).
 class MoeReduce {
  public:
+  /// Where the sums go: each rank's own tokens (reduce_scatter) or every token to every rank.
   enum class Mode { reduce_scatter, all_reduce };
+  /// Collective: for `tokens` tokens a rank, `experts` experts of N output columns, K columns
+  /// of act a rank, top-`topk`. Throws Error unless tokens >= 0, N, K >= 1, 1 <= topk <=
+  /// experts, weights bf16 or f8e4m3, and act, W and the output under 2^31 elements each.
   MoeReduce(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t experts, int topk,
             Mode mode = Mode::reduce_scatter, ir::DType weights = ir::DType::bf16);
   ~MoeReduce();
+  /// bf16 act and w (a MoeReduce made for bf16). `routing` must be of the gathered batch's form
+  /// (ranks * tokens tokens, the experts and topk, a segment per rank, config().bm-row tiles:
+  /// AgMoe::routing()); else it throws Error.
   void run(const bf16* act, const MoeRouting& routing, const float* topk_weights, const bf16* w, bf16* out,
            const runtime::Stream* stream = nullptr);
+  /// The same with f8e4m3 act and w and their block scales (above).
   void run(const f8e4m3* act, const float* act_scales, const MoeRouting& routing, const float* topk_weights,
            const f8e4m3* w, const float* w_scales, bf16* out, const runtime::Stream* stream = nullptr);
+  /// The GEMM's tiles and options (moe_gemm_config).
   const GemmConfig& config() const;
   /// Overlap (the default): a token's sum is pushed to its owner once the tiles of its rank's
   /// tokens are done, while the rest of the GEMM runs. Off: once the whole GEMM is done (the
@@ -250,30 +286,39 @@ const KernelDef& moe_swiglu_kernel(ir::DType act = ir::DType::bf16);
 /// hidden]: rows [0, I) gate, [I, 2 I) up, I = intermediate / ranks) and of the down projection
 /// (w2 [E, hidden, I]). A run gathers the tokens (AgMoe, the gate/up GEMM overlapped with the
 /// gather), applies SwiGLU (moe_swiglu), and runs the down GEMM with the top-k combine and the
-/// reduce-scatter (MoeReduce): out [tokens, hidden] bf16 holds this rank's tokens (Mode::
-/// all_reduce: [ranks * tokens, hidden], every rank's). The routing is the caller's (top-k ids
-/// and weights of its tokens: MoeRouting's), or made from router logits ([tokens, E] f32) by
-/// the run. `weights` f8e4m3: w13 and w2 in e4m3 with DeepSeek-V3's block scales (w13_scales
-/// [E, cdiv(2 I, 128), cdiv(hidden, 128)], w2_scales [E, cdiv(hidden, 128), cdiv(I, 128)]: one
-/// per 128 x 128 block of each expert's slice as it is stored, gate and up rows together: a
-/// checkpoint's scales, blocked over gate and up apart, are these where I is a multiple of 128), the activations
-/// quantized per token and 128 columns where they are written (the gathered tokens, SwiGLU's output; moe_gemm_kernel
-/// says how). Device memory on a GPU target, host memory on the host; construction and every run are collective;
-/// streams as AgGemm's (kernels.h).
+/// reduce-scatter (MoeReduce): out [tokens, hidden] bf16 holds this rank's tokens
+/// (Mode::all_reduce: [ranks * tokens, hidden], every rank's). The routing is the caller's
+/// (top-k ids and weights of its tokens: MoeRouting's), or made from router logits ([tokens, E]
+/// f32) by the run. `weights` f8e4m3: w13 and w2 in e4m3 with DeepSeek-V3's block scales
+/// (w13_scales [E, cdiv(2 I, 128), cdiv(hidden, 128)], w2_scales [E, cdiv(hidden, 128),
+/// cdiv(I, 128)]: one per 128 x 128 block of each expert's slice as it is stored, gate and up
+/// rows together: a checkpoint's scales, blocked over gate and up apart, are these where I is a
+/// multiple of 128), the activations quantized per token and 128 columns where they are written
+/// (the gathered tokens, SwiGLU's output; moe_gemm_kernel says how). Device memory on a GPU
+/// target, host memory on the host; construction and every run are collective; streams as
+/// AgGemm's (kernels.h).
 class MoeMlp {
  public:
+  /// Collective: for `tokens` tokens a rank of `hidden` channels, `experts` experts of an
+  /// intermediate size `intermediate` (a multiple of the ranks), top-`topk`. Throws Error for
+  /// an intermediate size that does not split, weights other than bf16 and f8e4m3, or the
+  /// shapes AgMoe and MoeReduce refuse.
   MoeMlp(const Target& target, int64_t tokens, int64_t hidden, int64_t intermediate, int64_t experts, int topk,
          MoeReduce::Mode mode = MoeReduce::Mode::reduce_scatter, ir::DType weights = ir::DType::bf16);
   ~MoeMlp();
+  /// Routed by the caller: topk_ids [tokens, topk] int32 and topk_weights [tokens, topk] f32 of
+  /// this rank's tokens; bf16 weights (an MoeMlp made for bf16).
   void run(const bf16* x, const int32_t* topk_ids, const float* topk_weights, const bf16* w13, const bf16* w2,
            bf16* out, const runtime::Stream* stream = nullptr);
-  /// The same, routed here (MoeRouting over this rank's tokens, scored as `options` say).
+  /// The same, routed here (MoeRouting over this rank's tokens, scored as `options` say: its
+  /// scores and renormalize; its segments not read).
   void run(const bf16* x, const float* logits, const bf16* w13, const bf16* w2, bf16* out,
            const runtime::Stream* stream = nullptr, MoeRouting::Options options = {});
-  /// The same two with f8e4m3 weights and their block scales.
+  /// The first with f8e4m3 weights and their block scales (above).
   void run(const bf16* x, const int32_t* topk_ids, const float* topk_weights, const f8e4m3* w13,
            const float* w13_scales, const f8e4m3* w2, const float* w2_scales, bf16* out,
            const runtime::Stream* stream = nullptr);
+  /// The second (routed here) with f8e4m3 weights and their block scales.
   void run(const bf16* x, const float* logits, const f8e4m3* w13, const float* w13_scales, const f8e4m3* w2,
            const float* w2_scales, bf16* out, const runtime::Stream* stream = nullptr,
            MoeRouting::Options options = {});

@@ -31,18 +31,22 @@ const KernelDef& sp_ag_attention_kernel(ir::DType dtype);
 /// other rank (by the copy engine on a GPU, a peer sharing our GPU before the kernel, on its
 /// stream; by memcpy on the host) and signals each slice's arrival; the kernel starts on its own
 /// slice (copied into its place first) and takes each peer's as its signal comes, so the gather
-/// overlaps the attention. o may be q (each program reads its queries before it writes them). `scale` 0 means 1 /
-/// sqrt(head_dim). Runs alternate between two gathered buffers: a run may start before the last one's peers are done
-/// with its buffer, not before the one before. Construction and every run are collective (the same batch and seqlen on
-/// every rank; a run of no tokens does nothing, sends nothing); pointers are device memory on a GPU target, host memory
-/// on the host.
+/// overlaps the attention. o may be q (each program reads its queries before it writes them).
+/// `scale` 0 means 1 / sqrt(head_dim). Runs alternate between two gathered buffers: a run may
+/// start before the last one's peers are done with its buffer, not before the one before.
+/// Construction and every run are collective (the same batch and seqlen on every rank; a run of
+/// no tokens does nothing, sends nothing); pointers are device memory on a GPU target, host
+/// memory on the host.
 class AgAttention {
  public:
-  /// Capacity: at most max_batch * max_seqlen tokens a rank a run.
+  /// Capacity: at most max_batch * max_seqlen tokens a rank a run. Throws Error for what
+  /// Attention refuses, negative capacities, or capacities past the kernels' 32-bit offsets.
   AgAttention(const Target& target, int heads, int kv_heads, int head_dim, int64_t max_batch, int64_t max_seqlen,
               ir::DType dtype = ir::DType::bf16, bool causal = true, float scale = 0.0f);
   ~AgAttention();
 
+  /// `batch` sequences, `seqlen` tokens of each on this rank (batch * seqlen within the
+  /// capacity, batch * heads at most 65535), in the dtype it was made for; else Error.
   template <AttentionOperand T>
   void run(const T* q, const T* k, const T* v, T* o, int batch, int seqlen, const runtime::Stream* stream = nullptr);
 
@@ -56,9 +60,11 @@ class AgAttention {
 /// (the attention over the slices gathered from every rank, each slice taken once its word is
 /// here, the output rows stored straight into their rank's buffer) and `ulysses_finish` (waits
 /// for every rank's outputs), bf16 and f16 (`_f16`; the finish takes no operands).
+///@{
 const KernelDef& ulysses_pack_kernel(ir::DType dtype);
 const KernelDef& ulysses_attention_kernel(ir::DType dtype);
 const KernelDef& ulysses_finish_kernel();
+///@}
 
 /// Sequence-parallel attention by all-to-all (DeepSpeed's Ulysses): the same contract as
 /// AgAttention (rank r holds tokens [r * seqlen, (r + 1) * seqlen) of each sequence; q, o [B,
@@ -73,10 +79,12 @@ const KernelDef& ulysses_finish_kernel();
 /// pointers are device memory on a GPU target.
 class UlyssesAttention {
  public:
+  /// As AgAttention's, heads and kv_heads each a multiple of the ranks (else Error).
   UlyssesAttention(const Target& target, int heads, int kv_heads, int head_dim, int64_t max_batch, int64_t max_seqlen,
                    ir::DType dtype = ir::DType::bf16, bool causal = true, float scale = 0.0f);
   ~UlyssesAttention();
 
+  /// As AgAttention's, batch * heads / ranks at most 65535.
   template <AttentionOperand T>
   void run(const T* q, const T* k, const T* v, T* o, int batch, int seqlen, const runtime::Stream* stream = nullptr);
 

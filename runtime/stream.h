@@ -34,17 +34,24 @@ class GpuApi {
 
   /// A stream that does not synchronize with the default stream.
   virtual void* stream_create() const = 0;
+  /// Destroys a stream of stream_create().
   virtual void stream_destroy(void* stream) const noexcept = 0;
+  /// Blocks until everything queued on `stream` has finished.
   virtual void stream_synchronize(void* stream) const = 0;
   /// Whether everything queued on `stream` has finished (never blocks).
   virtual bool stream_idle(void* stream) const = 0;
 
+  /// An event; `timing`: whether event_elapsed_ms may measure it.
   virtual void* event_create(bool timing) const = 0;
+  /// Destroys an event of event_create().
   virtual void event_destroy(void* event) const noexcept = 0;
+  /// Makes `event` mark the current end of `stream`'s work.
   virtual void event_record(void* event, void* stream) const = 0;
   /// Makes `stream`'s later work wait for `event` (the host does not block).
   virtual void stream_wait_event(void* stream, void* event) const = 0;
+  /// Blocks until `event` has completed.
   virtual void event_synchronize(void* event) const = 0;
+  /// Whether `event` has completed (never blocks).
   virtual bool event_done(void* event) const = 0;
   /// Milliseconds from `start` to `end`, both recorded with timing and complete.
   virtual float event_elapsed_ms(void* start, void* end) const = 0;
@@ -52,14 +59,18 @@ class GpuApi {
   /// In `stream`'s order: a device-to-device copy (peers' memory mapped here included), a
   /// signal word written after the stream's earlier writes are visible, and one awaited until
   /// it is at least `value` (cyclic comparison).
+  ///@{
   virtual void copy_async(void* dst, const void* src, size_t bytes, void* stream) const = 0;
   virtual void write_value(void* word, uint32_t value, void* stream) const = 0;
   virtual void wait_value(void* word, uint32_t value, void* stream) const = 0;
+  ///@}
 
   /// Loads a backend's binary (PTX for CUDA, a code object for HIP, its arch checked against
   /// the device's) on the current device; `name` (the kernel's) is for errors.
   virtual void* module_load(const std::string& binary, const std::string& name) const = 0;
+  /// Unloads a module of module_load().
   virtual void module_unload(void* module) const noexcept = 0;
+  /// The function `entry` of `module`; `name` (the kernel's) is for errors.
   virtual void* module_function(void* module, const std::string& entry, const std::string& name) const = 0;
   /// Allows `function` `shared_bytes` of dynamic shared memory, where the runtime asks for more
   /// than its default (throws Error naming the kernel where the device has less).
@@ -75,6 +86,7 @@ class Stream {
  public:
   /// A stream of GpuApi::current().
   Stream();
+  /// A stream of `api`.
   explicit Stream(const GpuApi& api);
   ~Stream();
   Stream(const Stream&) = delete;
@@ -86,6 +98,7 @@ class Stream {
   /// The runtime's handle (CUstream, hipStream_t), for launches and interop; null: the default
   /// stream.
   void* handle() const { return stream_; }
+  /// The runtime the stream belongs to.
   const GpuApi& api() const { return *api_; }
   /// The default (legacy) stream of GpuApi::current(): it waits for, and is waited for by, the
   /// work of the default stream's other users (host copies, launches without a stream).
@@ -102,8 +115,10 @@ class Stream {
 /// stream, and timed against another event.
 class Event {
  public:
-  /// `timing`: whether elapsed_since may measure it (events without are cheaper to record).
+  /// An event of GpuApi::current(). `timing`: whether elapsed_since may measure it (events
+  /// without are cheaper to record).
   explicit Event(bool timing = true);
+  /// An event of `api`.
   Event(const GpuApi& api, bool timing);
   ~Event();
   Event(const Event&) = delete;
@@ -112,7 +127,9 @@ class Event {
   void record(const Stream* stream = nullptr);
   /// Makes `stream`'s later work wait for this event (the host does not block).
   void make_wait(const Stream& stream) const;
+  /// Blocks until the event has completed.
   void synchronize() const;
+  /// Whether the event has completed (never blocks).
   bool done() const;
   /// Milliseconds from `start` to this event; both recorded and complete.
   float elapsed_since(const Event& start) const;
@@ -123,14 +140,17 @@ class Event {
 };
 
 /// Copy-engine producers, in `stream`'s order (GpuApi::copy_async, write_value, wait_value).
+///@{
 void copy_async(void* dst, const void* src, size_t bytes, const Stream& stream);
 void write_value(void* word, uint32_t value, const Stream& stream);
 void wait_value(void* word, uint32_t value, const Stream& stream);
+///@}
 
 /// A backend's binary loaded on the current device; launches look the entry up (and set its
 /// shared memory) once.
 class Module {
  public:
+  /// Loads `binary` with `api` (GpuApi::module_load); `name` (the kernel's) is for errors.
   Module(const GpuApi& api, const std::string& binary, const std::string& name);
   ~Module();
   Module(const Module&) = delete;
@@ -139,6 +159,7 @@ class Module {
   /// default stream).
   void launch(const std::string& entry, const int grid[3], int threads, size_t shared_bytes, void** args,
               const Stream* stream = nullptr);
+  /// The runtime that loaded the module.
   const GpuApi& api() const { return *api_; }
 
  private:
@@ -154,8 +175,10 @@ class Module {
 /// Elapsed milliseconds between two points on the default stream, measured with events.
 class Timer {
  public:
+  /// Marks the start.
   void start() { begin_.record(); }
-  float stop() {  // synchronizes
+  /// Marks the end and waits for it: the milliseconds since start().
+  float stop() {
     end_.record();
     end_.synchronize();
     return end_.elapsed_since(begin_);
