@@ -27,13 +27,16 @@ int64_t div_at(const AxisInfo& a, int64_t c, int64_t step) {
   return c >= a.contiguity ? a.divisibility : std::gcd(a.divisibility, c * step);
 }
 int64_t capped(int64_t v) { return std::min(v, AxisInfo::kMax); }
-/// The largest power of two at most v (hints may name any number; every
-/// rule here reasons in powers of two).
+/// The largest power of two at most v.
 int64_t pow2_floor(int64_t v) {
   int64_t p = 1;
   while (p <= v / 2) p *= 2;
   return v < 1 ? 1 : p;
 }
+/// What a hint that names `v` promises in the powers of two every rule here reasons in: the
+/// largest that divides it (values that are multiples of 24 are multiples of 8, not of 16; runs
+/// of 12 from multiples of 12 hold runs of 4, not of 8).
+int64_t hinted(int64_t v) { return v < 1 ? 1 : pow2_factor(v); }
 
 /// Whether `sub` (a - b, scalars) is computed in a branch that runs only where a >= b: the
 /// then-branch of an if on a >= b or a > b, or the else-branch of one on a < b or a <= b.
@@ -182,9 +185,9 @@ AxisInfo AxisAnalysis::compute(const ir::Value* v, int dim) {
       AxisInfo a = in(0);
       if (v->type.is_tensor() && dim + 1 != static_cast<int>(v->type.shape.size())) return a;
       if (d.has_attr("multiple_of"))
-        a.divisibility = capped(std::max(a.divisibility, pow2_floor(d.int_attr("multiple_of"))));
+        a.divisibility = capped(std::max(a.divisibility, hinted(d.int_attr("multiple_of"))));
       if (d.has_attr("max_contiguous"))
-        a.contiguity = std::min(std::max(a.contiguity, pow2_floor(d.int_attr("max_contiguous"))), pow2_floor(L));
+        a.contiguity = std::min(std::max(a.contiguity, hinted(d.int_attr("max_contiguous"))), pow2_floor(L));
       return a;
     }
     case OpCode::ExpandDims:

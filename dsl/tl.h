@@ -297,12 +297,13 @@ Tensor cdiv(const Operand& a, const Operand& b);
 ///@}
 
 // ---- compiler hints (Triton's multiple_of / max_contiguous)
-/// x, with the promise that its elements are multiples of `n` (a power of 2; others count as
-/// the one below them), which lets accesses it indexes vectorize. A false promise is undefined
-/// behavior.
+/// x, with the promise that its elements are multiples of `n` (of bytes, for pointers), which
+/// lets accesses it indexes vectorize; the compiler takes from it the largest power of 2 that
+/// divides `n` (24: 8). A false promise is undefined behavior.
 Tensor multiple_of(const Tensor& x, int64_t n, SrcLoc loc = SrcLoc::current());
-/// x, with the promise that along its last dimension its elements come in runs of `n` (a power
-/// of 2, as for multiple_of) consecutive values.
+/// x, with the promise that along its last dimension its elements come in runs of `n`
+/// consecutive values, each run starting at a multiple of `n` in the dimension (taken as
+/// multiple_of takes `n`: 12 promises runs of 4).
 Tensor max_contiguous(const Tensor& x, int64_t n, SrcLoc loc = SrcLoc::current());
 
 // ---- control flow: loops and branches take lambdas; loop-carried values are explicit.

@@ -101,6 +101,16 @@ TEST(TraceErrors, StoreValueOfAnotherShape) {
                      {"op 'store'", "@LINE", "cannot broadcast shape [32] to [16]"});
 }
 
+void zero_hint(tl::Ptr<float> x) {
+  auto offs = tl::arange(0, 16);
+  g_line = __LINE__ + 1;  // (the next line)
+  tl::store(x + tl::max_contiguous(offs, 0), 1.0f);
+}
+TEST(TraceErrors, AHintNamesAPositiveNumber) {
+  expect_trace_error(KernelDef("zero_hint", zero_hint, {"x"}),
+                     {"op 'max_contiguous'", "@LINE", "needs a positive number, got 0"});
+}
+
 void carried_type(tl::Ptr<float> x) {
   g_line = __LINE__ + 1;  // (the next line)
   tl::for_range(0, 4, 1, tl::zeros({8}, tl::float32),
