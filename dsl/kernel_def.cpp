@@ -52,6 +52,21 @@ uint64_t KernelDef::next_id() {
   return counter++;
 }
 
+void KernelDef::check_defaults() const {
+  for (const auto& [name, value] : defaults_) {
+    bool found = false;
+    for (const ParamInfo& p : params_) found = found || (p.kind == ParamKind::constant && p.name == name);
+    if (!found) {
+      std::string constants;
+      for (const ParamInfo& p : params_)
+        if (p.kind == ParamKind::constant) constants += (constants.empty() ? "" : ", ") + p.name;
+      throw Error(str_cat("tiledist: kernel '", name_, "': a default for '", name,
+                          "', which is not one of its constants (", constants.empty() ? "it has none" : constants,
+                          ")"));
+    }
+  }
+}
+
 void KernelDef::check_name(const std::string& name) {
   bool ok = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_');
   for (char c : name) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');

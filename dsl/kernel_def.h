@@ -107,7 +107,8 @@ class KernelDef {
   /// Defines kernel `name` (an identifier), traced by calling `fn`, whose parameters are
   /// tl::Ptr, tl::Int, tl::Int64, tl::Float and tl::Const (by value or const reference), named
   /// in order by `param_names`. `defaults`: values of constants that a trace may leave out.
-  /// Throws Error where `name` is not an identifier or the names do not match the parameters.
+  /// Throws Error where `name` is not an identifier, the names do not match the parameters, or
+  /// a default names no constant parameter.
   template <class... P>
   KernelDef(std::string name, void (*fn)(P...), std::vector<std::string> param_names, Constants defaults = {})
       : name_(std::move(name)), defaults_(std::move(defaults)), id_(next_id()) {
@@ -117,6 +118,7 @@ class KernelDef {
       throw Error(str_cat("tiledist: kernel '", name_, "' has ", params_.size(), " parameters but ", param_names.size(),
                           " names were given"));
     for (size_t i = 0; i < params_.size(); ++i) params_[i].name = param_names[i];
+    check_defaults();
     invoke_ = [fn](const std::vector<ir::Value*>& vals, const std::vector<const ConstValue*>& consts) {
       call(fn, vals, consts, std::index_sequence_for<P...>{});
     };
@@ -160,6 +162,7 @@ class KernelDef {
   static uint64_t next_id();
   /// Kernel names are identifiers: they name the IR function and the generated symbol.
   static void check_name(const std::string& name);
+  void check_defaults() const;
 
   std::string name_;
   std::vector<ParamInfo> params_;

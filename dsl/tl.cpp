@@ -282,6 +282,9 @@ void yield_checked(const char* op, const SrcLoc& loc, ir::Builder& b, const Valu
 }  // namespace
 
 Tensor Tensor::to(DType t, SrcLoc loc) const { return convert("to", loc, *this, t); }
+void Tensor::empty() {
+  throw Error("tiledist: an empty tl::Tensor (default-constructed, never assigned a value) used as an operand");
+}
 
 Tensor operator+(const Operand& a, const Operand& b) {
   const SrcLoc& loc = a.is_literal ? b.loc : a.loc;

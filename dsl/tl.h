@@ -43,19 +43,23 @@ class Tensor {
   ir::Value* value() const { return v_; }
   /// Whether it holds a value (a default-constructed Tensor does not).
   bool valid() const { return v_ != nullptr; }
-  /// The IR type: dtype, shape and whether it is a pointer. Not for an empty tensor.
-  const ir::Type& type() const { return v_->type; }
-  /// The element dtype; for pointers, the pointee's. Not for an empty tensor.
-  DType dtype() const { return v_->type.dtype; }
-  /// The block shape, empty for a scalar. Not for an empty tensor.
-  const std::vector<int64_t>& shape() const { return v_->type.shape; }
-  /// Whether its elements are pointers. Not for an empty tensor.
-  bool is_ptr() const { return v_->type.is_ptr; }
+  /// The IR type: dtype, shape and whether it is a pointer. An empty tensor throws Error.
+  const ir::Type& type() const {
+    if (!v_) empty();
+    return v_->type;
+  }
+  /// The element dtype; for pointers, the pointee's. An empty tensor throws Error.
+  DType dtype() const { return type().dtype; }
+  /// The block shape, empty for a scalar. An empty tensor throws Error.
+  const std::vector<int64_t>& shape() const { return type().shape; }
+  /// Whether its elements are pointers. An empty tensor throws Error.
+  bool is_ptr() const { return type().is_ptr; }
   /// Converts to another dtype (Triton's `x.to(tl.float16)`); the same dtype returns it
   /// unchanged, and a pointer throws Error.
   Tensor to(DType t, SrcLoc loc = SrcLoc::current()) const;
 
  private:
+  [[noreturn]] static void empty();
   ir::Value* v_ = nullptr;
 };
 

@@ -62,6 +62,11 @@ const jit::Loaded& Kernel::variant_for(const std::vector<LaunchArg>& args) const
   return *slot;
 }
 
+const jit::Loaded& Kernel::compiled(const char* what) const {
+  if (!loaded_) throw Error(str_cat("tiledist: ", what, "() of an empty Kernel (compile it first)"));
+  return *loaded_;
+}
+
 void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args, const runtime::Stream* stream) const {
   if (!loaded_) throw Error("tiledist: launch of an empty Kernel (compile it first)");
   const jit::Backend& backend = jit::Backend::for_target(loaded_->target);

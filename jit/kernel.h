@@ -97,8 +97,7 @@ LaunchArg to_arg(T v) {
 /// A compiled specialization of a kernel.
 class Kernel {
  public:
-  /// An empty Kernel: launching it throws Error; name(), ir() and scratch_bytes() need a
-  /// compiled one.
+  /// An empty Kernel: launching it, or asking its name(), ir() or scratch_bytes(), throws Error.
   Kernel() = default;
   /// A kernel compiled once, launched as it is (no specialization at launch).
   explicit Kernel(std::shared_ptr<const jit::Loaded> loaded) : loaded_(std::move(loaded)) {}
@@ -131,15 +130,17 @@ class Kernel {
   void launch_args(Grid grid, const std::vector<LaunchArg>& args, const runtime::Stream* stream = nullptr) const;
 
   /// The kernel's name (its KernelDef's).
-  const std::string& name() const { return loaded_->artifact.kernel; }
+  const std::string& name() const { return compiled("name").artifact.kernel; }
   /// The optimized tile IR this kernel was compiled from.
-  const ir::Function& ir() const { return *loaded_->ir; }
+  const ir::Function& ir() const { return *compiled("ir").ir; }
   /// Host: scratch bytes per program; GPU: dynamic shared memory bytes per CTA (of the variant
   /// compiled without launch-time specialization).
-  int64_t scratch_bytes() const { return loaded_->artifact.scratch_bytes; }
+  int64_t scratch_bytes() const { return compiled("scratch_bytes").artifact.scratch_bytes; }
 
  private:
   struct Variants;
+  /// The compiled kernel; an empty Kernel throws Error naming `what` was asked of it.
+  const jit::Loaded& compiled(const char* what) const;
   const jit::Loaded& variant_for(const std::vector<LaunchArg>& args) const;
   std::shared_ptr<const jit::Loaded> loaded_;
   std::shared_ptr<Variants> variants_;

@@ -206,8 +206,13 @@ void set_failure_explainer(std::string (*explain)()) { failure_explainer = expla
 std::string unavailable_reason() { return driver_or_null()->error; }
 
 std::string DeviceInfo::arch() const {
-  if (cc_major >= 9) return "sm_90a";
-  return "sm_80";
+  if (cc_major == 9 && cc_minor == 0) return "sm_90a";
+  // Newer GPUs run sm_90's PTX, compiled for them when loaded (sm_90a's features are Hopper's
+  // alone: its PTX loads nowhere else).
+  if (cc_major >= 9) return "sm_90";
+  if (cc_major == 8) return "sm_80";
+  throw Error(str_cat("tiledist: ", name, " (compute capability ", cc_major, ".", cc_minor,
+                      ") is older than the oldest GPU tiledist compiles for (8.0, Ampere)"));
 }
 
 const DeviceInfo& device() {

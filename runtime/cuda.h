@@ -37,7 +37,8 @@ struct DeviceInfo {
   /// The GPU's PCI domain, bus and device numbers in one word: the same on every process that
   /// uses this GPU, whatever ordinal its CUDA_VISIBLE_DEVICES gives it.
   uint64_t pci_location = 0;
-  /// "sm_90a" for Hopper, "sm_80" for Ampere and Ada (what our code generator targets).
+  /// What tiledist compiles for here: "sm_90a" on Hopper (9.0), "sm_90" on newer GPUs (its PTX,
+  /// compiled for them when loaded), "sm_80" on Ampere and Ada (8.x); an Error on older ones.
   std::string arch() const;
 };
 

@@ -312,13 +312,22 @@ size_t env_size(const char* name, size_t fallback) {
 }
 
 int device_ordinal(int count, const char* what) {
+  if (count <= 0) throw Error(str_cat("tiledist: no ", what, " found"));
+  // A variable's value as a number not below 0, else an error naming it.
+  auto number = [](const char* name, const char* value) {
+    char* end = nullptr;
+    const long v = std::strtol(value, &end, 10);
+    if (end == value || *end || v < 0 || v > INT32_MAX)
+      throw Error(str_cat("tiledist: $", name, " = '", value, "' is not a device or rank number"));
+    return static_cast<int>(v);
+  };
   int ordinal = 0;
   if (const char* e = std::getenv("TILEDIST_DEVICE"))
-    ordinal = std::atoi(e);
+    ordinal = number("TILEDIST_DEVICE", e);
   else if (const char* l = std::getenv("TILEDIST_LOCAL_RANK"))
-    ordinal = std::atoi(l) % count;
+    ordinal = number("TILEDIST_LOCAL_RANK", l) % count;
   else if (const char* l = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK"))
-    ordinal = std::atoi(l) % count;
+    ordinal = number("OMPI_COMM_WORLD_LOCAL_RANK", l) % count;
   if (ordinal < 0 || ordinal >= count)
     throw Error(str_cat("tiledist: ", what, " ", ordinal, " does not exist (", count, " found)"));
   return ordinal;

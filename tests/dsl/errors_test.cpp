@@ -183,6 +183,22 @@ TEST(TraceErrors, ConstantsMustBeKnownAndGiven) {
 
 TEST(TraceErrors, NamesMustMatchParameters) {
   expect_error([] { KernelDef("bad_arange", bad_arange, {"x"}); }, {"has 2 parameters but 1 names"});
+  // A default for a misspelled constant (or for a runtime parameter) would be dropped unseen.
+  expect_error([] { KernelDef("bad_arange", bad_arange, {"x", "B"}, {{"BLOCK", 8}}); },
+               {"kernel 'bad_arange': a default for 'BLOCK', which is not one of its constants (B)"});
+  expect_error([] { KernelDef("bad_arange", bad_arange, {"x", "B"}, {{"x", 8}}); }, {"a default for 'x'"});
+}
+
+void empty_operand(tl::Ptr<float> x) {
+  tl::Tensor never_set;
+  tl::store(x, tl::sum(never_set, 0));
+}
+TEST(TraceErrors, AnEmptyTensorIsAnErrorNotACrash) {
+  expect_trace_error(KernelDef("empty_operand", empty_operand, {"x"}), {"an empty tl::Tensor"});
+  Kernel empty;
+  expect_error([&] { (void)empty.name(); }, {"name() of an empty Kernel"});
+  expect_error([&] { (void)empty.ir(); }, {"ir() of an empty Kernel"});
+  expect_error([&] { empty.launch({1}); }, {"launch of an empty Kernel"});
 }
 
 TEST(TraceErrors, OpsOutsideTracing) {

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -205,6 +206,28 @@ TEST(Stream, TheCurrentRuntimeIsTheGpusOrSaysWhyNeither) {
             std::string::npos)
       << e;
   EXPECT_EQ(e, error_of([] { runtime::Event ev; }));
+}
+
+// Which GPU a process takes ($TILEDIST_DEVICE, else its local rank modulo the GPUs found): a
+// value that is not a number, or no GPU at all, is an error naming it (atoi read 'one' as GPU 0,
+// and no GPU divided by zero).
+TEST(Devices, TheOrdinalComesFromTheEnvironmentOrSaysWhatIsWrong) {
+  unsetenv("TILEDIST_DEVICE");
+  unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  setenv("TILEDIST_LOCAL_RANK", "5", 1);
+  EXPECT_EQ(runtime::device_ordinal(4, "GPU"), 1);
+  EXPECT_EQ(error_of([] { runtime::device_ordinal(0, "CUDA device"); }), "tiledist: no CUDA device found");
+  setenv("TILEDIST_LOCAL_RANK", "one", 1);
+  EXPECT_EQ(error_of([] { runtime::device_ordinal(4, "GPU"); }),
+            "tiledist: $TILEDIST_LOCAL_RANK = 'one' is not a device or rank number");
+  setenv("TILEDIST_DEVICE", "3", 1);
+  EXPECT_EQ(runtime::device_ordinal(4, "GPU"), 3);
+  setenv("TILEDIST_DEVICE", "4", 1);
+  EXPECT_EQ(error_of([] { runtime::device_ordinal(4, "GPU"); }), "tiledist: GPU 4 does not exist (4 found)");
+  setenv("TILEDIST_DEVICE", "-1", 1);
+  EXPECT_NE(error_of([] { runtime::device_ordinal(4, "GPU"); }).find("'-1' is not a device"), std::string::npos);
+  unsetenv("TILEDIST_DEVICE");
+  unsetenv("TILEDIST_LOCAL_RANK");
 }
 
 }  // namespace
