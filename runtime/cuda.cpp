@@ -293,6 +293,8 @@ TensorMap encode_tensor_map(const TensorMapShape& t) {
     throw Error("tiledist: this CUDA driver lacks cuTensorMapEncodeTiled (TMA needs CUDA 12)");
   // CUtensorMapDataType: UINT8 0, FLOAT16 6, BFLOAT16 9; swizzle 128B 3; L2 promotion 256B 3;
   // out-of-bounds elements read as zeros (fill NONE 0).
+  if (t.element_bytes != 1 && t.element_bytes != 2)
+    throw Error(str_cat("tiledist: a tensor map of ", t.element_bytes, "-byte elements (only 1 and 2 are encoded)"));
   int type = t.element_bytes == 1 ? 0 : t.bf16 ? 9 : 6;
   const unsigned element_strides[5] = {1, 1, 1, 1, 1};
   TensorMap m;

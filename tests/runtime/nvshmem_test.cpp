@@ -1,0 +1,123 @@
+// runtime/nvshmem.h on any machine (issue 31): which GPU world $TILEDIST_WORLD asks for, and
+// where NVSHMEM's host and device libraries are looked for, with errors that name every place
+// looked in. Where NVSHMEM is installed (the GPU machine), its library loads with every entry
+// point the NVSHMEM world calls.
+#include "runtime/nvshmem.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/jit/error_of.h"
+
+namespace tiledist {
+namespace {
+using test_util::error_of;
+
+// A scratch folder, removed with its files.
+struct ScratchDir {
+  std::string path;
+  ScratchDir() {
+    char tmpl[] = "/tmp/tiledist-nvshmem-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~ScratchDir() { std::system(("rm -rf " + path).c_str()); }
+  void write(const std::string& name, const std::string& text) const { std::ofstream(path + "/" + name) << text; }
+};
+
+// Keeps the variables that steer the search as they were.
+struct SavedEnv {
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+  SavedEnv() {
+    for (const char* n : {"TILEDIST_WORLD", "TILEDIST_NVSHMEM", "NVSHMEM_HOME", "NVSHMEM_LIBDEVICE_PATH"}) {
+      const char* v = std::getenv(n);
+      saved.emplace_back(n, v ? std::optional<std::string>(v) : std::nullopt);
+      unsetenv(n);
+    }
+  }
+  ~SavedEnv() {
+    for (auto& [n, v] : saved)
+      if (v)
+        setenv(n.c_str(), v->c_str(), 1);
+      else
+        unsetenv(n.c_str());
+  }
+};
+
+TEST(Nvshmem, TheWorldIsCudaUnlessAskedOtherwise) {
+  SavedEnv keep;
+  EXPECT_EQ(nvshmem::world_kind(), nvshmem::WorldKind::cuda);
+  setenv("TILEDIST_WORLD", "nvshmem", 1);
+  EXPECT_EQ(nvshmem::world_kind(), nvshmem::WorldKind::nvshmem);
+  setenv("TILEDIST_WORLD", "cuda", 1);
+  EXPECT_EQ(nvshmem::world_kind(), nvshmem::WorldKind::cuda);
+  setenv("TILEDIST_WORLD", "mpi", 1);
+  EXPECT_EQ(error_of([] { nvshmem::world_kind(); }),
+            "tiledist: $TILEDIST_WORLD = 'mpi' is not a GPU world (cuda or nvshmem)");
+}
+
+TEST(Nvshmem, TheSearchStartsWhereTheUserSays) {
+  SavedEnv keep;
+  ScratchDir dir;
+  setenv("TILEDIST_NVSHMEM", dir.path.c_str(), 1);
+  setenv("NVSHMEM_HOME", "/somewhere/nvshmem", 1);
+  auto places = nvshmem::search_paths();
+  ASSERT_GE(places.size(), 3u);
+  EXPECT_EQ(places[0], dir.path);
+  EXPECT_EQ(places[1], "/somewhere/nvshmem/lib");
+}
+
+// Not found: the error names each place looked in. Where NVSHMEM is installed, it loads instead
+// (from one of those places or the loader's path), with every entry point bound.
+TEST(Nvshmem, NotFoundNamesEveryPlaceLookedIn) {
+  SavedEnv keep;
+  ScratchDir dir;
+  setenv("TILEDIST_NVSHMEM", dir.path.c_str(), 1);
+  const std::string error = error_of([] { nvshmem::load_library(); });
+  if (error.empty()) {
+    nvshmem::Library lib = nvshmem::load_library();
+    EXPECT_EQ(lib.path.find(dir.path), std::string::npos);
+    EXPECT_NE(lib.hostlib_init_attr, nullptr);
+    EXPECT_NE(lib.cumodule_init, nullptr);
+    GTEST_SKIP() << "NVSHMEM is installed here: " << lib.path;
+  }
+  EXPECT_NE(error.find("tiledist: NVSHMEM not found: no libnvshmem_host.so.3 in " + dir.path + ", "), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("/usr/local/nvshmem/lib"), std::string::npos) << error;
+  EXPECT_NE(error.find("set $TILEDIST_NVSHMEM"), std::string::npos) << error;
+}
+
+TEST(Nvshmem, ALibraryThatDoesNotLoadIsNamed) {
+  SavedEnv keep;
+  ScratchDir dir;
+  dir.write("libnvshmem_host.so.3", "not a shared library");
+  setenv("TILEDIST_NVSHMEM", dir.path.c_str(), 1);
+  const std::string error = error_of([] { nvshmem::load_library(); });
+  EXPECT_NE(error.find("NVSHMEM's " + dir.path + "/libnvshmem_host.so.3 was found but does not load"),
+            std::string::npos)
+      << error;
+}
+
+TEST(Nvshmem, TheDeviceLibraryIsFoundBesideTheHostOne) {
+  SavedEnv keep;
+  ScratchDir dir;
+  setenv("TILEDIST_NVSHMEM", dir.path.c_str(), 1);
+  const std::string none = error_of([] { nvshmem::device_bitcode(); });
+  if (none.empty()) GTEST_SKIP() << "NVSHMEM is installed here: " << nvshmem::device_bitcode();
+  EXPECT_NE(none.find("device library not found: no libnvshmem_device.bc in " + dir.path + ", "), std::string::npos)
+      << none;
+  dir.write("libnvshmem_device.bc", "");
+  EXPECT_EQ(nvshmem::device_bitcode(), dir.path + "/libnvshmem_device.bc");
+  setenv("NVSHMEM_LIBDEVICE_PATH", "/no/such/libnvshmem_device.bc", 1);
+  EXPECT_EQ(error_of([] { nvshmem::device_bitcode(); }),
+            "tiledist: $NVSHMEM_LIBDEVICE_PATH = '/no/such/libnvshmem_device.bc' is not a file");
+}
+
+}  // namespace
+}  // namespace tiledist
