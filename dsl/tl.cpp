@@ -374,8 +374,8 @@ Tensor reshape(const Tensor& x, std::vector<int64_t> shape, SrcLoc loc) {
   return Tensor(builder("reshape", loc).reshape(x.value(), shape));
 }
 Tensor permute(const Tensor& x, std::vector<int64_t> perm, SrcLoc loc) {
-  if (!x.type().is_tensor()) fail("trans", loc, str_cat("needs a tensor, got ", x.type().str()));
-  return Tensor(builder("trans", loc).trans(x.value(), perm));
+  if (!x.type().is_tensor()) fail("permute", loc, str_cat("needs a tensor, got ", x.type().str()));
+  return Tensor(builder("permute", loc).trans(x.value(), perm));
 }
 Tensor trans(const Tensor& x, SrcLoc loc) {
   if (x.shape().size() != 2) fail("trans", loc, str_cat("needs a 2-D tensor, got ", x.type().str()));
