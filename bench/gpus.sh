@@ -18,6 +18,8 @@
 #                our kernels one after the other
 #   ep           ep_bench: expert-parallel dispatch and combine (low latency f8 and bf16, normal at
 #                128 and 4096 tokens a rank) against NCCL's all-to-all of the same bytes
+#   nvshmem-tests  the GPU world on NVSHMEM's heap ($TILEDIST_WORLD=nvshmem, issue 31): its
+#                bootstrap alone (stream_test Nvshmem.*), then cuda_dist_test on N ranks
 #   sp-tests     the sequence-parallel attention's GPU tests alone (AgAttention, UlyssesAttention)
 #   examples     the examples (examples/, built by find_package against the installed tree) on
 #                the GPUs: each with `cuda`, as its RANKS processes where it has them (issue 30)
@@ -27,7 +29,7 @@
 # then share GPUs (local rank modulo the count), which tests the protocols but times nothing, so
 # only the tests stage runs (NCCL refuses two ranks on one GPU).
 set -u
-n=${1:?usage: bash bench/gpus.sh N [tests|moe-ep-tests|sp-tests|examples|collectives|gemms|torch|moe|ep|sp ...]}
+n=${1:?usage: bash bench/gpus.sh N [tests|moe-ep-tests|sp-tests|examples|nvshmem-tests|collectives|gemms|torch|moe|ep|sp ...]}
 shift
 stages=${*:-tests collectives gemms torch moe ep}
 root=$(pwd)
@@ -81,6 +83,11 @@ for stage in $stages; do
         fi
         tail -4 "$logs/example-${ex##*/}.log"
       done ;;
+    nvshmem-tests)
+      TILEDIST_WORLD=nvshmem run nvshmem-alone 120 ./tests/stream_test --gtest_filter='Nvshmem.*'
+      grep -E "\[  (PASSED|FAILED|SKIPPED)|Failure|tiledist:" "$logs/nvshmem-alone.log" | head -10
+      TILEDIST_WORLD=nvshmem TILEDIST_WAIT_TIMEOUT=30 run nvshmem-dist 300 ./tools/tiledist-run -n "$n" --timeout 290 ./tests/cuda_dist_test --gtest_filter=-GpuFaults.*
+      grep -E "^\[0\] \[  (PASSED|FAILED)|Failure|tiledist:" "$logs/nvshmem-dist.log" | head -10 ;;
     sp-tests)
       TILEDIST_WAIT_TIMEOUT=30 run sp-tests 300 ./tools/tiledist-run -n "$n" --timeout 290 ./tests/cuda_collectives_test --gtest_filter='GpuKernels.AgAttention:GpuKernels.UlyssesAttention'
       grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/sp-tests.log" | head -10 ;;
@@ -102,6 +109,6 @@ for stage in $stages; do
     torch)
       run torch 300 /opt/torch/.venv/bin/torchrun --nproc-per-node "$n" "$root/bench/torch_baseline.py"
       grep -vE "^(W|I)[0-9]{4}|Warning|warn" "$logs/torch.log" | tail -20 ;;
-    *) echo "gpus.sh: no stage '$stage' (tests, moe-ep-tests, sp-tests, examples, collectives, gemms, torch, moe, ep, sp)"; exit 2 ;;
+    *) echo "gpus.sh: no stage '$stage' (tests, moe-ep-tests, sp-tests, examples, nvshmem-tests, collectives, gemms, torch, moe, ep, sp)"; exit 2 ;;
   esac
 done

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 
+#include "runtime/nvshmem.h"
 #include "support/support.h"
 
 namespace tiledist::cuda {
@@ -98,6 +99,7 @@ World& World::get() {
 World::World() = default;
 
 void World::bootstrap() {
+  if (nvshmem::world_kind() == nvshmem::WorldKind::nvshmem) return bootstrap_nvshmem();
   runtime::World& host = runtime::World::get();
   device();
   start_bootstrap(host, vmm_granularity());

@@ -6,7 +6,8 @@
 // get a runtime::DeviceWorld describing this (support/device_world.h).
 //
 // $TILEDIST_GPU_HEAP_SIZE sets the heap size (default 1G); $TILEDIST_WAIT_TIMEOUT bounds a
-// kernel's waits as it bounds the host's.
+// kernel's waits as it bounds the host's. $TILEDIST_WORLD=nvshmem takes the heaps from NVSHMEM
+// instead (issue 31: so far its heap only, the kernels' distributed ops unchanged).
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,10 @@ class World : public runtime::GpuWorld {
  private:
   World();
   void bootstrap();
+  /// $TILEDIST_WORLD=nvshmem (runtime/cuda_world_nvshmem.cpp): the heaps are one nvshmem_malloc
+  /// of NVSHMEM's symmetric heap, bootstrapped by a unique id passed through the host world;
+  /// each peer's as mapped here by nvshmem_ptr (peers on this host).
+  void bootstrap_nvshmem();
 
   char* base_ = nullptr;  // rank r's heap is at base_ + r * heap_size_
   std::vector<uint64_t> handles_;

@@ -84,6 +84,7 @@ Library load_library() {
   bind(lib.my_pe, "nvshmem_my_pe");
   bind(lib.n_pes, "nvshmem_n_pes");
   bind(lib.malloc, "nvshmem_malloc");
+  bind(lib.align, "nvshmem_align");
   bind(lib.free, "nvshmem_free");
   bind(lib.ptr, "nvshmem_ptr");
   bind(lib.barrier_all, "nvshmem_barrier_all");

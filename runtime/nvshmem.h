@@ -58,6 +58,7 @@ struct Library {
   int (*my_pe)();
   int (*n_pes)();
   void* (*malloc)(size_t bytes);
+  void* (*align)(size_t alignment, size_t bytes);
   void (*free)(void* p);
   void* (*ptr)(const void* p, int pe);
   void (*barrier_all)();

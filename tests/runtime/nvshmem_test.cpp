@@ -14,7 +14,9 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/cuda_world.h"
 #include "tests/jit/error_of.h"
+#include "tiledist.h"
 
 namespace tiledist {
 namespace {
@@ -117,6 +119,30 @@ TEST(Nvshmem, TheDeviceLibraryIsFoundBesideTheHostOne) {
   setenv("NVSHMEM_LIBDEVICE_PATH", "/no/such/libnvshmem_device.bc", 1);
   EXPECT_EQ(error_of([] { nvshmem::device_bitcode(); }),
             "tiledist: $NVSHMEM_LIBDEVICE_PATH = '/no/such/libnvshmem_device.bc' is not a file");
+}
+
+// $TILEDIST_WORLD=nvshmem: the GPU world's heaps from NVSHMEM. Without NVSHMEM (CI) the world
+// says so; on the GPU machine the world is made, its heap is NVSHMEM's and a buffer in it
+// round-trips.
+TEST(Nvshmem, TheGpuWorldsHeapComesFromNvshmem) {
+  SavedEnv keep;
+  setenv("TILEDIST_WORLD", "nvshmem", 1);
+  const std::string error = error_of([] { cuda::World::get(); });
+  if (!error.empty()) {
+    EXPECT_TRUE(error.find("NVSHMEM not found") != std::string::npos ||
+                error.find("CUDA is not available") != std::string::npos)
+        << error;
+    return;
+  }
+  cuda::World& w = cuda::World::get();
+  EXPECT_EQ(w.size(), world_size());
+  EXPECT_EQ(w.rank(), rank());
+  cuda::SymmBuffer<float> buf(1000);
+  EXPECT_EQ(buf.at(rank()), buf.data());
+  std::vector<float> in(1000);
+  for (int i = 0; i < 1000; ++i) in[i] = float(i * 3 + rank());
+  buf.upload(in);
+  EXPECT_EQ(buf.download(), in);
 }
 
 }  // namespace
