@@ -44,6 +44,10 @@ struct GpuOptions {
   /// pipelines copying by TMA where they can), "gpu_ir" (cp.async unless warp specialized),
   /// "gpu_ir_mma", "gpu_ir_prefetch", "gpu_ir_tma", "gpu_ir_ws".
   std::string lowering;
+  /// NVIDIA: copies to and from peers' heaps call NVSHMEM's device functions
+  /// (CompileOptions::world "nvshmem"; the module then declares them, and the backend links
+  /// NVSHMEM's device library).
+  bool nvshmem = false;
 };
 
 /// The GPU lowering of a kernel: a module with one kernel named after it, taking the runtime

@@ -9,6 +9,7 @@
 #include "llvm/TargetParser/Host.h"
 #include "runtime/cuda.h"
 #include "runtime/hip.h"
+#include "runtime/nvshmem.h"
 #include "support/matrix_instrs.h"
 #include "support/support.h"
 
@@ -82,6 +83,7 @@ CompileOptions CompileOptions::from_env() {
   o.warp_specialize = ws && std::strcmp(ws, "1") == 0;
   if (const char* l = std::getenv("TILEDIST_LOWERING")) o.lowering = l;
   if (const char* p = std::getenv("TILEDIST_PROFILE")) o.profile = p;
+  if (nvshmem::world_kind() == nvshmem::WorldKind::nvshmem) o.world = "nvshmem";
   return o;
 }
 
@@ -96,6 +98,8 @@ void CompileOptions::validate() const {
       lowering != "gpu_ir_tma" && lowering != "gpu_ir_ws")
     throw Error(str_cat("tiledist: lowering = '", lowering,
                         "': must be empty, gpu_ir, gpu_ir_mma, gpu_ir_prefetch, gpu_ir_tma or gpu_ir_ws"));
+  if (!world.empty() && world != "nvshmem")
+    throw Error(str_cat("tiledist: world = '", world, "': must be empty (the CUDA world's) or nvshmem"));
 }
 
 std::string CompileOptions::key() const {
@@ -103,7 +107,7 @@ std::string CompileOptions::key() const {
   return str_cat("check_bounds=", check_bounds, ",num_warps=", num_warps, ",num_stages=", num_stages,
                  tma ? "" : ",tma=0", warp_specialize ? ",ws=1" : "",
                  gpu_passes.empty() ? "" : ",gpu_passes=" + gpu_passes, lowering.empty() ? "" : ",lowering=" + lowering,
-                 profile.empty() ? "" : ",profile=1");
+                 profile.empty() ? "" : ",profile=1", world.empty() ? "" : ",world=" + world);
 }
 
 }  // namespace tiledist

@@ -97,6 +97,11 @@ struct CompileOptions {
   /// The intra-kernel profiler (dsl/profile.h): where each rank's trace goes (a directory,
   /// made where missing); empty: off, the profiler's marks compiled out. ($TILEDIST_PROFILE=DIR)
   std::string profile;
+  /// NVIDIA GPUs: the world the kernel's distributed ops go through. Empty: the CUDA world's
+  /// heaps, addressed directly; "nvshmem": NVSHMEM's (issue 31: a copy to or from a peer's heap
+  /// calls NVSHMEM's device function, linked from its libnvshmem_device.bc).
+  /// ($TILEDIST_WORLD=nvshmem)
+  std::string world;
 
   /// Defaults, with the environment's overrides applied (the $TILEDIST_ variables named above).
   static CompileOptions from_env();
@@ -105,7 +110,7 @@ struct CompileOptions {
   std::string key() const;
   /// Throws Error naming the option unless num_warps is a power of two up to 32 (a CTA of at
   /// most 1024 threads), num_stages is 1 to 16, gpu_passes names an arch the passes know and
-  /// lowering is empty or one of the variants above.
+  /// lowering is empty or one of the variants above, and world is empty or "nvshmem".
   void validate() const;
 };
 

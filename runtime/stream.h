@@ -161,6 +161,8 @@ class Module {
               const Stream* stream = nullptr);
   /// The runtime that loaded the module.
   const GpuApi& api() const { return *api_; }
+  /// The runtime's handle of the loaded module (CUmodule, hipModule_t).
+  void* handle() const { return module_; }
 
  private:
   const GpuApi* api_;

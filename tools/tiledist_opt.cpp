@@ -1,7 +1,7 @@
 // tiledist-opt: parses tile IR, runs passes, prints the result (the driver of the FileCheck
 // tests in tests/ir/).
 //   tiledist-opt [--pass NAME ...] [--pipeline] [--locs] [--target T] [--emit llvm-lowered|llvm|asm]
-//                [--num-warps N] [--num-stages N] [--lowering L] FILE|-
+//                [--num-warps N] [--num-stages N] [--lowering L] [--world nvshmem] FILE|-
 // A pass is one of the optimizer's (ir/passes/) or, with a GPU --target, a GPU pass
 // (codegen/passes/: layout_assignment).
 // --emit lowers the result for the target (the host CPU unless --target names another, as
@@ -45,13 +45,15 @@ int main(int argc, char** argv) {
       options.num_stages = std::atoi(argv[++i]);
     else if (a == "--lowering" && i + 1 < argc)
       options.lowering = argv[++i];
+    else if (a == "--world" && i + 1 < argc)
+      options.world = argv[++i];
     else if (file.empty())
       file = a;
     else {
       std::fprintf(
           stderr,
           "usage: tiledist-opt [--pass NAME ...] [--pipeline] [--locs] [--target T] [--emit llvm-lowered|llvm|asm]\n"
-          "                    [--num-warps N] [--num-stages N] [--lowering L] FILE|-\n");
+          "                    [--num-warps N] [--num-stages N] [--lowering L] [--world nvshmem] FILE|-\n");
       return 2;
     }
   }

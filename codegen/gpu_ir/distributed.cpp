@@ -28,6 +28,7 @@ void LayoutLowering::emit_distributed(const ir::Op& op) {
       return fence(ir::enum_attr<ir::MemOrder>(op, "order"), ir::enum_attr<ir::MemScope>(op, "scope"));
     case OpCode::Memcpy: {
       if (producer_) unsupported(op, "memcpy by a warp-specialized producer");
+      if (opts_.nvshmem && emit_nvshmem_memcpy(op)) return;
       llvm::Value* dst = global_ptr(val(op.operands[0]).scalar);
       llvm::Value* src = global_ptr(val(op.operands[1]).scalar);
       llvm::Value* n = b_.CreateSExtOrTrunc(val(op.operands[2]).scalar, b_.getInt64Ty());
@@ -45,6 +46,28 @@ void LayoutLowering::emit_distributed(const ir::Op& op) {
     default:
       TD_ASSERT(false, "not a distributed op");
   }
+}
+
+bool LayoutLowering::emit_nvshmem_memcpy(const ir::Op& op) {
+  // A copy to (from) the heap of the peer that a symm_at names: NVSHMEM's put (get) of the
+  // program's threads, given the symmetric address here and the peer. Local copies, and copies
+  // between two peers' heaps (which NVSHMEM has no call for), go by the threads as elsewhere.
+  auto peer_of = [](const ir::Value* v) -> const ir::Op* {
+    return v->def && v->def->code == OpCode::SymmAt ? v->def : nullptr;
+  };
+  const ir::Op* to = peer_of(op.operands[0]);
+  const ir::Op* from = peer_of(op.operands[1]);
+  if ((to == nullptr) == (from == nullptr)) return false;
+  const ir::Op& at = to ? *to : *from;
+  llvm::Value* here = val(at.operands[0]).scalar;
+  llvm::Value* pe = b_.CreateSExtOrTrunc(val(at.operands[1]).scalar, b_.getInt32Ty());
+  llvm::Value* other = val(op.operands[to ? 1 : 0]).scalar;
+  llvm::Value* n = b_.CreateSExtOrTrunc(val(op.operands[2]).scalar, b_.getInt64Ty());
+  const bool nbi = op.int_attr("nbi") != 0;
+  barrier();  // (the source is written)
+  nvshmem_copy(to != nullptr, nbi, here, other, n, pe);
+  barrier();  // (as the threads' copy: done, or issued, before what follows)
+  return true;
 }
 
 void LayoutLowering::emit_wait(const ir::Op& op) {

@@ -214,6 +214,9 @@ class LayoutLowering : public WorldOps {
   /// shared memory. Where the kernel copies by TMA (the async proxy), each thread then fences
   /// the generic proxy's view of global memory, which the acquire ordered, before its copies.
   void emit_wait(const ir::Op& op);
+  /// A memcpy to or from a peer's heap as NVSHMEM's call (GpuOptions::nvshmem); false where the
+  /// copy is not between this rank and one peer (the threads copy it).
+  bool emit_nvshmem_memcpy(const ir::Op& op);
   /// A scalar thread 0 computes (`value`, emitted in its branch), made known to every thread
   /// through shared memory; the producer's one thread computes it alone.
   llvm::Value* from_thread0(llvm::Type* t, const std::function<llvm::Value*()>& value);

@@ -178,6 +178,19 @@ void WorldOps::device_barrier_by_thread0() {
   b_.SetInsertPoint(done);
 }
 
+void WorldOps::nvshmem_copy(bool put, bool nbi, llvm::Value* here, llvm::Value* other, llvm::Value* n,
+                            llvm::Value* pe) {
+  const std::string name = str_cat("nvshmemx_", put ? "putmem" : "getmem", nbi ? "_nbi" : "", "_block");
+  llvm::Type* ptr = b_.getPtrTy();
+  llvm::FunctionCallee fn = helper(name.c_str(), b_.getVoidTy(), {ptr, ptr, b_.getInt64Ty(), b_.getInt32Ty()});
+  llvm::Value* generic_here = b_.CreatePointerCast(here, ptr);
+  llvm::Value* generic_other = b_.CreatePointerCast(other, ptr);
+  if (put)
+    b_.CreateCall(fn, {generic_here, generic_other, n, pe});  // (dest on pe, source here)
+  else
+    b_.CreateCall(fn, {generic_other, generic_here, n, pe});  // (dest here, source on pe)
+}
+
 void WorldOps::copy_by_threads(llvm::Value* dst, llvm::Value* src, llvm::Value* n, int threads) {
   llvm::Type* i64 = b_.getInt64Ty();
   llvm::Value* bits = b_.CreateOr(b_.CreateOr(b_.CreatePtrToInt(dst, i64), b_.CreatePtrToInt(src, i64)), n);

@@ -89,6 +89,11 @@ class WorldOps : public Elements {
   /// threads meet before it (the source is written) and after (the copy is done before whatever
   /// the program does next, a signal included): the lowering's barriers.
   void copy_by_threads(llvm::Value* dst, llvm::Value* src, llvm::Value* n, int threads);
+  /// NVSHMEM's copy by every thread of the program (nvshmemx_{put,get}mem[_nbi]_block): `n`
+  /// bytes between `here`, a symmetric address of this rank's heap, on `pe`, and `other`, an
+  /// address here; `put`: here on pe <- other, else other <- here on pe. Declared in the module,
+  /// defined by NVSHMEM's device library, which the backend links.
+  void nvshmem_copy(bool put, bool nbi, llvm::Value* here, llvm::Value* other, llvm::Value* n, llvm::Value* pe);
 
   /// A variable for loops to carry: an alloca in the entry block, holding `init` from here on
   /// (a register after mem2reg).

@@ -7,6 +7,7 @@
 #include "ir/printer.h"
 #include "jit/kernel.h"
 #include "llvm/Target/TargetMachine.h"
+#include "runtime/nvshmem.h"
 
 namespace tiledist::jit {
 
@@ -43,8 +44,10 @@ llvm::TargetMachine& GpuBackend::machine(State& state, const Target& target) con
 }
 
 codegen::GpuOptions GpuBackend::gpu_options(const Target& target, const CompileOptions& options) {
-  return {target.arch, options.num_warps, options.num_stages, options.tma, options.warp_specialize,
-          "",          options.lowering};
+  codegen::GpuOptions o{target.arch, options.num_warps, options.num_stages, options.tma, options.warp_specialize,
+                        "",          options.lowering};
+  o.nvshmem = options.world == "nvshmem";
+  return o;
 }
 
 Artifact GpuBackend::artifact_of(const codegen::GpuModule& gm) {
@@ -143,7 +146,16 @@ void DeviceProfile::finish() {
 std::shared_ptr<runtime::Module> module_of(const Loaded& loaded, const runtime::GpuApi& api, runtime::GpuWorld* world) {
   std::lock_guard<std::mutex> lock(loaded.gpu_mutex);
   if (!loaded.gpu_module) {
-    loaded.gpu_module = std::make_shared<runtime::Module>(api, loaded.artifact.binary, loaded.artifact.kernel);
+    auto module = std::make_shared<runtime::Module>(api, loaded.artifact.binary, loaded.artifact.kernel);
+    // A kernel linked with NVSHMEM's device library (its PTX defines NVSHMEM's device state)
+    // reads that state, which NVSHMEM fills in the loaded module.
+    if (loaded.artifact.binary.find("nvshmemi_device_state_d") != std::string::npos) {
+      const int status = nvshmem::library().cumodule_init(module->handle());
+      if (status != 0)
+        throw Error(str_cat("tiledist: kernel '", loaded.artifact.kernel, "': nvshmemx_cumodule_init failed (status ",
+                            status, ")"));
+    }
+    loaded.gpu_module = module;
     if (world) world->note_kernel(loaded.artifact.kernel);
   }
   return std::static_pointer_cast<runtime::Module>(loaded.gpu_module);

@@ -8,6 +8,7 @@
 #include "jit/backends/gpu.h"
 #include "jit/kernel.h"
 #include "jit/llvm_codegen.h"
+#include "jit/nvshmem_link.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Target/TargetMachine.h"
@@ -137,6 +138,7 @@ class NvptxBackend final : public GpuBackend {
     llvm::TargetMachine& tm = machine(state, target);
     codegen::GpuModule gm = codegen::lower_nvptx(fn, ctx, gpu_options(target, options));
     gm.module->setDataLayout(tm.createDataLayout());
+    if (optimize && options.world == "nvshmem") link_nvshmem_device(*gm.module);
     if (optimize) run_o3(*gm.module, tm);
     return gm;
   }

@@ -6,10 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "error_of.h"
 #include "kernels/kernels.h"
+#include "runtime/nvshmem.h"
 #include "temp_dir.h"
 
 namespace tiledist {
@@ -68,6 +70,42 @@ TEST(Backend, KeysTheTargetAsBefore) {
   EXPECT_EQ(Target::parse("gfx942").key(), "gfx942");
   const Target host = Target::host();
   EXPECT_EQ(host.key().rfind("host-" + host.arch + "+", 0), 0u) << host.key();
+}
+
+// The NVSHMEM world (issue 31) is an option of its own in the key (the CUDA world's keys stay as
+// they were), set by $TILEDIST_WORLD; another world is an error naming it. A kernel that copies
+// to a peer, compiled for it to PTX, needs NVSHMEM's device library: where there is none, the
+// error says where it was looked for.
+void put_to_next(tl::Ptr<float> data, tl::Ptr<float> src, tl::Int n) {
+  auto next = (dist::rank() + 1) % dist::num_ranks();
+  shmem::putmem_nbi_block(data, src, n.to(tl::int64) * 4, next);
+}
+TEST(Backend, TheNvshmemWorldIsAnOptionOfItsOwn) {
+  CompileOptions cuda_world, nvshmem_world;
+  nvshmem_world.world = "nvshmem";
+  EXPECT_EQ(cuda_world.key().find("world"), std::string::npos) << cuda_world.key();
+  EXPECT_EQ(nvshmem_world.key(), cuda_world.key() + ",world=nvshmem");
+  CompileOptions other;
+  other.world = "mpi";
+  EXPECT_EQ(test_util::error_of([&] { other.validate(); }),
+            "tiledist: world = 'mpi': must be empty (the CUDA world's) or nvshmem");
+  const char* was = std::getenv("TILEDIST_WORLD");
+  const std::string saved = was ? was : "";
+  setenv("TILEDIST_WORLD", "nvshmem", 1);
+  EXPECT_EQ(CompileOptions::from_env().world, "nvshmem");
+  unsetenv("TILEDIST_WORLD");
+  EXPECT_EQ(CompileOptions::from_env().world, "");
+  if (was) setenv("TILEDIST_WORLD", saved.c_str(), 1);
+
+  test_util::TempDir dir;
+  jit::Context ctx(dir.path.string());
+  const KernelDef def("put_to_next", put_to_next, {"data", "src", "n"});
+  const std::string lowered = ctx.emit(def, {}, Target::cuda("sm_90a"), nvshmem_world, jit::Stage::llvm_lowered);
+  EXPECT_NE(lowered.find("call void @nvshmemx_putmem_nbi_block("), std::string::npos) << lowered;
+  const std::string error =
+      test_util::error_of([&] { ctx.emit(def, {}, Target::cuda("sm_90a"), nvshmem_world, jit::Stage::asm_); });
+  if (error.empty()) GTEST_SKIP() << "NVSHMEM's device library is installed here: " << nvshmem::device_bitcode();
+  EXPECT_NE(error.find("NVSHMEM's device library not found: no libnvshmem_device.bc in"), std::string::npos) << error;
 }
 
 TEST(Backend, GpuPassesOnTheHostOnly) {
