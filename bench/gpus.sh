@@ -21,8 +21,10 @@
 #   nvshmem-tests  the GPU world on NVSHMEM's heap ($TILEDIST_WORLD=nvshmem, issue 31): its
 #                bootstrap alone (stream_test Nvshmem.*), then cuda_dist_test on N ranks
 #   sp-tests     the sequence-parallel attention's GPU tests alone (AgAttention, UlyssesAttention)
-#   examples     the examples (examples/, built by find_package against the installed tree) on
-#                the GPUs: each with `cuda`, as its RANKS processes where it has them (issue 30)
+#   examples     the examples (examples/, built by find_package against the installed tree),
+#                each given `cuda` (vector_add, softmax and library then run on the GPUs;
+#                all_gather runs on the CPU backend's world), as its RANKS processes where it has
+#                them (issue 30)
 #   sp           sp_attention_bench: AgAttention and UlyssesAttention against NCCL's all-gather of
 #                the keys and values then SDPA (issue 29)
 # Prints each stage's summary lines; the logs keep the rest. N may exceed the GPUs found: ranks

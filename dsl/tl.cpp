@@ -496,10 +496,12 @@ Tensor abs(const Tensor& x, SrcLoc loc) {
 Tensor cdiv(const Operand& a, const Operand& b) { return (a + b - 1) / b; }
 
 Tensor multiple_of(const Tensor& x, int64_t n, SrcLoc loc) {
+  if (!x.valid()) fail("multiple_of", loc, "operand is an empty tl::Tensor");
   if (n < 1) fail("multiple_of", loc, str_cat("needs a positive number, got ", n));
   return Tensor(builder("multiple_of", loc).hint(x.value(), {{"multiple_of", n}}));
 }
 Tensor max_contiguous(const Tensor& x, int64_t n, SrcLoc loc) {
+  if (!x.valid()) fail("max_contiguous", loc, "operand is an empty tl::Tensor");
   if (n < 1) fail("max_contiguous", loc, str_cat("needs a positive number, got ", n));
   return Tensor(builder("max_contiguous", loc).hint(x.value(), {{"max_contiguous", n}}));
 }

@@ -44,7 +44,7 @@ Target Target::default_target() {
   if (t && *t) return parse(t);
   // Probed once (dlopen and a device query): an NVIDIA GPU, else an AMD GPU of an arch we target.
   static const Target found = [] {
-    if (cuda::available()) return cuda();
+    if (cuda::available() && cuda::device().cc_major >= 8) return cuda();
     if (hip::available() && (hip::device().arch == "gfx942" || hip::device().arch == "gfx90a"))
       return amdgcn(hip::device().arch);
     return host();

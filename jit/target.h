@@ -29,8 +29,8 @@ struct Target {
   static Target host();
   /// An NVIDIA arch: "sm_80", "sm_90" or "sm_90a"; throws Error for another.
   static Target cuda(const std::string& arch);
-  /// The arch of the CUDA device found (sm_90a from compute capability 9 on, else sm_80);
-  /// throws Error without one.
+  /// The arch of the CUDA device found (cuda::DeviceInfo::arch: sm_90a on Hopper, sm_90 on
+  /// newer GPUs, sm_80 on 8.x); throws Error without one, or on a GPU older than 8.0.
   static Target cuda();
   /// An AMD arch: "gfx942" or "gfx90a"; throws Error for another.
   static Target amdgcn(const std::string& arch);
@@ -97,7 +97,7 @@ struct CompileOptions {
   /// The intra-kernel profiler (dsl/profile.h): where each rank's trace goes (a directory,
   /// made where missing); empty: off, the profiler's marks compiled out. ($TILEDIST_PROFILE=DIR)
   std::string profile;
-  /// NVIDIA GPUs: the world the kernel's distributed ops go through. Empty: the CUDA world's
+  /// NVIDIA GPUs (other targets ignore it): the world the kernel's distributed ops go through. Empty: the CUDA world's
   /// heaps, addressed directly; "nvshmem": NVSHMEM's (issue 31: a copy to or from a peer's heap
   /// calls NVSHMEM's device function, linked from its libnvshmem_device.bc).
   /// ($TILEDIST_WORLD=nvshmem)

@@ -7,7 +7,8 @@
 //
 // $TILEDIST_GPU_HEAP_SIZE sets the heap size (default 1G); $TILEDIST_WAIT_TIMEOUT bounds a
 // kernel's waits as it bounds the host's. $TILEDIST_WORLD=nvshmem takes the heaps from NVSHMEM
-// instead (issue 31: so far its heap only, the kernels' distributed ops unchanged).
+// instead (issue 31: kernels compiled for it copy to peers by NVSHMEM's calls; their other
+// distributed ops still address the peers' heaps as mapped here).
 #pragma once
 
 #include <cstdint>
@@ -29,7 +30,7 @@ class World : public runtime::GpuWorld {
  private:
   World();
   void bootstrap();
-  /// $TILEDIST_WORLD=nvshmem (runtime/cuda_world_nvshmem.cpp): the heaps are one nvshmem_malloc
+  /// $TILEDIST_WORLD=nvshmem (runtime/cuda_world_nvshmem.cpp): the heaps are one nvshmem_align
   /// of NVSHMEM's symmetric heap, bootstrapped by a unique id passed through the host world;
   /// each peer's as mapped here by nvshmem_ptr (peers on this host).
   void bootstrap_nvshmem();

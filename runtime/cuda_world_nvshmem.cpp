@@ -41,6 +41,7 @@ void World::bootstrap_nvshmem() {
   nvshmem::InitAttr attr;
   check(lib.set_attr_uniqueid_args(rank_, size_, &id, &attr), "nvshmemx_set_attr_uniqueid_args", rank_);
   check(lib.hostlib_init_attr(nvshmem::kInitWithUniqueId, &attr), "nvshmemx_hostlib_init_attr", rank_);
+  nvshmem::mark_initialized();
   if (lib.my_pe() != rank_ || lib.n_pes() != size_)
     throw Error(
         str_cat("tiledist: rank ", rank_, " of ", size_, " became NVSHMEM's PE ", lib.my_pe(), " of ", lib.n_pes()));

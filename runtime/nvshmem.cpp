@@ -5,6 +5,7 @@
 #include <glob.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <type_traits>
@@ -93,6 +94,12 @@ Library load_library() {
   bind(lib.cumodule_finalize, "nvshmemx_cumodule_finalize");
   return lib;
 }
+
+namespace {
+std::atomic<bool> started{false};
+}  // namespace
+bool initialized() { return started.load(); }
+void mark_initialized() { started.store(true); }
 
 WorldKind world_kind() {
   const std::string w = env("TILEDIST_WORLD");

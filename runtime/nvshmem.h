@@ -77,6 +77,11 @@ std::vector<std::string> search_paths();
 Library load_library();
 /// load_library(), once a process (its error, every time).
 const Library& library();
+/// Whether this process's GPU world was bootstrapped on NVSHMEM (cuda::World, $TILEDIST_WORLD=
+/// nvshmem): until then NVSHMEM's calls on modules (cumodule_init) would crash, not fail.
+bool initialized();
+/// Recorded by the bootstrap once NVSHMEM is initialized.
+void mark_initialized();
 /// NVSHMEM's device library (libnvshmem_device.bc): $NVSHMEM_LIBDEVICE_PATH, else beside the
 /// host library; throws Error naming where it looked.
 std::string device_bitcode();

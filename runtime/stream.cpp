@@ -62,6 +62,7 @@ void wait_value(void* word, uint32_t value, const Stream& stream) {
 Module::Module(const GpuApi& api, const std::string& binary, const std::string& name)
     : api_(&api), module_(api.module_load(binary, name)), name_(name) {}
 Module::~Module() {
+  if (module_ && on_unload_) on_unload_(module_);
   if (module_) api_->module_unload(module_);
 }
 

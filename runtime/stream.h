@@ -163,10 +163,14 @@ class Module {
   const GpuApi& api() const { return *api_; }
   /// The runtime's handle of the loaded module (CUmodule, hipModule_t).
   void* handle() const { return module_; }
+  /// Called with handle() before the module is unloaded (NVSHMEM's cumodule_finalize, for a
+  /// module it was told of).
+  void on_unload(void (*hook)(void*)) { on_unload_ = hook; }
 
  private:
   const GpuApi* api_;
   void* module_ = nullptr;
+  void (*on_unload_)(void*) = nullptr;
   std::string name_;
   std::mutex mutex_;  // guards the cached function
   void* function_ = nullptr;

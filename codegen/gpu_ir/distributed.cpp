@@ -55,6 +55,9 @@ bool LayoutLowering::emit_nvshmem_memcpy(const ir::Op& op) {
   auto peer_of = [](const ir::Value* v) -> const ir::Op* {
     return v->def && v->def->code == OpCode::SymmAt ? v->def : nullptr;
   };
+  // (NVSHMEM's block calls need every thread of the CTA: not in a warp-specialized kernel's
+  // consumers' region, whose producer warps have left)
+  if (consumers_) return false;
   const ir::Op* to = peer_of(op.operands[0]);
   const ir::Op* from = peer_of(op.operands[1]);
   if ((to == nullptr) == (from == nullptr)) return false;

@@ -64,7 +64,8 @@ int main(int argc, char** argv) {
   try {
     // readme:begin library
     kernels::Collectives coll(target);
-    Array<float> seed({me == 0 ? float(std::random_device{}() >> 8) : 0.0f}, gpu);
+    const float drawn = float(std::random_device{}() >> 8);  // (exact in a float)
+    Array<float> seed({me == 0 ? drawn : 0.0f}, gpu);
     coll.all_reduce(seed.data(), seed.data(), 1);  // (in place: every rank gets rank 0's seed)
     const auto s = uint32_t(seed.get()[0]);
 
@@ -76,6 +77,7 @@ int main(int argc, char** argv) {
     ag_gemm.run(a.data(), b.data(), c_all.data());
     // readme:end
 
+    if (me == 0 && float(s) != drawn) throw Error("the all-reduce did not give rank 0 its own seed back");
     gemm_err = rel_error(c.get(), a.host, b.host, rows, N, K);
     std::vector<bf16> a_all;  // every rank's rows, drawn here from its seed
     for (int r = 0; r < n; ++r) {

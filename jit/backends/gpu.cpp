@@ -46,7 +46,7 @@ llvm::TargetMachine& GpuBackend::machine(State& state, const Target& target) con
 codegen::GpuOptions GpuBackend::gpu_options(const Target& target, const CompileOptions& options) {
   codegen::GpuOptions o{target.arch, options.num_warps, options.num_stages, options.tma, options.warp_specialize,
                         "",          options.lowering};
-  o.nvshmem = options.world == "nvshmem";
+  o.nvshmem = options.world == "nvshmem" && target.runs_on_cuda();
   return o;
 }
 
@@ -150,10 +150,15 @@ std::shared_ptr<runtime::Module> module_of(const Loaded& loaded, const runtime::
     // A kernel linked with NVSHMEM's device library (its PTX defines NVSHMEM's device state)
     // reads that state, which NVSHMEM fills in the loaded module.
     if (loaded.artifact.binary.find("nvshmemi_device_state_d") != std::string::npos) {
+      if (!nvshmem::initialized())
+        throw Error(str_cat("tiledist: kernel '", loaded.artifact.kernel,
+                            "' was compiled for the NVSHMEM world (CompileOptions::world), and this process's GPU "
+                            "world is not NVSHMEM's ($TILEDIST_WORLD=nvshmem)"));
       const int status = nvshmem::library().cumodule_init(module->handle());
       if (status != 0)
         throw Error(str_cat("tiledist: kernel '", loaded.artifact.kernel, "': nvshmemx_cumodule_init failed (status ",
                             status, ")"));
+      module->on_unload([](void* handle) { nvshmem::library().cumodule_finalize(handle); });
     }
     loaded.gpu_module = module;
     if (world) world->note_kernel(loaded.artifact.kernel);

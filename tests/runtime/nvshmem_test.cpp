@@ -137,8 +137,11 @@ TEST(Nvshmem, TheGpuWorldsHeapComesFromNvshmem) {
   cuda::World& w = cuda::World::get();
   EXPECT_EQ(w.size(), world_size());
   EXPECT_EQ(w.rank(), rank());
+  EXPECT_EQ(nvshmem::library().my_pe(), rank());
+  EXPECT_TRUE(nvshmem::initialized());
   cuda::SymmBuffer<float> buf(1000);
   EXPECT_EQ(buf.at(rank()), buf.data());
+  EXPECT_EQ(nvshmem::library().ptr(buf.data(), rank()), buf.data());  // (NVSHMEM's heap, not ours)
   std::vector<float> in(1000);
   for (int i = 0; i < 1000; ++i) in[i] = float(i * 3 + rank());
   buf.upload(in);
