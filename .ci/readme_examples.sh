@@ -1,5 +1,5 @@
 #!/bin/sh
-# The README's code is the examples' (issue 30): every region of examples/*/*.cpp between
+# The README's code is the examples' (issue 30): every region of examples/*/*.{cpp,h} between
 # "// readme:begin NAME" and "// readme:end" must stand in README.md as it is, line for line
 # (less the markers' indentation, where a region lies inside a function).
 #   readme_examples.sh [SOURCE_DIR]
@@ -7,7 +7,7 @@ set -eu
 src=${1:-.}
 status=0
 count=0
-for f in "$src"/examples/*/*.cpp; do
+for f in "$src"/examples/*/*.cpp "$src"/examples/*/*.h; do
   # Each region's lines, then whether the README holds them consecutively.
   for name in $(sed -n 's|^ *// readme:begin \(.*\)$|\1|p' "$f"); do
     count=$((count + 1))

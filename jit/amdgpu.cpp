@@ -7,12 +7,11 @@
 #include <mutex>
 #include <sstream>
 
+#include "jit/llvm_codegen.h"
 #include "lld/Common/Driver.h"
-#include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/GlobalVariable.h"
 #include "llvm/IR/Module.h"
-#include "llvm/Linker/Linker.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
@@ -58,24 +57,9 @@ void link_amdgpu_device_libs(llvm::Module& m, const std::string& arch) {
   for (const llvm::Function& f : m.functions()) calls |= f.isDeclaration() && f.getName().starts_with("__ocml_");
   if (!calls) return;
   const std::string path = device_libs_dir() + "/ocml.bc";
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer)
-    throw Error(
-        str_cat("tiledist: kernel '", m.getName().str(), "' calls math functions of the ROCm device libraries, and ",
-                path, " cannot be read (", buffer.getError().message(),
-                "): apt-get install rocm-device-libs, or set TILEDIST_ROCM_DEVICE_LIBS to the directory of ocml.bc"));
-  auto lib = llvm::parseBitcodeFile(**buffer, m.getContext());
-  if (!lib) throw Error(str_cat("tiledist: reading ", path, ": ", llvm::toString(lib.takeError())));
-  (*lib)->setDataLayout(m.getDataLayout());
-  (*lib)->setTargetTriple(m.getTargetTriple());
   // Only what the kernel calls, internalized: the code object keeps the kernel alone.
-  if (llvm::Linker::linkModules(m, std::move(*lib), llvm::Linker::LinkOnlyNeeded,
-                                [](llvm::Module& mod, const llvm::StringSet<>& names) {
-                                  for (llvm::GlobalValue& g : mod.global_values())
-                                    if (!g.isDeclaration() && names.count(g.getName()))
-                                      g.setLinkage(llvm::GlobalValue::InternalLinkage);
-                                }))
-    throw Error(str_cat("tiledist: linking ", path, " into kernel '", m.getName().str(), "' failed"));
+  link_bitcode(m, path, true, "math functions of the ROCm device libraries",
+               ": apt-get install rocm-device-libs, or set TILEDIST_ROCM_DEVICE_LIBS to the directory of ocml.bc");
   llvm::LLVMContext& ctx = m.getContext();
   llvm::Type* i8 = llvm::Type::getInt8Ty(ctx);
   llvm::Type* i32 = llvm::Type::getInt32Ty(ctx);

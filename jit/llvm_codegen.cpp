@@ -2,11 +2,14 @@
 
 #include <mutex>
 
+#include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/Linker/Linker.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
@@ -85,6 +88,26 @@ std::string emit_file(llvm::Module& m, llvm::TargetMachine& machine, llvm::CodeG
     throw Error(str_cat("tiledist: the target ", machine.getTargetTriple().str(), " cannot emit this file type"));
   pm.run(m);
   return std::string(buf.begin(), buf.end());
+}
+
+void link_bitcode(llvm::Module& m, const std::string& path, bool internalize, const std::string& what,
+                  const std::string& hint) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    throw Error(str_cat("tiledist: kernel '", m.getName().str(), "' calls ", what, ", and ", path, " cannot be read (",
+                        buffer.getError().message(), ")", hint));
+  auto lib = llvm::parseBitcodeFile(**buffer, m.getContext());
+  if (!lib) throw Error(str_cat("tiledist: reading ", path, ": ", llvm::toString(lib.takeError())));
+  (*lib)->setDataLayout(m.getDataLayout());
+  (*lib)->setTargetTriple(m.getTargetTriple());
+  auto internal = [](llvm::Module& mod, const llvm::StringSet<>& names) {
+    for (llvm::GlobalValue& g : mod.global_values())
+      if (!g.isDeclaration() && names.count(g.getName())) g.setLinkage(llvm::GlobalValue::InternalLinkage);
+  };
+  const bool failed = internalize
+                          ? llvm::Linker::linkModules(m, std::move(*lib), llvm::Linker::LinkOnlyNeeded, internal)
+                          : llvm::Linker::linkModules(m, std::move(*lib), llvm::Linker::LinkOnlyNeeded);
+  if (failed) throw Error(str_cat("tiledist: linking ", path, " into kernel '", m.getName().str(), "' failed"));
 }
 
 std::string print_module(const llvm::Module& m) {

@@ -43,5 +43,11 @@ void run_o3(llvm::Module& m, llvm::TargetMachine& machine);
 std::string emit_file(llvm::Module& m, llvm::TargetMachine& machine, llvm::CodeGenFileType type);
 /// `m` as LLVM IR text.
 std::string print_module(const llvm::Module& m);
+/// Links into `m` what it calls of the bitcode library at `path` (and what that uses), the
+/// library taking m's data layout and triple; `internalize`: what was linked becomes internal.
+/// Throws Error "tiledist: kernel 'K' calls `what`, and PATH cannot be read (why)`hint`", or
+/// naming what failed to read or link.
+void link_bitcode(llvm::Module& m, const std::string& path, bool internalize, const std::string& what,
+                  const std::string& hint);
 
 }  // namespace tiledist::jit

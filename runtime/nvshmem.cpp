@@ -17,6 +17,7 @@ namespace {
 
 constexpr const char* kHostLib = "libnvshmem_host.so.3";
 constexpr const char* kDeviceLib = "libnvshmem_device.bc";
+std::atomic<bool> started{false};  // (mark_initialized)
 
 bool is_file(const std::string& p) {
   struct stat st;
@@ -95,9 +96,6 @@ Library load_library() {
   return lib;
 }
 
-namespace {
-std::atomic<bool> started{false};
-}  // namespace
 bool initialized() { return started.load(); }
 void mark_initialized() { started.store(true); }
 

@@ -5,6 +5,7 @@
 // checked against the inputs' formula.
 #include <cstdio>
 
+#include "examples/all_gather/all_gather.h"  // (the README's all-gather kernel)
 #include "tiledist.h"
 
 namespace {
@@ -12,15 +13,6 @@ using namespace tiledist;
 using tl::Tensor;
 
 float input(int r, int i) { return float((r * 31 + i * 17) % 101) - 50.0f; }
-
-// Program p sends our chunk to rank p, then waits for every rank's chunk.
-void all_gather(tl::Ptr<float> buf, tl::Ptr<int32_t> flags, tl::Int chunk) {
-  auto me = dist::rank();
-  auto mine = buf + (me * chunk).to(tl::int64);
-  shmem::putmem_signal_nbi_block(mine, mine, chunk.to(tl::int64) * 4, flags + me, 1, shmem::SIGNAL_SET,
-                                 tl::program_id(0));
-  dist::wait(flags, dist::num_ranks());
-}
 
 // Program p pushes our chunk p into rank p's staging row; program 0 then sums the rows it got.
 void reduce_scatter(tl::Ptr<float> in, tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> out,

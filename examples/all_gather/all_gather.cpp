@@ -1,24 +1,13 @@
 // The README's one-shot all-gather in a program of its own, on the CPU backend: each rank (a
 // process, started by tiledist-run) puts its chunk into every rank's symmetric heap and waits
 // for every chunk, then checks each element it got against the formula its peer filled it from.
-#include <cstdio>
+#include "all_gather.h"
 
-#include "tiledist.h"
+#include <cstdio>
 
 using namespace tiledist;
 
 float input(int r, int i) { return float((r * 31 + i * 17) % 101) - 50.0f; }
-
-// readme:begin all_gather
-// One-shot all-gather: program p sends our chunk to rank p, then we wait for every chunk.
-void all_gather(tl::Ptr<float> buf, tl::Ptr<int32_t> flags, tl::Int chunk) {
-  auto me = dist::rank();
-  auto mine = buf + (me * chunk).to(tl::int64);
-  shmem::putmem_signal_nbi_block(mine, mine, chunk.to(tl::int64) * 4, flags + me, 1, shmem::SIGNAL_SET,
-                                 tl::program_id(0));
-  dist::wait(flags, dist::num_ranks());
-}
-// readme:end
 
 int main() {
   static const KernelDef def("all_gather_example", all_gather, {"buf", "flags", "chunk"});
