@@ -89,6 +89,9 @@ class Backend {
   virtual bool specializes_at_launch() const = 0;
   /// Whether a kernel takes device memory (a cuda::Buffer) as an argument.
   virtual bool takes_device_memory() const = 0;
+  /// Whether `p`, a raw pointer given to a launch, is this backend's device memory (then taken
+  /// as a cuda::DevicePtr is, else as the host's memory).
+  virtual bool is_device_memory(const void* p) const = 0;
   /// Throws Error where a kernel of this backend cannot run on `stream` (checked before the
   /// arguments; a backend may also refuse it later, in launch).
   virtual void check_stream(const Loaded& loaded, const runtime::Stream* stream) const = 0;

@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "jit/backend.h"
 
@@ -67,10 +68,32 @@ const jit::Loaded& Kernel::compiled(const char* what) const {
   return *loaded_;
 }
 
-void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& args, const runtime::Stream* stream) const {
+namespace {
+/// `args` where a raw pointer (no extent: neither a buffer nor a std::vector or std::span) is
+/// the backend's device memory: marked so, as a cuda::DevicePtr is (before the variant is
+/// chosen: a device pointer's alignment is its own, a host buffer's copy's is 16). Empty where
+/// there is none such.
+std::optional<std::vector<LaunchArg>> raw_device_pointers(const jit::Backend& backend,
+                                                          const std::vector<LaunchArg>& args) {
+  std::optional<std::vector<LaunchArg>> marked;
+  if (!backend.takes_device_memory()) return marked;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const LaunchArg& a = args[i];
+    if (a.kind != LaunchArg::Kind::pointer || a.on_device || a.extent_bytes >= 0 || !backend.is_device_memory(a.ptr))
+      continue;
+    if (!marked) marked = args;
+    (*marked)[i].on_device = true;
+  }
+  return marked;
+}
+}  // namespace
+
+void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& given, const runtime::Stream* stream) const {
   if (!loaded_) throw Error("tiledist: launch of an empty Kernel (compile it first)");
   const jit::Backend& backend = jit::Backend::for_target(loaded_->target);
   backend.check_stream(*loaded_, stream);
+  const auto marked = raw_device_pointers(backend, given);
+  const std::vector<LaunchArg>& args = marked ? *marked : given;
   const jit::Loaded& loaded = variant_for(args);
   const auto& params = loaded.runtime_params;
   const std::string& kname = loaded.artifact.kernel;

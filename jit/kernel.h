@@ -32,7 +32,8 @@ struct LaunchArg {
   double f = 0;                    ///< floating-point numbers: the value
   ir::DType elem = ir::DType::i8;  ///< pointers: the element type
   int64_t extent_bytes = -1;       ///< pointers: the buffer's size in bytes when known, else -1
-  bool on_device = false;          ///< pointers: GPU memory (cuda::Buffer, SymmBuffer, DevicePtr)
+  bool on_device = false;          ///< pointers: GPU memory (cuda::Buffer, SymmBuffer, DevicePtr; a raw
+                                   ///< pointer the backend knows as its device's, at launch)
 };
 
 namespace detail {

@@ -70,6 +70,7 @@ struct Driver {
   CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
   CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
   CUresult (*cuMemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
+  CUresult (*cuPointerGetAttribute)(void*, int, CUdeviceptr);
   CUresult (*cuModuleLoadDataEx)(CUmodule*, const void*, unsigned, int*, void**);
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
@@ -133,11 +134,12 @@ struct Driver {
            bind(cuCtxSynchronize, {"cuCtxSynchronize"}) && bind(cuMemAlloc, {"cuMemAlloc_v2"}) &&
            bind(cuMemFree, {"cuMemFree_v2"}) && bind(cuMemcpyHtoD, {"cuMemcpyHtoD_v2"}) &&
            bind(cuMemcpyDtoH, {"cuMemcpyDtoH_v2"}) && bind(cuMemsetD8, {"cuMemsetD8_v2"}) &&
-           bind(cuMemcpyDtoD, {"cuMemcpyDtoD_v2"}) && bind(cuModuleLoadDataEx, {"cuModuleLoadDataEx"}) &&
-           bind(cuModuleUnload, {"cuModuleUnload"}) && bind(cuModuleGetFunction, {"cuModuleGetFunction"}) &&
-           bind(cuFuncSetAttribute, {"cuFuncSetAttribute"}) && bind(cuLaunchKernel, {"cuLaunchKernel"}) &&
-           bind(cuEventCreate, {"cuEventCreate"}) && bind(cuEventDestroy, {"cuEventDestroy_v2", "cuEventDestroy"}) &&
-           bind(cuEventRecord, {"cuEventRecord"}) && bind(cuEventSynchronize, {"cuEventSynchronize"}) &&
+           bind(cuMemcpyDtoD, {"cuMemcpyDtoD_v2"}) && bind(cuPointerGetAttribute, {"cuPointerGetAttribute"}) &&
+           bind(cuModuleLoadDataEx, {"cuModuleLoadDataEx"}) && bind(cuModuleUnload, {"cuModuleUnload"}) &&
+           bind(cuModuleGetFunction, {"cuModuleGetFunction"}) && bind(cuFuncSetAttribute, {"cuFuncSetAttribute"}) &&
+           bind(cuLaunchKernel, {"cuLaunchKernel"}) && bind(cuEventCreate, {"cuEventCreate"}) &&
+           bind(cuEventDestroy, {"cuEventDestroy_v2", "cuEventDestroy"}) && bind(cuEventRecord, {"cuEventRecord"}) &&
+           bind(cuEventSynchronize, {"cuEventSynchronize"}) &&
            bind(cuEventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"}) &&
            bind(cuEventQuery, {"cuEventQuery"}) && bind(cuStreamCreate, {"cuStreamCreate"}) &&
            bind(cuStreamDestroy, {"cuStreamDestroy_v2", "cuStreamDestroy"}) &&
@@ -441,6 +443,16 @@ class CudaApi final : public runtime::GpuApi {
   void wait_value(void* word, uint32_t value, void* stream) const override {
     constexpr unsigned kGeq = 0;  // CU_STREAM_WAIT_VALUE_GEQ (cyclic comparison)
     TD_CU(cuStreamWaitValue32(stream, reinterpret_cast<CUdeviceptr>(word), value, kGeq));
+  }
+
+  /// CU_POINTER_ATTRIBUTE_MEMORY_TYPE: CU_MEMORYTYPE_DEVICE for cuMemAlloc's memory and the
+  /// heaps' mappings; an error for the host's own memory (the driver does not know it).
+  bool is_device_memory(const void* p) const override {
+    constexpr int kMemoryTypeAttribute = 2, kMemoryTypeDevice = 2;
+    device();
+    unsigned type = 0;
+    return p && driver().cuPointerGetAttribute(&type, kMemoryTypeAttribute, reinterpret_cast<CUdeviceptr>(p)) == 0 &&
+           type == kMemoryTypeDevice;
   }
 
   /// The binary is PTX; the driver's JIT log is in the Error when loading fails.

@@ -54,6 +54,7 @@ struct Runtime {
   TD_HIP_FN(hipIpcCloseMemHandle)
   hipError_t (*hipHostMalloc)(void**, size_t, unsigned) = nullptr;  // (overloaded for C++ too)
   TD_HIP_FN(hipHostGetDevicePointer)
+  TD_HIP_FN(hipPointerGetAttributes)
 #undef TD_HIP_FN
 
   template <class F>
@@ -80,7 +81,7 @@ struct Runtime {
            TD_BIND(hipEventSynchronize) && TD_BIND(hipEventElapsedTime) && TD_BIND(hipModuleLoadData) &&
            TD_BIND(hipModuleUnload) && TD_BIND(hipModuleGetFunction) && TD_BIND(hipModuleLaunchKernel) &&
            TD_BIND(hipIpcGetMemHandle) && TD_BIND(hipIpcOpenMemHandle) && TD_BIND(hipIpcCloseMemHandle) &&
-           TD_BIND(hipHostMalloc) && TD_BIND(hipHostGetDevicePointer);
+           TD_BIND(hipHostMalloc) && TD_BIND(hipHostGetDevicePointer) && TD_BIND(hipPointerGetAttributes);
 #undef TD_BIND
   }
 };
@@ -281,6 +282,15 @@ class HipApi final : public runtime::GpuApi {
   }
   void wait_value(void* word, uint32_t value, void* stream) const override {
     TD_HIP(hipStreamWaitValue32(as_stream(stream), word, value, hipStreamWaitValueGte, 0xFFFFFFFFu));
+  }
+
+  /// By hipPointerGetAttributes' addresses, not its memory type (whose values changed between
+  /// ROCm 5 and 6): device memory has a device address and no host one; pinned host memory has
+  /// a host address; the host's own memory is unknown to HIP (an error). (Unrun: no AMD GPU.)
+  bool is_device_memory(const void* p) const override {
+    device();
+    hipPointerAttribute_t a{};
+    return p && state().rt.hipPointerGetAttributes(&a, p) == hipSuccess && a.devicePointer && !a.hostPointer;
   }
 
   void* module_load(const std::string& code_object, const std::string& name) const override {

@@ -65,6 +65,11 @@ class GpuApi {
   virtual void wait_value(void* word, uint32_t value, void* stream) const = 0;
   ///@}
 
+  /// Whether `p` is the device's memory (allocated by the runtime, or mapped from a peer),
+  /// which a kernel reads where it lies; false for the host's memory and for what the runtime
+  /// does not know.
+  virtual bool is_device_memory(const void* p) const = 0;
+
   /// Loads a backend's binary (PTX for CUDA, a code object for HIP, its arch checked against
   /// the device's) on the current device; `name` (the kernel's) is for errors.
   virtual void* module_load(const std::string& binary, const std::string& name) const = 0;

@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
     auto k = compile(def, {{"BLOCK", 1024}}, gpu ? Target::cuda() : Target::host());
     if (gpu) {
       cuda::Buffer<float> xd(x), od{x.size()};
-      k.launch({rows}, xd.data(), od.data(), cols, scale);
+      k.launch({rows}, xd, od, cols, scale);
       cuda::synchronize();
       out = od.download();
     } else {

@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
     auto k = compile(add_kernel(), {{"BLOCK", 1024}}, gpu ? Target::cuda() : Target::host());
     if (gpu) {
       cuda::Buffer<float> xd(x), yd(y), od{static_cast<size_t>(n)};
-      k.launch({tl::cdiv(n, 1024)}, xd.data(), yd.data(), od.data(), n);
+      k.launch({tl::cdiv(n, 1024)}, xd, yd, od, n);
       cuda::synchronize();
       out = od.download();
     } else {

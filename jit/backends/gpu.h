@@ -34,6 +34,7 @@ class GpuBackend : public Backend {
   bool is_gpu() const override { return true; }
   bool specializes_at_launch() const override { return true; }
   bool takes_device_memory() const override { return true; }
+  bool is_device_memory(const void* p) const override { return gpu_api().is_device_memory(p); }
   /// A stream of another runtime (a HIP stream for a CUDA kernel) is refused.
   void check_stream(const Loaded& loaded, const runtime::Stream* stream) const override;
 

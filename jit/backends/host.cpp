@@ -153,6 +153,7 @@ class HostBackend final : public Backend {
   bool runs_on_cuda() const override { return false; }
   bool specializes_at_launch() const override { return false; }
   bool takes_device_memory() const override { return false; }
+  bool is_device_memory(const void*) const override { return false; }
 
   void check_stream(const Loaded& loaded, const runtime::Stream* stream) const override {
     if (stream)

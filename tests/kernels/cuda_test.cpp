@@ -65,6 +65,30 @@ TEST(Cuda, HostVectorsOnAStreamComeBackAfterIt) {
   EXPECT_EQ(ref::rel_error(out, want), 0.0);
 }
 
+// A raw pointer is taken as what it points at: the device's memory (another library's, as a
+// model's tensors are) where it lies, at its own alignment (a pointer 4 bytes into a buffer
+// gets the variant without 16-byte accesses); the host's memory has no size to copy, and is
+// refused by name.
+TEST(Cuda, RawPointersAreTakenAsWhatTheyPointAt) {
+  REQUIRE_GPU();
+  const int n = 100003;
+  auto xs = ref::random_floats(n + 1), ys = ref::random_floats(n + 1);
+  cuda::Buffer<float> x(xs), y(ys), out(size_t(n) + 1);
+  auto add = compile(kernels::add_kernel(), {{"BLOCK", 1024}});
+  for (int skew : {0, 1}) {
+    out.upload(std::vector<float>(size_t(n) + 1, -1.0f));
+    add.launch({tl::cdiv(n, 1024)}, x.data() + skew, y.data() + skew, out.data() + skew, n);
+    cuda::synchronize();
+    std::vector<float> got = out.download(), want(size_t(n) + 1, -1.0f);
+    for (int i = 0; i < n; ++i) want[size_t(i + skew)] = xs[size_t(i + skew)] + ys[size_t(i + skew)];
+    EXPECT_EQ(ref::rel_error(got, want), 0.0) << "skew " << skew << ", seed " << ref::last_seed();
+  }
+  std::vector<float> host(size_t(n) + 1);
+  std::string e = error_of([&] { add.launch({tl::cdiv(n, 1024)}, x, host.data(), out, n); });
+  EXPECT_NE(e.find("argument 1 ('y')"), std::string::npos) << e;
+  EXPECT_NE(e.find("raw host pointer"), std::string::npos) << e;
+}
+
 TEST(Cuda, MoreThan48KBOfSharedMemory) {
   REQUIRE_GPU();
   CompileOptions opts;

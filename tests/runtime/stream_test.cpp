@@ -51,6 +51,7 @@ class HostQueues final : public runtime::GpuApi {
     note("wait_value", s);
     if (*static_cast<uint32_t*>(word) < value) throw Error("wait_value: the word is below the value");
   }
+  bool is_device_memory(const void*) const override { return false; }
   void* module_load(const std::string& binary, const std::string& name) const override {
     log.push_back("module_load " + binary + " " + name);
     return make(nullptr);
