@@ -19,7 +19,11 @@
 #   ep           ep_bench: expert-parallel dispatch and combine (low latency f8 and bf16, normal at
 #                128 and 4096 tokens a rank) against NCCL's all-to-all of the same bytes
 #   nvshmem-tests  the GPU world on NVSHMEM's heap ($TILEDIST_WORLD=nvshmem, issue 31): its
-#                bootstrap alone (stream_test Nvshmem.*), then cuda_dist_test on N ranks
+#                bootstrap alone (stream_test Nvshmem.*), then cuda_dist_test on N ranks, the
+#                fault tests, and cuda_collectives_test (the longest: every kernel compiled with
+#                NVSHMEM's device library)
+#   nvshmem-bench  collectives_bench on the NVSHMEM world (the `collectives` stage is the same on
+#                the CUDA world: run both in one call to compare them; issue 35)
 #   sp-tests     the sequence-parallel attention's GPU tests alone (AgAttention, UlyssesAttention)
 #   examples     the examples (examples/, built by find_package against the installed tree),
 #                each given `cuda` (vector_add, softmax and library then run on the GPUs;
@@ -31,7 +35,7 @@
 # then share GPUs (local rank modulo the count), which tests the protocols but times nothing, so
 # only the tests stage runs (NCCL refuses two ranks on one GPU).
 set -u
-n=${1:?usage: bash bench/gpus.sh N [tests|moe-ep-tests|sp-tests|examples|nvshmem-tests|collectives|gemms|torch|moe|ep|sp ...]}
+n=${1:?usage: bash bench/gpus.sh N [tests|moe-ep-tests|sp-tests|examples|nvshmem-tests|nvshmem-bench|collectives|gemms|torch|moe|ep|sp ...]}
 shift
 stages=${*:-tests collectives gemms torch moe ep}
 root=$(pwd)
@@ -51,12 +55,12 @@ run() {  # run NAME SECONDS CMD...: the command under a limit, its rc on a line 
   timeout "$limit" "$@" > "$logs/$name.log" 2>&1
   echo "   rc=$?  (log: $logs/$name.log)"
 }
-faults() {  # the fault tests (a wait that never completes), each in a process of its own: a
-           # trapped kernel leaves its context unusable
+faults() {  # faults [TAG]: the fault tests (a wait that never completes), each in a process of its
+           # own (a trapped kernel leaves its context unusable); TAG names their logs
   for t in AWaitThatNeverCompletesNamesKernelRankAndSignal AWaitOnAStreamIsReportedByTheStreamsSynchronize \
     AnExpertAllToAllPeerThatNeverSendsIsNamed; do
-    TILEDIST_WAIT_TIMEOUT=2 run "fault-$t" 120 ./tools/tiledist-run -n "$n" --timeout 110 ./tests/cuda_dist_test --gtest_filter="GpuFaults.$t"
-    grep -E "^\[0\] \[  (PASSED|FAILED)" "$logs/fault-$t.log" | head -3
+    TILEDIST_WAIT_TIMEOUT=2 run "${1:-}fault-$t" 120 ./tools/tiledist-run -n "$n" --timeout 110 ./tests/cuda_dist_test --gtest_filter="GpuFaults.$t"
+    grep -E "^\[0\] \[  (PASSED|FAILED)|tiledist:" "$logs/${1:-}fault-$t.log" | head -3
   done
 }
 for stage in $stages; do
@@ -89,7 +93,13 @@ for stage in $stages; do
       TILEDIST_WORLD=nvshmem run nvshmem-alone 120 ./tests/stream_test --gtest_filter='Nvshmem.*'
       grep -E "\[  (PASSED|FAILED|SKIPPED)|Failure|tiledist:" "$logs/nvshmem-alone.log" | head -10
       TILEDIST_WORLD=nvshmem TILEDIST_WAIT_TIMEOUT=30 run nvshmem-dist 300 ./tools/tiledist-run -n "$n" --timeout 290 ./tests/cuda_dist_test --gtest_filter=-GpuFaults.*
-      grep -E "^\[0\] \[  (PASSED|FAILED)|Failure|tiledist:" "$logs/nvshmem-dist.log" | head -10 ;;
+      grep -E "^\[0\] \[  (PASSED|FAILED)|Failure|tiledist:" "$logs/nvshmem-dist.log" | head -10
+      TILEDIST_WORLD=nvshmem faults nvshmem-
+      TILEDIST_WORLD=nvshmem TILEDIST_WAIT_TIMEOUT=30 run nvshmem-collectives 400 ./tools/tiledist-run -n "$n" --timeout 390 ./tests/cuda_collectives_test
+      grep -E "^\[0\] \[  (PASSED|FAILED)|Failure|tiledist:" "$logs/nvshmem-collectives.log" | head -10 ;;
+    nvshmem-bench)
+      TILEDIST_WORLD=nvshmem run nvshmem-collectives-bench 400 ./tools/tiledist-run -n "$n" --timeout 390 ./bench/collectives_bench
+      grep -E "^\[0\] " "$logs/nvshmem-collectives-bench.log" | cut -c5-200 | grep -vE "^\s*$" | tail -40 ;;
     sp-tests)
       TILEDIST_WAIT_TIMEOUT=30 run sp-tests 300 ./tools/tiledist-run -n "$n" --timeout 290 ./tests/cuda_collectives_test --gtest_filter='GpuKernels.AgAttention:GpuKernels.UlyssesAttention'
       grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/sp-tests.log" | head -10 ;;
@@ -111,6 +121,6 @@ for stage in $stages; do
     torch)
       run torch 300 /opt/torch/.venv/bin/torchrun --nproc-per-node "$n" "$root/bench/torch_baseline.py"
       grep -vE "^(W|I)[0-9]{4}|Warning|warn" "$logs/torch.log" | tail -20 ;;
-    *) echo "gpus.sh: no stage '$stage' (tests, moe-ep-tests, sp-tests, examples, nvshmem-tests, collectives, gemms, torch, moe, ep, sp)"; exit 2 ;;
+    *) echo "gpus.sh: no stage '$stage' (tests, moe-ep-tests, sp-tests, examples, nvshmem-tests, nvshmem-bench, collectives, gemms, torch, moe, ep, sp)"; exit 2 ;;
   esac
 done

@@ -96,7 +96,8 @@ void link_bitcode(llvm::Module& m, const std::string& path, bool internalize, co
   if (!buffer)
     throw Error(str_cat("tiledist: kernel '", m.getName().str(), "' calls ", what, ", and ", path, " cannot be read (",
                         buffer.getError().message(), ")", hint));
-  auto lib = llvm::parseBitcodeFile(**buffer, m.getContext());
+  // (lazily: only the functions linked are read; NVSHMEM's library is large, its put small)
+  auto lib = llvm::getOwningLazyBitcodeModule(std::move(*buffer), m.getContext());
   if (!lib) throw Error(str_cat("tiledist: reading ", path, ": ", llvm::toString(lib.takeError())));
   (*lib)->setDataLayout(m.getDataLayout());
   (*lib)->setTargetTriple(m.getTargetTriple());

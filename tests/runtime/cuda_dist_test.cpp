@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "kernels/ep.h"
+#include "runtime/nvshmem.h"
 #include "tests/kernels/collectives_check.h"
 #include "tiledist.h"
 
@@ -41,6 +42,12 @@ TEST(GpuWorld, EveryRankMapsEveryHeap) {
   }
   barrier_all();
   EXPECT_THROW(w.at(slot.data(), w.size()), Error);
+  if (nvshmem::world_kind() == nvshmem::WorldKind::nvshmem) {  // (the world asked for is the one made)
+    EXPECT_TRUE(nvshmem::initialized());
+    EXPECT_EQ(nvshmem::library().n_pes(), w.size());
+    EXPECT_EQ(nvshmem::library().my_pe(), w.rank());
+    for (int r = 0; r < w.size(); ++r) EXPECT_EQ(nvshmem::library().ptr(slot.data(), r), slot.at(r)) << "rank " << r;
+  }
 }
 
 // Each program stores its block into the next rank's buffer (symm_at), signals it there, waits

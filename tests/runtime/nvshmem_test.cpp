@@ -148,5 +148,58 @@ TEST(Nvshmem, TheGpuWorldsHeapComesFromNvshmem) {
   EXPECT_EQ(buf.download(), in);
 }
 
+// Each program's block of `src` put into `dst` on the next rank, by NVSHMEM's block put.
+void put_next(tl::Ptr<float> src, tl::Ptr<float> dst, tl::Int n, tl::Const<int> BLOCK) {
+  auto start = tl::program_id(0) * BLOCK;
+  auto bytes = (tl::minimum(n - start, BLOCK) * 4).to(tl::int64);
+  shmem::putmem_block(dst + start.to(tl::int64), src + start.to(tl::int64), bytes,
+                      (dist::rank() + 1) % dist::num_ranks());
+}
+// Each program's block of `src` on the next rank read into `out` here, by NVSHMEM's block get.
+void get_next(tl::Ptr<float> src, tl::Ptr<float> out, tl::Int n, tl::Const<int> BLOCK) {
+  auto start = tl::program_id(0) * BLOCK;
+  auto bytes = (tl::minimum(n - start, BLOCK) * 4).to(tl::int64);
+  shmem::getmem_block(out + start.to(tl::int64), src + start.to(tl::int64), bytes,
+                      (dist::rank() + 1) % dist::num_ranks());
+}
+
+// On the NVSHMEM world a kernel's copies to and from peers are NVSHMEM's device functions,
+// linked from its bitcode (the PTX holds its device state) into a module NVSHMEM initialised:
+// a put to the next rank and a get from it move every element (ragged blocks; on one rank, to
+// and from itself). Skipped without NVSHMEM or a GPU.
+TEST(Nvshmem, PutsAndGetsAreNvshmemsOwn) {
+  SavedEnv keep;
+  setenv("TILEDIST_WORLD", "nvshmem", 1);
+  const std::string error = error_of([] { cuda::World::get(); });
+  if (!error.empty()) GTEST_SKIP() << error;
+  const int n = 100003, block = 4096, programs = (n + block - 1) / block;
+  const KernelDef put("nvshmem_put_next", put_next, {"src", "dst", "n", "BLOCK"});
+  const KernelDef get("nvshmem_get_next", get_next, {"src", "out", "n", "BLOCK"});
+  const CompileOptions options = CompileOptions::from_env();
+  ASSERT_EQ(options.world, "nvshmem");
+  const std::string ptx =
+      jit::Context::global().emit(put, {{"BLOCK", block}}, Target::cuda(), options, jit::Stage::binary);
+  EXPECT_NE(ptx.find("nvshmemi_device_state_d"), std::string::npos) << "NVSHMEM's device library is not linked";
+  auto inputs = [&](int r) {
+    std::vector<float> v(n);
+    for (int i = 0; i < n; ++i) v[size_t(i)] = float(i % 1009) + 1000.0f * float(r);
+    return v;
+  };
+  cuda::SymmBuffer<float> src(n), dst(n);
+  cuda::Buffer<float> out(n);
+  src.upload(inputs(rank()));
+  cuda::memset(dst.data(), 0, size_t(n) * 4);
+  barrier_all();
+  compile(put, {{"BLOCK", block}}, Target::cuda(), options).launch({programs}, src, dst, n);
+  cuda::synchronize();
+  barrier_all();
+  const int prev = (rank() + world_size() - 1) % world_size(), next = (rank() + 1) % world_size();
+  EXPECT_EQ(dst.download(), inputs(prev)) << "the put from rank " << prev;
+  compile(get, {{"BLOCK", block}}, Target::cuda(), options).launch({programs}, src, out, n);
+  cuda::synchronize();
+  EXPECT_EQ(out.download(), inputs(next)) << "the get from rank " << next;
+  barrier_all();
+}
+
 }  // namespace
 }  // namespace tiledist
