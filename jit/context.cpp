@@ -16,6 +16,7 @@
 #include "jit/backend.h"
 #include "jit/cache.h"
 #include "jit/manifest.h"
+#include "jit/nvshmem_link.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/SHA256.h"
@@ -107,7 +108,8 @@ bool jit_disabled() {
 }
 
 /// A specialization traced and optimized, with its cache key: the optimized IR, the target, the
-/// options and this build of the compiler.
+/// options, NVSHMEM's device library where the options' world links it, and this build of the
+/// compiler.
 std::pair<std::unique_ptr<ir::Function>, std::string> trace_optimized(const KernelDef& def, const Constants& constants,
                                                                       const Target& target,
                                                                       const CompileOptions& options,
@@ -116,8 +118,8 @@ std::pair<std::unique_ptr<ir::Function>, std::string> trace_optimized(const Kern
   std::unique_ptr<ir::Function> fn = def.trace(constants, facts, !options.profile.empty());
   ir::optimize(*fn);
   Backend::for_target(target).prepare(*fn, options);
-  std::string key =
-      sha256_hex(str_cat(ir::print(*fn), "\n", target.key(), "\n", options.key(), "\n", compiler_version()));
+  std::string key = sha256_hex(str_cat(ir::print(*fn), "\n", target.key(), "\n", options.key(), "\n",
+                                       nvshmem_key(options.world), "\n", compiler_version()));
   return {std::move(fn), std::move(key)};
 }
 

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "jit/nvshmem_link.h"
 #include "runtime/cuda_world.h"
 #include "tests/jit/error_of.h"
 #include "tiledist.h"
@@ -119,6 +120,26 @@ TEST(Nvshmem, TheDeviceLibraryIsFoundBesideTheHostOne) {
   setenv("NVSHMEM_LIBDEVICE_PATH", "/no/such/libnvshmem_device.bc", 1);
   EXPECT_EQ(error_of([] { nvshmem::device_bitcode(); }),
             "tiledist: $NVSHMEM_LIBDEVICE_PATH = '/no/such/libnvshmem_device.bc' is not a file");
+}
+
+// A kernel compiled for the NVSHMEM world is cached under a key that holds NVSHMEM's device
+// library, by path and contents: another NVSHMEM, another key. The CUDA world's holds nothing.
+TEST(Nvshmem, TheCacheKeyHoldsTheDeviceLibrary) {
+  SavedEnv keep;
+  ScratchDir dir;
+  EXPECT_EQ(jit::nvshmem_key(""), "");
+  dir.write("a.bc", "one NVSHMEM");
+  dir.write("b.bc", "another NVSHMEM");
+  setenv("NVSHMEM_LIBDEVICE_PATH", (dir.path + "/a.bc").c_str(), 1);
+  const std::string a = jit::nvshmem_key("nvshmem");
+  EXPECT_NE(a.find(dir.path + "/a.bc"), std::string::npos) << a;
+  EXPECT_EQ(jit::nvshmem_key("nvshmem"), a);
+  setenv("NVSHMEM_LIBDEVICE_PATH", (dir.path + "/b.bc").c_str(), 1);
+  const std::string b = jit::nvshmem_key("nvshmem");
+  EXPECT_NE(b, a);
+  EXPECT_NE(b.substr(b.find(' ')), a.substr(a.find(' '))) << "the contents' hashes";
+  setenv("NVSHMEM_LIBDEVICE_PATH", "/no/such.bc", 1);
+  EXPECT_NE(jit::nvshmem_key("nvshmem").find("none (tiledist: $NVSHMEM_LIBDEVICE_PATH"), std::string::npos);
 }
 
 // $TILEDIST_WORLD=nvshmem: the GPU world's heaps from NVSHMEM. Without NVSHMEM (CI) the world
