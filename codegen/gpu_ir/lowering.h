@@ -217,6 +217,10 @@ class LayoutLowering : public WorldOps {
   /// A memcpy to or from a peer's heap as NVSHMEM's call (GpuOptions::nvshmem); false where the
   /// copy is not between this rank and one peer (the threads copy it).
   bool emit_nvshmem_memcpy(const ir::Op& op);
+  /// On the NVSHMEM world (GpuOptions::nvshmem), where scalar atomic `op` is a signal NVSHMEM's
+  /// atomics carry to a peer (a set of an i32 or i64 word, or an add of an i32 one, that a
+  /// symm_at names): that symm_at; else null.
+  const ir::Op* nvshmem_signal_peer(const ir::Op& op) const;
   /// A scalar thread 0 computes (`value`, emitted in its branch), made known to every thread
   /// through shared memory; the producer's one thread computes it alone.
   llvm::Value* from_thread0(llvm::Type* t, const std::function<llvm::Value*()>& value);

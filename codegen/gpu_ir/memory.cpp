@@ -161,13 +161,38 @@ void LayoutLowering::emit_atomic(const ir::Op& op) {
   llvm::Value* v = val(op.operands[1]).scalar;
   llvm::Value* desired = cas ? val(op.operands[2]).scalar : nullptr;
   if (order != ir::MemOrder::relaxed && order != ir::MemOrder::acquire) barrier();  // (every thread's writes before it)
+  const ir::Op* peer = nvshmem_signal_peer(op);
   llvm::Value* old = when_value(on, t, llvm::Constant::getNullValue(t), [&] {
-    return target_->atomic(atomic_kind(op), rt.dtype, p, v, desired, order, ir::enum_attr<ir::MemScope>(op, "scope"),
-                           used);
+    if (!peer)
+      return target_->atomic(atomic_kind(op), rt.dtype, p, v, desired, order, ir::enum_attr<ir::MemScope>(op, "scope"),
+                             used);
+    // NVSHMEM's atomic on the symmetric word here, on the peer (after its fence where it
+    // releases; our own fence after it where it acquires)
+    using Order = ir::MemOrder;
+    llvm::Value* got = nvshmem_atomic(*atomic_kind(op) == ir::RmwKind::add, rt.dtype == ir::DType::i64, used,
+                                      order == Order::release || order == Order::acq_rel, val(peer->operands[0]).scalar,
+                                      v, b_.CreateSExtOrTrunc(val(peer->operands[1]).scalar, b_.getInt32Ty()));
+    if (order == Order::acquire || order == Order::acq_rel) fence(Order::acquire, ir::MemScope::sys);
+    return got ? got : llvm::Constant::getNullValue(t);
   });
   if (used) return define(op, LVal::of(to_every_thread(old)));
   if (order != ir::MemOrder::relaxed && order != ir::MemOrder::release) barrier();  // (what follows after it)
   define(op, LVal::of(llvm::UndefValue::get(t)));
+}
+
+const ir::Op* LayoutLowering::nvshmem_signal_peer(const ir::Op& op) const {
+  // (a set or add of an i32 word, or a set of an i64 one, that a symm_at names: NVSHMEM's
+  // device library has atomics for those (NVSHMEM 3.x's has no nvshmem_int64_atomic_add); where
+  // it has none, or off the NVSHMEM world, the op is the threads' own)
+  if (!opts_.nvshmem || op.code != OpCode::AtomicRMW) return nullptr;
+  const ir::Value* p = op.operands[0];
+  if (!p->def || p->def->code != OpCode::SymmAt || p->type.is_tensor()) return nullptr;
+  const ir::RmwKind kind = *atomic_kind(op);
+  const ir::DType d = op.results[0]->type.dtype;
+  if (!(kind == ir::RmwKind::xchg && (d == ir::DType::i32 || d == ir::DType::i64)) &&
+      !(kind == ir::RmwKind::add && d == ir::DType::i32))
+    return nullptr;
+  return p->def;
 }
 
 void LayoutLowering::emit_atomic_tensor(const ir::Op& op) {

@@ -191,6 +191,18 @@ void WorldOps::nvshmem_copy(bool put, bool nbi, llvm::Value* here, llvm::Value* 
     b_.CreateCall(fn, {generic_other, generic_here, n, pe});  // (dest here, source on pe)
 }
 
+llvm::Value* WorldOps::nvshmem_atomic(bool add, bool wide, bool fetch, bool release, llvm::Value* here, llvm::Value* v,
+                                      llvm::Value* pe) {
+  llvm::Type* ptr = b_.getPtrTy();
+  llvm::Type* t = wide ? b_.getInt64Ty() : b_.getInt32Ty();
+  if (release) b_.CreateCall(helper("nvshmem_fence", b_.getVoidTy(), {}), {});
+  const char* op = fetch ? (add ? "atomic_fetch_add" : "atomic_swap") : (add ? "atomic_add" : "atomic_set");
+  const std::string name = str_cat("nvshmem_", wide ? "int64" : "int", "_", op);
+  llvm::FunctionCallee fn = helper(name.c_str(), fetch ? t : b_.getVoidTy(), {ptr, t, b_.getInt32Ty()});
+  llvm::Value* call = b_.CreateCall(fn, {b_.CreatePointerCast(here, ptr), b_.CreateSExtOrTrunc(v, t), pe});
+  return fetch ? call : nullptr;
+}
+
 void WorldOps::copy_by_threads(llvm::Value* dst, llvm::Value* src, llvm::Value* n, int threads) {
   llvm::Type* i64 = b_.getInt64Ty();
   llvm::Value* bits = b_.CreateOr(b_.CreateOr(b_.CreatePtrToInt(dst, i64), b_.CreatePtrToInt(src, i64)), n);

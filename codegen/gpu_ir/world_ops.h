@@ -94,6 +94,13 @@ class WorldOps : public Elements {
   /// address here; `put`: here on pe <- other, else other <- here on pe. Declared in the module,
   /// defined by NVSHMEM's device library, which the backend links.
   void nvshmem_copy(bool put, bool nbi, llvm::Value* here, llvm::Value* other, llvm::Value* n, llvm::Value* pe);
+  /// NVSHMEM's atomic by this thread on `here` (a symmetric address of this rank's heap, an i32
+  /// or i64 word: `wide`) on `pe`: set (xchg) or add of `v`, fetching the old value (swap,
+  /// fetch_add; returned) where `fetch`, else none (null returned). nvshmem_fence() first where
+  /// `release` (this thread's earlier puts and stores to pe before it). Declared here, defined
+  /// by NVSHMEM's device library.
+  llvm::Value* nvshmem_atomic(bool add, bool wide, bool fetch, bool release, llvm::Value* here, llvm::Value* v,
+                              llvm::Value* pe);
 
   /// A variable for loops to carry: an alloca in the entry block, holding `init` from here on
   /// (a register after mem2reg).

@@ -222,5 +222,23 @@ TEST(Nvshmem, PutsAndGetsAreNvshmemsOwn) {
   barrier_all();
 }
 
+// A kernel that calls what NVSHMEM's device library lacks fails to compile, naming the function
+// and the library (the driver's link of the PTX would fail later, less clearly). The library
+// here is a fixture that defines nvshmem_quiet alone.
+TEST(Nvshmem, AFunctionTheDeviceLibraryLacksIsNamed) {
+  SavedEnv keep;
+  if (!std::ifstream(NVSHMEM_FIXTURE)) GTEST_SKIP() << "no " << NVSHMEM_FIXTURE << " here (a bundle)";
+  setenv("NVSHMEM_LIBDEVICE_PATH", NVSHMEM_FIXTURE, 1);
+  CompileOptions options;
+  options.world = "nvshmem";
+  const KernelDef put("nvshmem_put_next", put_next, {"src", "dst", "n", "BLOCK"});
+  const std::string e = error_of(
+      [&] { jit::Context::global().emit(put, {{"BLOCK", 4096}}, Target::cuda("sm_90a"), options, jit::Stage::asm_); });
+  EXPECT_NE(e.find(str_cat("calls nvshmemx_putmem_block, which NVSHMEM's device library ", NVSHMEM_FIXTURE,
+                           " does not define")),
+            std::string::npos)
+      << e;
+}
+
 }  // namespace
 }  // namespace tiledist
