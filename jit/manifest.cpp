@@ -34,14 +34,19 @@ llvm::json::Value to_json(const Specialization& s) {
     else
       constants[k] = precise(std::get<double>(v.v));
   }
+  llvm::json::Object options{{"num_warps", s.options.num_warps},
+                             {"num_stages", s.options.num_stages},
+                             {"check_bounds", s.options.check_bounds},
+                             {"tma", s.options.tma},
+                             {"warp_specialize", s.options.warp_specialize}};
+  // (strings where they are not their defaults: a job on the NVSHMEM world warms that world's
+  // binaries, which have keys of their own)
+  if (!s.options.lowering.empty()) options["lowering"] = s.options.lowering;
+  if (!s.options.world.empty()) options["world"] = s.options.world;
   return llvm::json::Object{{"kernel", s.kernel},
                             {"target", s.target},
                             {"constants", std::move(constants)},
-                            {"options", llvm::json::Object{{"num_warps", s.options.num_warps},
-                                                           {"num_stages", s.options.num_stages},
-                                                           {"check_bounds", s.options.check_bounds},
-                                                           {"tma", s.options.tma},
-                                                           {"warp_specialize", s.options.warp_specialize}}},
+                            {"options", std::move(options)},
                             {"args", facts_str(s.facts)}};
 }
 
@@ -95,7 +100,19 @@ Specialization from_json(const llvm::json::Value& v, const std::string& where) {
     boolean("check_bounds", s.options.check_bounds);
     boolean("tma", s.options.tma);
     boolean("warp_specialize", s.options.warp_specialize);
-    s.options.validate();
+    auto text = [&](const char* name, std::string& out) {
+      const llvm::json::Value* v = opt->get(name);
+      if (!v) return;
+      if (!v->getAsString()) throw bad(str_cat("option \"", name, "\" must be a string"));
+      out = v->getAsString()->str();
+    };
+    text("lowering", s.options.lowering);
+    text("world", s.options.world);
+    try {
+      s.options.validate();
+    } catch (const Error& e) {
+      throw bad(e.what());
+    }
   }
   if (const llvm::json::Value* av = o->get("args")) {
     if (!av->getAsString()) throw bad("\"args\" must be a string of A, 1 and -");
@@ -145,6 +162,8 @@ std::string Specialization::warmup_command() const {
   cmd += str_cat(" --num-warps ", options.num_warps, " --num-stages ", options.num_stages);
   if (!options.tma) cmd += " --no-tma";
   if (options.warp_specialize) cmd += " --warp-specialize";
+  if (!options.lowering.empty()) cmd += " --lowering " + options.lowering;
+  if (!options.world.empty()) cmd += " --world " + options.world;
   if (!facts.empty()) cmd += " --args " + facts_str(facts);
   return cmd;
 }

@@ -2,7 +2,8 @@
 // target, on any machine (PTX needs no GPU).
 //   tiledist-warmup manifest.json [--target sm_90a,sm_80]     what a recorded job compiled
 //   tiledist-warmup --kernels all|NAME,... --target sm_90a,host  the registry's kernels
-//       [--const NAME=VALUE ...] [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize] [--args FACTS]
+//       [--const NAME=VALUE ...] [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize]
+//       [--lowering L] [--world nvshmem] [--args FACTS]
 //   tiledist-warmup my_kernels.cpp --target sm_90a [--kernels NAME,...]  a user's source file:
 //       compiled in-process by clang against tiledist's headers, its registered kernels warmed
 //   common: [--jobs N] [--cache DIR]
@@ -36,8 +37,8 @@ int usage(const char* msg) {
                "tiledist-warmup: %s\n"
                "usage: tiledist-warmup MANIFEST.json [--target T,...] [--jobs N] [--cache DIR]\n"
                "       tiledist-warmup --kernels all|NAME,... --target T,... [--const NAME=VALUE ...]\n"
-               "                       [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize] [--args FACTS] "
-               "[--jobs N] [--cache DIR]\n"
+               "                       [--num-warps N] [--num-stages N] [--no-tma] [--warp-specialize] [--lowering L]\n"
+               "                       [--world nvshmem] [--args FACTS] [--jobs N] [--cache DIR]\n"
                "targets: host, sm_80, sm_90a, gfx942, gfx90a\n",
                msg);
   return 2;
@@ -134,6 +135,10 @@ int main(int argc, char** argv) {
         options.tma = false, options_given = true;
       else if (a == "--warp-specialize")
         options.warp_specialize = true, options_given = true;
+      else if (a == "--lowering")
+        options.lowering = value(), options_given = true;
+      else if (a == "--world")
+        options.world = value(), options_given = true;
       else if (a == "--args")
         args_arg = value();
       else if (a == "--const") {
@@ -165,7 +170,8 @@ int main(int argc, char** argv) {
     if (manifest.empty() == kernels_arg.empty()) return usage("give a manifest, --kernels or a source file");
     if (!manifest.empty() && (!constants.empty() || options_given || !args_arg.empty()))
       return usage(
-          "--const, --num-warps, --num-stages, --no-tma, --warp-specialize and --args go with --kernels (a manifest "
+          "--const, --num-warps, --num-stages, --no-tma, --warp-specialize, --lowering, --world and --args go with "
+          "--kernels (a manifest "
           "has its own)");
 
     std::vector<Target> targets;

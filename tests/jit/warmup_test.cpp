@@ -102,14 +102,19 @@ TEST(Manifest, OptionsRoundTripAndChangeTheKey) {
   s.options.tma = false;
   s.options.warp_specialize = true;
   s.options.num_stages = 5;
+  s.options.lowering = "gpu_ir_ws";
+  s.options.world = "nvshmem";  // (a job on the NVSHMEM world warms that world's binaries)
   jit::record_specialization(path, s);
   auto all = jit::read_manifest(path);
   ASSERT_EQ(all.size(), 1u);
   EXPECT_FALSE(all[0].options.tma);
   EXPECT_TRUE(all[0].options.warp_specialize);
   EXPECT_EQ(all[0].options.num_stages, 5);
+  EXPECT_EQ(all[0].options.lowering, "gpu_ir_ws");
+  EXPECT_EQ(all[0].options.world, "nvshmem");
   EXPECT_EQ(all[0].str(), s.str());
   EXPECT_NE(all[0].warmup_command().find("--warp-specialize"), std::string::npos);
+  EXPECT_NE(all[0].warmup_command().find("--lowering gpu_ir_ws --world nvshmem"), std::string::npos);
   CompileOptions plain;
   EXPECT_NE(plain.key(), s.options.key());
   plain.warp_specialize = true;
@@ -133,6 +138,8 @@ TEST(Manifest, BadValuesAreNamed) {
   EXPECT_NE(message(head + "\"options\": {\"num_warps\": 3}}]}").find("num_warps"), std::string::npos);
   EXPECT_NE(message(head + "\"options\": {\"num_warps\": \"8\"}}]}").find("num_warps"), std::string::npos);
   EXPECT_NE(message(head + "\"options\": {\"warp_specialize\": 1}}]}").find("warp_specialize"), std::string::npos);
+  EXPECT_NE(message(head + "\"options\": {\"world\": 1}}]}").find("\"world\" must be a string"), std::string::npos);
+  EXPECT_NE(message(head + "\"options\": {\"world\": \"mpi\"}}]}").find("world = 'mpi'"), std::string::npos);
   EXPECT_NE(message(head + "\"args\": 42}]}").find("args"), std::string::npos);
   EXPECT_NE(message(head + "\"constants\": [1]}]}").find("constants"), std::string::npos);
   EXPECT_NE(message("{\"version\": 99, \"specializations\": []}").find("version 99"), std::string::npos);
