@@ -125,7 +125,8 @@ void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& given, const r
       if (loaded.options.check_bounds) {
         if (a.extent_bytes < 0)
           throw bad(
-              "TILEDIST_CHECK_BOUNDS=1 needs the buffer's extent: pass a std::span or std::vector, not a raw pointer");
+              "TILEDIST_CHECK_BOUNDS=1 needs the buffer's extent: pass a std::span or std::vector (host memory) or "
+              "a cuda::DevicePtr{p, count} (device memory), not a raw pointer");
         const char* lo = static_cast<const char*>(a.ptr);
         rt.ranges.push_back({lo, lo + a.extent_bytes, p.name, ir::dtype_bytes(p.type.dtype)});
       }

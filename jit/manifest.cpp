@@ -110,8 +110,10 @@ Specialization from_json(const llvm::json::Value& v, const std::string& where) {
     text("world", s.options.world);
     try {
       s.options.validate();
-    } catch (const Error& e) {
-      throw bad(e.what());
+    } catch (const Error& e) {  // (its message, under the manifest's prefix)
+      std::string what = e.what();
+      if (what.rfind("tiledist: ", 0) == 0) what.erase(0, 10);
+      throw bad(what);
     }
   }
   if (const llvm::json::Value* av = o->get("args")) {

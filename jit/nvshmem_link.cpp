@@ -1,6 +1,7 @@
 // NVSHMEM's device library linked into a kernel's module (jit/nvshmem_link.h).
 #include "jit/nvshmem_link.h"
 
+#include <filesystem>
 #include <map>
 #include <mutex>
 
@@ -36,6 +37,8 @@ std::string nvshmem_key(const std::string& world) {
   } catch (const Error& e) {
     return str_cat("nvshmem-device=none (", e.what(), ")");
   }
+  std::error_code ec;  // (the file itself: the same library through a link or another prefix shares keys)
+  if (auto real = std::filesystem::canonical(path, ec); !ec) path = real.string();
   static std::mutex mu;
   static std::map<std::string, std::string> hashed;  // (a path's hash, once a process)
   std::lock_guard<std::mutex> lock(mu);

@@ -18,9 +18,10 @@ namespace tiledist::jit {
 void link_nvshmem_device(llvm::Module& m);
 
 /// What a kernel compiled for `world` links of NVSHMEM, for its cache key: "" for the CUDA
-/// world's (empty `world`); else the device library's path and a hash of its contents (read
-/// once a process: a new NVSHMEM is a new key, never a stale binary), or why it was not found
-/// (then a kernel that calls NVSHMEM fails to compile, naming it).
+/// world's (empty `world`); else the device library's path (resolved: through links) and a hash
+/// of its contents, read once a process (another NVSHMEM is another key, never a stale binary;
+/// a library replaced in place while a process runs is not seen by that process), or why it was
+/// not found (then a kernel that calls NVSHMEM fails to compile, naming it).
 std::string nvshmem_key(const std::string& world);
 
 }  // namespace tiledist::jit

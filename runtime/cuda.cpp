@@ -445,14 +445,20 @@ class CudaApi final : public runtime::GpuApi {
     TD_CU(cuStreamWaitValue32(stream, reinterpret_cast<CUdeviceptr>(word), value, kGeq));
   }
 
-  /// CU_POINTER_ATTRIBUTE_MEMORY_TYPE: CU_MEMORYTYPE_DEVICE for cuMemAlloc's memory and the
-  /// heaps' mappings; an error for the host's own memory (the driver does not know it).
+  /// Managed memory (CU_POINTER_ATTRIBUTE_IS_MANAGED: its memory type says where its pages are
+  /// now), or memory of type CU_MEMORYTYPE_DEVICE on this process's GPU
+  /// (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: another GPU's would fault without peer access). The
+  /// host's own memory is unknown to the driver (an error): false.
   bool is_device_memory(const void* p) const override {
-    constexpr int kMemoryTypeAttribute = 2, kMemoryTypeDevice = 2;
-    device();
-    unsigned type = 0;
-    return p && driver().cuPointerGetAttribute(&type, kMemoryTypeAttribute, reinterpret_cast<CUdeviceptr>(p)) == 0 &&
-           type == kMemoryTypeDevice;
+    constexpr int kMemoryType = 2, kIsManaged = 8, kDeviceOrdinal = 9, kMemoryTypeDevice = 2;
+    if (!p) return false;
+    const DeviceInfo& here = device();
+    const auto at = reinterpret_cast<CUdeviceptr>(p);
+    unsigned managed = 0, type = 0;
+    int ordinal = -1;
+    if (driver().cuPointerGetAttribute(&managed, kIsManaged, at) == 0 && managed) return true;
+    return driver().cuPointerGetAttribute(&type, kMemoryType, at) == 0 && type == kMemoryTypeDevice &&
+           driver().cuPointerGetAttribute(&ordinal, kDeviceOrdinal, at) == 0 && ordinal == here.ordinal;
   }
 
   /// The binary is PTX; the driver's JIT log is in the Error when loading fails.

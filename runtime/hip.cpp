@@ -285,12 +285,14 @@ class HipApi final : public runtime::GpuApi {
   }
 
   /// By hipPointerGetAttributes' addresses, not its memory type (whose values changed between
-  /// ROCm 5 and 6): device memory has a device address and no host one; pinned host memory has
-  /// a host address; the host's own memory is unknown to HIP (an error). (Unrun: no AMD GPU.)
+  /// ROCm 5 and 6): managed memory; else device memory (a device address and no host one) of
+  /// this process's device; pinned host memory has a host address; the host's own memory is
+  /// unknown to HIP (an error). (Unrun: no AMD GPU.)
   bool is_device_memory(const void* p) const override {
-    device();
+    const DeviceInfo& here = device();
     hipPointerAttribute_t a{};
-    return p && state().rt.hipPointerGetAttributes(&a, p) == hipSuccess && a.devicePointer && !a.hostPointer;
+    if (!p || state().rt.hipPointerGetAttributes(&a, p) != hipSuccess) return false;
+    return a.isManaged || (a.devicePointer && !a.hostPointer && a.device == here.ordinal);
   }
 
   void* module_load(const std::string& code_object, const std::string& name) const override {

@@ -65,9 +65,9 @@ class GpuApi {
   virtual void wait_value(void* word, uint32_t value, void* stream) const = 0;
   ///@}
 
-  /// Whether `p` is the device's memory (allocated by the runtime, or mapped from a peer),
-  /// which a kernel reads where it lies; false for the host's memory and for what the runtime
-  /// does not know.
+  /// Whether `p` is memory a kernel on this process's device reads where it lies: the device's
+  /// own, or managed memory; false for the host's memory, another device's, and what the
+  /// runtime does not know.
   virtual bool is_device_memory(const void* p) const = 0;
 
   /// Loads a backend's binary (PTX for CUDA, a code object for HIP, its arch checked against

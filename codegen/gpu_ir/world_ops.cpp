@@ -195,7 +195,11 @@ llvm::Value* WorldOps::nvshmem_atomic(bool add, bool wide, bool fetch, bool rele
                                       llvm::Value* pe) {
   llvm::Type* ptr = b_.getPtrTy();
   llvm::Type* t = wide ? b_.getInt64Ty() : b_.getInt32Ty();
-  if (release) b_.CreateCall(helper("nvshmem_fence", b_.getVoidTy(), {}), {});
+  if (release) {  // (ours: every write before it, to any rank, as atom.release.sys orders them; NVSHMEM's:
+                  // its puts to pe, which by the spec is all nvshmem_fence orders)
+    fence(ir::MemOrder::release, ir::MemScope::sys);
+    b_.CreateCall(helper("nvshmem_fence", b_.getVoidTy(), {}), {});
+  }
   const char* op = fetch ? (add ? "atomic_fetch_add" : "atomic_swap") : (add ? "atomic_add" : "atomic_set");
   const std::string name = str_cat("nvshmem_", wide ? "int64" : "int", "_", op);
   llvm::FunctionCallee fn = helper(name.c_str(), fetch ? t : b_.getVoidTy(), {ptr, t, b_.getInt32Ty()});

@@ -96,8 +96,9 @@ class WorldOps : public Elements {
   void nvshmem_copy(bool put, bool nbi, llvm::Value* here, llvm::Value* other, llvm::Value* n, llvm::Value* pe);
   /// NVSHMEM's atomic by this thread on `here` (a symmetric address of this rank's heap, an i32
   /// or i64 word: `wide`) on `pe`: set (xchg) or add of `v`, fetching the old value (swap,
-  /// fetch_add; returned) where `fetch`, else none (null returned). nvshmem_fence() first where
-  /// `release` (this thread's earlier puts and stores to pe before it). Declared here, defined
+  /// fetch_add; returned) where `fetch`, else none (null returned). Where `release`, a release
+  /// fence at system scope (every earlier write, to any rank) and nvshmem_fence() (the puts to
+  /// pe) first. Declared here, defined
   /// by NVSHMEM's device library.
   llvm::Value* nvshmem_atomic(bool add, bool wide, bool fetch, bool release, llvm::Value* here, llvm::Value* v,
                               llvm::Value* pe);

@@ -76,9 +76,10 @@ HostStaging::HostStaging(const DeviceMemory& mem, const Loaded& loaded, const st
     for (size_t i = 0; i < args.size(); ++i) {
       if (params[i].kind != ParamKind::pointer || args[i].on_device) continue;
       if (args[i].extent_bytes < 0)
-        throw Error(str_cat("tiledist: argument ", i, " ('", params[i].name, "') of GPU kernel '",
-                            loaded.artifact.kernel,
-                            "' is a raw host pointer: pass a device buffer, or a std::vector or std::span to copy"));
+        throw Error(
+            str_cat("tiledist: argument ", i, " ('", params[i].name, "') of GPU kernel '", loaded.artifact.kernel,
+                    "' is a raw host pointer (or another GPU's): pass a device buffer (cuda::DevicePtr{p, count} for "
+                    "another library's), or a std::vector or std::span to copy"));
       size_t bytes = static_cast<size_t>(args[i].extent_bytes);
       void* d = mem_.malloc(bytes);
       staged_.push_back({args[i].ptr, d, bytes});
