@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "jit/nvshmem_link.h"
+#include "kernels/kernels.h"
 #include "runtime/cuda_world.h"
 #include "tests/jit/error_of.h"
 #include "tiledist.h"
@@ -140,6 +141,18 @@ TEST(Nvshmem, TheCacheKeyHoldsTheDeviceLibrary) {
   EXPECT_NE(b.substr(b.find(' ')), a.substr(a.find(' '))) << "the contents' hashes";
   setenv("NVSHMEM_LIBDEVICE_PATH", "/no/such.bc", 1);
   EXPECT_NE(jit::nvshmem_key("nvshmem").find("none (tiledist: $NVSHMEM_LIBDEVICE_PATH"), std::string::npos);
+  // ... and the cache uses it: warming a kernel for the NVSHMEM world compiles it again for
+  // another device library (sm_90a's PTX: no GPU needed).
+  jit::Context ctx(dir.path + "/cache");
+  CompileOptions options;
+  options.world = "nvshmem";
+  auto warm = [&](const std::string& library) {
+    setenv("NVSHMEM_LIBDEVICE_PATH", (dir.path + "/" + library).c_str(), 1);
+    return ctx.warm(kernels::add_kernel(), {{"BLOCK", 128}}, Target::cuda("sm_90a"), options);
+  };
+  EXPECT_TRUE(warm("a.bc"));
+  EXPECT_FALSE(warm("a.bc")) << "the same library: cached";
+  EXPECT_TRUE(warm("b.bc")) << "another library: another key";
 }
 
 // $TILEDIST_WORLD=nvshmem: the GPU world's heaps from NVSHMEM. Without NVSHMEM (CI) the world
