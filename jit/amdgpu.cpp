@@ -53,9 +53,7 @@ void define_control(llvm::Module& m, const char* name, llvm::Type* t, uint64_t v
 }  // namespace
 
 void link_amdgpu_device_libs(llvm::Module& m, const std::string& arch) {
-  bool calls = false;
-  for (const llvm::Function& f : m.functions()) calls |= f.isDeclaration() && f.getName().starts_with("__ocml_");
-  if (!calls) return;
+  if (!first_declared(m, "__ocml_")) return;
   const std::string path = device_libs_dir() + "/ocml.bc";
   // Only what the kernel calls, internalized: the code object keeps the kernel alone.
   link_bitcode(m, path, true, "math functions of the ROCm device libraries",

@@ -90,6 +90,12 @@ std::string emit_file(llvm::Module& m, llvm::TargetMachine& machine, llvm::CodeG
   return std::string(buf.begin(), buf.end());
 }
 
+const llvm::Function* first_declared(const llvm::Module& m, const std::string& prefix) {
+  for (const llvm::Function& f : m.functions())
+    if (f.isDeclaration() && f.getName().starts_with(prefix)) return &f;
+  return nullptr;
+}
+
 void link_bitcode(llvm::Module& m, const std::string& path, bool internalize, const std::string& what,
                   const std::string& hint) {
   auto buffer = llvm::MemoryBuffer::getFile(path);

@@ -12,6 +12,7 @@
 #include "support/support.h"
 
 namespace llvm {
+class Function;
 class Module;
 class TargetMachine;
 }  // namespace llvm
@@ -43,6 +44,9 @@ void run_o3(llvm::Module& m, llvm::TargetMachine& machine);
 std::string emit_file(llvm::Module& m, llvm::TargetMachine& machine, llvm::CodeGenFileType type);
 /// `m` as LLVM IR text.
 std::string print_module(const llvm::Module& m);
+/// The first function `m` declares (calls, without defining it) whose name starts with
+/// `prefix`; null where there is none.
+const llvm::Function* first_declared(const llvm::Module& m, const std::string& prefix);
 /// Links into `m` what it calls of the bitcode library at `path` (and what that uses), the
 /// library taking m's data layout and triple; `internalize`: what was linked becomes internal.
 /// Throws Error "tiledist: kernel 'K' calls `what`, and PATH cannot be read (why)`hint`", or

@@ -16,17 +16,14 @@
 namespace tiledist::jit {
 
 void link_nvshmem_device(llvm::Module& m) {
-  bool calls = false;
-  for (const llvm::Function& f : m.functions()) calls |= f.isDeclaration() && f.getName().starts_with("nvshmem");
-  if (!calls) return;
+  if (!first_declared(m, "nvshmem")) return;
   // Only what the kernel calls (and what that uses). Not internalized: nvshmemx_cumodule_init
   // looks the device state up in the loaded module by name.
   const std::string path = nvshmem::device_bitcode();
   link_bitcode(m, path, false, "NVSHMEM", "");
-  for (const llvm::Function& f : m.functions())  // (else the driver's link would fail, less clearly)
-    if (f.isDeclaration() && f.getName().starts_with("nvshmem"))
-      throw Error(str_cat("tiledist: kernel '", m.getName().str(), "' calls ", f.getName().str(),
-                          ", which NVSHMEM's device library ", path, " does not define"));
+  if (const llvm::Function* f = first_declared(m, "nvshmem"))  // (else the driver's link would fail, less clearly)
+    throw Error(str_cat("tiledist: kernel '", m.getName().str(), "' calls ", f->getName().str(),
+                        ", which NVSHMEM's device library ", path, " does not define"));
 }
 
 std::string nvshmem_key(const std::string& world) {

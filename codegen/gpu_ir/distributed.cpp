@@ -52,14 +52,11 @@ bool LayoutLowering::emit_nvshmem_memcpy(const ir::Op& op) {
   // A copy to (from) the heap of the peer that a symm_at names: NVSHMEM's put (get) of the
   // program's threads, given the symmetric address here and the peer. Local copies, and copies
   // between two peers' heaps (which NVSHMEM has no call for), go by the threads as elsewhere.
-  auto peer_of = [](const ir::Value* v) -> const ir::Op* {
-    return v->def && v->def->code == OpCode::SymmAt ? v->def : nullptr;
-  };
   // (NVSHMEM's block calls need every thread of the CTA: not in a warp-specialized kernel's
   // consumers' region, whose producer warps have left)
   if (consumers_) return false;
-  const ir::Op* to = peer_of(op.operands[0]);
-  const ir::Op* from = peer_of(op.operands[1]);
+  const ir::Op* to = symm_at_of(op.operands[0]);
+  const ir::Op* from = symm_at_of(op.operands[1]);
   if ((to == nullptr) == (from == nullptr)) return false;
   const ir::Op& at = to ? *to : *from;
   llvm::Value* here = val(at.operands[0]).scalar;

@@ -221,6 +221,10 @@ class LayoutLowering : public WorldOps {
   /// atomics carry to a peer (a set of an i32 or i64 word, or an add of an i32 one, that a
   /// symm_at names): that symm_at; else null.
   const ir::Op* nvshmem_signal_peer(const ir::Op& op) const;
+  /// The symm_at that defines `v`, a peer's address; null where `v` is defined otherwise.
+  static const ir::Op* symm_at_of(const ir::Value* v) {
+    return v->def && v->def->code == ir::OpCode::SymmAt ? v->def : nullptr;
+  }
   /// A scalar thread 0 computes (`value`, emitted in its branch), made known to every thread
   /// through shared memory; the producer's one thread computes it alone.
   llvm::Value* from_thread0(llvm::Type* t, const std::function<llvm::Value*()>& value);

@@ -185,14 +185,14 @@ const ir::Op* LayoutLowering::nvshmem_signal_peer(const ir::Op& op) const {
   // device library has atomics for those (NVSHMEM 3.x's has no nvshmem_int64_atomic_add); where
   // it has none, or off the NVSHMEM world, the op is the threads' own)
   if (!opts_.nvshmem || op.code != OpCode::AtomicRMW) return nullptr;
-  const ir::Value* p = op.operands[0];
-  if (!p->def || p->def->code != OpCode::SymmAt || p->type.is_tensor()) return nullptr;
+  const ir::Op* at = symm_at_of(op.operands[0]);
+  if (!at || op.operands[0]->type.is_tensor()) return nullptr;
   const ir::RmwKind kind = *atomic_kind(op);
   const ir::DType d = op.results[0]->type.dtype;
   if (!(kind == ir::RmwKind::xchg && (d == ir::DType::i32 || d == ir::DType::i64)) &&
       !(kind == ir::RmwKind::add && d == ir::DType::i32))
     return nullptr;
-  return p->def;
+  return at;
 }
 
 void LayoutLowering::emit_atomic_tensor(const ir::Op& op) {

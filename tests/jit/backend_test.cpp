@@ -12,6 +12,7 @@
 #include "error_of.h"
 #include "kernels/kernels.h"
 #include "runtime/nvshmem.h"
+#include "saved_env.h"
 #include "temp_dir.h"
 
 namespace tiledist {
@@ -89,13 +90,13 @@ TEST(Backend, TheNvshmemWorldIsAnOptionOfItsOwn) {
   other.world = "mpi";
   EXPECT_EQ(test_util::error_of([&] { other.validate(); }),
             "tiledist: world = 'mpi': must be empty (the CUDA world's) or nvshmem");
-  const char* was = std::getenv("TILEDIST_WORLD");
-  const std::string saved = was ? was : "";
-  setenv("TILEDIST_WORLD", "nvshmem", 1);
-  EXPECT_EQ(CompileOptions::from_env().world, "nvshmem");
-  unsetenv("TILEDIST_WORLD");
-  EXPECT_EQ(CompileOptions::from_env().world, "");
-  if (was) setenv("TILEDIST_WORLD", saved.c_str(), 1);
+  {
+    const test_util::SavedEnv keep({"TILEDIST_WORLD"}, false);
+    setenv("TILEDIST_WORLD", "nvshmem", 1);
+    EXPECT_EQ(CompileOptions::from_env().world, "nvshmem");
+    unsetenv("TILEDIST_WORLD");
+    EXPECT_EQ(CompileOptions::from_env().world, "");
+  }
 
   test_util::TempDir dir;
   jit::Context ctx(dir.path.string());

@@ -5,11 +5,9 @@
 #include "runtime/nvshmem.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,40 +16,23 @@
 #include "kernels/kernels.h"
 #include "runtime/cuda_world.h"
 #include "tests/jit/error_of.h"
+#include "tests/jit/saved_env.h"
+#include "tests/jit/temp_dir.h"
 #include "tiledist.h"
 
 namespace tiledist {
 namespace {
 using test_util::error_of;
 
-// A scratch folder, removed with its files.
-struct ScratchDir {
-  std::string path;
-  ScratchDir() {
-    char tmpl[] = "/tmp/tiledist-nvshmem-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~ScratchDir() { std::system(("rm -rf " + path).c_str()); }
-  void write(const std::string& name, const std::string& text) const { std::ofstream(path + "/" + name) << text; }
-};
+// A file `name` in `dir` holding `text`.
+void write(const test_util::TempDir& dir, const std::string& name, const std::string& text) {
+  std::ofstream(dir.path / name) << text;
+}
 
-// Keeps the variables that steer the search as they were.
-struct SavedEnv {
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
-  SavedEnv() {
-    for (const char* n : {"TILEDIST_WORLD", "TILEDIST_NVSHMEM", "NVSHMEM_HOME", "NVSHMEM_LIBDEVICE_PATH"}) {
-      const char* v = std::getenv(n);
-      saved.emplace_back(n, v ? std::optional<std::string>(v) : std::nullopt);
-      unsetenv(n);
-    }
-  }
-  ~SavedEnv() {
-    for (auto& [n, v] : saved)
-      if (v)
-        setenv(n.c_str(), v->c_str(), 1);
-      else
-        unsetenv(n.c_str());
-  }
+// Keeps the variables that steer the search as they were, unset for the test.
+struct SavedEnv : test_util::SavedEnv {
+  SavedEnv()
+      : test_util::SavedEnv({"TILEDIST_WORLD", "TILEDIST_NVSHMEM", "NVSHMEM_HOME", "NVSHMEM_LIBDEVICE_PATH"}, true) {}
 };
 
 TEST(Nvshmem, TheWorldIsCudaUnlessAskedOtherwise) {
@@ -68,12 +49,13 @@ TEST(Nvshmem, TheWorldIsCudaUnlessAskedOtherwise) {
 
 TEST(Nvshmem, TheSearchStartsWhereTheUserSays) {
   SavedEnv keep;
-  ScratchDir dir;
-  setenv("TILEDIST_NVSHMEM", dir.path.c_str(), 1);
+  test_util::TempDir scratch;
+  const std::string dir = scratch.path.string();
+  setenv("TILEDIST_NVSHMEM", dir.c_str(), 1);
   setenv("NVSHMEM_HOME", "/somewhere/nvshmem", 1);
   auto places = nvshmem::search_paths();
   ASSERT_GE(places.size(), 3u);
-  EXPECT_EQ(places[0], dir.path);
+  EXPECT_EQ(places[0], dir);
   EXPECT_EQ(places[1], "/somewhere/nvshmem/lib");
 }
 
@@ -81,17 +63,18 @@ TEST(Nvshmem, TheSearchStartsWhereTheUserSays) {
 // (from one of those places or the loader's path), with every entry point bound.
 TEST(Nvshmem, NotFoundNamesEveryPlaceLookedIn) {
   SavedEnv keep;
-  ScratchDir dir;
-  setenv("TILEDIST_NVSHMEM", dir.path.c_str(), 1);
+  test_util::TempDir scratch;
+  const std::string dir = scratch.path.string();
+  setenv("TILEDIST_NVSHMEM", dir.c_str(), 1);
   const std::string error = error_of([] { nvshmem::load_library(); });
   if (error.empty()) {
     nvshmem::Library lib = nvshmem::load_library();
-    EXPECT_EQ(lib.path.find(dir.path), std::string::npos);
+    EXPECT_EQ(lib.path.find(dir), std::string::npos);
     EXPECT_NE(lib.hostlib_init_attr, nullptr);
     EXPECT_NE(lib.cumodule_init, nullptr);
     GTEST_SKIP() << "NVSHMEM is installed here: " << lib.path;
   }
-  EXPECT_NE(error.find("tiledist: NVSHMEM not found: no libnvshmem_host.so.3 in " + dir.path + ", "), std::string::npos)
+  EXPECT_NE(error.find("tiledist: NVSHMEM not found: no libnvshmem_host.so.3 in " + dir + ", "), std::string::npos)
       << error;
   EXPECT_NE(error.find("/usr/local/nvshmem/lib"), std::string::npos) << error;
   EXPECT_NE(error.find("set $TILEDIST_NVSHMEM"), std::string::npos) << error;
@@ -99,25 +82,25 @@ TEST(Nvshmem, NotFoundNamesEveryPlaceLookedIn) {
 
 TEST(Nvshmem, ALibraryThatDoesNotLoadIsNamed) {
   SavedEnv keep;
-  ScratchDir dir;
-  dir.write("libnvshmem_host.so.3", "not a shared library");
-  setenv("TILEDIST_NVSHMEM", dir.path.c_str(), 1);
+  test_util::TempDir scratch;
+  const std::string dir = scratch.path.string();
+  write(scratch, "libnvshmem_host.so.3", "not a shared library");
+  setenv("TILEDIST_NVSHMEM", dir.c_str(), 1);
   const std::string error = error_of([] { nvshmem::load_library(); });
-  EXPECT_NE(error.find("NVSHMEM's " + dir.path + "/libnvshmem_host.so.3 was found but does not load"),
-            std::string::npos)
+  EXPECT_NE(error.find("NVSHMEM's " + dir + "/libnvshmem_host.so.3 was found but does not load"), std::string::npos)
       << error;
 }
 
 TEST(Nvshmem, TheDeviceLibraryIsFoundBesideTheHostOne) {
   SavedEnv keep;
-  ScratchDir dir;
-  setenv("TILEDIST_NVSHMEM", dir.path.c_str(), 1);
+  test_util::TempDir scratch;
+  const std::string dir = scratch.path.string();
+  setenv("TILEDIST_NVSHMEM", dir.c_str(), 1);
   const std::string none = error_of([] { nvshmem::device_bitcode(); });
   if (none.empty()) GTEST_SKIP() << "NVSHMEM is installed here: " << nvshmem::device_bitcode();
-  EXPECT_NE(none.find("device library not found: no libnvshmem_device.bc in " + dir.path + ", "), std::string::npos)
-      << none;
-  dir.write("libnvshmem_device.bc", "");
-  EXPECT_EQ(nvshmem::device_bitcode(), dir.path + "/libnvshmem_device.bc");
+  EXPECT_NE(none.find("device library not found: no libnvshmem_device.bc in " + dir + ", "), std::string::npos) << none;
+  write(scratch, "libnvshmem_device.bc", "");
+  EXPECT_EQ(nvshmem::device_bitcode(), dir + "/libnvshmem_device.bc");
   setenv("NVSHMEM_LIBDEVICE_PATH", "/no/such/libnvshmem_device.bc", 1);
   EXPECT_EQ(error_of([] { nvshmem::device_bitcode(); }),
             "tiledist: $NVSHMEM_LIBDEVICE_PATH = '/no/such/libnvshmem_device.bc' is not a file");
@@ -127,15 +110,16 @@ TEST(Nvshmem, TheDeviceLibraryIsFoundBesideTheHostOne) {
 // library, by path and contents: another NVSHMEM, another key. The CUDA world's holds nothing.
 TEST(Nvshmem, TheCacheKeyHoldsTheDeviceLibrary) {
   SavedEnv keep;
-  ScratchDir dir;
+  test_util::TempDir scratch;
+  const std::string dir = scratch.path.string();
   EXPECT_EQ(jit::nvshmem_key(""), "");
-  dir.write("a.bc", "one NVSHMEM");
-  dir.write("b.bc", "another NVSHMEM");
-  setenv("NVSHMEM_LIBDEVICE_PATH", (dir.path + "/a.bc").c_str(), 1);
+  write(scratch, "a.bc", "one NVSHMEM");
+  write(scratch, "b.bc", "another NVSHMEM");
+  setenv("NVSHMEM_LIBDEVICE_PATH", (dir + "/a.bc").c_str(), 1);
   const std::string a = jit::nvshmem_key("nvshmem");
-  EXPECT_NE(a.find(dir.path + "/a.bc"), std::string::npos) << a;
+  EXPECT_NE(a.find(dir + "/a.bc"), std::string::npos) << a;
   EXPECT_EQ(jit::nvshmem_key("nvshmem"), a);
-  setenv("NVSHMEM_LIBDEVICE_PATH", (dir.path + "/b.bc").c_str(), 1);
+  setenv("NVSHMEM_LIBDEVICE_PATH", (dir + "/b.bc").c_str(), 1);
   const std::string b = jit::nvshmem_key("nvshmem");
   EXPECT_NE(b, a);
   EXPECT_NE(b.substr(b.find(' ')), a.substr(a.find(' '))) << "the contents' hashes";
@@ -143,11 +127,11 @@ TEST(Nvshmem, TheCacheKeyHoldsTheDeviceLibrary) {
   EXPECT_NE(jit::nvshmem_key("nvshmem").find("none (tiledist: $NVSHMEM_LIBDEVICE_PATH"), std::string::npos);
   // ... and the cache uses it: warming a kernel for the NVSHMEM world compiles it again for
   // another device library (sm_90a's PTX: no GPU needed).
-  jit::Context ctx(dir.path + "/cache");
+  jit::Context ctx(dir + "/cache");
   CompileOptions options;
   options.world = "nvshmem";
   auto warm = [&](const std::string& library) {
-    setenv("NVSHMEM_LIBDEVICE_PATH", (dir.path + "/" + library).c_str(), 1);
+    setenv("NVSHMEM_LIBDEVICE_PATH", (dir + "/" + library).c_str(), 1);
     return ctx.warm(kernels::add_kernel(), {{"BLOCK", 128}}, Target::cuda("sm_90a"), options);
   };
   EXPECT_TRUE(warm("a.bc"));

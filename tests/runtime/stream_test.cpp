@@ -15,6 +15,7 @@
 
 #include "kernels/kernels.h"
 #include "tests/jit/error_of.h"
+#include "tests/jit/saved_env.h"
 #include "tiledist.h"
 
 namespace tiledist {
@@ -213,17 +214,8 @@ TEST(Stream, TheCurrentRuntimeIsTheGpusOrSaysWhyNeither) {
 // value that is not a number, or no GPU at all, is an error naming it (atoi read 'one' as GPU 0,
 // and no GPU divided by zero).
 TEST(Devices, TheOrdinalComesFromTheEnvironmentOrSaysWhatIsWrong) {
-  struct Restore {  // (the variables as they were, after the test)
-    std::vector<std::pair<std::string, std::string>> was;
-    Restore() {
-      for (const char* n : {"TILEDIST_DEVICE", "TILEDIST_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"})
-        if (const char* v = std::getenv(n)) was.emplace_back(n, v);
-    }
-    ~Restore() {
-      for (const char* n : {"TILEDIST_DEVICE", "TILEDIST_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}) unsetenv(n);
-      for (auto& [n, v] : was) setenv(n.c_str(), v.c_str(), 1);
-    }
-  } restore;
+  const test_util::SavedEnv restore({"TILEDIST_DEVICE", "TILEDIST_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"},
+                                    false);  // (as they were, after the test)
   unsetenv("TILEDIST_DEVICE");
   unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
   setenv("TILEDIST_LOCAL_RANK", "5", 1);
