@@ -166,10 +166,12 @@ void mlp(const Target& target, const std::string& python, const std::string& scr
   std::printf("%-16s %7s %6s %6s %5s %4s %10s %9s %10s %8s %10s %9s %10s %8s %8s\n", "model", "tokens", "hidden",
               "inter", "E", "top", "ours ms", "TFLOP/s", "torch ms", "ratio", "f8 ms", "TFLOP/s", "torch f8", "ratio",
               "vs bf16");
-  // (DeepSeek-V3 /8: a rank's slice of the intermediate size at 8-way tensor parallelism, 2048 / 8:
-  // the whole layer's weights are past the kernels' 2^31 elements)
+  // (DeepSeek-V3 /8 and /4: a rank's slice of the intermediate size at 8- and 4-way tensor
+  // parallelism, 2048 / 8 and 2048 / 4 (the work of a rank of `dist` on 4 GPUs): the whole layer's
+  // weights are past the kernels' 2^31 elements; Mixtral-8x7B /4 likewise, at dist's 8192 tokens)
   for (Shape m : {Shape{"Qwen3-30B-A3B", 4096, 2048, 768, 128, 8}, Shape{"Qwen3-30B-A3B", 16384, 2048, 768, 128, 8},
-                  Shape{"DeepSeek-V3 /8", 4096, 7168, 256, 256, 8}, Shape{"Mixtral-8x7B", 4096, 4096, 14336, 8, 2}}) {
+                  Shape{"DeepSeek-V3 /8", 4096, 7168, 256, 256, 8}, Shape{"DeepSeek-V3 /4", 4096, 7168, 512, 256, 8},
+                  Shape{"Mixtral-8x7B", 4096, 4096, 14336, 8, 2}, Shape{"Mixtral-8x7B /4", 8192, 4096, 3584, 8, 2}}) {
     if (!wanted(m.name)) continue;
     const double ms = time_mlp(target, m.tokens, m.hidden, m.inter, m.E, m.topk, reps);
     const double flop = 6.0 * m.tokens * m.topk * double(m.hidden) * m.inter;

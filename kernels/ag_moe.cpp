@@ -2,9 +2,13 @@
 // every expert's weights, and the tokens of every rank go through them). Each rank's tokens and
 // top-k ids are gathered into every rank's copy of the batch, the way AgGemm gathers rows (the
 // copy engine; memcpy on the host), the ids first: once every rank's ids are here the routing
-// sorts the batch's slots by (rank, expert) into BM-row tiles (MoeRouting, a segment per rank,
-// so that a tile's rows all come from one rank), and the GEMM starts, its programs taking our
-// own rank's tiles first and waiting, for another rank's tile, only for that rank's tokens.
+// sorts the batch's slots into BM-row tiles, and the GEMM starts, each tile's gather waiting for
+// the tokens of the ranks its rows come from. The slots are sorted by (rank, expert) (MoeRouting,
+// a segment per rank: a tile's rows all come from one rank; the programs take our own rank's
+// tiles first) where each rank's rows of an expert fill its tiles well, else by expert alone
+// (one segment: a tile's rows from any ranks, but each expert padded to BM once, not once a
+// rank: with 32 rows of an expert a rank, as DeepSeek-V3's 256 experts at 4096 tokens over 4
+// ranks, 128-row tiles a rank did 2.7 times the work; moe_segments says which).
 //
 // The GEMM is vLLM's fused_moe: a program's tile reads its expert and rows from the table and
 // gathers its tokens' rows of A through sorted_ids (token = pair / TOPK), W [E, N, K] seen as
@@ -19,6 +23,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "kernels/gemm_tile.h"
 #include "kernels/moe.h"
@@ -40,8 +45,8 @@ template <class T>
 void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<T> a_sorted, tl::Ptr<float> a_scales, tl::Ptr<int32_t> sorted_ids,
               tl::Ptr<int32_t> tiles, tl::Ptr<int32_t> starts, tl::Ptr<T> w, tl::Ptr<float> w_scales, tl::Ptr<bf16> c,
               tl::Ptr<int32_t> flags, tl::Ptr<int32_t> ready, tl::Int rows, tl::Int N, tl::Int K, tl::Int w_rows,
-              tl::Int E, tl::Int seg_tokens, tl::Int slots, tl::Int call, tl::Const<int> BM, tl::Const<int> BN,
-              tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> TOPK, tl::Const<int> WAIT,
+              tl::Int E, tl::Int seg_tokens, tl::Int segments, tl::Int slots, tl::Int call, tl::Const<int> BM,
+              tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> TOPK, tl::Const<int> WAIT,
               tl::Const<int> SPLIT) {
   constexpr bool kF8 = std::is_same_v<T, f8e4m3>;
   if (kF8 && BK != detail::kScaleBlock)
@@ -49,9 +54,9 @@ void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<T> a_sorted, tl::Ptr<float> a_scales, tl:
   auto pid = tl::program_id(0);
   auto count = tl::load(tiles);
   auto num_m = tl::maximum(slots, 1), num_n = (tl::maximum(N, 0) + (BN - 1)) / BN;
-  auto rotated = [&](const Tensor& slot) {  // our rank's tiles first (its tokens are here)
+  auto rotated = [&](const Tensor& slot) {  // our rank's tiles first (its tokens are here; one segment: as they are)
     if (WAIT == 0) return slot;
-    return (slot + tl::load(starts + dist::rank() * E) / BM) % tl::maximum(count, 1);
+    return (slot + tl::load(starts + dist::rank() % tl::maximum(segments, 1) * E) / BM) % tl::maximum(count, 1);
   };
   auto entry_of = [&](const Tensor& t) {
     auto entry = tiles + 1 + t * 3;
@@ -69,10 +74,18 @@ void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<T> a_sorted, tl::Ptr<float> a_scales, tl:
     auto row = tl::expand_dims(first + tl::arange(0, BM), 1);  // [BM, 1]
     auto in = row < end;
     Tensor src = a;
-    if (WAIT) {  // the tile's rank: its tokens' signal
-      auto rank = tl::load(sorted_ids + first) / TOPK / tl::maximum(seg_tokens, 1);
+    if (WAIT) {  // the signals of the ranks whose tokens the tile's rows are (the lowest to the highest)
+      auto at = first + tl::arange(0, BM);
+      auto of = tl::load(sorted_ids + at, at < end, 0) / TOPK / tl::maximum(seg_tokens, 1);
+      auto lo = tl::min(tl::where(at < end, of, INT32_MAX), 0), hi = tl::max(tl::where(at < end, of, -1), 0);
       Tensor arrived;
-      tl::profile("wait", [&] { arrived = shmem::signal_wait_until(flags + rank, shmem::Cmp::ge, call); }, {t});
+      tl::profile("wait",
+                  [&] {
+                    arrived = tl::for_range(lo, hi + 1, 1, tl::scalar(0, tl::int32), [&](Tensor r, Tensor) {
+                      return shmem::signal_wait_until(flags + r, shmem::Cmp::ge, call);
+                    });
+                  },
+                  {t});
       src = dist::consume_token(a, arrived);
     }
     auto from = tl::Ptr<bf16>(src.value()) + tl::load(sorted_ids + row, in, 0) / TOPK * K;  // [BM, 1]
@@ -115,9 +128,9 @@ void moe_gemm(tl::Ptr<bf16> a, tl::Ptr<T> a_sorted, tl::Ptr<float> a_scales, tl:
 
 const KernelDef& moe_gemm_kernel(ir::DType dtype) {
   static const std::vector<std::string> params = {
-      "a",     "a_sorted", "a_scales", "sorted_ids", "tiles",   "starts", "w",    "w_scales",   "c",
-      "flags", "ready",    "rows",     "N",          "K",       "w_rows", "E",    "seg_tokens", "slots",
-      "call",  "BM",       "BN",       "BK",         "GROUP_M", "TOPK",   "WAIT", "SPLIT"};
+      "a",     "a_sorted", "a_scales", "sorted_ids", "tiles", "starts",  "w",    "w_scales",   "c",
+      "flags", "ready",    "rows",     "N",          "K",     "w_rows",  "E",    "seg_tokens", "segments",
+      "slots", "call",     "BM",       "BN",         "BK",    "GROUP_M", "TOPK", "WAIT",       "SPLIT"};
   static const Constants defaults = {{"BM", 64},  {"BN", 64},  {"BK", 32},  {"GROUP_M", 8},
                                      {"TOPK", 2}, {"WAIT", 0}, {"SPLIT", 1}};
   static const KernelDef bf16_def = KernelDef("moe_gemm", moe_gemm<bf16>, params, defaults).do_not_specialize({"call"});
@@ -148,6 +161,23 @@ int moe_gather_split(const Target& target, int64_t slots, int64_t K, int bk) {
   const int64_t sms = !target.is_gpu() ? 8 : cuda::available() ? cuda::device().sms : 132;
   const int64_t fill = (sms + slots - 1) / slots, most = std::max<int64_t>(1, K / (4 * int64_t{std::max(bk, 1)}));
   return static_cast<int>(std::clamp<int64_t>(std::min(fill, most), 1, 8));
+}
+
+int moe_segments(int ranks, int64_t pairs, int64_t E, int bm) {
+  if (const char* e = std::getenv("TILEDIST_MOE_SEGMENTS"); e && *e) {  // (to compare the two)
+    const std::string v = e;
+    if (v != "1" && v != "ranks")
+      throw Error(str_cat("tiledist: $TILEDIST_MOE_SEGMENTS = '", v,
+                          "': 1 (the batch sorted by expert alone) or ranks (a segment per rank)"));
+    return v == "1" ? 1 : ranks;
+  }
+  // The tiles of S segments: E * S groups of pairs / (E * S) rows on average, each ending in a
+  // part-filled tile (about half a tile; a whole one where a group is under a tile).
+  auto tiles = [&](int64_t S) {
+    const double rows = double(pairs) / double(std::max<int64_t>(E * S, 1)) / bm;
+    return double(E * S) * std::max(1.0, rows + 0.5);
+  };
+  return tiles(ranks) <= 1.1 * tiles(1) ? ranks : 1;
 }
 
 GemmConfig moe_gemm_config(const Target& target, int64_t rows, int64_t N, int64_t K, int64_t E, ir::DType dtype) {
@@ -210,7 +240,7 @@ AgMoe::AgMoe(const Target& target, int64_t tokens, int64_t N, int64_t K, int64_t
   s.config = moe_gemm_config(target, all * topk, N, K, experts, weights);
   MoeRouting::Options options;
   options.block_rows = s.config.bm;
-  options.segments = s.ranks;
+  options.segments = moe_segments(s.ranks, all * topk, experts, s.config.bm);
   s.routing = std::make_unique<MoeRouting>(target, all, experts, topk, options);  // (checks topk)
   if (s.routing->rows() * std::max(N, K) > INT32_MAX)
     throw Error(str_cat("tiledist: ag_moe: ", s.routing->rows(), " rows of ", N, " and ", K,
@@ -324,7 +354,7 @@ void AgMoe::launch(const bf16* tokens, const int32_t* topk_ids, const float* top
                    s.routing->sorted_ids(), s.routing->tiles(), s.routing->group_starts(), weights, w_scales, out,
                    token_flags, s.ready.data(), static_cast<int>(s.routing->rows()), static_cast<int>(s.N),
                    static_cast<int>(s.K), static_cast<int>(s.E * s.N), static_cast<int>(s.E),
-                   static_cast<int>(s.tokens), static_cast<int>(s.routing->slots()), call);
+                   static_cast<int>(s.tokens), s.routing->segments(), static_cast<int>(s.routing->slots()), call);
   };
   if (s.dtype == ir::DType::f8e4m3)
     gemm(s.sorted8.data(), static_cast<const f8e4m3*>(w));

@@ -135,10 +135,12 @@ class MoeRouting {
 /// a_sorted ([rows, K], the sorted order) and set ready[tile] = call; the programs after them
 /// are the GEMM's tiles ({slots, cdiv(N, BN)} in grouped order), each waiting for its rows'
 /// ready and reading a_sorted as a dense tile (TMA on sm_90a). WAIT = 1 (AgMoe): the tokens of
-/// rank r, rows [r * seg_tokens, (r + 1) * seg_tokens) of A, are there once flags[r] >= call;
-/// both parts take our rank's tiles first (from starts[rank * E]). Parameters: a, a_sorted,
+/// rank r, rows [r * seg_tokens, (r + 1) * seg_tokens) of A, are there once flags[r] >= call (a
+/// tile's gather waits for each rank from its rows' lowest to their highest); with a segment
+/// per rank in the routing (segments = ranks) both parts take our rank's tiles first (from
+/// starts[rank * E]), with one (segments = 1) the table's order. Parameters: a, a_sorted,
 /// a_scales, sorted_ids, tiles, starts, w, w_scales, c, flags, ready, rows, N, K, w_rows, E,
-/// seg_tokens, slots, call; constants BM (the table's), BN, BK, GROUP_M, TOPK, WAIT, SPLIT (the
+/// seg_tokens, segments, slots, call; constants BM (the table's), BN, BK, GROUP_M, TOPK, WAIT, SPLIT (the
 /// gather programs a tile: each gathers its part of K, whole BK blocks, and marks
 /// ready[t * SPLIT + part]). Launch over slots * SPLIT + slots * cdiv(N, BN) programs (ready:
 /// slots * SPLIT flags); moe_gather_split picks SPLIT. Registered as moe_gemm (bf16: the scales
@@ -154,6 +156,14 @@ const KernelDef& moe_gemm_kernel(ir::DType weights = ir::DType::bf16);
 /// parts; $TILEDIST_MOE_GATHER_SPLIT (1 to 8) overrides it.
 int moe_gather_split(const Target& target, int64_t slots, int64_t K, int bk);
 
+/// The segments of AgMoe's routing for `pairs` slots of a gathered batch over `ranks` ranks, E
+/// experts, BM-row tiles: a segment per rank (a tile's rows from one rank: its gather waits for
+/// that rank alone, and MoeReduce pushes a rank's tokens once its tiles are done) where that
+/// makes at most 1.1 times the tiles of one segment (the batch sorted by expert alone: each
+/// expert padded to BM once, not once a rank), else 1. $TILEDIST_MOE_SEGMENTS (1 or ranks)
+/// overrides it.
+int moe_segments(int ranks, int64_t pairs, int64_t E, int bm);
+
 /// Tiles for the MoE GEMMs (moe_gemm, moe_reduce): grouped_gemm_config's (the routing's BM; on
 /// sm_90a TMA copies, warp specialized), 128 columns (the kernels' second part, the gather or the
 /// combine, needs the registers that 256 would take).
@@ -165,9 +175,10 @@ GemmConfig moe_gemm_config(const Target& target, int64_t rows, int64_t N, int64_
 /// [tokens, topk], from its own routing) and a slice of every expert's weights (W [E, N, K]:
 /// N of each expert's output columns); a run gathers every rank's tokens and ids (the copy
 /// engine on a GPU, the ids first), sorts the gathered batch's slots by (rank, expert) into
-/// tiles (routing(): a segment per rank), and computes out [rows(), N] (bf16) = each slot's
-/// token @ its expert's W^T in the sorted order (moe_gemm_kernel), whose programs wait only for
-/// the tokens of their tile's rank, our own first. Row routing().dest()[p] of out holds slot p
+/// tiles, or by expert alone where a rank's rows of an expert are few (routing(): a segment per
+/// rank, or one; moe_segments), and computes out [rows(), N] (bf16) = each slot's token @ its
+/// expert's W^T in the sorted order (moe_gemm_kernel), whose programs wait only for the tokens
+/// of their tile's ranks, our own rank's tiles first. Row routing().dest()[p] of out holds slot p
 /// (token p / topk of the gathered batch, rank r's tokens at [r * tokens, (r + 1) * tokens)).
 /// `weights` f8e4m3: W in e4m3 with its block scales (moe_gemm_kernel's w_scales), each token's
 /// row quantized per 128 columns on the way (moe_gemm_kernel says how). Device memory on a GPU
@@ -249,8 +260,8 @@ class MoeReduce {
             Mode mode = Mode::reduce_scatter, ir::DType weights = ir::DType::bf16);
   ~MoeReduce();
   /// bf16 act and w (a MoeReduce made for bf16). `routing` must be of the gathered batch's form
-  /// (ranks * tokens tokens, the experts and topk, a segment per rank, config().bm-row tiles:
-  /// AgMoe::routing()); else it throws Error.
+  /// (ranks * tokens tokens, the experts and topk, a segment per rank or one, config().bm-row
+  /// tiles: AgMoe::routing()); else it throws Error.
   void run(const bf16* act, const MoeRouting& routing, const float* topk_weights, const bf16* w, bf16* out,
            const runtime::Stream* stream = nullptr);
   /// The same with f8e4m3 act and w and their block scales (above).

@@ -5,11 +5,14 @@
 // kernel, a 1-D grid of two parts:
 // - GEMM programs, first: Y[row, :] = act[row, :] @ W[e]^T per tile of the routing's table (the
 //   partial sums over our K slice), the next rank's tokens first and our own last; each tile,
-//   once stored, counted in done[rank of its tokens];
+//   once stored, counted in done[segment of its tokens];
 // - combine programs, after them: a token each, in the same rank order; each waits until every
-//   tile of its rank's tokens is counted, then sums the token's k rows of Y weighted by its top-k
+//   tile of its segment is counted, then sums the token's k rows of Y weighted by its top-k
 //   scores and stores the sum (f32) straight into the owner's staging area (every rank's, for
 //   the AllReduce), then adds 1 to its block of tokens' flag there.
+// The routing's segments are a rank's tokens each (a tile's rows from one rank: a rank's tokens
+// are pushed once its tiles are done), or one (the batch sorted by expert alone, AgMoe's choice
+// where a rank's rows of an expert are few: every push waits for the whole GEMM).
 // A reduce kernel then waits, per block of our tokens, for every rank's sums and adds them in
 // rank order (the same bits on every rank) into out (bf16).
 //
@@ -38,9 +41,10 @@ template <class T>  // bf16, or f8e4m3 with block scales (the scales' pointers r
 void moe_reduce(tl::Ptr<T> act, tl::Ptr<float> act_scales, tl::Ptr<int32_t> sorted_ids, tl::Ptr<int32_t> tiles,
                 tl::Ptr<int32_t> starts, tl::Ptr<T> w, tl::Ptr<float> w_scales, tl::Ptr<bf16> y, tl::Ptr<int32_t> done,
                 tl::Ptr<float> weights, tl::Ptr<int32_t> dest, tl::Ptr<float> staging, tl::Ptr<int32_t> flags,
-                tl::Int rows, tl::Int tokens, tl::Int N, tl::Int K, tl::Int w_rows, tl::Int E, tl::Int slots,
-                tl::Int call, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M,
-                tl::Const<int> TOPK, tl::Const<int> BT, tl::Const<int> BH, tl::Const<int> ALL, tl::Const<int> SEQ) {
+                tl::Int rows, tl::Int tokens, tl::Int N, tl::Int K, tl::Int w_rows, tl::Int E, tl::Int segments,
+                tl::Int slots, tl::Int call, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK,
+                tl::Const<int> GROUP_M, tl::Const<int> TOPK, tl::Const<int> BT, tl::Const<int> BH, tl::Const<int> ALL,
+                tl::Const<int> SEQ) {
   if (std::is_same_v<T, f8e4m3> && BK != detail::kScaleBlock)
     throw Error(str_cat("tiledist: moe_reduce (f8e4m3): BK = ", BK.value(), ", the scales' block is 128 (BK = 128)"));
   auto n = dist::num_ranks(), me = dist::rank();
@@ -48,19 +52,21 @@ void moe_reduce(tl::Ptr<T> act, tl::Ptr<float> act_scales, tl::Ptr<int32_t> sort
   auto [num_m, num_n] = std::pair{tl::maximum(slots, 1), (tl::maximum(N, 0) + (BN - 1)) / BN};
   auto gemm_programs = num_m * num_n;
   auto chunks = (tl::maximum(tokens, 0) + (BT - 1)) / BT;  // per rank
-  auto rank_tiles = [&](const Tensor& r) {                 // the tiles of rank r's tokens
-    return (tl::load(starts + (r + 1) * E) - tl::load(starts + r * E)) / BM * num_n;
+  auto segs = tl::maximum(segments, 1);
+  auto segment_tiles = [&](const Tensor& g) {  // the tiles of segment g's tokens (rank g's, or all)
+    return (tl::load(starts + (g + 1) * E) - tl::load(starts + g * E)) / BM * num_n;
   };
   tl::if_then(pid < gemm_programs, [&] {
     auto [slot, pid_n] = detail::grouped_tile(pid, num_m, num_n, GROUP_M);
     auto count = tl::load(tiles);
     tl::if_then(slot < count, [&] {
-      auto t = (slot + tl::load(starts + (me + 1) % n * E) / BM) % tl::maximum(count, 1);  // the next rank's first
+      auto t =
+          (slot + tl::load(starts + (me + 1) % n % segs * E) / BM) % tl::maximum(count, 1);  // the next rank's first
       auto entry = tiles + 1 + t * 3;
       auto expert = tl::load(entry), first = tl::maximum(tl::load(entry + 1), 0), end = tl::load(entry + 2);
       detail::expert_tile(act, act_scales, w, w_scales, y, rows, N, K, w_rows, expert, first, end, pid_n, BM, BN, BK);
-      auto rank = tl::load(sorted_ids + first) / TOPK / tl::maximum(tokens, 1);
-      tl::atomic_add(done + rank, 1, {}, {"release", "gpu"});  // (after every thread's stores)
+      auto segment = tl::load(sorted_ids + first) / TOPK / tl::maximum(tokens, 1) % segs;
+      tl::atomic_add(done + segment, 1, {}, {"release", "gpu"});  // (after every thread's stores)
     });
   });
   tl::if_then(pid >= gemm_programs, [&] {
@@ -72,12 +78,12 @@ void moe_reduce(tl::Ptr<T> act, tl::Ptr<float> act_scales, tl::Ptr<int32_t> sort
     auto token = owner * tokens + local;      // the batch's
     Tensor arrived;
     tl::profile("wait", [&] {
-      if (SEQ)  // (no overlap: every rank's tiles first, the whole GEMM before any push)
-        arrived = tl::for_range(0, n, 1, tl::scalar(0, tl::int32), [&](Tensor r, Tensor) {
-          return shmem::signal_wait_until(done + r, shmem::Cmp::ge, rank_tiles(r));
+      if (SEQ)  // (no overlap: every segment's tiles first, the whole GEMM before any push)
+        arrived = tl::for_range(0, segs, 1, tl::scalar(0, tl::int32), [&](Tensor g, Tensor) {
+          return shmem::signal_wait_until(done + g, shmem::Cmp::ge, segment_tiles(g));
         });
       else
-        arrived = shmem::signal_wait_until(done + owner, shmem::Cmp::ge, rank_tiles(owner));
+        arrived = shmem::signal_wait_until(done + owner % segs, shmem::Cmp::ge, segment_tiles(owner % segs));
     });
     auto rows_of_y = tl::Ptr<bf16>(dist::consume_token(y, arrived).value());
     std::vector<Tensor> rows, scores;  // each of the k slots' row of Y, and its score
@@ -131,9 +137,9 @@ void moe_reduce_sum(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<bf16
 }
 
 const std::vector<std::string> kParams = {
-    "act",  "act_scales", "sorted_ids", "tiles", "starts",  "w",    "w_scales", "y",      "done", "weights",
-    "dest", "staging",    "flags",      "rows",  "tokens",  "N",    "K",        "w_rows", "E",    "slots",
-    "call", "BM",         "BN",         "BK",    "GROUP_M", "TOPK", "BT",       "BH",     "ALL",  "SEQ"};
+    "act",     "act_scales", "sorted_ids", "tiles",   "starts", "w",  "w_scales", "y",   "done",     "weights", "dest",
+    "staging", "flags",      "rows",       "tokens",  "N",      "K",  "w_rows",   "E",   "segments", "slots",   "call",
+    "BM",      "BN",         "BK",         "GROUP_M", "TOPK",   "BT", "BH",       "ALL", "SEQ"};
 const Constants kDefaults = {{"BM", 64}, {"BN", 64},  {"BK", 32}, {"GROUP_M", 8}, {"TOPK", 2},
                              {"BT", 16}, {"BH", 256}, {"ALL", 0}, {"SEQ", 0}};
 // Tokens per block of the reduce (and per flag); columns per step of a token's combine (16
@@ -268,11 +274,11 @@ void MoeReduce::launch(const void* act, const float* act_scales, const MoeRoutin
   const char* name = s.all ? "moe_reduce_ar" : "moe_reduce_rs";
   const int64_t all = s.tokens * s.ranks;
   if (routing.max_tokens() != all || routing.experts() != s.E || routing.topk() != s.topk ||
-      routing.segments() != s.ranks || routing.block_rows() != s.config.bm)
+      (routing.segments() != s.ranks && routing.segments() != 1) || routing.block_rows() != s.config.bm)
     throw Error(str_cat("tiledist: ", name, ": a routing of ", routing.max_tokens(), " tokens, ", routing.experts(),
                         " experts, top-", routing.topk(), ", ", routing.segments(), " segments of ",
                         routing.block_rows(), "-row tiles; this object takes ", all, " tokens (", s.tokens,
-                        " per rank), ", s.E, " experts, top-", s.topk, ", a segment per rank (", s.ranks, "), ",
+                        " per rank), ", s.E, " experts, top-", s.topk, ", a segment per rank (", s.ranks, ") or one, ",
                         s.config.bm, "-row tiles (AgMoe::routing() of the same batch)"));
   if (s.tokens > 0 && (!act || !topk_weights || !w || !out))
     throw Error(str_cat("tiledist: ", name, ": a null pointer among the activations, weights and output"));
@@ -291,7 +297,8 @@ void MoeReduce::launch(const void* act, const float* act_scales, const MoeRoutin
                    routing.sorted_ids(), routing.tiles(), routing.group_starts(), weights, w_scales, s.y.data(),
                    s.done.data(), topk_weights, routing.dest(), half, s.flags, static_cast<int>(routing.rows()),
                    static_cast<int>(s.tokens), static_cast<int>(s.N), static_cast<int>(s.K),
-                   static_cast<int>(s.E * s.N), static_cast<int>(s.E), static_cast<int>(routing.slots()), call);
+                   static_cast<int>(s.E * s.N), static_cast<int>(s.E), routing.segments(),
+                   static_cast<int>(routing.slots()), call);
   };
   if (s.dtype == ir::DType::f8e4m3)
     gemm(static_cast<const f8e4m3*>(act), static_cast<const f8e4m3*>(w));

@@ -165,7 +165,10 @@ void check_moe_reduce(const Target& target, int64_t tokens, int64_t N, int64_t K
   kernels::MoeReduce op(target, tokens, N, K, E, k, mode, weights);
   const int n = world_size(), me = rank();
   const int64_t all = tokens * n, pairs = all * k;
-  kernels::MoeRouting routing(target, all, E, k, {kernels::MoeRouting::Scores::softmax, true, op.config().bm, n});
+  // (the gathered batch's routing as AgMoe makes it: a segment per rank, or one)
+  const int segments = kernels::moe_segments(n, all * k, E, op.config().bm);
+  kernels::MoeRouting routing(target, all, E, k,
+                              {kernels::MoeRouting::Scores::softmax, true, op.config().bm, segments});
   const bool gpu = kernels::detail::on_gpu(target);
   const double acc = f8 && gpu ? std::ldexp(1.0, -9) : K * std::ldexp(1.0, gpu ? -22 : -24);
   for (int call = 1; call <= 3; ++call) {

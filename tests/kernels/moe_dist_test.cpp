@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/jit/error_of.h"
+#include "tests/jit/saved_env.h"
 #include "tests/kernels/moe_check.h"
 #include "tiledist.h"
 
@@ -112,6 +113,41 @@ TEST(Moe, BadArguments) {
            kernels::MoeMlp(host, 8, 16, 16 * n, 4, 2, kernels::MoeReduce::Mode::reduce_scatter, ir::DType::f16);
          }),
          "weights of f16 (bf16, or f8e4m3 with block scales)");
+}
+// The gathered batch sorted both ways: a segment per rank (a tile's rows from one rank; MoeReduce
+// pushes a rank's tokens once its tiles are done) and one (by expert alone: a tile's rows from
+// several ranks, each gather waiting for all of them; every push after the whole GEMM).
+TEST(Moe, ASegmentPerRankOrOne) {
+  using Mode = kernels::MoeReduce::Mode;
+  const test_util::SavedEnv saved({"TILEDIST_MOE_SEGMENTS"}, false);
+  const int64_t n = world_size();
+  for (const char* segments : {"ranks", "1"}) {
+    SCOPED_TRACE(str_cat("$TILEDIST_MOE_SEGMENTS=", segments));
+    setenv("TILEDIST_MOE_SEGMENTS", segments, 1);
+    testing_moe::check_ag_moe<HostMemory>(Target::host(), 37, 40, 48, 6, 2);
+    testing_moe::check_ag_moe<HostMemory>(Target::host(), 9, 40, 600, 3, 1);  // (the gather in two parts)
+    testing_moe::check_moe_reduce<HostMemory>(Target::host(), 37, 40, 24, 6, 2, Mode::reduce_scatter);
+    testing_moe::check_moe_reduce<HostMemory>(Target::host(), 19, 40, 24, 4, 4, Mode::all_reduce);
+    testing_moe::check_moe_mlp<HostMemory>(Target::host(), 13, 48, 32 * n, 8, 2);
+    testing_moe::check_moe_mlp<HostMemory>(Target::host(), 13, 48, 32 * n, 8, 2, Mode::reduce_scatter, ir::DType::bf16,
+                                           false);
+    testing_moe::check_moe_mlp<HostMemory>(Target::host(), 7, 136, 64 * n, 3, 1, Mode::all_reduce, ir::DType::f8e4m3);
+  }
+  setenv("TILEDIST_MOE_SEGMENTS", "2", 1);
+  EXPECT_NE(test_util::error_of([] {
+              kernels::AgMoe(Target::host(), 8, 16, 16, 4, 2);
+            }).find("$TILEDIST_MOE_SEGMENTS = '2': 1 (the batch sorted by expert alone) or ranks"),
+            std::string::npos);
+}
+// Which sort the shapes pick: one segment where a rank's rows of an expert are under a tile or
+// so (DeepSeek-V3's 256 experts, 4096 tokens over 4 ranks: 32 rows of each a rank, against
+// 128-row tiles), a segment per rank where each fills several tiles (Mixtral's 8 experts).
+TEST(Moe, SegmentsFollowTheTilesTheyMake) {
+  const test_util::SavedEnv saved({"TILEDIST_MOE_SEGMENTS"}, true);
+  EXPECT_EQ(kernels::moe_segments(4, 4096 * 8, 256, 128), 1);
+  EXPECT_EQ(kernels::moe_segments(4, 8192 * 2, 8, 128), 4);
+  EXPECT_EQ(kernels::moe_segments(8, 65536 * 2, 8, 128), 8);
+  EXPECT_EQ(kernels::moe_segments(1, 100, 256, 64), 1);
 }
 TEST(Moe, AllGatherGroupedGemmOfNoTokens) {
   testing_moe::check_ag_moe<HostMemory>(Target::host(), 0, 16, 16, 4, 2);
