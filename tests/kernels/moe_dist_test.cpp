@@ -144,9 +144,9 @@ TEST(Moe, ASegmentPerRankOrOne) {
 // 128-row tiles), a segment per rank where each fills several tiles (Mixtral's 8 experts).
 TEST(Moe, SegmentsFollowTheTilesTheyMake) {
   const test_util::SavedEnv saved({"TILEDIST_MOE_SEGMENTS"}, true);
-  EXPECT_EQ(kernels::moe_segments(4, 4096 * 8, 256, 128), 1);
-  EXPECT_EQ(kernels::moe_segments(4, 8192 * 2, 8, 128), 4);
-  EXPECT_EQ(kernels::moe_segments(8, 65536 * 2, 8, 128), 8);
+  EXPECT_EQ(kernels::moe_segments(4, int64_t{4096} * 8, 256, 128), 1);
+  EXPECT_EQ(kernels::moe_segments(4, int64_t{8192} * 2, 8, 128), 4);
+  EXPECT_EQ(kernels::moe_segments(8, int64_t{65536} * 2, 8, 128), 8);
   EXPECT_EQ(kernels::moe_segments(1, 100, 256, 64), 1);
 }
 TEST(Moe, AllGatherGroupedGemmOfNoTokens) {

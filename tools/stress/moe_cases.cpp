@@ -1,10 +1,15 @@
 // The stress harness's MoE subject (cases.h): kernels::MoeMlp (AgMoe's gather and gate/up GEMM,
 // SwiGLU, MoeReduce's down GEMM with the combine and the reduce-scatter or all-reduce) at random
-// shapes, routing and streams, bf16 or f8e4m3 weights with block scales, each run checked
-// against the host's layer in double from every rank's inputs (drawn again from their seeds).
+// shapes, routing and streams, bf16 or f8e4m3 weights with block scales, the gathered batch
+// sorted as moe_segments picks or either way forced (a segment per rank, or by expert alone),
+// each run checked against the host's layer in double from every rank's inputs (drawn again
+// from their seeds).
 #include <cmath>
+#include <cstdlib>
 #include <numeric>
+#include <optional>
 #include <random>
+#include <string>
 
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
@@ -36,11 +41,38 @@ std::vector<float> draw_scores(uint64_t seed, int64_t n) {
   return v;
 }
 
+/// $TILEDIST_MOE_SEGMENTS set to `sort` ("": left as it is) while one MoeMlp is made (its
+/// AgMoe reads it then), put back by restore().
+class SortFor {
+ public:
+  explicit SortFor(const std::string& sort) {
+    if (sort.empty()) return;
+    const char* v = std::getenv("TILEDIST_MOE_SEGMENTS");
+    before_ = v ? std::optional<std::string>(v) : std::nullopt;
+    set_ = true;
+    setenv("TILEDIST_MOE_SEGMENTS", sort.c_str(), 1);
+  }
+  void restore() {
+    if (!set_) return;
+    if (before_)
+      setenv("TILEDIST_MOE_SEGMENTS", before_->c_str(), 1);
+    else
+      unsetenv("TILEDIST_MOE_SEGMENTS");
+    set_ = false;
+  }
+
+ private:
+  std::optional<std::string> before_;
+  bool set_ = false;
+};
+
 class MoeMlpSubject : public Subject {
  public:
   MoeMlpSubject(Job& job, int id, int64_t tokens, int64_t hidden, int64_t inter, int64_t E, int k,
-                kernels::MoeReduce::Mode mode, bool f8, bool overlap)
-      : id_(id),
+                kernels::MoeReduce::Mode mode, bool f8, bool overlap, std::string sort)
+      : sort_(std::move(sort)),
+        sort_for_(sort_),
+        id_(id),
         tokens_(tokens),
         hidden_(hidden),
         inter_(inter),
@@ -50,10 +82,14 @@ class MoeMlpSubject : public Subject {
         f8_(f8),
         overlap_(overlap),
         op_(job.target(), tokens, hidden, inter * job.ranks(), E, k, mode, f8 ? ir::DType::f8e4m3 : ir::DType::bf16) {
+    sort_for_.restore();
     if (!overlap) op_.set_overlap(false);
   }
   std::string name() const override {
     return str_cat("moe_mlp", all_ ? " all-reduce" : "", f8_ ? " f8e4m3" : "", overlap_ ? "" : " one after the other",
+                   sort_ == "1"       ? " sorted by expert"
+                   : sort_ == "ranks" ? " a segment per rank"
+                                      : "",
                    " #", id_, " (", tokens_, " tokens, hidden ", hidden_, ", intermediate ", inter_, " a rank, top-",
                    k_, " of ", E_, ")");
   }
@@ -145,6 +181,8 @@ class MoeMlpSubject : public Subject {
   }
 
  private:
+  std::string sort_;  // $TILEDIST_MOE_SEGMENTS while op_ is made ("": moe_segments' choice)
+  SortFor sort_for_;
   int id_;
   int64_t tokens_, hidden_, inter_, E_;
   int k_;
@@ -167,7 +205,11 @@ std::unique_ptr<Subject> make_moe_subject(Job& job, int id) {
   const int k = static_cast<int>(job.draw(1, std::min<int64_t>(E, 8)));
   const auto mode = job.chance(0.3) ? kernels::MoeReduce::Mode::all_reduce : kernels::MoeReduce::Mode::reduce_scatter;
   const bool f8 = job.chance(0.3), overlap = !job.chance(0.2);
-  return std::make_unique<MoeMlpSubject>(job, id, tokens, hidden, inter, E, k, mode, f8, overlap);
+  const int64_t sort = job.draw(0, 2);  // (moe_segments', or either forced)
+  return std::make_unique<MoeMlpSubject>(job, id, tokens, hidden, inter, E, k, mode, f8, overlap,
+                                         sort == 0   ? ""
+                                         : sort == 1 ? "1"
+                                                     : "ranks");
 }
 
 }  // namespace tiledist::stress
