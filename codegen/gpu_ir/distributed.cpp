@@ -1,6 +1,6 @@
 // The distributed ops in the GPU IR lowering (codegen/gpu_ir/lowering.h): rank, num_ranks,
-// symm_at, wait, consume_token, memcpy, fence and the barrier of every program on every rank,
-// their code world_ops.h's.
+// symm_at, wait, consume_token, memcpy, fence (and quiet) and the barrier of every program on
+// every rank, their code world_ops.h's.
 #include "codegen/gpu_ir/lowering.h"
 
 namespace tiledist::codegen::gpu_ir {
@@ -24,8 +24,15 @@ void LayoutLowering::emit_distributed(const ir::Op& op) {
     }
     case OpCode::Wait:
       return emit_wait(op);
-    case OpCode::Fence:
-      return fence(ir::enum_attr<ir::MemOrder>(op, "order"), ir::enum_attr<ir::MemScope>(op, "scope"));
+    case OpCode::Fence: {
+      const auto order = ir::enum_attr<ir::MemOrder>(op, "order");
+      fence(order, ir::enum_attr<ir::MemScope>(op, "scope"));
+      // shmem::fence and shmem::quiet (the DSL's only fences) on the NVSHMEM world are NVSHMEM's
+      // too: ours orders the threads' own stores, nvshmem_fence orders the puts NVSHMEM made to
+      // each peer, nvshmem_quiet completes them (beyond one host its proxy's).
+      if (opts_.nvshmem) nvshmem_order(order == ir::MemOrder::seq_cst);
+      return;
+    }
     case OpCode::Memcpy: {
       if (producer_) unsupported(op, "memcpy by a warp-specialized producer");
       if (opts_.nvshmem && emit_nvshmem_memcpy(op)) return;

@@ -198,13 +198,17 @@ llvm::Value* WorldOps::nvshmem_atomic(bool add, bool wide, bool fetch, bool rele
   if (release) {  // (ours: every write before it, to any rank, as atom.release.sys orders them; NVSHMEM's:
                   // its puts to pe, which by the spec is all nvshmem_fence orders)
     fence(ir::MemOrder::release, ir::MemScope::sys);
-    b_.CreateCall(helper("nvshmem_fence", b_.getVoidTy(), {}), {});
+    nvshmem_order(false);
   }
   const char* op = fetch ? (add ? "atomic_fetch_add" : "atomic_swap") : (add ? "atomic_add" : "atomic_set");
   const std::string name = str_cat("nvshmem_", wide ? "int64" : "int", "_", op);
   llvm::FunctionCallee fn = helper(name.c_str(), fetch ? t : b_.getVoidTy(), {ptr, t, b_.getInt32Ty()});
   llvm::Value* call = b_.CreateCall(fn, {b_.CreatePointerCast(here, ptr), b_.CreateSExtOrTrunc(v, t), pe});
   return fetch ? call : nullptr;
+}
+
+void WorldOps::nvshmem_order(bool quiet) {
+  b_.CreateCall(helper(quiet ? "nvshmem_quiet" : "nvshmem_fence", b_.getVoidTy(), {}), {});
 }
 
 void WorldOps::copy_by_threads(llvm::Value* dst, llvm::Value* src, llvm::Value* n, int threads) {

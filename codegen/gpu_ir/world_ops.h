@@ -102,6 +102,9 @@ class WorldOps : public Elements {
   /// by NVSHMEM's device library.
   llvm::Value* nvshmem_atomic(bool add, bool wide, bool fetch, bool release, llvm::Value* here, llvm::Value* v,
                               llvm::Value* pe);
+  /// NVSHMEM's nvshmem_quiet() (`quiet`: the puts this PE made are complete) or nvshmem_fence()
+  /// (they are ordered, peer by peer), by this thread. Defined by NVSHMEM's device library.
+  void nvshmem_order(bool quiet);
 
   /// A variable for loops to carry: an alloca in the entry block, holding `init` from here on
   /// (a register after mem2reg).
