@@ -15,7 +15,8 @@ set(TD_API_HEADERS
     dsl/dist.h dsl/dtypes.h dsl/kernel_def.h dsl/profile.h dsl/tl.h
     jit/context.h jit/kernel.h jit/target.h
     kernels/attention.h kernels/ep.h kernels/flash_decode.h kernels/grouped_gemm.h kernels/kernels.h
-    kernels/moe.h kernels/sp_attention.h
+    kernels/moe.h kernels/sp_attention.h kernels/transformer.h
+    model/config.h model/safetensors.h
     runtime/cuda.h runtime/hip.h runtime/stream.h runtime/world.h)
 set(DOXYGEN_PROJECT_NAME tiledist)
 set(DOXYGEN_PROJECT_NUMBER ${PROJECT_VERSION})

@@ -1,0 +1,120 @@
+// The decoder layer's RMSNorm and Qwen3's query/key norm with the rotary embedding
+// (kernels/transformer.h) against host references in double, at ragged sizes, fresh random
+// inputs each run (the seed is printed on failure): every element within a stated bound of
+// bf16's rounding, and in relative norm.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "kernels/reference.h"
+#include "kernels/transformer.h"
+
+namespace tiledist {
+namespace {
+namespace ref = tiledist::reference;
+
+std::vector<bf16> to_bf16(const std::vector<float>& v) { return std::vector<bf16>(v.begin(), v.end()); }
+
+TEST(RmsNorm, RaggedRowsWithAndWithoutTheResidual) {
+  const float eps = 1e-6f;
+  for (auto [rows, H, block] : {std::tuple{1, 3, 16}, {9, 129, 64}, {17, 5120, 1024}})
+    for (int residual : {0, 1}) {
+      SCOPED_TRACE(str_cat(rows, " x ", H, " block ", block, residual ? " with the residual" : ""));
+      const std::vector<bf16> x = to_bf16(ref::random_floats(size_t(rows) * H, -4, 4));
+      const uint64_t seed = ref::last_seed();
+      const std::vector<bf16> r = to_bf16(ref::random_floats(x.size(), -4, 4));
+      const std::vector<bf16> w = to_bf16(ref::random_floats(size_t(H), 0.5f, 1.5f));
+      std::vector<bf16> y(x.size()), sum(x.size(), bf16(-7.0f));
+      compile(kernels::rmsnorm_kernel(), {{"RESIDUAL", residual}, {"BLOCK", block}})
+          .launch({rows}, x, r, w, y, sum, H, eps);
+      std::vector<float> got, want;
+      size_t bad = 0;
+      for (int i = 0; i < rows; ++i) {
+        std::vector<float> v(static_cast<size_t>(H));
+        double squares = 0;
+        for (int c = 0; c < H; ++c) {
+          const size_t at = size_t(i) * H + c;
+          v[size_t(c)] = residual ? float(bf16(float(x[at]) + float(r[at]))) : float(x[at]);
+          squares += double(v[size_t(c)]) * v[size_t(c)];
+          if (residual && !(float(sum[at]) == v[size_t(c)]) && bad++ < 5)
+            ADD_FAILURE() << "sum[" << i << ", " << c << "] = " << float(sum[at]) << ", want " << v[size_t(c)];
+        }
+        const double rstd = 1.0 / std::sqrt(squares / H + eps);
+        for (int c = 0; c < H; ++c) {
+          const double want_c = v[size_t(c)] * rstd * float(w[size_t(c)]);
+          const float g = float(y[size_t(i) * H + c]);
+          if (!(std::abs(g - want_c) <= std::ldexp(std::abs(want_c), -7) + 1e-6) && bad++ < 5)
+            ADD_FAILURE() << "y[" << i << ", " << c << "] = " << g << ", want " << want_c;
+          got.push_back(g), want.push_back(float(want_c));
+        }
+      }
+      EXPECT_EQ(bad, 0u) << "seed " << seed;
+      EXPECT_LT(ref::rel_error(got, want), std::ldexp(1.0, -8)) << "seed " << seed;
+      if (!residual)  // (not written)
+        for (const bf16& s : sum) ASSERT_EQ(float(s), -7.0f);
+    }
+}
+
+// Each query and key head: RMSNorm over its D elements (or not), then each pair (i, i + D / 2)
+// rotated by pos * theta^(-2 i / D); value heads copied bit for bit. Bound per element: bf16's
+// rounding of the normed pair, and of the output, and f32's angle (positions up to 32768:
+// within 2^-7 of the pair's magnitude in all).
+TEST(QkNormRope, QueriesAndKeysOfGroupedHeads) {
+  const float eps = 1e-6f;
+  const double theta = 1e6;
+  for (auto [T, HQ, HK, D] : {std::tuple{5, 4, 2, 64}, {37, 8, 2, 128}, {3, 2, 2, 128}})
+    for (int norm : {0, 1}) {
+      SCOPED_TRACE(str_cat(T, " tokens, ", HQ, " / ", HK, " heads of ", D, norm ? ", normed" : ""));
+      const int heads = HQ + 2 * HK;
+      const std::vector<bf16> qkv = to_bf16(ref::random_floats(size_t(T) * heads * D, -3, 3));
+      const uint64_t seed = ref::last_seed();
+      const std::vector<bf16> qn = to_bf16(ref::random_floats(size_t(D), 0.5f, 1.5f));
+      const std::vector<bf16> kn = to_bf16(ref::random_floats(size_t(D), 0.5f, 1.5f));
+      std::mt19937 rng(static_cast<uint32_t>(seed));
+      std::vector<int32_t> pos(static_cast<size_t>(T));
+      for (int32_t& p : pos) p = int32_t(rng() % 32768);
+      pos[0] = 0;
+      std::vector<bf16> q(size_t(T) * HQ * D), k(size_t(T) * HK * D), v(size_t(T) * HK * D);
+      compile(kernels::qk_norm_rope_kernel(), {{"D", D}, {"NORM", norm}})
+          .launch({T, heads}, qkv, pos, qn, kn, q, k, v, T, HQ, HK, eps, float(std::log2(theta)));
+      std::vector<float> got, want;
+      size_t bad = 0;
+      for (int t = 0; t < T; ++t)
+        for (int h = 0; h < heads; ++h) {
+          const bf16* x = &qkv[(size_t(t) * heads + h) * D];
+          if (h >= HQ + HK) {  // a value head
+            const bf16* out = &v[(size_t(t) * HK + (h - HQ - HK)) * D];
+            for (int i = 0; i < D; ++i)
+              if (!(float(out[i]) == float(x[i])) && bad++ < 5) ADD_FAILURE() << "v[" << t << ", " << h << ", " << i << "]";
+            continue;
+          }
+          const bool is_q = h < HQ;
+          const bf16* w = is_q ? qn.data() : kn.data();
+          const bf16* out = is_q ? &q[(size_t(t) * HQ + h) * D] : &k[(size_t(t) * HK + (h - HQ)) * D];
+          std::vector<double> a(static_cast<size_t>(D));
+          double squares = 0;
+          for (int i = 0; i < D; ++i) squares += double(float(x[i])) * float(x[i]);
+          const double rstd = norm ? 1.0 / std::sqrt(squares / D + eps) : 1.0;
+          for (int i = 0; i < D; ++i) a[size_t(i)] = float(x[i]) * rstd * (norm ? float(w[i]) : 1.0f);
+          for (int i = 0; i < D / 2; ++i) {
+            const double angle = pos[size_t(t)] * std::pow(theta, -2.0 * i / D);
+            const double lo = a[size_t(i)], hi = a[size_t(i + D / 2)];
+            const double want_lo = lo * std::cos(angle) - hi * std::sin(angle);
+            const double want_hi = hi * std::cos(angle) + lo * std::sin(angle);
+            const double bound = std::ldexp(std::abs(lo) + std::abs(hi), -7) + 1e-6;
+            for (auto [g, wv] : {std::pair{float(out[i]), want_lo}, {float(out[i + D / 2]), want_hi}}) {
+              if (!(std::abs(g - wv) <= bound) && bad++ < 5)
+                ADD_FAILURE() << (is_q ? "q" : "k") << "[" << t << ", " << h << ", " << i << "] = " << g << ", want "
+                              << wv << " (position " << pos[size_t(t)] << ")";
+              got.push_back(g), want.push_back(float(wv));
+            }
+          }
+        }
+      EXPECT_EQ(bad, 0u) << "seed " << seed;
+      EXPECT_LT(ref::rel_error(got, want), std::ldexp(1.0, -8)) << "seed " << seed;
+    }
+}
+
+}  // namespace
+}  // namespace tiledist
