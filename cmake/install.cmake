@@ -28,7 +28,7 @@ endforeach()
 install(TARGETS tiledist EXPORT tiledistTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT dev)
 # The tools a job runs, beside the library (found relative to themselves, as in the build tree).
-set(TD_TOOLS tiledist-run tiledist-compile tiledist-cache tiledist-trace tiledist-warmup)
+set(TD_TOOLS tiledist-run tiledist-compile tiledist-cache tiledist-trace tiledist-warmup tiledist-model)
 set_target_properties(${TD_TOOLS} PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
 install(TARGETS ${TD_TOOLS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 # tiledist-warmup's C++ front end (built where libclang-19-dev is), where it looks when installed:

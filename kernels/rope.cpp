@@ -8,7 +8,8 @@ namespace tiledist::kernels {
 namespace {
 using tl::Tensor;
 
-void qk_norm_rope(tl::Ptr<bf16> qkv, tl::Ptr<int32_t> pos, tl::Ptr<bf16> q_norm, tl::Ptr<bf16> k_norm, tl::Ptr<bf16> q,
+template <class E>  // qkv's elements: bf16, or f32 (a GEMM's output)
+void qk_norm_rope(tl::Ptr<E> qkv, tl::Ptr<int32_t> pos, tl::Ptr<bf16> q_norm, tl::Ptr<bf16> k_norm, tl::Ptr<bf16> q,
                   tl::Ptr<bf16> k, tl::Ptr<bf16> v, tl::Int T, tl::Int HQ, tl::Int HK, tl::Float eps,
                   tl::Float log2_theta, tl::Const<int> D, tl::Const<int> NORM) {
   if (D.value() < 2 || (D.value() & (D.value() - 1)))
@@ -19,7 +20,9 @@ void qk_norm_rope(tl::Ptr<bf16> qkv, tl::Ptr<int32_t> pos, tl::Ptr<bf16> q_norm,
   auto heads = HQ + 2 * HK;
   auto src = qkv + (t.to(tl::int64) * heads + h) * D;
   auto i = tl::arange(0, half);
-  auto lo = tl::load(src + i).to(tl::float32), hi = tl::load(src + half + i).to(tl::float32);
+  // (f32: rounded to bf16 first, as the model's projection stores its output)
+  auto lo = tl::load(src + i).to(tl::bfloat16).to(tl::float32),
+       hi = tl::load(src + half + i).to(tl::bfloat16).to(tl::float32);
   tl::if_then(h >= HQ + HK, [&] {  // a value head: copied
     auto to = v + (t.to(tl::int64) * HK + (h - HQ - HK)) * D;
     tl::store(to + i, lo.to(tl::bfloat16));
@@ -45,13 +48,17 @@ void qk_norm_rope(tl::Ptr<bf16> qkv, tl::Ptr<int32_t> pos, tl::Ptr<bf16> q_norm,
 }
 }  // namespace
 
-const KernelDef& qk_norm_rope_kernel() {
-  static const KernelDef def("qk_norm_rope", qk_norm_rope,
-                             {"qkv", "pos", "q_norm", "k_norm", "q", "k", "v", "T", "HQ", "HK", "eps", "log2_theta",
-                              "D", "NORM"},
-                             {{"D", 128}, {"NORM", 1}});
-  return def;
+const KernelDef& qk_norm_rope_kernel(ir::DType qkv) {
+  static const std::vector<std::string> params = {"qkv", "pos", "q_norm", "k_norm", "q",          "k", "v",
+                                                  "T",   "HQ",  "HK",     "eps",    "log2_theta", "D", "NORM"};
+  static const Constants defaults = {{"D", 128}, {"NORM", 1}};
+  static const KernelDef b16("qk_norm_rope", qk_norm_rope<bf16>, params, defaults);
+  static const KernelDef f32("qk_norm_rope_f32", qk_norm_rope<float>, params, defaults);
+  if (qkv != ir::DType::bf16 && qkv != ir::DType::f32)
+    throw Error(str_cat("tiledist: qk_norm_rope: a QKV output of ", ir::dtype_name(qkv), " (bf16 or f32)"));
+  return qkv == ir::DType::bf16 ? b16 : f32;
 }
-TILEDIST_REGISTER(qk_norm_rope_kernel());
+TILEDIST_REGISTER(qk_norm_rope_kernel(ir::DType::bf16));
+TILEDIST_REGISTER(qk_norm_rope_kernel(ir::DType::f32));
 
 }  // namespace tiledist::kernels

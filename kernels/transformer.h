@@ -1,30 +1,37 @@
 /// @file
 /// The parts of a transformer's decoder layer that are neither GEMMs nor attention (issue 32),
-/// written as a Triton user writes them: RMSNorm (with the residual added before it), and the
+/// written as a Triton user writes them: RMSNorm (with the residual added before it), the
 /// queries' and keys' per-head RMSNorm and rotary embedding (Qwen3's), which also splits a QKV
-/// projection's output into the q, k and v that kernels::Attention takes.
+/// projection's output into the q, k and v that kernels::Attention takes, and SwiGLU.
 #pragma once
 
 #include "kernels/kernels.h"
 
 namespace tiledist::kernels {
 
-/// RMSNorm of rows of H bf16 elements: y = v * rsqrt(mean(v^2) + eps) * w, in f32 and stored as
+/// RMSNorm of rows of H elements: y = v * rsqrt(mean(v^2) + eps) * w, in f32 and stored as
 /// bf16, where v = x (RESIDUAL = 0) or v = bf16(x + residual) (RESIDUAL = 1: the sum, rounded
 /// to bf16 as a bf16 model adds its residual, also stored into `sum`, the next layer's
-/// residual). Parameters: x, residual, w ([H]), y, sum, H, eps; constants RESIDUAL, BLOCK (the
-/// columns a step). Launch over one program per row. Registered as rmsnorm.
-const KernelDef& rmsnorm_kernel();
+/// residual). x bf16, or f32 (a GEMM's output, rounded to bf16 as it is read); residual, w
+/// ([H]), y and sum bf16. Parameters: x, residual, w, y, sum, H, eps; constants RESIDUAL, BLOCK
+/// (the columns a step). Launch over one program per row. Registered as rmsnorm and rmsnorm_f32.
+const KernelDef& rmsnorm_kernel(ir::DType x = ir::DType::bf16);
 
 /// The queries and keys of a QKV projection's output made ready for attention, Qwen3's way:
-/// qkv [T, (HQ + 2 HK) * D] bf16 (each token's HQ query heads, then HK key heads, then HK value
-/// heads, D each) into q [T, HQ, D], k [T, HK, D] and v [T, HK, D] bf16. Each query and key
-/// head is RMSNorm'ed over its D elements (NORM = 1: weights q_norm / k_norm [D] bf16, epsilon
-/// eps; NORM = 0: not), then rotated as GPT-NeoX's rotary embedding rotates (element i < D / 2
-/// paired with i + D / 2, by the angle pos[t] * theta^(-2 i / D), theta = 2^log2_theta), in
-/// f32; value heads are copied. Parameters: qkv, pos ([T] int32), q_norm, k_norm, q, k, v, T,
-/// HQ, HK, eps, log2_theta; constants D (even, a power of two), NORM. Launch over {T, HQ + 2
-/// HK}. Registered as qk_norm_rope.
-const KernelDef& qk_norm_rope_kernel();
+/// qkv [T, (HQ + 2 HK) * D] bf16 or f32 (rounded to bf16 as it is read; each token's HQ query heads, then HK key heads,
+/// then HK value heads, D each) into q [T, HQ, D], k [T, HK, D] and v [T, HK, D] bf16. Each query and key head is
+/// RMSNorm'ed over its D elements (NORM = 1: weights q_norm / k_norm [D] bf16, epsilon eps; NORM = 0: not), then
+/// rotated as GPT-NeoX's rotary embedding rotates (element i < D / 2 paired with i + D / 2, by the angle pos[t] *
+/// theta^(-2 i / D), theta = 2^log2_theta), in f32; value heads are copied. Parameters: qkv, pos ([T] int32), q_norm,
+/// k_norm, q, k, v, T, HQ, HK, eps, log2_theta; constants D (even, a power of two), NORM. Launch over {T, HQ + 2 HK}.
+/// Registered as qk_norm_rope and qk_norm_rope_f32.
+const KernelDef& qk_norm_rope_kernel(ir::DType qkv = ir::DType::bf16);
+
+/// SwiGLU of a dense MLP: act[row, i] = silu(gu[row, i]) * gu[row, I + i] for rows < `rows`
+/// (gu [rows, 2 I]: the gate projection's I columns, then the up projection's; f32, a GEMM's
+/// output, or bf16, rounded to bf16 as read), in f32, stored as bf16 (act [rows, I]).
+/// Parameters: gu, act, rows, I; constants BR, BI (the tile). Launch over {cdiv(rows, BR),
+/// cdiv(I, BI)}. Registered as swiglu (f32) and swiglu_bf16.
+const KernelDef& swiglu_kernel(ir::DType gu = ir::DType::f32);
 
 }  // namespace tiledist::kernels

@@ -65,7 +65,8 @@ ModelConfig ModelConfig::parse(const std::string& json, const std::string& where
     const llvm::json::Value* v = o->get(key);
     if (!v || v->kind() == llvm::json::Value::Null) return fallback;
     std::optional<double> d = v->getAsNumber();
-    if (!d || !(*d > 0)) throw Error(str_cat("tiledist: model config ", where, ": '", key, "' is not a positive number"));
+    if (!d || !(*d > 0))
+      throw Error(str_cat("tiledist: model config ", where, ": '", key, "' is not a positive number"));
     return *d;
   };
   ModelConfig c;
@@ -105,7 +106,8 @@ void ModelConfig::check(int ranks) const {
   if (kv_heads % ranks != 0 && ranks % kv_heads != 0)
     throw fail("num_key_value_heads", kv_heads, "neither divides over nor divides");
   if (moe()) {
-    if (expert_intermediate % ranks != 0) throw fail("moe_intermediate_size", expert_intermediate, "does not divide over");
+    if (expert_intermediate % ranks != 0)
+      throw fail("moe_intermediate_size", expert_intermediate, "does not divide over");
     if (topk < 1 || topk > experts)
       throw Error(str_cat("tiledist: model '", name, "': num_experts_per_tok = ", topk, " of ", experts, " experts"));
   } else if (intermediate % ranks != 0) {

@@ -14,17 +14,17 @@ namespace tiledist::model {
 /// num_hidden_layers, rms_norm_eps, rope_theta; for experts num_experts (or num_local_experts,
 /// n_routed_experts), num_experts_per_tok, moe_intermediate_size), or one of the built-in ones.
 struct ModelConfig {
-  std::string name;          ///< where it came from (a file, or a built-in's name)
-  int64_t hidden = 0;        ///< hidden_size
-  int64_t heads = 0;         ///< num_attention_heads (query heads)
-  int64_t kv_heads = 0;      ///< num_key_value_heads (num_attention_heads where absent)
-  int64_t head_dim = 0;      ///< head_dim (hidden_size / num_attention_heads where absent)
-  int64_t intermediate = 0;  ///< intermediate_size: the dense MLP's
-  int64_t layers = 0;        ///< num_hidden_layers
-  double rms_eps = 1e-6;     ///< rms_norm_eps
-  double rope_theta = 1e6;   ///< rope_theta
-  int64_t experts = 0;       ///< routed experts (0: a dense MLP)
-  int64_t topk = 0;          ///< num_experts_per_tok
+  std::string name;                 ///< where it came from (a file, or a built-in's name)
+  int64_t hidden = 0;               ///< hidden_size
+  int64_t heads = 0;                ///< num_attention_heads (query heads)
+  int64_t kv_heads = 0;             ///< num_key_value_heads (num_attention_heads where absent)
+  int64_t head_dim = 0;             ///< head_dim (hidden_size / num_attention_heads where absent)
+  int64_t intermediate = 0;         ///< intermediate_size: the dense MLP's
+  int64_t layers = 0;               ///< num_hidden_layers
+  double rms_eps = 1e-6;            ///< rms_norm_eps
+  double rope_theta = 1e6;          ///< rope_theta
+  int64_t experts = 0;              ///< routed experts (0: a dense MLP)
+  int64_t topk = 0;                 ///< num_experts_per_tok
   int64_t expert_intermediate = 0;  ///< moe_intermediate_size: each expert's
 
   /// Whether the MLP is a mixture of experts.

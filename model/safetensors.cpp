@@ -26,10 +26,10 @@ struct DTypeName {
 };
 // The format's dtypes that tiledist computes with (U8, U16, ... have no ir::DType: named as unknown).
 constexpr DTypeName kDTypes[] = {
-    {"BOOL", ir::DType::i1, 1},          {"I8", ir::DType::i8, 1},           {"I16", ir::DType::i16, 2},
-    {"I32", ir::DType::i32, 4},          {"I64", ir::DType::i64, 8},         {"F16", ir::DType::f16, 2},
-    {"BF16", ir::DType::bf16, 2},        {"F32", ir::DType::f32, 4},         {"F64", ir::DType::f64, 8},
-    {"F8_E4M3", ir::DType::f8e4m3, 1},   {"F8_E5M2", ir::DType::f8e5m2, 1}};
+    {"BOOL", ir::DType::i1, 1},        {"I8", ir::DType::i8, 1},         {"I16", ir::DType::i16, 2},
+    {"I32", ir::DType::i32, 4},        {"I64", ir::DType::i64, 8},       {"F16", ir::DType::f16, 2},
+    {"BF16", ir::DType::bf16, 2},      {"F32", ir::DType::f32, 4},       {"F64", ir::DType::f64, 8},
+    {"F8_E4M3", ir::DType::f8e4m3, 1}, {"F8_E5M2", ir::DType::f8e5m2, 1}};
 
 const DTypeName* find_dtype(const std::string& name) {
   for (const DTypeName& d : kDTypes)
@@ -119,7 +119,9 @@ struct SafeTensors::State {
       if (!dtype) throw bad("no dtype");
       t.dtype = dtype->str();
       const DTypeName* d = find_dtype(t.dtype);
-      if (!d) throw bad(str_cat("dtype '", t.dtype, "' (tiledist reads BOOL, I8-I64, F16, BF16, F32, F64, F8_E4M3, F8_E5M2)"));
+      if (!d)
+        throw bad(
+            str_cat("dtype '", t.dtype, "' (tiledist reads BOOL, I8-I64, F16, BF16, F32, F64, F8_E4M3, F8_E5M2)"));
       const llvm::json::Array* shape = o->getArray("shape");
       if (!shape) throw bad("no shape");
       for (const llvm::json::Value& v : *shape) {
@@ -138,8 +140,7 @@ struct SafeTensors::State {
         throw bad(str_cat("bytes [", *begin, ", ", *end, ") past the file's ", data, " bytes of data"));
       t.offset = 8 + n + uint64_t(*begin);
       t.bytes = uint64_t(*end - *begin);
-      if (auto [at, fresh] = tensors.emplace(name, t); !fresh)
-        throw bad(str_cat("also in ", at->second.file));
+      if (auto [at, fresh] = tensors.emplace(name, t); !fresh) throw bad(str_cat("also in ", at->second.file));
     }
   }
 
@@ -177,6 +178,7 @@ SafeTensors::SafeTensors(const std::string& path) : s_(std::make_unique<State>()
       where[k.str()] = (fs::path(path) / f->str()).string();
     }
     std::vector<std::string> files;
+    files.reserve(where.size());
     for (const auto& [name, file] : where) files.push_back(file);
     std::sort(files.begin(), files.end());
     files.erase(std::unique(files.begin(), files.end()), files.end());
@@ -193,7 +195,8 @@ SafeTensors::SafeTensors(const std::string& path) : s_(std::make_unique<State>()
   for (const fs::directory_entry& e : fs::directory_iterator(path, ec))
     if (e.path().extension() == ".safetensors") files.push_back(e.path().string());
   if (files.empty())
-    throw Error(str_cat("tiledist: safetensors: ", path, " holds no .safetensors file (and no model.safetensors.index.json)"));
+    throw Error(
+        str_cat("tiledist: safetensors: ", path, " holds no .safetensors file (and no model.safetensors.index.json)"));
   std::sort(files.begin(), files.end());
   for (const std::string& f : files) s_->add_file(f);
 }
@@ -204,8 +207,7 @@ bool SafeTensors::has(const std::string& name) const { return s_->tensors.count(
 
 const TensorInfo& SafeTensors::info(const std::string& name) const {
   auto it = s_->tensors.find(name);
-  if (it == s_->tensors.end())
-    throw Error(str_cat("tiledist: safetensors: ", s_->path, " has no tensor '", name, "'"));
+  if (it == s_->tensors.end()) throw Error(str_cat("tiledist: safetensors: ", s_->path, " has no tensor '", name, "'"));
   return it->second;
 }
 
@@ -223,8 +225,7 @@ std::vector<std::byte> SafeTensors::read(const std::string& name, ir::DType dtyp
 }
 
 std::vector<std::byte> SafeTensors::read_shard(const std::string& name, ir::DType dtype,
-                                               const std::vector<int64_t>& shape, int dim, int rank,
-                                               int ranks) const {
+                                               const std::vector<int64_t>& shape, int dim, int rank, int ranks) const {
   const TensorInfo& t = info(name);
   const std::string want = safetensors_dtype(dtype);
   if (t.dtype != want || t.shape != shape)

@@ -1,7 +1,7 @@
-// The decoder layer's RMSNorm and Qwen3's query/key norm with the rotary embedding
-// (kernels/transformer.h) against host references in double, at ragged sizes, fresh random
-// inputs each run (the seed is printed on failure): every element within a stated bound of
-// bf16's rounding, and in relative norm.
+// The decoder layer's RMSNorm, Qwen3's query/key norm with the rotary embedding, and SwiGLU
+// (kernels/transformer.h) against host references in double, from bf16 and from f32 inputs, at ragged sizes, fresh
+// random inputs each run (the seed is printed on failure): every element within a stated bound of bf16's rounding, and
+// in relative norm.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,15 +19,20 @@ std::vector<bf16> to_bf16(const std::vector<float>& v) { return std::vector<bf16
 TEST(RmsNorm, RaggedRowsWithAndWithoutTheResidual) {
   const float eps = 1e-6f;
   for (auto [rows, H, block] : {std::tuple{1, 3, 16}, {9, 129, 64}, {17, 5120, 1024}})
-    for (int residual : {0, 1}) {
-      SCOPED_TRACE(str_cat(rows, " x ", H, " block ", block, residual ? " with the residual" : ""));
+    for (auto [residual, dtype] : {std::pair{0, ir::DType::bf16}, {1, ir::DType::bf16}, {1, ir::DType::f32}}) {
+      SCOPED_TRACE(str_cat(rows, " x ", H, " block ", block, residual ? " with the residual" : "", " x ",
+                           ir::dtype_name(dtype)));
       const std::vector<bf16> x = to_bf16(ref::random_floats(size_t(rows) * H, -4, 4));
       const uint64_t seed = ref::last_seed();
       const std::vector<bf16> r = to_bf16(ref::random_floats(x.size(), -4, 4));
       const std::vector<bf16> w = to_bf16(ref::random_floats(size_t(H), 0.5f, 1.5f));
       std::vector<bf16> y(x.size()), sum(x.size(), bf16(-7.0f));
-      compile(kernels::rmsnorm_kernel(), {{"RESIDUAL", residual}, {"BLOCK", block}})
-          .launch({rows}, x, r, w, y, sum, H, eps);
+      // (f32 rows: the same values, as a GEMM's output holds them)
+      const Kernel k = compile(kernels::rmsnorm_kernel(dtype), {{"RESIDUAL", residual}, {"BLOCK", block}});
+      if (dtype == ir::DType::f32)
+        k.launch({rows}, std::vector<float>(x.begin(), x.end()), r, w, y, sum, H, eps);
+      else
+        k.launch({rows}, x, r, w, y, sum, H, eps);
       std::vector<float> got, want;
       size_t bad = 0;
       for (int i = 0; i < rows; ++i) {
@@ -64,8 +69,9 @@ TEST(QkNormRope, QueriesAndKeysOfGroupedHeads) {
   const float eps = 1e-6f;
   const double theta = 1e6;
   for (auto [T, HQ, HK, D] : {std::tuple{5, 4, 2, 64}, {37, 8, 2, 128}, {3, 2, 2, 128}})
-    for (int norm : {0, 1}) {
-      SCOPED_TRACE(str_cat(T, " tokens, ", HQ, " / ", HK, " heads of ", D, norm ? ", normed" : ""));
+    for (auto [norm, dtype] : {std::pair{0, ir::DType::bf16}, {1, ir::DType::bf16}, {1, ir::DType::f32}}) {
+      SCOPED_TRACE(
+          str_cat(T, " tokens, ", HQ, " / ", HK, " heads of ", D, norm ? ", normed" : "", ", ", ir::dtype_name(dtype)));
       const int heads = HQ + 2 * HK;
       const std::vector<bf16> qkv = to_bf16(ref::random_floats(size_t(T) * heads * D, -3, 3));
       const uint64_t seed = ref::last_seed();
@@ -76,8 +82,13 @@ TEST(QkNormRope, QueriesAndKeysOfGroupedHeads) {
       for (int32_t& p : pos) p = int32_t(rng() % 32768);
       pos[0] = 0;
       std::vector<bf16> q(size_t(T) * HQ * D), k(size_t(T) * HK * D), v(size_t(T) * HK * D);
-      compile(kernels::qk_norm_rope_kernel(), {{"D", D}, {"NORM", norm}})
-          .launch({T, heads}, qkv, pos, qn, kn, q, k, v, T, HQ, HK, eps, float(std::log2(theta)));
+      const Kernel kernel = compile(kernels::qk_norm_rope_kernel(dtype), {{"D", D}, {"NORM", norm}});
+      const float log2_theta = float(std::log2(theta));
+      if (dtype == ir::DType::f32)
+        kernel.launch({T, heads}, std::vector<float>(qkv.begin(), qkv.end()), pos, qn, kn, q, k, v, T, HQ, HK, eps,
+                      log2_theta);
+      else
+        kernel.launch({T, heads}, qkv, pos, qn, kn, q, k, v, T, HQ, HK, eps, log2_theta);
       std::vector<float> got, want;
       size_t bad = 0;
       for (int t = 0; t < T; ++t)
@@ -86,7 +97,8 @@ TEST(QkNormRope, QueriesAndKeysOfGroupedHeads) {
           if (h >= HQ + HK) {  // a value head
             const bf16* out = &v[(size_t(t) * HK + (h - HQ - HK)) * D];
             for (int i = 0; i < D; ++i)
-              if (!(float(out[i]) == float(x[i])) && bad++ < 5) ADD_FAILURE() << "v[" << t << ", " << h << ", " << i << "]";
+              if (!(float(out[i]) == float(x[i])) && bad++ < 5)
+                ADD_FAILURE() << "v[" << t << ", " << h << ", " << i << "]";
             continue;
           }
           const bool is_q = h < HQ;
@@ -99,7 +111,7 @@ TEST(QkNormRope, QueriesAndKeysOfGroupedHeads) {
           for (int i = 0; i < D; ++i) a[size_t(i)] = float(x[i]) * rstd * (norm ? float(w[i]) : 1.0f);
           for (int i = 0; i < D / 2; ++i) {
             const double angle = pos[size_t(t)] * std::pow(theta, -2.0 * i / D);
-            const double lo = a[size_t(i)], hi = a[size_t(i + D / 2)];
+            const double lo = a[size_t(i)], hi = a[size_t(i) + size_t(D / 2)];
             const double want_lo = lo * std::cos(angle) - hi * std::sin(angle);
             const double want_hi = hi * std::cos(angle) + lo * std::sin(angle);
             const double bound = std::ldexp(std::abs(lo) + std::abs(hi), -7) + 1e-6;
@@ -113,6 +125,38 @@ TEST(QkNormRope, QueriesAndKeysOfGroupedHeads) {
         }
       EXPECT_EQ(bad, 0u) << "seed " << seed;
       EXPECT_LT(ref::rel_error(got, want), std::ldexp(1.0, -8)) << "seed " << seed;
+    }
+}
+
+// act = silu(gate) * up over ragged rows and columns (past `rows` nothing written), from a
+// GEMM's f32 output (rounded to bf16 as read) or bf16.
+TEST(SwiGlu, RaggedRowsAndColumns) {
+  for (auto [rows, I] : {std::pair{1, 1}, {19, 300}, {64, 768}})
+    for (ir::DType dtype : {ir::DType::f32, ir::DType::bf16}) {
+      SCOPED_TRACE(str_cat(rows, " x ", I, " ", ir::dtype_name(dtype)));
+      const std::vector<bf16> gu = to_bf16(ref::random_floats(size_t(rows) * 2 * I, -6, 6));
+      const uint64_t seed = ref::last_seed();
+      std::vector<bf16> act(size_t(rows + 1) * I, bf16(-9.0f));  // (a row past the rows)
+      const Kernel k = compile(kernels::swiglu_kernel(dtype), {{"BR", 16}, {"BI", 128}});
+      const Grid grid((rows + 15) / 16, (I + 127) / 128);
+      if (dtype == ir::DType::f32)
+        k.launch(grid, std::vector<float>(gu.begin(), gu.end()), act, rows, I);
+      else
+        k.launch(grid, gu, act, rows, I);
+      std::vector<float> got, want;
+      size_t bad = 0;
+      for (int r = 0; r < rows; ++r)
+        for (int i = 0; i < I; ++i) {
+          const double g = float(gu[size_t(r) * 2 * I + i]), u = float(gu[size_t(r) * 2 * I + I + i]);
+          const double w = g / (1.0 + std::exp(-g)) * u;
+          const float a = float(act[size_t(r) * I + i]);
+          if (!(std::abs(a - w) <= std::ldexp(std::abs(w), -8) + 1e-6) && bad++ < 5)
+            ADD_FAILURE() << "act[" << r << ", " << i << "] = " << a << ", want " << w;
+          got.push_back(a), want.push_back(float(w));
+        }
+      EXPECT_EQ(bad, 0u) << "seed " << seed;
+      EXPECT_LT(ref::rel_error(got, want), std::ldexp(1.0, -8)) << "seed " << seed;
+      for (int i = 0; i < I; ++i) ASSERT_EQ(float(act[size_t(rows) * I + i]), -9.0f) << "wrote past the rows";
     }
 }
 

@@ -130,7 +130,8 @@ TEST(SafeTensors, RandomTensorsAndTheirPartsComeBack) {
 TEST(SafeTensors, FoldersWithAndWithoutAnIndex) {
   TempDir dir;
   std::mt19937_64 rng(std::random_device{}());
-  const TensorData a{"a", ir::DType::f32, {2}, random_bytes(rng, 8)}, b{"b", ir::DType::bf16, {3}, random_bytes(rng, 6)};
+  const TensorData a{"a", ir::DType::f32, {2}, random_bytes(rng, 8)},
+      b{"b", ir::DType::bf16, {3}, random_bytes(rng, 6)};
   write_safetensors((dir.path / "model-00001-of-00002.safetensors").string(), {a});
   write_safetensors((dir.path / "model-00002-of-00002.safetensors").string(), {b});
   {

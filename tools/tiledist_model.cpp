@@ -1,0 +1,133 @@
+// tiledist-model: a model's decoder layers, tensor parallel over the job's ranks (issue 32).
+//
+//   tiledist-run -n N tiledist-model [--config qwen3-32b|FILE] [--layers L] [--batch B]
+//                                    [--seqlen S] [--reps R] [--seed X] [--target host|cuda]
+//
+// Prefill of L layers (dense configs so far; the MoE MLP is next) over B sequences of S tokens,
+// random weights made from the seed (every rank its part), the activations between layers split
+// by tokens. Each rep runs the L layers after a barrier; rank 0 prints the median milliseconds
+// per step and tokens per second. The default target: the GPU where there is one, else the CPU.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "model/config.h"
+#include "model/dense_layer.h"
+#include "runtime/cuda.h"
+#include "tiledist.h"
+
+namespace {
+using namespace tiledist;
+
+int usage(const char* why) {
+  std::fprintf(stderr,
+               "tiledist-model: %s\nusage: tiledist-model [--config qwen3-32b|FILE] [--layers L] [--batch B] "
+               "[--seqlen S] [--reps R] [--seed X] [--target host|cuda]\n",
+               why);
+  return 2;
+}
+
+/// Values in the target's memory (a GPU's, or the host's), owned here.
+template <class T>
+struct Memory {
+  Target target;
+  std::vector<T> host;
+  T* device = nullptr;
+  Memory(const Target& t, const std::vector<T>& values) : target(t), host(values) {
+    if (target.is_gpu()) {
+      device = static_cast<T*>(cuda::malloc(std::max<size_t>(1, values.size()) * sizeof(T)));
+      cuda::copy_to_device(device, values.data(), values.size() * sizeof(T));
+    }
+  }
+  ~Memory() {
+    if (device) cuda::free(device);
+  }
+  Memory(const Memory&) = delete;
+  Memory& operator=(const Memory&) = delete;
+  T* data() { return device ? device : host.data(); }
+};
+
+int run(int argc, char** argv) {
+  std::string config_name = "qwen3-32b", target_name;
+  int layers = 2, batch = 1, seqlen = 4096, reps = 5;
+  uint64_t seed = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) return usage(str_cat("option '", a, "' needs a value (or is unknown)").c_str());
+    const std::string v = argv[++i];
+    if (a == "--config")
+      config_name = v;
+    else if (a == "--layers")
+      layers = std::atoi(v.c_str());
+    else if (a == "--batch")
+      batch = std::atoi(v.c_str());
+    else if (a == "--seqlen")
+      seqlen = std::atoi(v.c_str());
+    else if (a == "--reps")
+      reps = std::atoi(v.c_str());
+    else if (a == "--seed")
+      seed = std::strtoull(v.c_str(), nullptr, 10);
+    else if (a == "--target")
+      target_name = v;
+    else
+      return usage(str_cat("unknown option '", a, "'").c_str());
+  }
+  if (layers < 1 || batch < 1 || seqlen < 1 || reps < 1)
+    return usage("--layers, --batch, --seqlen and --reps take positive counts");
+  const Target target =
+      target_name.empty() ? (cuda::available() ? Target::cuda() : Target::host()) : Target::parse(target_name);
+  model::ModelConfig config = model::ModelConfig::load(config_name);
+  if (config.moe()) throw Error(str_cat("tiledist-model: '", config.name, "' has experts: dense configs only so far"));
+  const int n = target.is_gpu() ? cuda::World::get().size() : world_size();
+  const int me = target.is_gpu() ? cuda::World::get().rank() : rank();
+  config.check(n);
+  const int64_t T = int64_t(batch) * seqlen, Ts = T / n, H = config.hidden;
+  model::DenseLayer layer(target, config, batch, seqlen);
+  std::vector<model::DenseWeights> weights;
+  for (int l = 0; l < layers; ++l) weights.push_back(model::DenseWeights::random(target, config, l, seed, me, n));
+  std::vector<float> embeddings(size_t(Ts * H));
+  const uint64_t key = model::tensor_key(seed, "model.embed_tokens");
+  for (int64_t i = 0; i < Ts * H; ++i) embeddings[size_t(i)] = float(bf16(model::random_value(key, me * Ts * H + i)));
+  std::vector<int32_t> pos(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t(t % seqlen);
+  Memory<float> delta(target, embeddings);
+  Memory<bf16> residual(target, std::vector<bf16>(size_t(Ts * H)));
+  Memory<int32_t> positions(target, pos);
+  std::vector<double> times;
+  for (int r = 0; r < reps + 1; ++r) {  // (the first: compiles, warms)
+    barrier_all();
+    const auto start = std::chrono::steady_clock::now();
+    for (int l = 0; l < layers; ++l)
+      layer.run(delta.data(), l == 0 ? nullptr : residual.data(), positions.data(), weights[size_t(l)], delta.data(),
+                residual.data());
+    if (target.is_gpu()) cuda::synchronize();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (r > 0) times.push_back(ms);
+    // (each step from the embeddings again)
+    if (target.is_gpu())
+      cuda::copy_to_device(delta.data(), embeddings.data(), embeddings.size() * sizeof(float));
+    else
+      std::copy(embeddings.begin(), embeddings.end(), delta.data());
+  }
+  std::sort(times.begin(), times.end());
+  const double ms = times[times.size() / 2];
+  if (me == 0)
+    std::printf("tiledist-model: %s, %d layers, %d x %d tokens, %d rank%s on %s: prefill %.3f ms (%.0f tokens/s)\n",
+                config.name.c_str(), layers, batch, seqlen, n, n == 1 ? "" : "s", target.name().c_str(), ms,
+                double(T) / (ms * 1e-3));
+  return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const tiledist::Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+}
