@@ -13,8 +13,9 @@ namespace tiledist::kernels {
 /// bf16, where v = x (RESIDUAL = 0) or v = bf16(x + residual) (RESIDUAL = 1: the sum, rounded
 /// to bf16 as a bf16 model adds its residual, also stored into `sum`, the next layer's
 /// residual). x bf16, or f32 (a GEMM's output, rounded to bf16 as it is read); residual, w
-/// ([H]), y and sum bf16. Parameters: x, residual, w, y, sum, H, eps; constants RESIDUAL, BLOCK
-/// (the columns a step). Launch over one program per row. Registered as rmsnorm and rmsnorm_f32.
+/// ([H]), y and sum bf16; sum may not be residual (the second walk reads residual again). Parameters: x, residual, w,
+/// y, sum, H, eps; constants RESIDUAL, BLOCK (the columns a step). Launch over one program per row. Registered as
+/// rmsnorm and rmsnorm_f32.
 const KernelDef& rmsnorm_kernel(ir::DType x = ir::DType::bf16);
 
 /// The queries and keys of a QKV projection's output made ready for attention, Qwen3's way:

@@ -49,6 +49,13 @@ std::pair<int64_t, int64_t> kv_heads_of(const ModelConfig& c, int rank, int rank
   if (c.kv_heads >= ranks) return {rank * (c.kv_heads / ranks), c.kv_heads / ranks};
   return {rank / (ranks / c.kv_heads), 1};  // (a KV head shared by ranks / kv_heads ranks)
 }
+/// Throws Error unless `c` is a dense model's that splits over `ranks`.
+void check_dense(const ModelConfig& c, int ranks) {
+  if (c.moe())
+    throw Error(str_cat("tiledist: model '", c.name, "': ", c.experts,
+                        " experts: a dense layer takes a dense model's config (the MoE layer is not built yet)"));
+  c.check(ranks);
+}
 }  // namespace
 
 uint64_t tensor_key(uint64_t seed, const std::string& name) { return splitmix64(seed ^ name_hash(name)); }
@@ -71,7 +78,7 @@ DenseWeights::~DenseWeights() = default;
 
 DenseWeights DenseWeights::random(const Target& target, const ModelConfig& c, int layer, uint64_t seed, int rank,
                                   int ranks) {
-  c.check(ranks);
+  check_dense(c, ranks);
   const std::string p = str_cat("model.layers.", layer, ".");
   const int64_t H = c.hidden, D = c.head_dim, hq = c.heads / ranks, I = c.intermediate / ranks;
   const auto [kv0, hk] = kv_heads_of(c, rank, ranks);
@@ -155,7 +162,7 @@ DenseLayer::DenseLayer(const Target& target, const ModelConfig& c, int batch, in
   State& s = *s_;
   s.target = target, s.config = c, s.batch = batch, s.seqlen = seqlen;
   s.ranks = kernels::detail::world_ranks(target);
-  c.check(s.ranks);
+  check_dense(c, s.ranks);
   s.T = int64_t(batch) * seqlen;
   if (batch < 1 || seqlen < 1 || s.T % s.ranks != 0)
     throw Error(str_cat("tiledist: model '", c.name, "': ", batch, " sequences of ", seqlen, " tokens over ", s.ranks,
@@ -213,6 +220,7 @@ void DenseLayer::run(const float* delta, const bf16* residual, const int32_t* po
   launch(s.swiglu, on, Grid(int((s.T + 15) / 16), int((s.I + 127) / 128)), static_cast<const float*>(s.gu.data()),
          s.act.data(), int(s.T), int(s.I));
   s.down_gemm->run(s.act.data(), w.w2(), delta_out, on);
+  if (gpu && !stream) on->synchronize();  // (no stream given: done when the call returns)
   (void)D;
 }
 

@@ -20,10 +20,10 @@ namespace tiledist::model {
 /// in [-1, 1). The same on every rank for any part of any tensor (a hash of the seed, the name
 /// and the index), so ranks need not agree on anything but the seed.
 float random_value(uint64_t seed, const std::string& name, int64_t index);
-/// The same in two steps, for many elements of one tensor: random_value(tensor_key(seed, name),
-/// index) == random_value(seed, name, index).
+/// random_value in two steps, for many elements of one tensor: the key of `name` under `seed`,
+/// then random_value(key, index) == random_value(seed, name, index).
 uint64_t tensor_key(uint64_t seed, const std::string& name);
-/// @copydoc tensor_key
+/// Element `index` of the tensor whose tensor_key is `key` (random_value's value).
 float random_value(uint64_t key, int64_t index);
 
 /// One rank's part of a dense decoder layer's weights, bf16, in device memory on a GPU target
@@ -36,11 +36,12 @@ class DenseWeights {
  public:
   /// Layer `layer` of a model initialized from `seed` (random_value, scaled: a linear weight
   /// [out, in] by 1 / sqrt(in), a norm's weight 1 + value / 8). Throws Error where the config
-  /// does not split over `ranks` (ModelConfig::check).
+  /// does not split over `ranks` (ModelConfig::check) or has experts (a MoE model's layer is
+  /// not this one).
   static DenseWeights random(const Target& target, const ModelConfig& config, int layer, uint64_t seed, int rank,
                              int ranks);
-  DenseWeights(DenseWeights&&) noexcept;
-  DenseWeights& operator=(DenseWeights&&) noexcept;
+  DenseWeights(DenseWeights&&) noexcept;             ///< Takes another's buffers.
+  DenseWeights& operator=(DenseWeights&&) noexcept;  ///< Takes another's buffers.
   ~DenseWeights();
 
   const bf16* input_norm() const;  ///< [hidden]
@@ -66,15 +67,18 @@ class DenseWeights {
 /// GEMM + ReduceScatter. Construction and every run are collective.
 class DenseLayer {
  public:
-  /// Throws Error where the config does not split over the ranks, T is not a multiple of them
-  /// (into rows the GEMMs tile), or the kernels refuse the shapes.
+  /// Throws Error where the config does not split over the ranks, has experts, T is not a
+  /// multiple of them (into rows the GEMMs tile), or the kernels refuse the shapes.
   DenseLayer(const Target& target, const ModelConfig& config, int batch, int seqlen);
   ~DenseLayer();
   /// One layer on this rank's tokens (rows [rank T / ranks, (rank + 1) T / ranks) of the batch):
   /// the residual stream's value is delta + residual (delta [T / ranks, hidden] f32, the last
   /// layer's output, or the embeddings; residual bf16, or null before the first layer: zero).
   /// Leaves the layer's output the same way: `delta_out` (f32) and `residual_out` (bf16), which
-  /// may be the inputs. positions [T] int32: each token's place in its sequence.
+  /// may be the inputs. positions [T] int32: each token's place in its sequence. Every pointer
+  /// is device memory on a GPU target (host memory on the host). On a GPU the work is queued
+  /// on `stream`, or, where none is given, done when the call returns (as the library's
+  /// objects do).
   void run(const float* delta, const bf16* residual, const int32_t* positions, const DenseWeights& weights,
            float* delta_out, bf16* residual_out, const runtime::Stream* stream = nullptr);
 

@@ -221,7 +221,7 @@ const std::map<std::string, std::string>& SafeTensors::metadata() const { return
 
 std::vector<std::byte> SafeTensors::read(const std::string& name, ir::DType dtype,
                                          const std::vector<int64_t>& shape) const {
-  return read_shard(name, dtype, shape, 0, 0, 1);
+  return read_shard(name, dtype, shape, -1, 0, 1);
 }
 
 std::vector<std::byte> SafeTensors::read_shard(const std::string& name, ir::DType dtype,
@@ -231,6 +231,11 @@ std::vector<std::byte> SafeTensors::read_shard(const std::string& name, ir::DTyp
   if (t.dtype != want || t.shape != shape)
     throw Error(str_cat("tiledist: safetensors: '", name, "' in ", t.file, " is ", t.dtype, " ", shape_str(t.shape),
                         "; expected ", want, " ", shape_str(shape)));
+  if (dim == -1) {  // (read(): the whole tensor, a scalar's too)
+    std::vector<std::byte> out(t.bytes);
+    if (!out.empty()) State::read_at(t.file, t.offset, out.data(), out.size());
+    return out;
+  }
   if (dim < 0 || dim >= static_cast<int>(shape.size()) || ranks < 1 || rank < 0 || rank >= ranks)
     throw Error(str_cat("tiledist: safetensors: '", name, "': part ", rank, " of ", ranks, " along dimension ", dim,
                         " of ", shape_str(shape)));

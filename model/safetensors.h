@@ -72,8 +72,9 @@ struct TensorData {
   std::vector<std::byte> bytes;      ///< its elements, row-major
 };
 
-/// Writes `tensors` to `path` as one .safetensors file (the header's keys in the order given,
-/// each tensor's bytes after the last's), with `metadata` as its `__metadata__`. Throws Error
+/// Writes `tensors` to `path` as one .safetensors file (the header's keys sorted, as LLVM's JSON
+/// writer writes them; each tensor's bytes after the one before it in `tensors`), with `metadata`
+/// as its `__metadata__`. Throws Error
 /// naming a tensor whose bytes are not its shape's size, a name given twice, or a file that
 /// cannot be written.
 void write_safetensors(const std::string& path, const std::vector<TensorData>& tensors,

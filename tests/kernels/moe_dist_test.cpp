@@ -124,6 +124,8 @@ TEST(Moe, ASegmentPerRankOrOne) {
   for (const char* segments : {"ranks", "1"}) {
     SCOPED_TRACE(str_cat("$TILEDIST_MOE_SEGMENTS=", segments));
     setenv("TILEDIST_MOE_SEGMENTS", segments, 1);
+    EXPECT_EQ(kernels::AgMoe(Target::host(), 37, 40, 48, 6, 2).routing().segments(),
+              std::string(segments) == "1" ? 1 : n);
     testing_moe::check_ag_moe<HostMemory>(Target::host(), 37, 40, 48, 6, 2);
     testing_moe::check_ag_moe<HostMemory>(Target::host(), 9, 40, 600, 3, 1);  // (the gather in two parts)
     testing_moe::check_moe_reduce<HostMemory>(Target::host(), 37, 40, 24, 6, 2, Mode::reduce_scatter);

@@ -22,15 +22,17 @@ TEST(RmsNorm, RaggedRowsWithAndWithoutTheResidual) {
     for (auto [residual, dtype] : {std::pair{0, ir::DType::bf16}, {1, ir::DType::bf16}, {1, ir::DType::f32}}) {
       SCOPED_TRACE(str_cat(rows, " x ", H, " block ", block, residual ? " with the residual" : "", " x ",
                            ir::dtype_name(dtype)));
-      const std::vector<bf16> x = to_bf16(ref::random_floats(size_t(rows) * H, -4, 4));
+      const std::vector<float> xf = ref::random_floats(size_t(rows) * H, -4, 4);
+      const std::vector<bf16> x = to_bf16(xf);  // (what the kernel reads: f32 rows rounded to bf16 first)
       const uint64_t seed = ref::last_seed();
       const std::vector<bf16> r = to_bf16(ref::random_floats(x.size(), -4, 4));
       const std::vector<bf16> w = to_bf16(ref::random_floats(size_t(H), 0.5f, 1.5f));
       std::vector<bf16> y(x.size()), sum(x.size(), bf16(-7.0f));
-      // (f32 rows: the same values, as a GEMM's output holds them)
+      // (f32 rows as a GEMM's output holds them, not bf16 values: the sum's exact check sees
+      // whether they were rounded to bf16 before the residual was added)
       const Kernel k = compile(kernels::rmsnorm_kernel(dtype), {{"RESIDUAL", residual}, {"BLOCK", block}});
       if (dtype == ir::DType::f32)
-        k.launch({rows}, std::vector<float>(x.begin(), x.end()), r, w, y, sum, H, eps);
+        k.launch({rows}, xf, r, w, y, sum, H, eps);
       else
         k.launch({rows}, x, r, w, y, sum, H, eps);
       std::vector<float> got, want;
@@ -56,8 +58,9 @@ TEST(RmsNorm, RaggedRowsWithAndWithoutTheResidual) {
       }
       EXPECT_EQ(bad, 0u) << "seed " << seed;
       EXPECT_LT(ref::rel_error(got, want), std::ldexp(1.0, -8)) << "seed " << seed;
-      if (!residual)  // (not written)
+      if (!residual) {  // (not written)
         for (const bf16& s : sum) ASSERT_EQ(float(s), -7.0f);
+      }
     }
 }
 

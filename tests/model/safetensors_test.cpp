@@ -67,20 +67,26 @@ TEST(SafeTensors, OurFilesAreTheFormats) {
   const std::string path = (dir.path / "ours.safetensors").string();
   std::vector<TensorData> tensors = {{"w", ir::DType::bf16, {3, 5}, random_bytes(rng, 30)},
                                      {"s", ir::DType::f32, {7}, random_bytes(rng, 28)},
-                                     {"e", ir::DType::i64, {0, 4}, {}}};
+                                     {"e", ir::DType::i64, {0, 4}, {}},
+                                     {"scalar", ir::DType::f32, {}, random_bytes(rng, 4)}};
   write_safetensors(path, tensors, {{"who", "tiledist"}});
   std::ifstream in(path, std::ios::binary);
   const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = n << 8 | static_cast<unsigned char>(file[size_t(i)]);
   EXPECT_EQ((8 + n) % 8, 0u) << "the data starts 8-byte aligned";
-  ASSERT_EQ(file.size(), 8 + n + 58);
+  ASSERT_EQ(file.size(), 8 + n + 62);
   const std::string header = file.substr(8, n);
   expect_has(header, R"("w":{"data_offsets":[0,30],"dtype":"BF16","shape":[3,5]})");
   expect_has(header, R"("s":{"data_offsets":[30,58],"dtype":"F32","shape":[7]})");
   expect_has(header, R"("__metadata__":{"who":"tiledist"})");
   EXPECT_EQ(std::memcmp(file.data() + 8 + n, tensors[0].bytes.data(), 30), 0);
   EXPECT_EQ(std::memcmp(file.data() + 8 + n + 30, tensors[1].bytes.data(), 28), 0);
+  // (read back: a scalar (shape []) and an empty tensor too)
+  SafeTensors st(path);
+  EXPECT_EQ(st.read("scalar", ir::DType::f32, {}), tensors[3].bytes);
+  EXPECT_EQ(st.read("e", ir::DType::i64, {0, 4}), std::vector<std::byte>{});
+  EXPECT_EQ(st.read("w", ir::DType::bf16, {3, 5}), tensors[0].bytes);
 }
 
 // Random tensors of 1 to 4 dimensions round-trip; each rank's part along each dimension that
