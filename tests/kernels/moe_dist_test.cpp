@@ -110,7 +110,8 @@ TEST(Moe, BadArguments) {
   expect(test_util::error_of([&] { ag8.run(act.data(), ids.data(), nullptr, w8.data(), nullptr, out.data()); }),
          "f8e4m3 weights without scales");
   expect(test_util::error_of([&] {
-           kernels::MoeMlp(host, 8, 16, 16 * n, 4, 2, kernels::MoeReduce::Mode::reduce_scatter, ir::DType::f16);
+           kernels::MoeMlp(host, 8, 16, int64_t{16} * n, 4, 2, kernels::MoeReduce::Mode::reduce_scatter,
+                           ir::DType::f16);
          }),
          "weights of f16 (bf16, or f8e4m3 with block scales)");
 }

@@ -119,9 +119,9 @@ TEST(DenseLayer, TwoLayersAgreeWithTheHost) {
   ModelConfig c;
   c.name = "small";
   c.hidden = 96, c.heads = n == 3 ? 6 : 8, c.kv_heads = n == 3 ? 3 : 2, c.head_dim = 64;
-  c.intermediate = 48 * n, c.layers = 2, c.rms_eps = 1e-6, c.rope_theta = 1e4;
+  c.intermediate = int64_t{48} * n, c.layers = 2, c.rms_eps = 1e-6, c.rope_theta = 1e4;
   const int batch = 2, seqlen = 64 * n;
-  const int64_t T = int64_t(batch) * seqlen, Ts = T / n, H = c.hidden;
+  const int64_t T = int64_t(batch) * seqlen, per_rank = T / n, H = c.hidden;
   // (the seed every rank uses: rank 0's fresh one, through the world)
   const uint64_t seed = [&] {
     auto* shared = static_cast<uint64_t*>(runtime::World::get().alloc(sizeof(uint64_t)));
@@ -134,15 +134,15 @@ TEST(DenseLayer, TwoLayersAgreeWithTheHost) {
   }();
   SCOPED_TRACE(str_cat("seed ", seed, ", ", n, " ranks"));
   const Target host = Target::host();
-  std::vector<float> delta(size_t(Ts * H));
+  std::vector<float> delta(size_t(per_rank * H));
   Matrix x(size_t(T * H));
   for (int64_t i = 0; i < T * H; ++i) {
     x[size_t(i)] = float(bf16(random_value(seed, "model.embed_tokens", i)));
-    if (i / (Ts * H) == me) delta[size_t(i - me * Ts * H)] = float(x[size_t(i)]);
+    if (i / (per_rank * H) == me) delta[size_t(i - me * per_rank * H)] = float(x[size_t(i)]);
   }
   std::vector<int32_t> positions(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) positions[size_t(t)] = int32_t(t % seqlen);
-  std::vector<bf16> residual(size_t(Ts * H));
+  std::vector<bf16> residual(size_t(per_rank * H));
   DenseLayer layer(host, c, batch, seqlen);
   for (int l = 0; l < int(c.layers); ++l) {
     const DenseWeights w = DenseWeights::random(host, c, l, seed, me, n);
@@ -151,8 +151,8 @@ TEST(DenseLayer, TwoLayersAgreeWithTheHost) {
   }
   std::vector<float> got, want;
   size_t bad = 0;
-  for (int64_t t = 0; t < Ts; ++t) {
-    const size_t row = size_t((me * Ts + t) * H);
+  for (int64_t t = 0; t < per_rank; ++t) {
+    const size_t row = size_t((me * per_rank + t) * H);
     double squares = 0;
     for (int64_t h = 0; h < H; ++h) squares += x[row + size_t(h)] * x[row + size_t(h)];
     const double rms = std::sqrt(squares / double(H));
@@ -162,8 +162,8 @@ TEST(DenseLayer, TwoLayersAgreeWithTheHost) {
       // (bf16 activations between the kernels, two layers: within 2^-5 of the row's RMS; the
       // relative error in norm, below, is the tighter bound)
       if (!(std::abs(g - wv) <= std::ldexp(rms, -5)) && bad++ < 5)
-        ADD_FAILURE() << "token " << me * Ts + t << ", channel " << h << ": " << g << ", want " << wv << " (row rms "
-                      << rms << ")";
+        ADD_FAILURE() << "token " << me * per_rank + t << ", channel " << h << ": " << g << ", want " << wv
+                      << " (row rms " << rms << ")";
       got.push_back(g), want.push_back(float(wv));
     }
   }
