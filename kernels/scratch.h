@@ -1,6 +1,8 @@
 // Working memory of a library object: device memory on a GPU target, host memory on the host.
 #pragma once
 
+#include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "kernels/symmetric.h"
@@ -22,6 +24,8 @@ class Scratch {
       data_ = host_.data();
     }
   }
+  /// `values`' elements, copied in (on the GPU: done when the constructor returns).
+  Scratch(const Target& target, const std::vector<T>& values) : Scratch(target, values.size()) { assign(values); }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
   Scratch(Scratch&& o) noexcept { *this = std::move(o); }
@@ -34,6 +38,16 @@ class Scratch {
   }
   T* data() const { return data_; }
   size_t size() const { return count_; }
+  /// Copies `values` (at most size() of them) over the first elements (on the GPU: done when it
+  /// returns).
+  void assign(const std::vector<T>& values) {
+    const size_t bytes = std::min(values.size(), count_) * sizeof(T);
+    if (bytes == 0) return;
+    if (gpu_)
+      cuda::copy_to_device(data_, values.data(), bytes);
+    else
+      std::memcpy(data_, values.data(), bytes);
+  }
 
  private:
   T* data_ = nullptr;

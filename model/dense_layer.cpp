@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -31,17 +30,6 @@ uint64_t name_hash(const std::string& name) {  // FNV-1a
   uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
   return h;
-}
-
-/// `values` into a new Scratch of the target's memory.
-Scratch<bf16> upload(const Target& target, const std::vector<bf16>& values) {
-  Scratch<bf16> s(target, values.size());
-  if (values.empty()) return s;
-  if (kernels::detail::on_gpu(target))
-    cuda::copy_to_device(s.data(), values.data(), values.size() * sizeof(bf16));
-  else
-    std::memcpy(s.data(), values.data(), values.size() * sizeof(bf16));
-  return s;
 }
 
 /// The first KV head of rank `rank`'s query heads, and how many it holds.
@@ -100,10 +88,10 @@ DenseWeights DenseWeights::random(const Target& target, const ModelConfig& c, in
   auto same = [](int64_t k) { return k; };
   DenseWeights w;
   State& s = *w.s_;
-  s.input_norm = upload(target, norm("input_layernorm.weight", H));
-  s.post_norm = upload(target, norm("post_attention_layernorm.weight", H));
-  s.q_norm = upload(target, norm("self_attn.q_norm.weight", D));
-  s.k_norm = upload(target, norm("self_attn.k_norm.weight", D));
+  s.input_norm = Scratch<bf16>(target, norm("input_layernorm.weight", H));
+  s.post_norm = Scratch<bf16>(target, norm("post_attention_layernorm.weight", H));
+  s.q_norm = Scratch<bf16>(target, norm("self_attn.q_norm.weight", D));
+  s.k_norm = Scratch<bf16>(target, norm("self_attn.k_norm.weight", D));
   // QKV: the rank's query heads' rows of q_proj, then its KV heads' rows of k_proj and v_proj.
   const int64_t nq = hq * D, nk = hk * D;
   std::vector<bf16> qkv(size_t(H * (nq + 2 * nk)));
@@ -117,9 +105,9 @@ DenseWeights DenseWeights::random(const Target& target, const ModelConfig& c, in
     std::copy_n(&k[size_t(r * nk)], nk, to + nq);
     std::copy_n(&v[size_t(r * nk)], nk, to + nq + nk);
   }
-  s.wqkv = upload(target, qkv);
+  s.wqkv = Scratch<bf16>(target, qkv);
   // O: o_proj [hidden, heads D], its columns of the rank's heads.
-  s.wo = upload(
+  s.wo = Scratch<bf16>(
       target, linear("self_attn.o_proj.weight", c.heads * D, nq, H, same, [&](int64_t kk) { return rank * nq + kk; }));
   // Gate and up: the rank's rows of each, gate's columns first; down: down_proj's columns of them.
   const std::vector<bf16> gate = linear("mlp.gate_proj.weight", H, H, I, [&](int64_t j) { return rank * I + j; }, same);
@@ -129,9 +117,9 @@ DenseWeights DenseWeights::random(const Target& target, const ModelConfig& c, in
     std::copy_n(&gate[size_t(r * I)], I, &w13[size_t(r * 2 * I)]);
     std::copy_n(&up[size_t(r * I)], I, &w13[size_t(r * 2 * I + I)]);
   }
-  s.w13 = upload(target, w13);
-  s.w2 = upload(target,
-                linear("mlp.down_proj.weight", c.intermediate, I, H, same, [&](int64_t kk) { return rank * I + kk; }));
+  s.w13 = Scratch<bf16>(target, w13);
+  s.w2 = Scratch<bf16>(
+      target, linear("mlp.down_proj.weight", c.intermediate, I, H, same, [&](int64_t kk) { return rank * I + kk; }));
   return w;
 }
 
@@ -198,7 +186,7 @@ void DenseLayer::run(const float* delta, const bf16* residual, const int32_t* po
                      float* delta_out, bf16* residual_out, const runtime::Stream* stream) {
   State& s = *s_;
   const ModelConfig& c = s.config;
-  const int64_t H = c.hidden, D = c.head_dim;
+  const int64_t H = c.hidden;
   const bool gpu = kernels::detail::on_gpu(s.target);
   const runtime::Stream* on = gpu ? (stream ? stream : &runtime::Stream::legacy()) : nullptr;
   const float eps = float(c.rms_eps), log2_theta = float(std::log2(c.rope_theta));
@@ -221,7 +209,6 @@ void DenseLayer::run(const float* delta, const bf16* residual, const int32_t* po
          s.act.data(), int(s.T), int(s.I));
   s.down_gemm->run(s.act.data(), w.w2(), delta_out, on);
   if (gpu && !stream) on->synchronize();  // (no stream given: done when the call returns)
-  (void)D;
 }
 
 }  // namespace tiledist::model

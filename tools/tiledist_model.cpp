@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/scratch.h"
 #include "model/config.h"
 #include "model/dense_layer.h"
 #include "runtime/cuda.h"
@@ -30,26 +31,6 @@ int usage(const char* why) {
                why);
   return 2;
 }
-
-/// Values in the target's memory (a GPU's, or the host's), owned here.
-template <class T>
-struct Memory {
-  Target target;
-  std::vector<T> host;
-  T* device = nullptr;
-  Memory(const Target& t, const std::vector<T>& values) : target(t), host(values) {
-    if (target.is_gpu()) {
-      device = static_cast<T*>(cuda::malloc(std::max<size_t>(1, values.size()) * sizeof(T)));
-      cuda::copy_to_device(device, values.data(), values.size() * sizeof(T));
-    }
-  }
-  ~Memory() {
-    if (device) cuda::free(device);
-  }
-  Memory(const Memory&) = delete;
-  Memory& operator=(const Memory&) = delete;
-  T* data() { return device ? device : host.data(); }
-};
 
 int run(int argc, char** argv) {
   std::string config_name = "qwen3-32b", target_name;
@@ -82,8 +63,7 @@ int run(int argc, char** argv) {
       target_name.empty() ? (cuda::available() ? Target::cuda() : Target::host()) : Target::parse(target_name);
   model::ModelConfig config = model::ModelConfig::load(config_name);
   if (config.moe()) throw Error(str_cat("tiledist-model: '", config.name, "' has experts: dense configs only so far"));
-  const int n = target.is_gpu() ? cuda::World::get().size() : world_size();
-  const int me = target.is_gpu() ? cuda::World::get().rank() : rank();
+  const int n = kernels::detail::world_ranks(target), me = kernels::detail::world_rank(target);
   config.check(n);
   const int64_t T = int64_t(batch) * seqlen, Ts = T / n, H = config.hidden;
   model::DenseLayer layer(target, config, batch, seqlen);
@@ -94,9 +74,9 @@ int run(int argc, char** argv) {
   for (int64_t i = 0; i < Ts * H; ++i) embeddings[size_t(i)] = float(bf16(model::random_value(key, me * Ts * H + i)));
   std::vector<int32_t> pos(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t(t % seqlen);
-  Memory<float> delta(target, embeddings);
-  Memory<bf16> residual(target, std::vector<bf16>(size_t(Ts * H)));
-  Memory<int32_t> positions(target, pos);
+  kernels::detail::Scratch<float> delta(target, embeddings);
+  kernels::detail::Scratch<bf16> residual(target, size_t(Ts * H));
+  kernels::detail::Scratch<int32_t> positions(target, pos);
   std::vector<double> times;
   for (int r = 0; r < reps + 1; ++r) {  // (the first: compiles, warms)
     barrier_all();
@@ -107,11 +87,7 @@ int run(int argc, char** argv) {
     if (target.is_gpu()) cuda::synchronize();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (r > 0) times.push_back(ms);
-    // (each step from the embeddings again)
-    if (target.is_gpu())
-      cuda::copy_to_device(delta.data(), embeddings.data(), embeddings.size() * sizeof(float));
-    else
-      std::copy(embeddings.begin(), embeddings.end(), delta.data());
+    delta.assign(embeddings);  // (each step from the embeddings again)
   }
   std::sort(times.begin(), times.end());
   const double ms = times[times.size() / 2];
