@@ -48,6 +48,15 @@ class Scratch {
     else
       std::memcpy(data_, values.data(), bytes);
   }
+  /// The elements, copied out (on the GPU: after everything queued before on the legacy stream).
+  std::vector<T> values() const {
+    std::vector<T> v(count_);
+    if (gpu_ && count_ > 0)
+      cuda::copy_to_host(v.data(), data_, count_ * sizeof(T));
+    else if (count_ > 0)
+      std::memcpy(v.data(), data_, count_ * sizeof(T));
+    return v;
+  }
 
  private:
   T* data_ = nullptr;

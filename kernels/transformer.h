@@ -2,7 +2,8 @@
 /// The parts of a transformer's decoder layer that are neither GEMMs nor attention (issue 32),
 /// written as a Triton user writes them: RMSNorm (with the residual added before it), the
 /// queries' and keys' per-head RMSNorm and rotary embedding (Qwen3's), which also splits a QKV
-/// projection's output into the q, k and v that kernels::Attention takes, and SwiGLU.
+/// projection's output into the q, k and v that kernels::Attention takes, SwiGLU, and the KV
+/// cache's append.
 #pragma once
 
 #include "kernels/kernels.h"
@@ -34,5 +35,16 @@ const KernelDef& qk_norm_rope_kernel(ir::DType qkv = ir::DType::bf16);
 /// Parameters: gu, act, rows, I; constants BR, BI (the tile). Launch over {cdiv(rows, BR),
 /// cdiv(I, BI)}. Registered as swiglu (f32) and swiglu_bf16.
 const KernelDef& swiglu_kernel(ir::DType gu = ir::DType::f32);
+
+/// A decoder's keys and values of T tokens stored into its KV cache: k and v [T, HK, D] bf16
+/// (qk_norm_rope's) into k_cache and v_cache [batch, max_len, HK, D] bf16, token t (of sequence
+/// t / S: S tokens a sequence, one after another) at its sequence's row pos[t]; the last token
+/// of each sequence (t % S == S - 1) then sets lens[t / S] = pos[t] + 1 (FlashDecode's kv_lens).
+/// pos may be lens where S = 1 (a decode step: each sequence's next row, its length advanced),
+/// as each token's program reads its position before it sets the length. A position outside [0,
+/// max_len) stores nothing and sets no length (the caller checks its capacity: this never writes
+/// past the cache). Parameters: k, v, pos, k_cache, v_cache, lens, T, S, max_len, HK; constant
+/// D. Launch over {T}. Registered as kv_append.
+const KernelDef& kv_append_kernel();
 
 }  // namespace tiledist::kernels

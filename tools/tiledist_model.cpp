@@ -1,23 +1,29 @@
 // tiledist-model: a model's decoder layers, tensor parallel over the job's ranks (issue 32).
 //
-//   tiledist-run -n N tiledist-model [--config qwen3-32b|FILE] [--layers L] [--batch B]
-//                                    [--seqlen S] [--reps R] [--seed X] [--target host|cuda]
+//   tiledist-run -n N tiledist-model [--config qwen3-32b|FILE] [--weights DIR|FILE] [--layers L]
+//                                    [--batch B] [--seqlen S] [--reps R] [--seed X]
+//                                    [--target host|cuda]
 //
 // Prefill of L layers (dense configs so far; the MoE MLP is next) over B sequences of S tokens,
-// random weights made from the seed (every rank its part), the activations between layers split
-// by tokens. Each rep runs the L layers after a barrier; rank 0 prints the median milliseconds
+// the activations between layers split by tokens. The weights: a Hugging Face checkpoint's
+// (--weights: a .safetensors file or a model's folder, whose config.json is the config where no
+// --config is given), every rank reading its part, or random ones made from the seed; the
+// embeddings are made from the seed. Each rep runs the L layers after a barrier; rank 0 prints the median milliseconds
 // per step and tokens per second. The default target: the GPU where there is one, else the CPU.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "kernels/scratch.h"
+#include "kernels/symmetric.h"
 #include "model/config.h"
-#include "model/dense_layer.h"
+#include "model/dense_model.h"
+#include "model/safetensors.h"
 #include "runtime/cuda.h"
 #include "tiledist.h"
 
@@ -26,14 +32,14 @@ using namespace tiledist;
 
 int usage(const char* why) {
   std::fprintf(stderr,
-               "tiledist-model: %s\nusage: tiledist-model [--config qwen3-32b|FILE] [--layers L] [--batch B] "
-               "[--seqlen S] [--reps R] [--seed X] [--target host|cuda]\n",
+               "tiledist-model: %s\nusage: tiledist-model [--config qwen3-32b|FILE] [--weights DIR|FILE] [--layers L] "
+               "[--batch B] [--seqlen S] [--reps R] [--seed X] [--target host|cuda]\n",
                why);
   return 2;
 }
 
 int run(int argc, char** argv) {
-  std::string config_name = "qwen3-32b", target_name;
+  std::string config_name, weights, target_name;
   int layers = 2, batch = 1, seqlen = 4096, reps = 5;
   uint64_t seed = 1;
   for (int i = 1; i < argc; ++i) {
@@ -42,6 +48,8 @@ int run(int argc, char** argv) {
     const std::string v = argv[++i];
     if (a == "--config")
       config_name = v;
+    else if (a == "--weights")
+      weights = v;
     else if (a == "--layers")
       layers = std::atoi(v.c_str());
     else if (a == "--batch")
@@ -61,33 +69,25 @@ int run(int argc, char** argv) {
     return usage("--layers, --batch, --seqlen and --reps take positive counts");
   const Target target =
       target_name.empty() ? (cuda::available() ? Target::cuda() : Target::host()) : Target::parse(target_name);
-  model::ModelConfig config = model::ModelConfig::load(config_name);
+  std::unique_ptr<model::SafeTensors> checkpoint;
+  if (!weights.empty()) {
+    checkpoint = std::make_unique<model::SafeTensors>(weights);
+    const std::string beside = std::filesystem::is_directory(weights) ? weights + "/config.json" : "";
+    if (config_name.empty() && !beside.empty() && std::filesystem::exists(beside)) config_name = beside;
+  }
+  const model::ModelConfig config = model::ModelConfig::load(config_name.empty() ? "qwen3-32b" : config_name);
   if (config.moe()) throw Error(str_cat("tiledist-model: '", config.name, "' has experts: dense configs only so far"));
   const int n = kernels::detail::world_ranks(target), me = kernels::detail::world_rank(target);
   config.check(n);
-  const int64_t T = int64_t(batch) * seqlen, Ts = T / n, H = config.hidden;
-  model::DenseLayer layer(target, config, batch, seqlen);
-  std::vector<model::DenseWeights> weights;
-  for (int l = 0; l < layers; ++l) weights.push_back(model::DenseWeights::random(target, config, l, seed, me, n));
-  std::vector<float> embeddings(size_t(Ts * H));
-  const uint64_t key = model::tensor_key(seed, "model.embed_tokens");
-  for (int64_t i = 0; i < Ts * H; ++i) embeddings[size_t(i)] = float(bf16(model::random_value(key, me * Ts * H + i)));
-  std::vector<int32_t> pos(static_cast<size_t>(T));
-  for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t(t % seqlen);
-  kernels::detail::Scratch<float> delta(target, embeddings);
-  kernels::detail::Scratch<bf16> residual(target, size_t(Ts * H));
-  kernels::detail::Scratch<int32_t> positions(target, pos);
+  const int64_t T = int64_t(batch) * seqlen;
+  model::DenseModel model(target, config, layers, batch, seqlen, seed, 0, checkpoint.get());
   std::vector<double> times;
   for (int r = 0; r < reps + 1; ++r) {  // (the first: compiles, warms)
     barrier_all();
     const auto start = std::chrono::steady_clock::now();
-    for (int l = 0; l < layers; ++l)
-      layer.run(delta.data(), l == 0 ? nullptr : residual.data(), positions.data(), weights[size_t(l)], delta.data(),
-                residual.data());
-    if (target.is_gpu()) cuda::synchronize();
+    model.prefill();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (r > 0) times.push_back(ms);
-    delta.assign(embeddings);  // (each step from the embeddings again)
   }
   std::sort(times.begin(), times.end());
   const double ms = times[times.size() / 2];

@@ -163,5 +163,50 @@ TEST(SwiGlu, RaggedRowsAndColumns) {
     }
 }
 
+// kv_append: a prefill's tokens (S a sequence, from a position past zero) and a decode step's
+// (one a sequence, at each sequence's length, one of them past the cache) into the cache: every
+// row where it belongs, every other row untouched, the lengths set; nothing stored past max_len.
+TEST(KvAppend, PrefillRowsAndADecodeStep) {
+  const int batch = 3, HK = 2, D = 64, max_len = 9;
+  const Kernel k = compile(kernels::kv_append_kernel(), {{"D", D}});
+  const size_t row = size_t(HK) * D, cache = size_t(batch) * max_len * row;
+  std::vector<bf16> kc(cache, bf16(-7.0f)), vc(cache, bf16(-7.0f));
+  std::vector<int32_t> lens(batch, -1);
+  // Prefill: 3 sequences of S = 4 tokens from position 2 (rows 2..5 of each).
+  const int S = 4, T = batch * S, first = 2;
+  const std::vector<bf16> kk = to_bf16(ref::random_floats(size_t(T) * row, -4, 4));
+  const std::vector<bf16> vv = to_bf16(ref::random_floats(size_t(T) * row, -4, 4));
+  std::vector<int32_t> pos(static_cast<size_t>(T));
+  for (int t = 0; t < T; ++t) pos[size_t(t)] = first + t % S;
+  k.launch(Grid(T), kk, vv, pos, kc, vc, lens, T, S, max_len, HK);
+  auto at = [&](int b, int p) { return (size_t(b) * max_len + size_t(p)) * row; };
+  for (int b = 0; b < batch; ++b) {
+    EXPECT_EQ(lens[size_t(b)], first + S) << "sequence " << b;
+    for (int p = 0; p < max_len; ++p)
+      for (size_t i = 0; i < row; ++i) {
+        const bool written = p >= first && p < first + S;
+        const size_t from = (size_t(b) * S + size_t(p - first)) * row + i;
+        ASSERT_EQ(float(kc[at(b, p) + i]), written ? float(kk[from]) : -7.0f) << "k, sequence " << b << " row " << p;
+        ASSERT_EQ(float(vc[at(b, p) + i]), written ? float(vv[from]) : -7.0f) << "v, sequence " << b << " row " << p;
+      }
+  }
+  // A decode step: one token a sequence at its length (6, 8, and 9: past the cache), S = 1.
+  const std::vector<int32_t> step = {6, 8, 9};
+  std::vector<int32_t> lens2 = step;
+  const std::vector<bf16> k1 = to_bf16(ref::random_floats(size_t(batch) * row, -4, 4));
+  const std::vector<bf16> v1 = to_bf16(ref::random_floats(size_t(batch) * row, -4, 4));
+  const std::vector<bf16> k_before = kc;
+  k.launch(Grid(batch), k1, v1, step, kc, vc, lens2, batch, 1, max_len, HK);
+  EXPECT_EQ(lens2, (std::vector<int32_t>{7, 9, 9}));
+  for (int b = 0; b < batch; ++b)
+    for (int p = 0; p < max_len; ++p)
+      for (size_t i = 0; i < row; ++i) {
+        const bool written = b < 2 && p == step[size_t(b)];
+        ASSERT_EQ(float(kc[at(b, p) + i]), written ? float(k1[size_t(b) * row + i]) : float(k_before[at(b, p) + i]))
+            << "k after the step, sequence " << b << " row " << p;
+        if (written) ASSERT_EQ(float(vc[at(b, p) + i]), float(v1[size_t(b) * row + i]));
+      }
+}
+
 }  // namespace
 }  // namespace tiledist

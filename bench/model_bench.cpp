@@ -1,0 +1,207 @@
+// model_bench: a dense model's decoder layers end to end (model/dense_model.h, issue 32) against
+// the same layers in PyTorch (bench/model_baseline.py: NCCL + cuBLAS + SDPA, run as a child
+// process of every rank with the same config and seed, so both compute the same model), in the
+// same run: the prefill's time and tokens/s for both, and how far apart their hidden states are.
+//
+//   tiledist-run -n N model_bench [reps] [--config qwen3-32b|FILE] [--layers L]
+//                                 [--seqlens 1024,4096,16384] [--batch B]
+//                                 [--decode-batches 1,16,128] [--prompt P] [--steps K]
+//
+// Prefill rows: B sequences of S tokens through L layers; decode rows: a step of one token a
+// sequence after a prompt of P tokens (the median of K steps), tensor parallel over the job's
+// ranks (the ranks may share a GPU: correctness then, not speed). "error": the relative error in
+// norm between the two sides' hidden states after the L layers (every rank's tokens; the
+// largest of the ranks'), against the bound stated below. PyTorch's python:
+// $TILEDIST_TORCH_PYTHON (default /opt/torch/.venv/bin/python), the script
+// $TILEDIST_MODEL_BASELINE or bench/model_baseline.py; where either is missing, ours alone.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/timing.h"
+#include "kernels/reference.h"
+#include "kernels/symmetric.h"
+#include "model/dense_model.h"
+#include "tiledist.h"
+
+namespace {
+using namespace tiledist;
+
+// bf16 activations between the kernels on both sides, rounded at other places (ours keeps the
+// residual stream as f32 + bf16, PyTorch's in bf16): the bound on their relative error after
+// the layers.
+constexpr double kBound = 0x1p-5;
+
+std::vector<int> parse_list(const std::string& s) {
+  std::vector<int> v;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) v.push_back(std::atoi(item.c_str()));
+  return v;
+}
+
+std::vector<float> read_f32(const std::string& path, size_t count) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<float> v(count);
+  f.read(reinterpret_cast<char*>(v.data()), std::streamsize(count * sizeof(float)));
+  if (!f || f.gcount() != std::streamsize(count * sizeof(float))) return {};
+  return v;
+}
+
+int run(int argc, char** argv) {
+  int reps = 5, layers = 2, batch = 1, prompt = 1024, steps = 8;
+  std::string config_name = "qwen3-32b", seqlens = "1024,4096,16384", decode_batches = "1,16,128";
+  int i = 1;
+  if (argc > 1 && argv[1][0] != '-') reps = std::max(1, std::atoi(argv[i++]));
+  for (; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--config")
+      config_name = v;
+    else if (a == "--layers")
+      layers = std::atoi(v.c_str());
+    else if (a == "--seqlens")
+      seqlens = v;
+    else if (a == "--batch")
+      batch = std::atoi(v.c_str());
+    else if (a == "--decode-batches")
+      decode_batches = v;
+    else if (a == "--prompt")
+      prompt = std::atoi(v.c_str());
+    else if (a == "--steps")
+      steps = std::max(1, std::atoi(v.c_str()));
+    else
+      throw Error(str_cat("model_bench: unknown option '", a, "'"));
+  }
+  if (i < argc) throw Error(str_cat("model_bench: option '", argv[i], "' needs a value"));
+  const Target target = Target::cuda();
+  const model::ModelConfig c = model::ModelConfig::load(config_name);
+  const int n = world_size(), me = rank();
+  auto [python, script] = bench::find_torch(argv[0], "TILEDIST_MODEL_BASELINE", "model_baseline.py");
+  if (me == 0) {
+    const auto& dev = cuda::device();
+    std::printf("model_bench on %s (%s, %d SMs), %d rank%s\n", dev.name.c_str(), dev.arch().c_str(), dev.sms, n,
+                n == 1 ? "" : "s");
+    if (python.empty()) std::printf("(torch baseline not run: no PyTorch python, or no bench/model_baseline.py)\n");
+    std::printf(
+        "\n%s (hidden %lld, %lld/%lld heads of %lld, intermediate %lld), %d layers, prefill of %d sequence%s, bf16; "
+        "median of %d; error: relative, in norm, bound %.3g\n",
+        c.name.c_str(), (long long)c.hidden, (long long)c.heads, (long long)c.kv_heads, (long long)c.head_dim,
+        (long long)c.intermediate, layers, batch, batch == 1 ? "" : "s", reps, kBound);
+    std::printf("%15s %10s %12s %10s %12s %8s %10s\n", "prefill", "ours ms", "per s", "torch ms", "per s", "ratio",
+                "error");
+  }
+  auto* errors = symm_alloc<double>(1).data();
+  const uint64_t seed = 20261207;
+  int port = 29711;
+  bool all_agree = true;
+  // PyTorch's side of a row (`args`: its mode and shape): its milliseconds (0 where it did not
+  // run), and the relative error of `ours` against its hidden states in *errors (-1: none).
+  auto torch_side = [&](const std::string& args, const std::vector<float>& ours) {
+    *errors = -1;
+    ++port;
+    if (python.empty()) return 0.0;
+    barrier_all();  // (every rank's torch process starts with the others')
+    const std::string out = str_cat("/tmp/model_bench.", getpid(), ".f32");
+    const std::string cmd =
+        str_cat("RANK=", me, " WORLD_SIZE=", n, " MASTER_ADDR=127.0.0.1 MASTER_PORT=", port, " ", python, " ", script,
+                " ", args, " --hidden ", c.hidden, " --heads ", c.heads, " --kv-heads ", c.kv_heads, " --head-dim ",
+                c.head_dim, " --inter ", c.intermediate, " --eps ", c.rms_eps, " --theta ", c.rope_theta, " --layers ",
+                layers, " --seed ", seed, " --check --out ", out);
+    auto [text, good] = bench::run_command(cmd);
+    const std::string ms = bench::field(text, "ms");
+    const std::vector<float> want = read_f32(out, ours.size());
+    std::remove(out.c_str());
+    if (!good || ms.empty() || want.empty()) {
+      std::printf("[rank %d] (torch failed: %s)\n", me, text.c_str());
+      return 0.0;
+    }
+    *errors = reference::rel_error(ours, want);
+    return std::atof(ms.c_str());
+  };
+  // A row's line on rank 0: what it counts (tokens, or the batch), ours and theirs in ms and
+  // tokens per second, their ratio, the largest of the ranks' errors (and whether it held).
+  auto row = [&](const char* what, int64_t count, int64_t tokens, double ours, double theirs) {
+    barrier_all();
+    if (me == 0) {
+      double worst = 0;
+      bool compared = true;
+      for (int r = 0; r < n; ++r) {
+        const double e = *symm_at(errors, r);
+        compared = compared && e >= 0;
+        worst = std::max(worst, e);
+      }
+      all_agree = all_agree && (!compared || worst <= kBound);
+      char t[32] = "-", tt[32] = "-", ratio[32] = "-", err[48] = "-";
+      if (theirs > 0) {
+        std::snprintf(t, sizeof t, "%.3f", theirs);
+        std::snprintf(tt, sizeof tt, "%.0f", double(tokens) / (theirs * 1e-3));
+        std::snprintf(ratio, sizeof ratio, "%.3f", theirs / ours);
+      }
+      if (compared && theirs > 0) std::snprintf(err, sizeof err, "%.4f%s", worst, worst <= kBound ? "" : " (past)");
+      std::printf("%8lld %-6s %10.3f %12.0f %10s %12s %8s %10s\n", (long long)count, what, ours,
+                  double(tokens) / (ours * 1e-3), t, tt, ratio, err);
+    }
+    barrier_all();
+  };
+  for (int S : parse_list(seqlens)) {
+    const int64_t T = int64_t(batch) * S;
+    model::DenseModel m(target, c, layers, batch, S, seed);
+    const runtime::Stream stream;
+    std::vector<double> times;
+    for (int r = 0; r < reps + 1; ++r) {  // (the first compiles and warms)
+      barrier_all();
+      const auto start = std::chrono::steady_clock::now();
+      m.prefill(&stream);
+      stream.synchronize();
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      if (r > 0) times.push_back(ms);
+    }
+    std::sort(times.begin(), times.end());
+    const double ours = times[times.size() / 2];
+    const double theirs = torch_side(str_cat("prefill --batch ", batch, " --seqlen ", S, " --reps ", reps), m.hidden());
+    row("tokens", T, T, ours, theirs);
+  }
+  if (me == 0 && !decode_batches.empty())
+    std::printf("\n%15s  (a step of one token a sequence after a prompt of %d tokens, the median of %d steps)\n",
+                "decode", prompt, steps);
+  for (int B : parse_list(decode_batches)) {
+    model::DenseModel m(target, c, layers, B, prompt, seed, steps);
+    const runtime::Stream stream;
+    m.prefill(&stream);
+    std::vector<double> times;
+    for (int k = 0; k < steps; ++k) {
+      stream.synchronize();
+      barrier_all();
+      const auto start = std::chrono::steady_clock::now();
+      m.decode(&stream);
+      stream.synchronize();
+      times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::sort(times.begin(), times.end());
+    const double ours = times[times.size() / 2];
+    const double theirs =
+        torch_side(str_cat("decode --batch ", B, " --seqlen ", prompt, " --steps ", steps), m.decoded());
+    row("batch", B, B, ours, theirs);
+  }
+  symm_free(errors);
+  return all_agree ? 0 : 1;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!tiledist::cuda::available()) {
+    std::printf("model_bench: skipped, no CUDA GPU (%s)\n", tiledist::cuda::unavailable_reason().c_str());
+    return 0;
+  }
+  try {
+    return run(argc, argv);
+  } catch (const tiledist::Error& e) {
+    std::fprintf(stderr, "model_bench: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,139 @@
+// A dense model's decode step (model/decode_layer.h): the KV cache, and a layer over one token a
+// sequence from the library's GEMM, GEMM + AllReduce and flash decoding, with transformer.h's
+// RMSNorm, q/k norm and rotary embedding, KV append and SwiGLU between them, on one stream.
+#include "model/decode_layer.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <vector>
+
+#include "kernels/flash_decode.h"
+#include "kernels/kernels.h"
+#include "kernels/scratch.h"
+#include "kernels/symmetric.h"
+#include "kernels/transformer.h"
+
+namespace tiledist::model {
+
+using kernels::detail::Scratch;
+
+struct KvCache::State {
+  int batch = 0, max_len = 0, hk = 0;
+  std::vector<Scratch<bf16>> k, v;
+  std::vector<Scratch<int32_t>> lens;
+};
+
+KvCache::KvCache(const Target& target, const ModelConfig& c, int layers, int batch, int max_len)
+    : s_(std::make_unique<State>()) {
+  const int ranks = kernels::detail::world_ranks(target), rank = kernels::detail::world_rank(target);
+  check_dense(c, ranks);
+  if (layers < 1 || batch < 1 || max_len < 1)
+    throw Error(str_cat("tiledist: model '", c.name, "': a KV cache of ", layers, " layers, ", batch,
+                        " sequences of ", max_len, " tokens (each at least 1)"));
+  State& s = *s_;
+  s.batch = batch, s.max_len = max_len, s.hk = int(kv_heads_of(c, rank, ranks).second);
+  const size_t rows = size_t(batch) * size_t(max_len) * size_t(s.hk) * size_t(c.head_dim);
+  for (int l = 0; l < layers; ++l) {
+    s.k.emplace_back(target, rows);
+    s.v.emplace_back(target, rows);
+    s.lens.emplace_back(target, size_t(batch));
+  }
+}
+KvCache::~KvCache() = default;
+bf16* KvCache::k(int layer) const { return s_->k.at(size_t(layer)).data(); }
+bf16* KvCache::v(int layer) const { return s_->v.at(size_t(layer)).data(); }
+int32_t* KvCache::lens(int layer) const { return s_->lens.at(size_t(layer)).data(); }
+int KvCache::layers() const { return int(s_->k.size()); }
+int KvCache::batch() const { return s_->batch; }
+int KvCache::max_len() const { return s_->max_len; }
+int KvCache::kv_heads() const { return s_->hk; }
+
+struct DecodeLayer::State {
+  Target target;
+  ModelConfig config;
+  int batch = 0;
+  int64_t hq = 0, hk = 0, I = 0;
+  std::unique_ptr<kernels::Gemm> qkv_gemm, up_gemm;
+  std::unique_ptr<kernels::GemmAr> o_gemm, down_gemm;
+  std::unique_ptr<kernels::FlashDecode> attention;
+  Kernel norm, rope, append, swiglu;
+  Scratch<bf16> zeros, normed, res, q, k, v, o, act;
+  Scratch<float> qkv, attn, gu;
+};
+
+DecodeLayer::DecodeLayer(const Target& target, const ModelConfig& c, int batch) : s_(std::make_unique<State>()) {
+  State& s = *s_;
+  const int ranks = kernels::detail::world_ranks(target);
+  check_dense(c, ranks);
+  if (batch < 1) throw Error(str_cat("tiledist: model '", c.name, "': a decode step of ", batch, " sequences"));
+  s.target = target, s.config = c, s.batch = batch;
+  s.hq = c.heads / ranks, s.hk = kv_heads_of(c, 0, ranks).second, s.I = c.intermediate / ranks;
+  const int64_t H = c.hidden, D = c.head_dim, B = batch, nqkv = (s.hq + 2 * s.hk) * D;
+  s.qkv_gemm = std::make_unique<kernels::Gemm>(target, B, nqkv, H);
+  s.o_gemm = std::make_unique<kernels::GemmAr>(target, B, H, s.hq * D);
+  s.up_gemm = std::make_unique<kernels::Gemm>(target, B, 2 * s.I, H);
+  s.down_gemm = std::make_unique<kernels::GemmAr>(target, B, H, s.I);
+  s.attention = std::make_unique<kernels::FlashDecode>(target, int(s.hq), int(s.hk), int(D));
+  const int block = int(std::min<uint64_t>(1024, std::bit_ceil(uint64_t(H))));
+  s.norm = compile(kernels::rmsnorm_kernel(ir::DType::f32), {{"RESIDUAL", 1}, {"BLOCK", block}}, target);
+  s.rope = compile(kernels::qk_norm_rope_kernel(ir::DType::f32), {{"D", int(D)}, {"NORM", 1}}, target);
+  s.append = compile(kernels::kv_append_kernel(), {{"D", int(D)}}, target);
+  s.swiglu = compile(kernels::swiglu_kernel(ir::DType::f32), {{"BR", 16}, {"BI", 128}}, target);
+  s.zeros = Scratch<bf16>(target, size_t(B * H));
+  s.normed = Scratch<bf16>(target, size_t(B * H));
+  s.res = Scratch<bf16>(target, size_t(B * H));
+  s.qkv = Scratch<float>(target, size_t(B * nqkv));
+  s.q = Scratch<bf16>(target, size_t(B * s.hq * D));
+  s.k = Scratch<bf16>(target, size_t(B * s.hk * D));
+  s.v = Scratch<bf16>(target, size_t(B * s.hk * D));
+  s.o = Scratch<bf16>(target, size_t(B * s.hq * D));
+  s.attn = Scratch<float>(target, size_t(B * H));
+  s.gu = Scratch<float>(target, size_t(B * 2 * s.I));
+  s.act = Scratch<bf16>(target, size_t(B * s.I));
+}
+
+DecodeLayer::~DecodeLayer() = default;
+
+void DecodeLayer::run(const float* delta, const bf16* residual, const DenseWeights& w, KvCache& cache, int layer,
+                      float* delta_out, bf16* residual_out, const runtime::Stream* stream) {
+  State& s = *s_;
+  const ModelConfig& c = s.config;
+  if (cache.batch() != s.batch || cache.kv_heads() != s.hk || layer < 0 || layer >= cache.layers())
+    throw Error(str_cat("tiledist: model '", c.name, "': a decode step of ", s.batch, " sequences and ", s.hk,
+                        " KV heads given layer ", layer, " of a cache of ", cache.layers(), " layers, ", cache.batch(),
+                        " sequences and ", cache.kv_heads(), " KV heads"));
+  const int64_t H = c.hidden, B = s.batch;
+  const bool gpu = kernels::detail::on_gpu(s.target);
+  const runtime::Stream* on = gpu ? (stream ? stream : &runtime::Stream::legacy()) : nullptr;
+  const float eps = float(c.rms_eps), log2_theta = float(std::log2(c.rope_theta));
+  using kernels::detail::launch;
+  // Attention: the norm, QKV of the rank's heads, q/k norm and rotary at each sequence's length,
+  // the key and value appended there (the length advanced), flash decoding over the cache, the O
+  // projection summed over the ranks.
+  int32_t* lens = cache.lens(layer);
+  launch(s.norm, on, Grid(int(B)), delta, residual ? residual : s.zeros.data(), w.input_norm(), s.normed.data(),
+         s.res.data(), int(H), eps);
+  s.qkv_gemm->run(static_cast<const bf16*>(s.normed.data()), w.wqkv(), s.qkv.data(), on);
+  launch(s.rope, on, Grid(int(B), int(s.hq + 2 * s.hk)), static_cast<const float*>(s.qkv.data()),
+         static_cast<const int32_t*>(lens), w.q_norm(), w.k_norm(), s.q.data(), s.k.data(), s.v.data(), int(B),
+         int(s.hq), int(s.hk), eps, log2_theta);
+  launch(s.append, on, Grid(int(B)), static_cast<const bf16*>(s.k.data()), static_cast<const bf16*>(s.v.data()),
+         static_cast<const int32_t*>(lens), cache.k(layer), cache.v(layer), lens, int(B), 1, cache.max_len(),
+         int(s.hk));
+  s.attention->run(static_cast<const bf16*>(s.q.data()), static_cast<const bf16*>(cache.k(layer)),
+                   static_cast<const bf16*>(cache.v(layer)), static_cast<const int32_t*>(lens), s.o.data(), int(B), 1,
+                   cache.max_len(), on);
+  s.o_gemm->run(s.o.data(), w.wo(), s.attn.data(), on);
+  // MLP: the norm of the stream after attention (its sum the layer's residual out), gate and up,
+  // SwiGLU, the down projection summed over the ranks.
+  launch(s.norm, on, Grid(int(B)), static_cast<const float*>(s.attn.data()), static_cast<const bf16*>(s.res.data()),
+         w.post_norm(), s.normed.data(), residual_out, int(H), eps);
+  s.up_gemm->run(static_cast<const bf16*>(s.normed.data()), w.w13(), s.gu.data(), on);
+  launch(s.swiglu, on, Grid(int((B + 15) / 16), int((s.I + 127) / 128)), static_cast<const float*>(s.gu.data()),
+         s.act.data(), int(B), int(s.I));
+  s.down_gemm->run(s.act.data(), w.w2(), delta_out, on);
+  if (gpu && !stream) on->synchronize();  // (no stream given: done when the call returns)
+}
+
+}  // namespace tiledist::model

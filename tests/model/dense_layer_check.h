@@ -1,0 +1,255 @@
+// The dense decoder layer's check (model/dense_layer.h), shared by the CPU world's
+// model_dist_test and the GPU's cuda_collectives_test: two layers of a small Qwen3-shaped config
+// with random weights, each rank's tokens of the residual stream after them against the same
+// layers computed on the host in double from the whole weights (the same values: the seed's,
+// rounded to bf16 as the ranks hold them), every element and in relative norm. `Memory` holds a
+// vector where the target reads it (tests/kernels/collectives_check.h's HostMemory or the GPU
+// test's DeviceMemory).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "kernels/reference.h"
+#include "model/dense_layer.h"
+#include "model/dense_model.h"
+#include "tiledist.h"
+
+namespace tiledist::model::testing_model {
+
+using Matrix = std::vector<double>;  // row-major
+
+/// Hugging Face's weight `name` [out, in] of layer `layer`, as the ranks hold it (bf16).
+Matrix weight(uint64_t seed, int layer, const std::string& name, int64_t out, int64_t in) {
+  Matrix w(size_t(out * in));
+  const float scale = 1.0f / std::sqrt(float(in));
+  for (int64_t i = 0; i < out * in; ++i)
+    w[size_t(i)] = float(bf16(random_value(seed, str_cat("model.layers.", layer, ".", name), i) * scale));
+  return w;
+}
+std::vector<double> norm_weight(uint64_t seed, int layer, const std::string& name, int64_t n) {
+  std::vector<double> w(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    w[size_t(i)] = float(bf16(1.0f + random_value(seed, str_cat("model.layers.", layer, ".", name), i) / 8));
+  return w;
+}
+/// y [T, out] = x [T, in] @ w^T.
+Matrix linear(const Matrix& x, const Matrix& w, int64_t T, int64_t out, int64_t in) {
+  Matrix y(size_t(T * out));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t o = 0; o < out; ++o) {
+      double sum = 0;
+      for (int64_t i = 0; i < in; ++i) sum += x[size_t(t * in + i)] * w[size_t(o * in + i)];
+      y[size_t(t * out + o)] = sum;
+    }
+  return y;
+}
+/// Each row of `n` elements (rows of x) RMSNorm'ed, times w.
+Matrix rmsnorm(const Matrix& x, const std::vector<double>& w, int64_t n, double eps) {
+  Matrix y(x.size());
+  for (size_t r = 0; r < x.size() / size_t(n); ++r) {
+    double squares = 0;
+    for (int64_t i = 0; i < n; ++i) squares += x[r * n + i] * x[r * n + i];
+    const double rstd = 1.0 / std::sqrt(squares / double(n) + eps);
+    for (int64_t i = 0; i < n; ++i) y[r * n + i] = x[r * n + i] * rstd * w[size_t(i)];
+  }
+  return y;
+}
+
+/// The residual stream x [T, hidden] after layer `layer` (Qwen3's decoder layer in double).
+void reference_layer(const ModelConfig& c, uint64_t seed, int layer, int batch, int seqlen, Matrix& x) {
+  const int64_t T = int64_t(batch) * seqlen, H = c.hidden, D = c.head_dim, nq = c.heads * D, nk = c.kv_heads * D;
+  const double eps = c.rms_eps;
+  const Matrix n1 = rmsnorm(x, norm_weight(seed, layer, "input_layernorm.weight", H), H, eps);
+  Matrix q = linear(n1, weight(seed, layer, "self_attn.q_proj.weight", nq, H), T, nq, H);
+  Matrix k = linear(n1, weight(seed, layer, "self_attn.k_proj.weight", nk, H), T, nk, H);
+  const Matrix v = linear(n1, weight(seed, layer, "self_attn.v_proj.weight", nk, H), T, nk, H);
+  q = rmsnorm(q, norm_weight(seed, layer, "self_attn.q_norm.weight", D), D, eps);
+  k = rmsnorm(k, norm_weight(seed, layer, "self_attn.k_norm.weight", D), D, eps);
+  auto rope = [&](Matrix& m, int64_t heads) {
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < D / 2; ++i) {
+          const double angle = double(t % seqlen) * std::pow(c.rope_theta, -2.0 * double(i) / double(D));
+          double& a = m[size_t((t * heads + h) * D + i)];
+          double& b = m[size_t((t * heads + h) * D + i + D / 2)];
+          const double lo = a, hi = b;
+          a = lo * std::cos(angle) - hi * std::sin(angle);
+          b = hi * std::cos(angle) + lo * std::sin(angle);
+        }
+  };
+  rope(q, c.heads);
+  rope(k, c.kv_heads);
+  Matrix o(size_t(T * nq), 0.0);
+  const int64_t group = c.heads / c.kv_heads;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < c.heads; ++h)
+      for (int64_t i = 0; i < seqlen; ++i) {
+        const int64_t ti = b * seqlen + i;
+        std::vector<double> s(size_t(i + 1));
+        double top = -INFINITY, sum = 0;
+        for (int64_t j = 0; j <= i; ++j) {  // (causal)
+          const int64_t tj = b * seqlen + j;
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d)
+            dot += q[size_t((ti * c.heads + h) * D + d)] * k[size_t((tj * c.kv_heads + h / group) * D + d)];
+          s[size_t(j)] = dot / std::sqrt(double(D));
+          top = std::max(top, s[size_t(j)]);
+        }
+        for (double& e : s) sum += (e = std::exp(e - top));
+        for (int64_t j = 0; j <= i; ++j)
+          for (int64_t d = 0; d < D; ++d)
+            o[size_t((ti * c.heads + h) * D + d)] +=
+                s[size_t(j)] / sum * v[size_t(((b * seqlen + j) * c.kv_heads + h / group) * D + d)];
+      }
+  const Matrix attn = linear(o, weight(seed, layer, "self_attn.o_proj.weight", H, nq), T, H, nq);
+  for (size_t i = 0; i < x.size(); ++i) x[i] += attn[i];
+  const Matrix n2 = rmsnorm(x, norm_weight(seed, layer, "post_attention_layernorm.weight", H), H, eps);
+  const int64_t I = c.intermediate;
+  const Matrix g = linear(n2, weight(seed, layer, "mlp.gate_proj.weight", I, H), T, I, H);
+  Matrix a = linear(n2, weight(seed, layer, "mlp.up_proj.weight", I, H), T, I, H);
+  for (size_t i = 0; i < a.size(); ++i) a[i] *= g[i] / (1.0 + std::exp(-g[i]));
+  const Matrix down = linear(a, weight(seed, layer, "mlp.down_proj.weight", H, I), T, H, I);
+  for (size_t i = 0; i < x.size(); ++i) x[i] += down[i];
+}
+
+/// A small Qwen3-shaped config for n ranks (GQA: 8 query / 2 KV heads, a KV head shared by 2
+/// ranks at 4; 6 / 3 heads at 3 ranks).
+inline ModelConfig small_config(int n) {
+  ModelConfig c;
+  c.name = "small";
+  c.hidden = 96, c.heads = n == 3 ? 6 : 8, c.kv_heads = n == 3 ? 3 : 2, c.head_dim = 64;
+  c.intermediate = int64_t{48} * n, c.layers = 2, c.rms_eps = 1e-6, c.rope_theta = 1e4;
+  return c;
+}
+/// The seed every rank uses: rank 0's fresh one, through the (host) world. Collective.
+inline uint64_t shared_seed() {
+  uint64_t* shared = symm_alloc<uint64_t>(1).data();
+  if (rank() == 0) *shared = std::random_device{}();
+  barrier_all();
+  const uint64_t s = *symm_at(shared, 0);
+  barrier_all();
+  symm_free(shared);
+  return s;
+}
+
+// Two layers of small_config, 2 sequences of 64 tokens a rank; the embeddings random.
+template <template <class> class Memory>
+void check_two_layers(const Target& target) {
+  const int n = world_size(), me = rank();
+  const ModelConfig c = small_config(n);
+  const int batch = 2, seqlen = 64 * n;
+  const int64_t T = int64_t(batch) * seqlen, per_rank = T / n, H = c.hidden;
+  const uint64_t seed = shared_seed();
+  SCOPED_TRACE(str_cat("seed ", seed, ", ", n, " ranks"));
+  std::vector<float> delta(size_t(per_rank * H));
+  Matrix x(size_t(T * H));
+  for (int64_t i = 0; i < T * H; ++i) {
+    x[size_t(i)] = float(bf16(random_value(seed, "model.embed_tokens", i)));
+    if (i / (per_rank * H) == me) delta[size_t(i - me * per_rank * H)] = float(x[size_t(i)]);
+  }
+  std::vector<int32_t> where(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) where[size_t(t)] = int32_t(t % seqlen);
+  auto d = Memory<float>::make(delta);
+  auto residual = Memory<bf16>::make(std::vector<bf16>(size_t(per_rank * H)));
+  auto positions = Memory<int32_t>::make(where);
+  DenseLayer layer(target, c, batch, seqlen);
+  for (int l = 0; l < int(c.layers); ++l) {
+    const DenseWeights w = DenseWeights::random(target, c, l, seed, me, n);
+    layer.run(d.ptr(), l == 0 ? nullptr : residual.ptr(), positions.ptr(), w, d.ptr(), residual.ptr());
+    reference_layer(c, seed, l, batch, seqlen, x);
+  }
+  delta = d.get();
+  const std::vector<bf16> res = residual.get();
+  std::vector<float> got, want;
+  size_t bad = 0;
+  for (int64_t t = 0; t < per_rank; ++t) {
+    const size_t row = size_t((me * per_rank + t) * H);
+    double squares = 0;
+    for (int64_t h = 0; h < H; ++h) squares += x[row + size_t(h)] * x[row + size_t(h)];
+    const double rms = std::sqrt(squares / double(H));
+    for (int64_t h = 0; h < H; ++h) {
+      const float g = delta[size_t(t * H + h)] + float(res[size_t(t * H + h)]);
+      const double wv = x[row + size_t(h)];
+      // (bf16 activations between the kernels, two layers: within 2^-5 of the row's RMS; the
+      // relative error in norm, below, is the tighter bound)
+      if (!(std::abs(g - wv) <= std::ldexp(rms, -5)) && bad++ < 5)
+        ADD_FAILURE() << "token " << me * per_rank + t << ", channel " << h << ": " << g << ", want " << wv
+                      << " (row rms " << rms << ")";
+      got.push_back(g), want.push_back(float(wv));
+    }
+  }
+  EXPECT_EQ(bad, 0u);
+  const double err = reference::rel_error(got, want);
+  EXPECT_LT(err, std::ldexp(1.0, -7));
+  std::printf("[rank %d] relative error %.3g after %lld layers\n", me, err, (long long)c.layers);
+}
+
+/// `got` [rows, hidden] against the rows `want` of the reference's x, every element within 2^-5
+/// of its row's RMS and 2^-7 in relative norm (bf16 activations between the kernels).
+inline void expect_rows(const std::vector<float>& got, const Matrix& x, const std::vector<int64_t>& rows, int64_t H,
+                        const std::string& what) {
+  std::vector<float> g, w;
+  size_t bad = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const size_t row = size_t(rows[r] * H);
+    double squares = 0;
+    for (int64_t h = 0; h < H; ++h) squares += x[row + size_t(h)] * x[row + size_t(h)];
+    const double rms = std::sqrt(squares / double(H));
+    for (int64_t h = 0; h < H; ++h) {
+      const float a = got[r * size_t(H) + size_t(h)];
+      const double b = x[row + size_t(h)];
+      if (!(std::abs(a - b) <= std::ldexp(rms, -5)) && bad++ < 5)
+        ADD_FAILURE() << what << ": token " << rows[r] << ", channel " << h << ": " << a << ", want " << b
+                      << " (row rms " << rms << ")";
+      g.push_back(a), w.push_back(float(b));
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what;
+  const double err = reference::rel_error(g, w);
+  EXPECT_LT(err, std::ldexp(1.0, -7)) << what;
+  std::printf("[rank %d] %s: relative error %.3g\n", rank(), what.c_str(), err);
+}
+
+// Decode steps after a prefill (DenseModel: DenseLayer fills the KV cache, DecodeLayer extends
+// it a token a sequence, GEMM + AllReduce across the ranks): two layers of small_config, 2
+// sequences, a prompt of 16 tokens a rank, 3 steps; after each step its tokens' hidden states
+// against the reference's over the whole sequences (attention is causal: a token's state is
+// the same however the tokens before it came), every rank's.
+inline void check_decode(const Target& target) {
+  const int n = world_size(), me = rank();
+  const ModelConfig c = small_config(n);
+  const int batch = 2, prompt = 32 * n, steps = 3, layers = 2;
+  const int64_t H = c.hidden, seqlen = prompt + steps;
+  const uint64_t seed = shared_seed();
+  SCOPED_TRACE(str_cat("seed ", seed, ", ", n, " ranks"));
+  DenseModel model(target, c, layers, batch, prompt, seed, steps);
+  model.prefill();
+  // The reference's sequences: each its prompt's embeddings, then its steps' tokens.
+  Matrix x(size_t(batch * seqlen * H));
+  for (int b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < seqlen; ++t)
+      for (int64_t h = 0; h < H; ++h)
+        x[size_t((b * seqlen + t) * H + h)] =
+            t < prompt
+                ? float(bf16(random_value(seed, "model.embed_tokens", (b * prompt + t) * H + h)))
+                : float(bf16(random_value(seed, "model.embed_tokens.decode", ((t - prompt) * batch + b) * H + h)));
+  for (int l = 0; l < layers; ++l) reference_layer(c, seed, l, batch, int(seqlen), x);
+  for (int s = 0; s < steps; ++s) {
+    model.decode();
+    std::vector<int64_t> rows;
+    for (int b = 0; b < batch; ++b) rows.push_back(b * seqlen + prompt + s);
+    expect_rows(model.decoded(), x, rows, H, str_cat("decode step ", s + 1, " on rank ", me));
+  }
+  std::string past;
+  try {
+    model.decode();
+  } catch (const Error& e) {
+    past = e.what();
+  }
+  EXPECT_NE(past.find("decode step 4 of a model made for 3 decode steps"), std::string::npos) << past;
+}
+
+}  // namespace tiledist::model::testing_model
