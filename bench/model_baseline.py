@@ -9,11 +9,12 @@ with the same config and seed, and prints both side by side).
         > 1: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; the GPU of $TILEDIST_DEVICE or
         $TILEDIST_LOCAL_RANK); prints "ms <median>": the prefill of L dense decoder layers
         (Qwen3's: RMSNorm, QKV, per-head q/k RMSNorm, rotary embeddings, causal GQA attention
-        by SDPA, O projection, RMSNorm, SwiGLU MLP) over B sequences of S tokens as a PyTorch
+        by SDPA, O projection, RMSNorm, SwiGLU MLP; with --experts E --topk K --expert-inter Ie,
+        Qwen3-MoE's MLP: moe() below) over B sequences of S tokens as a PyTorch
         tensor-parallel model runs it in bf16: each rank holds T / ranks tokens of the residual
         stream, NCCL's all-gather before QKV and before gate/up, NCCL's reduce-scatter after O
-        and after down (sequence parallel, as tiledist's DenseLayer splits the work). The
-        weights and embeddings are tiledist's (model/dense_layer.h's random_value: a
+        and after down (sequence parallel, as tiledist's PrefillLayer splits the work). The
+        weights and embeddings are tiledist's (model/prefill_layer.h's random_value: a
         splitmix64 hash of the seed, the Hugging Face name and the index, computed here again
         in int64 tensor ops), so both sides compute the same model. --out FILE: the rank's
         tokens' hidden states after the L layers, raw f32 [T / ranks, H]. --check: the hash
@@ -38,6 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from baseline_io import median_ms
+from moe_baseline import mlp as moe_mlp
 
 MASK64 = (1 << 64) - 1
 
@@ -90,7 +92,7 @@ def check_hash():
 
 def linear_weight(seed, name, rows, cols, fan_in):
     """Rows `rows` x columns `cols` (int64 index tensors) of Hugging Face's weight `name` [out,
-    fan_in], bf16, as tiledist's DenseWeights::random makes them: random_value / sqrt(fan_in)."""
+    fan_in], bf16, as tiledist's LayerWeights::random makes them: random_value / sqrt(fan_in)."""
     key = tensor_key(seed, name)
     scale = torch.tensor(1.0, dtype=torch.float32) / torch.sqrt(torch.tensor(float(fan_in), dtype=torch.float32))
     out = torch.empty(rows.numel(), cols.numel(), dtype=torch.bfloat16, device="cuda")
@@ -134,10 +136,30 @@ class Layer:
             linear_weight(s, p + "self_attn.k_proj.weight", rng(kv0 * D, hk * D), cols, H),
             linear_weight(s, p + "self_attn.v_proj.weight", rng(kv0 * D, hk * D), cols, H)])
         self.wo = linear_weight(s, p + "self_attn.o_proj.weight", rng(0, H), rng(me * hq * D, hq * D), a.heads * D)
+        if a.experts:  # the router (whole), every expert's slice: w13 [E, 2 Ie, H], w2 [E, H, Ie]
+            E, Ie = a.experts, a.expert_inter // n
+            self.router = linear_weight(s, p + "mlp.gate.weight", rng(0, E), cols, H)
+            x = [f"{p}mlp.experts.{e}." for e in range(E)]
+            self.w13 = torch.stack([torch.cat([
+                linear_weight(s, q + "gate_proj.weight", rng(me * Ie, Ie), cols, H),
+                linear_weight(s, q + "up_proj.weight", rng(me * Ie, Ie), cols, H)]) for q in x])
+            self.w2 = torch.stack([linear_weight(s, q + "down_proj.weight", rng(0, H), rng(me * Ie, Ie), a.expert_inter)
+                                   for q in x])
+            return
         self.w13 = torch.cat([
             linear_weight(s, p + "mlp.gate_proj.weight", rng(me * I, I), cols, H),
             linear_weight(s, p + "mlp.up_proj.weight", rng(me * I, I), cols, H)])
         self.w2 = linear_weight(s, p + "mlp.down_proj.weight", rng(0, H), rng(me * I, I), a.inter)
+
+
+def moe(x, w, k):
+    """Qwen3-MoE's MLP over the rows of x with this rank's slices of the experts (the sum over
+    the ranks is the caller's): f32 router logits (tiledist's router GEMM keeps them f32), the
+    softmax's top k renormalized, bf16 products by torch._grouped_mm (moe_baseline.py's mlp)."""
+    logits = F.linear(x.float(), w.router.float())
+    weights, ids = torch.topk(torch.softmax(logits, -1), k, dim=-1)
+    weights = weights / weights.sum(-1, keepdim=True)
+    return moe_mlp(x, w.w13, w.w2, ids, weights)
 
 
 def rmsnorm(x, w, eps):  # Hugging Face's Qwen3RMSNorm
@@ -158,6 +180,9 @@ def main():
     ap.add_argument("--steps", type=int, default=0)
     for name in ("hidden", "heads", "kv-heads", "head-dim", "inter", "layers", "batch", "seqlen"):
         ap.add_argument("--" + name, type=int, required=True)
+    ap.add_argument("--experts", type=int, default=0)
+    ap.add_argument("--topk", type=int, default=0)
+    ap.add_argument("--expert-inter", type=int, default=0)
     ap.add_argument("--eps", type=float, default=1e-6)
     ap.add_argument("--theta", type=float, default=1e6)
     ap.add_argument("--seed", type=int, required=True)
@@ -226,6 +251,8 @@ def main():
         o = o.transpose(1, 2).reshape(T, hq * D)
         h = h + reduce_scatter(F.linear(o, w.wo))
         a2 = all_gather(rmsnorm(h, w.post_norm, a.eps))
+        if a.experts:
+            return h + reduce_scatter(moe(a2, w, a.topk))
         g, u = F.linear(a2, w.w13).chunk(2, dim=-1)
         return h + reduce_scatter(F.linear(F.silu(g) * u, w.w2))
 
@@ -251,6 +278,8 @@ def main():
         o = F.scaled_dot_product_attention(q.transpose(1, 2), kcache[l][:, :p + 1].transpose(1, 2),
                                            vcache[l][:, :p + 1].transpose(1, 2), enable_gqa=hq != hk)
         h = h + all_reduce(F.linear(o.transpose(1, 2).reshape(B, hq * D), w.wo))
+        if a.experts:
+            return h + all_reduce(moe(rmsnorm(h, w.post_norm, a.eps), w, a.topk))
         g, u = F.linear(rmsnorm(h, w.post_norm, a.eps), w.w13).chunk(2, dim=-1)
         return h + all_reduce(F.linear(F.silu(g) * u, w.w2))
 

@@ -1,4 +1,4 @@
-// model_bench: a dense model's decoder layers end to end (model/dense_model.h, issue 32) against
+// model_bench: a dense model's decoder layers end to end (model/model.h, issue 32) against
 // the same layers in PyTorch (bench/model_baseline.py: NCCL + cuBLAS + SDPA, run as a child
 // process of every rank with the same config and seed, so both compute the same model), in the
 // same run: the prefill's time and tokens/s for both, and how far apart their hidden states are.
@@ -27,7 +27,7 @@
 #include "bench/timing.h"
 #include "kernels/reference.h"
 #include "kernels/symmetric.h"
-#include "model/dense_model.h"
+#include "model/model.h"
 #include "tiledist.h"
 
 namespace {
@@ -87,11 +87,13 @@ int run(int argc, char** argv) {
     std::printf("model_bench on %s (%s, %d SMs), %d rank%s\n", dev.name.c_str(), dev.arch().c_str(), dev.sms, n,
                 n == 1 ? "" : "s");
     if (python.empty()) std::printf("(torch baseline not run: no PyTorch python, or no bench/model_baseline.py)\n");
+    const std::string mlp = c.moe() ? str_cat(c.experts, " experts of ", c.expert_intermediate, ", top-", c.topk)
+                                    : str_cat("intermediate ", c.intermediate);
     std::printf(
-        "\n%s (hidden %lld, %lld/%lld heads of %lld, intermediate %lld), %d layers, prefill of %d sequence%s, bf16; "
+        "\n%s (hidden %lld, %lld/%lld heads of %lld, %s), %d layers, prefill of %d sequence%s, bf16; "
         "median of %d; error: relative, in norm, bound %.3g\n",
         c.name.c_str(), (long long)c.hidden, (long long)c.heads, (long long)c.kv_heads, (long long)c.head_dim,
-        (long long)c.intermediate, layers, batch, batch == 1 ? "" : "s", reps, kBound);
+        mlp.c_str(), layers, batch, batch == 1 ? "" : "s", reps, kBound);
     std::printf("%15s %10s %12s %10s %12s %8s %10s\n", "prefill", "ours ms", "per s", "torch ms", "per s", "ratio",
                 "error");
   }
@@ -110,8 +112,9 @@ int run(int argc, char** argv) {
     const std::string cmd =
         str_cat("RANK=", me, " WORLD_SIZE=", n, " MASTER_ADDR=127.0.0.1 MASTER_PORT=", port, " ", python, " ", script,
                 " ", args, " --hidden ", c.hidden, " --heads ", c.heads, " --kv-heads ", c.kv_heads, " --head-dim ",
-                c.head_dim, " --inter ", c.intermediate, " --eps ", c.rms_eps, " --theta ", c.rope_theta, " --layers ",
-                layers, " --seed ", seed, " --check --out ", out);
+                c.head_dim, " --inter ", c.intermediate, " --experts ", c.experts, " --topk ", c.topk,
+                " --expert-inter ", c.expert_intermediate, " --eps ", c.rms_eps, " --theta ", c.rope_theta,
+                " --layers ", layers, " --seed ", seed, " --check --out ", out);
     auto [text, good] = bench::run_command(cmd);
     const std::string ms = bench::field(text, "ms");
     const std::vector<float> want = read_f32(out, ours.size());
@@ -150,7 +153,7 @@ int run(int argc, char** argv) {
   };
   for (int S : parse_list(seqlens)) {
     const int64_t T = int64_t(batch) * S;
-    model::DenseModel m(target, c, layers, batch, S, seed);
+    model::Model m(target, c, layers, batch, S, seed);
     const runtime::Stream stream;
     std::vector<double> times;
     for (int r = 0; r < reps + 1; ++r) {  // (the first compiles and warms)
@@ -170,7 +173,7 @@ int run(int argc, char** argv) {
     std::printf("\n%15s  (a step of one token a sequence after a prompt of %d tokens, the median of %d steps)\n",
                 "decode", prompt, steps);
   for (int B : parse_list(decode_batches)) {
-    model::DenseModel m(target, c, layers, B, prompt, seed, steps);
+    model::Model m(target, c, layers, B, prompt, seed, steps);
     const runtime::Stream stream;
     m.prefill(&stream);
     std::vector<double> times;

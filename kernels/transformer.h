@@ -47,4 +47,9 @@ const KernelDef& swiglu_kernel(ir::DType gu = ir::DType::f32);
 /// D. Launch over {T}. Registered as kv_append.
 const KernelDef& kv_append_kernel();
 
+/// y[i] = x[i] for i < n: bf16 widened to f32 (a MoE MLP's bf16 output as the next layer's f32
+/// input). Parameters: x, y, n; constant BLOCK. Launch over {cdiv(n, BLOCK)}. Registered as
+/// bf16_to_f32.
+const KernelDef& bf16_to_f32_kernel();
+
 }  // namespace tiledist::kernels

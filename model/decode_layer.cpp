@@ -13,6 +13,7 @@
 #include "kernels/scratch.h"
 #include "kernels/symmetric.h"
 #include "kernels/transformer.h"
+#include "model/moe_part.h"
 
 namespace tiledist::model {
 
@@ -27,10 +28,10 @@ struct KvCache::State {
 KvCache::KvCache(const Target& target, const ModelConfig& c, int layers, int batch, int max_len)
     : s_(std::make_unique<State>()) {
   const int ranks = kernels::detail::world_ranks(target), rank = kernels::detail::world_rank(target);
-  check_dense(c, ranks);
+  check_layers(c, ranks);
   if (layers < 1 || batch < 1 || max_len < 1)
-    throw Error(str_cat("tiledist: model '", c.name, "': a KV cache of ", layers, " layers, ", batch,
-                        " sequences of ", max_len, " tokens (each at least 1)"));
+    throw Error(str_cat("tiledist: model '", c.name, "': a KV cache of ", layers, " layers, ", batch, " sequences of ",
+                        max_len, " tokens (each at least 1)"));
   State& s = *s_;
   s.batch = batch, s.max_len = max_len, s.hk = int(kv_heads_of(c, rank, ranks).second);
   const size_t rows = size_t(batch) * size_t(max_len) * size_t(s.hk) * size_t(c.head_dim);
@@ -57,6 +58,8 @@ struct DecodeLayer::State {
   std::unique_ptr<kernels::Gemm> qkv_gemm, up_gemm;
   std::unique_ptr<kernels::GemmAr> o_gemm, down_gemm;
   std::unique_ptr<kernels::FlashDecode> attention;
+  std::unique_ptr<detail::MoePart> moe;  // (a MoE model's MLP)
+  int rank = 0;
   Kernel norm, rope, append, swiglu;
   Scratch<bf16> zeros, normed, res, q, k, v, o, act;
   Scratch<float> qkv, attn, gu;
@@ -65,15 +68,24 @@ struct DecodeLayer::State {
 DecodeLayer::DecodeLayer(const Target& target, const ModelConfig& c, int batch) : s_(std::make_unique<State>()) {
   State& s = *s_;
   const int ranks = kernels::detail::world_ranks(target);
-  check_dense(c, ranks);
+  check_layers(c, ranks);
   if (batch < 1) throw Error(str_cat("tiledist: model '", c.name, "': a decode step of ", batch, " sequences"));
-  s.target = target, s.config = c, s.batch = batch;
+  s.target = target, s.config = c, s.batch = batch, s.rank = kernels::detail::world_rank(target);
   s.hq = c.heads / ranks, s.hk = kv_heads_of(c, 0, ranks).second, s.I = c.intermediate / ranks;
   const int64_t H = c.hidden, D = c.head_dim, B = batch, nqkv = (s.hq + 2 * s.hk) * D;
   s.qkv_gemm = std::make_unique<kernels::Gemm>(target, B, nqkv, H);
   s.o_gemm = std::make_unique<kernels::GemmAr>(target, B, H, s.hq * D);
-  s.up_gemm = std::make_unique<kernels::Gemm>(target, B, 2 * s.I, H);
-  s.down_gemm = std::make_unique<kernels::GemmAr>(target, B, H, s.I);
+  if (c.moe()) {  // (each rank routes its rows of the batch; every rank gets every row's output)
+    if (B % ranks != 0)
+      throw Error(str_cat("tiledist: model '", c.name, "': a decode step of ", B, " sequences over ", ranks,
+                          " ranks (a MoE model's: a multiple of the ranks, each rank routing its share)"));
+    s.moe = std::make_unique<detail::MoePart>(target, c, B / ranks, kernels::MoeReduce::Mode::all_reduce);
+  } else {
+    s.up_gemm = std::make_unique<kernels::Gemm>(target, B, 2 * s.I, H);
+    s.down_gemm = std::make_unique<kernels::GemmAr>(target, B, H, s.I);
+    s.gu = Scratch<float>(target, size_t(B * 2 * s.I));
+    s.act = Scratch<bf16>(target, size_t(B * s.I));
+  }
   s.attention = std::make_unique<kernels::FlashDecode>(target, int(s.hq), int(s.hk), int(D));
   const int block = int(std::min<uint64_t>(1024, std::bit_ceil(uint64_t(H))));
   s.norm = compile(kernels::rmsnorm_kernel(ir::DType::f32), {{"RESIDUAL", 1}, {"BLOCK", block}}, target);
@@ -89,13 +101,11 @@ DecodeLayer::DecodeLayer(const Target& target, const ModelConfig& c, int batch) 
   s.v = Scratch<bf16>(target, size_t(B * s.hk * D));
   s.o = Scratch<bf16>(target, size_t(B * s.hq * D));
   s.attn = Scratch<float>(target, size_t(B * H));
-  s.gu = Scratch<float>(target, size_t(B * 2 * s.I));
-  s.act = Scratch<bf16>(target, size_t(B * s.I));
 }
 
 DecodeLayer::~DecodeLayer() = default;
 
-void DecodeLayer::run(const float* delta, const bf16* residual, const DenseWeights& w, KvCache& cache, int layer,
+void DecodeLayer::run(const float* delta, const bf16* residual, const LayerWeights& w, KvCache& cache, int layer,
                       float* delta_out, bf16* residual_out, const runtime::Stream* stream) {
   State& s = *s_;
   const ModelConfig& c = s.config;
@@ -129,10 +139,15 @@ void DecodeLayer::run(const float* delta, const bf16* residual, const DenseWeigh
   // SwiGLU, the down projection summed over the ranks.
   launch(s.norm, on, Grid(int(B)), static_cast<const float*>(s.attn.data()), static_cast<const bf16*>(s.res.data()),
          w.post_norm(), s.normed.data(), residual_out, int(H), eps);
-  s.up_gemm->run(static_cast<const bf16*>(s.normed.data()), w.w13(), s.gu.data(), on);
-  launch(s.swiglu, on, Grid(int((B + 15) / 16), int((s.I + 127) / 128)), static_cast<const float*>(s.gu.data()),
-         s.act.data(), int(B), int(s.I));
-  s.down_gemm->run(s.act.data(), w.w2(), delta_out, on);
+  if (s.moe) {
+    s.moe->run(s.normed.data() + size_t(s.rank) * size_t(B / kernels::detail::world_ranks(s.target) * H), w, delta_out,
+               on);
+  } else {
+    s.up_gemm->run(static_cast<const bf16*>(s.normed.data()), w.w13(), s.gu.data(), on);
+    launch(s.swiglu, on, Grid(int((B + 15) / 16), int((s.I + 127) / 128)), static_cast<const float*>(s.gu.data()),
+           s.act.data(), int(B), int(s.I));
+    s.down_gemm->run(s.act.data(), w.w2(), delta_out, on);
+  }
   if (gpu && !stream) on->synchronize();  // (no stream given: done when the call returns)
 }
 

@@ -12,28 +12,28 @@
 #include "dsl/dtypes.h"
 #include "jit/target.h"
 #include "model/config.h"
-#include "model/dense_weights.h"
+#include "model/layer_weights.h"
 #include "runtime/stream.h"
 
 namespace tiledist::model {
 
 /// The KV cache of a model's layers on one rank: for each layer, keys and values [batch,
-/// max_len, HK, head_dim] bf16 of the rank's KV heads (model/dense_weights.h's split), and each
+/// max_len, HK, head_dim] bf16 of the rank's KV heads (model/layer_weights.h's split), and each
 /// sequence's length [batch] int32 (the rows held; zero at first), in device memory on a GPU
-/// target (host memory on the host). Written by DenseLayer's prefill and DecodeLayer's steps
+/// target (host memory on the host). Written by PrefillLayer's prefill and DecodeLayer's steps
 /// (kernels::kv_append_kernel), read by flash decoding.
 class KvCache {
  public:
   /// Throws Error where the config does not split over the ranks or a size is not positive.
   KvCache(const Target& target, const ModelConfig& config, int layers, int batch, int max_len);
   ~KvCache();
-  bf16* k(int layer) const;       ///< layer's keys [batch, max_len, HK, head_dim]
-  bf16* v(int layer) const;       ///< layer's values, the same
-  int32_t* lens(int layer) const; ///< layer's sequences' lengths [batch]
-  int layers() const;   ///< the layers it holds
-  int batch() const;    ///< its sequences
-  int max_len() const;  ///< its rows a sequence
-  int kv_heads() const;  ///< HK: the rank's
+  bf16* k(int layer) const;        ///< layer's keys [batch, max_len, HK, head_dim]
+  bf16* v(int layer) const;        ///< layer's values, the same
+  int32_t* lens(int layer) const;  ///< layer's sequences' lengths [batch]
+  int layers() const;              ///< the layers it holds
+  int batch() const;               ///< its sequences
+  int max_len() const;             ///< its rows a sequence
+  int kv_heads() const;            ///< HK: the rank's
 
  private:
   struct State;
@@ -52,8 +52,8 @@ class DecodeLayer {
   /// sequence's token at its length in `cache` (layer `layer`'s: its key and value stored
   /// there, the length advanced by one; the caller keeps the lengths under max_len). Leaves the
   /// output the same way in delta_out and residual_out (which may be the inputs). Pointers as
-  /// DenseLayer::run's; queued on `stream`, or done when it returns where none is given.
-  void run(const float* delta, const bf16* residual, const DenseWeights& weights, KvCache& cache, int layer,
+  /// PrefillLayer::run's; queued on `stream`, or done when it returns where none is given.
+  void run(const float* delta, const bf16* residual, const LayerWeights& weights, KvCache& cache, int layer,
            float* delta_out, bf16* residual_out, const runtime::Stream* stream = nullptr);
 
  private:

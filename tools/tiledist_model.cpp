@@ -4,7 +4,7 @@
 //                                    [--batch B] [--seqlen S] [--reps R] [--seed X]
 //                                    [--target host|cuda]
 //
-// Prefill of L layers (dense configs so far; the MoE MLP is next) over B sequences of S tokens,
+// Prefill of L layers (dense, or Qwen3-MoE's experts) over B sequences of S tokens,
 // the activations between layers split by tokens. The weights: a Hugging Face checkpoint's
 // (--weights: a .safetensors file or a model's folder, whose config.json is the config where no
 // --config is given), every rank reading its part, or random ones made from the seed; the
@@ -22,7 +22,7 @@
 #include "kernels/kernels.h"
 #include "kernels/symmetric.h"
 #include "model/config.h"
-#include "model/dense_model.h"
+#include "model/model.h"
 #include "model/safetensors.h"
 #include "runtime/cuda.h"
 #include "tiledist.h"
@@ -76,11 +76,10 @@ int run(int argc, char** argv) {
     if (config_name.empty() && !beside.empty() && std::filesystem::exists(beside)) config_name = beside;
   }
   const model::ModelConfig config = model::ModelConfig::load(config_name.empty() ? "qwen3-32b" : config_name);
-  if (config.moe()) throw Error(str_cat("tiledist-model: '", config.name, "' has experts: dense configs only so far"));
   const int n = kernels::detail::world_ranks(target), me = kernels::detail::world_rank(target);
   config.check(n);
   const int64_t T = int64_t(batch) * seqlen;
-  model::DenseModel model(target, config, layers, batch, seqlen, seed, 0, checkpoint.get());
+  model::Model model(target, config, layers, batch, seqlen, seed, 0, checkpoint.get());
   std::vector<double> times;
   for (int r = 0; r < reps + 1; ++r) {  // (the first: compiles, warms)
     barrier_all();

@@ -16,7 +16,7 @@
 #include "tests/kernels/flash_decode_check.h"
 #include "tests/kernels/moe_check.h"
 #include "tests/kernels/sp_attention_check.h"
-#include "tests/model/dense_layer_check.h"
+#include "tests/model/model_check.h"
 #include "tiledist.h"
 
 namespace tiledist {
@@ -322,11 +322,20 @@ void expect_gemm(const std::vector<float>& got, const std::vector<bf16>& a, cons
 // AllGather+GEMM, each rank holding 4091 rows, N=5120, K=1024, ten runs in a row per object in
 // each gather mode: with 4 ranks on one GPU the copy engine's gather deadlocked in its second
 // run (kernels/ag_gemm.cpp says why).
-// A dense model's two decoder layers (model/dense_layer.h) against the host's double reference:
+// A dense model's two decoder layers (model/prefill_layer.h) against the host's double reference:
 // the CPU world's model_dist_test on GPU memory.
-TEST(GpuKernels, DenseLayer) { model::testing_model::check_two_layers<DeviceMemory>(Target::cuda()); }
+TEST(GpuKernels, PrefillLayer) { model::testing_model::check_two_layers<DeviceMemory>(Target::cuda()); }
 // Its decode steps after a prefill (the KV cache, flash decoding, GEMM + AllReduce).
-TEST(GpuKernels, DenseDecode) { model::testing_model::check_decode(Target::cuda()); }
+TEST(GpuKernels, DenseDecode) {
+  const int n = world_size();
+  model::testing_model::check_decode(Target::cuda(), model::testing_model::small_config(n), 2, 2, 32 * n);
+}
+// A MoE layer's prefill and decode steps (model_dist_test's).
+TEST(GpuKernels, MoeModelLayer) {
+  const int n = world_size(), batch = n == 3 ? 3 : 4;
+  model::testing_model::check_decode(Target::cuda(), model::testing_model::small_moe_config(n), 1, batch,
+                                     64 * n / batch);
+}
 
 TEST(GpuKernels, AllGatherGemmAtTheSeedsCheckShape) {
   const int n = world_size(), me = rank();

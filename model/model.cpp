@@ -1,5 +1,5 @@
-// A dense model's L decoder layers from seed-made weights and embeddings (model/dense_model.h).
-#include "model/dense_model.h"
+// A dense model's L decoder layers from seed-made weights and embeddings (model/model.h).
+#include "model/model.h"
 
 #include <cstring>
 
@@ -11,12 +11,12 @@ namespace tiledist::model {
 
 using kernels::detail::Scratch;
 
-struct DenseModel::State {
+struct Model::State {
   Target target;
   ModelConfig config;
   int64_t T = 0, Ts = 0;
-  std::unique_ptr<DenseLayer> layer;
-  std::vector<DenseWeights> weights;
+  std::unique_ptr<PrefillLayer> layer;
+  std::vector<LayerWeights> weights;
   Scratch<float> embeddings, delta;  // (the rank's rows)
   Scratch<bf16> residual;
   Scratch<int32_t> positions;
@@ -29,19 +29,19 @@ struct DenseModel::State {
   Scratch<bf16> step_residual;
 };
 
-DenseModel::DenseModel(const Target& target, const ModelConfig& config, int layers, int batch, int seqlen,
-                       uint64_t seed, int decode_steps, const SafeTensors* checkpoint)
+Model::Model(const Target& target, const ModelConfig& config, int layers, int batch, int seqlen, uint64_t seed,
+             int decode_steps, const SafeTensors* checkpoint)
     : s_(std::make_unique<State>()) {
   State& s = *s_;
   if (layers < 1) throw Error(str_cat("tiledist: model '", config.name, "': ", layers, " layers (at least one)"));
   s.target = target, s.config = config;
-  s.layer = std::make_unique<DenseLayer>(target, config, batch, seqlen);
+  s.layer = std::make_unique<PrefillLayer>(target, config, batch, seqlen);
   const int n = kernels::detail::world_ranks(target), me = kernels::detail::world_rank(target);
   s.T = int64_t(batch) * seqlen, s.Ts = s.T / n;
   const int64_t H = config.hidden;
   for (int l = 0; l < layers; ++l)
-    s.weights.push_back(checkpoint ? DenseWeights::load(target, config, l, *checkpoint, me, n)
-                                   : DenseWeights::random(target, config, l, seed, me, n));
+    s.weights.push_back(checkpoint ? LayerWeights::load(target, config, l, *checkpoint, me, n)
+                                   : LayerWeights::random(target, config, l, seed, me, n));
   std::vector<float> rows(size_t(s.Ts * H));
   const uint64_t key = tensor_key(seed, "model.embed_tokens");
   for (int64_t i = 0; i < s.Ts * H; ++i) rows[size_t(i)] = float(bf16(random_value(key, me * s.Ts * H + i)));
@@ -66,9 +66,9 @@ DenseModel::DenseModel(const Target& target, const ModelConfig& config, int laye
   }
 }
 
-DenseModel::~DenseModel() = default;
+Model::~Model() = default;
 
-void DenseModel::prefill(const runtime::Stream* stream) {
+void Model::prefill(const runtime::Stream* stream) {
   State& s = *s_;
   const size_t bytes = s.embeddings.size() * sizeof(float);
   if (kernels::detail::on_gpu(s.target))
@@ -88,7 +88,7 @@ void DenseModel::prefill(const runtime::Stream* stream) {
   s.done = 0;
 }
 
-void DenseModel::decode(const runtime::Stream* stream) {
+void Model::decode(const runtime::Stream* stream) {
   State& s = *s_;
   if (s.done < 0 || s.done >= s.steps)
     throw Error(str_cat("tiledist: model '", s.config.name, "': decode step ", s.done + 1,
@@ -107,7 +107,7 @@ void DenseModel::decode(const runtime::Stream* stream) {
   ++s.done;
 }
 
-std::vector<float> DenseModel::decoded() const {
+std::vector<float> Model::decoded() const {
   const State& s = *s_;
   if (kernels::detail::on_gpu(s.target)) cuda::synchronize();
   std::vector<float> h = s.step_delta.values();
@@ -116,7 +116,7 @@ std::vector<float> DenseModel::decoded() const {
   return h;
 }
 
-std::vector<float> DenseModel::hidden() const {
+std::vector<float> Model::hidden() const {
   const State& s = *s_;
   if (kernels::detail::on_gpu(s.target)) cuda::synchronize();
   std::vector<float> h = s.delta.values();
@@ -126,7 +126,7 @@ std::vector<float> DenseModel::hidden() const {
   return h;
 }
 
-int64_t DenseModel::tokens() const { return s_->T; }
-const ModelConfig& DenseModel::config() const { return s_->config; }
+int64_t Model::tokens() const { return s_->T; }
+const ModelConfig& Model::config() const { return s_->config; }
 
 }  // namespace tiledist::model

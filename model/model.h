@@ -1,5 +1,5 @@
 /// @file
-/// A dense model's decoder layers end to end (issue 32): L DenseLayer steps over a batch, with
+/// A dense model's decoder layers end to end (issue 32): L PrefillLayer steps over a batch, with
 /// random weights and embeddings made from a seed, tensor parallel over the job's ranks. What
 /// `tiledist-model` and `bench/model_bench` run, and what a PyTorch reference made from the same
 /// seed (bench/model_baseline.py) computes again.
@@ -11,14 +11,14 @@
 
 #include "jit/target.h"
 #include "model/config.h"
-#include "model/dense_layer.h"
+#include "model/prefill_layer.h"
 #include "model/safetensors.h"
 #include "runtime/stream.h"
 
 namespace tiledist::model {
 
 /// L decoder layers of a dense config over `batch` sequences of `seqlen` tokens: every rank
-/// makes its part of layers [0, L)'s weights (DenseWeights::random, or DenseWeights::load from a
+/// makes its part of layers [0, L)'s weights (LayerWeights::random, or LayerWeights::load from a
 /// checkpoint where one is given) and its tokens' rows of the
 /// embeddings ("model.embed_tokens", random_value rounded to bf16: rank r holds the batch's
 /// tokens [r T / n, (r + 1) T / n), row-major [T, hidden] over the sequences one after
@@ -26,13 +26,13 @@ namespace tiledist::model {
 /// fills and each decode() step extends: the step's tokens (one a sequence, the same on every
 /// rank) are the embeddings "model.embed_tokens.decode" (random_value rounded to bf16, row s
 /// batch + b of step s). Construction, prefill() and decode() are collective.
-class DenseModel {
+class Model {
  public:
-  /// Throws Error where DenseLayer does (the config, a batch that does not split), where
-  /// `layers` < 1, or where DenseWeights::load does (a tensor missing or misshaped).
-  DenseModel(const Target& target, const ModelConfig& config, int layers, int batch, int seqlen, uint64_t seed,
-             int decode_steps = 0, const SafeTensors* checkpoint = nullptr);
-  ~DenseModel();
+  /// Throws Error where PrefillLayer does (the config, a batch that does not split), where
+  /// `layers` < 1, or where LayerWeights::load does (a tensor missing or misshaped).
+  Model(const Target& target, const ModelConfig& config, int layers, int batch, int seqlen, uint64_t seed,
+        int decode_steps = 0, const SafeTensors* checkpoint = nullptr);
+  ~Model();
   /// The L layers from the embeddings (each call from the embeddings again), queued on `stream`
   /// on a GPU, or done when it returns where none is given.
   void prefill(const runtime::Stream* stream = nullptr);

@@ -35,23 +35,23 @@ float random_value(uint64_t key, int64_t index);
 /// (HQ = heads / n), their KV heads (HK = kv_heads / n of them, or the one KV head they share
 /// where n > kv_heads), and the MLP's intermediate columns [r I, (r + 1) I) (I = intermediate /
 /// n).
-class DenseWeights {
+class LayerWeights {
  public:
   /// Layer `layer` of a model initialized from `seed` (random_value, scaled: a linear weight
   /// [out, in] by 1 / sqrt(in), a norm's weight 1 + value / 8). Throws Error where the config
   /// does not split over `ranks` (ModelConfig::check) or has experts (a MoE model's layer is
   /// not this one).
-  static DenseWeights random(const Target& target, const ModelConfig& config, int layer, uint64_t seed, int rank,
+  static LayerWeights random(const Target& target, const ModelConfig& config, int layer, uint64_t seed, int rank,
                              int ranks);
   /// Layer `layer` of a checkpoint in Hugging Face's names ("model.layers.L.self_attn.q_proj.weight",
   /// ...: Qwen3's and Llama's), bf16, each rank reading its part alone. Throws Error naming a
   /// tensor the checkpoint lacks, or one of another dtype or shape than the config's (and where
   /// the config does not split, as random()).
-  static DenseWeights load(const Target& target, const ModelConfig& config, int layer, const SafeTensors& checkpoint,
+  static LayerWeights load(const Target& target, const ModelConfig& config, int layer, const SafeTensors& checkpoint,
                            int rank, int ranks);
-  DenseWeights(DenseWeights&&) noexcept;             ///< Takes another's buffers.
-  DenseWeights& operator=(DenseWeights&&) noexcept;  ///< Takes another's buffers.
-  ~DenseWeights();
+  LayerWeights(LayerWeights&&) noexcept;             ///< Takes another's buffers.
+  LayerWeights& operator=(LayerWeights&&) noexcept;  ///< Takes another's buffers.
+  ~LayerWeights();
 
   const bf16* input_norm() const;  ///< [hidden]
   const bf16* wqkv() const;        ///< [hidden, (HQ + 2 HK) D]: the rank's q, then k, then v columns
@@ -59,8 +59,13 @@ class DenseWeights {
   const bf16* k_norm() const;      ///< [D]
   const bf16* wo() const;          ///< [HQ D, hidden]
   const bf16* post_norm() const;   ///< [hidden]
-  const bf16* w13() const;         ///< [hidden, 2 I]: the rank's gate columns, then its up columns
-  const bf16* w2() const;          ///< [I, hidden]
+  /// Dense: [hidden, 2 I], the rank's gate columns, then its up columns. MoE: every expert's
+  /// gate rows, then up rows, [E, 2 Ie, hidden] (Ie = moe_intermediate_size / n: MoeMlp's w13).
+  const bf16* w13() const;
+  /// Dense: [I, hidden]. MoE: every expert's down projection's columns, [E, hidden, Ie] (MoeMlp's w2).
+  const bf16* w2() const;
+  /// MoE: the router's weight [hidden, E] (every rank's whole); dense: null.
+  const bf16* router() const;
 
  private:
   /// A part of a Hugging Face weight (name, [out, in], rows [r0, r0 + nr), columns [c0, c0 +
@@ -69,9 +74,9 @@ class DenseWeights {
       std::function<std::vector<bf16>(const std::string&, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t)>;
   using Norm = std::function<std::vector<bf16>(const std::string&, int64_t)>;
   /// Rank `rank`'s weights of layer `layer` from `part` and `norm`, laid out for the kernels.
-  static DenseWeights make(const Target& target, const ModelConfig& config, int layer, int rank, int ranks,
+  static LayerWeights make(const Target& target, const ModelConfig& config, int layer, int rank, int ranks,
                            const Part& part, const Norm& norm);
-  DenseWeights();
+  LayerWeights();
   struct State;
   std::unique_ptr<State> s_;
 };
@@ -79,7 +84,7 @@ class DenseWeights {
 /// Rank `rank`'s first KV head and how many it holds: kv_heads / ranks of them, or the one it
 /// shares with ranks / kv_heads ranks where the ranks are more.
 std::pair<int64_t, int64_t> kv_heads_of(const ModelConfig& config, int rank, int ranks);
-/// Throws Error unless `config` is a dense model's that splits over `ranks` (ModelConfig::check).
-void check_dense(const ModelConfig& config, int ranks);
+/// Throws Error unless `config`'s layers split over `ranks` (ModelConfig::check).
+void check_layers(const ModelConfig& config, int ranks);
 
 }  // namespace tiledist::model

@@ -1,7 +1,7 @@
-// A tensor-parallel dense decoder layer (model/dense_layer.h): the library's AllGather + GEMM,
+// A tensor-parallel dense decoder layer (model/prefill_layer.h): the library's AllGather + GEMM,
 // GEMM + ReduceScatter and attention objects, and transformer.h's RMSNorm, q/k norm with
 // rotary embedding and SwiGLU between them, queued on one stream.
-#include "model/dense_layer.h"
+#include "model/prefill_layer.h"
 
 #include <algorithm>
 #include <bit>
@@ -13,12 +13,13 @@
 #include "kernels/scratch.h"
 #include "kernels/symmetric.h"
 #include "kernels/transformer.h"
+#include "model/moe_part.h"
 
 namespace tiledist::model {
 
 using kernels::detail::Scratch;
 
-struct DenseLayer::State {
+struct PrefillLayer::State {
   Target target;
   ModelConfig config;
   int batch = 0, seqlen = 0, ranks = 1;
@@ -26,17 +27,18 @@ struct DenseLayer::State {
   std::unique_ptr<kernels::AgGemm> qkv_gemm, up_gemm;
   std::unique_ptr<kernels::GemmRs> o_gemm, down_gemm;
   std::unique_ptr<kernels::Attention> attention;
+  std::unique_ptr<detail::MoePart> moe;  // (a MoE model's MLP)
   Kernel norm, rope, swiglu, append;
   Scratch<bf16> zeros, normed, res, q, k, v, o, act;
   Scratch<float> qkv, attn, gu;
 };
 
-DenseLayer::DenseLayer(const Target& target, const ModelConfig& c, int batch, int seqlen)
+PrefillLayer::PrefillLayer(const Target& target, const ModelConfig& c, int batch, int seqlen)
     : s_(std::make_unique<State>()) {
   State& s = *s_;
   s.target = target, s.config = c, s.batch = batch, s.seqlen = seqlen;
   s.ranks = kernels::detail::world_ranks(target);
-  check_dense(c, s.ranks);
+  check_layers(c, s.ranks);
   s.T = int64_t(batch) * seqlen;
   if (batch < 1 || seqlen < 1 || s.T % s.ranks != 0)
     throw Error(str_cat("tiledist: model '", c.name, "': ", batch, " sequences of ", seqlen, " tokens over ", s.ranks,
@@ -46,8 +48,14 @@ DenseLayer::DenseLayer(const Target& target, const ModelConfig& c, int batch, in
   const int64_t H = c.hidden, D = c.head_dim, nqkv = (s.hq + 2 * s.hk) * D;
   s.qkv_gemm = std::make_unique<kernels::AgGemm>(target, s.T, nqkv, H);
   s.o_gemm = std::make_unique<kernels::GemmRs>(target, s.T, H, s.hq * D);
-  s.up_gemm = std::make_unique<kernels::AgGemm>(target, s.T, 2 * s.I, H);
-  s.down_gemm = std::make_unique<kernels::GemmRs>(target, s.T, H, s.I);
+  if (c.moe()) {
+    s.moe = std::make_unique<detail::MoePart>(target, c, s.Ts, kernels::MoeReduce::Mode::reduce_scatter);
+  } else {
+    s.up_gemm = std::make_unique<kernels::AgGemm>(target, s.T, 2 * s.I, H);
+    s.down_gemm = std::make_unique<kernels::GemmRs>(target, s.T, H, s.I);
+    s.gu = Scratch<float>(target, size_t(s.T * 2 * s.I));
+    s.act = Scratch<bf16>(target, size_t(s.T * s.I));
+  }
   s.attention = std::make_unique<kernels::Attention>(target, int(s.hq), int(s.hk), int(D), ir::DType::bf16, true);
   const int block = int(std::min<uint64_t>(1024, std::bit_ceil(uint64_t(H))));
   s.norm = compile(kernels::rmsnorm_kernel(ir::DType::f32), {{"RESIDUAL", 1}, {"BLOCK", block}}, target);
@@ -63,18 +71,16 @@ DenseLayer::DenseLayer(const Target& target, const ModelConfig& c, int batch, in
   s.v = Scratch<bf16>(target, size_t(s.T * s.hk * D));
   s.o = Scratch<bf16>(target, size_t(s.T * s.hq * D));
   s.attn = Scratch<float>(target, size_t(s.Ts * H));
-  s.gu = Scratch<float>(target, size_t(s.T * 2 * s.I));
-  s.act = Scratch<bf16>(target, size_t(s.T * s.I));
 }
 
-DenseLayer::~DenseLayer() = default;
+PrefillLayer::~PrefillLayer() = default;
 
-void DenseLayer::run(const float* delta, const bf16* residual, const int32_t* positions, const DenseWeights& w,
-                     float* delta_out, bf16* residual_out, const runtime::Stream* stream) {
+void PrefillLayer::run(const float* delta, const bf16* residual, const int32_t* positions, const LayerWeights& w,
+                       float* delta_out, bf16* residual_out, const runtime::Stream* stream) {
   run_on(delta, residual, positions, w, delta_out, residual_out, nullptr, 0, stream);
 }
-void DenseLayer::run(const float* delta, const bf16* residual, const int32_t* positions, const DenseWeights& w,
-                     float* delta_out, bf16* residual_out, KvCache& cache, int layer, const runtime::Stream* stream) {
+void PrefillLayer::run(const float* delta, const bf16* residual, const int32_t* positions, const LayerWeights& w,
+                       float* delta_out, bf16* residual_out, KvCache& cache, int layer, const runtime::Stream* stream) {
   const State& s = *s_;
   if (cache.batch() != s.batch || cache.kv_heads() != s.hk || cache.max_len() < s.seqlen || layer < 0 ||
       layer >= cache.layers())
@@ -85,9 +91,9 @@ void DenseLayer::run(const float* delta, const bf16* residual, const int32_t* po
   run_on(delta, residual, positions, w, delta_out, residual_out, &cache, layer, stream);
 }
 
-void DenseLayer::run_on(const float* delta, const bf16* residual, const int32_t* positions, const DenseWeights& w,
-                        float* delta_out, bf16* residual_out, KvCache* cache, int layer,
-                        const runtime::Stream* stream) {
+void PrefillLayer::run_on(const float* delta, const bf16* residual, const int32_t* positions, const LayerWeights& w,
+                          float* delta_out, bf16* residual_out, KvCache* cache, int layer,
+                          const runtime::Stream* stream) {
   State& s = *s_;
   const ModelConfig& c = s.config;
   const int64_t H = c.hidden;
@@ -112,10 +118,14 @@ void DenseLayer::run_on(const float* delta, const bf16* residual, const int32_t*
   // of every token, SwiGLU, the down projection summed over the ranks into our tokens.
   launch(s.norm, on, Grid(int(s.Ts)), static_cast<const float*>(s.attn.data()), static_cast<const bf16*>(s.res.data()),
          w.post_norm(), s.normed.data(), residual_out, int(H), eps);
-  s.up_gemm->run(s.normed.data(), w.w13(), s.gu.data(), on);
-  launch(s.swiglu, on, Grid(int((s.T + 15) / 16), int((s.I + 127) / 128)), static_cast<const float*>(s.gu.data()),
-         s.act.data(), int(s.T), int(s.I));
-  s.down_gemm->run(s.act.data(), w.w2(), delta_out, on);
+  if (s.moe) {
+    s.moe->run(s.normed.data(), w, delta_out, on);
+  } else {
+    s.up_gemm->run(s.normed.data(), w.w13(), s.gu.data(), on);
+    launch(s.swiglu, on, Grid(int((s.T + 15) / 16), int((s.I + 127) / 128)), static_cast<const float*>(s.gu.data()),
+           s.act.data(), int(s.T), int(s.I));
+    s.down_gemm->run(s.act.data(), w.w2(), delta_out, on);
+  }
   if (gpu && !stream) on->synchronize();  // (no stream given: done when the call returns)
 }
 

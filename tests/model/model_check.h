@@ -1,4 +1,4 @@
-// The dense decoder layer's check (model/dense_layer.h), shared by the CPU world's
+// The dense decoder layer's check (model/prefill_layer.h), shared by the CPU world's
 // model_dist_test and the GPU's cuda_collectives_test: two layers of a small Qwen3-shaped config
 // with random weights, each rank's tokens of the residual stream after them against the same
 // layers computed on the host in double from the whole weights (the same values: the seed's,
@@ -9,12 +9,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
 #include "kernels/reference.h"
-#include "model/dense_layer.h"
-#include "model/dense_model.h"
+#include "model/model.h"
+#include "model/prefill_layer.h"
 #include "tiledist.h"
 
 namespace tiledist::model::testing_model {
@@ -106,7 +107,33 @@ void reference_layer(const ModelConfig& c, uint64_t seed, int layer, int batch, 
       }
   const Matrix attn = linear(o, weight(seed, layer, "self_attn.o_proj.weight", H, nq), T, H, nq);
   for (size_t i = 0; i < x.size(); ++i) x[i] += attn[i];
-  const Matrix n2 = rmsnorm(x, norm_weight(seed, layer, "post_attention_layernorm.weight", H), H, eps);
+  Matrix n2 = rmsnorm(x, norm_weight(seed, layer, "post_attention_layernorm.weight", H), H, eps);
+  if (c.moe()) {                                     // Qwen3-MoE's: softmax over the experts, the top k renormalized
+    for (double& v : n2) v = float(bf16(float(v)));  // (routed from bf16 tokens, as both sides do)
+    const int64_t E = c.experts, Ie = c.expert_intermediate;
+    const Matrix logits = linear(n2, weight(seed, layer, "mlp.gate.weight", E, H), T, E, H);
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<int64_t> order(static_cast<size_t>(E));
+      for (int64_t e = 0; e < E; ++e) order[size_t(e)] = e;
+      const double* l = &logits[size_t(t * E)];
+      std::partial_sort(order.begin(), order.begin() + c.topk, order.end(),
+                        [&](int64_t a, int64_t b) { return l[a] > l[b]; });
+      double sum = 0;  // (the softmax's denominator cancels in the renormalization)
+      for (int64_t j = 0; j < c.topk; ++j) sum += std::exp(l[order[size_t(j)]] - l[order[0]]);
+      const Matrix row(n2.begin() + t * H, n2.begin() + (t + 1) * H);
+      for (int64_t j = 0; j < c.topk; ++j) {
+        const int64_t e = order[size_t(j)];
+        const double score = std::exp(l[e] - l[order[0]]) / sum;
+        const std::string p = str_cat("mlp.experts.", e, ".");
+        const Matrix g = linear(row, weight(seed, layer, p + "gate_proj.weight", Ie, H), 1, Ie, H);
+        Matrix a = linear(row, weight(seed, layer, p + "up_proj.weight", Ie, H), 1, Ie, H);
+        for (size_t i = 0; i < a.size(); ++i) a[i] *= g[i] / (1.0 + std::exp(-g[i]));
+        const Matrix y = linear(a, weight(seed, layer, p + "down_proj.weight", H, Ie), 1, H, Ie);
+        for (int64_t h = 0; h < H; ++h) x[size_t(t * H + h)] += score * y[size_t(h)];
+      }
+    }
+    return;
+  }
   const int64_t I = c.intermediate;
   const Matrix g = linear(n2, weight(seed, layer, "mlp.gate_proj.weight", I, H), T, I, H);
   Matrix a = linear(n2, weight(seed, layer, "mlp.up_proj.weight", I, H), T, I, H);
@@ -122,6 +149,13 @@ inline ModelConfig small_config(int n) {
   c.name = "small";
   c.hidden = 96, c.heads = n == 3 ? 6 : 8, c.kv_heads = n == 3 ? 3 : 2, c.head_dim = 64;
   c.intermediate = int64_t{48} * n, c.layers = 2, c.rms_eps = 1e-6, c.rope_theta = 1e4;
+  return c;
+}
+/// small_config with a MoE MLP: 8 experts of intermediate 64 a rank, top-2.
+inline ModelConfig small_moe_config(int n) {
+  ModelConfig c = small_config(n);
+  c.name = "small-moe";
+  c.experts = 8, c.topk = 2, c.expert_intermediate = int64_t{64} * n;
   return c;
 }
 /// The seed every rank uses: rank 0's fresh one, through the (host) world. Collective.
@@ -155,9 +189,9 @@ void check_two_layers(const Target& target) {
   auto d = Memory<float>::make(delta);
   auto residual = Memory<bf16>::make(std::vector<bf16>(size_t(per_rank * H)));
   auto positions = Memory<int32_t>::make(where);
-  DenseLayer layer(target, c, batch, seqlen);
+  PrefillLayer layer(target, c, batch, seqlen);
   for (int l = 0; l < int(c.layers); ++l) {
-    const DenseWeights w = DenseWeights::random(target, c, l, seed, me, n);
+    const LayerWeights w = LayerWeights::random(target, c, l, seed, me, n);
     layer.run(d.ptr(), l == 0 ? nullptr : residual.ptr(), positions.ptr(), w, d.ptr(), residual.ptr());
     reference_layer(c, seed, l, batch, seqlen, x);
   }
@@ -213,19 +247,18 @@ inline void expect_rows(const std::vector<float>& got, const Matrix& x, const st
   std::printf("[rank %d] %s: relative error %.3g\n", rank(), what.c_str(), err);
 }
 
-// Decode steps after a prefill (DenseModel: DenseLayer fills the KV cache, DecodeLayer extends
-// it a token a sequence, GEMM + AllReduce across the ranks): two layers of small_config, 2
-// sequences, a prompt of 16 tokens a rank, 3 steps; after each step its tokens' hidden states
+// Decode steps after a prefill (Model: PrefillLayer fills the KV cache, DecodeLayer extends it
+// a token a sequence, GEMM + AllReduce across the ranks): `layers` layers of `c`, `batch`
+// sequences, a prompt of `prompt` tokens, 3 steps; after each step its tokens' hidden states
 // against the reference's over the whole sequences (attention is causal: a token's state is
 // the same however the tokens before it came), every rank's.
-inline void check_decode(const Target& target) {
+inline void check_decode(const Target& target, const ModelConfig& c, int layers, int batch, int prompt) {
   const int n = world_size(), me = rank();
-  const ModelConfig c = small_config(n);
-  const int batch = 2, prompt = 32 * n, steps = 3, layers = 2;
+  const int steps = 3;
   const int64_t H = c.hidden, seqlen = prompt + steps;
   const uint64_t seed = shared_seed();
   SCOPED_TRACE(str_cat("seed ", seed, ", ", n, " ranks"));
-  DenseModel model(target, c, layers, batch, prompt, seed, steps);
+  Model model(target, c, layers, batch, prompt, seed, steps);
   model.prefill();
   // The reference's sequences: each its prompt's embeddings, then its steps' tokens.
   Matrix x(size_t(batch * seqlen * H));

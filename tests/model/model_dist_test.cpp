@@ -1,5 +1,5 @@
-// A dense model's decoder layers (model/dense_layer.h) on the CPU backend's world, run by
-// `tiledist-run -n N model_dist_test` (N = 1 to 4): tests/model/dense_layer_check.h's two layers
+// A dense model's decoder layers (model/prefill_layer.h) on the CPU backend's world, run by
+// `tiledist-run -n N model_dist_test` (N = 1 to 4): tests/model/model_check.h's two layers
 // against the host's double reference, and the shapes refused.
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 
 #include "model/safetensors.h"
 #include "tests/kernels/collectives_check.h"
-#include "tests/model/dense_layer_check.h"
+#include "tests/model/model_check.h"
 #include "tiledist.h"
 
 namespace tiledist::model {
@@ -17,12 +17,12 @@ namespace {
 
 // Two layers of a small config (GQA: 8 query / 2 KV heads, a KV head shared by 2 ranks at 4;
 // 6 / 3 heads at 3 ranks), 2 sequences of 64 tokens a rank; the embeddings random.
-TEST(DenseLayer, TwoLayersAgreeWithTheHost) {
+TEST(PrefillLayer, TwoLayersAgreeWithTheHost) {
   testing_model::check_two_layers<testing_collectives::HostMemory>(Target::host());
 }
 
 /// A checkpoint of layer 0 of a config, in Hugging Face's names and shapes, holding the
-/// values DenseWeights::random makes from `seed` (but `skip`, and `misshape` given a row too
+/// values LayerWeights::random makes from `seed` (but `skip`, and `misshape` given a row too
 /// many).
 std::vector<TensorData> checkpoint(const ModelConfig& c, uint64_t seed, const std::string& skip = "",
                                    const std::string& misshape = "") {
@@ -60,12 +60,12 @@ std::vector<TensorData> checkpoint(const ModelConfig& c, uint64_t seed, const st
 // Each rank's part read from a checkpoint is the part random() makes of the same values (every
 // weight, byte for byte: the shards of q/k/v, o, gate/up and down, a KV head shared at 4 ranks);
 // a checkpoint that lacks a tensor, or holds one of another shape, is refused naming it.
-TEST(DenseWeights, ReadFromACheckpointAsRandomMakesThem) {
+TEST(LayerWeights, ReadFromACheckpointAsRandomMakesThem) {
   const int n = world_size(), me = rank();
   const ModelConfig c = testing_model::small_config(n);
   const uint64_t seed = testing_model::shared_seed();
   SCOPED_TRACE(str_cat("seed ", seed, ", ", n, " ranks"));
-  const std::string dir = str_cat(testing::TempDir(), "dense_weights_", seed, "/");
+  const std::string dir = str_cat(testing::TempDir(), "layer_weights_", seed, "/");
   if (me == 0) {
     std::filesystem::create_directories(dir);
     write_safetensors(dir + "whole.safetensors", checkpoint(c, seed));
@@ -74,8 +74,8 @@ TEST(DenseWeights, ReadFromACheckpointAsRandomMakesThem) {
   }
   barrier_all();
   const Target host = Target::host();
-  const DenseWeights got = DenseWeights::load(host, c, 0, SafeTensors(dir + "whole.safetensors"), me, n);
-  const DenseWeights want = DenseWeights::random(host, c, 0, seed, me, n);
+  const LayerWeights got = LayerWeights::load(host, c, 0, SafeTensors(dir + "whole.safetensors"), me, n);
+  const LayerWeights want = LayerWeights::random(host, c, 0, seed, me, n);
   const int64_t H = c.hidden, D = c.head_dim, nq = c.heads / n * D, nk = kv_heads_of(c, me, n).second * D;
   const int64_t I = c.intermediate / n;
   const std::vector<std::tuple<const char*, const bf16*, const bf16*, int64_t>> parts = {
@@ -91,7 +91,7 @@ TEST(DenseWeights, ReadFromACheckpointAsRandomMakesThem) {
     EXPECT_EQ(std::memcmp(a, b, size_t(count) * sizeof(bf16)), 0) << what << " differs on rank " << me;
   auto refusal = [&](const std::string& file) {
     try {
-      DenseWeights::load(host, c, 0, SafeTensors(dir + file), me, n);
+      LayerWeights::load(host, c, 0, SafeTensors(dir + file), me, n);
     } catch (const Error& e) {
       return std::string(e.what());
     }
@@ -108,37 +108,56 @@ TEST(DenseWeights, ReadFromACheckpointAsRandomMakesThem) {
   if (me == 0) std::filesystem::remove_all(dir);
 }
 
-TEST(DenseModel, DecodeStepsAfterAPrefillAgreeWithTheHost) { testing_model::check_decode(Target::host()); }
-
-// A MoE model's config, and a shape that does not split over the ranks, are named before
-// anything runs.
-TEST(DenseLayer, ShapesThatDoNotSplitAreNamed) {
+// Two dense layers of small_config, 2 sequences, a prompt of 32 tokens a rank.
+TEST(Model, DecodeStepsAfterAPrefillAgreeWithTheHost) {
   const int n = world_size();
-  std::string moe;
-  try {
-    DenseLayer(Target::host(), ModelConfig::qwen3_30b_a3b(), 1, 64 * n);
-  } catch (const Error& e) {
-    moe = e.what();
-  }
-  EXPECT_NE(moe.find("model 'qwen3-30b-a3b': 128 experts: a dense layer takes a dense model's config"),
-            std::string::npos)
-      << moe;
+  testing_model::check_decode(Target::host(), testing_model::small_config(n), 2, 2, 32 * n);
+}
+// A MoE layer (small_moe_config: the router, MoeMlp over the ranks' tokens; decode: each rank
+// routes its share of the batch): one layer (a second's routing would follow the first's bf16
+// roundings, where a near tie may pick another expert than the reference's), 4 sequences (3 at
+// 3 ranks: a multiple of the ranks), 64 tokens of the prompt a rank.
+TEST(Model, AMixtureOfExpertsLayerAgreesWithTheHost) {
+  const int n = world_size(), batch = n == 3 ? 3 : 4;
+  testing_model::check_decode(Target::host(), testing_model::small_moe_config(n), 1, batch, 64 * n / batch);
+}
+
+// Shapes that do not split over the ranks are named before anything runs: a dense and a MoE
+// intermediate size, and a MoE decode batch that the ranks cannot share.
+TEST(PrefillLayer, ShapesThatDoNotSplitAreNamed) {
+  const int n = world_size();
+  auto refusal = [](auto make) {
+    try {
+      make();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(nothing thrown)");
+  };
   ModelConfig c = ModelConfig::qwen3_32b();
   c.heads = 48, c.kv_heads = 24, c.intermediate = 25601;
+  ModelConfig moe = ModelConfig::qwen3_30b_a3b();
+  moe.expert_intermediate = 769, moe.heads = 8 * n, moe.kv_heads = n;
   if (n == 1) {  // (one rank takes any size)
     EXPECT_NO_THROW(c.check(1));
+    EXPECT_NO_THROW(moe.check(1));
     return;
   }
-  std::string message;
-  try {
-    DenseLayer(Target::host(), c, 1, 64 * n);
-  } catch (const Error& e) {
-    message = e.what();
-  }
-  EXPECT_NE(message.find(str_cat("model 'qwen3-32b': intermediate_size = 25601 does not divide over ", n,
+  const std::string dense = refusal([&] { PrefillLayer(Target::host(), c, 1, 64 * n); });
+  EXPECT_NE(dense.find(str_cat("model 'qwen3-32b': intermediate_size = 25601 does not divide over ", n,
+                               " tensor-parallel ranks")),
+            std::string::npos)
+      << dense;
+  const std::string experts = refusal([&] { PrefillLayer(Target::host(), moe, 1, 64 * n); });
+  EXPECT_NE(experts.find(str_cat("model 'qwen3-30b-a3b': moe_intermediate_size = 769 does not divide over ", n,
                                  " tensor-parallel ranks")),
             std::string::npos)
-      << message;
+      << experts;
+  const std::string batch = refusal([&] { DecodeLayer(Target::host(), testing_model::small_moe_config(n), n + 1); });
+  EXPECT_NE(batch.find(str_cat("model 'small-moe': a decode step of ", n + 1, " sequences over ", n,
+                               " ranks (a MoE model's: a multiple of the ranks")),
+            std::string::npos)
+      << batch;
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// A dense decoder layer's weights as a rank holds them (model/dense_weights.h): made from a seed
+// A dense decoder layer's weights as a rank holds them (model/layer_weights.h): made from a seed
 // or read from a checkpoint, then laid out as the kernels take them.
-#include "model/dense_weights.h"
+#include "model/layer_weights.h"
 
 #include <algorithm>
 #include <cmath>
@@ -62,30 +62,25 @@ std::pair<int64_t, int64_t> kv_heads_of(const ModelConfig& c, int rank, int rank
   if (c.kv_heads >= ranks) return {rank * (c.kv_heads / ranks), c.kv_heads / ranks};
   return {rank / (ranks / c.kv_heads), 1};  // (a KV head shared by ranks / kv_heads ranks)
 }
-void check_dense(const ModelConfig& c, int ranks) {
-  if (c.moe())
-    throw Error(str_cat("tiledist: model '", c.name, "': ", c.experts,
-                        " experts: a dense layer takes a dense model's config (the MoE layer is not built yet)"));
-  c.check(ranks);
-}
+void check_layers(const ModelConfig& c, int ranks) { c.check(ranks); }
 
-struct DenseWeights::State {
-  Scratch<bf16> input_norm, wqkv, q_norm, k_norm, wo, post_norm, w13, w2;
+struct LayerWeights::State {
+  Scratch<bf16> input_norm, wqkv, q_norm, k_norm, wo, post_norm, w13, w2, router;
 };
 
-DenseWeights::DenseWeights() : s_(std::make_unique<State>()) {}
-DenseWeights::DenseWeights(DenseWeights&&) noexcept = default;
-DenseWeights& DenseWeights::operator=(DenseWeights&&) noexcept = default;
-DenseWeights::~DenseWeights() = default;
+LayerWeights::LayerWeights() : s_(std::make_unique<State>()) {}
+LayerWeights::LayerWeights(LayerWeights&&) noexcept = default;
+LayerWeights& LayerWeights::operator=(LayerWeights&&) noexcept = default;
+LayerWeights::~LayerWeights() = default;
 
-DenseWeights DenseWeights::make(const Target& target, const ModelConfig& c, int layer, int rank, int ranks,
+LayerWeights LayerWeights::make(const Target& target, const ModelConfig& c, int layer, int rank, int ranks,
                                 const Part& part, const Norm& norm) {
-  check_dense(c, ranks);
+  check_layers(c, ranks);
   const std::string p = str_cat("model.layers.", layer, ".");
   const int64_t H = c.hidden, D = c.head_dim, hq = c.heads / ranks, I = c.intermediate / ranks;
   const auto [kv0, hk] = kv_heads_of(c, rank, ranks);
   const int64_t nq = hq * D, nk = hk * D;
-  DenseWeights w;
+  LayerWeights w;
   State& s = *w.s_;
   s.input_norm = Scratch<bf16>(target, norm(p + "input_layernorm.weight", H));
   s.post_norm = Scratch<bf16>(target, norm(p + "post_attention_layernorm.weight", H));
@@ -104,6 +99,24 @@ DenseWeights DenseWeights::make(const Target& target, const ModelConfig& c, int 
   // O: o_proj [hidden, heads D], its columns of the rank's heads.
   s.wo = Scratch<bf16>(target,
                        transposed(part(p + "self_attn.o_proj.weight", H, c.heads * D, 0, H, rank * nq, nq), H, nq));
+  if (c.moe()) {  // the router (whole, [H, E]), and every expert's slice as MoeMlp takes them
+    const int64_t E = c.experts, Ie = c.expert_intermediate / ranks;
+    s.router = Scratch<bf16>(target, transposed(part(p + "mlp.gate.weight", E, H, 0, E, 0, H), E, H));
+    std::vector<bf16> w13, w2;
+    w13.reserve(size_t(E * 2 * Ie * H)), w2.reserve(size_t(E * H * Ie));
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string x = str_cat(p, "mlp.experts.", e, ".");
+      for (const char* name : {"gate_proj.weight", "up_proj.weight"}) {
+        const std::vector<bf16> rows = part(x + name, c.expert_intermediate, H, rank * Ie, Ie, 0, H);
+        w13.insert(w13.end(), rows.begin(), rows.end());
+      }
+      const std::vector<bf16> cols = part(x + "down_proj.weight", H, c.expert_intermediate, 0, H, rank * Ie, Ie);
+      w2.insert(w2.end(), cols.begin(), cols.end());
+    }
+    s.w13 = Scratch<bf16>(target, w13);
+    s.w2 = Scratch<bf16>(target, w2);
+    return w;
+  }
   // Gate and up: the rank's rows of each, gate's first; down: down_proj's columns of them.
   {
     std::vector<bf16> rows = part(p + "mlp.gate_proj.weight", c.intermediate, H, rank * I, I, 0, H);
@@ -116,7 +129,7 @@ DenseWeights DenseWeights::make(const Target& target, const ModelConfig& c, int 
   return w;
 }
 
-DenseWeights DenseWeights::random(const Target& target, const ModelConfig& c, int layer, uint64_t seed, int rank,
+LayerWeights LayerWeights::random(const Target& target, const ModelConfig& c, int layer, uint64_t seed, int rank,
                                   int ranks) {
   auto part = [&](const std::string& name, int64_t, int64_t in, int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
     std::vector<bf16> v(size_t(nr * nc));
@@ -136,7 +149,7 @@ DenseWeights DenseWeights::random(const Target& target, const ModelConfig& c, in
   return make(target, c, layer, rank, ranks, part, norm);
 }
 
-DenseWeights DenseWeights::load(const Target& target, const ModelConfig& c, int layer, const SafeTensors& checkpoint,
+LayerWeights LayerWeights::load(const Target& target, const ModelConfig& c, int layer, const SafeTensors& checkpoint,
                                 int rank, int ranks) {
   auto values = [](const std::vector<std::byte>& bytes) {
     std::vector<bf16> v(bytes.size() / sizeof(bf16));
@@ -154,13 +167,14 @@ DenseWeights DenseWeights::load(const Target& target, const ModelConfig& c, int 
   return make(target, c, layer, rank, ranks, part, norm);
 }
 
-const bf16* DenseWeights::input_norm() const { return s_->input_norm.data(); }
-const bf16* DenseWeights::wqkv() const { return s_->wqkv.data(); }
-const bf16* DenseWeights::q_norm() const { return s_->q_norm.data(); }
-const bf16* DenseWeights::k_norm() const { return s_->k_norm.data(); }
-const bf16* DenseWeights::wo() const { return s_->wo.data(); }
-const bf16* DenseWeights::post_norm() const { return s_->post_norm.data(); }
-const bf16* DenseWeights::w13() const { return s_->w13.data(); }
-const bf16* DenseWeights::w2() const { return s_->w2.data(); }
+const bf16* LayerWeights::input_norm() const { return s_->input_norm.data(); }
+const bf16* LayerWeights::wqkv() const { return s_->wqkv.data(); }
+const bf16* LayerWeights::q_norm() const { return s_->q_norm.data(); }
+const bf16* LayerWeights::k_norm() const { return s_->k_norm.data(); }
+const bf16* LayerWeights::wo() const { return s_->wo.data(); }
+const bf16* LayerWeights::post_norm() const { return s_->post_norm.data(); }
+const bf16* LayerWeights::w13() const { return s_->w13.data(); }
+const bf16* LayerWeights::w2() const { return s_->w2.data(); }
+const bf16* LayerWeights::router() const { return s_->router.size() ? s_->router.data() : nullptr; }
 
 }  // namespace tiledist::model
