@@ -1,4 +1,4 @@
-// model_bench: a dense model's decoder layers end to end (model/model.h, issue 32) against
+// model_bench: a model's decoder layers end to end (model/model.h, issue 32) against
 // the same layers in PyTorch (bench/model_baseline.py: NCCL + cuBLAS + SDPA, run as a child
 // process of every rank with the same config and seed, so both compute the same model), in the
 // same run: the prefill's time and tokens/s for both, and how far apart their hidden states are.
@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -54,7 +55,7 @@ std::vector<float> read_f32(const std::string& path, size_t count) {
 }
 
 int run(int argc, char** argv) {
-  int reps = 5, layers = 2, batch = 1, prompt = 1024, steps = 8;
+  int reps = 5, layers = 2, batch = 1, prompt = 512, steps = 8;
   std::string config_name = "qwen3-32b", seqlens = "1024,4096,16384", decode_batches = "1,16,128";
   int i = 1;
   if (argc > 1 && argv[1][0] != '-') reps = std::max(1, std::atoi(argv[i++]));
@@ -153,42 +154,50 @@ int run(int argc, char** argv) {
   };
   for (int S : parse_list(seqlens)) {
     const int64_t T = int64_t(batch) * S;
-    model::Model m(target, c, layers, batch, S, seed);
+    auto m = std::make_unique<model::Model>(target, c, layers, batch, S, seed);
     const runtime::Stream stream;
     std::vector<double> times;
     for (int r = 0; r < reps + 1; ++r) {  // (the first compiles and warms)
       barrier_all();
       const auto start = std::chrono::steady_clock::now();
-      m.prefill(&stream);
+      m->prefill(&stream);
       stream.synchronize();
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       if (r > 0) times.push_back(ms);
     }
     std::sort(times.begin(), times.end());
     const double ours = times[times.size() / 2];
-    const double theirs = torch_side(str_cat("prefill --batch ", batch, " --seqlen ", S, " --reps ", reps), m.hidden());
+    const std::vector<float> out = m->hidden();
+    m.reset();  // (its memory back before PyTorch's process takes the GPU's)
+    const double theirs = torch_side(str_cat("prefill --batch ", batch, " --seqlen ", S, " --reps ", reps), out);
     row("tokens", T, T, ours, theirs);
   }
   if (me == 0 && !decode_batches.empty())
     std::printf("\n%15s  (a step of one token a sequence after a prompt of %d tokens, the median of %d steps)\n",
                 "decode", prompt, steps);
   for (int B : parse_list(decode_batches)) {
-    model::Model m(target, c, layers, B, prompt, seed, steps);
+    if (c.moe() && B % n != 0) {  // (a MoE model's decode batch: a multiple of the ranks)
+      if (me == 0)
+        std::printf("%8d %-6s (not a multiple of the %d ranks: a MoE decode step shares its batch)\n", B, "batch", n);
+      continue;
+    }
+    auto m = std::make_unique<model::Model>(target, c, layers, B, prompt, seed, steps);
     const runtime::Stream stream;
-    m.prefill(&stream);
+    m->prefill(&stream);
     std::vector<double> times;
     for (int k = 0; k < steps; ++k) {
       stream.synchronize();
       barrier_all();
       const auto start = std::chrono::steady_clock::now();
-      m.decode(&stream);
+      m->decode(&stream);
       stream.synchronize();
       times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
     std::sort(times.begin(), times.end());
     const double ours = times[times.size() / 2];
-    const double theirs =
-        torch_side(str_cat("decode --batch ", B, " --seqlen ", prompt, " --steps ", steps), m.decoded());
+    const std::vector<float> out = m->decoded();
+    m.reset();
+    const double theirs = torch_side(str_cat("decode --batch ", B, " --seqlen ", prompt, " --steps ", steps), out);
     row("batch", B, B, ours, theirs);
   }
   symm_free(errors);

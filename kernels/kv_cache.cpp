@@ -11,7 +11,7 @@ void kv_append(tl::Ptr<bf16> k, tl::Ptr<bf16> v, tl::Ptr<int32_t> pos, tl::Ptr<b
                tl::Ptr<int32_t> lens, tl::Int T, tl::Int S, tl::Int max_len, tl::Int HK, tl::Const<int> D) {
   auto t = tl::program_id(0);
   auto b = t / S;
-  auto p = tl::load(pos + t);  // (read before this program sets lens, which may be pos)
+  auto p = tl::load(pos + t);
   auto d = tl::arange(0, D);
   auto inside = (t < T) & (p >= 0) & (p < max_len);
   tl::if_then(inside, [&] {

@@ -40,11 +40,11 @@ const KernelDef& swiglu_kernel(ir::DType gu = ir::DType::f32);
 /// (qk_norm_rope's) into k_cache and v_cache [batch, max_len, HK, D] bf16, token t (of sequence
 /// t / S: S tokens a sequence, one after another) at its sequence's row pos[t]; the last token
 /// of each sequence (t % S == S - 1) then sets lens[t / S] = pos[t] + 1 (FlashDecode's kv_lens).
-/// pos may be lens where S = 1 (a decode step: each sequence's next row, its length advanced),
-/// as each token's program reads its position before it sets the length. A position outside [0,
-/// max_len) stores nothing and sets no length (the caller checks its capacity: this never writes
-/// past the cache). Parameters: k, v, pos, k_cache, v_cache, lens, T, S, max_len, HK; constant
-/// D. Launch over {T}. Registered as kv_append.
+/// pos must not be lens (a program's warps read the position while one of them sets the
+/// length: a decode step copies the lengths into its positions first). A position outside [0,
+/// max_len) stores nothing and sets no length (the caller checks its capacity: this never
+/// writes past the cache). Parameters: k, v, pos, k_cache, v_cache, lens, T, S, max_len, HK;
+/// constant D. Launch over {T}. Registered as kv_append.
 const KernelDef& kv_append_kernel();
 
 /// y[i] = x[i] for i < n: bf16 widened to f32 (a MoE MLP's bf16 output as the next layer's f32

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/flash_decode.h"
@@ -63,6 +64,7 @@ struct DecodeLayer::State {
   Kernel norm, rope, append, swiglu;
   Scratch<bf16> zeros, normed, res, q, k, v, o, act;
   Scratch<float> qkv, attn, gu;
+  Scratch<int32_t> pos;  // (the step's positions: the cache's lengths before it)
 };
 
 DecodeLayer::DecodeLayer(const Target& target, const ModelConfig& c, int batch) : s_(std::make_unique<State>()) {
@@ -92,6 +94,7 @@ DecodeLayer::DecodeLayer(const Target& target, const ModelConfig& c, int batch) 
   s.rope = compile(kernels::qk_norm_rope_kernel(ir::DType::f32), {{"D", int(D)}, {"NORM", 1}}, target);
   s.append = compile(kernels::kv_append_kernel(), {{"D", int(D)}}, target);
   s.swiglu = compile(kernels::swiglu_kernel(ir::DType::f32), {{"BR", 16}, {"BI", 128}}, target);
+  s.pos = Scratch<int32_t>(target, size_t(B));
   s.zeros = Scratch<bf16>(target, size_t(B * H));
   s.normed = Scratch<bf16>(target, size_t(B * H));
   s.res = Scratch<bf16>(target, size_t(B * H));
@@ -121,15 +124,21 @@ void DecodeLayer::run(const float* delta, const bf16* residual, const LayerWeigh
   // Attention: the norm, QKV of the rank's heads, q/k norm and rotary at each sequence's length,
   // the key and value appended there (the length advanced), flash decoding over the cache, the O
   // projection summed over the ranks.
+  // (the step's positions: the lengths before it, copied first, as kv_append advances the
+  // lengths while other warps of a program may still read the position)
   int32_t* lens = cache.lens(layer);
+  if (gpu)
+    runtime::copy_async(s.pos.data(), lens, size_t(B) * sizeof(int32_t), *on);
+  else
+    std::memcpy(s.pos.data(), lens, size_t(B) * sizeof(int32_t));
   launch(s.norm, on, Grid(int(B)), delta, residual ? residual : s.zeros.data(), w.input_norm(), s.normed.data(),
          s.res.data(), int(H), eps);
   s.qkv_gemm->run(static_cast<const bf16*>(s.normed.data()), w.wqkv(), s.qkv.data(), on);
   launch(s.rope, on, Grid(int(B), int(s.hq + 2 * s.hk)), static_cast<const float*>(s.qkv.data()),
-         static_cast<const int32_t*>(lens), w.q_norm(), w.k_norm(), s.q.data(), s.k.data(), s.v.data(), int(B),
+         static_cast<const int32_t*>(s.pos.data()), w.q_norm(), w.k_norm(), s.q.data(), s.k.data(), s.v.data(), int(B),
          int(s.hq), int(s.hk), eps, log2_theta);
   launch(s.append, on, Grid(int(B)), static_cast<const bf16*>(s.k.data()), static_cast<const bf16*>(s.v.data()),
-         static_cast<const int32_t*>(lens), cache.k(layer), cache.v(layer), lens, int(B), 1, cache.max_len(),
+         static_cast<const int32_t*>(s.pos.data()), cache.k(layer), cache.v(layer), lens, int(B), 1, cache.max_len(),
          int(s.hk));
   s.attention->run(static_cast<const bf16*>(s.q.data()), static_cast<const bf16*>(cache.k(layer)),
                    static_cast<const bf16*>(cache.v(layer)), static_cast<const int32_t*>(lens), s.o.data(), int(B), 1,

@@ -11,8 +11,7 @@ MoePart::MoePart(const Target& target, const ModelConfig& c, int64_t rows, kerne
   const int ranks = kernels::detail::world_ranks(target);
   out_rows_ = mode == kernels::MoeReduce::Mode::all_reduce ? rows * ranks : rows;
   router_ = std::make_unique<kernels::Gemm>(target, rows, c.experts, c.hidden);
-  mlp_ = std::make_unique<kernels::MoeMlp>(target, rows, c.hidden, c.expert_intermediate, c.experts, int(c.topk),
-                                           mode);
+  mlp_ = std::make_unique<kernels::MoeMlp>(target, rows, c.hidden, c.expert_intermediate, c.experts, int(c.topk), mode);
   widen_ = compile(kernels::bf16_to_f32_kernel(), {{"BLOCK", 1024}}, target);
   logits_ = kernels::detail::Scratch<float>(target, size_t(rows * c.experts));
   out_ = kernels::detail::Scratch<bf16>(target, size_t(out_rows_ * c.hidden));
@@ -23,8 +22,7 @@ void MoePart::run(const bf16* x, const LayerWeights& w, float* out, const runtim
   kernels::MoeRouting::Options routing;  // (softmax, renormalized: Qwen3-MoE's norm_topk_prob)
   mlp_->run(x, static_cast<const float*>(logits_.data()), w.w13(), w.w2(), out_.data(), on, routing);
   const int64_t n = out_rows_ * hidden_;
-  kernels::detail::launch(widen_, on, Grid(int((n + 1023) / 1024)), static_cast<const bf16*>(out_.data()), out,
-                          int(n));
+  kernels::detail::launch(widen_, on, Grid(int((n + 1023) / 1024)), static_cast<const bf16*>(out_.data()), out, int(n));
 }
 
 }  // namespace tiledist::model::detail

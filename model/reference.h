@@ -1,0 +1,23 @@
+/// @file
+/// A decoder layer computed on the host in double (issue 32's reference): what tiledist's
+/// model (model/model.h) computes from the same seed-made weights, for the tests and the
+/// stress harness to check it against.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+
+namespace tiledist::model::reference {
+
+/// The residual stream x [batch * seqlen, hidden] (row-major, the sequences one after another,
+/// positions from 0) after layer `layer` of the model LayerWeights::random makes from `seed`
+/// (the same values, bf16 as the ranks hold them): Qwen3's decoder layer (RMSNorm, QKV, q/k
+/// RMSNorm and rotary embedding, causal GQA attention, O, RMSNorm, SwiGLU MLP; or Qwen3-MoE's
+/// MLP: the softmax's top k renormalized, each expert's SwiGLU, the tokens routed from their
+/// norm rounded to bf16, as the kernels route them), in double. Slow: for small configs.
+void reference_layer(const ModelConfig& config, uint64_t seed, int layer, int batch, int seqlen,
+                     std::vector<double>& x);
+
+}  // namespace tiledist::model::reference
