@@ -37,11 +37,15 @@ import sys
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from baseline_io import median_ms
 from moe_baseline import mlp as moe_mlp
 
 MASK64 = (1 << 64) - 1
+# The decode step's attention: FlashAttention's kernel (or the others PyTorch has but cuDNN's,
+# whose graphs are built for each new key length, ~20 ms a step)
+DECODE_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 def signed(v):
@@ -275,8 +279,9 @@ def main():
         k = rotate(rmsnorm(k.reshape(B, 1, hk, D), w.k_norm, a.eps), c, s_)
         kcache[l][:, p] = k[:, 0]
         vcache[l][:, p] = v.reshape(B, hk, D)
-        o = F.scaled_dot_product_attention(q.transpose(1, 2), kcache[l][:, :p + 1].transpose(1, 2),
-                                           vcache[l][:, :p + 1].transpose(1, 2), enable_gqa=hq != hk)
+        with sdpa_kernel(DECODE_BACKENDS):  # (not cuDNN's, which builds a graph for each new length)
+            o = F.scaled_dot_product_attention(q.transpose(1, 2), kcache[l][:, :p + 1].transpose(1, 2),
+                                               vcache[l][:, :p + 1].transpose(1, 2), enable_gqa=hq != hk)
         h = h + all_reduce(F.linear(o.transpose(1, 2).reshape(B, hq * D), w.wo))
         if a.experts:
             return h + all_reduce(moe(rmsnorm(h, w.post_norm, a.eps), w, a.topk))

@@ -8,7 +8,8 @@
 //                                 [--decode-batches 1,16,128] [--prompt P] [--steps K]
 //
 // Prefill rows: B sequences of S tokens through L layers; decode rows: a step of one token a
-// sequence after a prompt of P tokens (the median of K steps), tensor parallel over the job's
+// sequence after a prompt of P tokens (at most 32768 / batch: the prefill's GEMMs index 32-bit;
+// the median of K steps), tensor parallel over the job's
 // ranks (the ranks may share a GPU: correctness then, not speed). "error": the relative error in
 // norm between the two sides' hidden states after the L layers (every rank's tokens; the
 // largest of the ranks'), against the bound stated below. PyTorch's python:
@@ -23,6 +24,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench/timing.h"
@@ -102,24 +104,42 @@ int run(int argc, char** argv) {
   const uint64_t seed = 20261207;
   int port = 29711;
   bool all_agree = true;
+  // Ranks that share a GPU: PyTorch's side runs as one process (NCCL takes no two ranks on one
+  // GPU) on rank 0, and every rank compares its rows with that whole model's; its time is then
+  // one GPU's alone, no ratio.
+  const bool shared = kernels::detail::gpus_shared(target);
+  auto* pid0 = symm_alloc<int64_t>(1).data();
+  if (me == 0) *pid0 = getpid();
+  barrier_all();
+  const int64_t torch_pid = *symm_at(pid0, 0);
   // PyTorch's side of a row (`args`: its mode and shape): its milliseconds (0 where it did not
-  // run), and the relative error of `ours` against its hidden states in *errors (-1: none).
-  auto torch_side = [&](const std::string& args, const std::vector<float>& ours) {
+  // run), and the relative error of `ours` against its hidden states (rows from `first` of the
+  // whole model's where one process ran it) in *errors (-1: none).
+  auto torch_side = [&](const std::string& args, const std::vector<float>& ours, int64_t first, int64_t all_rows) {
     *errors = -1;
     ++port;
     if (python.empty()) return 0.0;
     barrier_all();  // (every rank's torch process starts with the others')
-    const std::string out = str_cat("/tmp/model_bench.", getpid(), ".f32");
-    const std::string cmd =
-        str_cat("RANK=", me, " WORLD_SIZE=", n, " MASTER_ADDR=127.0.0.1 MASTER_PORT=", port, " ", python, " ", script,
-                " ", args, " --hidden ", c.hidden, " --heads ", c.heads, " --kv-heads ", c.kv_heads, " --head-dim ",
-                c.head_dim, " --inter ", c.intermediate, " --experts ", c.experts, " --topk ", c.topk,
-                " --expert-inter ", c.expert_intermediate, " --eps ", c.rms_eps, " --theta ", c.rope_theta,
-                " --layers ", layers, " --seed ", seed, " --check --out ", out);
-    auto [text, good] = bench::run_command(cmd);
+    const std::string out = str_cat("/tmp/model_bench.", shared ? torch_pid : int64_t(getpid()), ".f32");
+    std::string text = "ms 0";
+    bool good = true;
+    if (!shared || me == 0) {
+      const std::string cmd =
+          str_cat("RANK=", shared ? 0 : me, " WORLD_SIZE=", shared ? 1 : n, " MASTER_ADDR=127.0.0.1 MASTER_PORT=", port,
+                  " ", python, " ", script, " ", args, " --hidden ", c.hidden, " --heads ", c.heads, " --kv-heads ",
+                  c.kv_heads, " --head-dim ", c.head_dim, " --inter ", c.intermediate, " --experts ", c.experts,
+                  " --topk ", c.topk, " --expert-inter ", c.expert_intermediate, " --eps ", c.rms_eps, " --theta ",
+                  c.rope_theta, " --layers ", layers, " --seed ", seed, " --check --out ", out);
+      std::tie(text, good) = bench::run_command(cmd);
+    }
+    if (shared) barrier_all();  // (rank 0's file written)
+    const int64_t H = c.hidden;
+    std::vector<float> want = read_f32(out, shared ? size_t(all_rows * H) : ours.size());
+    if (shared && !want.empty())
+      want = std::vector<float>(want.begin() + first * H, want.begin() + first * H + int64_t(ours.size()));
+    if (shared) barrier_all();  // (every rank has read it)
+    if (!shared || me == 0) std::remove(out.c_str());
     const std::string ms = bench::field(text, "ms");
-    const std::vector<float> want = read_f32(out, ours.size());
-    std::remove(out.c_str());
     if (!good || ms.empty() || want.empty()) {
       std::printf("[rank %d] (torch failed: %s)\n", me, text.c_str());
       return 0.0;
@@ -144,7 +164,7 @@ int run(int argc, char** argv) {
       if (theirs > 0) {
         std::snprintf(t, sizeof t, "%.3f", theirs);
         std::snprintf(tt, sizeof tt, "%.0f", double(tokens) / (theirs * 1e-3));
-        std::snprintf(ratio, sizeof ratio, "%.3f", theirs / ours);
+        if (!shared) std::snprintf(ratio, sizeof ratio, "%.3f", theirs / ours);
       }
       if (compared && theirs > 0) std::snprintf(err, sizeof err, "%.4f%s", worst, worst <= kBound ? "" : " (past)");
       std::printf("%8lld %-6s %10.3f %12.0f %10s %12s %8s %10s\n", (long long)count, what, ours,
@@ -169,7 +189,8 @@ int run(int argc, char** argv) {
     const double ours = times[times.size() / 2];
     const std::vector<float> out = m->hidden();
     m.reset();  // (its memory back before PyTorch's process takes the GPU's)
-    const double theirs = torch_side(str_cat("prefill --batch ", batch, " --seqlen ", S, " --reps ", reps), out);
+    const double theirs =
+        torch_side(str_cat("prefill --batch ", batch, " --seqlen ", S, " --reps ", reps), out, me * (T / n), T);
     row("tokens", T, T, ours, theirs);
   }
   if (me == 0 && !decode_batches.empty())
@@ -181,7 +202,9 @@ int run(int argc, char** argv) {
         std::printf("%8d %-6s (not a multiple of the %d ranks: a MoE decode step shares its batch)\n", B, "batch", n);
       continue;
     }
-    auto m = std::make_unique<model::Model>(target, c, layers, B, prompt, seed, steps);
+    // (the prompt's prefill at most 32768 tokens in all: the MLP's GEMM output under 2^31 elements)
+    const int P = std::max(1, std::min(prompt, 32768 / B));
+    auto m = std::make_unique<model::Model>(target, c, layers, B, P, seed, steps);
     const runtime::Stream stream;
     m->prefill(&stream);
     std::vector<double> times;
@@ -197,9 +220,10 @@ int run(int argc, char** argv) {
     const double ours = times[times.size() / 2];
     const std::vector<float> out = m->decoded();
     m.reset();
-    const double theirs = torch_side(str_cat("decode --batch ", B, " --seqlen ", prompt, " --steps ", steps), out);
-    row("batch", B, B, ours, theirs);
+    const double theirs = torch_side(str_cat("decode --batch ", B, " --seqlen ", P, " --steps ", steps), out, 0, B);
+    row(P == prompt ? "batch" : str_cat("batch (", P, " tokens)").c_str(), B, B, ours, theirs);
   }
+  symm_free(pid0);
   symm_free(errors);
   return all_agree ? 0 : 1;
 }

@@ -137,6 +137,10 @@ AgGemm::AgGemm(const Target& target, int64_t M, int64_t N, int64_t K, Gather gat
   s.ranks = detail::world_ranks(target);
   if (M % s.ranks)
     throw Error(str_cat("tiledist: ag_gemm: M = ", M, " rows do not split evenly over ", s.ranks, " ranks"));
+  // (the kernels index A, B and C with 32-bit element numbers, as gemm's)
+  if (M < 0 || N < 0 || K < 0 || M * K > INT32_MAX || K * N > INT32_MAX || M * N > INT32_MAX)
+    throw Error(str_cat("tiledist: ag_gemm: M, N, K = ", M, ", ", N, ", ", K,
+                        ": not negative, and the gathered A, B and C under 2^31 elements each"));
   s.M = M, s.N = N, s.K = K, s.rows = M / s.ranks;
   if (gather == Gather::sm_puts) {
     if (puts < 0) throw Error(str_cat("tiledist: ag_gemm: ", puts, " programs cannot push the rows"));

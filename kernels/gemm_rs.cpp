@@ -173,6 +173,10 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter sc
   State& s = *s_;
   s.target = target;
   s.ranks = detail::world_ranks(target);
+  // (the kernels index A, B and C with 32-bit element numbers, as gemm's)
+  if (M < 0 || N < 0 || K < 0 || M * K > INT32_MAX || K * N > INT32_MAX || M * N > INT32_MAX)
+    throw Error(str_cat("tiledist: ", all ? "gemm_ar" : "gemm_rs", ": M, N, K = ", M, ", ", N, ", ", K,
+                        ": not negative, and A, B and C under 2^31 elements each"));
   s.M = M, s.N = N, s.K = K, s.rows = all ? M : M / s.ranks;
   s.config = gemm_config(target, M, N, K, false);
   if (all) s.config = s.config.per_tile();

@@ -76,6 +76,24 @@ TEST(Library, GemmReduceScatter) {
 TEST(Library, GemmAllReduce) {
   testing_collectives::check_gemm_rs<HostMemory, kernels::GemmAr>(Target::host(), 70, 72, 48);  // ragged tiles
 }
+// The overlapped GEMMs' kernels index with 32-bit element numbers: a C of 2^31 elements or more
+// (a model's prefill of 65536 tokens through an MLP of 51200 columns) is refused before
+// anything is allocated, naming the shape.
+TEST(Library, OverlappedGemmsPast32BitOffsetsAreRefused) {
+  const int64_t M = 65536 * int64_t(world_size()), N = 51200, K = 5120;
+  auto refusal = [](auto make) {
+    try {
+      make();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(nothing thrown)");
+  };
+  const std::string shape = str_cat("M, N, K = ", M, ", ", N, ", ", K, ": not negative, and ");
+  EXPECT_NE(refusal([&] { kernels::AgGemm(Target::host(), M, N, K); }).find("ag_gemm: " + shape), std::string::npos);
+  EXPECT_NE(refusal([&] { kernels::GemmRs(Target::host(), M, N, K); }).find("gemm_rs: " + shape), std::string::npos);
+  EXPECT_NE(refusal([&] { kernels::GemmAr(Target::host(), M, N, K); }).find("gemm_ar: " + shape), std::string::npos);
+}
 
 }  // namespace
 }  // namespace tiledist
