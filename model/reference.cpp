@@ -134,5 +134,4 @@ void reference_layer(const ModelConfig& c, uint64_t seed, int layer, int batch, 
   for (size_t i = 0; i < x.size(); ++i) x[i] += down[i];
 }
 
-
 }  // namespace tiledist::model::reference
