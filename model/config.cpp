@@ -83,6 +83,11 @@ ModelConfig ModelConfig::parse(const std::string& json, const std::string& where
     if (std::optional<int64_t> e = integer(key); e && *e > 0) c.experts = *e;
   if (c.experts > 0) {
     c.topk = required("num_experts_per_tok");
+    if (const llvm::json::Value* v = o->get("norm_topk_prob"); v && v->kind() != llvm::json::Value::Null) {
+      std::optional<bool> b = v->getAsBoolean();
+      if (!b) throw Error(str_cat("tiledist: model config ", where, ": 'norm_topk_prob' is not true or false"));
+      c.renormalize = *b;
+    }
     c.expert_intermediate = integer("moe_intermediate_size").value_or(c.intermediate);
     if (c.expert_intermediate == 0)
       throw Error(str_cat("tiledist: model config ", where, ": experts without 'moe_intermediate_size'"));

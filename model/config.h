@@ -26,6 +26,7 @@ struct ModelConfig {
   int64_t experts = 0;              ///< routed experts (0: a dense MLP)
   int64_t topk = 0;                 ///< num_experts_per_tok
   int64_t expert_intermediate = 0;  ///< moe_intermediate_size: each expert's
+  bool renormalize = true;          ///< norm_topk_prob: a token's k scores divided by their sum
 
   /// Whether the MLP is a mixture of experts.
   bool moe() const { return experts > 0; }

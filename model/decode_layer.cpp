@@ -72,15 +72,15 @@ DecodeLayer::DecodeLayer(const Target& target, const ModelConfig& c, int batch) 
   const int ranks = kernels::detail::world_ranks(target);
   check_layers(c, ranks);
   if (batch < 1) throw Error(str_cat("tiledist: model '", c.name, "': a decode step of ", batch, " sequences"));
+  if (c.moe() && batch % ranks != 0)  // (before anything collective is allocated)
+    throw Error(str_cat("tiledist: model '", c.name, "': a decode step of ", batch, " sequences over ", ranks,
+                        " ranks (a MoE model's: a multiple of the ranks, each rank routing its share)"));
   s.target = target, s.config = c, s.batch = batch, s.rank = kernels::detail::world_rank(target);
   s.hq = c.heads / ranks, s.hk = kv_heads_of(c, 0, ranks).second, s.I = c.intermediate / ranks;
   const int64_t H = c.hidden, D = c.head_dim, B = batch, nqkv = (s.hq + 2 * s.hk) * D;
   s.qkv_gemm = std::make_unique<kernels::Gemm>(target, B, nqkv, H);
   s.o_gemm = std::make_unique<kernels::GemmAr>(target, B, H, s.hq * D);
   if (c.moe()) {  // (each rank routes its rows of the batch; every rank gets every row's output)
-    if (B % ranks != 0)
-      throw Error(str_cat("tiledist: model '", c.name, "': a decode step of ", B, " sequences over ", ranks,
-                          " ranks (a MoE model's: a multiple of the ranks, each rank routing its share)"));
     s.moe = std::make_unique<detail::MoePart>(target, c, B / ranks, kernels::MoeReduce::Mode::all_reduce);
   } else {
     s.up_gemm = std::make_unique<kernels::Gemm>(target, B, 2 * s.I, H);

@@ -1,5 +1,5 @@
 /// @file
-/// A dense model's decode step (issue 32): one new token a sequence through a decoder layer,
+/// A model's decode step (issue 32): one new token a sequence through a decoder layer,
 /// its keys and values appended to the layer's KV cache. Tensor parallel over the job's ranks
 /// with the activations replicated (every rank holds every sequence's token): QKV of the rank's
 /// heads by a GEMM, attention by flash decoding over the cache of the rank's KV heads, the O and
@@ -44,7 +44,8 @@ class KvCache {
 /// every run are collective.
 class DecodeLayer {
  public:
-  /// Throws Error where the config does not split over the ranks or has experts, or batch < 1.
+  /// Throws Error where the config does not split over the ranks, batch < 1, or (a MoE model's)
+  /// the batch is not a multiple of the ranks (each rank routes its share of it).
   DecodeLayer(const Target& target, const ModelConfig& config, int batch);
   ~DecodeLayer();
   /// The layer on the step's tokens, whose residual stream is delta + residual ([batch, hidden]

@@ -1,5 +1,5 @@
 /// @file
-/// A dense decoder layer's weights as one rank of a tensor-parallel job holds them (issue 32):
+/// A decoder layer's weights as one rank of a tensor-parallel job holds them (issue 32):
 /// made from a seed (every rank its part, the same values everywhere), or read from a
 /// .safetensors checkpoint in Hugging Face's names.
 #pragma once
@@ -29,24 +29,24 @@ uint64_t tensor_key(uint64_t seed, const std::string& name);
 /// Element `index` of the tensor whose tensor_key is `key` (random_value's value).
 float random_value(uint64_t key, int64_t index);
 
-/// One rank's part of a dense decoder layer's weights, bf16, in device memory on a GPU target
+/// One rank's part of a decoder layer's weights, bf16, in device memory on a GPU target
 /// (host memory on the host), laid out as the kernels take them (the GEMMs' B is [K, N]: a
 /// Hugging Face weight [out, in] transposed). Rank r of n holds query heads [r HQ, (r + 1) HQ)
 /// (HQ = heads / n), their KV heads (HK = kv_heads / n of them, or the one KV head they share
 /// where n > kv_heads), and the MLP's intermediate columns [r I, (r + 1) I) (I = intermediate /
-/// n).
+/// n; a MoE model's: every expert's [r Ie, (r + 1) Ie), Ie = moe_intermediate_size / n, and the
+/// whole router).
 class LayerWeights {
  public:
   /// Layer `layer` of a model initialized from `seed` (random_value, scaled: a linear weight
   /// [out, in] by 1 / sqrt(in), a norm's weight 1 + value / 8). Throws Error where the config
-  /// does not split over `ranks` (ModelConfig::check) or has experts (a MoE model's layer is
-  /// not this one).
+  /// does not split over `ranks` (ModelConfig::check).
   static LayerWeights random(const Target& target, const ModelConfig& config, int layer, uint64_t seed, int rank,
                              int ranks);
   /// Layer `layer` of a checkpoint in Hugging Face's names ("model.layers.L.self_attn.q_proj.weight",
-  /// ...: Qwen3's and Llama's), bf16, each rank reading its part alone. Throws Error naming a
-  /// tensor the checkpoint lacks, or one of another dtype or shape than the config's (and where
-  /// the config does not split, as random()).
+  /// ...: Qwen3's and Qwen3-MoE's, whose q_norm and k_norm it reads), bf16, each rank reading its part alone. Throws
+  /// Error naming a tensor the checkpoint lacks, or one of another dtype or shape than the config's (and where the
+  /// config does not split, as random()).
   static LayerWeights load(const Target& target, const ModelConfig& config, int layer, const SafeTensors& checkpoint,
                            int rank, int ranks);
   LayerWeights(LayerWeights&&) noexcept;             ///< Takes another's buffers.

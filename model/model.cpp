@@ -90,10 +90,12 @@ void Model::prefill(const runtime::Stream* stream) {
 
 void Model::decode(const runtime::Stream* stream) {
   State& s = *s_;
-  if (s.done < 0 || s.done >= s.steps)
-    throw Error(str_cat("tiledist: model '", s.config.name, "': decode step ", s.done + 1,
-                        s.done < 0 ? " before a prefill" : "", " of a model made for ", s.steps,
-                        " decode steps (a KV cache of ", s.steps, " rows past the prompt)"));
+  if (s.done < 0)
+    throw Error(
+        str_cat("tiledist: model '", s.config.name, "': a decode step before a prefill (the KV cache is empty)"));
+  if (s.done >= s.steps)
+    throw Error(str_cat("tiledist: model '", s.config.name, "': decode step ", s.done + 1, " of a model made for ",
+                        s.steps, " decode steps (a KV cache of ", s.steps, " rows past the prompt)"));
   const size_t count = size_t(s.batch) * size_t(s.config.hidden);
   const float* tokens = s.step_tokens.data() + size_t(s.done) * count;
   if (kernels::detail::on_gpu(s.target))

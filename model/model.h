@@ -1,5 +1,5 @@
 /// @file
-/// A dense model's decoder layers end to end (issue 32): L PrefillLayer steps over a batch, with
+/// A model's decoder layers end to end (issue 32): L PrefillLayer steps over a batch, with
 /// random weights and embeddings made from a seed, tensor parallel over the job's ranks. What
 /// `tiledist-model` and `bench/model_bench` run, and what a PyTorch reference made from the same
 /// seed (bench/model_baseline.py) computes again.
@@ -17,7 +17,7 @@
 
 namespace tiledist::model {
 
-/// L decoder layers of a dense config over `batch` sequences of `seqlen` tokens: every rank
+/// L decoder layers of a config (dense or MoE) over `batch` sequences of `seqlen` tokens: every rank
 /// makes its part of layers [0, L)'s weights (LayerWeights::random, or LayerWeights::load from a
 /// checkpoint where one is given) and its tokens' rows of the
 /// embeddings ("model.embed_tokens", random_value rounded to bf16: rank r holds the batch's

@@ -26,6 +26,7 @@ class MoePart {
  private:
   Target target_;
   int64_t rows_ = 0, out_rows_ = 0, hidden_ = 0, experts_ = 0;
+  bool renormalize_ = true;
   std::unique_ptr<kernels::Gemm> router_;
   std::unique_ptr<kernels::MoeMlp> mlp_;
   Kernel widen_;

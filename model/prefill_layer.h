@@ -1,7 +1,7 @@
 /// @file
-/// One tensor-parallel decoder layer of a dense model (issue 32; Qwen3's: RMSNorm, attention with
-/// per-head q/k RMSNorm and rotary embeddings, SwiGLU MLP), built from the kernel library (its
-/// weights: model/layer_weights.h).
+/// One tensor-parallel decoder layer's prefill (issue 32; Qwen3's: RMSNorm, attention with
+/// per-head q/k RMSNorm and rotary embeddings, a SwiGLU MLP or Qwen3-MoE's experts), built from
+/// the kernel library (its weights: model/layer_weights.h).
 #pragma once
 
 #include <cstdint>
@@ -16,16 +16,18 @@
 
 namespace tiledist::model {
 
-/// A dense decoder layer over `batch` sequences of `seqlen` tokens (T = batch * seqlen, a
+/// A decoder layer over `batch` sequences of `seqlen` tokens (T = batch * seqlen, a
 /// multiple of the ranks), tensor-parallel over the job's ranks with the activations between
 /// layers split by tokens (each rank T / ranks of them): RMSNorm of the residual stream, QKV by
 /// AllGather + GEMM, qk_norm_rope, causal attention over the rank's heads, the O projection by
 /// GEMM + ReduceScatter, RMSNorm, gate and up by AllGather + GEMM, SwiGLU, the down projection by
-/// GEMM + ReduceScatter. Construction and every run are collective.
+/// GEMM + ReduceScatter; a MoE model's MLP: the router's GEMM and kernels::MoeMlp over the
+/// ranks' tokens (the gather under gate/up, the reduce-scatter under down and the combine).
+/// Construction and every run are collective.
 class PrefillLayer {
  public:
-  /// Throws Error where the config does not split over the ranks, has experts, T is not a
-  /// multiple of them (into rows the GEMMs tile), or the kernels refuse the shapes.
+  /// Throws Error where the config does not split over the ranks, T is not a multiple of them
+  /// (into rows the GEMMs tile), or the kernels refuse the shapes.
   PrefillLayer(const Target& target, const ModelConfig& config, int batch, int seqlen);
   ~PrefillLayer();
   /// One layer on this rank's tokens (rows [rank T / ranks, (rank + 1) T / ranks) of the batch):

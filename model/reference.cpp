@@ -52,7 +52,8 @@ Matrix rmsnorm(const Matrix& x, const std::vector<double>& w, int64_t n, double 
 
 }  // namespace
 
-void reference_layer(const ModelConfig& c, uint64_t seed, int layer, int batch, int seqlen, Matrix& x) {
+void reference_layer(const ModelConfig& c, uint64_t seed, int layer, int batch, int seqlen, Matrix& x,
+                     std::vector<bool>* near_ties, double tie) {
   const int64_t T = int64_t(batch) * seqlen, H = c.hidden, D = c.head_dim, nq = c.heads * D, nk = c.kv_heads * D;
   const double eps = c.rms_eps;
   const Matrix n1 = rmsnorm(x, norm_weight(seed, layer, "input_layernorm.weight", H), H, eps);
@@ -108,10 +109,14 @@ void reference_layer(const ModelConfig& c, uint64_t seed, int layer, int batch, 
       std::vector<int64_t> order(static_cast<size_t>(E));
       for (int64_t e = 0; e < E; ++e) order[size_t(e)] = e;
       const double* l = &logits[size_t(t * E)];
-      std::partial_sort(order.begin(), order.begin() + c.topk, order.end(),
+      std::partial_sort(order.begin(), order.begin() + std::min(c.topk + 1, E), order.end(),
                         [&](int64_t a, int64_t b) { return l[a] > l[b]; });
-      double sum = 0;  // (the softmax's denominator cancels in the renormalization)
-      for (int64_t j = 0; j < c.topk; ++j) sum += std::exp(l[order[size_t(j)]] - l[order[0]]);
+      if (near_ties && c.topk < E && l[order[size_t(c.topk - 1)]] - l[order[size_t(c.topk)]] < tie) {
+        near_ties->resize(size_t(T));
+        (*near_ties)[size_t(t)] = true;
+      }
+      double sum = 0;  // (renormalized: the softmax's denominator cancels; else the softmax's)
+      for (int64_t j = 0; j < (c.renormalize ? c.topk : E); ++j) sum += std::exp(l[order[size_t(j)]] - l[order[0]]);
       const Matrix row(n2.begin() + t * H, n2.begin() + (t + 1) * H);
       for (int64_t j = 0; j < c.topk; ++j) {
         const int64_t e = order[size_t(j)];

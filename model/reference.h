@@ -17,7 +17,10 @@ namespace tiledist::model::reference {
 /// RMSNorm and rotary embedding, causal GQA attention, O, RMSNorm, SwiGLU MLP; or Qwen3-MoE's
 /// MLP: the softmax's top k renormalized, each expert's SwiGLU, the tokens routed from their
 /// norm rounded to bf16, as the kernels route them), in double. Slow: for small configs.
-void reference_layer(const ModelConfig& config, uint64_t seed, int layer, int batch, int seqlen,
-                     std::vector<double>& x);
+/// `near_ties`, where given (a MoE layer's): set for each token whose k-th and (k+1)-th router
+/// logits lie within `tie` of each other, whose experts another computation's roundings may pick
+/// otherwise (a check skips those tokens).
+void reference_layer(const ModelConfig& config, uint64_t seed, int layer, int batch, int seqlen, std::vector<double>& x,
+                     std::vector<bool>* near_ties = nullptr, double tie = 1e-2);
 
 }  // namespace tiledist::model::reference

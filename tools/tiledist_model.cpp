@@ -72,8 +72,9 @@ int run(int argc, char** argv) {
   std::unique_ptr<model::SafeTensors> checkpoint;
   if (!weights.empty()) {
     checkpoint = std::make_unique<model::SafeTensors>(weights);
-    const std::string beside = std::filesystem::is_directory(weights) ? weights + "/config.json" : "";
-    if (config_name.empty() && !beside.empty() && std::filesystem::exists(beside)) config_name = beside;
+    const std::filesystem::path w(weights);
+    const std::filesystem::path beside = (std::filesystem::is_directory(w) ? w : w.parent_path()) / "config.json";
+    if (config_name.empty() && std::filesystem::exists(beside)) config_name = beside.string();
   }
   const model::ModelConfig config = model::ModelConfig::load(config_name.empty() ? "qwen3-32b" : config_name);
   const int n = kernels::detail::world_ranks(target), me = kernels::detail::world_rank(target);

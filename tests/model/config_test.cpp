@@ -59,6 +59,12 @@ TEST(ModelConfig, HuggingFacesFilesAreRead) {
   EXPECT_EQ(mixtral.expert_intermediate, 14336);
   EXPECT_EQ(mixtral.head_dim, 128);
   EXPECT_EQ(mixtral.kv_heads, 32);
+  EXPECT_TRUE(mixtral.renormalize);  // (norm_topk_prob absent: renormalized, as Qwen3-MoE's)
+  EXPECT_FALSE(ModelConfig::parse(R"({"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+                                      "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                                      "norm_topk_prob": false})",
+                                  "c.json")
+                   .renormalize);
   EXPECT_EQ(ModelConfig::parse(R"({"hidden_size": 7168, "num_attention_heads": 128, "num_hidden_layers": 61,
                                    "n_routed_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 2048})",
                                "deepseek")
@@ -112,6 +118,13 @@ TEST(ModelConfig, BadFilesAreNamed) {
                                   "c.json");
              }),
              "no 'num_experts_per_tok'");
+  expect_has(error_of([] {
+               ModelConfig::parse(R"({"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+                                      "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+                                      "norm_topk_prob": 1})",
+                                  "c.json");
+             }),
+             "'norm_topk_prob' is not true or false");
   expect_has(error_of([] { ModelConfig::load("/nonexistent/model"); }),
              "'/nonexistent/model': neither a built-in (qwen3-32b, qwen3-30b-a3b) nor a readable config.json");
 }

@@ -138,6 +138,7 @@ inline void check_decode(const Target& target, const ModelConfig& c, int layers,
   const int n = world_size(), me = rank();
   const int steps = 3;
   const int64_t H = c.hidden, seqlen = prompt + steps;
+  ASSERT_TRUE(!c.moe() || layers == 1) << "a MoE model's check takes one layer (its near ties)";
   const uint64_t seed = shared_seed();
   SCOPED_TRACE(str_cat("seed ", seed, ", ", n, " ranks"));
   Model model(target, c, layers, batch, prompt, seed, steps);
@@ -151,12 +152,23 @@ inline void check_decode(const Target& target, const ModelConfig& c, int layers,
             t < prompt
                 ? float(bf16(random_value(seed, "model.embed_tokens", (b * prompt + t) * H + h)))
                 : float(bf16(random_value(seed, "model.embed_tokens.decode", ((t - prompt) * batch + b) * H + h)));
-  for (int l = 0; l < layers; ++l) reference_layer(c, seed, l, batch, int(seqlen), x);
+  // (a MoE layer's tokens near a tie of their router's logits: not checked, as our f32 logits
+  // from other roundings may pick another expert; one MoE layer only, so that no token after
+  // them depends on them)
+  std::vector<bool> ties;
+  for (int l = 0; l < layers; ++l) reference_layer(c, seed, l, batch, int(seqlen), x, &ties);
   for (int s = 0; s < steps; ++s) {
     model.decode();
     std::vector<int64_t> rows;
-    for (int b = 0; b < batch; ++b) rows.push_back(b * seqlen + prompt + s);
-    expect_rows(model.decoded(), x, rows, H, str_cat("decode step ", s + 1, " on rank ", me));
+    std::vector<float> got;
+    const std::vector<float> all = model.decoded();
+    for (int b = 0; b < batch; ++b) {
+      const int64_t row = b * seqlen + prompt + s;
+      if (size_t(row) < ties.size() && ties[size_t(row)]) continue;
+      rows.push_back(row);
+      got.insert(got.end(), all.begin() + b * H, all.begin() + (b + 1) * H);
+    }
+    expect_rows(got, x, rows, H, str_cat("decode step ", s + 1, " on rank ", me));
   }
   std::string past;
   try {
