@@ -47,6 +47,11 @@
 #              against cuBLAS
 #   sm80       sm_80's code on this GPU (TILEDIST_TARGET=sm_80: mma.sync, cp.async, no TMA):
 #              kernels_test, then gemm_bench tp
+#   model      issue 32's model: the GPU tests of its layers (prefill, KV cache, decode; dense and
+#              MoE) at 1 and 2 ranks sharing the GPU, then model_bench against PyTorch's same
+#              layers (bench/model_baseline.py): Qwen3-32B prefill at 1k/4k/16k and decode at
+#              batch 1/16/128, Qwen3-30B-A3B prefill at 4k and decode at 16/128, and at 2 ranks
+#              sharing the GPU (compared with one PyTorch process)
 # Prints each stage's summary; the logs keep the rest.
 set -u
 stages=${*:-tests attention grouped gemm gpuir}
@@ -59,6 +64,7 @@ export TILEDIST_CACHE_DIR=/tmp/tiledist-cache TILEDIST_TEST_GPU=1
 export TILEDIST_ATTENTION_BASELINE=$root/bench/attention_baseline.py
 export TILEDIST_GROUPED_GEMM_BASELINE=$root/bench/grouped_gemm_baseline.py
 export TILEDIST_MOE_BASELINE=$root/bench/moe_baseline.py
+export TILEDIST_MODEL_BASELINE=$root/bench/model_baseline.py
 export TILEDIST_CUBLASLT=${TILEDIST_CUBLASLT:-$(find / -name 'libcublasLt.so.1[23]*' 2>/dev/null | head -1)}
 # Everything printed also goes to $logs/summary.txt, which survives a run cut off by its time limit.
 exec > >(tee -a "$logs/summary.txt") 2>&1
@@ -114,6 +120,20 @@ for stage in $stages; do
       tail -1 "$logs/moe_replay.log"
       run moe_stress 200 tools/tiledist-stress --target cuda --ranks 1,2,3 --seconds 150
       tail -1 "$logs/moe_stress.log" ;;
+    model)
+      for n in 1 2; do
+        run "model_tests$n" 200 tools/tiledist-run -n $n --timeout 190 tests/cuda_collectives_test \
+          --gtest_filter='GpuKernels.Dense*:GpuKernels.MoeModel*'
+        grep -E '^\[0\] \[  (PASSED|FAILED) ' "$logs/model_tests$n.log"
+      done
+      TILEDIST_GPU_HEAP_SIZE=8G run model_dense 300 stdbuf -oL tools/tiledist-run -n 1 --timeout 290 bench/model_bench 5
+      grep -vE '^\s*$' "$logs/model_dense.log" | tail -10
+      TILEDIST_GPU_HEAP_SIZE=8G run model_moe 200 stdbuf -oL tools/tiledist-run -n 1 --timeout 190 bench/model_bench 5 \
+        --config qwen3-30b-a3b --seqlens 4096 --decode-batches 16,128
+      grep -vE '^\s*$' "$logs/model_moe.log" | tail -6
+      TILEDIST_GPU_HEAP_SIZE=4G run model_shared 200 stdbuf -oL tools/tiledist-run -n 2 --timeout 190 bench/model_bench 3 \
+        --seqlens 2048 --decode-batches 16
+      grep -vE '^\s*$' "$logs/model_shared.log" | tail -6 ;;
     grouped8)
       for l in default ws; do  # (ws: warp specialized, TILEDIST_WS=1)
         [ "$l" = ws ] && w=1 || w=
