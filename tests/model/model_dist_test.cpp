@@ -27,18 +27,28 @@ TEST(PrefillLayer, TwoLayersAgreeWithTheHost) {
 std::vector<TensorData> checkpoint(const ModelConfig& c, uint64_t seed, const std::string& skip = "",
                                    const std::string& misshape = "") {
   const int64_t H = c.hidden, D = c.head_dim;
-  const std::vector<std::pair<std::string, std::vector<int64_t>>> shapes = {
-      {"input_layernorm.weight", {H}},
-      {"post_attention_layernorm.weight", {H}},
-      {"self_attn.q_norm.weight", {D}},
-      {"self_attn.k_norm.weight", {D}},
-      {"self_attn.q_proj.weight", {c.heads * D, H}},
-      {"self_attn.k_proj.weight", {c.kv_heads * D, H}},
-      {"self_attn.v_proj.weight", {c.kv_heads * D, H}},
-      {"self_attn.o_proj.weight", {H, c.heads * D}},
-      {"mlp.gate_proj.weight", {c.intermediate, H}},
-      {"mlp.up_proj.weight", {c.intermediate, H}},
-      {"mlp.down_proj.weight", {H, c.intermediate}}};
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes = {{"input_layernorm.weight", {H}},
+                                                                      {"post_attention_layernorm.weight", {H}},
+                                                                      {"self_attn.q_norm.weight", {D}},
+                                                                      {"self_attn.k_norm.weight", {D}},
+                                                                      {"self_attn.q_proj.weight", {c.heads * D, H}},
+                                                                      {"self_attn.k_proj.weight", {c.kv_heads * D, H}},
+                                                                      {"self_attn.v_proj.weight", {c.kv_heads * D, H}},
+                                                                      {"self_attn.o_proj.weight", {H, c.heads * D}}};
+  if (c.moe()) {  // (Qwen3-MoE's names: the router, then each expert's three)
+    const int64_t Ie = c.expert_intermediate;
+    shapes.push_back({"mlp.gate.weight", {c.experts, H}});
+    for (int64_t e = 0; e < c.experts; ++e) {
+      const std::string x = str_cat("mlp.experts.", e, ".");
+      shapes.push_back({x + "gate_proj.weight", {Ie, H}});
+      shapes.push_back({x + "up_proj.weight", {Ie, H}});
+      shapes.push_back({x + "down_proj.weight", {H, Ie}});
+    }
+  } else {
+    shapes.push_back({"mlp.gate_proj.weight", {c.intermediate, H}});
+    shapes.push_back({"mlp.up_proj.weight", {c.intermediate, H}});
+    shapes.push_back({"mlp.down_proj.weight", {H, c.intermediate}});
+  }
   std::vector<TensorData> out;
   for (auto [name, shape] : shapes) {
     if (name == skip) continue;
@@ -104,6 +114,40 @@ TEST(LayerWeights, ReadFromACheckpointAsRandomMakesThem) {
                              c.kv_heads * D + 1, ", ", H, "]; expected BF16 [", c.kv_heads * D, ", ", H, "]")),
       std::string::npos)
       << misshaped;
+  barrier_all();
+  if (me == 0) std::filesystem::remove_all(dir);
+}
+
+// A Qwen3-MoE checkpoint: the router (whole, transposed for its GEMM) and every expert's slice of
+// gate, up (its rows) and down (its columns), as random() makes them, byte for byte.
+TEST(LayerWeights, AMixtureOfExpertsCheckpointAsRandomMakesIt) {
+  const int n = world_size(), me = rank();
+  const ModelConfig c = testing_model::small_moe_config(n);
+  const uint64_t seed = testing_model::shared_seed();
+  SCOPED_TRACE(str_cat("seed ", seed, ", ", n, " ranks"));
+  const std::string dir = str_cat(testing::TempDir(), "layer_weights_moe_", seed, "/");
+  if (me == 0) {
+    std::filesystem::create_directories(dir);
+    write_safetensors(dir + "whole.safetensors", checkpoint(c, seed));
+  }
+  barrier_all();
+  const Target host = Target::host();
+  const LayerWeights got = LayerWeights::load(host, c, 0, SafeTensors(dir + "whole.safetensors"), me, n);
+  const LayerWeights want = LayerWeights::random(host, c, 0, seed, me, n);
+  const int64_t H = c.hidden, E = c.experts, Ie = c.expert_intermediate / n;
+  ASSERT_NE(got.router(), nullptr);
+  EXPECT_EQ(std::memcmp(got.router(), want.router(), size_t(H * E) * sizeof(bf16)), 0) << "router, rank " << me;
+  EXPECT_EQ(std::memcmp(got.w13(), want.w13(), size_t(E * 2 * Ie * H) * sizeof(bf16)), 0) << "w13, rank " << me;
+  EXPECT_EQ(std::memcmp(got.w2(), want.w2(), size_t(E * H * Ie) * sizeof(bf16)), 0) << "w2, rank " << me;
+  // (and the layout MoeMlp takes: expert e's gate row j of this rank is HF's row rank Ie + j)
+  const float scale = 1.0f / std::sqrt(float(H));
+  for (int64_t e : {int64_t(0), E - 1})
+    for (int64_t j : {int64_t(0), Ie - 1}) {
+      const float v = float(
+          bf16(random_value(seed, str_cat("model.layers.0.mlp.experts.", e, ".up_proj.weight"), (me * Ie + j) * H + 3) *
+               scale));
+      EXPECT_EQ(float(got.w13()[size_t((e * 2 * Ie + Ie + j) * H + 3)]), v) << "expert " << e << "'s up row " << j;
+    }
   barrier_all();
   if (me == 0) std::filesystem::remove_all(dir);
 }
