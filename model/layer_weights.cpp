@@ -100,17 +100,17 @@ LayerWeights LayerWeights::make(const Target& target, const ModelConfig& c, int 
   s.wo = Scratch<bf16>(target,
                        transposed(part(p + "self_attn.o_proj.weight", H, c.heads * D, 0, H, rank * nq, nq), H, nq));
   if (c.moe()) {  // the router (whole, [H, E]), and every expert's slice as MoeMlp takes them
-    const int64_t E = c.experts, Ie = c.expert_intermediate / ranks;
+    const int64_t E = c.experts, ie = c.expert_intermediate / ranks;
     s.router = Scratch<bf16>(target, transposed(part(p + "mlp.gate.weight", E, H, 0, E, 0, H), E, H));
     std::vector<bf16> w13, w2;
-    w13.reserve(size_t(E * 2 * Ie * H)), w2.reserve(size_t(E * H * Ie));
+    w13.reserve(size_t(E * 2 * ie * H)), w2.reserve(size_t(E * H * ie));
     for (int64_t e = 0; e < E; ++e) {
       const std::string x = str_cat(p, "mlp.experts.", e, ".");
       for (const char* name : {"gate_proj.weight", "up_proj.weight"}) {
-        const std::vector<bf16> rows = part(x + name, c.expert_intermediate, H, rank * Ie, Ie, 0, H);
+        const std::vector<bf16> rows = part(x + name, c.expert_intermediate, H, rank * ie, ie, 0, H);
         w13.insert(w13.end(), rows.begin(), rows.end());
       }
-      const std::vector<bf16> cols = part(x + "down_proj.weight", H, c.expert_intermediate, 0, H, rank * Ie, Ie);
+      const std::vector<bf16> cols = part(x + "down_proj.weight", H, c.expert_intermediate, 0, H, rank * ie, ie);
       w2.insert(w2.end(), cols.begin(), cols.end());
     }
     s.w13 = Scratch<bf16>(target, w13);

@@ -34,7 +34,7 @@ float random_value(uint64_t key, int64_t index);
 /// Hugging Face weight [out, in] transposed). Rank r of n holds query heads [r HQ, (r + 1) HQ)
 /// (HQ = heads / n), their KV heads (HK = kv_heads / n of them, or the one KV head they share
 /// where n > kv_heads), and the MLP's intermediate columns [r I, (r + 1) I) (I = intermediate /
-/// n; a MoE model's: every expert's [r Ie, (r + 1) Ie), Ie = moe_intermediate_size / n, and the
+/// n; a MoE model's: every expert's [r ie, (r + 1) ie), ie = moe_intermediate_size / n, and the
 /// whole router).
 class LayerWeights {
  public:
@@ -60,9 +60,9 @@ class LayerWeights {
   const bf16* wo() const;          ///< [HQ D, hidden]
   const bf16* post_norm() const;   ///< [hidden]
   /// Dense: [hidden, 2 I], the rank's gate columns, then its up columns. MoE: every expert's
-  /// gate rows, then up rows, [E, 2 Ie, hidden] (Ie = moe_intermediate_size / n: MoeMlp's w13).
+  /// gate rows, then up rows, [E, 2 ie, hidden] (ie = moe_intermediate_size / n: MoeMlp's w13).
   const bf16* w13() const;
-  /// Dense: [I, hidden]. MoE: every expert's down projection's columns, [E, hidden, Ie] (MoeMlp's w2).
+  /// Dense: [I, hidden]. MoE: every expert's down projection's columns, [E, hidden, ie] (MoeMlp's w2).
   const bf16* w2() const;
   /// MoE: the router's weight [hidden, E] (every rank's whole); dense: null.
   const bf16* router() const;

@@ -103,7 +103,7 @@ void reference_layer(const ModelConfig& c, uint64_t seed, int layer, int batch, 
   Matrix n2 = rmsnorm(x, norm_weight(seed, layer, "post_attention_layernorm.weight", H), H, eps);
   if (c.moe()) {                                     // Qwen3-MoE's: softmax over the experts, the top k renormalized
     for (double& v : n2) v = float(bf16(float(v)));  // (routed from bf16 tokens, as both sides do)
-    const int64_t E = c.experts, Ie = c.expert_intermediate;
+    const int64_t E = c.experts, ie = c.expert_intermediate;
     const Matrix logits = linear(n2, weight(seed, layer, "mlp.gate.weight", E, H), T, E, H);
     for (int64_t t = 0; t < T; ++t) {
       std::vector<int64_t> order(static_cast<size_t>(E));
@@ -122,10 +122,10 @@ void reference_layer(const ModelConfig& c, uint64_t seed, int layer, int batch, 
         const int64_t e = order[size_t(j)];
         const double score = std::exp(l[e] - l[order[0]]) / sum;
         const std::string p = str_cat("mlp.experts.", e, ".");
-        const Matrix g = linear(row, weight(seed, layer, p + "gate_proj.weight", Ie, H), 1, Ie, H);
-        Matrix a = linear(row, weight(seed, layer, p + "up_proj.weight", Ie, H), 1, Ie, H);
+        const Matrix g = linear(row, weight(seed, layer, p + "gate_proj.weight", ie, H), 1, ie, H);
+        Matrix a = linear(row, weight(seed, layer, p + "up_proj.weight", ie, H), 1, ie, H);
         for (size_t i = 0; i < a.size(); ++i) a[i] *= g[i] / (1.0 + std::exp(-g[i]));
-        const Matrix y = linear(a, weight(seed, layer, p + "down_proj.weight", H, Ie), 1, H, Ie);
+        const Matrix y = linear(a, weight(seed, layer, p + "down_proj.weight", H, ie), 1, H, ie);
         for (int64_t h = 0; h < H; ++h) x[size_t(t * H + h)] += score * y[size_t(h)];
       }
     }

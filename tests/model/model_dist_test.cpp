@@ -36,13 +36,13 @@ std::vector<TensorData> checkpoint(const ModelConfig& c, uint64_t seed, const st
                                                                       {"self_attn.v_proj.weight", {c.kv_heads * D, H}},
                                                                       {"self_attn.o_proj.weight", {H, c.heads * D}}};
   if (c.moe()) {  // (Qwen3-MoE's names: the router, then each expert's three)
-    const int64_t Ie = c.expert_intermediate;
+    const int64_t ie = c.expert_intermediate;
     shapes.push_back({"mlp.gate.weight", {c.experts, H}});
     for (int64_t e = 0; e < c.experts; ++e) {
       const std::string x = str_cat("mlp.experts.", e, ".");
-      shapes.push_back({x + "gate_proj.weight", {Ie, H}});
-      shapes.push_back({x + "up_proj.weight", {Ie, H}});
-      shapes.push_back({x + "down_proj.weight", {H, Ie}});
+      shapes.push_back({x + "gate_proj.weight", {ie, H}});
+      shapes.push_back({x + "up_proj.weight", {ie, H}});
+      shapes.push_back({x + "down_proj.weight", {H, ie}});
     }
   } else {
     shapes.push_back({"mlp.gate_proj.weight", {c.intermediate, H}});
@@ -134,19 +134,19 @@ TEST(LayerWeights, AMixtureOfExpertsCheckpointAsRandomMakesIt) {
   const Target host = Target::host();
   const LayerWeights got = LayerWeights::load(host, c, 0, SafeTensors(dir + "whole.safetensors"), me, n);
   const LayerWeights want = LayerWeights::random(host, c, 0, seed, me, n);
-  const int64_t H = c.hidden, E = c.experts, Ie = c.expert_intermediate / n;
+  const int64_t H = c.hidden, E = c.experts, ie = c.expert_intermediate / n;
   ASSERT_NE(got.router(), nullptr);
   EXPECT_EQ(std::memcmp(got.router(), want.router(), size_t(H * E) * sizeof(bf16)), 0) << "router, rank " << me;
-  EXPECT_EQ(std::memcmp(got.w13(), want.w13(), size_t(E * 2 * Ie * H) * sizeof(bf16)), 0) << "w13, rank " << me;
-  EXPECT_EQ(std::memcmp(got.w2(), want.w2(), size_t(E * H * Ie) * sizeof(bf16)), 0) << "w2, rank " << me;
-  // (and the layout MoeMlp takes: expert e's gate row j of this rank is HF's row rank Ie + j)
+  EXPECT_EQ(std::memcmp(got.w13(), want.w13(), size_t(E * 2 * ie * H) * sizeof(bf16)), 0) << "w13, rank " << me;
+  EXPECT_EQ(std::memcmp(got.w2(), want.w2(), size_t(E * H * ie) * sizeof(bf16)), 0) << "w2, rank " << me;
+  // (and the layout MoeMlp takes: expert e's gate row j of this rank is HF's row rank ie + j)
   const float scale = 1.0f / std::sqrt(float(H));
   for (int64_t e : {int64_t(0), E - 1})
-    for (int64_t j : {int64_t(0), Ie - 1}) {
+    for (int64_t j : {int64_t(0), ie - 1}) {
       const float v = float(
-          bf16(random_value(seed, str_cat("model.layers.0.mlp.experts.", e, ".up_proj.weight"), (me * Ie + j) * H + 3) *
+          bf16(random_value(seed, str_cat("model.layers.0.mlp.experts.", e, ".up_proj.weight"), (me * ie + j) * H + 3) *
                scale));
-      EXPECT_EQ(float(got.w13()[size_t((e * 2 * Ie + Ie + j) * H + 3)]), v) << "expert " << e << "'s up row " << j;
+      EXPECT_EQ(float(got.w13()[size_t((e * 2 * ie + ie + j) * H + 3)]), v) << "expert " << e << "'s up row " << j;
     }
   barrier_all();
   if (me == 0) std::filesystem::remove_all(dir);
