@@ -32,6 +32,7 @@ uint64_t name_hash(const std::string& name) {  // FNV-1a
 void parallel_rows(int64_t n, const std::function<void(int64_t)>& fn) {
   const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::max<int64_t>(n / 64, 1));
   std::vector<std::thread> pool;
+  pool.reserve(size_t(threads));
   for (int64_t t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
       for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i) fn(i);

@@ -181,7 +181,7 @@ TEST(PrefillLayer, ShapesThatDoNotSplitAreNamed) {
   ModelConfig c = ModelConfig::qwen3_32b();
   c.heads = 48, c.kv_heads = 24, c.intermediate = 25601;
   ModelConfig moe = ModelConfig::qwen3_30b_a3b();
-  moe.expert_intermediate = 769, moe.heads = 8 * n, moe.kv_heads = n;
+  moe.expert_intermediate = 769, moe.heads = int64_t{8} * n, moe.kv_heads = n;
   if (n == 1) {  // (one rank takes any size)
     EXPECT_NO_THROW(c.check(1));
     EXPECT_NO_THROW(moe.check(1));
