@@ -11,6 +11,18 @@ namespace tiledist::model {
 
 using kernels::detail::Scratch;
 
+namespace {
+/// The residual stream delta + residual on the host (after the device's work), or delta alone.
+std::vector<float> stream_of(const Target& target, const Scratch<float>& delta, const Scratch<bf16>* residual) {
+  if (kernels::detail::on_gpu(target)) cuda::synchronize();
+  std::vector<float> h = delta.values();
+  if (!residual) return h;
+  const std::vector<bf16> r = residual->values();
+  for (size_t i = 0; i < h.size(); ++i) h[i] += float(r[i]);
+  return h;
+}
+}  // namespace
+
 struct Model::State {
   Target target;
   ModelConfig config;
@@ -111,21 +123,12 @@ void Model::decode(const runtime::Stream* stream) {
 
 std::vector<float> Model::decoded() const {
   const State& s = *s_;
-  if (kernels::detail::on_gpu(s.target)) cuda::synchronize();
-  std::vector<float> h = s.step_delta.values();
-  const std::vector<bf16> r = s.step_residual.values();
-  for (size_t i = 0; i < h.size(); ++i) h[i] += float(r[i]);
-  return h;
+  return stream_of(s.target, s.step_delta, &s.step_residual);
 }
 
 std::vector<float> Model::hidden() const {
   const State& s = *s_;
-  if (kernels::detail::on_gpu(s.target)) cuda::synchronize();
-  std::vector<float> h = s.delta.values();
-  if (!s.run) return h;
-  const std::vector<bf16> r = s.residual.values();
-  for (size_t i = 0; i < h.size(); ++i) h[i] += float(r[i]);
-  return h;
+  return stream_of(s.target, s.delta, s.run ? &s.residual : nullptr);
 }
 
 int64_t Model::tokens() const { return s_->T; }

@@ -7,6 +7,7 @@
 
 #include <optional>
 
+#include "tests/jit/error_of.h"
 #include "tests/kernels/collectives_check.h"
 #include "tiledist.h"
 
@@ -81,18 +82,13 @@ TEST(Library, GemmAllReduce) {
 // anything is allocated, naming the shape.
 TEST(Library, OverlappedGemmsPast32BitOffsetsAreRefused) {
   const int64_t M = 65536 * int64_t(world_size()), N = 51200, K = 5120;
-  auto refusal = [](auto make) {
-    try {
-      make();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("(nothing thrown)");
-  };
   const std::string shape = str_cat("M, N, K = ", M, ", ", N, ", ", K, ": not negative, and ");
-  EXPECT_NE(refusal([&] { kernels::AgGemm(Target::host(), M, N, K); }).find("ag_gemm: " + shape), std::string::npos);
-  EXPECT_NE(refusal([&] { kernels::GemmRs(Target::host(), M, N, K); }).find("gemm_rs: " + shape), std::string::npos);
-  EXPECT_NE(refusal([&] { kernels::GemmAr(Target::host(), M, N, K); }).find("gemm_ar: " + shape), std::string::npos);
+  EXPECT_NE(test_util::error_of([&] { kernels::AgGemm(Target::host(), M, N, K); }).find("ag_gemm: " + shape),
+            std::string::npos);
+  EXPECT_NE(test_util::error_of([&] { kernels::GemmRs(Target::host(), M, N, K); }).find("gemm_rs: " + shape),
+            std::string::npos);
+  EXPECT_NE(test_util::error_of([&] { kernels::GemmAr(Target::host(), M, N, K); }).find("gemm_ar: " + shape),
+            std::string::npos);
 }
 
 }  // namespace

@@ -5,9 +5,11 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <tuple>
 
 #include "model/safetensors.h"
+#include "tests/jit/error_of.h"
 #include "tests/kernels/collectives_check.h"
 #include "tests/model/model_check.h"
 #include "tiledist.h"
@@ -67,6 +69,28 @@ std::vector<TensorData> checkpoint(const ModelConfig& c, uint64_t seed, const st
   return out;
 }
 
+/// A folder of checkpoints that rank 0 writes (`files`: each file's name and its tensors, made
+/// there alone) and every rank then reads: its path, removed when it goes (after a barrier).
+class CheckpointDir {
+ public:
+  CheckpointDir(const std::string& name,
+                const std::vector<std::pair<std::string, std::function<std::vector<TensorData>()>>>& files)
+      : path(str_cat(testing::TempDir(), name, "/")) {
+    if (rank() == 0) {
+      std::filesystem::create_directories(path);
+      for (const auto& [file, tensors] : files) write_safetensors(path + file, tensors());
+    }
+    barrier_all();
+  }
+  ~CheckpointDir() {
+    barrier_all();
+    if (rank() == 0) std::filesystem::remove_all(path);
+  }
+  CheckpointDir(const CheckpointDir&) = delete;
+  CheckpointDir& operator=(const CheckpointDir&) = delete;
+  const std::string path;
+};
+
 // Each rank's part read from a checkpoint is the part random() makes of the same values (every
 // weight, byte for byte: the shards of q/k/v, o, gate/up and down, a KV head shared at 4 ranks);
 // a checkpoint that lacks a tensor, or holds one of another shape, is refused naming it.
@@ -75,14 +99,12 @@ TEST(LayerWeights, ReadFromACheckpointAsRandomMakesThem) {
   const ModelConfig c = testing_model::small_config(n);
   const uint64_t seed = testing_model::shared_seed();
   SCOPED_TRACE(str_cat("seed ", seed, ", ", n, " ranks"));
-  const std::string dir = str_cat(testing::TempDir(), "layer_weights_", seed, "/");
-  if (me == 0) {
-    std::filesystem::create_directories(dir);
-    write_safetensors(dir + "whole.safetensors", checkpoint(c, seed));
-    write_safetensors(dir + "lacks.safetensors", checkpoint(c, seed, "mlp.down_proj.weight"));
-    write_safetensors(dir + "misshaped.safetensors", checkpoint(c, seed, "", "self_attn.k_proj.weight"));
-  }
-  barrier_all();
+  const CheckpointDir folder(
+      str_cat("layer_weights_", seed),
+      {{"whole.safetensors", [&] { return checkpoint(c, seed); }},
+       {"lacks.safetensors", [&] { return checkpoint(c, seed, "mlp.down_proj.weight"); }},
+       {"misshaped.safetensors", [&] { return checkpoint(c, seed, "", "self_attn.k_proj.weight"); }}});
+  const std::string& dir = folder.path;
   const Target host = Target::host();
   const LayerWeights got = LayerWeights::load(host, c, 0, SafeTensors(dir + "whole.safetensors"), me, n);
   const LayerWeights want = LayerWeights::random(host, c, 0, seed, me, n);
@@ -100,12 +122,7 @@ TEST(LayerWeights, ReadFromACheckpointAsRandomMakesThem) {
   for (const auto& [what, a, b, count] : parts)
     EXPECT_EQ(std::memcmp(a, b, size_t(count) * sizeof(bf16)), 0) << what << " differs on rank " << me;
   auto refusal = [&](const std::string& file) {
-    try {
-      LayerWeights::load(host, c, 0, SafeTensors(dir + file), me, n);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("(nothing thrown)");
+    return test_util::error_of([&] { LayerWeights::load(host, c, 0, SafeTensors(dir + file), me, n); });
   };
   const std::string lacks = refusal("lacks.safetensors"), misshaped = refusal("misshaped.safetensors");
   EXPECT_NE(lacks.find("has no tensor 'model.layers.0.mlp.down_proj.weight'"), std::string::npos) << lacks;
@@ -114,8 +131,6 @@ TEST(LayerWeights, ReadFromACheckpointAsRandomMakesThem) {
                              c.kv_heads * D + 1, ", ", H, "]; expected BF16 [", c.kv_heads * D, ", ", H, "]")),
       std::string::npos)
       << misshaped;
-  barrier_all();
-  if (me == 0) std::filesystem::remove_all(dir);
 }
 
 // A Qwen3-MoE checkpoint: the router (whole, transposed for its GEMM) and every expert's slice of
@@ -125,14 +140,10 @@ TEST(LayerWeights, AMixtureOfExpertsCheckpointAsRandomMakesIt) {
   const ModelConfig c = testing_model::small_moe_config(n);
   const uint64_t seed = testing_model::shared_seed();
   SCOPED_TRACE(str_cat("seed ", seed, ", ", n, " ranks"));
-  const std::string dir = str_cat(testing::TempDir(), "layer_weights_moe_", seed, "/");
-  if (me == 0) {
-    std::filesystem::create_directories(dir);
-    write_safetensors(dir + "whole.safetensors", checkpoint(c, seed));
-  }
-  barrier_all();
+  const CheckpointDir folder(str_cat("layer_weights_moe_", seed),
+                             {{"whole.safetensors", [&] { return checkpoint(c, seed); }}});
   const Target host = Target::host();
-  const LayerWeights got = LayerWeights::load(host, c, 0, SafeTensors(dir + "whole.safetensors"), me, n);
+  const LayerWeights got = LayerWeights::load(host, c, 0, SafeTensors(folder.path + "whole.safetensors"), me, n);
   const LayerWeights want = LayerWeights::random(host, c, 0, seed, me, n);
   const int64_t H = c.hidden, E = c.experts, ie = c.expert_intermediate / n;
   ASSERT_NE(got.router(), nullptr);
@@ -148,8 +159,6 @@ TEST(LayerWeights, AMixtureOfExpertsCheckpointAsRandomMakesIt) {
                scale));
       EXPECT_EQ(float(got.w13()[size_t((e * 2 * ie + ie + j) * H + 3)]), v) << "expert " << e << "'s up row " << j;
     }
-  barrier_all();
-  if (me == 0) std::filesystem::remove_all(dir);
 }
 
 // Two dense layers of small_config, 2 sequences, a prompt of 32 tokens a rank.
@@ -170,14 +179,6 @@ TEST(Model, AMixtureOfExpertsLayerAgreesWithTheHost) {
 // intermediate size, and a MoE decode batch that the ranks cannot share.
 TEST(PrefillLayer, ShapesThatDoNotSplitAreNamed) {
   const int n = world_size();
-  auto refusal = [](auto make) {
-    try {
-      make();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("(nothing thrown)");
-  };
   ModelConfig c = ModelConfig::qwen3_32b();
   c.heads = 48, c.kv_heads = 24, c.intermediate = 25601;
   ModelConfig moe = ModelConfig::qwen3_30b_a3b();
@@ -187,17 +188,18 @@ TEST(PrefillLayer, ShapesThatDoNotSplitAreNamed) {
     EXPECT_NO_THROW(moe.check(1));
     return;
   }
-  const std::string dense = refusal([&] { PrefillLayer(Target::host(), c, 1, 64 * n); });
+  const std::string dense = test_util::error_of([&] { PrefillLayer(Target::host(), c, 1, 64 * n); });
   EXPECT_NE(dense.find(str_cat("model 'qwen3-32b': intermediate_size = 25601 does not divide over ", n,
                                " tensor-parallel ranks")),
             std::string::npos)
       << dense;
-  const std::string experts = refusal([&] { PrefillLayer(Target::host(), moe, 1, 64 * n); });
+  const std::string experts = test_util::error_of([&] { PrefillLayer(Target::host(), moe, 1, 64 * n); });
   EXPECT_NE(experts.find(str_cat("model 'qwen3-30b-a3b': moe_intermediate_size = 769 does not divide over ", n,
                                  " tensor-parallel ranks")),
             std::string::npos)
       << experts;
-  const std::string batch = refusal([&] { DecodeLayer(Target::host(), testing_model::small_moe_config(n), n + 1); });
+  const std::string batch =
+      test_util::error_of([&] { DecodeLayer(Target::host(), testing_model::small_moe_config(n), n + 1); });
   EXPECT_NE(batch.find(str_cat("model 'small-moe': a decode step of ", n + 1, " sequences over ", n,
                                " ranks (a MoE model's: a multiple of the ranks")),
             std::string::npos)
