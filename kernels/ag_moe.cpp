@@ -308,7 +308,7 @@ void AgMoe::launch(const bf16* tokens, const int32_t* topk_ids, const float* top
   const size_t token_bytes = size_t(s.tokens) * s.K * sizeof(bf16), id_bytes = size_t(s.tokens) * s.topk * 4;
   int32_t* id_flags = s.flags;
   int32_t* token_flags = s.flags + s.ranks;
-  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
+  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, "ag_moe") : nullptr;
   if (on) {
     // As AgGemm's copies: the peers' once our last run's GEMM is done, those to peers on our GPU
     // before our GEMM, on its stream; the ids first.

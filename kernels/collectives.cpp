@@ -199,7 +199,7 @@ struct Collectives::State {
   template <class F>
   void call(const runtime::Stream* stream, F&& body) {
     if (!detail::on_gpu(target)) return body(nullptr);
-    const runtime::Stream& on = streams.enter(stream);
+    const runtime::Stream& on = streams.enter(stream, "collectives (all_gather, reduce_scatter, all_reduce)");
     body(&on);
     streams.leave(on, stream);
   }

@@ -101,7 +101,7 @@ void EpCombine::run(const bf16* y, const float* topk_weights, bf16* out, const r
     throw Error("tiledist: ep_combine: a second run for one run of its EpDispatch (its rows went back already)");
   if ((d.rows > 0 && !y) || (d.tokens > 0 && (!topk_weights || !out)))
     throw Error("tiledist: ep_combine: a null pointer among y, the top-k weights and out");
-  const runtime::Stream* on = d.gpu() ? &s.streams.enter(stream) : nullptr;
+  const runtime::Stream* on = d.gpu() ? &s.streams.enter(stream, "ep_combine") : nullptr;
   const int rows = static_cast<int>(d.rows), tokens = static_cast<int>(d.tokens);
   detail::launch(s.combine, on, Grid(std::max(1, rows)), y, d.recv_src, s.comb, s.sent.data(), s.flags, rows,
                  static_cast<int>(s.H), static_cast<int>(d.max_pairs), d.calls);

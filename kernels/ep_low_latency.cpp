@@ -408,7 +408,7 @@ void EpLowLatencyDispatch::run(const bf16* x, const int32_t* topk_ids, int64_t t
   s.tokens = tokens;
   s.sent = s.received = false;
   const int pairs = static_cast<int>(tokens * s.topk);
-  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
+  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, "ep_low_latency_dispatch") : nullptr;
   const auto [hc, chunks] = chunked(s.programs, tokens, s.H, s.bh);
   // Rows split into chunks (few tokens): the slots' places taken first, by moe_count, so that a
   // token's programs agree; else the send takes them.
@@ -439,7 +439,7 @@ void EpLowLatencyDispatch::receive(const runtime::Stream* stream) {
   if (!s.sent || s.received)
     throw Error(
         str_cat("tiledist: ep_low_latency_dispatch: receive() ", s.sent ? "twice for one run" : "before any run"));
-  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
+  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, "ep_low_latency_dispatch") : nullptr;
   detail::launch(s.receive, on, Grid(1), static_cast<const int32_t*>(s.counts_in), static_cast<const int32_t*>(s.words),
                  s.recv_counts.data(), s.tiles.data(), static_cast<int>(s.El), static_cast<int>(s.max_tokens),
                  static_cast<int>(s.slots), s.calls);
@@ -515,7 +515,7 @@ void EpLowLatencyCombine::run(const bf16* y, const float* topk_weights, bf16* ou
   if (s.sent == d.calls) throw Error("tiledist: ep_low_latency_combine: a second run for one dispatch");
   if (!y || (d.tokens > 0 && (!topk_weights || !out)))
     throw Error("tiledist: ep_low_latency_combine: a null pointer among y, the top-k weights and out");
-  const runtime::Stream* on = d.gpu() ? &s.streams.enter(stream) : nullptr;
+  const runtime::Stream* on = d.gpu() ? &s.streams.enter(stream, "ep_low_latency_combine") : nullptr;
   const auto [hc, chunks] = chunked(d.programs, d.El * d.ranks, s.H, d.bh);
   detail::launch(s.back, on, Grid(d.El * d.ranks, chunks), y, static_cast<const int32_t*>(d.src),
                  static_cast<const int32_t*>(d.recv_counts.data()), s.comb, s.done.data(), s.words,
@@ -533,7 +533,7 @@ void EpLowLatencyCombine::receive(const runtime::Stream* stream) {
   if (s.sent != d.calls || s.summed == s.sent)
     throw Error(str_cat("tiledist: ep_low_latency_combine: receive() ",
                         s.sent != d.calls ? "before the run" : "twice for one run"));
-  const runtime::Stream* on = d.gpu() ? &s.streams.enter(stream) : nullptr;
+  const runtime::Stream* on = d.gpu() ? &s.streams.enter(stream, "ep_low_latency_combine") : nullptr;
   const int tokens = static_cast<int>(d.tokens);
   detail::launch(s.sum, on, Grid(std::max(1, tokens), (s.H + s.bh - 1) / s.bh), static_cast<const bf16*>(s.comb),
                  static_cast<const int32_t*>(s.words), static_cast<const int32_t*>(d.place.data()), s.weights, s.out,

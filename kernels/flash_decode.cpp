@@ -310,7 +310,7 @@ void FlashDecode::run_on(const T* q, const T* k_cache, const T* v_cache, const i
     s.part_o = detail::Scratch<float>(c.target, rows * splits * c.head_dim);
     s.lse = detail::Scratch<float>(c.target, rows * splits);
   }
-  const runtime::Stream* on = c.gpu() ? &s.streams.enter(stream) : nullptr;
+  const runtime::Stream* on = c.gpu() ? &s.streams.enter(stream, "flash_decode", true) : nullptr;
   const int page = block_table ? page_size : 0;
   detail::launch(page ? c.paged(page) : c.decode, on, Grid(splits, int64_t(batch) * c.kv_heads), q, k_cache, v_cache,
                  kv_lens, block_table, static_cast<const int32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
@@ -403,7 +403,7 @@ void DistFlashDecode::run(const T* q, const T* k_slice, const T* v_slice, const 
   const int32_t call = ++s.calls;
   const int splits = c.splits(batch, max_kv), parts = s.ranks * splits;
   const int rows = batch * q_tokens * c.heads;
-  const runtime::Stream* on = c.gpu() ? &s.streams.enter(stream) : nullptr;
+  const runtime::Stream* on = c.gpu() ? &s.streams.enter(stream, "dist_flash_decode") : nullptr;
   detail::launch(kv_starts ? c.causal_across() : c.decode, on, Grid(splits, int64_t(batch) * c.kv_heads), q, k_slice,
                  v_slice, kv_lens, static_cast<const int32_t*>(nullptr), kv_starts, kv_totals, s.part_o, s.lse,
                  s.sent.data(), s.flags, q_tokens, max_kv, c.heads, c.kv_heads, c.chunk(splits, max_kv),

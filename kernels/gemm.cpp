@@ -358,7 +358,7 @@ void Gemm::run(const T* a, const T* b, float* c, const runtime::Stream* stream) 
   if (dtype_of<T>() != s.dtype)
     throw Error(str_cat("tiledist: gemm: run with ", ir::dtype_name(dtype_of<T>()), " operands on a Gemm made for ",
                         ir::dtype_name(s.dtype)));
-  const runtime::Stream* on = detail::on_gpu(s.target) ? &s.streams.enter(stream) : nullptr;
+  const runtime::Stream* on = detail::on_gpu(s.target) ? &s.streams.enter(stream, "gemm", true) : nullptr;
   const int M = static_cast<int>(s.M), N = static_cast<int>(s.N), K = static_cast<int>(s.K);
   if (s.stream_k)
     detail::launch(s.kernel, on, s.grid, a, b, c, s.partials, s.counts, M, N, K);

@@ -9,6 +9,12 @@
 // Calls alternate between two staging halves and signal words only grow, as in the other
 // collectives: a rank pushes call k+1 into a peer's half only after its reduce of call k has
 // received every rank's tiles of call k, which each peer pushed after finishing call k-1.
+// The call's number lives in device memory, not in the launches' arguments, so a run may be
+// captured into a graph and replayed (runtime/graph.h): epochs[0] is the last finished call,
+// read by the GEMM (its call is one past it), which publishes its call in epochs[1] for the
+// reduce kernel, which advances epochs[0] (where the copy engine scatters, the host does,
+// after the GEMM: those runs are not captured). Each word is written by one kernel while the
+// other kernel's programs read it, never while its own do.
 //
 // GEMM + AllReduce is the same with every tile pushed to every rank (ALL): one-shot, suited to
 // the small M of decoding more than to large GEMMs.
@@ -16,6 +22,7 @@
 
 #include "kernels/gemm_tile.h"
 #include "kernels/kernels.h"
+#include "kernels/scratch.h"
 #include "kernels/symmetric.h"
 
 namespace tiledist::kernels {
@@ -25,24 +32,32 @@ using tl::Tensor;
 
 template <class T>
 void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> partial,
-             tl::Ptr<int32_t> counters, tl::Ptr<float> out, tl::Int M, tl::Int N, tl::Int K, tl::Int call,
+             tl::Ptr<int32_t> counters, tl::Ptr<float> out, tl::Int M, tl::Int N, tl::Int K, tl::Ptr<int32_t> epochs,
              tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> ALL,
              tl::Const<int> COPY, tl::Const<int> PERSISTENT) {
   auto n = dist::num_ranks(), me = dist::rank();
+  auto call = tl::load(epochs) + 1;  // (the header says how the words go)
+  // (published at the end: a store before the tiles' loops would keep them from warp
+  // specialization, whose producer must not copy ahead of a write)
+  auto publish = [&] {
+    tl::if_then((tl::program_id(0) == 0) & (tl::program_id(1) == 0), [&] { tl::store(epochs + 1, call); });
+  };
   if (ALL) {  // GEMM + AllReduce: every tile goes to every rank (all rows are everyone's)
+    auto half = staging + (call % 2).to(tl::int64) * n * M * N;
     auto [grouped_m, pid_n] = detail::grouped_tile(GROUP_M);
     auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
     auto acc = detail::gemm_acc(a, b, M, N, K, grouped_m, pid_n, BM, BN, BK);
     auto row = tl::expand_dims(grouped_m * BM + tl::arange(0, BM), 1);
     tl::for_range(0, n, 1, [&](Tensor k) {
       auto r = (me + 1 + k) % n;
-      auto slot = dist::symm_at(staging, r) + (me * M * N).to(tl::int64);
+      auto slot = dist::symm_at(half, r) + me.to(tl::int64) * M * N;
       tl::store(slot + row * N + col, acc, (row < M) & (col < N));
       shmem::signal_op(flags + me, 1, shmem::SIGNAL_ADD, r);
     });
-    return;
+    return publish();
   }
   auto rows = tl::maximum(M, 0) / n;  // per rank, a multiple of BM (the host checks)
+  auto half = staging + (call % 2).to(tl::int64) * n * rows * N;
   // (M >= 0 said so: the compiler then knows the tile coordinates are, as TMA copies need)
   auto [num_m, num_n] = detail::tile_counts(M, N, BM, BN);
   auto tile = [&](const Tensor& grouped_m, const Tensor& pid_n) {
@@ -73,7 +88,7 @@ void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t
             return shmem::signal_wait_until(flags + (me + k) % n * tiles + t, shmem::Cmp::ge, call);
           });
         });
-        auto slots = dist::consume_token(staging, token);
+        auto slots = dist::consume_token(half, token);
         auto sum = tl::for_range(1, n, 1, acc, [&](Tensor k, Tensor s) {
           return s + tl::load(slots + ((me + k) % n * rows * N).to(tl::int64) + local * N + col, mask, 0.0f);
         });
@@ -83,25 +98,33 @@ void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t
     }
     auto acc = detail::gemm_acc(a, b, M, N, K, pid_m, pid_n, BM, BN, BK);
     auto row = tl::expand_dims(pid_m * BM - owner * rows + tl::arange(0, BM), 1);  // within the owner's rows
-    auto slot = dist::symm_at(staging, owner) + (me * rows * N).to(tl::int64);
+    auto slot = dist::symm_at(half, owner) + me.to(tl::int64) * rows * N;
     tl::store(slot + row * N + col, acc, (row < rows) & (col < N));
     shmem::signal_op(flags + me, 1, shmem::SIGNAL_ADD, owner);
   };
   // PERSISTENT: the programs walk the tiles, as gemm's (in the same order: own rows last).
-  if (PERSISTENT) return detail::for_each_tile(num_m, num_n, GROUP_M, tile);
-  auto [grouped_m, pid_n] = detail::grouped_tile(GROUP_M);
-  tile(grouped_m, pid_n);
+  if (PERSISTENT) {
+    detail::for_each_tile(num_m, num_n, GROUP_M, tile);
+  } else {
+    auto [grouped_m, pid_n] = detail::grouped_tile(GROUP_M);
+    tile(grouped_m, pid_n);
+  }
+  publish();
 }
 
-void rs_reduce(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> out, tl::Int elems, tl::Int arrived,
-               tl::Const<int> BLOCK) {
+void rs_reduce(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> out, tl::Int elems,
+               tl::Ptr<int32_t> epochs, tl::Int tiles, tl::Const<int> BLOCK) {
   auto n = dist::num_ranks();
+  auto call = tl::load(epochs + 1);  // (the GEMM's: the header says how the words go)
+  auto arrived = call * tiles;       // (every rank's tiles of every call so far)
+  tl::if_then(tl::program_id(0) == 0, [&] { tl::store(epochs, call); });
+  auto half = staging + (call % 2).to(tl::int64) * n * elems;
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
   auto m = offs < elems;
   auto token = tl::for_range(0, n, 1, tl::scalar(0, tl::int32), [&](Tensor r, Tensor) {
     return shmem::signal_wait_until(flags + r, shmem::Cmp::ge, arrived);
   });
-  auto slots = dist::consume_token(staging, token);
+  auto slots = dist::consume_token(half, token);
   auto sum = tl::for_range(0, n, 1, tl::zeros({BLOCK}, tl::float32), [&](Tensor r, Tensor acc) {
     return acc + tl::load(slots + (r * elems).to(tl::int64) + offs, m, 0.0f);
   });
@@ -110,27 +133,24 @@ void rs_reduce(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> ou
 }  // namespace
 
 const std::vector<std::string> kParams = {"a",   "b",  "staging", "flags", "partial", "counters",
-                                          "out", "M",  "N",       "K",     "call",    "BM",
+                                          "out", "M",  "N",       "K",     "epochs",  "BM",
                                           "BN",  "BK", "GROUP_M", "ALL",   "COPY",    "PERSISTENT"};
 
 const KernelDef& gemm_rs_kernel() {
   static const KernelDef def =
       KernelDef("gemm_rs", gemm_rs<bf16>, kParams,
-                {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 0}, {"COPY", 0}, {"PERSISTENT", 0}})
-          .do_not_specialize({"call"});
+                {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 0}, {"COPY", 0}, {"PERSISTENT", 0}});
   return def;
 }
 const KernelDef& gemm_ar_kernel() {
   static const KernelDef def =
       KernelDef("gemm_ar", gemm_rs<bf16>, kParams,
-                {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 1}, {"COPY", 0}, {"PERSISTENT", 0}})
-          .do_not_specialize({"call"});
+                {{"BM", 64}, {"BN", 64}, {"BK", 32}, {"GROUP_M", 8}, {"ALL", 1}, {"COPY", 0}, {"PERSISTENT", 0}});
   return def;
 }
 const KernelDef& rs_reduce_kernel() {
-  static const KernelDef def =
-      KernelDef("rs_reduce", rs_reduce, {"staging", "flags", "out", "elems", "arrived", "BLOCK"}, {{"BLOCK", 1024}})
-          .do_not_specialize({"arrived"});
+  static const KernelDef def = KernelDef(
+      "rs_reduce", rs_reduce, {"staging", "flags", "out", "elems", "epochs", "tiles", "BLOCK"}, {{"BLOCK", 1024}});
   return def;
 }
 TILEDIST_REGISTER(gemm_rs_kernel());
@@ -145,9 +165,11 @@ struct GemmRs::State {
   // Pushes: flags[r]: tiles of our rows rank r has pushed, over all calls. Copies: flags[r *
   // tile_rows + t]: the last call whose row of tiles t of our rows rank r has copied here.
   int32_t* flags = nullptr;
-  int64_t calls = 0, arrived = 0;
+  int64_t calls = 0;                           // copies: the host's count of the runs (epochs[0] after each)
+  detail::Scratch<int32_t> epochs;             // [2]: the last finished call; the running one (the header's)
   int64_t tiles = 0;                           // tiles of one rank's rows, pushed by each rank per call
   bool copy = false;                           // the copy engine scatters
+  bool all = false;                            // GEMM + AllReduce
   int64_t tile_rows = 0, tile_cols = 0;        // per rank's rows; over N
   float* partial = nullptr;                    // copies: our tiles of the peers' rows (M x N, device memory)
   int32_t* counters = nullptr;                 // copies: tiles finished per row of tiles, over all calls
@@ -177,7 +199,7 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter sc
   if (M < 0 || N < 0 || K < 0 || M * K > INT32_MAX || K * N > INT32_MAX || M * N > INT32_MAX)
     throw Error(str_cat("tiledist: ", all ? "gemm_ar" : "gemm_rs", ": M, N, K = ", M, ", ", N, ", ", K,
                         ": not negative, and A, B and C under 2^31 elements each"));
-  s.M = M, s.N = N, s.K = K, s.rows = all ? M : M / s.ranks;
+  s.M = M, s.N = N, s.K = K, s.rows = all ? M : M / s.ranks, s.all = all;
   s.config = gemm_config(target, M, N, K, false);
   if (all) s.config = s.config.per_tile();
   if (!all && (M % s.ranks || s.rows % s.config.bm))
@@ -201,6 +223,7 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter sc
     cuda::memset(s.counters, 0, size_t(s.ranks) * s.tile_rows * 4);  // done when it returns
     s.copies = std::make_unique<detail::SideStream>();
   }
+  s.epochs = detail::Scratch<int32_t>(target, 2);
   barrier_all();  // no rank signals before every rank has zeroed its flags
   Constants constants = s.config.constants;
   // By the copy engine, a rank's own rows must come after every peer's in the tile order (its
@@ -216,20 +239,21 @@ GemmRs::~GemmRs() = default;
 
 void GemmRs::run(const bf16* a, const bf16* b, float* out, const runtime::Stream* stream) {
   State& s = *s_;
-  float* half = s.staging + (++s.calls % 2) * s.ranks * s.rows * s.N;
-  s.arrived += s.tiles;
   const int64_t elems = s.rows * s.N;
   const Grid reduce_grid{static_cast<int>((elems + 1023) / 1024)};
-  const int32_t call = static_cast<int32_t>(s.calls);
-  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
+  // (by the copy engine the host queues the copies of each call itself: not in a graph)
+  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, s.all ? "gemm_ar" : "gemm_rs", !s.copy) : nullptr;
   if (s.copy) {
+    const int32_t call = static_cast<int32_t>(++s.calls);
+    float* half = s.staging + (s.calls % 2) * s.ranks * s.rows * s.N;
     // `partial` is ours again once the last run's copies are done; a peer's half of the
     // staging area once our last GEMM is done (it waited for every peer's copies of the last
     // run, made after that peer's GEMM before it, the last reader of this half).
     s.copies->join(*on);
     s.copies->fork(*on);
-    detail::launch(s.gemm, on, s.config.grid(s.M, s.N), a, b, half, s.flags, s.partial, s.counters, out, s.M, s.N, s.K,
-                   call);
+    detail::launch(s.gemm, on, s.config.grid(s.M, s.N), a, b, s.staging, s.flags, s.partial, s.counters, out, s.M, s.N,
+                   s.K, s.epochs.data());
+    runtime::write_value(s.epochs.data(), static_cast<uint32_t>(call), *on);  // (after the GEMM: it read the word)
     // Each row of tiles of a peer's rows to that peer as soon as its tiles are done, in the
     // order the GEMM makes them (the next rank's rows first).
     const runtime::Stream& copies = s.copies->stream();
@@ -248,8 +272,10 @@ void GemmRs::run(const bf16* a, const bf16* b, float* out, const runtime::Stream
     }
   } else {
     // (`partial`, `counters` unused by the pushes: the staging area and flags stand in.)
-    detail::launch(s.gemm, on, s.config.grid(s.M, s.N), a, b, half, s.flags, half, s.flags, out, s.M, s.N, s.K, call);
-    detail::launch(s.reduce, on, reduce_grid, half, s.flags, out, elems, s.arrived);
+    detail::launch(s.gemm, on, s.config.grid(s.M, s.N), a, b, s.staging, s.flags, s.staging, s.flags, out, s.M, s.N,
+                   s.K, s.epochs.data());
+    detail::launch(s.reduce, on, reduce_grid, static_cast<const float*>(s.staging), s.flags, out, elems,
+                   s.epochs.data(), s.tiles);
   }
   if (on) s.streams.leave(*on, stream);
 }

@@ -384,7 +384,7 @@ void GroupedGemm::launch(const void* a, const void* w, bf16* c, const float* sca
       offsets = s.offs;
     }
   }
-  const runtime::Stream* on = s.gpu ? &s.streams.enter(stream) : nullptr;
+  const runtime::Stream* on = s.gpu ? &s.streams.enter(stream, "grouped_gemm") : nullptr;
   const int rows = static_cast<int>(s.rows), N = static_cast<int>(s.N), K = static_cast<int>(s.K);
   const int w_rows = static_cast<int>(s.E * (s.layout == Layout::nk ? s.N : s.K));
   const int32_t* tiles = s.tiles;

@@ -138,6 +138,14 @@ const KernelDef& ag_gemm_kernel();
 /// by side could deadlock (each holding SMs that the other's peers wait on). The host target
 /// has no streams: every run returns when done. Bad arguments throw before anything is queued;
 /// a run that fails on the GPU (a trap) ends the CUDA context, and the object with it.
+///
+/// Graphs (runtime/graph.h): a run on a stream being captured is recorded, to run at each
+/// launch of the graph, where its object counts its calls in device memory: Gemm, GemmAr,
+/// GemmRs by SM pushes (or where ranks share a GPU), FlashDecode. The others (AgGemm, GemmRs by
+/// the copy engine, Collectives, the MoE and expert-parallel objects, DistFlashDecode) count
+/// them on the host, where a graph would freeze the count: a run of theirs on a capturing
+/// stream throws Error naming the object. A graph's arguments are fixed: its runs read and write
+/// the memory they were captured with, and a launch is queued as a run (detail::launch_graph).
 class AgGemm {
  public:
   /// How the rows are gathered: by the copy engine (the host's memcpy on the host target), or by

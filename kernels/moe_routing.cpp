@@ -304,7 +304,7 @@ void MoeRouting::route(const T* logits, int64_t tokens, const runtime::Stream* s
   check_tokens(tokens, "run");
   State& s = *s_;
   if (!logits && tokens > 0) throw Error("tiledist: moe_routing: no logits (a null pointer)");
-  const runtime::Stream* on = s.gpu ? &s.streams.enter(stream) : nullptr;
+  const runtime::Stream* on = s.gpu ? &s.streams.enter(stream, "moe_routing") : nullptr;
   const Kernel& k = s.topk_kernel(std::is_same_v<T, float> ? ir::DType::f32 : ir::DType::bf16);
   const int bt = s.topk_rows;
   detail::launch(k, on, Grid(static_cast<int>(std::max<int64_t>(1, (tokens + bt - 1) / bt))), logits, s.ids.data(),
@@ -324,7 +324,7 @@ void MoeRouting::align(const int32_t* topk_ids, int64_t tokens, const runtime::S
   check_tokens(tokens, "align");
   State& s = *s_;
   if (!topk_ids && tokens > 0) throw Error("tiledist: moe_routing: no top-k ids (a null pointer)");
-  const runtime::Stream* on = s.gpu ? &s.streams.enter(stream) : nullptr;
+  const runtime::Stream* on = s.gpu ? &s.streams.enter(stream, "moe_routing") : nullptr;
   sort(topk_ids, tokens, on, /*chunk=*/0);
   if (on) s.streams.leave(*on, stream);
 }

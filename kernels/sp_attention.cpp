@@ -185,7 +185,7 @@ void AgAttention::run(const T* q, const T* k, const T* v, T* o, int batch, int s
   char* v_half = static_cast<char*>(s.v_all) + size_t(call % 2) * s.half_bytes();
   // (our slice's place in every rank's gathered buffer: [ranks, batch, seqlen, ...] as this run has them)
   const size_t ours = size_t(s.rank) * slice;
-  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
+  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, "sp_attention") : nullptr;
   if (on) {
     // The peers' copies start once k and v are ready and our last run is done (its half of the
     // gathered buffers is then free on every rank: the protocol, above).

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <type_traits>
 
+#include "runtime/graph.h"
 #include "runtime/heap_labels.h"
 #include "tiledist.h"
 
@@ -99,18 +100,28 @@ class RunOrder {
 /// The streams of a library object's runs on a GPU (kernels.h, AgGemm, says what users see):
 /// a run goes on the caller's stream, else on the default stream and is waited for; it is
 /// queued after the last communicating run of any object (RunOrder), so its own runs are in
-/// order on each rank too, as their protocols need.
+/// order on each rank too, as their protocols need. On a stream being captured into a graph
+/// (runtime/graph.h) a run is recorded, not run: objects whose protocols keep their state in
+/// device memory allow it (`capturable`); the others refuse it, naming themselves (`who`), as
+/// the host's call counts they pass would be frozen in the graph. A captured run neither waits
+/// for nor marks RunOrder: the graph's launch does (launch_graph).
 class RunStreams {
  public:
   /// The stream of a run about to start.
-  const runtime::Stream& enter(const runtime::Stream* stream) {
+  const runtime::Stream& enter(const runtime::Stream* stream, const char* who, bool capturable = false) {
     const runtime::Stream& s = stream ? *stream : runtime::Stream::legacy();
-    RunOrder::get().after_last(s);
+    capturing_ = stream && s.capturing();
+    if (capturing_ && !capturable)
+      throw Error(str_cat("tiledist: ", who,
+                          ": a run on a stream being captured into a graph (its protocol counts its runs on the "
+                          "host; run it outside the graph)"));
+    if (!capturing_) RunOrder::get().after_last(s);
     return s;
   }
   /// The run is queued on `s`: marks its end, and without a caller's stream waits for it (a
   /// failure, such as a peer's signal that never came, is reported here).
   void leave(const runtime::Stream& s, const runtime::Stream* stream) {
+    if (capturing_) return;  // (events recorded in a capture cannot be waited for outside it)
     if (!last_) last_ = std::make_unique<runtime::Event>(false);
     last_->record(&s);
     RunOrder::get().mark(s);
@@ -126,7 +137,15 @@ class RunStreams {
 
  private:
   std::unique_ptr<runtime::Event> last_;  // recorded after this object's last run
+  bool capturing_ = false;                // the run entered is being captured
 };
+
+/// Launches a graph of the library's runs (runtime/graph.h) on `stream`, in RunOrder as a run.
+inline void launch_graph(const runtime::Graph& graph, const runtime::Stream& stream) {
+  RunOrder::get().after_last(stream);
+  graph.launch(stream);
+  RunOrder::get().mark(stream);
+}
 
 /// A stream beside a run's stream, for the copy engine's work: fork() starts its next work after
 /// what the run's stream has queued so far; join() makes the run's stream wait for what it

@@ -291,7 +291,7 @@ void UlyssesAttention::run(const T* q, const T* k, const T* v, T* o, int batch, 
   T *stage_k = stage_q + s.elems(s.heads), *stage_v = stage_k + s.elems(s.kv_heads);
   // (a rank's slot of each gathered buffer, and of the staging one: this run's rows)
   const size_t slot_q = size_t(rows) * wq, slot_kv = size_t(rows) * wkv;
-  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream) : nullptr;
+  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, "ulysses_attention") : nullptr;
   detail::launch(s.pack, on, Grid(tl::cdiv(int64_t(rows), State::kRows), n), q, k, v, gq + s.rank * slot_q,
                  gk + s.rank * slot_kv, gv + s.rank * slot_kv, stage_q, stage_k, stage_v, rows, wq, wkv);
   // Each peer's slots, the next rank first, then its word.

@@ -6,6 +6,7 @@
 #include "kernels/scratch.h"
 #include "kernels/symmetric.h"
 #include "runtime/cuda.h"
+#include "runtime/graph.h"
 
 namespace tiledist::model {
 
@@ -39,6 +40,17 @@ struct Model::State {
   std::unique_ptr<DecodeLayer> decoder;
   Scratch<float> step_tokens, step_delta;
   Scratch<bf16> step_residual;
+  // a step's layers as a graph (a dense model's, on a GPU): captured on `capture` after a first
+  // step run as it comes (which loads the kernels), then launched for each step
+  bool graphs = true, warm = false;
+  std::unique_ptr<runtime::Stream> capture;
+  std::unique_ptr<runtime::Graph> step;
+  /// The L layers of a decode step, queued on `stream` (null: done when they return).
+  void decode_layers(const runtime::Stream* stream) {
+    for (size_t l = 0; l < weights.size(); ++l)
+      decoder->run(step_delta.data(), l == 0 ? nullptr : step_residual.data(), weights[l], *cache, int(l),
+                   step_delta.data(), step_residual.data(), stream);
+  }
 };
 
 Model::Model(const Target& target, const ModelConfig& config, int layers, int batch, int seqlen, uint64_t seed,
@@ -78,7 +90,12 @@ Model::Model(const Target& target, const ModelConfig& config, int layers, int ba
   }
 }
 
-Model::~Model() = default;
+Model::~Model() {
+  try {  // (a graph's launches are no object's runs: what they use is freed once they are done)
+    if (s_->step) cuda::synchronize();
+  } catch (const Error&) {
+  }
+}
 
 void Model::prefill(const runtime::Stream* stream) {
   State& s = *s_;
@@ -110,15 +127,31 @@ void Model::decode(const runtime::Stream* stream) {
                         s.steps, " decode steps (a KV cache of ", s.steps, " rows past the prompt)"));
   const size_t count = size_t(s.batch) * size_t(s.config.hidden);
   const float* tokens = s.step_tokens.data() + size_t(s.done) * count;
-  if (kernels::detail::on_gpu(s.target))
-    runtime::copy_async(s.step_delta.data(), tokens, count * sizeof(float),
-                        stream ? *stream : runtime::Stream::legacy());
+  const bool gpu = kernels::detail::on_gpu(s.target);
+  const runtime::Stream* on = gpu ? (stream ? stream : &runtime::Stream::legacy()) : nullptr;
+  if (on)
+    runtime::copy_async(s.step_delta.data(), tokens, count * sizeof(float), *on);
   else
     std::memcpy(s.step_delta.data(), tokens, count * sizeof(float));
-  for (size_t l = 0; l < s.weights.size(); ++l)
-    s.decoder->run(s.step_delta.data(), l == 0 ? nullptr : s.step_residual.data(), s.weights[l], *s.cache, int(l),
-                   s.step_delta.data(), s.step_residual.data(), stream);
   ++s.done;
+  // (a MoE model's router and MoE MLP count their runs on the host: its steps run as they come)
+  if (!gpu || !s.graphs || s.config.moe()) return s.decode_layers(stream);
+  if (!s.step && s.warm) {
+    if (!s.capture) s.capture = std::make_unique<runtime::Stream>();
+    s.step = std::make_unique<runtime::Graph>(*s.capture, [&] { s.decode_layers(s.capture.get()); });
+  }
+  if (!s.step) {
+    s.decode_layers(stream);
+    s.warm = true;
+    return;
+  }
+  kernels::detail::launch_graph(*s.step, *on);
+  if (!stream) on->synchronize();
+}
+
+void Model::set_decode_graph(bool on) {
+  s_->graphs = on;
+  if (!on) s_->step.reset();
 }
 
 std::vector<float> Model::decoded() const {

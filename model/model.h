@@ -41,8 +41,14 @@ class Model {
   std::vector<float> hidden() const;
   /// The next decode step of the L layers, after a prefill() (which starts the steps again);
   /// queued on `stream` where given. Throws Error before a prefill or past the decode steps the
-  /// model was made for (its cache's rows).
+  /// model was made for (its cache's rows). A dense model's step on a GPU goes as one graph
+  /// (runtime/graph.h): the first step runs as it comes, the second is captured, and from then
+  /// on each step is one graph launch (the host's cost of ~10 launches a layer paid once). A MoE
+  /// model's steps run as they come (its routing and MoE MLP count their runs on the host).
   void decode(const runtime::Stream* stream = nullptr);
+  /// Whether decode steps go as a graph where they can (on by default; off: each step's kernels
+  /// launched one by one, the graph dropped).
+  void set_decode_graph(bool on);
   /// The last decode step's hidden states [batch, hidden] f32 (every rank's the same).
   std::vector<float> decoded() const;
   int64_t tokens() const;             ///< T: the batch's, every rank's together

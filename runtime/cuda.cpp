@@ -106,6 +106,14 @@ struct Driver {
   CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
   CUresult (*cuStreamWriteValue32)(CUstream, CUdeviceptr, unsigned, unsigned);
   CUresult (*cuStreamWaitValue32)(CUstream, CUdeviceptr, unsigned, unsigned);
+  // Stream capture into graphs (CUDA 11.4 and later; optional: null where the driver lacks them).
+  CUresult (*cuStreamBeginCapture)(CUstream, int) = nullptr;
+  CUresult (*cuStreamEndCapture)(CUstream, void**) = nullptr;
+  CUresult (*cuStreamIsCapturing)(CUstream, int*) = nullptr;
+  CUresult (*cuGraphInstantiateWithFlags)(void**, void*, unsigned long long) = nullptr;
+  CUresult (*cuGraphLaunch)(void*, CUstream) = nullptr;
+  CUresult (*cuGraphExecDestroy)(void*) = nullptr;
+  CUresult (*cuGraphDestroy)(void*) = nullptr;
   // TMA tensor maps (CUDA 12 drivers; optional: null where the driver lacks it).
   CUresult (*cuTensorMapEncodeTiled)(void*, int, unsigned, void*, const uint64_t*, const uint64_t*, const unsigned*,
                                      const unsigned*, int, int, int, int) = nullptr;
@@ -159,8 +167,18 @@ struct Driver {
   }
   bool optional_symbols() {
     cuTensorMapEncodeTiled = reinterpret_cast<decltype(cuTensorMapEncodeTiled)>(dlsym(lib, "cuTensorMapEncodeTiled"));
+    const bool graphs =
+        bind(cuStreamBeginCapture, {"cuStreamBeginCapture_v2", "cuStreamBeginCapture"}) &&
+        bind(cuStreamEndCapture, {"cuStreamEndCapture"}) && bind(cuStreamIsCapturing, {"cuStreamIsCapturing"}) &&
+        bind(cuGraphInstantiateWithFlags, {"cuGraphInstantiateWithFlags"}) && bind(cuGraphLaunch, {"cuGraphLaunch"}) &&
+        bind(cuGraphExecDestroy, {"cuGraphExecDestroy"}) && bind(cuGraphDestroy, {"cuGraphDestroy"});
+    if (!graphs) {  // (graphs are refused where used; everything else works)
+      graph_error = error;
+      error.clear();
+    }
     return true;
   }
+  std::string graph_error;  // why graphs are not available ("" where they are)
 };
 
 Driver* driver_or_null() {
@@ -497,6 +515,37 @@ class CudaApi final : public runtime::GpuApi {
     check(driver().cuLaunchKernel(function, grid[0], grid[1], grid[2], threads, 1, 1,
                                   static_cast<unsigned>(shared_bytes), stream, args, nullptr),
           "cuLaunchKernel");
+  }
+
+  void capture_begin(void* stream) const override {
+    constexpr int kCaptureModeRelaxed = 2;  // CU_STREAM_CAPTURE_MODE_RELAXED
+    TD_CU(cuStreamBeginCapture(graphs(stream), kCaptureModeRelaxed));
+  }
+  void* capture_end(void* stream) const override {
+    void* graph = nullptr;
+    TD_CU(cuStreamEndCapture(graphs(stream), &graph));
+    void* exec = nullptr;
+    const CUresult r = driver().cuGraphInstantiateWithFlags(&exec, graph, 0);
+    driver().cuGraphDestroy(graph);  // (the executable graph keeps what it needs)
+    check(r, "cuGraphInstantiateWithFlags");
+    return exec;
+  }
+  bool capturing(void* stream) const override {
+    int status = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
+    if (stream && driver().cuStreamIsCapturing) TD_CU(cuStreamIsCapturing(stream, &status));
+    return status != 0;
+  }
+  void graph_launch(void* graph, void* stream) const override { TD_CU(cuGraphLaunch(graph, stream)); }
+  void graph_destroy(void* graph) const noexcept override {
+    if (available() && driver().cuGraphExecDestroy) driver().cuGraphExecDestroy(graph);
+  }
+
+ private:
+  /// `stream`, where the driver captures graphs (an Error says why not otherwise).
+  static void* graphs(void* stream) {
+    if (!driver().graph_error.empty())
+      throw Error(str_cat("tiledist: CUDA graphs are not available: ", driver().graph_error));
+    return stream;
   }
 };
 

@@ -55,6 +55,14 @@ struct Runtime {
   hipError_t (*hipHostMalloc)(void**, size_t, unsigned) = nullptr;  // (overloaded for C++ too)
   TD_HIP_FN(hipHostGetDevicePointer)
   TD_HIP_FN(hipPointerGetAttributes)
+  // Stream capture into graphs (optional: bound where the runtime has them, refused where not).
+  TD_HIP_FN(hipStreamBeginCapture)
+  TD_HIP_FN(hipStreamEndCapture)
+  TD_HIP_FN(hipStreamIsCapturing)
+  TD_HIP_FN(hipGraphInstantiate)
+  TD_HIP_FN(hipGraphLaunch)
+  TD_HIP_FN(hipGraphExecDestroy)
+  TD_HIP_FN(hipGraphDestroy)
 #undef TD_HIP_FN
 
   template <class F>
@@ -81,9 +89,21 @@ struct Runtime {
            TD_BIND(hipEventSynchronize) && TD_BIND(hipEventElapsedTime) && TD_BIND(hipModuleLoadData) &&
            TD_BIND(hipModuleUnload) && TD_BIND(hipModuleGetFunction) && TD_BIND(hipModuleLaunchKernel) &&
            TD_BIND(hipIpcGetMemHandle) && TD_BIND(hipIpcOpenMemHandle) && TD_BIND(hipIpcCloseMemHandle) &&
-           TD_BIND(hipHostMalloc) && TD_BIND(hipHostGetDevicePointer) && TD_BIND(hipPointerGetAttributes);
+           TD_BIND(hipHostMalloc) && TD_BIND(hipHostGetDevicePointer) && TD_BIND(hipPointerGetAttributes) &&
+           graph_symbols();
 #undef TD_BIND
   }
+  bool graph_symbols() {
+    const std::string before = error;
+    if (!(bind(hipStreamBeginCapture, "hipStreamBeginCapture") && bind(hipStreamEndCapture, "hipStreamEndCapture") &&
+          bind(hipStreamIsCapturing, "hipStreamIsCapturing") && bind(hipGraphInstantiate, "hipGraphInstantiate") &&
+          bind(hipGraphLaunch, "hipGraphLaunch") && bind(hipGraphExecDestroy, "hipGraphExecDestroy") &&
+          bind(hipGraphDestroy, "hipGraphDestroy")))
+      graph_error = error;  // (graphs are refused where used; everything else works)
+    error = before;
+    return true;
+  }
+  std::string graph_error;  // why graphs are not available ("" where they are)
 };
 
 /// The runtime, loaded and initialized once, with at least one device; or why not.
@@ -321,6 +341,39 @@ class HipApi final : public runtime::GpuApi {
                                           static_cast<unsigned>(grid[1]), static_cast<unsigned>(grid[2]),
                                           static_cast<unsigned>(threads), 1, 1, 0, as_stream(stream), args, nullptr),
           str_cat("hipModuleLaunchKernel of kernel '", name, "'").c_str());
+  }
+
+  void capture_begin(void* stream) const override {
+    TD_HIP(hipStreamBeginCapture(graphs(stream), hipStreamCaptureModeRelaxed));
+  }
+  void* capture_end(void* stream) const override {
+    hipGraph_t graph = nullptr;
+    TD_HIP(hipStreamEndCapture(graphs(stream), &graph));
+    hipGraphExec_t exec = nullptr;
+    const hipError_t e = runtime().hipGraphInstantiate(&exec, graph, nullptr, nullptr, 0);
+    (void)runtime().hipGraphDestroy(graph);  // (the executable graph keeps what it needs)
+    check(e, "hipGraphInstantiate");
+    return exec;
+  }
+  bool capturing(void* stream) const override {
+    hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+    if (stream && runtime().hipStreamIsCapturing) TD_HIP(hipStreamIsCapturing(as_stream(stream), &status));
+    return status != hipStreamCaptureStatusNone;
+  }
+  void graph_launch(void* graph, void* stream) const override {
+    TD_HIP(hipGraphLaunch(static_cast<hipGraphExec_t>(graph), as_stream(stream)));
+  }
+  void graph_destroy(void* graph) const noexcept override {
+    if (available() && state().rt.hipGraphExecDestroy)
+      (void)state().rt.hipGraphExecDestroy(static_cast<hipGraphExec_t>(graph));
+  }
+
+ private:
+  /// `stream`, where the runtime captures graphs (an Error says why not otherwise).
+  static hipStream_t graphs(void* stream) {
+    if (!runtime().graph_error.empty())
+      throw Error(str_cat("tiledist: HIP graphs are not available: ", runtime().graph_error));
+    return as_stream(stream);
   }
 };
 

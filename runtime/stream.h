@@ -83,6 +83,21 @@ class GpuApi {
   /// Launches `function` with `args` (pointers to each argument's value) on `stream`.
   virtual void launch(void* function, const int grid[3], int threads, size_t shared_bytes, void** args, void* stream,
                       const std::string& name) const = 0;
+
+  /// Stream capture (CUDA graphs, HIP graphs): from capture_begin the work queued on `stream`
+  /// (not the default stream) is recorded rather than run, in relaxed mode (other threads' calls
+  /// go on as before); capture_end ends it and returns the recorded work instantiated, an
+  /// executable graph (throws Error where the capture was invalidated: it is ended either way).
+  ///@{
+  virtual void capture_begin(void* stream) const = 0;
+  virtual void* capture_end(void* stream) const = 0;
+  /// Whether `stream` is capturing now (false for the default stream).
+  virtual bool capturing(void* stream) const = 0;
+  /// Runs an executable graph of capture_end() on `stream`.
+  virtual void graph_launch(void* graph, void* stream) const = 0;
+  /// Destroys an executable graph of capture_end().
+  virtual void graph_destroy(void* graph) const noexcept = 0;
+  ///@}
 };
 
 /// A stream of its own (it does not synchronize with the default stream): work launched on it
@@ -105,6 +120,9 @@ class Stream {
   void* handle() const { return stream_; }
   /// The runtime the stream belongs to.
   const GpuApi& api() const { return *api_; }
+  /// Whether the stream's work is being captured into a graph now (runtime/graph.h): a run
+  /// queued on it is recorded, not run; the default stream never is.
+  bool capturing() const { return stream_ && api_->capturing(stream_); }
   /// The default (legacy) stream of GpuApi::current(): it waits for, and is waited for by, the
   /// work of the default stream's other users (host copies, launches without a stream).
   static const Stream& legacy();

@@ -201,6 +201,24 @@ void check_ag_gemm(const Target& target, int64_t M, int64_t N, int64_t K,
   }
 }
 
+/// Our rows of the sum over the ranks r of A_r @ B_r, their inputs values(r, M * K, call) and
+/// values(100 + r, K * N, call) in bf16, summed in f32 on the host: every row where `all`
+/// (GEMM + AllReduce), else this rank's share (GEMM + ReduceScatter).
+inline std::vector<float> gemm_rs_want(int64_t M, int64_t N, int64_t K, bool all, int call) {
+  const int n = world_size(), me = rank();
+  const int64_t rows = all ? M : M / n, first = all ? 0 : me * rows;
+  std::vector<float> want(rows * N, 0.0f);
+  for (int r = 0; r < n; ++r) {
+    const std::vector<bf16> a = to_bf16(values(r, M * K, call)), b = to_bf16(values(100 + r, K * N, call));
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t k = 0; k < K; ++k) {
+        const float av = float(a[(first + i) * K + k]);
+        for (int64_t j = 0; j < N; ++j) want[i * N + j] += av * float(b[k * N + j]);
+      }
+  }
+  return want;
+}
+
 /// GEMM + ReduceScatter (or, with Op = GemmAr, + AllReduce) on every rank: out = our rows (or
 /// all rows) of the sum over ranks of A_r @ B_r, against the host's sum of f32 products of the
 /// same bf16 inputs, over a few calls in a row (on `streams` as check_ag_gemm does).
@@ -210,8 +228,8 @@ void check_gemm_rs(const Target& target, int64_t M, int64_t N, int64_t K,
   SCOPED_TRACE(str_cat("M=", M, " N=", N, " K=", K));
   Op op(target, M, N, K);
   const bool all = std::is_same_v<Op, kernels::GemmAr>;  // GEMM + AllReduce: every row is ours
-  const int n = world_size(), me = rank();
-  const int64_t rows = all ? M : M / n, first = all ? 0 : me * rows;  // the rows we get
+  const int me = rank();
+  const int64_t rows = all ? M : M / world_size();  // the rows we get
   constexpr int kCalls = 3;
   std::vector<Memory<bf16>> a_in, b_in;
   std::vector<Memory<float>> outs;
@@ -223,22 +241,9 @@ void check_gemm_rs(const Target& target, int64_t M, int64_t N, int64_t K,
   }
   for (const runtime::Stream* s : streams)
     if (s) s->synchronize();
-  for (int call = 1; call <= kCalls; ++call) {
-    std::vector<std::vector<bf16>> as, bs;
-    for (int r = 0; r < n; ++r) {
-      as.push_back(to_bf16(values(r, M * K, call)));
-      bs.push_back(to_bf16(values(100 + r, K * N, call)));
-    }
-    std::vector<float> got = outs[call - 1].get(), want(rows * N, 0.0f);
-    for (int r = 0; r < n; ++r)
-      for (int64_t i = 0; i < rows; ++i)
-        for (int64_t k = 0; k < K; ++k) {
-          float av = float(as[r][(first + i) * K + k]);
-          for (int64_t j = 0; j < N; ++j) want[i * N + j] += av * float(bs[r][k * N + j]);
-        }
-    EXPECT_LT(reference::rel_error(got, want), 1e-5)
+  for (int call = 1; call <= kCalls; ++call)
+    EXPECT_LT(reference::rel_error(outs[call - 1].get(), gemm_rs_want(M, N, K, all, call)), 1e-5)
         << "call " << call << ": relative error of our rows (M=" << M << ", N=" << N << ", K=" << K << ")";
-  }
 }
 
 }  // namespace tiledist::testing_collectives

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "kernels/reference.h"
+#include "tests/jit/error_of.h"
 #include "tests/kernels/collectives_check.h"
 #include "tests/kernels/ep_check.h"
 #include "tests/kernels/flash_decode_check.h"
@@ -281,6 +282,51 @@ TEST(GpuKernels, GemmAllReduce) {
                                                                     512);  // skinny, pipelined
   runtime::Stream stream;
   testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 70, 72, 48, {&stream});  // queued
+}
+
+// A GEMM + AllReduce, and a GEMM + ReduceScatter by SM pushes, captured in a graph
+// (runtime/graph.h) and launched five times with new inputs, an eager run between launches:
+// their calls are counted in device memory, so each launch is a new call on every rank. A
+// collective that counts its calls on the host (AllGather + GEMM) refuses the capture.
+template <class Op>
+void check_gemm_rs_graph(int64_t M, int64_t N, int64_t K) {
+  SCOPED_TRACE(str_cat("M=", M, " N=", N, " K=", K));
+  using testing_collectives::to_bf16, testing_collectives::values;
+  const bool all = std::is_same_v<Op, kernels::GemmAr>;
+  const int me = rank();
+  const int64_t rows = all ? M : M / world_size();
+  Op op(Target::cuda(), M, N, K);
+  cuda::Buffer<bf16> a(size_t(M * K)), b(size_t(K * N));
+  cuda::Buffer<float> out(size_t(rows * N)), eager(size_t(rows * N));
+  runtime::Stream s;
+  runtime::Graph step(s, [&] { op.run(a.data(), b.data(), out.data(), &s); });
+  for (int call = 1; call <= 10; call += 2) {
+    a.upload(to_bf16(values(me, M * K, call)));
+    b.upload(to_bf16(values(100 + me, K * N, call)));
+    kernels::detail::launch_graph(step, s);
+    s.synchronize();
+    EXPECT_LT(reference::rel_error(out.download(), testing_collectives::gemm_rs_want(M, N, K, all, call)), 1e-5)
+        << "launch " << call / 2 + 1 << " of the graph";
+    a.upload(to_bf16(values(me, M * K, call + 1)));
+    b.upload(to_bf16(values(100 + me, K * N, call + 1)));
+    op.run(a.data(), b.data(), eager.data(), &s);
+    s.synchronize();
+    EXPECT_LT(reference::rel_error(eager.download(), testing_collectives::gemm_rs_want(M, N, K, all, call + 1)), 1e-5)
+        << "the eager run after launch " << call / 2 + 1;
+  }
+}
+TEST(GpuKernels, OverlappedGemmsInAGraph) {
+  const int n = cuda::World::get().size();
+  check_gemm_rs_graph<kernels::GemmAr>(70, 72, 48);
+  check_gemm_rs_graph<GemmRsBySmPushes>(64 * n, 72, 48);
+  kernels::AgGemm ag(Target::cuda(), 64 * n, 64, 32);
+  cuda::Buffer<bf16> a(size_t(64 * 32)), b(size_t(32 * 64));
+  cuda::Buffer<float> c(size_t(64 * n * 64));
+  runtime::Stream s;
+  const std::string e =
+      test_util::error_of([&] { runtime::Graph g(s, [&] { ag.run(a.data(), b.data(), c.data(), &s); }); });
+  EXPECT_NE(e.find("ag_gemm: a run on a stream being captured into a graph"), std::string::npos) << e;
+  EXPECT_FALSE(s.capturing());
 }
 
 // ---- Regressions at Triton-distributed's own check shapes --------------------------------

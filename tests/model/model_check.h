@@ -157,7 +157,7 @@ inline void check_decode(const Target& target, const ModelConfig& c, int layers,
   // them depends on them)
   std::vector<bool> ties;
   for (int l = 0; l < layers; ++l) reference_layer(c, seed, l, batch, int(seqlen), x, &ties);
-  for (int s = 0; s < steps; ++s) {
+  auto check_step = [&](int s, const std::string& what) {
     model.decode();
     std::vector<int64_t> rows;
     std::vector<float> got;
@@ -168,8 +168,9 @@ inline void check_decode(const Target& target, const ModelConfig& c, int layers,
       rows.push_back(row);
       got.insert(got.end(), all.begin() + b * H, all.begin() + (b + 1) * H);
     }
-    expect_rows(got, x, rows, H, str_cat("decode step ", s + 1, " on rank ", me));
-  }
+    expect_rows(got, x, rows, H, str_cat(what, "decode step ", s + 1, " on rank ", me));
+  };
+  for (int s = 0; s < steps; ++s) check_step(s, "");
   std::string past;
   try {
     model.decode();
@@ -177,6 +178,9 @@ inline void check_decode(const Target& target, const ModelConfig& c, int layers,
     past = e.what();
   }
   EXPECT_NE(past.find("decode step 4 of a model made for 3 decode steps"), std::string::npos) << past;
+  // A prefill starts the steps again (on a GPU, a dense model's through the graph made above).
+  model.prefill();
+  for (int s = 0; s < 2; ++s) check_step(s, "after a second prefill, ");
 }
 
 }  // namespace tiledist::model::testing_model

@@ -9,6 +9,8 @@
 
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
+#include "kernels/symmetric.h"
+#include "runtime/graph.h"
 #include "tools/stress/buffers.h"
 
 namespace tiledist::stress {
@@ -222,13 +224,23 @@ class AgGemmSubject : public Subject {
 
 // ---- GEMM + ReduceScatter (both scatters) and GEMM + AllReduce -------------------------------
 
+// On a GPU, where the object counts its calls in device memory (GemmAr, GemmRs by SM pushes),
+// a quarter of the runs are captured into a graph (runtime/graph.h) on one of the job's streams
+// and the graph launched twice, the second launch's result checked.
 template <class Op>
 class GemmReduceSubject : public Subject {
  public:
-  /// `all`: GEMM + AllReduce (every rank gets every row).
+  /// `capturable`: its runs may go into a graph.
   template <class... Extra>
-  GemmReduceSubject(Job& job, int id, int64_t M, int64_t N, int64_t K, std::string kind, Extra... extra)
-      : id_(id), M_(M), N_(N), K_(K), kind_(std::move(kind)), op_(job.target(), M, N, K, extra...) {}
+  GemmReduceSubject(Job& job, int id, int64_t M, int64_t N, int64_t K, std::string kind, bool capturable,
+                    Extra... extra)
+      : id_(id),
+        M_(M),
+        N_(N),
+        K_(K),
+        kind_(std::move(kind)),
+        capturable_(capturable && job.gpu()),
+        op_(job.target(), M, N, K, extra...) {}
   std::string name() const override {
     return str_cat(kind_, " #", id_, " (M=", M_, ", N=", N_, ", K=", K_, " per rank)");
   }
@@ -237,13 +249,23 @@ class GemmReduceSubject : public Subject {
     const int n = job.ranks(), me = job.me();
     const int64_t rows = all ? M_ : M_ / n, first = all ? 0 : me * rows;
     const uint64_t seed = job.data_seed(uint64_t(id_) << 32 | ++runs_);
+    const bool in_graph = capturable_ && job.chance(0.25);
     const runtime::Stream* stream = job.pick_stream();
+    while (in_graph && !stream) stream = job.pick_stream();  // (a capture needs a stream of its own)
     auto a = mem(job, random_values<bf16>(seed + me, M_ * K_));
     auto b = mem(job, random_values<bf16>(seed + 500 + me, K_ * N_));
     auto out = mem(job, poison<float>(rows * N_));
-    op_.run(a->ptr(), b->ptr(), out->ptr(), stream);
+    std::shared_ptr<runtime::Graph> graph;  // (kept until the check: its launches done by then)
+    if (in_graph) {
+      graph = std::make_shared<runtime::Graph>(*stream, [&] { op_.run(a->ptr(), b->ptr(), out->ptr(), stream); });
+      for (int k = 0; k < 2; ++k) kernels::detail::launch_graph(*graph, *stream);
+    } else {
+      op_.run(a->ptr(), b->ptr(), out->ptr(), stream);
+    }
     const int64_t N = N_, K = K_, M = M_;
-    job.after(str_cat(name(), ": run ", runs_), [&job, a, b, out, seed, n, rows, first, M, N, K] {
+    job.after(str_cat(name(), ": run ", runs_, in_graph ? " (a graph launched twice)" : ""), [&job, a, b, out, seed, n,
+                                                                                              rows, first, M, N, K,
+                                                                                              graph] {
       // The sum over ranks of A_r B_r, our rows: [A_0 .. A_n-1] (rows x nK) @ [B_0; ..; B_n-1].
       std::vector<bf16> wide(rows * n * K), tall;
       for (int r = 0; r < n; ++r) {
@@ -260,6 +282,7 @@ class GemmReduceSubject : public Subject {
   int id_;
   int64_t M_, N_, K_;
   std::string kind_;
+  bool capturable_;
   Op op_;
   int runs_ = 0;
 };
@@ -302,18 +325,19 @@ std::unique_ptr<Subject> make_subject(Job& job, int id) {
     case 3: {
       using Scatter = kernels::GemmRs::Scatter;
       const Scatter scatter = job.chance(0.5) ? Scatter::copy_engine : Scatter::sm_pushes;
+      const bool copies = scatter == Scatter::copy_engine && !kernels::detail::gpus_shared(job.target());
       const char* kind = scatter == Scatter::copy_engine ? "gemm_rs by copy engine" : "gemm_rs by SM pushes";
       if (gpu && job.chance(0.1)) {  // 4096 x 4096 with K = 12288 split over the ranks
         const int64_t K = 12288 / n, M = gemm_rs_rows(job, 4096, K, (4096 / n + 255) / 256) * n;
-        return std::make_unique<GemmReduceSubject<kernels::GemmRs>>(job, id, M, 4096, K, kind, scatter);
+        return std::make_unique<GemmReduceSubject<kernels::GemmRs>>(job, id, M, 4096, K, kind, !copies, scatter);
       }
       const int64_t N = ragged(job, gpu ? 2048 : 72), K = ragged(job, gpu ? 1024 : 64);
       const int64_t rows = gemm_rs_rows(job, N, K, job.draw(1, gpu ? 4 : 2));
-      return std::make_unique<GemmReduceSubject<kernels::GemmRs>>(job, id, rows * n, N, K, kind, scatter);
+      return std::make_unique<GemmReduceSubject<kernels::GemmRs>>(job, id, rows * n, N, K, kind, !copies, scatter);
     }
     default: {
       const int64_t M = ragged(job, gpu ? 512 : 40), N = ragged(job, gpu ? 2048 : 72), K = ragged(job, gpu ? 1024 : 64);
-      return std::make_unique<GemmReduceSubject<kernels::GemmAr>>(job, id, M, N, K, "gemm_ar");
+      return std::make_unique<GemmReduceSubject<kernels::GemmAr>>(job, id, M, N, K, "gemm_ar", true);
     }
   }
 }
