@@ -165,11 +165,11 @@ AgGemm::~AgGemm() = default;
 
 void AgGemm::run(const bf16* a, const bf16* b, float* c, const runtime::Stream* stream) {
   State& s = *s_;
+  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, "ag_gemm") : nullptr;
   const int32_t call = ++s.calls;
   bf16* gathered = s.gathered + (call % 2) * s.M * s.K;
   bf16* mine = gathered + s.rank * s.rows * s.K;
   const size_t bytes = size_t(s.rows) * s.K * sizeof(bf16);
-  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, "ag_gemm") : nullptr;
   const Grid tiles = s.config.grid(s.M, s.N);
   auto gemm = [&](Grid grid) { detail::launch(s.kernel, on, grid, gathered, a, b, c, s.flags, s.M, s.N, s.K, call); };
   if (s.puts) {  // the kernel's first programs push the rows

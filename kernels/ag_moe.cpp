@@ -298,6 +298,7 @@ void AgMoe::launch(const bf16* tokens, const int32_t* topk_ids, const float* top
   State& s = *s_;
   if (s.tokens > 0 && (!tokens || !topk_ids || !w || !out))
     throw Error("tiledist: ag_moe: a null pointer among the tokens, top-k ids, weights and output");
+  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, "ag_moe") : nullptr;
   const int32_t call = ++s.calls;
   const int64_t all = s.tokens * s.ranks;
   bf16* gathered = s.gathered + (call % 2) * all * s.K;
@@ -308,7 +309,6 @@ void AgMoe::launch(const bf16* tokens, const int32_t* topk_ids, const float* top
   const size_t token_bytes = size_t(s.tokens) * s.K * sizeof(bf16), id_bytes = size_t(s.tokens) * s.topk * 4;
   int32_t* id_flags = s.flags;
   int32_t* token_flags = s.flags + s.ranks;
-  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, "ag_moe") : nullptr;
   if (on) {
     // As AgGemm's copies: the peers' once our last run's GEMM is done, those to peers on our GPU
     // before our GEMM, on its stream; the ids first.

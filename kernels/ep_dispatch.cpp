@@ -147,10 +147,10 @@ void EpDispatch::run(const bf16* x, const int32_t* topk_ids, int64_t tokens, con
     throw Error(str_cat("tiledist: ep_dispatch: ", tokens, " tokens on rank ", s.rank, ", past the capacity of ",
                         s.max_tokens, " tokens this EpDispatch was made for"));
   if (tokens > 0 && (!x || !topk_ids)) throw Error("tiledist: ep_dispatch: a null pointer among x and the top-k ids");
+  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, "ep_dispatch") : nullptr;
   const int32_t call = ++s.calls;
   s.done = false;
   const int pairs = static_cast<int>(tokens * s.topk);
-  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, "ep_dispatch") : nullptr;
   int32_t* flags = s.flags;                 // [0, ranks): the counts'
   int32_t* data_flags = s.flags + s.ranks;  // [ranks, 2 ranks): the rows'
   detail::launch(s.count, on, Grid(std::max(1, (pairs + 1023) / 1024)), topk_ids, s.counts.data(), s.place.data(),

@@ -404,11 +404,11 @@ void EpLowLatencyDispatch::run(const bf16* x, const int32_t* topk_ids, int64_t t
     throw Error(
         "tiledist: ep_low_latency_dispatch: run before its combine's receive() of the last run "
         "(Options::recv_hook: the sum would read rows the next run's may replace)");
+  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, "ep_low_latency_dispatch") : nullptr;
   const int32_t call = ++s.calls;
   s.tokens = tokens;
   s.sent = s.received = false;
   const int pairs = static_cast<int>(tokens * s.topk);
-  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, "ep_low_latency_dispatch") : nullptr;
   const auto [hc, chunks] = chunked(s.programs, tokens, s.H, s.bh);
   // Rows split into chunks (few tokens): the slots' places taken first, by moe_count, so that a
   // token's programs agree; else the send takes them.

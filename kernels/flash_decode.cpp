@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "kernels/device_sync.h"
 #include "kernels/scratch.h"
@@ -261,7 +262,8 @@ struct Decoder {
 
 struct FlashDecode::State {
   Decoder core;
-  detail::Scratch<float> part_o, lse;  // grown as runs need
+  detail::Scratch<float> part_o, lse;           // grown as runs need
+  std::vector<detail::Scratch<float>> retired;  // outgrown, kept while a graph may use them
   detail::RunStreams streams;
   State(const Target& t, int h, int kvh, int d, ir::DType dt, bool c, float sc)
       : core("tiledist: flash_decode: ", t, h, kvh, d, dt, c, sc, false) {}
@@ -307,6 +309,10 @@ void FlashDecode::run_on(const T* q, const T* k_cache, const T* v_cache, const i
   const Kernel& combine = c.combine(splits);
   if (s.lse.size() < rows * splits) {  // (grown once the runs that read the old ones are done)
     s.streams.finish();
+    if (s.streams.captured()) {  // (a graph holds the old ones: kept for its launches)
+      s.retired.push_back(std::move(s.part_o));
+      s.retired.push_back(std::move(s.lse));
+    }
     s.part_o = detail::Scratch<float>(c.target, rows * splits * c.head_dim);
     s.lse = detail::Scratch<float>(c.target, rows * splits);
   }
@@ -400,10 +406,10 @@ void DistFlashDecode::run(const T* q, const T* k_slice, const T* v_slice, const 
                         int64_t(batch) * q_tokens * c.heads, " query rows, past the ", s.max_rows,
                         " this DistFlashDecode was made for"));
   if (batch == 0) return;  // (every rank alike: the shapes are the job's)
+  const runtime::Stream* on = c.gpu() ? &s.streams.enter(stream, "dist_flash_decode") : nullptr;
   const int32_t call = ++s.calls;
   const int splits = c.splits(batch, max_kv), parts = s.ranks * splits;
   const int rows = batch * q_tokens * c.heads;
-  const runtime::Stream* on = c.gpu() ? &s.streams.enter(stream, "dist_flash_decode") : nullptr;
   detail::launch(kv_starts ? c.causal_across() : c.decode, on, Grid(splits, int64_t(batch) * c.kv_heads), q, k_slice,
                  v_slice, kv_lens, static_cast<const int32_t*>(nullptr), kv_starts, kv_totals, s.part_o, s.lse,
                  s.sent.data(), s.flags, q_tokens, max_kv, c.heads, c.kv_heads, c.chunk(splits, max_kv),

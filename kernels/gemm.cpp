@@ -210,7 +210,10 @@ double sk_waves(int64_t tiles, int64_t programs, int64_t steps, int64_t max_part
 GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K, bool transposable) {
   GemmConfig g;
   g.options = CompileOptions::from_env();
-  bool aligned = M % 16 == 0 && N % 16 == 0 && K % 16 == 0;  // else the launch gets the generic variant
+  // (else the launch gets the generic variant; but M only bounds the rows, whose tiles TMA
+  // copies whatever it is: a skinny GEMM's M need not be a multiple of 16, as a decode step's
+  // batch of 1)
+  bool aligned = N % 16 == 0 && K % 16 == 0 && (M % 16 == 0 || M <= 256);
   const bool persistent = library_persistent();
   if (!target.is_gpu()) {  // persistent: a few programs per core
     g.constants = kDefaults;

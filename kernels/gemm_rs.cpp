@@ -43,7 +43,7 @@ void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t
     tl::if_then((tl::program_id(0) == 0) & (tl::program_id(1) == 0), [&] { tl::store(epochs + 1, call); });
   };
   if (ALL) {  // GEMM + AllReduce: every tile goes to every rank (all rows are everyone's)
-    auto half = staging + (call % 2).to(tl::int64) * n * M * N;
+    auto half = staging + (call & 1).to(tl::int64) * n * M * N;
     auto [grouped_m, pid_n] = detail::grouped_tile(GROUP_M);
     auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
     auto acc = detail::gemm_acc(a, b, M, N, K, grouped_m, pid_n, BM, BN, BK);
@@ -57,7 +57,7 @@ void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t
     return publish();
   }
   auto rows = tl::maximum(M, 0) / n;  // per rank, a multiple of BM (the host checks)
-  auto half = staging + (call % 2).to(tl::int64) * n * rows * N;
+  auto half = staging + (call & 1).to(tl::int64) * n * rows * N;
   // (M >= 0 said so: the compiler then knows the tile coordinates are, as TMA copies need)
   auto [num_m, num_n] = detail::tile_counts(M, N, BM, BN);
   auto tile = [&](const Tensor& grouped_m, const Tensor& pid_n) {
@@ -118,7 +118,7 @@ void rs_reduce(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> ou
   auto call = tl::load(epochs + 1);  // (the GEMM's: the header says how the words go)
   auto arrived = call * tiles;       // (every rank's tiles of every call so far)
   tl::if_then(tl::program_id(0) == 0, [&] { tl::store(epochs, call); });
-  auto half = staging + (call % 2).to(tl::int64) * n * elems;
+  auto half = staging + (call & 1).to(tl::int64) * n * elems;
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
   auto m = offs < elems;
   auto token = tl::for_range(0, n, 1, tl::scalar(0, tl::int32), [&](Tensor r, Tensor) {
@@ -126,7 +126,7 @@ void rs_reduce(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> ou
   });
   auto slots = dist::consume_token(half, token);
   auto sum = tl::for_range(0, n, 1, tl::zeros({BLOCK}, tl::float32), [&](Tensor r, Tensor acc) {
-    return acc + tl::load(slots + (r * elems).to(tl::int64) + offs, m, 0.0f);
+    return acc + tl::load(slots + r.to(tl::int64) * elems + offs, m, 0.0f);
   });
   tl::store(out + offs, sum, m);
 }
@@ -242,7 +242,8 @@ void GemmRs::run(const bf16* a, const bf16* b, float* out, const runtime::Stream
   const int64_t elems = s.rows * s.N;
   const Grid reduce_grid{static_cast<int>((elems + 1023) / 1024)};
   // (by the copy engine the host queues the copies of each call itself: not in a graph)
-  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, s.all ? "gemm_ar" : "gemm_rs", !s.copy) : nullptr;
+  const runtime::Stream* on =
+      s.gpu() ? &s.streams.enter(stream, s.all ? "gemm_ar" : "gemm_rs by the copy engine", !s.copy) : nullptr;
   if (s.copy) {
     const int32_t call = static_cast<int32_t>(++s.calls);
     float* half = s.staging + (s.calls % 2) * s.ranks * s.rows * s.N;

@@ -282,9 +282,9 @@ void MoeReduce::launch(const void* act, const float* act_scales, const MoeRoutin
                         s.config.bm, "-row tiles (AgMoe::routing() of the same batch)"));
   if (s.tokens > 0 && (!act || !topk_weights || !w || !out))
     throw Error(str_cat("tiledist: ", name, ": a null pointer among the activations, weights and output"));
+  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, name) : nullptr;
   const int32_t call = ++s.calls;
   float* half = s.staging + int64_t(call % 2) * s.ranks * s.out_rows * s.N;
-  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, "moe_reduce") : nullptr;
   for (int r = 0; r < s.ranks; ++r)  // (the tile counters of this run)
     if (on)
       runtime::write_value(s.done.data() + r, 0, *on);

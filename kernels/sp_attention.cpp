@@ -179,13 +179,13 @@ void AgAttention::run(const T* q, const T* k, const T* v, T* o, int batch, int s
   if (int64_t(batch) * s.heads > 65535)
     throw Error(
         str_cat(me, "batch * heads = ", int64_t(batch) * s.heads, ": at most 65535 (the grid's second dimension)"));
+  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, "ag_attention") : nullptr;
   const int32_t call = ++s.calls;
   const size_t slice = size_t(batch) * size_t(seqlen) * size_t(s.kv_heads) * size_t(s.head_dim) * sizeof(T);
   char* k_half = static_cast<char*>(s.k_all) + size_t(call % 2) * s.half_bytes();
   char* v_half = static_cast<char*>(s.v_all) + size_t(call % 2) * s.half_bytes();
   // (our slice's place in every rank's gathered buffer: [ranks, batch, seqlen, ...] as this run has them)
   const size_t ours = size_t(s.rank) * slice;
-  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, "sp_attention") : nullptr;
   if (on) {
     // The peers' copies start once k and v are ready and our last run is done (its half of the
     // gathered buffers is then free on every rank: the protocol, above).

@@ -103,8 +103,10 @@ class RunOrder {
 /// order on each rank too, as their protocols need. On a stream being captured into a graph
 /// (runtime/graph.h) a run is recorded, not run: objects whose protocols keep their state in
 /// device memory allow it (`capturable`); the others refuse it, naming themselves (`who`), as
-/// the host's call counts they pass would be frozen in the graph. A captured run neither waits
-/// for nor marks RunOrder: the graph's launch does (launch_graph).
+/// the host's call counts they pass would be frozen in the graph (refused before the run
+/// changes anything: it may run outside the graph next). A captured run neither waits for nor
+/// marks RunOrder: the graph's launch does (launch_graph). An object with a captured run waits
+/// for the whole device when it goes (finish): a graph's launches are not its runs.
 class RunStreams {
  public:
   /// The stream of a run about to start.
@@ -113,8 +115,9 @@ class RunStreams {
     capturing_ = stream && s.capturing();
     if (capturing_ && !capturable)
       throw Error(str_cat("tiledist: ", who,
-                          ": a run on a stream being captured into a graph (its protocol counts its runs on the "
-                          "host; run it outside the graph)"));
+                          ": a run on a stream being captured into a graph (what it passes its kernels changes from "
+                          "run to run, or the host takes part in it; run it outside the graph)"));
+    captured_ = captured_ || capturing_;
     if (!capturing_) RunOrder::get().after_last(s);
     return s;
   }
@@ -130,14 +133,19 @@ class RunStreams {
   /// For the object's destructor: waits for its last run (a failure is the stream's to report).
   void finish() const noexcept {
     try {
+      if (captured_) cuda::synchronize();
       if (last_) last_->synchronize();
     } catch (const Error&) {
     }
   }
+  /// Whether a run of the object has been captured into a graph (whose launches may use what
+  /// the object held then).
+  bool captured() const { return captured_; }
 
  private:
   std::unique_ptr<runtime::Event> last_;  // recorded after this object's last run
   bool capturing_ = false;                // the run entered is being captured
+  bool captured_ = false;                 // some run was
 };
 
 /// Launches a graph of the library's runs (runtime/graph.h) on `stream`, in RunOrder as a run.

@@ -282,6 +282,7 @@ void UlyssesAttention::run(const T* q, const T* k, const T* v, T* o, int batch, 
   if (int64_t(batch) * hq > 65535)  // (before anything is launched: the kernel's grid)
     throw Error(str_cat(me, "batch * heads / ranks = ", int64_t(batch) * hq,
                         ": at most 65535 (the attention grid's second dimension)"));
+  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, "ulysses_attention") : nullptr;
   const int32_t call = ++s.calls;
   const int rows = batch * seqlen, wq = hq * D, wkv = hkv * D;  // (a head group's elements a row)
   const size_t e = sizeof(T), half = size_t(call % 2);
@@ -291,7 +292,6 @@ void UlyssesAttention::run(const T* q, const T* k, const T* v, T* o, int batch, 
   T *stage_k = stage_q + s.elems(s.heads), *stage_v = stage_k + s.elems(s.kv_heads);
   // (a rank's slot of each gathered buffer, and of the staging one: this run's rows)
   const size_t slot_q = size_t(rows) * wq, slot_kv = size_t(rows) * wkv;
-  const runtime::Stream* on = s.gpu() ? &s.streams.enter(stream, "ulysses_attention") : nullptr;
   detail::launch(s.pack, on, Grid(tl::cdiv(int64_t(rows), State::kRows), n), q, k, v, gq + s.rank * slot_q,
                  gk + s.rank * slot_kv, gv + s.rank * slot_kv, stage_q, stage_k, stage_v, rows, wq, wkv);
   // Each peer's slots, the next rank first, then its word.

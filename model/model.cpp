@@ -1,6 +1,7 @@
 // A dense model's L decoder layers from seed-made weights and embeddings (model/model.h).
 #include "model/model.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include "kernels/scratch.h"
@@ -42,7 +43,7 @@ struct Model::State {
   Scratch<bf16> step_residual;
   // a step's layers as a graph (a dense model's, on a GPU): captured on `capture` after a first
   // step run as it comes (which loads the kernels), then launched for each step
-  bool graphs = true, warm = false;
+  bool graphs = true, warm = false, launched = false;
   std::unique_ptr<runtime::Stream> capture;
   std::unique_ptr<runtime::Graph> step;
   /// The L layers of a decode step, queued on `stream` (null: done when they return).
@@ -92,7 +93,7 @@ Model::Model(const Target& target, const ModelConfig& config, int layers, int ba
 
 Model::~Model() {
   try {  // (a graph's launches are no object's runs: what they use is freed once they are done)
-    if (s_->step) cuda::synchronize();
+    if (s_->launched) cuda::synchronize();
   } catch (const Error&) {
   }
 }
@@ -133,25 +134,34 @@ void Model::decode(const runtime::Stream* stream) {
     runtime::copy_async(s.step_delta.data(), tokens, count * sizeof(float), *on);
   else
     std::memcpy(s.step_delta.data(), tokens, count * sizeof(float));
-  ++s.done;
   // (a MoE model's router and MoE MLP count their runs on the host: its steps run as they come)
-  if (!gpu || !s.graphs || s.config.moe()) return s.decode_layers(stream);
-  if (!s.step && s.warm) {
+  if (gpu && s.graphs && !s.config.moe() && !s.step && s.warm) {
     if (!s.capture) s.capture = std::make_unique<runtime::Stream>();
-    s.step = std::make_unique<runtime::Graph>(*s.capture, [&] { s.decode_layers(s.capture.get()); });
+    try {
+      s.step = std::make_unique<runtime::Graph>(*s.capture, [&] { s.decode_layers(s.capture.get()); });
+    } catch (const Error& e) {  // (as where the driver has no graphs, or kernels are profiled)
+      std::fprintf(stderr, "tiledist: model '%s': decode steps go without a graph: %s\n", s.config.name.c_str(),
+                   e.what());
+      s.graphs = false;
+    }
   }
-  if (!s.step) {
+  if (s.step) {
+    kernels::detail::launch_graph(*s.step, *on);
+    s.launched = true;
+    if (!stream) on->synchronize();
+  } else {
     s.decode_layers(stream);
     s.warm = true;
-    return;
   }
-  kernels::detail::launch_graph(*s.step, *on);
-  if (!stream) on->synchronize();
+  ++s.done;
 }
 
 void Model::set_decode_graph(bool on) {
-  s_->graphs = on;
-  if (!on) s_->step.reset();
+  State& s = *s_;
+  s.graphs = on;
+  if (on || !s.step) return;
+  cuda::synchronize();  // (the graph's launches done before it goes)
+  s.step.reset();
 }
 
 std::vector<float> Model::decoded() const {

@@ -319,14 +319,27 @@ TEST(GpuKernels, OverlappedGemmsInAGraph) {
   const int n = cuda::World::get().size();
   check_gemm_rs_graph<kernels::GemmAr>(70, 72, 48);
   check_gemm_rs_graph<GemmRsBySmPushes>(64 * n, 72, 48);
-  kernels::AgGemm ag(Target::cuda(), 64 * n, 64, 32);
-  cuda::Buffer<bf16> a(size_t(64 * 32)), b(size_t(32 * 64));
-  cuda::Buffer<float> c(size_t(64 * n * 64));
+  // The refusal leaves the object as it was: its next run, outside a graph, is right.
+  using testing_collectives::to_bf16, testing_collectives::values;
+  const int64_t rows = 64, N = 64, K = 32;
+  kernels::AgGemm ag(Target::cuda(), rows * n, N, K);
+  cuda::Buffer<bf16> a(to_bf16(values(rank(), rows * K, 1))), b(to_bf16(values(100, K * N, 1)));
+  cuda::Buffer<float> c(size_t(rows * n * N));
   runtime::Stream s;
   const std::string e =
       test_util::error_of([&] { runtime::Graph g(s, [&] { ag.run(a.data(), b.data(), c.data(), &s); }); });
   EXPECT_NE(e.find("ag_gemm: a run on a stream being captured into a graph"), std::string::npos) << e;
   EXPECT_FALSE(s.capturing());
+  ag.run(a.data(), b.data(), c.data());
+  std::vector<float> want(size_t(rows * n * N), 0.0f);
+  const std::vector<bf16> bh = to_bf16(values(100, K * N, 1));
+  for (int r = 0; r < n; ++r) {
+    const std::vector<bf16> ar = to_bf16(values(r, rows * K, 1));
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = 0; j < N; ++j) want[(r * rows + i) * N + j] += float(ar[i * K + k]) * float(bh[k * N + j]);
+  }
+  EXPECT_LT(reference::rel_error(c.download(), want), 1e-5) << "AgGemm's run after its refused capture";
 }
 
 // ---- Regressions at Triton-distributed's own check shapes --------------------------------
