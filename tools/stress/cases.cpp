@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -297,10 +298,27 @@ int64_t gemm_rs_rows(Job& job, int64_t N, int64_t K, int64_t tiles) {
 
 }  // namespace
 
+/// $TILEDIST_STRESS_SUBJECT: every subject of one kind (its case below: collectives, ag_gemm,
+/// gemm_rs, gemm_ar, moe, ep, decode, sp_attention, model), for a focused run; else any.
+int forced_kind() {
+  static const int kind = [] {
+    const char* only = std::getenv("TILEDIST_STRESS_SUBJECT");
+    if (!only || !*only) return -1;
+    const std::map<std::string, int> kinds = {{"collectives", 0}, {"ag_gemm", 1},      {"gemm_rs", 3},
+                                              {"gemm_ar", 4},     {"moe", 5},          {"ep", 6},
+                                              {"decode", 7},      {"sp_attention", 8}, {"model", 9}};
+    const auto it = kinds.find(only);
+    if (it == kinds.end()) throw Error(str_cat("tiledist-stress: TILEDIST_STRESS_SUBJECT=", only, ": no such subject"));
+    return it->second;
+  }();
+  return kind;
+}
+
 std::unique_ptr<Subject> make_subject(Job& job, int id) {
   const bool gpu = job.gpu();
   const int n = job.ranks();
-  switch (job.draw(0, 8)) {
+  const int drawn = static_cast<int>(job.draw(0, 9));  // (drawn either way: the schedule stays the seed's)
+  switch (forced_kind() >= 0 ? forced_kind() : drawn) {
     case 0:
       return std::make_unique<CollectivesSubject>(job, id);
     case 5:
@@ -311,6 +329,8 @@ std::unique_ptr<Subject> make_subject(Job& job, int id) {
       return make_decode_subject(job, id);
     case 8:
       return make_sp_attention_subject(job, id);
+    case 9:
+      return make_model_subject(job, id);
     case 1:
     case 2: {
       using Gather = kernels::AgGemm::Gather;
