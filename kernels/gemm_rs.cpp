@@ -281,4 +281,6 @@ void GemmRs::run(const bf16* a, const bf16* b, float* out, const runtime::Stream
   if (on) s.streams.leave(*on, stream);
 }
 
+void launch_graph(const runtime::Graph& graph, const runtime::Stream& stream) { detail::launch_graph(graph, stream); }
+
 }  // namespace tiledist::kernels

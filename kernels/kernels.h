@@ -1,6 +1,7 @@
 // The kernel library's definitions, for programs, tools and tests.
 #pragma once
 
+#include "runtime/graph.h"
 #include "tiledist.h"
 
 namespace tiledist::kernels {
@@ -145,7 +146,7 @@ const KernelDef& ag_gemm_kernel();
 /// the copy engine, Collectives, the MoE and expert-parallel objects, DistFlashDecode) count
 /// them on the host, where a graph would freeze the count: a run of theirs on a capturing
 /// stream throws Error naming the object. A graph's arguments are fixed: its runs read and write
-/// the memory they were captured with, and a launch is queued as a run (detail::launch_graph).
+/// the memory they were captured with, and a launch is queued as a run (launch_graph below).
 class AgGemm {
  public:
   /// How the rows are gathered: by the copy engine (the host's memcpy on the host target), or by
@@ -300,6 +301,10 @@ class Collectives {
                      const runtime::Stream* stream);
   std::shared_ptr<State> s_;
 };
+
+/// Launches a graph of the library's runs (runtime/graph.h, captured as the Graphs paragraph
+/// above says) on `stream`, ordered as one run after the last communicating run of this rank.
+void launch_graph(const runtime::Graph& graph, const runtime::Stream& stream);
 
 }  // namespace tiledist::kernels
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "kernels/kernels.h"
 #include "kernels/scratch.h"
 #include "kernels/symmetric.h"
 #include "runtime/cuda.h"
@@ -146,7 +147,7 @@ void Model::decode(const runtime::Stream* stream) {
     }
   }
   if (s.step) {
-    kernels::detail::launch_graph(*s.step, *on);
+    kernels::launch_graph(*s.step, *on);
     s.launched = true;
     if (!stream) on->synchronize();
   } else {

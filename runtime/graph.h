@@ -6,7 +6,7 @@
 ///
 ///   runtime::Stream s;
 ///   runtime::Graph step(s, [&] { layer.run(x, y, &s); });  // recorded, not run
-///   for (int i = 0; i < steps; ++i) step.launch(s);        // run
+///   for (int i = 0; i < steps; ++i) step.launch(s);        // run (the library's runs: kernels::launch_graph)
 ///
 /// What a graph holds is fixed at capture: the kernels' arguments (pointers, sizes), so the
 /// captured code must read whatever changes between launches from memory it points to. The

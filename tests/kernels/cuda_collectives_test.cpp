@@ -303,7 +303,7 @@ void check_gemm_rs_graph(int64_t M, int64_t N, int64_t K) {
   for (int call = 1; call <= 10; call += 2) {
     a.upload(to_bf16(values(me, M * K, call)));
     b.upload(to_bf16(values(100 + me, K * N, call)));
-    kernels::detail::launch_graph(step, s);
+    kernels::launch_graph(step, s);
     s.synchronize();
     EXPECT_LT(reference::rel_error(out.download(), testing_collectives::gemm_rs_want(M, N, K, all, call)), 1e-5)
         << "launch " << call / 2 + 1 << " of the graph";

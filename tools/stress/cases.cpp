@@ -259,7 +259,7 @@ class GemmReduceSubject : public Subject {
     std::shared_ptr<runtime::Graph> graph;  // (kept until the check: its launches done by then)
     if (in_graph) {
       graph = std::make_shared<runtime::Graph>(*stream, [&] { op_.run(a->ptr(), b->ptr(), out->ptr(), stream); });
-      for (int k = 0; k < 2; ++k) kernels::detail::launch_graph(*graph, *stream);
+      for (int k = 0; k < 2; ++k) kernels::launch_graph(*graph, *stream);
     } else {
       op_.run(a->ptr(), b->ptr(), out->ptr(), stream);
     }

@@ -69,9 +69,10 @@ class ModelSubject : public Subject {
       for (int64_t t = 0; t < total; ++t)
         for (int64_t h = 0; h < H; ++h)
           x[size_t((b * total + t) * H + h)] =
-              t < seqlen_ ? float(bf16(model::random_value(seed, "model.embed_tokens", (b * seqlen_ + t) * H + h)))
-                          : float(bf16(model::random_value(seed, "model.embed_tokens.decode",
-                                                           ((t - seqlen_) * batch_ + b) * H + h)));
+              t < seqlen_
+                  ? float(bf16(model::random_value(seed, "model.embed_tokens", (int64_t(b) * seqlen_ + t) * H + h)))
+                  : float(bf16(
+                        model::random_value(seed, "model.embed_tokens.decode", ((t - seqlen_) * batch_ + b) * H + h)));
     std::vector<bool> ties;
     for (int l = 0; l < layers_; ++l) model::reference::reference_layer(c_, seed, l, batch_, int(total), x, &ties);
     auto tied = [&](int64_t row) { return size_t(row) < ties.size() && ties[size_t(row)]; };
@@ -123,13 +124,13 @@ std::unique_ptr<Subject> make_model_subject(Job& job, int id) {
   c.heads = std::lcm(int64_t(n), c.kv_heads) * job.draw(1, 2);
   // (hidden under 128: the overlapped GEMMs' 64-row tiles, which a rank's 64 tokens fill)
   c.hidden = job.chance(0.5) ? 64 : 96, c.head_dim = job.chance(0.5) ? 64 : 128;
-  c.intermediate = 32 * n * job.draw(1, 3);
+  c.intermediate = int64_t{32} * n * job.draw(1, 3);
   const bool moe = job.chance(0.3);
-  if (moe) c.experts = int(job.draw(2, 8)), c.topk = int(job.draw(1, 2)), c.expert_intermediate = 32 * n;
+  if (moe) c.experts = int(job.draw(2, 8)), c.topk = int(job.draw(1, 2)), c.expert_intermediate = int64_t{32} * n;
   c.layers = moe ? 1 : int(job.draw(1, 2));
   // 64 tokens a rank, or 128: in 1, 2 or 4 sequences (a MoE model's decode batch: the ranks'
   // multiple, each rank routing its share)
-  const int64_t T = 64 * n * job.draw(1, 2);
+  const int64_t T = int64_t{64} * n * job.draw(1, 2);
   int batch = moe ? n * int(job.draw(1, 2)) : 1 << job.draw(0, 2);
   if (T % batch) batch = n;
   return std::make_unique<ModelSubject>(job, id, c, int(c.layers), batch, int(T / batch), int(job.draw(1, 3)));
