@@ -14,7 +14,10 @@
 // read by the GEMM (its call is one past it), which publishes its call in epochs[1] for the
 // reduce kernel, which advances epochs[0] (where the copy engine scatters, the host does,
 // after the GEMM: those runs are not captured). Each word is written by one kernel while the
-// other kernel's programs read it, never while its own do.
+// other kernel's programs read it, never while its own do. The words and the signal words are
+// 64-bit: the tiles pushed over all calls (calls x tiles) pass 2^31 within hours of a model's
+// decode steps, which a graph replays without the host seeing them. (The host writes the low
+// halves of the copy engine's words: its calls stay under 2^31.)
 //
 // GEMM + AllReduce is the same with every tile pushed to every rank (ALL): one-shot, suited to
 // the small M of decoding more than to large GEMMs.
@@ -31,8 +34,8 @@ namespace {
 using tl::Tensor;
 
 template <class T>
-void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> partial,
-             tl::Ptr<int32_t> counters, tl::Ptr<float> out, tl::Int M, tl::Int N, tl::Int K, tl::Ptr<int32_t> epochs,
+void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int64_t> flags, tl::Ptr<float> partial,
+             tl::Ptr<int32_t> counters, tl::Ptr<float> out, tl::Int M, tl::Int N, tl::Int K, tl::Ptr<int64_t> epochs,
              tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK, tl::Const<int> GROUP_M, tl::Const<int> ALL,
              tl::Const<int> COPY, tl::Const<int> PERSISTENT) {
   auto n = dist::num_ranks(), me = dist::rank();
@@ -112,8 +115,8 @@ void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int32_t
   publish();
 }
 
-void rs_reduce(tl::Ptr<float> staging, tl::Ptr<int32_t> flags, tl::Ptr<float> out, tl::Int elems,
-               tl::Ptr<int32_t> epochs, tl::Int tiles, tl::Const<int> BLOCK) {
+void rs_reduce(tl::Ptr<float> staging, tl::Ptr<int64_t> flags, tl::Ptr<float> out, tl::Int elems,
+               tl::Ptr<int64_t> epochs, tl::Int tiles, tl::Const<int> BLOCK) {
   auto n = dist::num_ranks();
   auto call = tl::load(epochs + 1);  // (the GEMM's: the header says how the words go)
   auto arrived = call * tiles;       // (every rank's tiles of every call so far)
@@ -164,9 +167,9 @@ struct GemmRs::State {
   float* staging = nullptr;  // two halves of [ranks][rows][N]
   // Pushes: flags[r]: tiles of our rows rank r has pushed, over all calls. Copies: flags[r *
   // tile_rows + t]: the last call whose row of tiles t of our rows rank r has copied here.
-  int32_t* flags = nullptr;
+  int64_t* flags = nullptr;
   int64_t calls = 0;                           // copies: the host's count of the runs (epochs[0] after each)
-  detail::Scratch<int32_t> epochs;             // [2]: the last finished call; the running one (the header's)
+  detail::Scratch<int64_t> epochs;             // [2]: the last finished call; the running one (the header's)
   int64_t tiles = 0;                           // tiles of one rank's rows, pushed by each rank per call
   bool copy = false;                           // the copy engine scatters
   bool all = false;                            // GEMM + AllReduce
@@ -216,14 +219,14 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter sc
   // world's, the same on every rank.
   s.copy = !all && s.gpu() && scatter == Scatter::copy_engine && !detail::gpus_shared(target);
   s.staging = static_cast<float*>(detail::symm_zeroed(target, 2 * size_t(s.ranks) * s.rows * N * 4));
-  s.flags = static_cast<int32_t*>(detail::symm_zeroed(target, size_t(s.ranks) * (s.copy ? s.tile_rows : 1) * 4));
+  s.flags = static_cast<int64_t*>(detail::symm_zeroed(target, size_t(s.ranks) * (s.copy ? s.tile_rows : 1) * 8));
   if (s.copy) {
     s.partial = static_cast<float*>(cuda::malloc(size_t(M) * N * 4));
     s.counters = static_cast<int32_t*>(cuda::malloc(size_t(s.ranks) * s.tile_rows * 4));
     cuda::memset(s.counters, 0, size_t(s.ranks) * s.tile_rows * 4);  // done when it returns
     s.copies = std::make_unique<detail::SideStream>();
   }
-  s.epochs = detail::Scratch<int32_t>(target, 2);
+  s.epochs = detail::Scratch<int64_t>(target, 2);
   barrier_all();  // no rank signals before every rank has zeroed its flags
   Constants constants = s.config.constants;
   // By the copy engine, a rank's own rows must come after every peer's in the tile order (its
@@ -263,7 +266,7 @@ void GemmRs::run(const bf16* a, const bf16* b, float* out, const runtime::Stream
     for (int k = 1; k < s.ranks; ++k) {
       const int p = (me + k) % s.ranks;
       auto* theirs = static_cast<float*>(detail::symm_on(s.target, half, p)) + size_t(me) * s.rows * s.N;
-      auto* words = static_cast<int32_t*>(detail::symm_on(s.target, s.flags, p)) + size_t(me) * s.tile_rows;
+      auto* words = static_cast<int64_t*>(detail::symm_on(s.target, s.flags, p)) + size_t(me) * s.tile_rows;
       for (int64_t t = 0; t < s.tile_rows; ++t) {
         const int64_t g = p * s.tile_rows + t;  // the row of tiles, over all M
         runtime::wait_value(s.counters + g, static_cast<uint32_t>(int64_t(call) * s.tile_cols), copies);
@@ -272,9 +275,9 @@ void GemmRs::run(const bf16* a, const bf16* b, float* out, const runtime::Stream
       }
     }
   } else {
-    // (`partial`, `counters` unused by the pushes: the staging area and flags stand in.)
-    detail::launch(s.gemm, on, s.config.grid(s.M, s.N), a, b, s.staging, s.flags, s.staging, s.flags, out, s.M, s.N,
-                   s.K, s.epochs.data());
+    // (`partial` and `counters` unused by the pushes: the staging area stands in, no counters)
+    detail::launch(s.gemm, on, s.config.grid(s.M, s.N), a, b, s.staging, s.flags, s.staging,
+                   static_cast<int32_t*>(nullptr), out, s.M, s.N, s.K, s.epochs.data());
     detail::launch(s.reduce, on, reduce_grid, static_cast<const float*>(s.staging), s.flags, out, elems,
                    s.epochs.data(), s.tiles);
   }
