@@ -51,7 +51,8 @@
 #              MoE) at 1 and 2 ranks sharing the GPU, then model_bench against PyTorch's same
 #              layers (bench/model_baseline.py): Qwen3-32B prefill at 1k/4k/16k and decode at
 #              batch 1/16/128, Qwen3-30B-A3B prefill at 4k and decode at 16/128, and at 2 ranks
-#              sharing the GPU (compared with one PyTorch process)
+#              sharing the GPU (compared with one PyTorch process), then the model in the stress
+#              harness (tiledist-stress, TILEDIST_STRESS_SUBJECT=model) on 1-2 ranks for 2 minutes
 # Prints each stage's summary; the logs keep the rest.
 set -u
 stages=${*:-tests attention grouped gemm gpuir}
@@ -133,7 +134,10 @@ for stage in $stages; do
       grep -vE '^\s*$' "$logs/model_moe.log" | tail -6
       TILEDIST_GPU_HEAP_SIZE=4G run model_shared 200 stdbuf -oL tools/tiledist-run -n 2 --timeout 190 bench/model_bench 3 \
         --seqlens 2048 --decode-batches 16
-      grep -vE '^\s*$' "$logs/model_shared.log" | tail -6 ;;
+      grep -vE '^\s*$' "$logs/model_shared.log" | tail -6
+      # (the model as the stress harness's subject: prefill and decode steps, graphs, 1-2 ranks)
+      TILEDIST_STRESS_SUBJECT=model run model_stress 150 tools/tiledist-stress --target cuda --ranks 1,2 --seconds 120
+      tail -3 "$logs/model_stress.log" ;;
     grouped8)
       for l in default ws; do  # (ws: warp specialized, TILEDIST_WS=1)
         [ "$l" = ws ] && w=1 || w=

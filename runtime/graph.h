@@ -20,6 +20,7 @@
 
 namespace tiledist::runtime {
 
+/// Recorded work of a stream, launched as one (the file's comment says how it is used).
 class Graph {
  public:
   /// Records the work `queue` puts on `stream` (a stream of its own, not the default stream),
