@@ -167,9 +167,10 @@ struct Driver {
   }
   bool optional_symbols() {
     cuTensorMapEncodeTiled = reinterpret_cast<decltype(cuTensorMapEncodeTiled)>(dlsym(lib, "cuTensorMapEncodeTiled"));
+    // (cuStreamBeginCapture_v2 takes the capture mode; the first form had none)
     const bool graphs =
-        bind(cuStreamBeginCapture, {"cuStreamBeginCapture_v2", "cuStreamBeginCapture"}) &&
-        bind(cuStreamEndCapture, {"cuStreamEndCapture"}) && bind(cuStreamIsCapturing, {"cuStreamIsCapturing"}) &&
+        bind(cuStreamBeginCapture, {"cuStreamBeginCapture_v2"}) && bind(cuStreamEndCapture, {"cuStreamEndCapture"}) &&
+        bind(cuStreamIsCapturing, {"cuStreamIsCapturing"}) &&
         bind(cuGraphInstantiateWithFlags, {"cuGraphInstantiateWithFlags"}) && bind(cuGraphLaunch, {"cuGraphLaunch"}) &&
         bind(cuGraphExecDestroy, {"cuGraphExecDestroy"}) && bind(cuGraphDestroy, {"cuGraphDestroy"});
     if (!graphs) {  // (graphs are refused where used; everything else works)
