@@ -44,7 +44,7 @@ struct Model::State {
   Scratch<bf16> step_residual;
   // a step's layers as a graph (a dense model's, on a GPU): captured on `capture` after a first
   // step run as it comes (which loads the kernels), then launched for each step
-  bool graphs = true, warm = false, launched = false;
+  bool graphs = true, warm = false;
   std::unique_ptr<runtime::Stream> capture;
   std::unique_ptr<runtime::Graph> step;
   /// The L layers of a decode step, queued on `stream` (null: done when they return).
@@ -94,7 +94,7 @@ Model::Model(const Target& target, const ModelConfig& config, int layers, int ba
 
 Model::~Model() {
   try {  // (a graph's launches are no object's runs: what they use is freed once they are done)
-    if (s_->launched) cuda::synchronize();
+    if (s_->step) cuda::synchronize();
   } catch (const Error&) {
   }
 }
@@ -148,7 +148,6 @@ void Model::decode(const runtime::Stream* stream) {
   }
   if (s.step) {
     kernels::launch_graph(*s.step, *on);
-    s.launched = true;
     if (!stream) on->synchronize();
   } else {
     s.decode_layers(stream);

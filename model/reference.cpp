@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/reference.h"
 #include "model/layer_weights.h"
 #include "support/support.h"
 
@@ -137,6 +138,27 @@ void reference_layer(const ModelConfig& c, uint64_t seed, int layer, int batch, 
   for (size_t i = 0; i < a.size(); ++i) a[i] *= g[i] / (1.0 + std::exp(-g[i]));
   const Matrix down = linear(a, weight(seed, layer, "mlp.down_proj.weight", H, I), T, H, I);
   for (size_t i = 0; i < x.size(); ++i) x[i] += down[i];
+}
+
+RowsDiff compare_rows(const std::vector<float>& got, const std::vector<double>& x, const std::vector<int64_t>& rows,
+                      int64_t hidden, size_t keep) {
+  RowsDiff d;
+  std::vector<float> g, w;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const size_t row = size_t(rows[r] * hidden);
+    double squares = 0;
+    for (int64_t h = 0; h < hidden; ++h) squares += x[row + size_t(h)] * x[row + size_t(h)];
+    const double rms = std::sqrt(squares / double(hidden));
+    for (int64_t h = 0; h < hidden; ++h) {
+      const float a = got[r * size_t(hidden) + size_t(h)];
+      const double b = x[row + size_t(h)];
+      if (!(std::abs(a - b) <= std::ldexp(rms, -5)) && d.bad++ < keep)
+        d.first.push_back(str_cat("token ", rows[r], ", channel ", h, ": ", a, ", want ", b, " (row rms ", rms, ")"));
+      g.push_back(a), w.push_back(float(b));
+    }
+  }
+  d.error = tiledist::reference::rel_error(g, w);
+  return d;
 }
 
 }  // namespace tiledist::model::reference

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model/config.h"
@@ -22,5 +23,17 @@ namespace tiledist::model::reference {
 /// otherwise (a check skips those tokens).
 void reference_layer(const ModelConfig& config, uint64_t seed, int layer, int batch, int seqlen, std::vector<double>& x,
                      std::vector<bool>* near_ties = nullptr, double tie = 1e-2);
+
+/// How far `got` [rows.size(), hidden] lies from the rows `rows` of reference_layer's x: the
+/// elements further than 2^-5 of their row's RMS from it (`bad`; the first `keep` described, as
+/// "token T, channel C: got, want W (row rms R)"), and the relative error in norm of them all
+/// (the tests' and the stress harness's bounds: no such element, an error under 2^-7).
+struct RowsDiff {
+  size_t bad = 0;
+  std::vector<std::string> first;
+  double error = 0;
+};
+RowsDiff compare_rows(const std::vector<float>& got, const std::vector<double>& x, const std::vector<int64_t>& rows,
+                      int64_t hidden, size_t keep = 5);
 
 }  // namespace tiledist::model::reference

@@ -107,26 +107,11 @@ void check_two_layers(const Target& target) {
 /// of its row's RMS and 2^-7 in relative norm (bf16 activations between the kernels).
 inline void expect_rows(const std::vector<float>& got, const Matrix& x, const std::vector<int64_t>& rows, int64_t H,
                         const std::string& what) {
-  std::vector<float> g, w;
-  size_t bad = 0;
-  for (size_t r = 0; r < rows.size(); ++r) {
-    const size_t row = size_t(rows[r] * H);
-    double squares = 0;
-    for (int64_t h = 0; h < H; ++h) squares += x[row + size_t(h)] * x[row + size_t(h)];
-    const double rms = std::sqrt(squares / double(H));
-    for (int64_t h = 0; h < H; ++h) {
-      const float a = got[r * size_t(H) + size_t(h)];
-      const double b = x[row + size_t(h)];
-      if (!(std::abs(a - b) <= std::ldexp(rms, -5)) && bad++ < 5)
-        ADD_FAILURE() << what << ": token " << rows[r] << ", channel " << h << ": " << a << ", want " << b
-                      << " (row rms " << rms << ")";
-      g.push_back(a), w.push_back(float(b));
-    }
-  }
-  EXPECT_EQ(bad, 0u) << what;
-  const double err = tiledist::reference::rel_error(g, w);
-  EXPECT_LT(err, std::ldexp(1.0, -7)) << what;
-  std::printf("[rank %d] %s: relative error %.3g\n", rank(), what.c_str(), err);
+  const reference::RowsDiff d = reference::compare_rows(got, x, rows, H);
+  for (const std::string& e : d.first) ADD_FAILURE() << what << ": " << e;
+  EXPECT_EQ(d.bad, 0u) << what;
+  EXPECT_LT(d.error, std::ldexp(1.0, -7)) << what;
+  std::printf("[rank %d] %s: relative error %.3g\n", rank(), what.c_str(), d.error);
 }
 
 // Decode steps after a prefill (Model: PrefillLayer fills the KV cache, DecodeLayer extends it

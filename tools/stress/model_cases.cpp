@@ -7,7 +7,6 @@
 #include <cmath>
 #include <numeric>
 
-#include "kernels/reference.h"
 #include "model/model.h"
 #include "model/reference.h"
 #include "tools/stress/buffers.h"
@@ -16,26 +15,13 @@ namespace tiledist::stress {
 
 namespace {
 
-/// What is wrong with `got` [rows, hidden] against the reference's rows `rows` of x (each
-/// element within 2^-5 of its row's RMS, 2^-7 in relative norm: the tests' bounds), or "".
+/// What is wrong with `got` [rows, hidden] against the reference's rows `rows` of x (the tests'
+/// bounds: model/reference.h's compare_rows), or "".
 std::string compare_rows(const std::vector<float>& got, const std::vector<double>& x, const std::vector<int64_t>& rows,
                          int64_t H) {
-  std::vector<float> g, w;
-  for (size_t r = 0; r < rows.size(); ++r) {
-    const size_t row = size_t(rows[r] * H);
-    double squares = 0;
-    for (int64_t h = 0; h < H; ++h) squares += x[row + size_t(h)] * x[row + size_t(h)];
-    const double rms = std::sqrt(squares / double(H));
-    for (int64_t h = 0; h < H; ++h) {
-      const float a = got[r * size_t(H) + size_t(h)];
-      const double b = x[row + size_t(h)];
-      if (!(std::abs(a - b) <= std::ldexp(rms, -5)))
-        return str_cat("token ", rows[r], ", channel ", h, ": ", a, ", want ", b, " (row rms ", rms, ")");
-      g.push_back(a), w.push_back(float(b));
-    }
-  }
-  const double err = reference::rel_error(g, w);
-  return err < std::ldexp(1.0, -7) ? std::string() : str_cat("relative error ", err, " (bound 2^-7)");
+  const model::reference::RowsDiff d = model::reference::compare_rows(got, x, rows, H, 1);
+  if (d.bad) return d.first[0];
+  return d.error < std::ldexp(1.0, -7) ? std::string() : str_cat("relative error ", d.error, " (bound 2^-7)");
 }
 
 class ModelSubject : public Subject {
