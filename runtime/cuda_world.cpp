@@ -101,6 +101,10 @@ World::World() = default;
 void World::bootstrap() {
   if (nvshmem::world_kind() == nvshmem::WorldKind::nvshmem) return bootstrap_nvshmem();
   runtime::World& host = runtime::World::get();
+  if (host.hosts() > 1)
+    throw Error(str_cat("tiledist: rank ", host.rank(), ": the job's ranks are on ", host.hosts(),
+                        " hosts, and the CUDA world maps its peers' GPU memory through this host's driver: run "
+                        "it on the NVSHMEM world ($TILEDIST_WORLD=nvshmem)"));
   device();
   start_bootstrap(host, vmm_granularity());
 

@@ -32,12 +32,9 @@ void World::bootstrap_nvshmem() {
   if (!std::getenv("NVSHMEM_SYMMETRIC_SIZE"))
     setenv("NVSHMEM_SYMMETRIC_SIZE", std::to_string(heap_size_ + (size_t(256) << 20)).c_str(), 1);
 
-  auto* shared_id = static_cast<nvshmem::UniqueId*>(host.alloc(sizeof(nvshmem::UniqueId)));
-  if (rank_ == 0) check(lib.get_uniqueid(shared_id), "nvshmemx_get_uniqueid", rank_);
-  host.barrier();
-  nvshmem::UniqueId id = *static_cast<const nvshmem::UniqueId*>(host.at(shared_id, 0));
-  host.barrier();  // every rank has its copy
-  host.free(shared_id);
+  nvshmem::UniqueId id{};
+  if (rank_ == 0) check(lib.get_uniqueid(&id), "nvshmemx_get_uniqueid", rank_);
+  host.broadcast(&id, sizeof id, "NVSHMEM's unique id from rank 0");
   nvshmem::InitAttr attr;
   check(lib.set_attr_uniqueid_args(rank_, size_, &id, &attr), "nvshmemx_set_attr_uniqueid_args", rank_);
   check(lib.hostlib_init_attr(nvshmem::kInitWithUniqueId, &attr), "nvshmemx_hostlib_init_attr", rank_);

@@ -27,7 +27,7 @@ std::string where(const HostRuntime& rt) {
 std::string describe(const World& w, const void* p) {
   const char* c = static_cast<const char*>(p);
   for (int r = 0; r < w.size(); ++r)
-    if (c >= w.base(r) && c < w.base(r) + w.heap_size()) {
+    if (w.local(r) && c >= w.base(r) && c < w.base(r) + w.heap_size()) {
       const std::string label = heap_label(Heap::host, static_cast<size_t>(c - w.base(r)));
       return str_cat("symmetric offset ", c - w.base(r), " on rank ", r, label.empty() ? "" : " (", label,
                      label.empty() ? "" : ")");

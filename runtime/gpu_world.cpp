@@ -25,10 +25,8 @@ void GpuWorld::finish_bootstrap(runtime::World& host, const Device& device) {
   offsets_.alloc(runtime::kHeapReservedBytes);  // the device barrier's words, at offset 0 everywhere
   device.memset(bases_[rank_], 0, runtime::kHeapReservedBytes);
   device.synchronize();
-  host.control().gpu[rank_].store(device.gpu, std::memory_order_relaxed);
-  host.barrier();  // every rank has mapped every heap and named its GPU
-  gpus_.resize(size_);
-  for (int r = 0; r < size_; ++r) gpus_[r] = host.control().gpu[r].load(std::memory_order_relaxed);
+  // (after every rank has mapped every heap)
+  gpus_ = host.all_gather(device.gpu, "the GPU of every rank");
   for (int r = 0; r < size_; ++r)
     for (int q = 0; q < r; ++q) shared_ = shared_ || gpus_[q] == gpus_[r];
 

@@ -16,6 +16,9 @@ World& World::get() {
 
 void World::bootstrap() {
   runtime::World& host = runtime::World::get();
+  if (host.hosts() > 1)
+    throw Error(str_cat("tiledist: rank ", host.rank(), ": the job's ranks are on ", host.hosts(),
+                        " hosts, and the HIP world opens its peers' GPU memory by IPC handles of one host"));
   device();
   start_bootstrap(host, size_t(2) << 20);  // (whole 2 MiB pages)
   bases_[rank_] = static_cast<char*>(hip::malloc_fine_grained(heap_size_));

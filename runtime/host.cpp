@@ -26,6 +26,11 @@ void launch_host(HostKernelFn fn, const Grid& grid, void** args, int64_t scratch
   rt.grid[0] = grid.x, rt.grid[1] = grid.y, rt.grid[2] = grid.z;
   if (how.distributed) {
     rt.world = &World::get();
+    if (rt.world->hosts() > 1)
+      throw Error(str_cat("tiledist: kernel '", rt.kernel,
+                          "' uses distributed ops on the CPU backend, whose ranks "
+                          "share one host's memory, and this job's ranks are on ",
+                          rt.world->hosts(), " hosts"));
     rt.grid_size = grid.size();
     rt.barrier_base = rt.world->control().device_barrier[rt.world->rank()].load();
     FiberScheduler(fn, grid, args, scratch_bytes, &rt).run();

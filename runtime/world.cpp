@@ -1,6 +1,7 @@
-// Bootstrap: every rank creates its heap segment; rank 0 creates the control block; all map
-// every heap; after a barrier the names are unlinked (the mappings stay), so a crashed job
-// leaves nothing behind in /dev/shm.
+// Bootstrap: every rank creates its heap segment; the lowest rank of each host creates the
+// host's control block; all map every heap of their host; after a barrier the names are
+// unlinked (the mappings stay), so a crashed job leaves nothing behind in /dev/shm. Ranks on
+// several hosts meet first at the rendezvous ($TILEDIST_MASTER), which says who shares a host.
 #include "runtime/world.h"
 
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -18,6 +20,7 @@
 #include <mutex>
 #include <thread>
 
+#include "runtime/rendezvous.h"
 #include "support/support.h"
 
 namespace tiledist::runtime {
@@ -76,7 +79,7 @@ World& World::get() {
     } catch (...) {
       // Leave nothing behind in /dev/shm for a start that failed.
       shm_unlink(segment_name(w->session_, str_cat("heap", w->rank_)).c_str());
-      if (w->rank_ == 0) shm_unlink(segment_name(w->session_, "ctl").c_str());
+      if (w->rank_ == w->leader_) shm_unlink(segment_name(w->session_, "ctl").c_str());
       throw;
     }
     return w;
@@ -118,6 +121,8 @@ void World::bootstrap() {
       throw Error(str_cat("tiledist: $TILEDIST_WAIT_TIMEOUT = '", t, "' is not a positive number of seconds"));
   }
 
+  join_hosts();
+
   std::string ctl_name = segment_name(session_, "ctl");
   bases_.assign(size_, nullptr);
   bases_[rank_] = static_cast<char*>(map_segment(segment_name(session_, str_cat("heap", rank_)), heap_size_, true));
@@ -126,7 +131,7 @@ void World::bootstrap() {
                         segment_name(session_, str_cat("heap", rank_)), "): ", std::strerror(errno),
                         " -- is another job using session '", session_, "'?"));
   auto deadline = Clock::now() + std::chrono::duration<double>(wait_timeout_);
-  if (rank_ == 0) {
+  if (rank_ == leader_) {
     ctl_ = static_cast<ControlBlock*>(map_segment(ctl_name, sizeof(ControlBlock), true));
     if (!ctl_) throw Error(str_cat("tiledist: cannot create ", ctl_name, ": ", std::strerror(errno)));
     ctl_->failed_rank.store(-1);
@@ -136,41 +141,73 @@ void World::bootstrap() {
            ctl_->magic.load(std::memory_order_acquire) != kMagic) {
       if (ctl_) munmap(ctl_, sizeof(ControlBlock));  // mapped before rank 0 finished: try again
       if (Clock::now() > deadline)
-        throw Error(str_cat("tiledist: rank ", rank_, " waited ", wait_timeout_, " s for rank 0 to start session '",
-                            session_, "'"));
+        throw Error(str_cat("tiledist: rank ", rank_, " waited ", wait_timeout_, " s for rank ", leader_,
+                            " to start session '", session_, "'"));
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
   ctl_->pids[rank_].store(getpid());
   ctl_->arrived.fetch_add(1);
-  wait_until([&] { return ctl_->arrived.load() >= size_; }, "the start of all ranks");
-  for (int r = 0; r < size_; ++r) {
+  wait_until([&] { return ctl_->arrived.load() >= int(locals_.size()); }, "the start of all ranks");
+  for (int r : locals_) {
     if (r == rank_) continue;
     bases_[r] = static_cast<char*>(map_segment(segment_name(session_, str_cat("heap", r)), heap_size_, false));
     if (!bases_[r])
       throw Error(str_cat("tiledist: rank ", rank_, " cannot map the heap of rank ", r, ": ", std::strerror(errno)));
   }
-  barrier();  // every heap is mapped everywhere: the names can go
+  local_barrier();  // every heap is mapped everywhere: the names can go
   shm_unlink(segment_name(session_, str_cat("heap", rank_)).c_str());
-  if (rank_ == 0) shm_unlink(ctl_name.c_str());
+  if (rank_ == leader_) shm_unlink(ctl_name.c_str());
   offsets_.reset(heap_size_);
   // A rank that exits is not a rank that died: peers stop watching its pid. (Registered only
   // once bootstrap has succeeded; the handler touches nothing but the mapped control block.)
   static ControlBlock* exit_ctl = ctl_;
   static int exit_rank = rank_;
-  std::atexit([] { exit_ctl->pids[exit_rank].store(0); });
+  static Rendezvous* exit_rendezvous = rendezvous_.get();
+  std::atexit([] {
+    exit_ctl->pids[exit_rank].store(0);
+    if (exit_rendezvous) exit_rendezvous->leave();
+  });
+}
+
+void World::join_hosts() {
+  const char* master = env("TILEDIST_MASTER");
+  if (!master) {
+    // (Open MPI's ranks on several hosts cannot meet in shared memory)
+    const char* local = env("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (local && env("OMPI_COMM_WORLD_RANK") && !env("TILEDIST_RANK") &&
+        env_int("OMPI_COMM_WORLD_LOCAL_SIZE", local) < size_)
+      throw Error(str_cat("tiledist: rank ", rank_, ": the job's ", size_, " ranks are on several hosts (", local,
+                          " on this one) and $TILEDIST_MASTER is not set: give mpirun "
+                          "-x TILEDIST_MASTER=HOST:PORT, rank 0's host and a free port"));
+    for (int r = 0; r < size_; ++r) locals_.push_back(r);
+    leader_ = 0;
+    return;
+  }
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  rendezvous_ =
+      std::make_unique<Rendezvous>(rank_, size_, master, str_cat(host, ", session ", session_), wait_timeout_);
+  const std::vector<std::string>& nodes = rendezvous_->nodes();
+  std::vector<std::string> seen;
+  for (int r = 0; r < size_; ++r) {
+    if (nodes[size_t(r)] == nodes[size_t(rank_)]) locals_.push_back(r);
+    if (std::find(seen.begin(), seen.end(), nodes[size_t(r)]) == seen.end()) seen.push_back(nodes[size_t(r)]);
+  }
+  leader_ = locals_.front();
+  hosts_ = int(seen.size());
 }
 
 std::string World::peer_problem() const {
   int failed = ctl_->failed_rank.load();
   if (failed >= 0 && failed != rank_) return str_cat("rank ", failed, " failed: ", std::string(ctl_->failure[failed]));
-  for (int r = 0; r < size_; ++r) {
+  for (int r : locals_) {
     int64_t pid = ctl_->pids[r].load();
     if (r == rank_ || pid <= 0) continue;
     if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
       return str_cat("rank ", r, " (pid ", pid, ") has died");
   }
-  return "";
+  return rendezvous_ ? rendezvous_->problem() : "";
 }
 
 void World::report_failure(const std::string& message) {
@@ -178,6 +215,7 @@ void World::report_failure(const std::string& message) {
   std::snprintf(ctl_->failure[rank_], sizeof ctl_->failure[rank_], "%s", message.c_str());
   int expected = -1;
   ctl_->failed_rank.compare_exchange_strong(expected, rank_, std::memory_order_acq_rel);
+  if (rendezvous_) rendezvous_->report_failure(message);
 }
 
 void World::wait_poll(const std::function<bool()>& done, const char* what) {
@@ -198,18 +236,69 @@ void World::wait_poll(const std::function<bool()>& done, const char* what) {
 }
 
 void World::barrier() {
+  if (rendezvous_)
+    rendezvous_->all_gather("", "barrier_all()", [this] { return peer_problem(); });
+  else
+    local_barrier();
+}
+
+void World::local_barrier() {
   int64_t mine = ctl_->host_barrier[rank_].fetch_add(1) + 1;
   wait_until(
       [&] {
-        for (int r = 0; r < size_; ++r)
+        for (int r : locals_)
           if (ctl_->host_barrier[r].load(std::memory_order_acquire) < mine) return false;
         return true;
       },
       "barrier_all()");
 }
 
+std::vector<uint64_t> World::all_gather(uint64_t value, const char* what) {
+  std::vector<uint64_t> all(size_t(size_), 0);
+  if (rendezvous_) {
+    const std::vector<std::string> parts = rendezvous_->all_gather(
+        std::string(reinterpret_cast<const char*>(&value), sizeof value), what, [this] { return peer_problem(); });
+    for (int r = 0; r < size_; ++r)
+      if (parts[size_t(r)].size() == sizeof value) std::memcpy(&all[size_t(r)], parts[size_t(r)].data(), sizeof value);
+    return all;
+  }
+  ctl_->exchange[rank_].store(value, std::memory_order_relaxed);
+  local_barrier();  // (its acquire and release order the words)
+  for (int r = 0; r < size_; ++r) all[size_t(r)] = ctl_->exchange[r].load(std::memory_order_relaxed);
+  local_barrier();  // every rank has read them: the words may be used again
+  return all;
+}
+
+void World::broadcast(void* data, size_t bytes, const char* what) {
+  if (rendezvous_) {
+    const std::vector<std::string> parts =
+        rendezvous_->all_gather(rank_ == 0 ? std::string(static_cast<const char*>(data), bytes) : std::string(), what,
+                                [this] { return peer_problem(); });
+    if (parts[0].size() != bytes)
+      throw Error(
+          str_cat("tiledist: rank ", rank_, ": ", what, ": rank 0 sent ", parts[0].size(), " bytes, not ", bytes));
+    std::memcpy(data, parts[0].data(), bytes);
+    return;
+  }
+  void* shared = alloc(bytes);
+  if (rank_ == 0) std::memcpy(shared, data, bytes);
+  barrier();
+  if (rank_ != 0) std::memcpy(data, at(shared, 0), bytes);
+  barrier();  // every rank has its copy
+  free(shared);
+}
+
 void World::agree_on_size(size_t bytes, const char* what) {
   int64_t seq = ++allocs_;
+  if (rendezvous_) {
+    const std::vector<std::string> sizes = rendezvous_->all_gather(
+        std::to_string(bytes), str_cat(what, " on every rank"), [this] { return peer_problem(); });
+    for (int r = 1; r < size_; ++r)
+      if (sizes[size_t(r)] != sizes[0])
+        throw Error(str_cat("tiledist: ", what, " #", seq, " differs between ranks: rank 0 asked for ", sizes[0],
+                            " bytes, rank ", r, " for ", sizes[size_t(r)], " bytes"));
+    return;
+  }
   ctl_->alloc_size[rank_].store(static_cast<int64_t>(bytes));
   ctl_->alloc_seq[rank_].store(seq, std::memory_order_release);
   wait_until(
@@ -341,6 +430,9 @@ bool World::contains(const void* p) const {
 std::string World::check_at(const void* p, int64_t rank) const {
   if (rank < 0 || rank >= size_) return str_cat("rank ", rank, " is out of range (the world has ", size_, " ranks)");
   if (!contains(p)) return str_cat("pointer ", p, " is not in the symmetric heap (allocate it with symm_alloc)");
+  if (!bases_[size_t(rank)])
+    return str_cat("rank ", rank, " is on another host (", rendezvous_->nodes()[size_t(rank)],
+                   "): the CPU backend's heaps are shared by the ranks of one host");
   return "";
 }
 

@@ -4,7 +4,10 @@
 //
 // Bootstrap, from the environment: TILEDIST_RANK / TILEDIST_WORLD_SIZE / TILEDIST_SESSION
 // (set by tiledist-run), or OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE under mpirun; with
-// neither, the process is a world of one.
+// neither, the process is a world of one. With $TILEDIST_MASTER (HOST:PORT) the ranks also meet
+// over TCP there (runtime/rendezvous.h), which is how a job spans hosts: the ranks of each host
+// share memory as above, and the collectives (barriers, allocations' agreement, exchanges) and
+// failures go through the rendezvous.
 #pragma once
 
 #include <atomic>
@@ -19,6 +22,8 @@
 
 namespace tiledist::runtime {
 
+class Rendezvous;
+
 /// The most ranks a World holds.
 inline constexpr int kMaxRanks = 64;
 
@@ -32,9 +37,7 @@ struct ControlBlock {
   std::atomic<int64_t> device_barrier[kMaxRanks];  ///< calls of shmem::barrier_all() in kernels
   std::atomic<int64_t> alloc_seq[kMaxRanks];       ///< collective allocations each rank has begun
   std::atomic<int64_t> alloc_size[kMaxRanks];      ///< the size of each rank's latest allocation
-  /// Each rank's GPU (the same number on every process that uses it), written at its GPU
-  /// world's bootstrap.
-  std::atomic<uint64_t> gpu[kMaxRanks];
+  std::atomic<uint64_t> exchange[kMaxRanks];       ///< each rank's value in World::all_gather
   /// Each rank's failure message; a rank writes only its own, before publishing failed_rank.
   char failure[kMaxRanks][256];
 };
@@ -66,9 +69,12 @@ size_t env_size(const char* name, size_t fallback);
 /// when it does not exist.
 int device_ordinal(int count, const char* what);
 
-/// The SHMEM-like world of the CPU backend: the ranks of a job are processes on one machine,
-/// each with a symmetric heap in POSIX shared memory that every rank maps here. Ranks come from
+/// The SHMEM-like world of the CPU backend: the ranks of a job are processes, each with a
+/// symmetric heap in POSIX shared memory that every rank of its host maps here. Ranks come from
 /// $TILEDIST_RANK and $TILEDIST_WORLD_SIZE (tiledist-run), else Open MPI's; else a world of one.
+/// A job on several hosts ($TILEDIST_MASTER) holds its collectives and failures in common, not
+/// its heaps: the CPU backend's distributed kernels run on one host, and a GPU world across
+/// hosts (NVSHMEM's) reaches the other hosts' GPUs itself.
 class World {
  public:
   /// The process's world, bootstrapped on first use. Throws Error when bootstrap fails.
@@ -81,8 +87,17 @@ class World {
   /// "mpi<jobid>" under mpirun, "solo<pid>" in a world of one.
   const std::string& session() const { return session_; }
 
+  /// The hosts the ranks are on (1 unless $TILEDIST_MASTER joined ranks of several).
+  int hosts() const { return hosts_; }
+  /// Whether `rank` is on this host (its heap is mapped here; `rank` is not checked).
+  bool local(int rank) const { return bases_[rank] != nullptr; }
+
   /// Blocks until every rank has called it as often as this one (host side).
   void barrier();
+  /// Collective: every rank's `value`, in rank order. `what` names it in a wait's error.
+  std::vector<uint64_t> all_gather(uint64_t value, const char* what);
+  /// Collective: rank 0's `bytes` at `data` copied to `data` on every rank.
+  void broadcast(void* data, size_t bytes, const char* what);
   /// Collective: every rank must ask for the same size, in the same order. Returns the
   /// address in this rank's heap; the offset is the same on every rank.
   void* alloc(size_t bytes);
@@ -99,7 +114,8 @@ class World {
   /// Why `at(p, rank)` would fail, or an empty string.
   std::string check_at(const void* p, int64_t rank) const;
 
-  /// The start of `rank`'s heap, as mapped in this process (`rank` is not checked).
+  /// The start of `rank`'s heap, as mapped in this process (`rank` is not checked; null for a
+  /// rank on another host).
   char* base(int rank) const { return bases_[rank]; }
   /// The size of every rank's heap in bytes ($TILEDIST_SYMM_HEAP_SIZE, default 256M).
   size_t heap_size() const { return heap_size_; }
@@ -120,9 +136,15 @@ class World {
  private:
   World();
   void bootstrap();
+  void join_hosts();     // the rendezvous, where $TILEDIST_MASTER asks for one
+  void local_barrier();  // the barrier of this host's ranks, through the control block
   void wait_poll(const std::function<bool()>& done, const char* what);
 
   int rank_ = 0, size_ = 1;
+  int leader_ = 0;           // the lowest rank of this host: it makes the control block
+  std::vector<int> locals_;  // the ranks of this host
+  int hosts_ = 1;
+  std::unique_ptr<Rendezvous> rendezvous_;  // null on one host without $TILEDIST_MASTER
   std::string session_;
   size_t heap_size_ = 0;
   double wait_timeout_ = 120;

@@ -1,9 +1,12 @@
 // tiledist-run: starts N ranks of a program on this machine.
-//   tiledist-run -n N [--timeout S] [--bind] PROGRAM ARGS...
+//   tiledist-run -n N [--timeout S] [--bind] [--nodes K --node-rank I --master HOST:PORT] PROGRAM ARGS...
 //   tiledist-run --topology
 // Each rank gets TILEDIST_RANK, TILEDIST_WORLD_SIZE and a TILEDIST_SESSION shared by the job;
 // each line it prints is prefixed with "[rank] ". When a rank fails, the others are ended and
 // tiledist-run exits with the failing rank's status, naming it.
+// A job on K hosts: tiledist-run on each, with the same -n, --nodes K, the host's number I (0 to
+// K - 1) and rank 0's host and a free port there; host I's ranks are I * N to I * N + N - 1, and
+// they meet the other hosts' at that address (TILEDIST_MASTER: runtime/rendezvous.h).
 #include <fcntl.h>
 #include <hwloc.h>
 #include <poll.h>
@@ -26,7 +29,8 @@ using Clock = std::chrono::steady_clock;
 int usage(const char* msg) {
   std::fprintf(stderr,
                "tiledist-run: %s\n"
-               "usage: tiledist-run -n N [--timeout SECONDS] [--bind] PROGRAM [ARGS...]\n"
+               "usage: tiledist-run -n N [--timeout SECONDS] [--bind] [--nodes K --node-rank I --master HOST:PORT]\n"
+               "                    PROGRAM [ARGS...]\n"
                "       tiledist-run --topology\n",
                msg);
   return 2;
@@ -112,9 +116,10 @@ int print_topology() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int n = 0;
+  int n = 0, nodes = 1, node_rank = -1;
   double timeout = 0;
   bool bind = false;
+  std::string master;
   int i = 1;
   for (; i < argc && argv[i][0] == '-'; ++i) {
     std::string a = argv[i];
@@ -131,6 +136,13 @@ int main(int argc, char** argv) {
         timeout = std::strtod(v, &end);
         if (*end || timeout <= 0) return usage("--timeout takes a positive number of seconds");
       }
+    } else if ((a == "--nodes" || a == "--node-rank") && i + 1 < argc) {
+      char* end = nullptr;
+      const long v = std::strtol(argv[++i], &end, 10);
+      if (*end || v < 0 || v > 64) return usage((a + " takes a number from 0 to 64").c_str());
+      (a == "--nodes" ? nodes : node_rank) = static_cast<int>(v);
+    } else if (a == "--master" && i + 1 < argc) {
+      master = argv[++i];
     } else if (a == "-h" || a == "--help") {
       usage("starts N ranks of PROGRAM");
       return 0;
@@ -140,6 +152,13 @@ int main(int argc, char** argv) {
   }
   if (n == 0) return usage("-n N is required");
   if (i >= argc) return usage("no program given");
+  if (nodes < 1) return usage("--nodes takes a number of hosts from 1 to 64");
+  if (nodes > 1 && (node_rank < 0 || master.empty()))
+    return usage("--nodes K needs this host's --node-rank (0 to K - 1) and --master HOST:PORT (rank 0's host)");
+  if (node_rank >= nodes) return usage("--node-rank is a host's number from 0 to --nodes - 1");
+  if (nodes * n > 64) return usage("at most 64 ranks in all (--nodes times -n)");
+  if (node_rank < 0) node_rank = 0;
+  if (master.empty() && std::getenv("TILEDIST_MASTER")) master = std::getenv("TILEDIST_MASTER");
   char** prog = argv + i;
 
   hwloc_topology_t topo = nullptr;
@@ -174,10 +193,11 @@ int main(int argc, char** argv) {
       dup2(out[1], 1);
       dup2(err[1], 2);
       close(out[0]), close(out[1]), close(err[0]), close(err[1]);
-      setenv("TILEDIST_RANK", std::to_string(r).c_str(), 1);
+      setenv("TILEDIST_RANK", std::to_string(node_rank * n + r).c_str(), 1);
       setenv("TILEDIST_LOCAL_RANK", std::to_string(r).c_str(), 1);
-      setenv("TILEDIST_WORLD_SIZE", std::to_string(n).c_str(), 1);
+      setenv("TILEDIST_WORLD_SIZE", std::to_string(nodes * n).c_str(), 1);
       setenv("TILEDIST_SESSION", session.c_str(), 1);
+      if (!master.empty()) setenv("TILEDIST_MASTER", master.c_str(), 1);
       if (bind) {
         if (hwloc_set_cpubind(topo, cpusets[r], HWLOC_CPUBIND_PROCESS) != 0)
           std::fprintf(stderr, "tiledist-run: warning: rank %d could not be bound: %s\n", r, std::strerror(errno));
@@ -193,7 +213,7 @@ int main(int argc, char** argv) {
     if (bind) {
       char cpus[256];
       hwloc_bitmap_list_snprintf(cpus, sizeof cpus, cpusets[r]);
-      std::fprintf(stderr, "tiledist-run: rank %d bound to cpus %s\n", r, cpus);
+      std::fprintf(stderr, "tiledist-run: rank %d bound to cpus %s\n", node_rank * n + r, cpus);
     }
   }
 
@@ -225,9 +245,9 @@ int main(int argc, char** argv) {
       std::string& b = is_err ? ranks[r].err_buf : ranks[r].out_buf;
       if (got > 0) {
         b.append(buf, static_cast<size_t>(got));
-        emit(r, b, is_err ? stderr : stdout, false);
+        emit(node_rank * n + r, b, is_err ? stderr : stdout, false);
       } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
-        emit(r, b, is_err ? stderr : stdout, true);
+        emit(node_rank * n + r, b, is_err ? stderr : stdout, true);
         close(fds[k].fd);
         (is_err ? ranks[r].err : ranks[r].out) = -1;
         --open_fds;
@@ -245,11 +265,12 @@ int main(int argc, char** argv) {
         first_failed = r;
         if (WIFEXITED(status)) {
           exit_code = WEXITSTATUS(status);
-          std::fprintf(stderr, "tiledist-run: rank %d exited with status %d; ending the other ranks\n", r, exit_code);
+          std::fprintf(stderr, "tiledist-run: rank %d exited with status %d; ending the other ranks\n",
+                       node_rank * n + r, exit_code);
         } else {
           exit_code = 128 + WTERMSIG(status);
-          std::fprintf(stderr, "tiledist-run: rank %d was killed by signal %d (%s); ending the other ranks\n", r,
-                       WTERMSIG(status), strsignal(WTERMSIG(status)));
+          std::fprintf(stderr, "tiledist-run: rank %d was killed by signal %d (%s); ending the other ranks\n",
+                       node_rank * n + r, WTERMSIG(status), strsignal(WTERMSIG(status)));
         }
         killing = true;
         kill_deadline = Clock::now() + std::chrono::seconds(3);

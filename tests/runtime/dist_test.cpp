@@ -7,6 +7,7 @@
 
 #include <numeric>
 
+#include "runtime/world.h"
 #include "tests/kernels/collectives_check.h"
 #include "tiledist.h"
 
@@ -50,6 +51,24 @@ void wait_words(tl::Ptr<int32_t> flags, tl::Ptr<int32_t> seen, tl::Int lo, tl::I
                             [&](Tensor w, Tensor) { return shmem::signal_wait_until(flags + w, shmem::Cmp::ge, 1); });
   tl::store(seen, last);
 }
+// The host world's exchanges (through shared memory on one host; through the rendezvous where
+// $TILEDIST_MASTER asks for one): every rank's value in rank order, rank 0's bytes everywhere,
+// each twice in a row (the words reused).
+TEST(World, AllGatherAndBroadcast) {
+  runtime::World& w = runtime::World::get();
+  const int n = world_size(), me = rank();
+  EXPECT_EQ(w.hosts(), 1);
+  for (int round = 0; round < 2; ++round) {
+    const std::vector<uint64_t> all = w.all_gather(uint64_t(1000 * round + 7 * me + 1), "the test's values");
+    ASSERT_EQ(all.size(), size_t(n));
+    for (int r = 0; r < n; ++r) EXPECT_EQ(all[size_t(r)], uint64_t(1000 * round + 7 * r + 1)) << "rank " << r;
+    std::vector<int32_t> words(37, me == 0 ? 0 : -1);
+    if (me == 0) std::iota(words.begin(), words.end(), 100 * round);
+    w.broadcast(words.data(), words.size() * sizeof(int32_t), "the test's words");
+    for (int i = 0; i < 37; ++i) EXPECT_EQ(words[size_t(i)], 100 * round + i) << "word " << i;
+  }
+}
+
 TEST(Waits, ALoopOfWaitsOverConsecutiveWords) {
   auto flags = symm_alloc<int32_t>(8);
   for (int i = 0; i < 8; ++i) flags[i] = 10 + i;  // (every word already signalled)
