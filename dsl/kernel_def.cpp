@@ -80,7 +80,17 @@ std::vector<ParamInfo> KernelDef::runtime_params() const {
   return out;
 }
 
-std::unique_ptr<ir::Function> KernelDef::trace(const Constants& constants, const ArgFacts& facts, bool profile) const {
+KernelDef::KernelDef(std::string name, std::vector<ParamInfo> params, Body body, Constants defaults)
+    : name_(std::move(name)),
+      params_(std::move(params)),
+      defaults_(std::move(defaults)),
+      id_(next_id()),
+      invoke_(std::move(body)) {
+  check_name(name_);
+  check_defaults();
+}
+
+std::vector<const ConstValue*> KernelDef::resolve(const Constants& constants) const {
   std::set<std::string> const_names;
   for (auto& p : params_)
     if (p.kind == ParamKind::constant) const_names.insert(p.name);
@@ -91,16 +101,10 @@ std::unique_ptr<ir::Function> KernelDef::trace(const Constants& constants, const
       throw Error(str_cat("tiledist: kernel '", name_, "' has no constant '", k,
                           "' (its constants: ", known.empty() ? "none" : known, ")"));
     }
-  auto f = std::make_unique<ir::Function>();
-  f->name = name_;
-  std::vector<ir::Value*> vals(params_.size(), nullptr);
   std::vector<const ConstValue*> consts(params_.size(), nullptr);
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamInfo& p = params_[i];
-    if (p.kind != ParamKind::constant) {
-      vals[i] = f->body.add_arg(p.type, p.name);
-      continue;
-    }
+    if (p.kind != ParamKind::constant) continue;
     auto given = constants.find(p.name);
     auto fallback = defaults_.find(p.name);
     if (given != constants.end())
@@ -110,6 +114,35 @@ std::unique_ptr<ir::Function> KernelDef::trace(const Constants& constants, const
     else
       throw Error(str_cat("tiledist: kernel '", name_, "' needs a value for constant '", p.name, "'"));
   }
+  return consts;
+}
+
+void KernelDef::inline_body(const std::vector<ir::Value*>& args, const Constants& constants) const {
+  const std::vector<const ConstValue*> consts = resolve(constants);
+  std::vector<ir::Value*> vals(params_.size(), nullptr);
+  size_t next = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const ParamInfo& p = params_[i];
+    if (p.kind == ParamKind::constant) continue;
+    if (next >= args.size() || !args[next] || !(args[next]->type == p.type))
+      throw Error(str_cat("tiledist: kernel '", name_, "' inlined with ", args.size(), " arguments: its parameter '",
+                          p.name, "' (", p.type.str(), ") ",
+                          next >= args.size() || !args[next] ? "has none" : "is given a " + args[next]->type.str()));
+    vals[i] = args[next++];
+  }
+  if (next != args.size())
+    throw Error(str_cat("tiledist: kernel '", name_, "' inlined with ", args.size(), " arguments for its ", next,
+                        " runtime parameters"));
+  invoke_(vals, consts);
+}
+
+std::unique_ptr<ir::Function> KernelDef::trace(const Constants& constants, const ArgFacts& facts, bool profile) const {
+  const std::vector<const ConstValue*> consts = resolve(constants);
+  auto f = std::make_unique<ir::Function>();
+  f->name = name_;
+  std::vector<ir::Value*> vals(params_.size(), nullptr);
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].kind != ParamKind::constant) vals[i] = f->body.add_arg(params_[i].type, params_[i].name);
   {
     dsl::Trace trace(f.get(), profile);
     // Arguments known to be multiples of 16 (integers) or 16-byte aligned (pointers) enter the

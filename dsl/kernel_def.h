@@ -124,6 +124,14 @@ class KernelDef {
     };
   }
 
+  /// The body of a traced kernel: its parameters' values (runtime ones traced, constants null)
+  /// and constants (runtime ones null), in the parameters' order.
+  using Body = std::function<void(const std::vector<ir::Value*>&, const std::vector<const ConstValue*>&)>;
+  /// A kernel built at run time (a persistent kernel of several tasks, mega/): `params` named
+  /// and typed, `body` traced as a function pointer's would be. Throws Error as the other
+  /// constructor does.
+  KernelDef(std::string name, std::vector<ParamInfo> params, Body body, Constants defaults = {});
+
   /// Integers (and pointers) named here never select a launch-time variant, as Triton's
   /// do_not_specialize: counters and call numbers, whose values would otherwise compile a new
   /// variant now and then (at 1, at a multiple of 16). Returns the definition, for chaining.
@@ -151,6 +159,12 @@ class KernelDef {
   /// region named after it.
   std::unique_ptr<ir::Function> trace(const Constants& constants, const ArgFacts& facts = {},
                                       bool profile = false) const;
+  /// Traces the kernel's body into the trace in progress, at its insertion point: `args` are
+  /// the values of its runtime parameters (in runtime_params' order, of their types), and
+  /// `constants` as for trace. Its tl::program_id and tl::num_programs are the trace's (set
+  /// them with dsl::ProgramScope). Throws Error as trace does, and for arguments that do not
+  /// fit the parameters.
+  void inline_body(const std::vector<ir::Value*>& args, const Constants& constants) const;
 
  private:
   template <class... P, size_t... I>
@@ -160,6 +174,9 @@ class KernelDef {
   }
 
   static uint64_t next_id();
+  /// Each parameter's constant (null for runtime ones), from `constants` and the defaults;
+  /// throws Error for an unknown constant or a missing one.
+  std::vector<const ConstValue*> resolve(const Constants& constants) const;
   /// Kernel names are identifiers: they name the IR function and the generated symbol.
   static void check_name(const std::string& name);
   void check_defaults() const;
@@ -168,7 +185,7 @@ class KernelDef {
   std::vector<ParamInfo> params_;
   Constants defaults_;
   uint64_t id_;
-  std::function<void(const std::vector<ir::Value*>&, const std::vector<const ConstValue*>&)> invoke_;
+  Body invoke_;
 };
 
 /// The kernels known to tools (tiledist-compile, warmup), by name.

@@ -12,6 +12,15 @@ Trace::Trace(ir::Function* f, bool profile) : fn_(f), profile_(profile), builder
   g_current = this;
 }
 Trace::~Trace() { g_current = outer_; }
+ProgramScope::ProgramScope(const std::array<ir::Value*, 3>& program_ids, const std::array<ir::Value*, 3>& num_programs)
+    : trace_(Trace::current("program scope")), saved_ids_(trace_.program_ids_), saved_nums_(trace_.num_programs_) {
+  trace_.program_ids_ = program_ids;
+  trace_.num_programs_ = num_programs;
+}
+ProgramScope::~ProgramScope() {
+  trace_.program_ids_ = saved_ids_;
+  trace_.num_programs_ = saved_nums_;
+}
 Trace& Trace::current(const char* op) {
   if (!g_current)
     throw Error(str_cat("tiledist: tl::", op,
@@ -332,10 +341,12 @@ Tensor operator!(const Operand& a) {
 
 Tensor program_id(int axis, SrcLoc loc) {
   if (axis < 0 || axis > 2) fail("program_id", loc, "axis must be 0, 1 or 2");
+  if (ir::Value* v = dsl::Trace::current("program_id").program_id_override(axis)) return Tensor(v);
   return Tensor(builder("program_id", loc).program_id(axis));
 }
 Tensor num_programs(int axis, SrcLoc loc) {
   if (axis < 0 || axis > 2) fail("num_programs", loc, "axis must be 0, 1 or 2");
+  if (ir::Value* v = dsl::Trace::current("num_programs").num_programs_override(axis)) return Tensor(v);
   return Tensor(builder("num_programs", loc).num_programs(axis));
 }
 Tensor arange(int64_t start, int64_t end, SrcLoc loc) {

@@ -4,6 +4,7 @@
 /// tile IR. Every op records the user's source line for error messages.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <initializer_list>
 #include <optional>
@@ -381,12 +382,34 @@ class Trace {
   ir::Builder& builder() { return builder_; }
   ir::Function& function() { return *fn_; }
   bool profiling() const { return profile_; }
+  /// What tl::program_id(axis) and tl::num_programs(axis) give inside a ProgramScope (null:
+  /// the kernel's own).
+  ir::Value* program_id_override(int axis) const { return program_ids_[size_t(axis)]; }
+  ir::Value* num_programs_override(int axis) const { return num_programs_[size_t(axis)]; }
 
  private:
+  friend class ProgramScope;
   ir::Function* fn_;
   bool profile_;
   ir::Builder builder_;
   Trace* outer_;
+  std::array<ir::Value*, 3> program_ids_{}, num_programs_{};
+};
+
+/// Within its lifetime, tl::program_id and tl::num_programs of the trace in progress give the
+/// values given here (i32 scalars traced before it) instead of the kernel's own: how a kernel's
+/// body traced into another kernel (KernelDef::inline_body) runs as one program of its own grid
+/// (a persistent kernel's task, mega/). Scopes nest; each restores what was before it.
+class ProgramScope {
+ public:
+  ProgramScope(const std::array<ir::Value*, 3>& program_ids, const std::array<ir::Value*, 3>& num_programs);
+  ~ProgramScope();
+  ProgramScope(const ProgramScope&) = delete;
+  ProgramScope& operator=(const ProgramScope&) = delete;
+
+ private:
+  Trace& trace_;
+  std::array<ir::Value*, 3> saved_ids_, saved_nums_;
 };
 }  // namespace dsl
 

@@ -1,0 +1,53 @@
+/// @file
+/// A task graph as one persistent kernel (issue 33): a fixed number of programs, each taking
+/// the plan's items in turn (item k to program k mod P), waiting on the words of the tiles and
+/// tasks the item depends on, running the item's task body as that task's program (its tile),
+/// then marking the item and its task done. Every task's body is the task's own kernel traced
+/// into this one (KernelDef::inline_body), so what its compiler passes make of a kernel they
+/// make of it here.
+///
+/// Deadlock-free by construction: an item waits only on items before it in the plan, and each
+/// program takes its items in the plan's order; all programs are resident at once (at most one
+/// per SM on a GPU). Steps are numbered by the kernel itself (a word it advances when its last
+/// program ends), so a step run again, or replayed from a CUDA graph, needs nothing reset.
+#pragma once
+
+#include <memory>
+
+#include "mega/task_graph.h"
+
+namespace tiledist::mega {
+
+/// A task graph compiled into one persistent kernel; see the file's comment.
+class MegaKernel {
+ public:
+  /// Plans and compiles `graph` for `target`. `programs`: how many (0: one per SM on a GPU,
+  /// 8 on the host; never more than the plan's items). Throws Error as TaskGraph::plan does,
+  /// and names a task whose kernel does not compile or that needs more shared memory than an
+  /// SM has.
+  MegaKernel(const TaskGraph& graph, const Target& target = Target::default_target(), int programs = 0);
+  ~MegaKernel();
+  MegaKernel(const MegaKernel&) = delete;
+  MegaKernel& operator=(const MegaKernel&) = delete;
+
+  /// Runs one step: on `stream` (a GPU target; null: the legacy stream, done when it returns),
+  /// or on the host. A step that fails (a wait that times out, an out-of-bounds access with
+  /// bounds checked) throws Error naming, past the failure, the tasks and tiles its programs
+  /// were running where they can be read back.
+  void run(const runtime::Stream* stream = nullptr);
+
+  /// The graph's plan (TaskGraph::plan), and the kernel's programs.
+  ///@{
+  const Plan& plan() const;
+  int programs() const;
+  ///@}
+  /// The compiled persistent kernel.
+  const Kernel& kernel() const;
+
+ private:
+  std::string running() const;
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace tiledist::mega

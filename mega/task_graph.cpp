@@ -1,0 +1,271 @@
+// The task graph (mega/task_graph.h): tasks checked against their kernels as they are added;
+// the plan orders them (the order they were added, and after()'s), refuses cycles and reads of
+// nothing, and finds each tile's dependencies by intersecting the parts of buffers tiles touch.
+#include "mega/task_graph.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace tiledist::mega {
+
+namespace {
+
+Box whole(const Access& a) { return {0, a.rows, 0, a.cols}; }
+
+Box clip(Box b, const Access& a) {
+  b.row0 = std::max<int64_t>(b.row0, 0), b.row1 = std::min(b.row1, a.rows);
+  b.col0 = std::max<int64_t>(b.col0, 0), b.col1 = std::min(b.col1, a.cols);
+  return b;
+}
+
+bool bytes_overlap(const Access& a, const Access& b) {
+  return a.base() < b.base() + b.bytes() && b.base() < a.base() + a.bytes();
+}
+
+// The same buffer seen the same way: parts compare by their boxes. Otherwise by the bytes
+// they cover (`spans`).
+bool same_view(const Access& a, const Access& b) {
+  return a.base() == b.base() && a.rows == b.rows && a.cols == b.cols && a.elem_bytes == b.elem_bytes;
+}
+
+using Spans = std::vector<std::pair<uintptr_t, uintptr_t>>;  // [begin, end) addresses, ascending
+
+// The bytes of `box` in `a`: a span per row, or one where the box spans whole rows.
+Spans spans(const Box& box, const Access& a) {
+  Spans out;
+  if (box.empty()) return out;
+  const auto at = [&](int64_t r, int64_t c) {
+    return uintptr_t(a.base()) + uintptr_t((r * a.cols + c) * a.elem_bytes);
+  };
+  if (box.col0 == 0 && box.col1 == a.cols) {
+    out.emplace_back(at(box.row0, 0), at(box.row1, 0));
+  } else {
+    for (int64_t r = box.row0; r < box.row1; ++r) out.emplace_back(at(r, box.col0), at(r, box.col1));
+  }
+  return out;
+}
+
+bool meet(const Spans& x, const Spans& y) {
+  for (size_t i = 0, j = 0; i < x.size() && j < y.size();) {
+    if (x[i].first < y[j].second && y[j].first < x[i].second) return true;
+    if (x[i].second <= y[j].second)
+      ++i;
+    else
+      ++j;
+  }
+  return false;
+}
+
+std::string arg_name(const Task& t, size_t i) {
+  const std::vector<ParamInfo> params = t.def->runtime_params();
+  return i < params.size() ? params[i].name : std::to_string(i);
+}
+
+}  // namespace
+
+Part rows(int64_t n, int axis) {
+  return [n, axis](const Tile& t) {
+    return Box{int64_t(t.coord(axis)) * n, int64_t(t.coord(axis)) * n + n, 0, INT64_MAX};
+  };
+}
+Part cols(int64_t n, int axis) {
+  return [n, axis](const Tile& t) {
+    return Box{0, INT64_MAX, int64_t(t.coord(axis)) * n, int64_t(t.coord(axis)) * n + n};
+  };
+}
+Part block(int64_t rows_n, int row_axis, int64_t cols_n, int col_axis) {
+  return [=](const Tile& t) {
+    const int64_t r = t.coord(row_axis), c = t.coord(col_axis);
+    return Box{r * rows_n, r * rows_n + rows_n, c * cols_n, c * cols_n + cols_n};
+  };
+}
+
+void TaskGraph::input_bytes(const void* p, int64_t bytes) {
+  if (!p || bytes <= 0)
+    throw Error(str_cat("tiledist: task graph '", name_, "': an input of ", bytes, " bytes at ", p));
+  inputs_.emplace_back(static_cast<const char*>(p), bytes);
+}
+
+int TaskGraph::add(std::string name, const KernelDef& def, Constants constants, Grid grid, std::vector<Arg> args,
+                   CompileOptions options) {
+  const std::string who = str_cat("tiledist: task graph '", name_, "', task '", name, "' (", def.name(), ")");
+  const std::vector<ParamInfo> params = def.runtime_params();
+  if (args.size() != params.size())
+    throw Error(str_cat(who, ": ", args.size(), " arguments for the kernel's ", params.size(), " runtime parameters"));
+  for (size_t i = 0; i < args.size(); ++i) {
+    const ParamInfo& p = params[i];
+    const Arg& a = args[i];
+    if (p.kind == ParamKind::pointer) {
+      if (!a.is_buffer)
+        throw Error(str_cat(who, ": its parameter '", p.name, "' is a pointer (", p.type.str(),
+                            "); give a buffer (mega::in, out or inout)"));
+      if (a.access.arg.elem != p.type.dtype)
+        throw Error(str_cat(who, ": its parameter '", p.name, "' points to ", ir::dtype_name(p.type.dtype),
+                            ", given a buffer of ", ir::dtype_name(a.access.arg.elem)));
+      if (!a.access.arg.ptr || a.access.rows < 1 || a.access.cols < 1)
+        throw Error(str_cat(who, ": its parameter '", p.name, "' is given an empty buffer (", a.access.rows, " × ",
+                            a.access.cols, " at ", a.access.arg.ptr, ")"));
+    } else if (a.is_buffer || (a.scalar.kind == LaunchArg::Kind::floating && !p.type.is_float())) {
+      throw Error(str_cat(who, ": its parameter '", p.name, "' is a scalar (", p.type.str(), "), given ",
+                          a.is_buffer ? "a buffer" : "a floating-point number"));
+    }
+  }
+  Task t;
+  t.name = std::move(name), t.def = &def, t.constants = std::move(constants), t.grid = grid;
+  t.args = std::move(args), t.options = std::move(options);
+  tasks_.push_back(std::move(t));
+  return int(tasks_.size()) - 1;
+}
+
+void TaskGraph::after(int later, int earlier) {
+  const int n = int(tasks_.size());
+  if (later < 0 || later >= n || earlier < 0 || earlier >= n || later == earlier)
+    throw Error(str_cat("tiledist: task graph '", name_, "': after(", later, ", ", earlier, ") with tasks 0 to ", n - 1,
+                        " (two different ones)"));
+  after_.emplace_back(later, earlier);
+}
+
+Plan TaskGraph::plan() const {
+  const int n = int(tasks_.size());
+  if (n == 0) throw Error(str_cat("tiledist: task graph '", name_, "' has no tasks"));
+  // Conflicts: an earlier task's access and a later one's to overlapping bytes, one a write.
+  struct Conflict {
+    int s, t;
+    size_t a, b;  // (t's argument, s's argument)
+  };
+  std::vector<Conflict> conflicts;
+  std::vector<std::set<int>> preds(static_cast<size_t>(n));
+  for (int t = 0; t < n; ++t)
+    for (int s = 0; s < t; ++s)
+      for (size_t a = 0; a < tasks_[size_t(t)].args.size(); ++a)
+        for (size_t b = 0; b < tasks_[size_t(s)].args.size(); ++b) {
+          const Arg& x = tasks_[size_t(t)].args[a];
+          const Arg& y = tasks_[size_t(s)].args[b];
+          if (!x.is_buffer || !y.is_buffer || !(x.access.writes() || y.access.writes())) continue;
+          if (!bytes_overlap(x.access, y.access)) continue;
+          conflicts.push_back({s, t, a, b});
+          preds[size_t(t)].insert(s);
+        }
+  for (auto [later, earlier] : after_) preds[size_t(later)].insert(earlier);
+
+  // The tasks' order: the order added where nothing says otherwise.
+  Plan plan;
+  {
+    std::vector<int> waiting(size_t(n), 0);
+    std::vector<std::vector<int>> succs(static_cast<size_t>(n));
+    for (int t = 0; t < n; ++t)
+      for (int s : preds[size_t(t)]) ++waiting[size_t(t)], succs[size_t(s)].push_back(t);
+    std::set<int> ready;
+    for (int t = 0; t < n; ++t)
+      if (!waiting[size_t(t)]) ready.insert(t);
+    while (!ready.empty()) {
+      const int t = *ready.begin();
+      ready.erase(ready.begin());
+      plan.order.push_back(t);
+      for (int u : succs[size_t(t)])
+        if (--waiting[size_t(u)] == 0) ready.insert(u);
+    }
+    if (int(plan.order.size()) != n) {
+      // A cycle among those left: walk back through predecessors left until one repeats.
+      std::vector<int> path;
+      std::vector<int> seen(size_t(n), -1);
+      int t = 0;
+      while (!waiting[size_t(t)]) ++t;
+      while (seen[size_t(t)] < 0) {
+        seen[size_t(t)] = int(path.size());
+        path.push_back(t);
+        for (int s : preds[size_t(t)])
+          if (waiting[size_t(s)]) {
+            t = s;
+            break;
+          }
+      }
+      std::string cycle;
+      for (size_t i = path.size(); i-- > size_t(seen[size_t(t)]);)
+        cycle += str_cat("'", tasks_[size_t(path[i])].name, "' → ");
+      throw Error(str_cat("tiledist: task graph '", name_, "' has a cycle: ", cycle, "'", tasks_[size_t(t)].name,
+                          "' (each must run after the one before it: by after(), or by the order tasks were added "
+                          "where one writes what another uses)"));
+    }
+  }
+
+  // Every read of a buffer follows a write of it, or reads an input.
+  for (int t = 0; t < n; ++t) {
+    const Task& task = tasks_[size_t(t)];
+    for (size_t a = 0; a < task.args.size(); ++a) {
+      const Arg& x = task.args[a];
+      if (!x.is_buffer || !x.access.reads()) continue;
+      bool found = false;
+      for (auto [p, bytes] : inputs_)
+        found = found || (x.access.base() < p + bytes && p < x.access.base() + x.access.bytes());
+      for (const Conflict& c : conflicts)
+        found = found || (c.t == t && c.a == a && tasks_[size_t(c.s)].args[c.b].access.writes());
+      if (!found)
+        throw Error(str_cat("tiledist: task graph '", name_, "', task '", task.name, "' (", task.def->name(),
+                            ") reads its argument '", arg_name(task, a), "' (", x.access.bytes(), " bytes at ",
+                            x.access.arg.ptr,
+                            "), which no task before it writes and which is not an input of "
+                            "the graph (TaskGraph::input)"));
+    }
+  }
+
+  // Items, task by task in order; each one's dependencies.
+  std::vector<int64_t> first(size_t(n), 0);
+  int64_t count = 0;
+  for (int t : plan.order) first[size_t(t)] = count, count += tasks_[size_t(t)].tiles();
+  if (count + n > INT32_MAX)
+    throw Error(str_cat("tiledist: task graph '", name_, "' has ", count, " tiles (at most 2^31 - 1 - its tasks)"));
+  // Each task's parts, tile by tile, per argument (computed once).
+  auto parts = [&](int t, size_t a) {
+    const Task& task = tasks_[size_t(t)];
+    const Access& x = task.args[a].access;
+    std::vector<Box> boxes(size_t(task.tiles()));
+    for (int64_t i = 0; i < task.tiles(); ++i) boxes[size_t(i)] = x.part ? clip(x.part(task.tile(i)), x) : whole(x);
+    return boxes;
+  };
+  std::map<std::pair<int, size_t>, std::vector<Box>> cache;
+  auto parts_of = [&](int t, size_t a) -> const std::vector<Box>& {
+    auto it = cache.find({t, a});
+    if (it == cache.end()) it = cache.emplace(std::make_pair(t, a), parts(t, a)).first;
+    return it->second;
+  };
+  for (int t : plan.order) {
+    const Task& task = tasks_[size_t(t)];
+    for (int64_t i = 0; i < task.tiles(); ++i) {
+      Plan::Item item;
+      item.task = t, item.tile = i, item.deps_begin = int32_t(plan.deps.size());
+      std::set<int> whole_tasks;
+      for (auto [later, earlier] : after_)
+        if (later == t) whole_tasks.insert(earlier);
+      std::map<int, std::set<int64_t>> tiles;  // (an earlier task's tiles this one waits for)
+      for (const Conflict& c : conflicts) {
+        if (c.t != t || whole_tasks.count(c.s)) continue;
+        const Access& x = task.args[c.a].access;
+        const Access& y = tasks_[size_t(c.s)].args[c.b].access;
+        const int64_t others = tasks_[size_t(c.s)].tiles();
+        const Box mine = parts_of(t, c.a)[size_t(i)];
+        const std::vector<Box>& theirs = parts_of(c.s, c.b);
+        std::set<int64_t>& set = tiles[c.s];
+        if (same_view(x, y)) {
+          for (int64_t j = 0; j < others; ++j)
+            if (mine.overlaps(theirs[size_t(j)])) set.insert(j);
+        } else {
+          const Spans my_spans = spans(mine, x);
+          for (int64_t j = 0; j < others; ++j)
+            if (meet(my_spans, spans(theirs[size_t(j)], y))) set.insert(j);
+        }
+        if (int64_t(set.size()) == others) whole_tasks.insert(c.s);
+      }
+      for (int s : whole_tasks) plan.deps.push_back({int32_t(count + s), int32_t(tasks_[size_t(s)].tiles())});
+      for (auto& [s, set] : tiles)
+        if (!whole_tasks.count(s))
+          for (int64_t j : set) plan.deps.push_back({int32_t(first[size_t(s)] + j), 1});
+      item.deps_end = int32_t(plan.deps.size());
+      plan.items.push_back(item);
+    }
+  }
+  return plan;
+}
+
+}  // namespace tiledist::mega

@@ -1,0 +1,292 @@
+// The mega kernel (issue 33) on the default target (the CPU backend; a GPU with
+// TILEDIST_TEST_GPU=1): task graphs of kernels written as Triton users write them (a row norm,
+// a GEMM by tl::dot, an elementwise add), run as one persistent kernel, against the same
+// kernels launched one by one and against a host reference in double precision. Fresh random
+// shapes and inputs each run (the seed is printed on failure). Also: the tile-level
+// dependencies the plan finds, and the errors for a cycle, a read of nothing and bad arguments.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <regex>
+
+#include "kernels/reference.h"
+#include "kernels/scratch.h"
+#include "mega/mega_kernel.h"
+
+namespace tiledist {
+namespace {
+namespace ref = tiledist::reference;
+using kernels::detail::Scratch;
+using tl::Tensor;
+using tl::Values;
+
+// Each row scaled by the inverse of its root mean square, rounded to bf16: one program a row.
+void row_norm(tl::Ptr<float> x, tl::Ptr<bf16> y, tl::Int cols, tl::Const<int> BLOCK) {
+  auto base = tl::program_id(0) * cols;
+  auto c = tl::arange(0, BLOCK);
+  auto m = c < cols;
+  auto v = tl::load(x + base + c, m, 0.0f);
+  auto rstd = tl::rsqrt(tl::sum(v * v, 0) / cols.to(tl::float32) + 1e-6f);
+  tl::store(y + base + c, (v * rstd).to(tl::bfloat16), m);
+}
+const KernelDef kRowNorm("row_norm", row_norm, {"x", "y", "cols", "BLOCK"}, {{"BLOCK", 128}});
+
+// c = a · wᵀ (a: M × K, w: N × K, c: M × N, f32), a tile of c a program.
+void matmul_nt(tl::Ptr<bf16> a, tl::Ptr<bf16> w, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K, tl::Const<int> BM,
+               tl::Const<int> BN, tl::Const<int> BK) {
+  auto rm = tl::expand_dims(tl::program_id(0) * BM + tl::arange(0, BM), 1);
+  auto rn = tl::expand_dims(tl::program_id(1) * BN + tl::arange(0, BN), 0);
+  auto rk = tl::arange(0, BK);
+  auto acc = tl::for_range(0, K, BK, tl::zeros({BM, BN}, tl::float32), [&](Tensor k, Tensor acc) {
+    auto ka = tl::expand_dims(k + rk, 0), kw = tl::expand_dims(k + rk, 1);
+    auto at = tl::load(a + rm * K + ka, (rm < M) & (ka < K), 0.0f);
+    auto wt = tl::load(w + rn * K + kw, (rn < N) & (kw < K), 0.0f);
+    return tl::dot(at, wt, acc);
+  });
+  tl::store(c + rm * N + rn, acc, (rm < M) & (rn < N));
+}
+const KernelDef kMatmul("matmul_nt", matmul_nt, {"a", "w", "c", "M", "N", "K", "BM", "BN", "BK"},
+                        {{"BM", 32}, {"BN", 32}, {"BK", 32}});
+
+// out = x + y, BLOCK elements a program.
+void add(tl::Ptr<float> x, tl::Ptr<float> y, tl::Ptr<float> out, tl::Int n, tl::Const<int> BLOCK) {
+  auto i = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  tl::store(out + i, tl::load(x + i, i < n, 0.0f) + tl::load(y + i, i < n, 0.0f), i < n);
+}
+const KernelDef kAdd("add_f32", add, {"x", "y", "out", "n", "BLOCK"}, {{"BLOCK", 256}});
+
+std::vector<bf16> random_bf16(size_t n) {
+  std::vector<float> f = ref::random_floats(n);
+  return std::vector<bf16>(f.begin(), f.end());
+}
+
+// The host reference: norm (rounded to bf16), a · wᵀ, in double.
+std::vector<double> norm_ref(const std::vector<double>& x, int M, int H) {
+  std::vector<double> y(x.size());
+  for (int r = 0; r < M; ++r) {
+    double ss = 0;
+    for (int c = 0; c < H; ++c) ss += x[size_t(r * H + c)] * x[size_t(r * H + c)];
+    const double rstd = 1 / std::sqrt(ss / H + 1e-6);
+    for (int c = 0; c < H; ++c) y[size_t(r * H + c)] = double(float(bf16(float(x[size_t(r * H + c)] * rstd))));
+  }
+  return y;
+}
+std::vector<double> matmul_ref(const std::vector<double>& a, const std::vector<bf16>& w, int M, int N, int K) {
+  std::vector<double> c(size_t(M) * N);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double s = 0;
+      for (int k = 0; k < K; ++k) s += a[size_t(i * K + k)] * double(float(w[size_t(j * K + k)]));
+      c[size_t(i * N + j)] = s;
+    }
+  return c;
+}
+
+double rel(const std::vector<float>& got, const std::vector<double>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) num += (got[i] - want[i]) * (got[i] - want[i]), den += want[i] * want[i];
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// A layer's worth of tasks over H × H weights: norm, GEMM, norm again of the GEMM's output
+// into the same buffer the first GEMM read (it must wait for that GEMM's reads), a second
+// GEMM, and the residual added.
+struct Layer {
+  int M, H;
+  Target target = Target::default_target();
+  Scratch<float> x, h, h2, y;
+  Scratch<bf16> n, w1, w2;
+  std::vector<bf16> w1_host, w2_host;
+  Layer(int m, int hid) : M(m), H(hid) {
+    x = Scratch<float>(target, size_t(M * H));
+    h = Scratch<float>(target, size_t(M * H));
+    h2 = Scratch<float>(target, size_t(M * H));
+    y = Scratch<float>(target, size_t(M * H));
+    n = Scratch<bf16>(target, size_t(M * H));
+    w1_host = random_bf16(size_t(H * H)), w2_host = random_bf16(size_t(H * H));
+    w1 = Scratch<bf16>(target, w1_host), w2 = Scratch<bf16>(target, w2_host);
+  }
+  mega::TaskGraph graph() {
+    using mega::in, mega::out, mega::inout;
+    mega::TaskGraph g("layer");
+    g.input(x.data(), M * H), g.input(w1.data(), H * H), g.input(w2.data(), H * H);
+    const Grid mm(tl::cdiv(M, 32), tl::cdiv(H, 32));
+    g.add("norm1", kRowNorm, {}, Grid(M), {in(x.data(), M, H, mega::rows(1)), out(n.data(), M, H, mega::rows(1)), H});
+    g.add("gemm1", kMatmul, {}, mm,
+          {in(n.data(), M, H, mega::rows(32)), in(w1.data(), H, H, mega::rows(32, 1)),
+           out(h.data(), M, H, mega::block(32, 0, 32, 1)), M, H, H});
+    g.add("norm2", kRowNorm, {}, Grid(M), {in(h.data(), M, H, mega::rows(1)), out(n.data(), M, H, mega::rows(1)), H});
+    g.add("gemm2", kMatmul, {}, mm,
+          {in(n.data(), M, H, mega::rows(32)), in(w2.data(), H, H, mega::rows(32, 1)),
+           out(h2.data(), M, H, mega::block(32, 0, 32, 1)), M, H, H});
+    g.add("residual", kAdd, {}, Grid(tl::cdiv(M * H, 256)),
+          {in(x.data(), M * H, mega::cols(256)), in(h2.data(), M * H, mega::cols(256)),
+           out(y.data(), M * H, mega::cols(256)), M * H});
+    return g;
+  }
+  std::vector<double> reference(const std::vector<float>& xs) const {
+    std::vector<double> xd(xs.begin(), xs.end());
+    std::vector<double> y =
+        matmul_ref(norm_ref(matmul_ref(norm_ref(xd, M, H), w1_host, M, H, H), M, H), w2_host, M, H, H);
+    for (size_t i = 0; i < y.size(); ++i) y[i] += xd[i];
+    return y;
+  }
+};
+
+TEST(Mega, ALayerAsOneKernelAgreesWithItsKernelsOneByOne) {
+  std::mt19937 rng(std::random_device{}());
+  for (int round = 0; round < 3; ++round) {
+    const int M = 1 + int(rng() % 100), H = 16 * (1 + int(rng() % 8));  // (H ≤ the norm's BLOCK)
+    Layer l(M, H);
+    mega::MegaKernel mk(l.graph(), l.target, 1 + int(rng() % 8));
+    for (int step = 0; step < 2; ++step) {  // (the second step: new inputs, nothing reset)
+      const std::vector<float> xs = ref::random_floats(size_t(M * H));
+      l.x.assign(xs);
+      mk.run();
+      const std::vector<float> got = l.y.values();
+      // The same kernels launched one after the other.
+      const mega::TaskGraph g = l.graph();
+      for (const mega::Task& t : g.tasks()) {
+        std::vector<LaunchArg> args;
+        for (const mega::Arg& a : t.args) {
+          LaunchArg la = a.launch_arg();
+          la.on_device = a.is_buffer && l.target.is_gpu();
+          args.push_back(la);
+        }
+        compile(*t.def, t.constants, l.target).launch_args(t.grid, args);
+      }
+      const std::vector<float> one_by_one = l.y.values();
+      const double err = rel(got, l.reference(xs));
+      const double err_kernels = rel(got, std::vector<double>(one_by_one.begin(), one_by_one.end()));
+      std::printf("  M=%d H=%d, %d programs, step %d: relative error %.2e (reference), %.2e (kernels one by one)\n", M,
+                  H, mk.programs(), step, err, err_kernels);
+      EXPECT_LT(err, 2e-2) << "M=" << M << " H=" << H << " seed " << ref::last_seed();
+      EXPECT_LT(err_kernels, 1e-5) << "M=" << M << " H=" << H << " seed " << ref::last_seed();
+    }
+  }
+}
+
+// gemm1's tile (i, j) waits for the norm's rows of its row block, each by its tile's word, and
+// norm2's row r for gemm1's tiles of that row (they write its input and read its output's
+// buffer): never a whole task where a part is all that is read.
+TEST(Mega, DependenciesAreTheTilesThatTouchTheSameElements) {
+  Layer l(70, 64);
+  mega::TaskGraph g = l.graph();
+  const mega::Plan plan = g.plan();
+  ASSERT_EQ(plan.order, (std::vector<int>{0, 1, 2, 3, 4}));
+  std::vector<int64_t> first(5);
+  for (size_t i = 0; i < plan.items.size(); ++i)
+    if (plan.items[i].tile == 0) first[size_t(plan.items[i].task)] = int64_t(i);
+  for (const mega::Plan::Item& it : plan.items) {
+    std::vector<int32_t> words;
+    for (int32_t d = it.deps_begin; d < it.deps_end; ++d) {
+      EXPECT_EQ(plan.deps[size_t(d)].times, 1) << "task " << it.task << " tile " << it.tile;
+      words.push_back(plan.deps[size_t(d)].word);
+    }
+    std::sort(words.begin(), words.end());
+    std::vector<int32_t> want;
+    if (it.task == 1) {  // gemm1 (i, j): norm1's rows 32i .. 32i + 31
+      const int64_t i = it.tile % 3;
+      for (int64_t r = 32 * i; r < std::min<int64_t>(70, 32 * i + 32); ++r) want.push_back(int32_t(first[0] + r));
+    } else if (it.task == 2) {  // norm2 row r: norm1's row r, gemm1's tiles (r / 32, 0) and (r / 32, 1)
+      want.push_back(int32_t(first[0] + it.tile));
+      for (int64_t j = 0; j < 2; ++j) want.push_back(int32_t(first[1] + it.tile / 32 + 3 * j));
+    } else {
+      continue;
+    }
+    EXPECT_EQ(words, want) << "task " << it.task << " tile " << it.tile;
+  }
+  // The residual reads x (an input) and h2 by ranges of 256 elements: gemm2's tiles whose
+  // blocks meet them, fewer than all six.
+  for (const mega::Plan::Item& it : plan.items) {
+    if (it.task != 4) continue;
+    EXPECT_LT(it.deps_end - it.deps_begin, 6) << "residual tile " << it.tile;
+  }
+}
+
+// A step that fails names the task and tile it was running (here an out-of-bounds store, caught
+// with bounds checked: on a GPU a fault ends the context, and gpu.dist.faults covers its waits).
+TEST(Mega, AFailedStepNamesTheTaskAndTile) {
+  const Target target = Target::default_target();
+  if (target.is_gpu()) GTEST_SKIP() << "bounds are checked on the host";
+  Scratch<float> a(target, 1024), b(target, 1024), c(target, 1024), d(target, 512);
+  mega::TaskGraph g("faulty");
+  g.input(a.data(), 1024), g.input(b.data(), 1024);
+  CompileOptions checked = CompileOptions::from_env();
+  checked.check_bounds = true;
+  using mega::in, mega::out, mega::cols;
+  g.add("fine", kAdd, {}, Grid(4),
+        {in(a.data(), 1024, cols(256)), in(b.data(), 1024, cols(256)), out(c.data(), 1024, cols(256)), 1024}, checked);
+  g.add("too_far", kAdd, {}, Grid(4),
+        {in(c.data(), 1024, cols(256)), in(b.data(), 1024, cols(256)), out(d.data(), 512, cols(256)), 1024}, checked);
+  mega::MegaKernel mk(g, target, 2);
+  try {
+    mk.run();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("out-of-bounds store"), std::string::npos) << m;
+    EXPECT_TRUE(std::regex_search(m, std::regex("in task graph 'faulty', program [01] was running task 'too_far' "
+                                                "\\(add_f32\\) tile \\([23], 0, 0\\)")))
+        << m;
+  }
+}
+
+TEST(Mega, ACycleIsRefusedNamingItsTasks) {
+  Layer l(8, 16);
+  mega::TaskGraph g = l.graph();
+  g.after(0, 4);  // (norm1 after residual, which comes after it)
+  try {
+    g.plan();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("task graph 'layer' has a cycle: "), std::string::npos) << m;
+    EXPECT_NE(m.find("'norm1'"), std::string::npos) << m;
+    EXPECT_NE(m.find("'residual'"), std::string::npos) << m;
+  }
+}
+
+TEST(Mega, AReadOfNothingIsRefusedNamingTheTaskAndArgument) {
+  Layer l(8, 16);
+  mega::TaskGraph g("step");
+  g.input(l.w1.data(), 16 * 16);
+  g.add("gemm", kMatmul, {}, Grid(1, 1),
+        {mega::in(l.n.data(), 8, 16), mega::in(l.w1.data(), 16, 16), mega::out(l.h.data(), 8, 16), 8, 16, 16});
+  try {
+    g.plan();
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("task graph 'step', task 'gemm' (matmul_nt) reads its argument 'a' (256 bytes"),
+        std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("which no task before it writes and which is not an input"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Mega, ArgumentsThatDoNotFitTheKernelAreRefused) {
+  Layer l(8, 16);
+  mega::TaskGraph g("step");
+  auto expect_error = [&](const std::function<void()>& f, const std::string& want) {
+    try {
+      f();
+      ADD_FAILURE() << "no error, wanted: " << want;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { g.add("norm", kRowNorm, {}, Grid(8), {mega::in(l.x.data(), 8, 16), 16}); },
+               "task graph 'step', task 'norm' (row_norm): 2 arguments for the kernel's 3 runtime parameters");
+  expect_error([&] { g.add("norm", kRowNorm, {}, Grid(8), {mega::in(l.x.data(), 8, 16), 3, 16}); },
+               "its parameter 'y' is a pointer (ptr<bf16>); give a buffer");
+  expect_error(
+      [&] { g.add("norm", kRowNorm, {}, Grid(8), {mega::in(l.x.data(), 8, 16), mega::out(l.h.data(), 8, 16), 16}); },
+      "its parameter 'y' points to bf16, given a buffer of f32");
+  expect_error([&] { g.after(0, 0); }, "after(0, 0)");
+}
+
+}  // namespace
+}  // namespace tiledist
