@@ -16,10 +16,12 @@ namespace {
 using kernels::detail::Scratch;
 using tl::Tensor;
 
-// Words after the items' and the tasks': programs ended (all steps), the step last ended, then
-// a word a program: the item it took last, plus one (0: none yet), for naming the task a
+// Words after the items' and the tasks': programs ended (all steps), the step last ended, the
+// queue's, then a word a program: the item it took last, plus one (0: none yet), for naming the task a
 // failed step was running.
-constexpr int64_t kEndedWord = 0, kStepWord = 1, kExtraWords = 2;
+// The queue's word: items taken from it (all steps; each step takes its items and one past the
+// end a program).
+constexpr int64_t kEndedWord = 0, kStepWord = 1, kQueueWord = 2, kExtraWords = 3;
 
 std::string kernel_name(const std::string& graph) {
   std::string n = "mega_";
@@ -46,7 +48,8 @@ struct MegaKernel::State {
   std::vector<LaunchArg> args;
 };
 
-MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int programs) : s_(std::make_unique<State>()) {
+MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int programs, Schedule schedule)
+    : s_(std::make_unique<State>()) {
   State& s = *s_;
   s.target = target, s.graph = graph.name();
   s.tasks = graph.tasks();
@@ -113,14 +116,15 @@ MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int program
 
   const std::vector<Task> tasks = s.tasks;
   const int P = s.programs;
-  auto body = [tasks, first_param, n_items, n_tasks, P, graph_name = graph.name()](
+  const bool queue = schedule == Schedule::queue;
+  auto body = [tasks, first_param, n_items, n_tasks, P, queue, graph_name = graph.name()](
                   const std::vector<ir::Value*>& vals, const std::vector<const ConstValue*>&) {
     const size_t tables = first_param.back();
     const Tensor items(vals[tables]), deps(vals[tables + 1]), words(vals[tables + 2]);
     const int64_t ended = n_items + n_tasks + kEndedWord, stepw = n_items + n_tasks + kStepWord;
     const Tensor step = tl::load(words + stepw) + 1;  // (this step's number)
     const Tensor taken = words + (n_items + n_tasks + kExtraWords) + tl::program_id(0);
-    tl::for_range(tl::program_id(0), n_items, P, [&](Tensor i) {
+    auto run_item = [&](const Tensor& i) {
       tl::store(taken, (i + 1).to(tl::int64));
       const Tensor row = items + i * 4;
       const Tensor task = tl::load(row), tile = tl::load(row + 1);
@@ -148,7 +152,24 @@ MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int program
       }
       tl::atomic_xchg(words + i, step, {}, {"release", "gpu"});
       tl::atomic_add(words + (task + n_items), 1, {}, {"release", "gpu"});
-    });
+    };
+    if (queue) {
+      // The next item of the step: this step's takings start past the earlier steps' (each took
+      // its items and one more a program, the one that ended it).
+      auto next = [&] {
+        const Tensor taken_all =
+            tl::atomic_add(words + (n_items + n_tasks + kQueueWord), int64_t{1}, {}, {"relaxed", "gpu"});
+        return taken_all - (step - 1) * (n_items + P);
+      };
+      tl::while_(
+          {next()}, [&](const tl::Values& v) { return v[0] < n_items; },
+          [&](const tl::Values& v) {
+            run_item(v[0]);
+            return tl::Values{next()};
+          });
+    } else {
+      tl::for_range(tl::program_id(0), n_items, P, [&](const Tensor& i) { run_item(i); });
+    }
     // The last program of the step to end advances the step's number (read by the next).
     const Tensor before = tl::atomic_add(words + ended, 1, {}, {"acq_rel", "gpu"});
     tl::if_then(before + 1 == step * P, [&] { tl::store(words + stepw, step); });

@@ -1,13 +1,13 @@
 /// @file
 /// A task graph as one persistent kernel (issue 33): a fixed number of programs, each taking
-/// the plan's items in turn (item k to program k mod P), waiting on the words of the tiles and
-/// tasks the item depends on, running the item's task body as that task's program (its tile),
-/// then marking the item and its task done. Every task's body is the task's own kernel traced
-/// into this one (KernelDef::inline_body), so what its compiler passes make of a kernel they
-/// make of it here.
+/// the plan's items in turn (item k to program k mod P, or the next from a queue), waiting on
+/// the words of the tiles and tasks the item depends on, running the item's task body as that
+/// task's program (its tile), then marking the item and its task done. Every task's body is the
+/// task's own kernel traced into this one (KernelDef::inline_body), so what its compiler passes
+/// make of a kernel they make of it here.
 ///
-/// Deadlock-free by construction: an item waits only on items before it in the plan, and each
-/// program takes its items in the plan's order; all programs are resident at once (at most one
+/// Deadlock-free by construction: an item waits only on items before it in the plan, and items
+/// are taken in the plan's order; all programs are resident at once (at most one
 /// per SM on a GPU). Steps are numbered by the kernel itself (a word it advances when its last
 /// program ends), so a step run again, or replayed from a CUDA graph, needs nothing reset.
 #pragma once
@@ -21,11 +21,15 @@ namespace tiledist::mega {
 /// A task graph compiled into one persistent kernel; see the file's comment.
 class MegaKernel {
  public:
+  /// How programs take the plan's items: item k to program k mod P (`round_robin`), or each
+  /// the next not taken, from a counter (`queue`: where tiles take uneven time).
+  enum class Schedule { round_robin, queue };
   /// Plans and compiles `graph` for `target`. `programs`: how many (0: one per SM on a GPU,
   /// 8 on the host; never more than the plan's items). Throws Error as TaskGraph::plan does,
   /// and names a task whose kernel does not compile or that needs more shared memory than an
   /// SM has.
-  MegaKernel(const TaskGraph& graph, const Target& target = Target::default_target(), int programs = 0);
+  MegaKernel(const TaskGraph& graph, const Target& target = Target::default_target(), int programs = 0,
+             Schedule schedule = Schedule::round_robin);
   ~MegaKernel();
   MegaKernel(const MegaKernel&) = delete;
   MegaKernel& operator=(const MegaKernel&) = delete;

@@ -136,11 +136,12 @@ struct Layer {
 
 TEST(Mega, ALayerAsOneKernelAgreesWithItsKernelsOneByOne) {
   std::mt19937 rng(std::random_device{}());
-  for (int round = 0; round < 3; ++round) {
+  for (int round = 0; round < 4; ++round) {
     const int M = 1 + int(rng() % 100), H = 16 * (1 + int(rng() % 8));  // (H ≤ the norm's BLOCK)
     Layer l(M, H);
-    mega::MegaKernel mk(l.graph(), l.target, 1 + int(rng() % 8));
-    for (int step = 0; step < 2; ++step) {  // (the second step: new inputs, nothing reset)
+    const auto schedule = round % 2 ? mega::MegaKernel::Schedule::queue : mega::MegaKernel::Schedule::round_robin;
+    mega::MegaKernel mk(l.graph(), l.target, 1 + int(rng() % 8), schedule);
+    for (int step = 0; step < 3; ++step) {  // (the later steps: new inputs, nothing reset)
       const std::vector<float> xs = ref::random_floats(size_t(M * H));
       l.x.assign(xs);
       mk.run();
@@ -159,8 +160,8 @@ TEST(Mega, ALayerAsOneKernelAgreesWithItsKernelsOneByOne) {
       const std::vector<float> one_by_one = l.y.values();
       const double err = rel(got, l.reference(xs));
       const double err_kernels = rel(got, std::vector<double>(one_by_one.begin(), one_by_one.end()));
-      std::printf("  M=%d H=%d, %d programs, step %d: relative error %.2e (reference), %.2e (kernels one by one)\n", M,
-                  H, mk.programs(), step, err, err_kernels);
+      std::printf("  M=%d H=%d, %d programs (%s), step %d: relative error %.2e (reference), %.2e (one by one)\n", M, H,
+                  mk.programs(), round % 2 ? "queue" : "round robin", step, err, err_kernels);
       EXPECT_LT(err, 2e-2) << "M=" << M << " H=" << H << " seed " << ref::last_seed();
       EXPECT_LT(err_kernels, 1e-5) << "M=" << M << " H=" << H << " seed " << ref::last_seed();
     }
