@@ -35,87 +35,25 @@ std::string who(const TaskGraph& g, const Task& t) {
 
 }  // namespace
 
-struct MegaKernel::State {
-  Target target;
-  std::string graph;
-  std::vector<Task> tasks;
-  Plan plan;
-  int programs = 0;
-  Scratch<int32_t> items, deps;
-  Scratch<int64_t> words;
-  std::unique_ptr<KernelDef> def;
-  Kernel kernel;
-  std::vector<LaunchArg> args;
-};
-
-MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int programs, Schedule schedule)
-    : s_(std::make_unique<State>()) {
-  State& s = *s_;
-  s.target = target, s.graph = graph.name();
-  s.tasks = graph.tasks();
-  s.plan = graph.plan();
-  const bool gpu = kernels::detail::on_gpu(target);
-  const int64_t n_items = int64_t(s.plan.items.size()), n_tasks = int64_t(s.tasks.size());
-  if (programs < 0) throw Error(str_cat("tiledist: task graph '", graph.name(), "': ", programs, " programs"));
-  if (programs == 0) programs = gpu ? (cuda::available() ? cuda::device().sms : 132) : 8;
-  s.programs = int(std::min<int64_t>(programs, n_items));
-
-  // Each task alone first: a kernel that does not compile, or that needs more shared memory
-  // than an SM has, is named here rather than inside the whole.
-  CompileOptions options = s.tasks[0].options;
-  for (const Task& t : s.tasks) {
-    options.num_warps = std::max(options.num_warps, t.options.num_warps);
-    options.check_bounds = options.check_bounds || t.options.check_bounds;
-    Kernel alone;
-    try {
-      alone = compile(*t.def, t.constants, target, t.options);
-    } catch (const Error& e) {
-      throw Error(str_cat(who(graph, t), ": ", e.what()));
-    }
-    if (gpu && cuda::available() && size_t(alone.scratch_bytes()) > cuda::device().max_shared_per_block_optin)
-      throw Error(str_cat(who(graph, t), " needs ", alone.scratch_bytes(),
-                          " bytes of shared memory, more than an SM of ", cuda::device().name, " has (",
-                          cuda::device().max_shared_per_block_optin, ")"));
-  }
-
-  // The tables: items (task, tile, first and end of its dependencies), dependencies (word,
-  // times), words (zero: no step has run).
-  std::vector<int32_t> items, deps;
-  for (const Plan::Item& it : s.plan.items)
-    items.insert(items.end(), {it.task, int32_t(it.tile), it.deps_begin, it.deps_end});
-  for (const Plan::Dep& d : s.plan.deps) deps.insert(deps.end(), {d.word, d.times});
-  s.items = Scratch<int32_t>(target, items);
-  s.deps = Scratch<int32_t>(target, deps.empty() ? std::vector<int32_t>{0} : deps);
-  s.words = Scratch<int64_t>(target, size_t(s.plan.words() + kExtraWords + s.programs));
-
-  // The kernel's parameters: each task's runtime parameters, then the tables.
+std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan& plan, int programs,
+                                             Schedule schedule) {
+  // Its parameters: each task's runtime parameters, then the tables.
   std::vector<ParamInfo> params;
   std::vector<size_t> first_param;
-  for (size_t t = 0; t < s.tasks.size(); ++t) {
+  for (size_t t = 0; t < graph.tasks().size(); ++t) {
     first_param.push_back(params.size());
-    for (ParamInfo p : s.tasks[t].def->runtime_params()) {
+    for (ParamInfo p : graph.tasks()[t].def->runtime_params()) {
       p.name = str_cat("t", t, "_", p.name);
       params.push_back(p);
-    }
-    for (const Arg& a : s.tasks[t].args) {
-      LaunchArg arg = a.launch_arg();
-      if (a.is_buffer && gpu) arg.on_device = true;
-      s.args.push_back(arg);
     }
   }
   first_param.push_back(params.size());
   for (const char* name : {"items", "deps"})
     params.push_back({name, ParamKind::pointer, ir::Type::ptr(ir::DType::i32)});
   params.push_back({"words", ParamKind::pointer, ir::Type::ptr(ir::DType::i64)});
-  auto table = [&](auto& scratch) {
-    LaunchArg a = tiledist::detail::make_arg(scratch.data(), int64_t(scratch.size()));
-    a.on_device = gpu;
-    s.args.push_back(a);
-  };
-  table(s.items), table(s.deps), table(s.words);
-
-  const std::vector<Task> tasks = s.tasks;
-  const int P = s.programs;
+  const std::vector<Task> tasks = graph.tasks();
+  const int64_t n_items = int64_t(plan.items.size()), n_tasks = int64_t(tasks.size());
+  const int P = programs;
   const bool queue = schedule == Schedule::queue;
   auto body = [tasks, first_param, n_items, n_tasks, P, queue, graph_name = graph.name()](
                   const std::vector<ir::Value*>& vals, const std::vector<const ConstValue*>&) {
@@ -174,7 +112,76 @@ MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int program
     const Tensor before = tl::atomic_add(words + ended, 1, {}, {"acq_rel", "gpu"});
     tl::if_then(before + 1 == step * P, [&] { tl::store(words + stepw, step); });
   };
-  s.def = std::make_unique<KernelDef>(kernel_name(graph.name()), params, body);
+  return std::make_unique<KernelDef>(kernel_name(graph.name()), params, body);
+}
+
+struct MegaKernel::State {
+  Target target;
+  std::string graph;
+  std::vector<Task> tasks;
+  Plan plan;
+  int programs = 0;
+  Scratch<int32_t> items, deps;
+  Scratch<int64_t> words;
+  std::unique_ptr<KernelDef> def;
+  Kernel kernel;
+  std::vector<LaunchArg> args;
+};
+
+MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int programs, Schedule schedule)
+    : s_(std::make_unique<State>()) {
+  State& s = *s_;
+  s.target = target, s.graph = graph.name();
+  s.tasks = graph.tasks();
+  s.plan = graph.plan();
+  const bool gpu = kernels::detail::on_gpu(target);
+  const int64_t n_items = int64_t(s.plan.items.size());
+  if (programs < 0) throw Error(str_cat("tiledist: task graph '", graph.name(), "': ", programs, " programs"));
+  if (programs == 0) programs = gpu ? (cuda::available() ? cuda::device().sms : 132) : 8;
+  s.programs = int(std::min<int64_t>(programs, n_items));
+
+  // Each task alone first: a kernel that does not compile, or that needs more shared memory
+  // than an SM has, is named here rather than inside the whole.
+  CompileOptions options = s.tasks[0].options;
+  for (const Task& t : s.tasks) {
+    options.num_warps = std::max(options.num_warps, t.options.num_warps);
+    options.check_bounds = options.check_bounds || t.options.check_bounds;
+    Kernel alone;
+    try {
+      alone = compile(*t.def, t.constants, target, t.options);
+    } catch (const Error& e) {
+      throw Error(str_cat(who(graph, t), ": ", e.what()));
+    }
+    if (gpu && cuda::available() && size_t(alone.scratch_bytes()) > cuda::device().max_shared_per_block_optin)
+      throw Error(str_cat(who(graph, t), " needs ", alone.scratch_bytes(),
+                          " bytes of shared memory, more than an SM of ", cuda::device().name, " has (",
+                          cuda::device().max_shared_per_block_optin, ")"));
+  }
+
+  // The tables: items (task, tile, first and end of its dependencies), dependencies (word,
+  // times), words (zero: no step has run).
+  std::vector<int32_t> items, deps;
+  for (const Plan::Item& it : s.plan.items)
+    items.insert(items.end(), {it.task, int32_t(it.tile), it.deps_begin, it.deps_end});
+  for (const Plan::Dep& d : s.plan.deps) deps.insert(deps.end(), {d.word, d.times});
+  s.items = Scratch<int32_t>(target, items);
+  s.deps = Scratch<int32_t>(target, deps.empty() ? std::vector<int32_t>{0} : deps);
+  s.words = Scratch<int64_t>(target, size_t(s.plan.words() + kExtraWords + s.programs));
+
+  // The arguments: each task's, then the tables.
+  for (const Task& t : s.tasks)
+    for (const Arg& a : t.args) {
+      LaunchArg arg = a.launch_arg();
+      if (a.is_buffer && gpu) arg.on_device = true;
+      s.args.push_back(arg);
+    }
+  auto table = [&](auto& scratch) {
+    LaunchArg a = tiledist::detail::make_arg(scratch.data(), int64_t(scratch.size()));
+    a.on_device = gpu;
+    s.args.push_back(a);
+  };
+  table(s.items), table(s.deps), table(s.words);
+  s.def = persistent_kernel(graph, s.plan, s.programs, schedule);
   s.kernel = compile(*s.def, {}, target, options);
 }
 

@@ -18,12 +18,21 @@
 
 namespace tiledist::mega {
 
+/// How programs take the plan's items: item k to program k mod P (`round_robin`), or each the
+/// next not taken, from a counter (`queue`: where tiles take uneven time).
+enum class Schedule { round_robin, queue };
+
+/// The persistent kernel of `graph`'s tasks for `plan` (graph.plan()) over `programs` programs:
+/// its parameters are every task's runtime parameters (task i's `p` as `t<i>_p`), then the
+/// tables `items`, `deps` (i32) and `words` (i64). What MegaKernel compiles and runs; for tools
+/// and tests, its code for a target without its GPU. Throws Error naming a task whose body does
+/// not trace.
+std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan& plan, int programs,
+                                             Schedule schedule = Schedule::round_robin);
+
 /// A task graph compiled into one persistent kernel; see the file's comment.
 class MegaKernel {
  public:
-  /// How programs take the plan's items: item k to program k mod P (`round_robin`), or each
-  /// the next not taken, from a counter (`queue`: where tiles take uneven time).
-  enum class Schedule { round_robin, queue };
   /// Plans and compiles `graph` for `target`. `programs`: how many (0: one per SM on a GPU,
   /// 8 on the host; never more than the plan's items). Throws Error as TaskGraph::plan does,
   /// and names a task whose kernel does not compile or that needs more shared memory than an

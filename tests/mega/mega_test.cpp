@@ -7,12 +7,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <regex>
 
+#include "jit/context.h"
 #include "kernels/reference.h"
 #include "kernels/scratch.h"
 #include "mega/mega_kernel.h"
+#include "tests/jit/temp_dir.h"
 
 namespace tiledist {
 namespace {
@@ -139,7 +143,7 @@ TEST(Mega, ALayerAsOneKernelAgreesWithItsKernelsOneByOne) {
   for (int round = 0; round < 4; ++round) {
     const int M = 1 + int(rng() % 100), H = 16 * (1 + int(rng() % 8));  // (H ≤ the norm's BLOCK)
     Layer l(M, H);
-    const auto schedule = round % 2 ? mega::MegaKernel::Schedule::queue : mega::MegaKernel::Schedule::round_robin;
+    const auto schedule = round % 2 ? mega::Schedule::queue : mega::Schedule::round_robin;
     mega::MegaKernel mk(l.graph(), l.target, 1 + int(rng() % 8), schedule);
     for (int step = 0; step < 3; ++step) {  // (the later steps: new inputs, nothing reset)
       const std::vector<float> xs = ref::random_floats(size_t(M * H));
@@ -231,6 +235,36 @@ TEST(Mega, AFailedStepNamesTheTaskAndTile) {
     EXPECT_TRUE(std::regex_search(m, std::regex("in task graph 'faulty', program [01] was running task 'too_far' "
                                                 "\\(add_f32\\) tile \\([23], 0, 0\\)")))
         << m;
+  }
+}
+
+// The persistent kernel through each GPU target's passes and lowering, on any machine (its
+// code, not run): every task's body (a dot loop among them) under the item loop's branches.
+TEST(Mega, ThePersistentKernelCompilesForEveryGpuTarget) {
+  Layer l(70, 64);
+  const mega::TaskGraph g = l.graph();
+  const mega::Plan plan = g.plan();
+  test_util::TempDir dir;
+  jit::Context ctx(dir.path.string());
+  for (auto schedule : {mega::Schedule::round_robin, mega::Schedule::queue}) {
+    const std::unique_ptr<KernelDef> def = mega::persistent_kernel(g, plan, 4, schedule);
+    for (const Target& target : {Target::cuda("sm_90a"), Target::cuda("sm_80"), Target::amdgcn("gfx942")}) {
+      std::string code;
+      try {
+        code = ctx.emit(*def, {}, target, CompileOptions{}, jit::Stage::asm_);
+      } catch (const Error& e) {
+        ADD_FAILURE() << target.key() << ": " << e.what();
+        continue;
+      }
+      EXPECT_NE(code.find("mega_layer"), std::string::npos) << target.key();
+      const std::string ptxas = "/usr/local/cuda/bin/ptxas";
+      if (target.is_gpu() && target.key().rfind("sm_", 0) == 0 && std::filesystem::exists(ptxas)) {
+        const std::string file = (dir.path / (target.key() + ".ptx")).string();
+        std::ofstream(file) << code;
+        const std::string cmd = ptxas + " -arch=" + target.key() + " " + file + " -o " + file + ".cubin";
+        EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+      }
+    }
   }
 }
 
