@@ -304,9 +304,9 @@ int forced_kind() {
   static const int kind = [] {
     const char* only = std::getenv("TILEDIST_STRESS_SUBJECT");
     if (!only || !*only) return -1;
-    const std::map<std::string, int> kinds = {{"collectives", 0}, {"ag_gemm", 1},      {"gemm_rs", 3},
-                                              {"gemm_ar", 4},     {"moe", 5},          {"ep", 6},
-                                              {"decode", 7},      {"sp_attention", 8}, {"model", 9}};
+    const std::map<std::string, int> kinds = {{"collectives", 0}, {"ag_gemm", 1}, {"gemm_rs", 3}, {"gemm_ar", 4},
+                                              {"moe", 5},         {"ep", 6},      {"decode", 7},  {"sp_attention", 8},
+                                              {"model", 9},       {"mega", 10}};
     const auto it = kinds.find(only);
     if (it == kinds.end()) throw Error(str_cat("tiledist-stress: TILEDIST_STRESS_SUBJECT=", only, ": no such subject"));
     return it->second;
@@ -317,7 +317,7 @@ int forced_kind() {
 std::unique_ptr<Subject> make_subject(Job& job, int id) {
   const bool gpu = job.gpu();
   const int n = job.ranks();
-  const int drawn = static_cast<int>(job.draw(0, 9));  // (drawn either way: the schedule stays the seed's)
+  const int drawn = static_cast<int>(job.draw(0, 10));  // (drawn either way: the schedule stays the seed's)
   switch (forced_kind() >= 0 ? forced_kind() : drawn) {
     case 0:
       return std::make_unique<CollectivesSubject>(job, id);
@@ -331,6 +331,8 @@ std::unique_ptr<Subject> make_subject(Job& job, int id) {
       return make_sp_attention_subject(job, id);
     case 9:
       return make_model_subject(job, id);
+    case 10:
+      return make_mega_subject(job, id);
     case 1:
     case 2: {
       using Gather = kernels::AgGemm::Gather;

@@ -90,5 +90,7 @@ std::unique_ptr<Subject> make_decode_subject(Job& job, int id);
 std::unique_ptr<Subject> make_sp_attention_subject(Job& job, int id);
 /// model::Model: a small model's prefill and decode steps (model_cases.cpp).
 std::unique_ptr<Subject> make_model_subject(Job& job, int id);
+/// mega::MegaKernel: a random program of adds and GEMMs as one persistent kernel (mega_cases.cpp).
+std::unique_ptr<Subject> make_mega_subject(Job& job, int id);
 
 }  // namespace tiledist::stress
