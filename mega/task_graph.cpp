@@ -7,6 +7,8 @@
 #include <map>
 #include <set>
 
+#include "mega/kernel_access.h"
+
 namespace tiledist::mega {
 
 namespace {
@@ -109,6 +111,22 @@ int TaskGraph::add(std::string name, const KernelDef& def, Constants constants, 
     } else if (a.is_buffer || (a.scalar.kind == LaunchArg::Kind::floating && !p.type.is_float())) {
       throw Error(str_cat(who, ": its parameter '", p.name, "' is a scalar (", p.type.str(), "), given ",
                           a.is_buffer ? "a buffer" : "a floating-point number"));
+    }
+  }
+  // What the kernel's code does with its pointers: against what the buffers say, or for them.
+  const std::vector<PointerUse> uses = pointer_uses(def, constants);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].is_buffer) continue;
+    Access& a = args[i].access;
+    const PointerUse& u = uses[i];
+    if (a.mode == Access::Mode::infer) {
+      a.mode = u.writes ? (u.reads ? Access::Mode::read_write : Access::Mode::write) : Access::Mode::read;
+    } else if (a.mode == Access::Mode::read && u.surely_writes) {
+      throw Error(str_cat(who, ": its kernel writes its parameter '", params[i].name,
+                          "', given as mega::in (mega::out or inout, or mega::buf to take what the kernel does)"));
+    } else if (a.mode == Access::Mode::write && u.surely_reads && !u.writes) {
+      throw Error(str_cat(who, ": its kernel only reads its parameter '", params[i].name,
+                          "', given as mega::out (mega::in, or mega::buf to take what the kernel does)"));
     }
   }
   Task t;

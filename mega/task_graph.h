@@ -58,8 +58,9 @@ Part block(int64_t rows_n, int row_axis, int64_t cols_n, int col_axis);
 
 /// A pointer argument of a task and how its tiles use it.
 struct Access {
-  /// Whether the task's tiles read the part, write it, or both.
-  enum class Mode { read, write, read_write };
+  /// Whether the task's tiles read the part, write it, or both; `infer`: as the kernel's code
+  /// says (mega/kernel_access.h), found when the task is added.
+  enum class Mode { read, write, read_write, infer };
   Mode mode = Mode::read;  ///< How the tiles use their parts.
   LaunchArg arg;           ///< What the kernel is given.
   int64_t rows = 1;        ///< The buffer's rows (a vector: 1).
@@ -69,7 +70,7 @@ struct Access {
   /// Whether the tiles read, and write, their parts.
   ///@{
   bool reads() const { return mode != Mode::write; }
-  bool writes() const { return mode != Mode::read; }
+  bool writes() const { return mode != Mode::read; }  // (infer: before it is inferred)
   ///@}
   /// The buffer's size and first byte.
   ///@{
@@ -116,6 +117,17 @@ Access inout(T* p, int64_t count, Part part = {}) {
 template <class T>
 Access inout(T* p, int64_t rows, int64_t cols, Part part = {}) {
   return detail::access(Access::Mode::read_write, p, rows, cols, std::move(part));
+}
+/// A buffer the task uses as its kernel's code says: read where the kernel loads through it,
+/// written where it stores (TaskGraph::add reads the kernel).
+///@{
+template <class T>
+Access buf(T* p, int64_t count, Part part = {}) {
+  return detail::access(Access::Mode::infer, p, 1, count, std::move(part));
+}
+template <class T>
+Access buf(T* p, int64_t rows, int64_t cols, Part part = {}) {
+  return detail::access(Access::Mode::infer, p, rows, cols, std::move(part));
 }
 ///@}
 
@@ -191,7 +203,8 @@ class TaskGraph {
 
   /// Adds task `name`: `def` for `constants` over `grid`, given `args` in the order of the
   /// kernel's runtime parameters. Returns its number. Throws Error naming the task for
-  /// arguments that do not fit the kernel's parameters.
+  /// arguments that do not fit the kernel's parameters, a buffer given as `in` that the
+  /// kernel surely writes, or as `out` that it surely reads and never writes.
   int add(std::string name, const KernelDef& def, Constants constants, Grid grid, std::vector<Arg> args,
           CompileOptions options = CompileOptions::from_env());
   /// Task `later` runs after every tile of task `earlier`, beyond what their buffers say.

@@ -15,6 +15,7 @@
 #include "jit/context.h"
 #include "kernels/reference.h"
 #include "kernels/scratch.h"
+#include "mega/kernel_access.h"
 #include "mega/mega_kernel.h"
 #include "tests/jit/temp_dir.h"
 
@@ -59,6 +60,27 @@ void add(tl::Ptr<float> x, tl::Ptr<float> y, tl::Ptr<float> out, tl::Int n, tl::
   tl::store(out + i, tl::load(x + i, i < n, 0.0f) + tl::load(y + i, i < n, 0.0f), i < n);
 }
 const KernelDef kAdd("add_f32", add, {"x", "y", "out", "n", "BLOCK"}, {{"BLOCK", 256}});
+
+// c = a · b with the operands' pointers carried through the loop (Triton's tutorial), and the
+// count of programs done kept by an atomic: what pointer_uses must see through.
+void carried_matmul(tl::Ptr<bf16> a, tl::Ptr<bf16> b, tl::Ptr<float> c, tl::Ptr<int32_t> done, tl::Int M, tl::Int N,
+                    tl::Int K, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK) {
+  auto rm = tl::expand_dims(tl::program_id(0) * BM + tl::arange(0, BM), 1);
+  auto rn = tl::expand_dims(tl::program_id(1) * BN + tl::arange(0, BN), 0);
+  auto rk = tl::arange(0, BK);
+  Values out = tl::for_range(
+      0, tl::cdiv(K, BK), 1,
+      {tl::zeros({BM, BN}, tl::float32), a + rm * K + tl::expand_dims(rk, 0), b + tl::expand_dims(rk, 1) * N + rn},
+      [&](Tensor k, Values v) {
+        auto at = tl::load(v[1], (rm < M) & (tl::expand_dims(rk, 0) < K - k * BK), 0.0f);
+        auto bt = tl::load(v[2], (tl::expand_dims(rk, 1) < K - k * BK) & (rn < N), 0.0f);
+        return Values{tl::dot(at, bt, v[0]), v[1] + BK, v[2] + BK * N};
+      });
+  tl::store(c + rm * N + rn, out[0], (rm < M) & (rn < N));
+  tl::atomic_add(done, 1);
+}
+const KernelDef kCarried("carried_matmul", carried_matmul, {"a", "b", "c", "done", "M", "N", "K", "BM", "BN", "BK"},
+                         {{"BM", 32}, {"BN", 32}, {"BK", 32}});
 
 std::vector<bf16> random_bf16(size_t n) {
   std::vector<float> f = ref::random_floats(n);
@@ -266,6 +288,72 @@ TEST(Mega, ThePersistentKernelCompilesForEveryGpuTarget) {
       }
     }
   }
+}
+
+TEST(Mega, WhatAKernelReadsAndWritesIsReadFromItsCode) {
+  auto uses = [](const KernelDef& def) {
+    std::string out;
+    for (const mega::PointerUse& u : mega::pointer_uses(def, {}))
+      out += str_cat(u.reads ? "r" : "-", u.writes ? "w" : "-", u.surely_reads == u.reads ? "" : "?",
+                     u.surely_writes == u.writes ? "" : "?", " ");
+    return out;
+  };
+  EXPECT_EQ(uses(kRowNorm), "r- -w -- ");
+  EXPECT_EQ(uses(kMatmul), "r- r- -w -- -- -- ");
+  EXPECT_EQ(uses(kAdd), "r- r- -w -- ");
+  // (a and b carried together through the loop: each may be either load's, surely neither's)
+  EXPECT_EQ(uses(kCarried), "r-? r-? -w rw -- -- -- ");
+}
+
+// The same layer with every buffer given as mega::buf: the kernels' code says which are read
+// and written, and the plan is the one the explicit declarations give.
+TEST(Mega, BuffersTakeTheirUseFromTheKernel) {
+  Layer l(70, 64);
+  const mega::Plan want = l.graph().plan();
+  mega::TaskGraph g("layer");
+  const int M = 70, H = 64;
+  g.input(l.x.data(), M * H), g.input(l.w1.data(), H * H), g.input(l.w2.data(), H * H);
+  const Grid mm(tl::cdiv(M, 32), tl::cdiv(H, 32));
+  using mega::buf;
+  g.add("norm1", kRowNorm, {}, Grid(M),
+        {buf(l.x.data(), M, H, mega::rows(1)), buf(l.n.data(), M, H, mega::rows(1)), H});
+  g.add("gemm1", kMatmul, {}, mm,
+        {buf(l.n.data(), M, H, mega::rows(32)), buf(l.w1.data(), H, H, mega::rows(32, 1)),
+         buf(l.h.data(), M, H, mega::block(32, 0, 32, 1)), M, H, H});
+  g.add("norm2", kRowNorm, {}, Grid(M),
+        {buf(l.h.data(), M, H, mega::rows(1)), buf(l.n.data(), M, H, mega::rows(1)), H});
+  g.add("gemm2", kMatmul, {}, mm,
+        {buf(l.n.data(), M, H, mega::rows(32)), buf(l.w2.data(), H, H, mega::rows(32, 1)),
+         buf(l.h2.data(), M, H, mega::block(32, 0, 32, 1)), M, H, H});
+  g.add("residual", kAdd, {}, Grid(tl::cdiv(M * H, 256)),
+        {buf(l.x.data(), M * H, mega::cols(256)), buf(l.h2.data(), M * H, mega::cols(256)),
+         buf(l.y.data(), M * H, mega::cols(256)), M * H});
+  const mega::Plan got = g.plan();
+  ASSERT_EQ(got.items.size(), want.items.size());
+  ASSERT_EQ(got.deps.size(), want.deps.size());
+  for (size_t i = 0; i < got.deps.size(); ++i) {
+    EXPECT_EQ(got.deps[i].word, want.deps[i].word) << i;
+    EXPECT_EQ(got.deps[i].times, want.deps[i].times) << i;
+  }
+}
+
+TEST(Mega, ABufferDeclaredAgainstWhatItsKernelDoesIsRefused) {
+  Layer l(8, 16);
+  mega::TaskGraph g("step");
+  auto error = [&](std::vector<mega::Arg> args) {
+    try {
+      g.add("norm", kRowNorm, {}, Grid(8), std::move(args));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error({mega::in(l.x.data(), 8, 16), mega::in(l.n.data(), 8, 16), 16}),
+            "tiledist: task graph 'step', task 'norm' (row_norm): its kernel writes its parameter 'y', given as "
+            "mega::in (mega::out or inout, or mega::buf to take what the kernel does)");
+  EXPECT_EQ(error({mega::out(l.x.data(), 8, 16), mega::out(l.n.data(), 8, 16), 16}),
+            "tiledist: task graph 'step', task 'norm' (row_norm): its kernel only reads its parameter 'x', given as "
+            "mega::out (mega::in, or mega::buf to take what the kernel does)");
 }
 
 TEST(Mega, ACycleIsRefusedNamingItsTasks) {
