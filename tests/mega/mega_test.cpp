@@ -88,22 +88,23 @@ std::vector<bf16> random_bf16(size_t n) {
 }
 
 // The host reference: norm (rounded to bf16), a · wᵀ, in double.
-std::vector<double> norm_ref(const std::vector<double>& x, int M, int H) {
+std::vector<double> norm_ref(const std::vector<double>& x, int64_t M, int64_t H) {
   std::vector<double> y(x.size());
-  for (int r = 0; r < M; ++r) {
+  for (int64_t r = 0; r < M; ++r) {
     double ss = 0;
-    for (int c = 0; c < H; ++c) ss += x[size_t(r * H + c)] * x[size_t(r * H + c)];
+    for (int64_t c = 0; c < H; ++c) ss += x[size_t(r * H + c)] * x[size_t(r * H + c)];
     const double rstd = 1 / std::sqrt(ss / H + 1e-6);
-    for (int c = 0; c < H; ++c) y[size_t(r * H + c)] = double(float(bf16(float(x[size_t(r * H + c)] * rstd))));
+    for (int64_t c = 0; c < H; ++c) y[size_t(r * H + c)] = double(float(bf16(float(x[size_t(r * H + c)] * rstd))));
   }
   return y;
 }
-std::vector<double> matmul_ref(const std::vector<double>& a, const std::vector<bf16>& w, int M, int N, int K) {
+std::vector<double> matmul_ref(const std::vector<double>& a, const std::vector<bf16>& w, int64_t M, int64_t N,
+                               int64_t K) {
   std::vector<double> c(size_t(M) * N);
-  for (int i = 0; i < M; ++i)
-    for (int j = 0; j < N; ++j) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
       double s = 0;
-      for (int k = 0; k < K; ++k) s += a[size_t(i * K + k)] * double(float(w[size_t(j * K + k)]));
+      for (int64_t k = 0; k < K; ++k) s += a[size_t(i * K + k)] * double(float(w[size_t(j * K + k)]));
       c[size_t(i * N + j)] = s;
     }
   return c;
@@ -119,12 +120,12 @@ double rel(const std::vector<float>& got, const std::vector<double>& want) {
 // into the same buffer the first GEMM read (it must wait for that GEMM's reads), a second
 // GEMM, and the residual added.
 struct Layer {
-  int M, H;
+  int64_t M, H;
   Target target = Target::default_target();
   Scratch<float> x, h, h2, y;
   Scratch<bf16> n, w1, w2;
   std::vector<bf16> w1_host, w2_host;
-  Layer(int m, int hid) : M(m), H(hid) {
+  Layer(int64_t m, int64_t hid) : M(m), H(hid) {
     x = Scratch<float>(target, size_t(M * H));
     h = Scratch<float>(target, size_t(M * H));
     h2 = Scratch<float>(target, size_t(M * H));
@@ -163,7 +164,7 @@ struct Layer {
 TEST(Mega, ALayerAsOneKernelAgreesWithItsKernelsOneByOne) {
   std::mt19937 rng(std::random_device{}());
   for (int round = 0; round < 4; ++round) {
-    const int M = 1 + int(rng() % 100), H = 16 * (1 + int(rng() % 8));  // (H ≤ the norm's BLOCK)
+    const int64_t M = 1 + int64_t(rng() % 100), H = 16 * (1 + int64_t(rng() % 8));  // (H ≤ the norm's BLOCK)
     Layer l(M, H);
     const auto schedule = round % 2 ? mega::Schedule::queue : mega::Schedule::round_robin;
     mega::MegaKernel mk(l.graph(), l.target, 1 + int(rng() % 8), schedule);
@@ -186,8 +187,8 @@ TEST(Mega, ALayerAsOneKernelAgreesWithItsKernelsOneByOne) {
       const std::vector<float> one_by_one = l.y.values();
       const double err = rel(got, l.reference(xs));
       const double err_kernels = rel(got, std::vector<double>(one_by_one.begin(), one_by_one.end()));
-      std::printf("  M=%d H=%d, %d programs (%s), step %d: relative error %.2e (reference), %.2e (one by one)\n", M, H,
-                  mk.programs(), round % 2 ? "queue" : "round robin", step, err, err_kernels);
+      std::printf("  M=%ld H=%ld, %d programs (%s), step %d: relative error %.2e (reference), %.2e (one by one)\n", M,
+                  H, mk.programs(), round % 2 ? "queue" : "round robin", step, err, err_kernels);
       EXPECT_LT(err, 2e-2) << "M=" << M << " H=" << H << " seed " << ref::last_seed();
       EXPECT_LT(err_kernels, 1e-5) << "M=" << M << " H=" << H << " seed " << ref::last_seed();
     }
@@ -283,7 +284,7 @@ TEST(Mega, ThePersistentKernelCompilesForEveryGpuTarget) {
       if (target.is_gpu() && target.key().rfind("sm_", 0) == 0 && std::filesystem::exists(ptxas)) {
         const std::string file = (dir.path / (target.key() + ".ptx")).string();
         std::ofstream(file) << code;
-        const std::string cmd = ptxas + " -arch=" + target.key() + " " + file + " -o " + file + ".cubin";
+        const std::string cmd = str_cat(ptxas, " -arch=", target.key(), " ", file, " -o ", file, ".cubin");
         EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
       }
     }
@@ -311,7 +312,7 @@ TEST(Mega, BuffersTakeTheirUseFromTheKernel) {
   Layer l(70, 64);
   const mega::Plan want = l.graph().plan();
   mega::TaskGraph g("layer");
-  const int M = 70, H = 64;
+  const int64_t M = 70, H = 64;
   g.input(l.x.data(), M * H), g.input(l.w1.data(), H * H), g.input(l.w2.data(), H * H);
   const Grid mm(tl::cdiv(M, 32), tl::cdiv(H, 32));
   using mega::buf;
@@ -374,7 +375,7 @@ TEST(Mega, ACycleIsRefusedNamingItsTasks) {
 TEST(Mega, AReadOfNothingIsRefusedNamingTheTaskAndArgument) {
   Layer l(8, 16);
   mega::TaskGraph g("step");
-  g.input(l.w1.data(), 16 * 16);
+  g.input(l.w1.data(), int64_t{16} * 16);
   g.add("gemm", kMatmul, {}, Grid(1, 1),
         {mega::in(l.n.data(), 8, 16), mega::in(l.w1.data(), 16, 16), mega::out(l.h.data(), 8, 16), 8, 16, 16});
   try {

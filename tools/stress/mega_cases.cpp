@@ -44,7 +44,9 @@ class MegaSubject : public Subject {
     const uint64_t seed = job.data_seed(uint64_t(id_) << 32 | ++runs_);
     const int64_t n = n_, count = n * n;
     std::vector<std::shared_ptr<Mem<float>>> bufs;
-    for (int b = 0; b < buffers_; ++b) bufs.push_back(mem(job, random_values<float>(seed + uint64_t(b), size_t(count))));
+    bufs.reserve(size_t(buffers_));
+    for (int b = 0; b < buffers_; ++b)
+      bufs.push_back(mem(job, random_values<float>(seed + uint64_t(b), size_t(count))));
     mega::TaskGraph g(str_cat("stress_", id_));
     for (auto& b : bufs) g.input(b->ptr(), count);
     using mega::cols, mega::in, mega::out;
