@@ -7,9 +7,13 @@
 /// make of a kernel they make of it here.
 ///
 /// Deadlock-free by construction: an item waits only on items before it in the plan, and items
-/// are taken in the plan's order; all programs are resident at once (at most one
-/// per SM on a GPU). Steps are numbered by the kernel itself (a word it advances when its last
-/// program ends), so a step run again, or replayed from a CUDA graph, needs nothing reset.
+/// are taken in the plan's order. From the queue (the default) an item is taken only by a
+/// program that is running, so the lowest item not done is always being run, whatever share of
+/// the programs the GPU holds at once (another kernel on another stream may hold SMs, even
+/// another persistent kernel that waits). Round robin assigns items before programs start: it
+/// needs every program resident at once (at most one per SM, nothing else holding them). Steps are numbered by the
+/// kernel itself (a word it advances when its last program ends), so a step run again, or replayed from a CUDA graph,
+/// needs nothing reset.
 #pragma once
 
 #include <memory>
@@ -18,9 +22,10 @@
 
 namespace tiledist::mega {
 
-/// How programs take the plan's items: item k to program k mod P (`round_robin`), or each the
-/// next not taken, from a counter (`queue`: where tiles take uneven time).
-enum class Schedule { round_robin, queue };
+/// How programs take the plan's items: each the next not taken, from a counter (`queue`: safe
+/// however many programs run at once, and even where tiles take uneven time), or item k to
+/// program k mod P (`round_robin`: no counter, but every program must be resident at once).
+enum class Schedule { queue, round_robin };
 
 /// The persistent kernel of `graph`'s tasks for `plan` (graph.plan()) over `programs` programs:
 /// its parameters are every task's runtime parameters (task i's `p` as `t<i>_p`), then the
@@ -28,7 +33,7 @@ enum class Schedule { round_robin, queue };
 /// and tests, its code for a target without its GPU. Throws Error naming a task whose body does
 /// not trace.
 std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan& plan, int programs,
-                                             Schedule schedule = Schedule::round_robin);
+                                             Schedule schedule = Schedule::queue);
 
 /// A task graph compiled into one persistent kernel; see the file's comment.
 class MegaKernel {
@@ -38,7 +43,7 @@ class MegaKernel {
   /// and names a task whose kernel does not compile or that needs more shared memory than an
   /// SM has.
   MegaKernel(const TaskGraph& graph, const Target& target = Target::default_target(), int programs = 0,
-             Schedule schedule = Schedule::round_robin);
+             Schedule schedule = Schedule::queue);
   ~MegaKernel();
   MegaKernel(const MegaKernel&) = delete;
   MegaKernel& operator=(const MegaKernel&) = delete;

@@ -30,8 +30,10 @@ class MegaSubject : public Subject {
       while (o.out == o.x || o.out == o.y);
       ops_.push_back(o);
     }
-    programs_ = int(job.draw(1, job.gpu() ? 132 : 8));
     queue_ = job.chance(0.5);
+    // (round robin needs all its programs resident at once: few enough on a GPU that two such
+    // steps on the job's two streams fit beside each other)
+    programs_ = int(job.draw(1, !job.gpu() ? 8 : queue_ ? 132 : 32));
     block_ = 1 << job.draw(6, 10);
   }
   std::string name() const override {
