@@ -6,6 +6,7 @@
 // dependencies the plan finds, and the errors for a cycle, a read of nothing and bad arguments.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -13,8 +14,10 @@
 #include <regex>
 
 #include "jit/context.h"
+#include "kernels/kernels.h"
 #include "kernels/reference.h"
 #include "kernels/scratch.h"
+#include "kernels/transformer.h"
 #include "mega/kernel_access.h"
 #include "mega/mega_kernel.h"
 #include "tests/jit/temp_dir.h"
@@ -192,6 +195,57 @@ TEST(Mega, ALayerAsOneKernelAgreesWithItsKernelsOneByOne) {
       EXPECT_LT(err, 2e-2) << "M=" << M << " H=" << H << " seed " << ref::last_seed();
       EXPECT_LT(err_kernels, 1e-5) << "M=" << M << " H=" << H << " seed " << ref::last_seed();
     }
+  }
+}
+
+// A transformer's MLP block from the kernel library's own kernels (RMSNorm with the residual,
+// the GEMM, SwiGLU), every buffer given as mega::buf: as one kernel, against the same kernels
+// launched one by one (which the library's tests check against references).
+TEST(Mega, TheLibrarysKernelsAsTasks) {
+  std::mt19937 rng(std::random_device{}());
+  const Target target = Target::default_target();
+  for (int round = 0; round < 2; ++round) {
+    const int64_t B = 1 + int64_t(rng() % 40), H = 16 * (1 + int64_t(rng() % 16)), I = 16 * (1 + int64_t(rng() % 16));
+    const std::vector<float> xs = ref::random_floats(size_t(B * H));
+    Scratch<float> x(target, xs), gu(target, size_t(B * 2 * I)), out(target, size_t(B * H));
+    Scratch<bf16> residual(target, random_bf16(size_t(B * H))), w(target, random_bf16(size_t(H)));
+    Scratch<bf16> w13(target, random_bf16(size_t(H * 2 * I))), w2(target, random_bf16(size_t(I * H)));
+    Scratch<bf16> y(target, size_t(B * H)), sum(target, size_t(B * H)), act(target, size_t(B * I));
+    mega::TaskGraph g("mlp");
+    for (const void* p : {static_cast<const void*>(x.data()), static_cast<const void*>(residual.data())})
+      g.input_bytes(p, B * H * 4);
+    g.input(w.data(), H), g.input(w13.data(), H * 2 * I), g.input(w2.data(), I * H);
+    using mega::buf;
+    const int block = int(std::min<uint64_t>(1024, std::bit_ceil(uint64_t(H))));
+    g.add("norm", kernels::rmsnorm_kernel(ir::DType::f32), {{"RESIDUAL", 1}, {"BLOCK", block}}, Grid(B),
+          {buf(x.data(), B, H, mega::rows(1)), buf(residual.data(), B, H, mega::rows(1)), buf(w.data(), H),
+           buf(y.data(), B, H, mega::rows(1)), buf(sum.data(), B, H, mega::rows(1)), H, 1e-6f});
+    g.add("up", kernels::gemm_kernel(ir::DType::bf16), {}, Grid(tl::cdiv(B, 64), tl::cdiv(2 * I, 64)),
+          {buf(y.data(), B, H), buf(w13.data(), H, 2 * I), buf(gu.data(), B, 2 * I), B, 2 * I, H});
+    g.add("swiglu", kernels::swiglu_kernel(ir::DType::f32), {}, Grid(tl::cdiv(B, 16), tl::cdiv(I, 256)),
+          {buf(gu.data(), B, 2 * I), buf(act.data(), B, I, mega::block(16, 0, 256, 1)), B, I});
+    g.add("down", kernels::gemm_kernel(ir::DType::bf16), {}, Grid(tl::cdiv(B, 64), tl::cdiv(H, 64)),
+          {buf(act.data(), B, I), buf(w2.data(), I, H), buf(out.data(), B, H), B, H, I});
+    mega::MegaKernel step(g, target, 1 + int(rng() % 8));
+    step.run();
+    const std::vector<float> got = out.values();
+    const std::vector<bf16> got_sum = sum.values();
+    for (const mega::Task& t : g.tasks()) {
+      std::vector<LaunchArg> args;
+      for (const mega::Arg& a : t.args) {
+        LaunchArg la = a.launch_arg();
+        la.on_device = a.is_buffer && target.is_gpu();
+        args.push_back(la);
+      }
+      compile(*t.def, t.constants, target).launch_args(t.grid, args);
+    }
+    const std::vector<float> want = out.values();
+    const double err = rel(got, std::vector<double>(want.begin(), want.end()));
+    std::printf("  B=%ld H=%ld I=%ld, %d programs: relative error %.2e (one by one)\n", B, H, I, step.programs(), err);
+    EXPECT_LT(err, 1e-5) << "B=" << B << " H=" << H << " I=" << I;
+    const std::vector<bf16> want_sum = sum.values();
+    for (size_t i = 0; i < want_sum.size(); ++i)
+      ASSERT_EQ(float(got_sum[i]), float(want_sum[i])) << "the residual's sum, element " << i;
   }
 }
 
