@@ -22,6 +22,7 @@ using tl::Tensor;
 // The queue's word: items taken from it (all steps; each step takes its items and one past the
 // end a program).
 constexpr int64_t kEndedWord = 0, kStepWord = 1, kQueueWord = 2, kExtraWords = 3;
+constexpr int64_t kCudaParamBytes = 32764;
 
 std::string kernel_name(const std::string& graph) {
   std::string n = "mega_";
@@ -139,6 +140,21 @@ MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int program
   if (programs < 0) throw Error(str_cat("tiledist: task graph '", graph.name(), "': ", programs, " programs"));
   if (programs == 0) programs = gpu ? (cuda::available() ? cuda::device().sms : 132) : 8;
   s.programs = int(std::min<int64_t>(programs, n_items));
+  // A CUDA kernel takes at most 32764 bytes of parameters (since CUDA 12.1, on Volta and after):
+  // every task's arguments are the persistent kernel's.
+  if (target.kind == Target::Kind::nvptx) {
+    int64_t bytes = 0;
+    for (const Task& t : s.tasks)
+      for (const ParamInfo& p : t.def->runtime_params()) {
+        const int64_t size = p.type.is_ptr || ir::dtype_bytes(p.type.dtype) == 8 ? 8 : 4;
+        bytes = (bytes + size - 1) / size * size + size;
+      }
+    bytes += 3 * 8;  // (the tables)
+    if (bytes > kCudaParamBytes)
+      throw Error(str_cat("tiledist: task graph '", graph.name(), "': its persistent kernel would take ", bytes,
+                          " bytes of parameters (its ", s.tasks.size(),
+                          " tasks' arguments), more than a CUDA kernel's ", kCudaParamBytes, ": split the graph"));
+  }
 
   // Each task alone first: a kernel that does not compile, or that needs more shared memory
   // than an SM has, is named here rather than inside the whole.

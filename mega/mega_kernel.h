@@ -40,8 +40,8 @@ class MegaKernel {
  public:
   /// Plans and compiles `graph` for `target`. `programs`: how many (0: one per SM on a GPU,
   /// 8 on the host; never more than the plan's items). Throws Error as TaskGraph::plan does,
-  /// and names a task whose kernel does not compile or that needs more shared memory than an
-  /// SM has.
+  /// names a task whose kernel does not compile or that needs more shared memory than an SM
+  /// has, and refuses a graph whose tasks' arguments pass what a CUDA kernel takes.
   MegaKernel(const TaskGraph& graph, const Target& target = Target::default_target(), int programs = 0,
              Schedule schedule = Schedule::queue);
   ~MegaKernel();
