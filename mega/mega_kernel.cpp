@@ -52,11 +52,10 @@ std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan&
   for (const char* name : {"items", "deps"})
     params.push_back({name, ParamKind::pointer, ir::Type::ptr(ir::DType::i32)});
   params.push_back({"words", ParamKind::pointer, ir::Type::ptr(ir::DType::i64)});
-  const std::vector<Task> tasks = graph.tasks();
-  const int64_t n_items = int64_t(plan.items.size()), n_tasks = int64_t(tasks.size());
+  const int64_t n_items = int64_t(plan.items.size()), n_tasks = int64_t(graph.tasks().size());
   const int P = programs;
   const bool queue = schedule == Schedule::queue;
-  auto body = [tasks, first_param, n_items, n_tasks, P, queue, graph_name = graph.name()](
+  auto body = [tasks = graph.tasks(), first_param, n_items, n_tasks, P, queue, graph_name = graph.name()](
                   const std::vector<ir::Value*>& vals, const std::vector<const ConstValue*>&) {
     const size_t tables = first_param.back();
     const Tensor items(vals[tables]), deps(vals[tables + 1]), words(vals[tables + 2]);
@@ -149,7 +148,7 @@ MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int program
         const int64_t size = p.type.is_ptr || ir::dtype_bytes(p.type.dtype) == 8 ? 8 : 4;
         bytes = (bytes + size - 1) / size * size + size;
       }
-    bytes += 3 * 8;  // (the tables)
+    bytes += int64_t{3} * 8;  // (the tables)
     if (bytes > kCudaParamBytes)
       throw Error(str_cat("tiledist: task graph '", graph.name(), "': its persistent kernel would take ", bytes,
                           " bytes of parameters (its ", s.tasks.size(),

@@ -414,12 +414,12 @@ TEST(Mega, ABufferDeclaredAgainstWhatItsKernelDoesIsRefused) {
 // Every task's arguments are the persistent kernel's: past what a CUDA kernel takes, the graph
 // is refused before anything is compiled (here for a GPU this machine need not have).
 TEST(Mega, AGraphTooLargeForACudaKernelsParametersIsRefused) {
-  std::vector<float> a(64), b(64), c(64 * 1100);
+  std::vector<float> a(64), b(64), c(size_t{64} * 1100);
   mega::TaskGraph g("wide");
   g.input(a.data(), 64), g.input(b.data(), 64);
   for (int i = 0; i < 1100; ++i)
     g.add(str_cat("add", i), kAdd, {}, Grid(1),
-          {mega::in(a.data(), 64), mega::in(b.data(), 64), mega::out(c.data() + 64 * i, 64), 64});
+          {mega::in(a.data(), 64), mega::in(b.data(), 64), mega::out(c.data() + int64_t{64} * i, 64), 64});
   try {
     mega::MegaKernel mk(g, Target::cuda("sm_90a"), 4);
     FAIL() << "no error";
