@@ -53,6 +53,12 @@
 #              batch 1/16/128, Qwen3-30B-A3B prefill at 4k and decode at 16/128, and at 2 ranks
 #              sharing the GPU (compared with one PyTorch process), then the model in the stress
 #              harness (tiledist-stress, TILEDIST_STRESS_SUBJECT=model) on 1-2 ranks for 2 minutes
+#   mega       issue 33's mega kernel: its tests on the GPU (mega_test: task graphs as one
+#              persistent kernel against the kernels one by one), then the stress subject `mega`
+#              on 1-2 ranks sharing the GPU for a minute
+#   worlds     issue 31 after the rendezvous: cuda_dist_test at 2 ranks sharing the GPU and a
+#              fault, on the CUDA world, then cuda_dist_test and cuda_collectives_test at 2 ranks
+#              on the NVSHMEM world
 # Prints each stage's summary; the logs keep the rest.
 set -u
 stages=${*:-tests attention grouped gemm gpuir}
@@ -233,6 +239,21 @@ for stage in $stages; do
       grep -E '^\[  (PASSED|FAILED) |FAILED  \]' "$logs/tests_sm80.log"
       TILEDIST_TARGET=sm_80 run tp_sm80 240 bench/gemm_bench tp
       grep -vE '^\s*$' "$logs/tp_sm80.log" | tail -14 ;;
+    mega)
+      run mega 200 tests/mega_test
+      grep -E "relative|^\[  (PASSED|FAILED)|Failure" "$logs/mega.log" | head -20
+      TILEDIST_STRESS_SUBJECT=mega run mega-stress 120 tools/tiledist-stress --target cuda --seconds 60 --ranks 1,2
+      tail -2 "$logs/mega-stress.log" ;;
+    worlds)
+      export TILEDIST_WAIT_TIMEOUT=30 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1
+      run dist2 120 tools/tiledist-run -n 2 --timeout 115 tests/cuda_dist_test --gtest_filter=-GpuFaults.*
+      grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/dist2.log" | head -6
+      TILEDIST_WAIT_TIMEOUT=2 run fault2 60 tools/tiledist-run -n 2 --timeout 55 tests/cuda_dist_test --gtest_filter='GpuFaults.AWaitThatNever*'
+      grep -E "^\[0\] \[  (PASSED|FAILED)" "$logs/fault2.log" | head -3
+      TILEDIST_WORLD=nvshmem run nvshmem-dist2 120 tools/tiledist-run -n 2 --timeout 115 tests/cuda_dist_test --gtest_filter=-GpuFaults.*
+      grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/nvshmem-dist2.log" | head -6
+      TILEDIST_WORLD=nvshmem run nvshmem-collectives2 280 tools/tiledist-run -n 2 --timeout 275 tests/cuda_collectives_test
+      grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/nvshmem-collectives2.log" | head -10 ;;
     *) echo "unknown stage '$stage'" ;;
   esac
 done
