@@ -16,9 +16,18 @@ namespace tiledist {
 Kernel compile(const KernelDef& def, const Constants& constants, const Target& target, const CompileOptions& options,
                jit::Context& ctx) {
   auto generic = ctx.compile(def, constants, target, options);
-  if (!jit::Backend::for_target(target).specializes_at_launch()) return Kernel(std::move(generic));
-  return Kernel(std::move(generic), def, constants, target, options, ctx);
+  Kernel k = jit::Backend::for_target(target).specializes_at_launch()
+                 ? Kernel(std::move(generic), def, constants, target, options, ctx)
+                 : Kernel(std::move(generic));
+  k.source_ = std::make_shared<const KernelSource>(KernelSource{def, constants, options});
+  return k;
 }
+
+namespace {
+thread_local LaunchRecorder* g_recorder = nullptr;
+}
+RecordLaunches::RecordLaunches(LaunchRecorder& recorder) : outer_(g_recorder) { g_recorder = &recorder; }
+RecordLaunches::~RecordLaunches() { g_recorder = outer_; }
 
 struct Kernel::Variants {
   Variants(const KernelDef& d, const Constants& c, const Target& t, const CompileOptions& o, jit::Context& x)
@@ -90,6 +99,7 @@ std::optional<std::vector<LaunchArg>> raw_device_pointers(const jit::Backend& ba
 
 void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& given, const runtime::Stream* stream) const {
   if (!loaded_) throw Error("tiledist: launch of an empty Kernel (compile it first)");
+  if (g_recorder) return g_recorder->launched(*this, grid, given, stream);
   const jit::Backend& backend = jit::Backend::for_target(loaded_->target);
   backend.check_stream(*loaded_, stream);
   const auto marked = raw_device_pointers(backend, given);

@@ -95,6 +95,38 @@ LaunchArg to_arg(T v) {
 }
 }  // namespace detail
 
+class Kernel;
+
+/// What a Kernel was compiled from (compile() keeps it, for every target).
+struct KernelSource {
+  KernelDef def;           ///< The definition (a copy: it shares the traced function).
+  Constants constants;     ///< Its constants.
+  CompileOptions options;  ///< The options it was compiled with.
+};
+
+/// Takes the launches made on this thread while a RecordLaunches holds it, instead of running
+/// them: how a task graph (mega/) takes the kernels a library object launches.
+class LaunchRecorder {
+ public:
+  virtual ~LaunchRecorder() = default;
+  /// `kernel` launched over `grid` with `args` (converted, as launch_args takes them) on
+  /// `stream` (null: the host, or launch() without a stream).
+  virtual void launched(const Kernel& kernel, Grid grid, const std::vector<LaunchArg>& args,
+                        const runtime::Stream* stream) = 0;
+};
+/// Hands every launch on this thread to `recorder` for its lifetime (nothing runs); scopes nest.
+class RecordLaunches {
+ public:
+  /// Installs `recorder` on this thread until the scope ends (then the one before it, if any).
+  explicit RecordLaunches(LaunchRecorder& recorder);
+  ~RecordLaunches();
+  RecordLaunches(const RecordLaunches&) = delete;
+  RecordLaunches& operator=(const RecordLaunches&) = delete;
+
+ private:
+  LaunchRecorder* outer_;
+};
+
 /// A compiled specialization of a kernel.
 class Kernel {
  public:
@@ -137,14 +169,18 @@ class Kernel {
   /// Host: scratch bytes per program; GPU: dynamic shared memory bytes per CTA (of the variant
   /// compiled without launch-time specialization).
   int64_t scratch_bytes() const { return compiled("scratch_bytes").artifact.scratch_bytes; }
+  /// What it was compiled from (null for a Kernel made otherwise than by compile()).
+  const std::shared_ptr<const KernelSource>& source() const { return source_; }
 
  private:
+  friend Kernel compile(const KernelDef&, const Constants&, const Target&, const CompileOptions&, jit::Context&);
   struct Variants;
   /// The compiled kernel; an empty Kernel throws Error naming `what` was asked of it.
   const jit::Loaded& compiled(const char* what) const;
   const jit::Loaded& variant_for(const std::vector<LaunchArg>& args) const;
   std::shared_ptr<const jit::Loaded> loaded_;
   std::shared_ptr<Variants> variants_;
+  std::shared_ptr<const KernelSource> source_;
 };
 
 /// Traces, optimizes and compiles `def` for `constants` and `target`, through the caches of

@@ -22,7 +22,7 @@ Box clip(Box b, const Access& a) {
 }
 
 bool bytes_overlap(const Access& a, const Access& b) {
-  return a.base() < b.base() + b.bytes() && b.base() < a.base() + a.bytes();
+  return a.unknown || b.unknown || (a.base() < b.base() + b.bytes() && b.base() < a.base() + a.bytes());
 }
 
 // The same buffer seen the same way: parts compare by their boxes. Otherwise by the bytes
@@ -105,7 +105,7 @@ int TaskGraph::add(std::string name, const KernelDef& def, Constants constants, 
       if (a.access.arg.elem != p.type.dtype)
         throw Error(str_cat(who, ": its parameter '", p.name, "' points to ", ir::dtype_name(p.type.dtype),
                             ", given a buffer of ", ir::dtype_name(a.access.arg.elem)));
-      if (!a.access.arg.ptr || a.access.rows < 1 || a.access.cols < 1)
+      if (!a.access.arg.ptr || (!a.access.unknown && (a.access.rows < 1 || a.access.cols < 1)))
         throw Error(str_cat(who, ": its parameter '", p.name, "' is given an empty buffer (", a.access.rows, " × ",
                             a.access.cols, " at ", a.access.arg.ptr, ")"));
     } else if (a.is_buffer || (a.scalar.kind == LaunchArg::Kind::floating && !p.type.is_float())) {
@@ -142,6 +142,44 @@ void TaskGraph::after(int later, int earlier) {
     throw Error(str_cat("tiledist: task graph '", name_, "': after(", later, ", ", earlier, ") with tasks 0 to ", n - 1,
                         " (two different ones)"));
   after_.emplace_back(later, earlier);
+}
+
+std::vector<int> TaskGraph::record(const std::string& name, const std::function<void()>& run) {
+  struct Recorder : LaunchRecorder {
+    TaskGraph* g = nullptr;
+    std::string name;
+    std::vector<int> added;
+    void launched(const Kernel& kernel, Grid grid, const std::vector<LaunchArg>& args,
+                  const runtime::Stream*) override {
+      const std::shared_ptr<const KernelSource>& src = kernel.source();
+      if (!src)
+        throw Error(str_cat("tiledist: task graph '", g->name_, "', recording '", name, "': kernel '", kernel.name(),
+                            "' was not made by compile(), so its definition is not known"));
+      std::vector<Arg> task_args;
+      for (const LaunchArg& a : args) {
+        if (a.kind != LaunchArg::Kind::pointer) {
+          Arg scalar(0);
+          scalar.scalar = a;
+          task_args.push_back(scalar);
+          continue;
+        }
+        Access x;
+        x.mode = Access::Mode::infer, x.arg = a, x.elem_bytes = ir::dtype_bytes(a.elem);
+        x.unknown = a.extent_bytes < 0;
+        x.cols = x.unknown ? 1 : std::max<int64_t>(1, a.extent_bytes / x.elem_bytes);
+        task_args.emplace_back(x);
+      }
+      added.push_back(
+          g->add(str_cat(name, "#", added.size()), src->def, src->constants, grid, std::move(task_args), src->options));
+      g->tasks_.back().source = src;
+    }
+  } recorder;
+  recorder.g = this, recorder.name = name;
+  {
+    RecordLaunches scope(recorder);
+    run();
+  }
+  return recorder.added;
 }
 
 Plan TaskGraph::plan() const {
@@ -213,7 +251,7 @@ Plan TaskGraph::plan() const {
     const Task& task = tasks_[size_t(t)];
     for (size_t a = 0; a < task.args.size(); ++a) {
       const Arg& x = task.args[a];
-      if (!x.is_buffer || !x.access.reads()) continue;
+      if (!x.is_buffer || !x.access.reads() || x.access.unknown) continue;  // (unknown: not checked)
       bool found = false;
       for (auto [p, bytes] : inputs_)
         found = found || (x.access.base() < p + bytes && p < x.access.base() + x.access.bytes());
@@ -265,6 +303,10 @@ Plan TaskGraph::plan() const {
         const Box mine = parts_of(t, c.a)[size_t(i)];
         const std::vector<Box>& theirs = parts_of(c.s, c.b);
         std::set<int64_t>& set = tiles[c.s];
+        if (x.unknown || y.unknown) {
+          whole_tasks.insert(c.s);
+          continue;
+        }
         if (same_view(x, y)) {
           for (int64_t j = 0; j < others; ++j)
             if (mine.overlaps(theirs[size_t(j)])) set.insert(j);

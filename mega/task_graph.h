@@ -67,6 +67,9 @@ struct Access {
   int64_t cols = 0;        ///< The buffer's columns: elements in a row.
   int64_t elem_bytes = 1;  ///< The size of an element.
   Part part;               ///< Per tile; empty: the whole buffer.
+  /// Its size is not known (a recorded launch's raw pointer): it conflicts with every other
+  /// buffer, and whole.
+  bool unknown = false;
   /// Whether the tiles read, and write, their parts.
   ///@{
   bool reads() const { return mode != Mode::write; }
@@ -155,6 +158,8 @@ struct Task {
   Grid grid;                       ///< Its programs: its tiles.
   std::vector<Arg> args;           ///< Its runtime arguments, in order.
   CompileOptions options;          ///< As the kernel would be compiled alone.
+  /// A recorded task's kernel source, which `def` points into (kept alive with the task).
+  std::shared_ptr<const KernelSource> source;
   /// Its tiles: the grid's size.
   int64_t tiles() const { return grid.size(); }
   /// Tile `i` of tiles(), x fastest.
@@ -209,6 +214,13 @@ class TaskGraph {
           CompileOptions options = CompileOptions::from_env());
   /// Task `later` runs after every tile of task `earlier`, beyond what their buffers say.
   void after(int later, int earlier);
+  /// Adds as tasks the kernels `run` launches (a library object's run: kernels::Gemm::run, ...),
+  /// recorded instead of run (jit/kernel.h's RecordLaunches), named `name` and a number. Their
+  /// pointers' uses come from their code and their sizes are unknown: each such task waits for
+  /// every task before it and every task after it waits for it. `run` must do nothing but
+  /// launch (host copies and stream events are not recorded: a run that makes them, such as a
+  /// copy-engine transfer, is not one to record). Returns the tasks' numbers.
+  std::vector<int> record(const std::string& name, const std::function<void()>& run);
 
   /// The items in an order that respects every dependency, and the dependencies. Throws Error
   /// naming the tasks of a cycle, or the task and argument of a read that nothing before it

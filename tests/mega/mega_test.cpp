@@ -249,6 +249,48 @@ TEST(Mega, TheLibrarysKernelsAsTasks) {
   }
 }
 
+// A library object's run recorded as tasks (TaskGraph::record): kernels::Gemm's kernel, then a
+// task of ours that reads its output; as one kernel, against the object run and the add
+// launched alone.
+TEST(Mega, ALibraryObjectsRunRecordedAsTasks) {
+  std::mt19937 rng(std::random_device{}());
+  const Target target = Target::default_target();
+  const int64_t M = 1 + int64_t(rng() % 70), N = 16 * (1 + int64_t(rng() % 8)), K = 16 * (1 + int64_t(rng() % 8));
+  // (a program per tile: stream-K's programs wait on each other, not a run to record)
+  kernels::GemmConfig config;
+  config.constants = {{"BM", 32}, {"BN", 32}, {"BK", 32}};
+  config.bm = config.bn = 32, config.max_parts = 1;
+  kernels::Gemm gemm(target, M, N, K, ir::DType::bf16, config);
+  ASSERT_FALSE(gemm.stream_k());
+  Scratch<bf16> a(target, random_bf16(size_t(M * K))), b(target, random_bf16(size_t(K * N)));
+  Scratch<float> c(target, size_t(M * N)), bias(target, ref::random_floats(size_t(M * N))), y(target, size_t(M * N));
+  mega::TaskGraph g("recorded");
+  g.input(bias.data(), M * N);
+  const std::vector<int> gemm_tasks = g.record("gemm", [&] { gemm.run(a.data(), b.data(), c.data()); });
+  ASSERT_EQ(gemm_tasks, std::vector<int>{0});
+  EXPECT_EQ(g.tasks()[0].name, "gemm#0");
+  g.add("bias", kAdd, {}, Grid(tl::cdiv(M * N, 256)),
+        {mega::in(c.data(), M * N, mega::cols(256)), mega::in(bias.data(), M * N, mega::cols(256)),
+         mega::out(y.data(), M * N, mega::cols(256)), M * N});
+  // (the recorded GEMM's buffers have no size: the add waits for all of it)
+  const mega::Plan plan = g.plan();
+  for (const mega::Plan::Item& it : plan.items) {
+    if (it.task != 1) continue;
+    ASSERT_EQ(it.deps_end - it.deps_begin, 1);
+    EXPECT_EQ(plan.deps[size_t(it.deps_begin)].times, int32_t(g.tasks()[0].tiles()));
+  }
+  mega::MegaKernel step(g, target, 4);
+  step.run();
+  const std::vector<float> got = y.values();
+  gemm.run(a.data(), b.data(), c.data());
+  compile(kAdd, {}, target)
+      .launch_args(Grid(tl::cdiv(M * N, 256)),
+                   {tiledist::detail::make_arg(c.data(), M * N), tiledist::detail::make_arg(bias.data(), M * N),
+                    tiledist::detail::make_arg(y.data(), M * N), tiledist::detail::to_arg(M * N)});
+  const std::vector<float> want = y.values();
+  EXPECT_LT(rel(got, std::vector<double>(want.begin(), want.end())), 1e-6) << M << "x" << N << "x" << K;
+}
+
 // gemm1's tile (i, j) waits for the norm's rows of its row block, each by its tile's word, and
 // norm2's row r for gemm1's tiles of that row (they write its input and read its output's
 // buffer): never a whole task where a part is all that is read.
