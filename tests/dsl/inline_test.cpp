@@ -62,9 +62,10 @@ TEST(Inline, TheScopesValuesStandForTheProgramsOwn) {
 TEST(Inline, ArgumentsThatDoNotFitAreRefused) {
   auto error = [](std::vector<ParamInfo> params) {
     try {
-      KernelDef("outer", std::move(params), [](const std::vector<ir::Value*>& v, const std::vector<const ConstValue*>&) {
-        kScaled.inline_body(v, {});
-      }).trace({});
+      KernelDef(
+          "outer", std::move(params),
+          [](const std::vector<ir::Value*>& v, const std::vector<const ConstValue*>&) { kScaled.inline_body(v, {}); })
+          .trace({});
     } catch (const Error& e) {
       return std::string(e.what());
     }
@@ -72,7 +73,9 @@ TEST(Inline, ArgumentsThatDoNotFitAreRefused) {
   };
   const ParamInfo x{"x", ParamKind::pointer, ir::Type::ptr(ir::DType::f32)};
   EXPECT_EQ(error({x, x}), "tiledist: kernel 'scaled' inlined with 2 arguments: its parameter 'n' (i32) has none");
-  EXPECT_EQ(error({x, {"y", ParamKind::pointer, ir::Type::ptr(ir::DType::bf16)}, {"n", ParamKind::scalar, ir::Type::scalar(ir::DType::i32)}}),
+  EXPECT_EQ(error({x,
+                   {"y", ParamKind::pointer, ir::Type::ptr(ir::DType::bf16)},
+                   {"n", ParamKind::scalar, ir::Type::scalar(ir::DType::i32)}}),
             "tiledist: kernel 'scaled' inlined with 3 arguments: its parameter 'y' (ptr<f32>) is given a ptr<bf16>");
   EXPECT_EQ(error({x, x, {"n", ParamKind::scalar, ir::Type::scalar(ir::DType::i32)}, x}),
             "tiledist: kernel 'scaled' inlined with 4 arguments for its 3 runtime parameters");
