@@ -119,6 +119,19 @@ double rel(const std::vector<float>& got, const std::vector<double>& want) {
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
+// The graph's tasks as kernels launched one after the other, each over its own grid.
+void launch_one_by_one(const mega::TaskGraph& g, const Target& target) {
+  for (const mega::Task& t : g.tasks()) {
+    std::vector<LaunchArg> args;
+    for (const mega::Arg& a : t.args) {
+      LaunchArg la = a.launch_arg();
+      la.on_device = a.is_buffer && target.is_gpu();
+      args.push_back(la);
+    }
+    compile(*t.def, t.constants, target).launch_args(t.grid, args);
+  }
+}
+
 // A layer's worth of tasks over H × H weights: norm, GEMM, norm again of the GEMM's output
 // into the same buffer the first GEMM read (it must wait for that GEMM's reads), a second
 // GEMM, and the residual added.
@@ -177,16 +190,7 @@ TEST(Mega, ALayerAsOneKernelAgreesWithItsKernelsOneByOne) {
       mk.run();
       const std::vector<float> got = l.y.values();
       // The same kernels launched one after the other.
-      const mega::TaskGraph g = l.graph();
-      for (const mega::Task& t : g.tasks()) {
-        std::vector<LaunchArg> args;
-        for (const mega::Arg& a : t.args) {
-          LaunchArg la = a.launch_arg();
-          la.on_device = a.is_buffer && l.target.is_gpu();
-          args.push_back(la);
-        }
-        compile(*t.def, t.constants, l.target).launch_args(t.grid, args);
-      }
+      launch_one_by_one(l.graph(), l.target);
       const std::vector<float> one_by_one = l.y.values();
       const double err = rel(got, l.reference(xs));
       const double err_kernels = rel(got, std::vector<double>(one_by_one.begin(), one_by_one.end()));
@@ -230,15 +234,7 @@ TEST(Mega, TheLibrarysKernelsAsTasks) {
     step.run();
     const std::vector<float> got = out.values();
     const std::vector<bf16> got_sum = sum.values();
-    for (const mega::Task& t : g.tasks()) {
-      std::vector<LaunchArg> args;
-      for (const mega::Arg& a : t.args) {
-        LaunchArg la = a.launch_arg();
-        la.on_device = a.is_buffer && target.is_gpu();
-        args.push_back(la);
-      }
-      compile(*t.def, t.constants, target).launch_args(t.grid, args);
-    }
+    launch_one_by_one(g, target);
     const std::vector<float> want = out.values();
     const double err = rel(got, std::vector<double>(want.begin(), want.end()));
     std::printf("  B=%ld H=%ld I=%ld, %d programs: relative error %.2e (one by one)\n", B, H, I, step.programs(), err);
