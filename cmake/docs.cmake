@@ -17,7 +17,7 @@ set(TD_API_HEADERS
     kernels/attention.h kernels/ep.h kernels/flash_decode.h kernels/grouped_gemm.h kernels/kernels.h
     kernels/moe.h kernels/sp_attention.h kernels/transformer.h
     model/config.h model/decode_layer.h model/prefill_layer.h model/model.h model/layer_weights.h model/safetensors.h
-    mega/task_graph.h mega/kernel_access.h mega/mega_kernel.h
+    mega/task_graph.h mega/kernel_access.h mega/footprint.h mega/mega_kernel.h
     runtime/cuda.h runtime/graph.h runtime/hip.h runtime/stream.h runtime/world.h)
 set(DOXYGEN_PROJECT_NAME tiledist)
 set(DOXYGEN_PROJECT_NUMBER ${PROJECT_VERSION})

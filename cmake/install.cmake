@@ -17,7 +17,7 @@ set(TD_PUBLIC_HEADERS
     kernels/attention.h kernels/ep.h kernels/flash_decode.h kernels/grouped_gemm.h kernels/kernels.h
     kernels/moe.h kernels/sp_attention.h kernels/transformer.h
     model/config.h model/decode_layer.h model/prefill_layer.h model/model.h model/layer_weights.h model/safetensors.h
-    mega/task_graph.h mega/kernel_access.h mega/mega_kernel.h
+    mega/task_graph.h mega/kernel_access.h mega/footprint.h mega/mega_kernel.h
     runtime/cuda.h runtime/cuda_world.h runtime/gpu_world.h runtime/hip.h runtime/host.h runtime/host_abi.h
     runtime/graph.h runtime/stream.h runtime/world.h
     support/device_world.h support/dtype.h support/support.h support/tma.h)

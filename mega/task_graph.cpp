@@ -13,8 +13,6 @@ namespace tiledist::mega {
 
 namespace {
 
-Box whole(const Access& a) { return {0, a.rows, 0, a.cols}; }
-
 Box clip(Box b, const Access& a) {
   b.row0 = std::max<int64_t>(b.row0, 0), b.row1 = std::min(b.row1, a.rows);
   b.col0 = std::max<int64_t>(b.col0, 0), b.col1 = std::min(b.col1, a.cols);
@@ -31,15 +29,12 @@ bool same_view(const Access& a, const Access& b) {
   return a.base() == b.base() && a.rows == b.rows && a.cols == b.cols && a.elem_bytes == b.elem_bytes;
 }
 
-using Spans = std::vector<std::pair<uintptr_t, uintptr_t>>;  // [begin, end) addresses, ascending
-
-// The bytes of `box` in `a`: a span per row, or one where the box spans whole rows.
-Spans spans(const Box& box, const Access& a) {
-  Spans out;
+// The bytes of `box` in `a`, as addresses: a range per row, or one where the box spans whole
+// rows.
+Ranges box_ranges(const Box& box, const Access& a) {
+  Ranges out;
   if (box.empty()) return out;
-  const auto at = [&](int64_t r, int64_t c) {
-    return uintptr_t(a.base()) + uintptr_t((r * a.cols + c) * a.elem_bytes);
-  };
+  const auto at = [&](int64_t r, int64_t c) { return int64_t(uintptr_t(a.base())) + (r * a.cols + c) * a.elem_bytes; };
   if (box.col0 == 0 && box.col1 == a.cols) {
     out.emplace_back(at(box.row0, 0), at(box.row1, 0));
   } else {
@@ -48,16 +43,10 @@ Spans spans(const Box& box, const Access& a) {
   return out;
 }
 
-bool meet(const Spans& x, const Spans& y) {
-  for (size_t i = 0, j = 0; i < x.size() && j < y.size();) {
-    if (x[i].first < y[j].second && y[j].first < x[i].second) return true;
-    if (x[i].second <= y[j].second)
-      ++i;
-    else
-      ++j;
-  }
-  return false;
-}
+// What a tile does with one buffer: the addresses it may read and write.
+struct Use {
+  Ranges reads, writes;
+};
 
 std::string arg_name(const Task& t, size_t i) {
   const std::vector<ParamInfo> params = t.def->runtime_params();
@@ -87,6 +76,18 @@ void TaskGraph::input_bytes(const void* p, int64_t bytes) {
   if (!p || bytes <= 0)
     throw Error(str_cat("tiledist: task graph '", name_, "': an input of ", bytes, " bytes at ", p));
   inputs_.emplace_back(static_cast<const char*>(p), bytes);
+}
+
+void TaskGraph::buffer(const void* p, int64_t bytes) {
+  if (!p || bytes <= 0)
+    throw Error(str_cat("tiledist: task graph '", name_, "': a buffer of ", bytes, " bytes at ", p));
+  buffers_.emplace_back(static_cast<const char*>(p), bytes);
+}
+
+void TaskGraph::set_rank(int rank, int ranks) {
+  if (ranks < 1 || rank < 0 || rank >= ranks)
+    throw Error(str_cat("tiledist: task graph '", name_, "': rank ", rank, " of ", ranks));
+  rank_ = rank, ranks_ = ranks;
 }
 
 int TaskGraph::add(std::string name, const KernelDef& def, Constants constants, Grid grid, std::vector<Arg> args,
@@ -182,9 +183,57 @@ std::vector<int> TaskGraph::record(const std::string& name, const std::function<
   return recorder.added;
 }
 
+std::vector<std::vector<std::vector<Footprint>>> TaskGraph::footprints_of(std::vector<Task>& tasks) const {
+  std::vector<std::vector<std::vector<Footprint>>> fps(tasks.size());
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    Task& task = tasks[t];
+    if (std::none_of(task.args.begin(), task.args.end(), [](const Arg& a) { return a.is_buffer && !a.access.part; }))
+      continue;
+    const std::unique_ptr<ir::Function> f = task.def->trace(task.constants);
+    std::vector<LaunchArg> args;
+    for (const Arg& a : task.args) args.push_back(a.launch_arg());
+    std::vector<std::vector<Footprint>>& mine = fps[t];
+    mine.resize(size_t(task.tiles()));
+    for (int64_t i = 0; i < task.tiles(); ++i) {
+      const Tile tile = task.tile(i);
+      mine[size_t(i)] =
+          footprints(*f, args, {tile.x, tile.y, tile.z}, {task.grid.x, task.grid.y, task.grid.z}, rank_, ranks_);
+    }
+    // A recorded buffer: as far as its tiles reach, where they are bounded; else the declared
+    // buffer that holds it; else unknown.
+    for (size_t a = 0; a < task.args.size(); ++a) {
+      Access& x = task.args[a].access;
+      if (!task.args[a].is_buffer || !x.unknown) continue;
+      bool bounded = true;
+      int64_t lo = 0, hi = 0;
+      for (const std::vector<Footprint>& tile : mine) {
+        const Footprint& fp = tile[a];
+        bounded = bounded && fp.bounded;
+        for (const Ranges* r : {&fp.reads, &fp.writes})
+          if (!r->empty()) lo = std::min(lo, r->front().first), hi = std::max(hi, r->back().second);
+      }
+      const char* p = x.base();
+      const char* end = nullptr;
+      for (const auto* list : {&inputs_, &buffers_})
+        for (auto [q, bytes] : *list)
+          if (q <= p && p < q + bytes) end = q + bytes;
+      if (end) {
+        x.unknown = false, x.rows = 1, x.cols = std::max<int64_t>(1, (end - p) / x.elem_bytes);
+      } else if (bounded && lo >= 0) {
+        x.unknown = false, x.rows = 1, x.cols = std::max<int64_t>(1, (hi + x.elem_bytes - 1) / x.elem_bytes);
+      }
+    }
+  }
+  return fps;
+}
+
 Plan TaskGraph::plan() const {
   const int n = int(tasks_.size());
   if (n == 0) throw Error(str_cat("tiledist: task graph '", name_, "' has no tasks"));
+  // The tasks with their recorded buffers' sizes found, and the footprints of every tile of a
+  // task with a buffer whose parts are not given.
+  std::vector<Task> tasks = tasks_;
+  const std::vector<std::vector<std::vector<Footprint>>> fps = footprints_of(tasks);
   // Conflicts: an earlier task's access and a later one's to overlapping bytes, one a write.
   struct Conflict {
     int s, t;
@@ -194,10 +243,10 @@ Plan TaskGraph::plan() const {
   std::vector<std::set<int>> preds(static_cast<size_t>(n));
   for (int t = 0; t < n; ++t)
     for (int s = 0; s < t; ++s)
-      for (size_t a = 0; a < tasks_[size_t(t)].args.size(); ++a)
-        for (size_t b = 0; b < tasks_[size_t(s)].args.size(); ++b) {
-          const Arg& x = tasks_[size_t(t)].args[a];
-          const Arg& y = tasks_[size_t(s)].args[b];
+      for (size_t a = 0; a < tasks[size_t(t)].args.size(); ++a)
+        for (size_t b = 0; b < tasks[size_t(s)].args.size(); ++b) {
+          const Arg& x = tasks[size_t(t)].args[a];
+          const Arg& y = tasks[size_t(s)].args[b];
           if (!x.is_buffer || !y.is_buffer || !(x.access.writes() || y.access.writes())) continue;
           if (!bytes_overlap(x.access, y.access)) continue;
           conflicts.push_back({s, t, a, b});
@@ -239,8 +288,8 @@ Plan TaskGraph::plan() const {
       }
       std::string cycle;
       for (size_t i = path.size(); i-- > size_t(seen[size_t(t)]);)
-        cycle += str_cat("'", tasks_[size_t(path[i])].name, "' → ");
-      throw Error(str_cat("tiledist: task graph '", name_, "' has a cycle: ", cycle, "'", tasks_[size_t(t)].name,
+        cycle += str_cat("'", tasks[size_t(path[i])].name, "' → ");
+      throw Error(str_cat("tiledist: task graph '", name_, "' has a cycle: ", cycle, "'", tasks[size_t(t)].name,
                           "' (each must run after the one before it: by after(), or by the order tasks were added "
                           "where one writes what another uses)"));
     }
@@ -248,7 +297,7 @@ Plan TaskGraph::plan() const {
 
   // Every read of a buffer follows a write of it, or reads an input.
   for (int t = 0; t < n; ++t) {
-    const Task& task = tasks_[size_t(t)];
+    const Task& task = tasks[size_t(t)];
     for (size_t a = 0; a < task.args.size(); ++a) {
       const Arg& x = task.args[a];
       if (!x.is_buffer || !x.access.reads() || x.access.unknown) continue;  // (unknown: not checked)
@@ -256,7 +305,7 @@ Plan TaskGraph::plan() const {
       for (auto [p, bytes] : inputs_)
         found = found || (x.access.base() < p + bytes && p < x.access.base() + x.access.bytes());
       for (const Conflict& c : conflicts)
-        found = found || (c.t == t && c.a == a && tasks_[size_t(c.s)].args[c.b].access.writes());
+        found = found || (c.t == t && c.a == a && tasks[size_t(c.s)].args[c.b].access.writes());
       if (!found)
         throw Error(str_cat("tiledist: task graph '", name_, "', task '", task.name, "' (", task.def->name(),
                             ") reads its argument '", arg_name(task, a), "' (", x.access.bytes(), " bytes at ",
@@ -269,25 +318,52 @@ Plan TaskGraph::plan() const {
   // Items, task by task in order; each one's dependencies.
   std::vector<int64_t> first(size_t(n), 0);
   int64_t count = 0;
-  for (int t : plan.order) first[size_t(t)] = count, count += tasks_[size_t(t)].tiles();
+  for (int t : plan.order) first[size_t(t)] = count, count += tasks[size_t(t)].tiles();
   if (count + n > INT32_MAX)
     throw Error(str_cat("tiledist: task graph '", name_, "' has ", count, " tiles (at most 2^31 - 1 - its tasks)"));
-  // Each task's parts, tile by tile, per argument (computed once).
-  auto parts = [&](int t, size_t a) {
-    const Task& task = tasks_[size_t(t)];
+  // Each task's parts, tile by tile, per argument (computed once): as boxes where given, and as
+  // the addresses each tile may read and write.
+  std::map<std::pair<int, size_t>, std::vector<Box>> boxes;
+  auto boxes_of = [&](int t, size_t a) -> const std::vector<Box>& {
+    auto it = boxes.find({t, a});
+    if (it != boxes.end()) return it->second;
+    const Task& task = tasks[size_t(t)];
     const Access& x = task.args[a].access;
-    std::vector<Box> boxes(size_t(task.tiles()));
-    for (int64_t i = 0; i < task.tiles(); ++i) boxes[size_t(i)] = x.part ? clip(x.part(task.tile(i)), x) : whole(x);
-    return boxes;
+    std::vector<Box> out(size_t(task.tiles()));
+    for (int64_t i = 0; i < task.tiles(); ++i) out[size_t(i)] = clip(x.part(task.tile(i)), x);
+    return boxes.emplace(std::make_pair(t, a), std::move(out)).first->second;
   };
-  std::map<std::pair<int, size_t>, std::vector<Box>> cache;
-  auto parts_of = [&](int t, size_t a) -> const std::vector<Box>& {
-    auto it = cache.find({t, a});
-    if (it == cache.end()) it = cache.emplace(std::make_pair(t, a), parts(t, a)).first;
-    return it->second;
+  std::map<std::pair<int, size_t>, std::vector<Use>> uses;
+  auto uses_of = [&](int t, size_t a) -> const std::vector<Use>& {
+    auto it = uses.find({t, a});
+    if (it != uses.end()) return it->second;
+    const Task& task = tasks[size_t(t)];
+    const Access& x = task.args[a].access;
+    const int64_t base = int64_t(uintptr_t(x.base()));
+    std::vector<Use> out(size_t(task.tiles()));
+    for (int64_t i = 0; i < task.tiles(); ++i) {
+      Use& u = out[size_t(i)];
+      const Footprint* fp = !x.part && !fps[size_t(t)].empty() ? &fps[size_t(t)][size_t(i)][a] : nullptr;
+      if (fp && fp->bounded) {
+        auto clipped = [&](const Ranges& r) {
+          Ranges o;
+          for (auto [b, e] : r)
+            if (std::max<int64_t>(b, 0) < std::min(e, x.bytes()))
+              o.emplace_back(base + std::max<int64_t>(b, 0), base + std::min(e, x.bytes()));
+          return o;
+        };
+        if (x.reads()) u.reads = clipped(fp->reads);
+        if (x.writes()) u.writes = clipped(fp->writes);
+        continue;
+      }
+      const Ranges r = x.part ? box_ranges(boxes_of(t, a)[size_t(i)], x) : Ranges{{base, base + x.bytes()}};
+      if (x.reads()) u.reads = r;
+      if (x.writes()) u.writes = r;
+    }
+    return uses.emplace(std::make_pair(t, a), std::move(out)).first->second;
   };
   for (int t : plan.order) {
-    const Task& task = tasks_[size_t(t)];
+    const Task& task = tasks[size_t(t)];
     for (int64_t i = 0; i < task.tiles(); ++i) {
       Plan::Item item;
       item.task = t, item.tile = i, item.deps_begin = int32_t(plan.deps.size());
@@ -298,26 +374,31 @@ Plan TaskGraph::plan() const {
       for (const Conflict& c : conflicts) {
         if (c.t != t || whole_tasks.count(c.s)) continue;
         const Access& x = task.args[c.a].access;
-        const Access& y = tasks_[size_t(c.s)].args[c.b].access;
-        const int64_t others = tasks_[size_t(c.s)].tiles();
-        const Box mine = parts_of(t, c.a)[size_t(i)];
-        const std::vector<Box>& theirs = parts_of(c.s, c.b);
+        const Access& y = tasks[size_t(c.s)].args[c.b].access;
+        const int64_t others = tasks[size_t(c.s)].tiles();
         std::set<int64_t>& set = tiles[c.s];
         if (x.unknown || y.unknown) {
           whole_tasks.insert(c.s);
           continue;
         }
-        if (same_view(x, y)) {
+        if (x.part && y.part && same_view(x, y)) {
+          const Box mine = boxes_of(t, c.a)[size_t(i)];
+          const std::vector<Box>& theirs = boxes_of(c.s, c.b);
           for (int64_t j = 0; j < others; ++j)
             if (mine.overlaps(theirs[size_t(j)])) set.insert(j);
         } else {
-          const Spans my_spans = spans(mine, x);
-          for (int64_t j = 0; j < others; ++j)
-            if (meet(my_spans, spans(theirs[size_t(j)], y))) set.insert(j);
+          const Use& mine = uses_of(t, c.a)[size_t(i)];
+          const std::vector<Use>& theirs = uses_of(c.s, c.b);
+          for (int64_t j = 0; j < others; ++j) {
+            const Use& u = theirs[size_t(j)];
+            if (ranges_meet(mine.writes, u.reads) || ranges_meet(mine.writes, u.writes) ||
+                ranges_meet(mine.reads, u.writes))
+              set.insert(j);
+          }
         }
         if (int64_t(set.size()) == others) whole_tasks.insert(c.s);
       }
-      for (int s : whole_tasks) plan.deps.push_back({int32_t(count + s), int32_t(tasks_[size_t(s)].tiles())});
+      for (int s : whole_tasks) plan.deps.push_back({int32_t(count + s), int32_t(tasks[size_t(s)].tiles())});
       for (auto& [s, set] : tiles)
         if (!whole_tasks.count(s))
           for (int64_t j : set) plan.deps.push_back({int32_t(first[size_t(s)] + j), 1});

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "jit/kernel.h"
+#include "mega/footprint.h"
 
 namespace tiledist::mega {
 
@@ -47,7 +48,9 @@ struct Tile {
   /// The coordinate on `axis` (0, 1 or 2).
   int coord(int axis) const { return axis == 0 ? x : axis == 1 ? y : z; }
 };
-/// The part of a buffer a tile touches (clipped to the buffer); none given: all of it.
+/// The part of a buffer a tile touches (clipped to the buffer); none given: the bytes the
+/// kernel's code may touch in that tile (its footprint, mega/footprint.h), or all of it where
+/// they cannot be bounded.
 using Part = std::function<Box(const Tile&)>;
 /// Tile t (its coordinate on `axis`) touches rows [t·n, t·n + n), every column.
 Part rows(int64_t n, int axis = 0);
@@ -67,8 +70,9 @@ struct Access {
   int64_t cols = 0;        ///< The buffer's columns: elements in a row.
   int64_t elem_bytes = 1;  ///< The size of an element.
   Part part;               ///< Per tile; empty: the whole buffer.
-  /// Its size is not known (a recorded launch's raw pointer): it conflicts with every other
-  /// buffer, and whole.
+  /// Its size is not known (a recorded launch's raw pointer): its tiles' footprints bound it,
+  /// or else a buffer declared with TaskGraph::input or buffer() that holds it; failing both,
+  /// it conflicts with every other buffer, and whole.
   bool unknown = false;
   /// Whether the tiles read, and write, their parts.
   ///@{
@@ -205,6 +209,13 @@ class TaskGraph {
   }
   /// The same, `bytes` from `p`.
   void input_bytes(const void* p, int64_t bytes);
+  /// Memory the tasks use that is not an input (a library object's scratch): `bytes` from
+  /// `p`. A recorded task (record()) whose accesses to a pointer inside it cannot be bounded
+  /// then conflicts with this buffer alone, not with every buffer.
+  void buffer(const void* p, int64_t bytes);
+  /// The rank the graph runs on, of `ranks`: what tl::rank() and tl::num_ranks() are when the
+  /// tiles' footprints are read (not given: what depends on them is not bounded).
+  void set_rank(int rank, int ranks);
 
   /// Adds task `name`: `def` for `constants` over `grid`, given `args` in the order of the
   /// kernel's runtime parameters. Returns its number. Throws Error naming the task for
@@ -216,8 +227,10 @@ class TaskGraph {
   void after(int later, int earlier);
   /// Adds as tasks the kernels `run` launches (a library object's run: kernels::Gemm::run, ...),
   /// recorded instead of run (jit/kernel.h's RecordLaunches), named `name` and a number. Their
-  /// pointers' uses come from their code and their sizes are unknown: each such task waits for
-  /// every task before it and every task after it waits for it. `run` must do nothing but
+  /// pointers' uses, and the bytes each tile touches, come from their code (mega/footprint.h);
+  /// a pointer whose accesses cannot be bounded there stands for the declared buffer that holds
+  /// it (input(), buffer()), or else for any memory: the task then waits for every task before
+  /// it and every task after it waits for it. `run` must do nothing but
   /// launch (host copies and stream events are not recorded: a run that makes them, such as a
   /// copy-engine transfer, is not one to record). Returns the tasks' numbers.
   std::vector<int> record(const std::string& name, const std::function<void()>& run);
@@ -234,10 +247,15 @@ class TaskGraph {
   ///@}
 
  private:
+  /// The footprints of every tile of each task with a buffer whose parts are not given (tile,
+  /// then argument), and the sizes of `tasks`' recorded buffers found from them.
+  std::vector<std::vector<std::vector<Footprint>>> footprints_of(std::vector<Task>& tasks) const;
+
   std::string name_;
   std::vector<Task> tasks_;
   std::vector<std::pair<int, int>> after_;  // (later, earlier)
-  std::vector<std::pair<const char*, int64_t>> inputs_;
+  std::vector<std::pair<const char*, int64_t>> inputs_, buffers_;
+  int rank_ = -1, ranks_ = -1;
 };
 
 }  // namespace tiledist::mega
