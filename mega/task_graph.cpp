@@ -106,7 +106,9 @@ int TaskGraph::add(std::string name, const KernelDef& def, Constants constants, 
       if (a.access.arg.elem != p.type.dtype)
         throw Error(str_cat(who, ": its parameter '", p.name, "' points to ", ir::dtype_name(p.type.dtype),
                             ", given a buffer of ", ir::dtype_name(a.access.arg.elem)));
-      if (!a.access.arg.ptr || (!a.access.unknown && (a.access.rows < 1 || a.access.cols < 1)))
+      // (a recorded launch's null pointer: one its kernel does not use, as a flash decode's block
+      // table where the cache is not paged)
+      if ((!a.access.arg.ptr && !a.access.unknown) || (!a.access.unknown && (a.access.rows < 1 || a.access.cols < 1)))
         throw Error(str_cat(who, ": its parameter '", p.name, "' is given an empty buffer (", a.access.rows, " × ",
                             a.access.cols, " at ", a.access.arg.ptr, ")"));
     } else if (a.is_buffer || (a.scalar.kind == LaunchArg::Kind::floating && !p.type.is_float())) {
@@ -300,7 +302,9 @@ Plan TaskGraph::plan() const {
     const Task& task = tasks[size_t(t)];
     for (size_t a = 0; a < task.args.size(); ++a) {
       const Arg& x = task.args[a];
-      if (!x.is_buffer || !x.access.reads() || x.access.unknown) continue;  // (unknown: not checked)
+      // (not checked: a recorded launch's, whose object's own state, as its signal words, is
+      // there before the step)
+      if (!x.is_buffer || !x.access.reads() || x.access.unknown || !x.access.arg.ptr || task.source) continue;
       bool found = false;
       for (auto [p, bytes] : inputs_)
         found = found || (x.access.base() < p + bytes && p < x.access.base() + x.access.bytes());

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "kernels/flash_decode.h"
@@ -14,11 +15,24 @@
 #include "kernels/scratch.h"
 #include "kernels/symmetric.h"
 #include "kernels/transformer.h"
+#include "mega/task_graph.h"
 #include "model/moe_part.h"
 
 namespace tiledist::model {
 
 using kernels::detail::Scratch;
+
+namespace {
+
+// to[i] = from[i] for i < n, BLOCK a program: the step's positions, copied from the cache's
+// lengths by a kernel (not the copy engine) so that a step recorded as tasks holds it.
+void copy_i32(tl::Ptr<int32_t> from, tl::Ptr<int32_t> to, tl::Int n, tl::Const<int> BLOCK) {
+  auto i = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  tl::store(to + i, tl::load(from + i, i < n, 0), i < n);
+}
+const KernelDef kCopyI32("copy_i32", copy_i32, {"from", "to", "n", "BLOCK"}, {{"BLOCK", 128}});
+
+}  // namespace
 
 struct KvCache::State {
   int batch = 0, max_len = 0, hk = 0;
@@ -61,7 +75,7 @@ struct DecodeLayer::State {
   std::unique_ptr<kernels::FlashDecode> attention;
   std::unique_ptr<detail::MoePart> moe;  // (a MoE model's MLP)
   int rank = 0;
-  Kernel norm, rope, append, swiglu;
+  Kernel norm, rope, append, swiglu, copy;
   Scratch<bf16> zeros, normed, res, q, k, v, o, act;
   Scratch<float> qkv, attn, gu;
   Scratch<int32_t> pos;  // (the step's positions: the cache's lengths before it)
@@ -94,6 +108,7 @@ DecodeLayer::DecodeLayer(const Target& target, const ModelConfig& c, int batch) 
   s.rope = compile(kernels::qk_norm_rope_kernel(ir::DType::f32), {{"D", int(D)}, {"NORM", 1}}, target);
   s.append = compile(kernels::kv_append_kernel(), {{"D", int(D)}}, target);
   s.swiglu = compile(kernels::swiglu_kernel(ir::DType::f32), {{"BR", 16}, {"BI", 128}}, target);
+  s.copy = compile(kCopyI32, {{"BLOCK", 128}}, target);
   s.pos = Scratch<int32_t>(target, size_t(B));
   s.zeros = Scratch<bf16>(target, size_t(B * H));
   s.normed = Scratch<bf16>(target, size_t(B * H));
@@ -127,10 +142,7 @@ void DecodeLayer::run(const float* delta, const bf16* residual, const LayerWeigh
   // (the step's positions: the lengths before it, copied first, as kv_append advances the
   // lengths while other warps of a program may still read the position)
   int32_t* lens = cache.lens(layer);
-  if (gpu)
-    runtime::copy_async(s.pos.data(), lens, size_t(B) * sizeof(int32_t), *on);
-  else
-    std::memcpy(s.pos.data(), lens, size_t(B) * sizeof(int32_t));
+  launch(s.copy, on, Grid(int((B + 127) / 128)), static_cast<const int32_t*>(lens), s.pos.data(), int(B));
   launch(s.norm, on, Grid(int(B)), delta, residual ? residual : s.zeros.data(), w.input_norm(), s.normed.data(),
          s.res.data(), int(H), eps);
   s.qkv_gemm->run(static_cast<const bf16*>(s.normed.data()), w.wqkv(), s.qkv.data(), on);
@@ -158,6 +170,40 @@ void DecodeLayer::run(const float* delta, const bf16* residual, const LayerWeigh
     s.down_gemm->run(s.act.data(), w.w2(), delta_out, on);
   }
   if (gpu && !stream) on->synchronize();  // (no stream given: done when the call returns)
+}
+
+void DecodeLayer::record(mega::TaskGraph& graph, const float* delta, const bf16* residual, const LayerWeights& w,
+                         KvCache& cache, int layer, float* delta_out, bf16* residual_out) {
+  State& s = *s_;
+  const ModelConfig& c = s.config;
+  const int64_t H = c.hidden, D = c.head_dim, B = s.batch, nqkv = (s.hq + 2 * s.hk) * D;
+  if (s.moe)
+    throw Error(str_cat("tiledist: model '", c.name, "': a MoE layer's decode step as tasks (its routing counts ",
+                        "its runs on the host)"));
+  graph.input(w.input_norm(), H), graph.input(w.post_norm(), H);
+  graph.input(w.wqkv(), H * nqkv), graph.input(w.q_norm(), D), graph.input(w.k_norm(), D);
+  graph.input(w.wo(), s.hq * D * H), graph.input(w.w13(), H * 2 * s.I), graph.input(w.w2(), s.I * H);
+  const int64_t rows = B * int64_t(cache.max_len()) * s.hk * D;
+  graph.input(cache.k(layer), rows), graph.input(cache.v(layer), rows), graph.input(cache.lens(layer), B);
+  graph.input(s.zeros.data(), B * H);
+  for (auto [p, bytes] : {std::pair<const void*, size_t>{s.normed.data(), s.normed.size() * 2},
+                          {s.res.data(), s.res.size() * 2},
+                          {s.qkv.data(), s.qkv.size() * 4},
+                          {s.q.data(), s.q.size() * 2},
+                          {s.k.data(), s.k.size() * 2},
+                          {s.v.data(), s.v.size() * 2},
+                          {s.o.data(), s.o.size() * 2},
+                          {s.attn.data(), s.attn.size() * 4},
+                          {s.gu.data(), s.gu.size() * 4},
+                          {s.act.data(), s.act.size() * 2},
+                          {s.pos.data(), s.pos.size() * 4}})
+    graph.buffer(p, int64_t(bytes));
+  const bool gpu = kernels::detail::on_gpu(s.target);
+  std::optional<runtime::Stream> recording;  // (a GPU run's stream: the objects' order on it, nothing launched)
+  if (gpu) recording.emplace();
+  graph.record(str_cat("layer", layer), [&] {
+    run(delta, residual, w, cache, layer, delta_out, residual_out, recording ? &*recording : nullptr);
+  });
 }
 
 }  // namespace tiledist::model

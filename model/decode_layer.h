@@ -15,6 +15,10 @@
 #include "model/layer_weights.h"
 #include "runtime/stream.h"
 
+namespace tiledist::mega {
+class TaskGraph;
+}
+
 namespace tiledist::model {
 
 /// The KV cache of a model's layers on one rank: for each layer, keys and values [batch,
@@ -56,6 +60,12 @@ class DecodeLayer {
   /// PrefillLayer::run's; queued on `stream`, or done when it returns where none is given.
   void run(const float* delta, const bf16* residual, const LayerWeights& weights, KvCache& cache, int layer,
            float* delta_out, bf16* residual_out, const runtime::Stream* stream = nullptr);
+  /// run()'s kernels for the same arguments added to `graph` as tasks (mega::TaskGraph::record),
+  /// with what they read that is there before the step declared to it as inputs (the weights,
+  /// the cache's layer, the layer's zeros) and its scratch as buffers: a step of layers as one
+  /// persistent kernel (Model::set_decode_mega). Throws Error as run() does.
+  void record(mega::TaskGraph& graph, const float* delta, const bf16* residual, const LayerWeights& weights,
+              KvCache& cache, int layer, float* delta_out, bf16* residual_out);
 
  private:
   struct State;

@@ -7,6 +7,7 @@
 #include "kernels/kernels.h"
 #include "kernels/scratch.h"
 #include "kernels/symmetric.h"
+#include "mega/mega_kernel.h"
 #include "runtime/cuda.h"
 #include "runtime/graph.h"
 
@@ -47,6 +48,9 @@ struct Model::State {
   bool graphs = true, warm = false;
   std::unique_ptr<runtime::Stream> capture;
   std::unique_ptr<runtime::Graph> step;
+  // or as one persistent kernel (set_decode_mega), made at the first step
+  bool use_mega = false;
+  std::unique_ptr<mega::MegaKernel> mega;
   /// The L layers of a decode step, queued on `stream` (null: done when they return).
   void decode_layers(const runtime::Stream* stream) {
     for (size_t l = 0; l < weights.size(); ++l)
@@ -135,6 +139,21 @@ void Model::decode(const runtime::Stream* stream) {
     runtime::copy_async(s.step_delta.data(), tokens, count * sizeof(float), *on);
   else
     std::memcpy(s.step_delta.data(), tokens, count * sizeof(float));
+  if (s.use_mega) {
+    if (!s.mega) {
+      mega::TaskGraph g(str_cat(s.config.name, "_decode"));
+      g.set_rank(kernels::detail::world_rank(s.target), kernels::detail::world_ranks(s.target));
+      g.input(s.step_delta.data(), int64_t(count));
+      g.buffer(s.step_residual.data(), int64_t(s.step_residual.size() * sizeof(bf16)));
+      for (size_t l = 0; l < s.weights.size(); ++l)
+        s.decoder->record(g, s.step_delta.data(), l == 0 ? nullptr : s.step_residual.data(), s.weights[l], *s.cache,
+                          int(l), s.step_delta.data(), s.step_residual.data());
+      s.mega = std::make_unique<mega::MegaKernel>(g, s.target);
+    }
+    s.mega->run(stream);
+    ++s.done;
+    return;
+  }
   // (a MoE model's router and MoE MLP count their runs on the host: its steps run as they come)
   if (gpu && s.graphs && !s.config.moe() && !s.step && s.warm) {
     if (!s.capture) s.capture = std::make_unique<runtime::Stream>();
@@ -154,6 +173,12 @@ void Model::decode(const runtime::Stream* stream) {
     s.warm = true;
   }
   ++s.done;
+}
+
+void Model::set_decode_mega(bool on) {
+  State& s = *s_;
+  s.use_mega = on;
+  if (!on) s.mega.reset();
 }
 
 void Model::set_decode_graph(bool on) {

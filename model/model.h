@@ -49,6 +49,11 @@ class Model {
   /// Whether decode steps go as a graph where they can (on by default; off: each step's kernels
   /// launched one by one, the graph dropped).
   void set_decode_graph(bool on);
+  /// Whether a dense model's decode steps go as one persistent kernel (mega::MegaKernel: the
+  /// step's kernels as tasks of one task graph, each tile waiting for the tiles it reads from),
+  /// made at the next step (off by default; a MoE model's steps throw Error with it on). Takes
+  /// the place of the graph while on.
+  void set_decode_mega(bool on);
   /// The last decode step's hidden states [batch, hidden] f32 (every rank's the same).
   std::vector<float> decoded() const;
   int64_t tokens() const;             ///< T: the batch's, every rank's together

@@ -2,14 +2,17 @@
 //
 //   tiledist-run -n N tiledist-model [--config qwen3-32b|FILE] [--weights DIR|FILE] [--layers L]
 //                                    [--batch B] [--seqlen S] [--reps R] [--seed X]
-//                                    [--target host|cuda]
+//                                    [--target host|cuda] [--decode STEPS] [--mega]
 //
 // Prefill of L layers (dense, or Qwen3-MoE's experts) over B sequences of S tokens,
 // the activations between layers split by tokens. The weights: a Hugging Face checkpoint's
 // (--weights: a .safetensors file or a model's folder, whose config.json is the config where no
 // --config is given), every rank reading its part, or random ones made from the seed; the
 // embeddings are made from the seed. Each rep runs the L layers after a barrier; rank 0 prints the median milliseconds
-// per step and tokens per second. The default target: the GPU where there is one, else the CPU.
+// per step and tokens per second. With --decode, after the prefill, STEPS decode steps (one new
+// token a sequence each; a dense model's as a CUDA graph on a GPU, or with --mega as one
+// persistent kernel: mega::MegaKernel), and the median milliseconds a step (the first, which
+// compiles, not counted). The default target: the GPU where there is one, else the CPU.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -33,17 +36,22 @@ using namespace tiledist;
 int usage(const char* why) {
   std::fprintf(stderr,
                "tiledist-model: %s\nusage: tiledist-model [--config qwen3-32b|FILE] [--weights DIR|FILE] [--layers L] "
-               "[--batch B] [--seqlen S] [--reps R] [--seed X] [--target host|cuda]\n",
+               "[--batch B] [--seqlen S] [--reps R] [--seed X] [--target host|cuda] [--decode STEPS] [--mega]\n",
                why);
   return 2;
 }
 
 int run(int argc, char** argv) {
   std::string config_name, weights, target_name;
-  int layers = 2, batch = 1, seqlen = 4096, reps = 5;
+  int layers = 2, batch = 1, seqlen = 4096, reps = 5, decode = 0;
+  bool mega = false;
   uint64_t seed = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--mega") {
+      mega = true;
+      continue;
+    }
     if (i + 1 >= argc) return usage(str_cat("option '", a, "' needs a value (or is unknown)").c_str());
     const std::string v = argv[++i];
     if (a == "--config")
@@ -62,11 +70,14 @@ int run(int argc, char** argv) {
       seed = std::strtoull(v.c_str(), nullptr, 10);
     else if (a == "--target")
       target_name = v;
+    else if (a == "--decode")
+      decode = std::atoi(v.c_str());
     else
       return usage(str_cat("unknown option '", a, "'").c_str());
   }
-  if (layers < 1 || batch < 1 || seqlen < 1 || reps < 1)
-    return usage("--layers, --batch, --seqlen and --reps take positive counts");
+  if (layers < 1 || batch < 1 || seqlen < 1 || reps < 1 || decode < 0)
+    return usage("--layers, --batch, --seqlen and --reps take positive counts (--decode: not negative)");
+  if (mega && decode < 2) return usage("--mega times decode steps: give --decode 2 or more");
   const Target target =
       target_name.empty() ? (cuda::available() ? Target::cuda() : Target::host()) : Target::parse(target_name);
   std::unique_ptr<model::SafeTensors> checkpoint;
@@ -80,7 +91,8 @@ int run(int argc, char** argv) {
   const int n = kernels::detail::world_ranks(target), me = kernels::detail::world_rank(target);
   config.check(n);
   const int64_t T = int64_t(batch) * seqlen;
-  model::Model model(target, config, layers, batch, seqlen, seed, 0, checkpoint.get());
+  model::Model model(target, config, layers, batch, seqlen, seed, decode, checkpoint.get());
+  model.set_decode_mega(mega);
   std::vector<double> times;
   for (int r = 0; r < reps + 1; ++r) {  // (the first: compiles, warms)
     barrier_all();
@@ -95,6 +107,21 @@ int run(int argc, char** argv) {
     std::printf("tiledist-model: %s, %d layers, %d x %d tokens, %d rank%s on %s: prefill %.3f ms (%.0f tokens/s)\n",
                 config.name.c_str(), layers, batch, seqlen, n, n == 1 ? "" : "s", target.name().c_str(), ms,
                 double(T) / (ms * 1e-3));
+  if (decode > 0) {
+    std::vector<double> steps;
+    for (int d = 0; d < decode; ++d) {  // (the first: compiles, warms)
+      barrier_all();
+      const auto start = std::chrono::steady_clock::now();
+      model.decode();
+      const double step_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      if (d > 0) steps.push_back(step_ms);
+    }
+    std::sort(steps.begin(), steps.end());
+    if (me == 0 && !steps.empty())
+      std::printf("tiledist-model: decode %.3f ms a step (batch %d, %s; median of %zu)\n", steps[steps.size() / 2],
+                  batch, mega ? "one persistent kernel" : "kernel by kernel", steps.size());
+  }
   return 0;
 }
 }  // namespace

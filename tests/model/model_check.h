@@ -119,7 +119,8 @@ inline void expect_rows(const std::vector<float>& got, const Matrix& x, const st
 // sequences, a prompt of `prompt` tokens, 3 steps; after each step its tokens' hidden states
 // against the reference's over the whole sequences (attention is causal: a token's state is
 // the same however the tokens before it came), every rank's.
-inline void check_decode(const Target& target, const ModelConfig& c, int layers, int batch, int prompt) {
+inline void check_decode(const Target& target, const ModelConfig& c, int layers, int batch, int prompt,
+                         bool mega = false) {
   const int n = world_size(), me = rank();
   const int steps = 3;
   const int64_t H = c.hidden, seqlen = prompt + steps;
@@ -127,6 +128,7 @@ inline void check_decode(const Target& target, const ModelConfig& c, int layers,
   const uint64_t seed = shared_seed();
   SCOPED_TRACE(str_cat("seed ", seed, ", ", n, " ranks"));
   Model model(target, c, layers, batch, prompt, seed, steps);
+  model.set_decode_mega(mega);
   model.prefill();
   // The reference's sequences: each its prompt's embeddings, then its steps' tokens.
   Matrix x(size_t(batch * seqlen * H));

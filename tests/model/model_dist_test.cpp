@@ -166,6 +166,15 @@ TEST(Model, DecodeStepsAfterAPrefillAgreeWithTheHost) {
   const int n = world_size();
   testing_model::check_decode(Target::host(), testing_model::small_config(n), 2, 2, 32 * n);
 }
+// The same steps as one persistent kernel (Model::set_decode_mega: the layers' kernels as tasks
+// of a task graph, the O and down projections' all-reduce among them).
+// One layer, at 1 and 2 ranks (the persistent kernel takes the host's compiler most of a minute).
+TEST(Model, DecodeStepsAsOneKernelAgreeWithTheHost) {
+  const int n = world_size();
+  if (n > 2) GTEST_SKIP() << "run at 1 and 2 ranks";
+  testing_model::check_decode(Target::host(), testing_model::small_config(n), 1, 2, 32 * n, true);
+}
+
 // A MoE layer (small_moe_config: the router, MoeMlp over the ranks' tokens; decode: each rank
 // routes its share of the batch): one layer (a second's routing would follow the first's bf16
 // roundings, where a near tie may pick another expert than the reference's), 4 sequences (3 at
