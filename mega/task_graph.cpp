@@ -193,6 +193,7 @@ std::vector<std::vector<std::vector<Footprint>>> TaskGraph::footprints_of(std::v
       continue;
     const std::unique_ptr<ir::Function> f = task.def->trace(task.constants);
     std::vector<LaunchArg> args;
+    args.reserve(task.args.size());
     for (const Arg& a : task.args) args.push_back(a.launch_arg());
     std::vector<std::vector<Footprint>>& mine = fps[t];
     mine.resize(size_t(task.tiles()));
