@@ -328,44 +328,50 @@ Plan TaskGraph::plan() const {
     throw Error(str_cat("tiledist: task graph '", name_, "' has ", count, " tiles (at most 2^31 - 1 - its tasks)"));
   // Each task's parts, tile by tile, per argument (computed once): as boxes where given, and as
   // the addresses each tile may read and write.
+  // (computed once for each task and argument, on first use)
+  auto memo = [](auto& cache, int t, size_t a, auto make) -> const auto& {
+    auto it = cache.find({t, a});
+    if (it == cache.end()) it = cache.emplace(std::make_pair(t, a), make()).first;
+    return it->second;
+  };
   std::map<std::pair<int, size_t>, std::vector<Box>> boxes;
   auto boxes_of = [&](int t, size_t a) -> const std::vector<Box>& {
-    auto it = boxes.find({t, a});
-    if (it != boxes.end()) return it->second;
-    const Task& task = tasks[size_t(t)];
-    const Access& x = task.args[a].access;
-    std::vector<Box> out(size_t(task.tiles()));
-    for (int64_t i = 0; i < task.tiles(); ++i) out[size_t(i)] = clip(x.part(task.tile(i)), x);
-    return boxes.emplace(std::make_pair(t, a), std::move(out)).first->second;
+    return memo(boxes, t, a, [&] {
+      const Task& task = tasks[size_t(t)];
+      const Access& x = task.args[a].access;
+      std::vector<Box> out(size_t(task.tiles()));
+      for (int64_t i = 0; i < task.tiles(); ++i) out[size_t(i)] = clip(x.part(task.tile(i)), x);
+      return out;
+    });
   };
   std::map<std::pair<int, size_t>, std::vector<Use>> uses;
   auto uses_of = [&](int t, size_t a) -> const std::vector<Use>& {
-    auto it = uses.find({t, a});
-    if (it != uses.end()) return it->second;
-    const Task& task = tasks[size_t(t)];
-    const Access& x = task.args[a].access;
-    const int64_t base = int64_t(uintptr_t(x.base()));
-    std::vector<Use> out(size_t(task.tiles()));
-    for (int64_t i = 0; i < task.tiles(); ++i) {
-      Use& u = out[size_t(i)];
-      const Footprint* fp = !x.part && !fps[size_t(t)].empty() ? &fps[size_t(t)][size_t(i)][a] : nullptr;
-      if (fp && fp->bounded) {
-        auto clipped = [&](const Ranges& r) {
-          Ranges o;
-          for (auto [b, e] : r)
-            if (std::max<int64_t>(b, 0) < std::min(e, x.bytes()))
-              o.emplace_back(base + std::max<int64_t>(b, 0), base + std::min(e, x.bytes()));
-          return o;
-        };
-        if (x.reads()) u.reads = clipped(fp->reads);
-        if (x.writes()) u.writes = clipped(fp->writes);
-        continue;
+    return memo(uses, t, a, [&] {
+      const Task& task = tasks[size_t(t)];
+      const Access& x = task.args[a].access;
+      const int64_t base = int64_t(uintptr_t(x.base()));
+      std::vector<Use> out(size_t(task.tiles()));
+      for (int64_t i = 0; i < task.tiles(); ++i) {
+        Use& u = out[size_t(i)];
+        const Footprint* fp = !x.part && !fps[size_t(t)].empty() ? &fps[size_t(t)][size_t(i)][a] : nullptr;
+        if (fp && fp->bounded) {
+          auto clipped = [&](const Ranges& r) {
+            Ranges o;
+            for (auto [b, e] : r)
+              if (std::max<int64_t>(b, 0) < std::min(e, x.bytes()))
+                o.emplace_back(base + std::max<int64_t>(b, 0), base + std::min(e, x.bytes()));
+            return o;
+          };
+          if (x.reads()) u.reads = clipped(fp->reads);
+          if (x.writes()) u.writes = clipped(fp->writes);
+          continue;
+        }
+        const Ranges r = x.part ? box_ranges(boxes_of(t, a)[size_t(i)], x) : Ranges{{base, base + x.bytes()}};
+        if (x.reads()) u.reads = r;
+        if (x.writes()) u.writes = r;
       }
-      const Ranges r = x.part ? box_ranges(boxes_of(t, a)[size_t(i)], x) : Ranges{{base, base + x.bytes()}};
-      if (x.reads()) u.reads = r;
-      if (x.writes()) u.writes = r;
-    }
-    return uses.emplace(std::make_pair(t, a), std::move(out)).first->second;
+      return out;
+    });
   };
   for (int t : plan.order) {
     const Task& task = tasks[size_t(t)];

@@ -186,18 +186,11 @@ void DecodeLayer::record(mega::TaskGraph& graph, const float* delta, const bf16*
   const int64_t rows = B * int64_t(cache.max_len()) * s.hk * D;
   graph.input(cache.k(layer), rows), graph.input(cache.v(layer), rows), graph.input(cache.lens(layer), B);
   graph.input(s.zeros.data(), B * H);
-  for (auto [p, bytes] : {std::pair<const void*, size_t>{s.normed.data(), s.normed.size() * 2},
-                          {s.res.data(), s.res.size() * 2},
-                          {s.qkv.data(), s.qkv.size() * 4},
-                          {s.q.data(), s.q.size() * 2},
-                          {s.k.data(), s.k.size() * 2},
-                          {s.v.data(), s.v.size() * 2},
-                          {s.o.data(), s.o.size() * 2},
-                          {s.attn.data(), s.attn.size() * 4},
-                          {s.gu.data(), s.gu.size() * 4},
-                          {s.act.data(), s.act.size() * 2},
-                          {s.pos.data(), s.pos.size() * 4}})
-    graph.buffer(p, int64_t(bytes));
+  auto scratch = [&](const auto& buffer) {
+    graph.buffer(buffer.data(), int64_t(buffer.size() * sizeof(*buffer.data())));
+  };
+  scratch(s.normed), scratch(s.res), scratch(s.qkv), scratch(s.q), scratch(s.k), scratch(s.v), scratch(s.o);
+  scratch(s.attn), scratch(s.gu), scratch(s.act), scratch(s.pos);
   const bool gpu = kernels::detail::on_gpu(s.target);
   std::optional<runtime::Stream> recording;  // (a GPU run's stream: the objects' order on it, nothing launched)
   if (gpu) recording.emplace();

@@ -178,7 +178,9 @@ void Model::decode(const runtime::Stream* stream) {
 void Model::set_decode_mega(bool on) {
   State& s = *s_;
   s.use_mega = on;
-  if (!on) s.mega.reset();
+  if (on || !s.mega) return;
+  if (kernels::detail::on_gpu(s.target)) cuda::synchronize();  // (its steps done before it goes)
+  s.mega.reset();
 }
 
 void Model::set_decode_graph(bool on) {
