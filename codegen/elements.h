@@ -268,7 +268,7 @@ class Elements {
       case OpCode::Cast:
         return cast(in[0], at.dtype, d);
       case OpCode::Bitcast:
-        if (at.is_ptr) return in[0];
+        if (rt.is_ptr) return at.is_ptr ? in[0] : b_.CreateIntToPtr(in[0], b_.getPtrTy());
         return from_mem(b_.CreateBitCast(to_mem(in[0], at.dtype), mem_type(d)), d);
       case OpCode::Select:
         return b_.CreateSelect(in[0], in[1], in[2]);

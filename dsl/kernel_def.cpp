@@ -117,7 +117,23 @@ std::vector<const ConstValue*> KernelDef::resolve(const Constants& constants) co
   return consts;
 }
 
-void KernelDef::inline_body(const std::vector<ir::Value*>& args, const Constants& constants) const {
+void KernelDef::with_facts(ir::Builder& b, std::vector<ir::Value*>& vals, const ArgFacts& facts) const {
+  // Arguments known to be multiples of 16 (integers) or 16-byte aligned (pointers) enter the
+  // kernel through a hint, which lets the code generator vectorize the accesses they index;
+  // an integer known to be 1 becomes the constant 1.
+  size_t runtime_index = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i].kind == ParamKind::constant) continue;
+    ArgFact fact = runtime_index < facts.size() ? facts[runtime_index] : ArgFact::none;
+    if (fact == ArgFact::aligned16) vals[i] = b.hint(vals[i], {{"multiple_of", int64_t{16}}});
+    if (fact == ArgFact::one && params_[i].kind == ParamKind::scalar && !params_[i].type.is_float())
+      vals[i] = b.constant_int(params_[i].type.dtype, 1);
+    ++runtime_index;
+  }
+}
+
+void KernelDef::inline_body(const std::vector<ir::Value*>& args, const Constants& constants,
+                            const ArgFacts& facts) const {
   const std::vector<const ConstValue*> consts = resolve(constants);
   std::vector<ir::Value*> vals(params_.size(), nullptr);
   size_t next = 0;
@@ -133,6 +149,7 @@ void KernelDef::inline_body(const std::vector<ir::Value*>& args, const Constants
   if (next != args.size())
     throw Error(str_cat("tiledist: kernel '", name_, "' inlined with ", args.size(), " arguments for its ", next,
                         " runtime parameters"));
+  with_facts(dsl::Trace::current("inline_body").builder(), vals, facts);
   invoke_(vals, consts);
 }
 
@@ -145,18 +162,7 @@ std::unique_ptr<ir::Function> KernelDef::trace(const Constants& constants, const
     if (params_[i].kind != ParamKind::constant) vals[i] = f->body.add_arg(params_[i].type, params_[i].name);
   {
     dsl::Trace trace(f.get(), profile);
-    // Arguments known to be multiples of 16 (integers) or 16-byte aligned (pointers) enter the
-    // kernel through a hint, which lets the code generator vectorize the accesses they index;
-    // an integer known to be 1 becomes the constant 1.
-    size_t runtime_index = 0;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      if (params_[i].kind == ParamKind::constant) continue;
-      ArgFact fact = runtime_index < facts.size() ? facts[runtime_index] : ArgFact::none;
-      if (fact == ArgFact::aligned16) vals[i] = trace.builder().hint(vals[i], {{"multiple_of", int64_t{16}}});
-      if (fact == ArgFact::one && params_[i].kind == ParamKind::scalar && !params_[i].type.is_float())
-        vals[i] = trace.builder().constant_int(params_[i].type.dtype, 1);
-      ++runtime_index;
-    }
+    with_facts(trace.builder(), vals, facts);
     if (profile)
       tl::profile(name_, [&] { invoke_(vals, consts); });
     else

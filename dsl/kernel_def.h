@@ -163,10 +163,12 @@ class KernelDef {
   /// the values of its runtime parameters (in runtime_params' order, of their types), and
   /// `constants` as for trace. Its tl::program_id and tl::num_programs are the trace's (set
   /// them with dsl::ProgramScope). Throws Error as trace does, and for arguments that do not
-  /// fit the parameters.
-  void inline_body(const std::vector<ir::Value*>& args, const Constants& constants) const;
+  /// fit the parameters. `facts`: what is known of the arguments, as for trace.
+  void inline_body(const std::vector<ir::Value*>& args, const Constants& constants, const ArgFacts& facts = {}) const;
 
  private:
+  /// `vals` (every parameter's value, constants' null) as `facts` make them: hinted, or 1.
+  void with_facts(ir::Builder& b, std::vector<ir::Value*>& vals, const ArgFacts& facts) const;
   template <class... P, size_t... I>
   static void call(void (*fn)(P...), const std::vector<ir::Value*>& vals, const std::vector<const ConstValue*>& consts,
                    std::index_sequence<I...>) {

@@ -327,7 +327,9 @@ std::string check_rule(const Op& op) {
       return out->shape == operand(0).shape ? "" : "cast keeps the shape";
     case OpCode::Bitcast:
       if (out->shape != operand(0).shape) return "bitcast keeps the shape";
-      if (out->is_ptr != operand(0).is_ptr) return "bitcast cannot turn a pointer into a number";
+      if (operand(0).is_ptr && !out->is_ptr) return "bitcast cannot turn a pointer into a number";
+      if (out->is_ptr && !operand(0).is_ptr && operand(0).dtype != DType::i64)
+        return str_cat("an address made a pointer must be i64, got ", operand(0).str());
       if (!out->is_ptr && dtype_bits(out->dtype) != dtype_bits(operand(0).dtype)) return "bitcast keeps the bit width";
       return "";
     case OpCode::Select:

@@ -2,6 +2,7 @@
 // the target's backend (jit/backend.h); GPU kernels' variants specialized at launch.
 #include "jit/kernel.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -29,6 +30,25 @@ thread_local LaunchRecorder* g_recorder = nullptr;
 RecordLaunches::RecordLaunches(LaunchRecorder& recorder) : outer_(g_recorder) { g_recorder = &recorder; }
 RecordLaunches::~RecordLaunches() { g_recorder = outer_; }
 
+ArgFacts arg_facts(const std::vector<ParamInfo>& params, const std::vector<LaunchArg>& args) {
+  ArgFacts facts(args.size(), ArgFact::none);
+  for (size_t i = 0; i < args.size() && i < params.size(); ++i) {
+    const LaunchArg& a = args[i];
+    const ParamInfo& p = params[i];
+    if (!p.specialize) continue;
+    if (a.kind == LaunchArg::Kind::pointer && p.kind == ParamKind::pointer) {
+      // host data is copied to a fresh (aligned) device buffer
+      if (!a.on_device || reinterpret_cast<uintptr_t>(a.ptr) % 16 == 0) facts[i] = ArgFact::aligned16;
+    } else if (a.kind == LaunchArg::Kind::integer && p.kind == ParamKind::scalar && !p.type.is_float()) {
+      if (a.i % 16 == 0 && a.i > 0)
+        facts[i] = ArgFact::aligned16;  // (0 and negatives: the generic variant)
+      else if (a.i == 1)
+        facts[i] = ArgFact::one;
+    }
+  }
+  return facts;
+}
+
 struct Kernel::Variants {
   Variants(const KernelDef& d, const Constants& c, const Target& t, const CompileOptions& o, jit::Context& x)
       : def(d), constants(c), target(t), options(o), ctx(&x) {}
@@ -47,24 +67,8 @@ Kernel::Kernel(std::shared_ptr<const jit::Loaded> generic, const KernelDef& def,
 
 const jit::Loaded& Kernel::variant_for(const std::vector<LaunchArg>& args) const {
   if (!variants_ || args.size() != loaded_->runtime_params.size()) return *loaded_;
-  ArgFacts facts(args.size(), ArgFact::none);
-  bool any = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const LaunchArg& a = args[i];
-    const ParamInfo& p = loaded_->runtime_params[i];
-    if (!p.specialize) continue;
-    if (a.kind == LaunchArg::Kind::pointer && p.kind == ParamKind::pointer) {
-      // host data is copied to a fresh (aligned) device buffer
-      if (!a.on_device || reinterpret_cast<uintptr_t>(a.ptr) % 16 == 0) facts[i] = ArgFact::aligned16;
-    } else if (a.kind == LaunchArg::Kind::integer && p.kind == ParamKind::scalar && !p.type.is_float()) {
-      if (a.i % 16 == 0 && a.i > 0)
-        facts[i] = ArgFact::aligned16;  // (0 and negatives: the generic variant)
-      else if (a.i == 1)
-        facts[i] = ArgFact::one;
-    }
-    any |= facts[i] != ArgFact::none;
-  }
-  if (!any) return *loaded_;
+  const ArgFacts facts = arg_facts(loaded_->runtime_params, args);
+  if (std::all_of(facts.begin(), facts.end(), [](ArgFact f) { return f == ArgFact::none; })) return *loaded_;
   std::lock_guard<std::mutex> lock(variants_->mu);
   auto& slot = variants_->by_facts[facts];
   if (!slot)
@@ -97,7 +101,8 @@ std::optional<std::vector<LaunchArg>> raw_device_pointers(const jit::Backend& ba
 }
 }  // namespace
 
-void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& given, const runtime::Stream* stream) const {
+void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& given, const runtime::Stream* stream,
+                         const std::vector<ReachedBuffer>& reached) const {
   if (!loaded_) throw Error("tiledist: launch of an empty Kernel (compile it first)");
   if (g_recorder) return g_recorder->launched(*this, grid, given, stream);
   const jit::Backend& backend = jit::Backend::for_target(loaded_->target);
@@ -166,6 +171,14 @@ void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& given, const r
         throw bad(str_cat("unsupported parameter type ", p.type.str()));
     }
   }
+  if (loaded.options.check_bounds)
+    for (const ReachedBuffer& r : reached) {
+      if (r.arg.kind != LaunchArg::Kind::pointer || r.arg.extent_bytes < 0)
+        throw Error(str_cat("tiledist: kernel '", kname, "': TILEDIST_CHECK_BOUNDS=1 needs the extent of ", r.name,
+                            ", which it reaches through memory"));
+      const char* lo = static_cast<const char*>(r.arg.ptr);
+      rt.ranges.push_back({lo, lo + r.arg.extent_bytes, r.name, ir::dtype_bytes(r.arg.elem)});
+    }
   jit::Launch launch{grid, args, slots, rt, stream};
   backend.launch(loaded, launch);
 }

@@ -127,6 +127,17 @@ class RecordLaunches {
   LaunchRecorder* outer_;
 };
 
+/// A buffer a kernel reaches through an address held in memory, and the name it goes by in
+/// messages (Kernel::launch_args).
+struct ReachedBuffer {
+  std::string name;  ///< For messages: whose buffer it is.
+  LaunchArg arg;     ///< Its address and extent.
+};
+
+/// What a launch with `args` tells of the runtime parameters `params` (each one's ArgFact): the
+/// variant of a kernel it selects.
+ArgFacts arg_facts(const std::vector<ParamInfo>& params, const std::vector<LaunchArg>& args);
+
 /// A compiled specialization of a kernel.
 class Kernel {
  public:
@@ -160,7 +171,11 @@ class Kernel {
   /// What launch() and launch_on() call, with the arguments converted; `stream` null: as
   /// launch(). Throws Error as launch() does, and for a stream of another runtime or given to a
   /// host kernel.
-  void launch_args(Grid grid, const std::vector<LaunchArg>& args, const runtime::Stream* stream = nullptr) const;
+  /// `reached`: buffers the kernel reaches through addresses it reads from memory (a table of
+  /// arguments) rather than through its parameters; compiled with check_bounds, its accesses may
+  /// touch them too (each needs its extent).
+  void launch_args(Grid grid, const std::vector<LaunchArg>& args, const runtime::Stream* stream = nullptr,
+                   const std::vector<ReachedBuffer>& reached = {}) const;
 
   /// The kernel's name (its KernelDef's).
   const std::string& name() const { return compiled("name").artifact.kernel; }

@@ -1,10 +1,14 @@
 // The persistent kernel of a task graph (mega/mega_kernel.h): traced as a KernelDef made here,
-// whose parameters are every task's runtime parameters and the plan's three tables, and whose
-// body is a loop over the program's items with each task's body inlined under its number.
+// whose parameters are the plan's tables and the tasks' arguments, and whose body is a loop over
+// the program's items with each distinct task body inlined once, under its number.
 #include "mega/mega_kernel.h"
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <tuple>
 
 #include "dsl/dist.h"
 #include "kernels/scratch.h"
@@ -22,7 +26,6 @@ using tl::Tensor;
 // The queue's word: items taken from it (all steps; each step takes its items and one past the
 // end a program).
 constexpr int64_t kEndedWord = 0, kStepWord = 1, kQueueWord = 2, kExtraWords = 3;
-constexpr int64_t kCudaParamBytes = 32764;
 
 std::string kernel_name(const std::string& graph) {
   std::string n = "mega_";
@@ -36,29 +39,87 @@ std::string who(const TaskGraph& g, const Task& t) {
 
 }  // namespace
 
-std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan& plan, int programs,
-                                             Schedule schedule) {
-  // Its parameters: each task's runtime parameters, then the tables.
-  std::vector<ParamInfo> params;
-  std::vector<size_t> first_param;
+TaskBodies task_bodies(const TaskGraph& graph) {
+  TaskBodies b;
+  std::map<std::tuple<uint64_t, std::string, ArgFacts, int, int, int>, int> first;
   for (size_t t = 0; t < graph.tasks().size(); ++t) {
-    first_param.push_back(params.size());
-    for (ParamInfo p : graph.tasks()[t].def->runtime_params()) {
-      p.name = str_cat("t", t, "_", p.name);
-      params.push_back(p);
+    const Task& task = graph.tasks()[t];
+    std::vector<LaunchArg> args;
+    for (const Arg& a : task.args) {
+      args.push_back(a.launch_arg());
+      args.back().on_device = true;  // (the addresses as they are: alignment is their own)
+    }
+    ArgFacts facts = arg_facts(task.def->runtime_params(), args);
+    auto [it, added] =
+        first.try_emplace({task.def->id(), constants_str(task.constants), facts, task.grid.x, task.grid.y, task.grid.z},
+                          int(b.first.size()));
+    if (added) b.first.push_back(int(t)), b.facts.push_back(std::move(facts));
+    b.of.push_back(it->second);
+  }
+  return b;
+}
+
+namespace {
+
+// Every task's arguments as words of the table the kernel reads them from (a pointer's address,
+// an integer, an f32's bits), task by task; `first_word`: where each task's start. Throws Error
+// naming a task whose argument does not fit its parameter (a recorded launch's are not checked
+// until here).
+std::vector<int64_t> argument_words(const TaskGraph& graph, std::vector<int32_t>& first_word) {
+  std::vector<int64_t> words;
+  for (const Task& t : graph.tasks()) {
+    first_word.push_back(int32_t(words.size()));
+    const std::vector<ParamInfo> params = t.def->runtime_params();
+    if (params.size() != t.args.size())
+      throw Error(
+          str_cat(who(graph, t), ": ", t.args.size(), " arguments for its ", params.size(), " runtime parameters"));
+    for (size_t i = 0; i < params.size(); ++i) {
+      const ParamInfo& p = params[i];
+      const LaunchArg& a = t.args[i].launch_arg();
+      auto bad = [&](const std::string& what) {
+        return Error(str_cat(who(graph, t), ": its parameter '", p.name, "' (", p.type.str(), ") ", what));
+      };
+      if ((p.kind == ParamKind::pointer) != (a.kind == LaunchArg::Kind::pointer))
+        throw bad(a.kind == LaunchArg::Kind::pointer ? "is given a pointer" : "is given a number");
+      if (p.kind == ParamKind::pointer) {
+        words.push_back(int64_t(reinterpret_cast<intptr_t>(a.ptr)));
+      } else if (p.type.dtype == ir::DType::f32) {
+        const float f = a.kind == LaunchArg::Kind::floating ? float(a.f) : float(a.i);
+        uint32_t bits = 0;
+        std::memcpy(&bits, &f, 4);
+        words.push_back(int64_t(bits));
+      } else if (a.kind == LaunchArg::Kind::floating) {
+        throw bad("is given a floating-point number");
+      } else if (p.type.dtype == ir::DType::i32 &&
+                 (a.i < std::numeric_limits<int32_t>::min() || a.i > std::numeric_limits<int32_t>::max())) {
+        throw bad(str_cat("is given ", a.i, ", which does not fit in i32"));
+      } else {
+        words.push_back(a.i);
+      }
     }
   }
-  first_param.push_back(params.size());
-  for (const char* name : {"items", "deps"})
+  return words;
+}
+
+}  // namespace
+
+std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan& plan, int programs,
+                                             Schedule schedule) {
+  // Its parameters: the tables. (Never specialized: what is known of the tasks' arguments is
+  // each body's, from its tasks' own.)
+  std::vector<ParamInfo> params;
+  for (const char* name : {"items", "deps", "tasks"})
     params.push_back({name, ParamKind::pointer, ir::Type::ptr(ir::DType::i32)});
-  params.push_back({"words", ParamKind::pointer, ir::Type::ptr(ir::DType::i64)});
+  for (const char* name : {"words", "args"})
+    params.push_back({name, ParamKind::pointer, ir::Type::ptr(ir::DType::i64)});
+  for (ParamInfo& p : params) p.specialize = false;
+  const TaskBodies bodies = task_bodies(graph);
   const int64_t n_items = int64_t(plan.items.size()), n_tasks = int64_t(graph.tasks().size());
   const int P = programs;
   const bool queue = schedule == Schedule::queue;
-  auto body = [tasks = graph.tasks(), first_param, n_items, n_tasks, P, queue, graph_name = graph.name()](
+  auto body = [tasks = graph.tasks(), bodies, n_items, n_tasks, P, queue, graph_name = graph.name()](
                   const std::vector<ir::Value*>& vals, const std::vector<const ConstValue*>&) {
-    const size_t tables = first_param.back();
-    const Tensor items(vals[tables]), deps(vals[tables + 1]), words(vals[tables + 2]);
+    const Tensor items(vals[0]), deps(vals[1]), task_table(vals[2]), words(vals[3]), arg_words(vals[4]);
     const int64_t ended = n_items + n_tasks + kEndedWord, stepw = n_items + n_tasks + kStepWord;
     const Tensor step = tl::load(words + stepw) + 1;  // (this step's number)
     const Tensor taken = words + (n_items + n_tasks + kExtraWords) + tl::program_id(0);
@@ -66,25 +127,40 @@ std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan&
       tl::store(taken, (i + 1).to(tl::int64));
       const Tensor row = items + i * 4;
       const Tensor task = tl::load(row), tile = tl::load(row + 1);
+      const Tensor body_of = tl::load(task_table + task * 2), first_word = tl::load(task_table + task * 2 + 1);
       tl::for_range(tl::load(row + 2), tl::load(row + 3), 1, [&](Tensor d) {
         const Tensor word = tl::load(deps + d * 2), times = tl::load(deps + d * 2 + 1);
         shmem::signal_wait_until(words + word, shmem::Cmp::ge, step * times.to(tl::int64));
       });
-      for (size_t t = 0; t < tasks.size(); ++t) {
-        const Task& task_t = tasks[t];
-        tl::if_then(task == int64_t(t), [&] {
-          const Grid g = task_t.grid;
+      for (size_t b = 0; b < bodies.first.size(); ++b) {
+        const Task& task_b = tasks[size_t(bodies.first[b])];
+        tl::if_then(body_of == int64_t(b), [&] {
+          const Grid g = task_b.grid;
           const Tensor x = tile % g.x, y = tile / g.x % g.y, z = tile / (int64_t(g.x) * g.y);
           dsl::ProgramScope scope({x.value(), y.value(), z.value()},
                                   {tl::scalar(g.x, tl::int32).value(), tl::scalar(g.y, tl::int32).value(),
                                    tl::scalar(g.z, tl::int32).value()});
-          const std::vector<ir::Value*> args(vals.begin() + std::ptrdiff_t(first_param[t]),
-                                             vals.begin() + std::ptrdiff_t(first_param[t + 1]));
+          // The task's arguments, from its words in the table.
+          ir::Builder& builder = dsl::Trace::current("mega").builder();
+          std::vector<ir::Value*> args;
+          const std::vector<ParamInfo> params = task_b.def->runtime_params();
+          for (size_t k = 0; k < params.size(); ++k) {
+            const ParamInfo& p = params[k];
+            const Tensor w = tl::load(arg_words + (first_word + int64_t(k)));
+            if (p.kind == ParamKind::pointer)
+              args.push_back(builder.bitcast(w.value(), p.type));
+            else if (p.type.dtype == ir::DType::i64)
+              args.push_back(w.value());
+            else if (p.type.dtype == ir::DType::f32)
+              args.push_back(tl::bitcast(w.to(tl::int32), tl::float32).value());
+            else
+              args.push_back(w.to(p.type.dtype).value());
+          }
           try {
-            task_t.def->inline_body(args, task_t.constants);
+            task_b.def->inline_body(args, task_b.constants, bodies.facts[b]);
           } catch (const Error& e) {
-            throw Error(str_cat("tiledist: task graph '", graph_name, "', task '", task_t.name, "' (",
-                                task_t.def->name(), "): ", e.what()));
+            throw Error(str_cat("tiledist: task graph '", graph_name, "', task '", task_b.name, "' (",
+                                task_b.def->name(), "): ", e.what()));
           }
         });
       }
@@ -121,11 +197,12 @@ struct MegaKernel::State {
   std::vector<Task> tasks;
   Plan plan;
   int programs = 0;
-  Scratch<int32_t> items, deps;
-  Scratch<int64_t> words;
+  Scratch<int32_t> items, deps, task_table;
+  Scratch<int64_t> words, arg_words;
   std::unique_ptr<KernelDef> def;
   Kernel kernel;
   std::vector<LaunchArg> args;
+  std::vector<ReachedBuffer> reached;  // (the tasks' buffers, for bounds checks)
 };
 
 MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int programs, Schedule schedule)
@@ -139,21 +216,6 @@ MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int program
   if (programs < 0) throw Error(str_cat("tiledist: task graph '", graph.name(), "': ", programs, " programs"));
   if (programs == 0) programs = gpu ? (cuda::available() ? cuda::device().sms : 132) : 8;
   s.programs = int(std::min<int64_t>(programs, n_items));
-  // A CUDA kernel takes at most 32764 bytes of parameters (since CUDA 12.1, on Volta and after):
-  // every task's arguments are the persistent kernel's.
-  if (target.kind == Target::Kind::nvptx) {
-    int64_t bytes = 0;
-    for (const Task& t : s.tasks)
-      for (const ParamInfo& p : t.def->runtime_params()) {
-        const int64_t size = p.type.is_ptr || ir::dtype_bytes(p.type.dtype) == 8 ? 8 : 4;
-        bytes = (bytes + size - 1) / size * size + size;
-      }
-    bytes += int64_t{3} * 8;  // (the tables)
-    if (bytes > kCudaParamBytes)
-      throw Error(str_cat("tiledist: task graph '", graph.name(), "': its persistent kernel would take ", bytes,
-                          " bytes of parameters (its ", s.tasks.size(),
-                          " tasks' arguments), more than a CUDA kernel's ", kCudaParamBytes, ": split the graph"));
-  }
 
   // Each task alone first: a kernel that does not compile, or that needs more shared memory
   // than an SM has, is named here rather than inside the whole.
@@ -174,28 +236,32 @@ MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int program
   }
 
   // The tables: items (task, tile, first and end of its dependencies), dependencies (word,
-  // times), words (zero: no step has run).
-  std::vector<int32_t> items, deps;
+  // times), tasks (body, first argument word), words (zero: no step has run), the tasks'
+  // arguments.
+  std::vector<int32_t> items, deps, task_table, first_word;
+  const std::vector<int64_t> arg_words = argument_words(graph, first_word);
+  const TaskBodies bodies = task_bodies(graph);
   for (const Plan::Item& it : s.plan.items)
     items.insert(items.end(), {it.task, int32_t(it.tile), it.deps_begin, it.deps_end});
   for (const Plan::Dep& d : s.plan.deps) deps.insert(deps.end(), {d.word, d.times});
+  for (size_t t = 0; t < s.tasks.size(); ++t) task_table.insert(task_table.end(), {bodies.of[t], first_word[t]});
   s.items = Scratch<int32_t>(target, items);
   s.deps = Scratch<int32_t>(target, deps.empty() ? std::vector<int32_t>{0} : deps);
+  s.task_table = Scratch<int32_t>(target, task_table);
   s.words = Scratch<int64_t>(target, size_t(s.plan.words() + kExtraWords + s.programs));
-
-  // The arguments: each task's, then the tables.
-  for (const Task& t : s.tasks)
-    for (const Arg& a : t.args) {
-      LaunchArg arg = a.launch_arg();
-      if (a.is_buffer && gpu) arg.on_device = true;
-      s.args.push_back(arg);
-    }
+  s.arg_words = Scratch<int64_t>(target, arg_words.empty() ? std::vector<int64_t>{0} : arg_words);
   auto table = [&](auto& scratch) {
     LaunchArg a = tiledist::detail::make_arg(scratch.data(), int64_t(scratch.size()));
     a.on_device = gpu;
     s.args.push_back(a);
   };
-  table(s.items), table(s.deps), table(s.words);
+  table(s.items), table(s.deps), table(s.task_table), table(s.words), table(s.arg_words);
+  for (const Task& t : s.tasks) {
+    const std::vector<ParamInfo> params = t.def->runtime_params();
+    for (size_t i = 0; i < t.args.size(); ++i)
+      if (t.args[i].is_buffer && t.args[i].launch_arg().ptr)
+        s.reached.push_back({str_cat(t.name, ".", params[i].name), t.args[i].launch_arg()});
+  }
   s.def = persistent_kernel(graph, s.plan, s.programs, schedule);
   s.kernel = compile(*s.def, {}, target, options);
 }
@@ -207,10 +273,10 @@ void MegaKernel::run(const runtime::Stream* stream) {
   try {
     if (kernels::detail::on_gpu(s.target)) {
       const runtime::Stream& on = stream ? *stream : runtime::Stream::legacy();
-      s.kernel.launch_args(Grid(s.programs), s.args, &on);
+      s.kernel.launch_args(Grid(s.programs), s.args, &on, s.reached);
       if (!stream) on.synchronize();
     } else {
-      s.kernel.launch_args(Grid(s.programs), s.args);
+      s.kernel.launch_args(Grid(s.programs), s.args, nullptr, s.reached);
     }
   } catch (const Error& e) {
     throw Error(str_cat(e.what(), running()));

@@ -2,9 +2,10 @@
 /// A task graph as one persistent kernel (issue 33): a fixed number of programs, each taking
 /// the plan's items in turn (item k to program k mod P, or the next from a queue), waiting on
 /// the words of the tiles and tasks the item depends on, running the item's task body as that
-/// task's program (its tile), then marking the item and its task done. Every task's body is the
-/// task's own kernel traced into this one (KernelDef::inline_body), so what its compiler passes
-/// make of a kernel they make of it here.
+/// task's program (its tile), then marking the item and its task done. A task's body is its
+/// own kernel traced into this one (KernelDef::inline_body), so what its compiler passes make
+/// of a kernel they make of it here; tasks of one kernel, constants and grid (a model's layers)
+/// share one body, given each task's arguments from a table.
 ///
 /// Deadlock-free by construction: an item waits only on items before it in the plan, and items
 /// are taken in the plan's order. From the queue (the default) an item is taken only by a
@@ -27,11 +28,23 @@ namespace tiledist::mega {
 /// program k mod P (`round_robin`: no counter, but every program must be resident at once).
 enum class Schedule { queue, round_robin };
 
+/// Which tasks of a graph share one body in its persistent kernel: those of one kernel
+/// (KernelDef::id) with equal constants, grids and ArgFacts (what their arguments tell: aligned
+/// pointers, multiples of 16, ones), whose arguments alone differ.
+struct TaskBodies {
+  std::vector<int> of;          ///< Each task's body.
+  std::vector<int> first;       ///< Each body's first task, whose kernel, constants and grid it has.
+  std::vector<ArgFacts> facts;  ///< Each body's facts.
+};
+TaskBodies task_bodies(const TaskGraph& graph);
+
 /// The persistent kernel of `graph`'s tasks for `plan` (graph.plan()) over `programs` programs:
-/// its parameters are every task's runtime parameters (task i's `p` as `t<i>_p`), then the
-/// tables `items`, `deps` (i32) and `words` (i64). What MegaKernel compiles and runs; for tools
-/// and tests, its code for a target without its GPU. Throws Error naming a task whose body does
-/// not trace.
+/// its parameters are the tables `items`, `deps`, `tasks` (i32), `words` and `args` (i64), the
+/// last the tasks' arguments as words (a pointer's address, an integer, an f32's bits), so that
+/// it takes as few parameters however many tasks it runs. Each body (task_bodies) is traced
+/// once, its arguments read from the words of the task an item names. What MegaKernel compiles
+/// and runs; for tools and tests, its code for a target without its GPU. Throws Error naming a
+/// task whose body does not trace.
 std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan& plan, int programs,
                                              Schedule schedule = Schedule::queue);
 
@@ -40,8 +53,8 @@ class MegaKernel {
  public:
   /// Plans and compiles `graph` for `target`. `programs`: how many (0: one per SM on a GPU,
   /// 8 on the host; never more than the plan's items). Throws Error as TaskGraph::plan does,
-  /// names a task whose kernel does not compile or that needs more shared memory than an SM
-  /// has, and refuses a graph whose tasks' arguments pass what a CUDA kernel takes.
+  /// names a task whose kernel does not compile, that needs more shared memory than an SM
+  /// has, or whose (recorded) arguments do not fit its kernel's parameters.
   MegaKernel(const TaskGraph& graph, const Target& target = Target::default_target(), int programs = 0,
              Schedule schedule = Schedule::queue);
   ~MegaKernel();

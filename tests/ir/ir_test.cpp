@@ -204,6 +204,8 @@ TEST(Verifier, RejectsBadShapesAndTypes) {
   expect_rejected("func @f(%a: i32) {\n %0 = cmp %a, %a {pred = \"lte\"} : i1\n return\n}",
                   "attribute pred = \"lte\" is not one of eq, ne, lt, le, gt, ge");
   expect_rejected("func @f(%a: f32) {\n %0 = bitcast %a : i64\n return\n}", "bit width");
+  expect_rejected("func @f(%a: i32) {\n %0 = bitcast %a : ptr<f32>\n return\n}", "must be i64");
+  expect_rejected("func @f(%p: ptr<f32>) {\n %0 = bitcast %p : i64\n return\n}", "cannot turn a pointer");
 }
 
 TEST(Verifier, RejectsStructuralErrors) {

@@ -443,24 +443,66 @@ TEST(Mega, ABufferDeclaredAgainstWhatItsKernelDoesIsRefused) {
             "mega::out (mega::in, or mega::buf to take what the kernel does)");
 }
 
-// Every task's arguments are the persistent kernel's: past what a CUDA kernel takes, the graph
-// is refused before anything is compiled (here for a GPU this machine need not have).
-TEST(Mega, AGraphTooLargeForACudaKernelsParametersIsRefused) {
-  std::vector<float> a(64), b(64), c(size_t{64} * 1100);
+// y = alpha · x + y over n elements (an i64 count, an f32 scale: every kind of scalar a task's
+// arguments table holds).
+void axpy(tl::Ptr<float> x, tl::Ptr<float> y, tl::Float alpha, tl::Int64 n, tl::Int offset, tl::Const<int> BLOCK) {
+  auto i = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
+  auto m = i < n;
+  tl::store(y + offset + i, alpha * tl::load(x + i, m, 0.0f) + tl::load(y + offset + i, m, 0.0f), m);
+}
+const KernelDef kAxpy("axpy_f32", axpy, {"x", "y", "alpha", "n", "offset", "BLOCK"}, {{"BLOCK", 64}});
+
+// A thousand tasks of one kernel (a model's layers, many times over) share a body in the
+// persistent kernel, each given its own arguments (pointers, an f32, an i64, an i32) from the
+// table: the kernel takes five parameters however many tasks it runs, and every task's result
+// is its own.
+TEST(Mega, TasksOfOneKernelShareOneBody) {
+  const Target target = Target::default_target();
+  constexpr int kTasks = 1100;
+  constexpr int64_t kN = 48;
+  std::vector<float> x0 = ref::random_floats(size_t(kTasks) * kN), y0 = ref::random_floats(size_t(kTasks) * kN);
+  Scratch<float> x(target, x0), y(target, y0);
+  std::vector<float> alpha(kTasks);
+  std::mt19937 rng(std::random_device{}());
+  for (float& a : alpha) a = std::uniform_real_distribution<float>(-2, 2)(rng);
   mega::TaskGraph g("wide");
-  g.input(a.data(), 64), g.input(b.data(), 64);
-  for (int i = 0; i < 1100; ++i)
-    g.add(str_cat("add", i), kAdd, {}, Grid(1),
-          {mega::in(a.data(), 64), mega::in(b.data(), 64), mega::out(c.data() + int64_t{64} * i, 64), 64});
-  try {
-    mega::MegaKernel mk(g, Target::cuda("sm_90a"), 4);
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    EXPECT_TRUE(std::regex_search(e.what(), std::regex("task graph 'wide': its persistent kernel would take [0-9]+ "
-                                                       "bytes of parameters \\(its 1100 tasks' arguments\\), "
-                                                       "more than a CUDA kernel's 32764: split the graph")))
-        << e.what();
+  g.input(x.data(), kTasks * kN), g.input(y.data(), kTasks * kN);
+  for (int t = 0; t < kTasks; ++t) {
+    // (the x's by pointer, the y's by offset: both kinds of argument vary)
+    g.add(str_cat("axpy", t), kAxpy, {}, Grid(1),
+          {mega::in(x.data() + t * kN, kN), mega::inout(y.data(), kTasks * kN, mega::cols(kN)), alpha[size_t(t)],
+           int64_t{kN}, int(t * kN)});
   }
+  // (two bodies: the first task's offset, 0, is not known a multiple of 16; the others' are)
+  const mega::TaskBodies bodies = mega::task_bodies(g);
+  std::vector<int> want_of(kTasks, 1);
+  want_of[0] = 0;
+  EXPECT_EQ(bodies.first, (std::vector<int>{0, 1}));
+  EXPECT_EQ(bodies.of, want_of);
+  mega::MegaKernel mk(g, target, 8);
+  EXPECT_EQ(mk.kernel().ir().body.args.size(), 5u);
+  mk.run();
+  const std::vector<float> got = y.values();
+  std::vector<double> want(got.size());
+  for (size_t i = 0; i < want.size(); ++i) want[i] = double(alpha[i / kN]) * x0[i] + y0[i];
+  EXPECT_LT(rel(got, want), 1e-6);
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << "element " << i << " (task " << i / kN << ")";
+}
+
+// Tasks of one kernel differ in body where what their arguments tell differs (an aligned
+// pointer and one that is not: the aligned one's accesses may be vectorized) or their grids or
+// constants do.
+TEST(Mega, TasksWhoseArgumentsTellOtherwiseGetTheirOwnBody) {
+  std::vector<float> x(256), y(256);
+  mega::TaskGraph g("bodies");
+  g.input(x.data(), 256), g.input(y.data(), 256);
+  const auto add = [&](int grid, int64_t x_at, Constants c) {
+    g.add(str_cat("t", g.tasks().size()), kAxpy, std::move(c), Grid(grid),
+          {mega::in(x.data() + x_at, 64), mega::inout(y.data(), 256), 1.5f, int64_t{64}, 0});
+  };
+  add(1, 0, {}), add(1, 16, {}), add(1, 1, {}), add(2, 0, {}), add(1, 0, {{"BLOCK", 32}}), add(1, 32, {});
+  EXPECT_EQ(mega::task_bodies(g).of, (std::vector<int>{0, 0, 1, 2, 3, 0}));
 }
 
 TEST(Mega, ACycleIsRefusedNamingItsTasks) {
