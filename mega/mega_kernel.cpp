@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "dsl/dist.h"
+#include "dsl/profile.h"
 #include "kernels/scratch.h"
 
 namespace tiledist::mega {
@@ -128,9 +129,11 @@ std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan&
       const Tensor row = items + i * 4;
       const Tensor task = tl::load(row), tile = tl::load(row + 1);
       const Tensor body_of = tl::load(task_table + task * 2), first_word = tl::load(task_table + task * 2 + 1);
-      tl::for_range(tl::load(row + 2), tl::load(row + 3), 1, [&](Tensor d) {
-        const Tensor word = tl::load(deps + d * 2), times = tl::load(deps + d * 2 + 1);
-        shmem::signal_wait_until(words + word, shmem::Cmp::ge, step * times.to(tl::int64));
+      tl::profile("wait", [&] {
+        tl::for_range(tl::load(row + 2), tl::load(row + 3), 1, [&](Tensor d) {
+          const Tensor word = tl::load(deps + d * 2), times = tl::load(deps + d * 2 + 1);
+          shmem::signal_wait_until(words + word, shmem::Cmp::ge, step * times.to(tl::int64));
+        });
       });
       for (size_t b = 0; b < bodies.first.size(); ++b) {
         const Task& task_b = tasks[size_t(bodies.first[b])];
@@ -157,7 +160,9 @@ std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan&
               args.push_back(w.to(p.type.dtype).value());
           }
           try {
-            task_b.def->inline_body(args, task_b.constants, bodies.facts[b]);
+            // (profiled: a span a tile, named after its kernel, the task and tile its arguments)
+            tl::profile(task_b.def->name(), [&] { task_b.def->inline_body(args, task_b.constants, bodies.facts[b]); },
+                        {task, tile});
           } catch (const Error& e) {
             throw Error(str_cat("tiledist: task graph '", graph_name, "', task '", task_b.name, "' (",
                                 task_b.def->name(), "): ", e.what()));

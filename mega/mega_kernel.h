@@ -15,6 +15,11 @@
 /// needs every program resident at once (at most one per SM, nothing else holding them). Steps are numbered by the
 /// kernel itself (a word it advances when its last program ends), so a step run again, or replayed from a CUDA graph,
 /// needs nothing reset.
+///
+/// Profiled (TILEDIST_PROFILE=DIR, or a task's CompileOptions::profile: dsl/profile.h), each
+/// program's timeline (each SM's, on a GPU) shows its waits for dependencies ("wait") and its
+/// tiles: a span a tile, named after its task's kernel, whose arguments are the task's number
+/// (TaskGraph::tasks) and the tile's (Task::tile).
 #pragma once
 
 #include <memory>

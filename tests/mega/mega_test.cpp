@@ -10,16 +10,20 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <regex>
+#include <set>
 
 #include "jit/context.h"
+#include "jit/trace.h"
 #include "kernels/kernels.h"
 #include "kernels/reference.h"
 #include "kernels/scratch.h"
 #include "kernels/transformer.h"
 #include "mega/kernel_access.h"
 #include "mega/mega_kernel.h"
+#include "runtime/profiler.h"
 #include "tests/jit/temp_dir.h"
 
 namespace tiledist {
@@ -503,6 +507,48 @@ TEST(Mega, TasksWhoseArgumentsTellOtherwiseGetTheirOwnBody) {
   };
   add(1, 0, {}), add(1, 16, {}), add(1, 1, {}), add(2, 0, {}), add(1, 0, {{"BLOCK", 32}}), add(1, 32, {});
   EXPECT_EQ(mega::task_bodies(g).of, (std::vector<int>{0, 0, 1, 2, 3, 0}));
+}
+
+// Profiled, the persistent kernel shows each program's tiles on its timeline: a span a tile,
+// named after its kernel, with its task and tile, after the spans of the tiles it waits for.
+TEST(Mega, TheProfilerShowsEachProgramsTiles) {
+  const Target target = Target::default_target();
+  test_util::TempDir dir;
+  Scratch<float> a(target, ref::random_floats(1024)), b(target, ref::random_floats(1024)), c(target, 1024),
+      d(target, 1024);
+  CompileOptions profiled = CompileOptions::from_env();
+  profiled.profile = dir.path.string();
+  mega::TaskGraph g("profiled");
+  g.input(a.data(), 1024), g.input(b.data(), 1024);
+  using mega::in, mega::out, mega::cols;
+  g.add("first", kAdd, {}, Grid(4),
+        {in(a.data(), 1024, cols(256)), in(b.data(), 1024, cols(256)), out(c.data(), 1024, cols(256)), 1024}, profiled);
+  g.add("second", kAdd, {}, Grid(4),
+        {in(c.data(), 1024, cols(256)), in(b.data(), 1024, cols(256)), out(d.data(), 1024, cols(256)), 1024}, profiled);
+  mega::MegaKernel mk(g, target, 2);
+  mk.run();
+  const trace::Trace t = trace::read(runtime::trace_path(dir.path.string(), runtime::profile_rank()));
+  ASSERT_EQ(t.launches.size(), 1u);
+  EXPECT_EQ(t.launches[0].kernel, "mega_profiled");
+  EXPECT_EQ(t.launches[0].dropped, 0);
+  std::map<std::pair<int64_t, int64_t>, trace::Span> tiles;  // (task, tile)
+  int waits = 0;
+  for (const trace::Span& sp : t.spans) {
+    if (sp.name == "wait") ++waits;
+    if (sp.name != "add_f32") continue;
+    ASSERT_EQ(sp.coords.size(), 2u);
+    EXPECT_TRUE(tiles.emplace(std::make_pair(sp.coords[0], sp.coords[1]), sp).second)
+        << "task " << sp.coords[0] << " tile " << sp.coords[1] << " twice";
+  }
+  EXPECT_EQ(waits, 8);
+  ASSERT_EQ(tiles.size(), 8u);
+  for (int64_t tile = 0; tile < 4; ++tile) {
+    ASSERT_TRUE(tiles.count({0, tile}) && tiles.count({1, tile})) << "tile " << tile;
+    EXPECT_GE(tiles.at({1, tile}).start_ns, tiles.at({0, tile}).end_ns()) << "tile " << tile;
+  }
+  std::set<int64_t> tracks;
+  for (const auto& [key, sp] : tiles) tracks.insert(sp.track);
+  EXPECT_LE(tracks.size(), 2u);  // (the two programs', or on a GPU their SMs')
 }
 
 TEST(Mega, ACycleIsRefusedNamingItsTasks) {
