@@ -56,6 +56,9 @@
 #   mega       issue 33's mega kernel: its tests on the GPU (mega_test: task graphs as one
 #              persistent kernel against the kernels one by one), then the stress subject `mega`
 #              on 1-2 ranks sharing the GPU for a minute
+#   megabench  issue 33's timing: model_bench's decode of a Qwen3-8B-shaped model (bench/qwen3-8b.json,
+#              36 layers) at batch 1, 8 and 32: kernel by kernel, a CUDA graph, one persistent kernel,
+#              and PyTorch eager and in a CUDA graph, in one run
 #   worlds     issue 31 after the rendezvous: cuda_dist_test at 2 ranks sharing the GPU and a
 #              fault, on the CUDA world, then cuda_dist_test and cuda_collectives_test at 2 ranks
 #              on the NVSHMEM world
@@ -244,6 +247,10 @@ for stage in $stages; do
       grep -E "relative|^\[  (PASSED|FAILED)|Failure" "$logs/mega.log" | head -20
       TILEDIST_STRESS_SUBJECT=mega run mega-stress 120 tools/tiledist-stress --target cuda --seconds 60 --ranks 1,2
       tail -2 "$logs/mega-stress.log" ;;
+    megabench)
+      TILEDIST_GPU_HEAP_SIZE=24G run megabench 560 stdbuf -oL tools/tiledist-run -n 1 --timeout 550 bench/model_bench 1 \
+        --config "$root/bench/qwen3-8b.json" --layers 36 --seqlens "" --decode-batches 1,8,32 --steps 8
+      grep -vE '^\s*$' "$logs/megabench.log" | tail -16 ;;
     worlds)
       export TILEDIST_WAIT_TIMEOUT=30 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1
       run dist2 120 tools/tiledist-run -n 2 --timeout 115 tests/cuda_dist_test --gtest_filter=-GpuFaults.*

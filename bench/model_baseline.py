@@ -26,7 +26,11 @@ with the same config and seed, and prints both side by side).
         over the K steps: QKV of the rank's heads, q/k norm and rotary at the step's position,
         the key and value stored into the cache, SDPA over the cache's rows so far, O, NCCL's
         all-reduce, the MLP, NCCL's all-reduce. --out FILE: the last step's hidden states, raw
-        f32 [B, H].
+        f32 [B, H]. With --graph, the same K steps again as one CUDA graph a step (static
+        shapes: the step's position a tensor, the key and value stored by index_copy_, SDPA over
+        the whole cache with a mask of the rows so far, captured once, replayed each step), then
+        "graph_ms <median>" and "graph_error <e>": the last step's hidden states against the
+        eager steps', relative, in norm.
 """
 import argparse
 import ctypes
@@ -46,6 +50,9 @@ MASK64 = (1 << 64) - 1
 # The decode step's attention: FlashAttention's kernel (or the others PyTorch has but cuDNN's,
 # whose graphs are built for each new key length, ~20 ms a step)
 DECODE_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+# In a CUDA graph the attention reads the whole static cache under a mask (FlashAttention's
+# kernel takes none)
+GRAPH_BACKENDS = [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 def signed(v):
@@ -193,6 +200,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--out", default="")
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--graph", action="store_true")
     a = ap.parse_args()
     n = int(os.environ.get("WORLD_SIZE", "1"))
     me = int(os.environ.get("RANK", "0"))
@@ -288,6 +296,61 @@ def main():
         g, u = F.linear(rmsnorm(h, w.post_norm, a.eps), w.w13).chunk(2, dim=-1)
         return h + all_reduce(F.linear(F.silu(g) * u, w.w2))
 
+    def graph_layer(h, w, l, pos, c, s_, mask):  # (decode_layer with static shapes, for a CUDA graph)
+        qkv = F.linear(rmsnorm(h, w.in_norm, a.eps), w.wqkv)
+        q, k, v = qkv.split([hq * D, hk * D, hk * D], dim=-1)
+        q = rotate(rmsnorm(q.reshape(B, 1, hq, D), w.q_norm, a.eps), c, s_)
+        k = rotate(rmsnorm(k.reshape(B, 1, hk, D), w.k_norm, a.eps), c, s_)
+        kcache[l].index_copy_(1, pos, k)
+        vcache[l].index_copy_(1, pos, v.reshape(B, 1, hk, D))
+        with sdpa_kernel(GRAPH_BACKENDS):
+            o = F.scaled_dot_product_attention(q.transpose(1, 2), kcache[l].transpose(1, 2),
+                                               vcache[l].transpose(1, 2), attn_mask=mask, enable_gqa=hq != hk)
+        h = h + all_reduce(F.linear(o.transpose(1, 2).reshape(B, hq * D), w.wo))
+        if a.experts:
+            return h + all_reduce(moe(rmsnorm(h, w.post_norm, a.eps), w, a.topk))
+        g, u = F.linear(rmsnorm(h, w.post_norm, a.eps), w.w13).chunk(2, dim=-1)
+        return h + all_reduce(F.linear(F.silu(g) * u, w.w2))
+
+    def graph_steps(eager_out):  # the steps again, each a replay of one captured graph
+        pos = torch.full((1,), S, dtype=torch.int64, device="cuda")
+        h_in = steps_in[0].clone()
+        rows = torch.arange(max_len, device="cuda")
+
+        def static_step():
+            c, s_ = dcos.index_select(0, pos - S), dsin.index_select(0, pos - S)
+            mask = (rows <= pos).view(1, 1, 1, max_len)
+            h = h_in
+            for l, w in enumerate(layers):
+                h = graph_layer(h, w, l, pos, c, s_, mask)
+            return h
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                static_step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            h_out = static_step()
+        times = []
+        for t in range(a.steps):
+            pos.fill_(S + t)
+            h_in.copy_(steps_in[t])
+            if n > 1:
+                dist.barrier()
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        times.sort()
+        diff = (h_out.float() - eager_out.float()).norm() / eager_out.float().norm().clamp_min(1e-30)
+        return times[len(times) // 2], diff.item()
+
     if decoding:  # (the rotary angles of the steps' positions, as the prompt's)
         dfreqs = torch.arange(S, max_len, device="cuda").float()[:, None] * inv_freq[None, :]
         demb = torch.cat([dfreqs, dfreqs], dim=-1)
@@ -316,6 +379,10 @@ def main():
                     f.write(ctypes.string_at(host.data_ptr(), host.numel() * 4))
             times.sort()
             print(f"ms {times[len(times) // 2]:.4f}")
+            if a.graph:
+                graph_ms, graph_error = graph_steps(out)
+                print(f"graph_ms {graph_ms:.4f}")
+                print(f"graph_error {graph_error:.3g}")
             if n > 1:
                 dist.destroy_process_group()
             return

@@ -10,7 +10,9 @@
 // Prefill rows: B sequences of S tokens through L layers; decode rows: a step of one token a
 // sequence after a prompt of P tokens (at most 32768 / batch: the prefill's GEMMs index 32-bit;
 // the median of K steps as the model goes, a dense model's as one graph a step, after K steps
-// with each kernel launched as it comes, whose median a line below says), tensor parallel over the job's
+// with each kernel launched as it comes, whose median a line below says; then a dense model's
+// steps as one persistent kernel (mega::MegaKernel) against the graph's and PyTorch's in a CUDA
+// graph, with the rate its weights are read at), tensor parallel over the job's
 // ranks (the ranks may share a GPU: correctness then, not speed). "error": the relative error in
 // norm between the two sides' hidden states after the L layers (every rank's tokens; the
 // largest of the ranks'), against the bound stated below. PyTorch's python:
@@ -116,8 +118,11 @@ int run(int argc, char** argv) {
   // PyTorch's side of a row (`args`: its mode and shape): its milliseconds (0 where it did not
   // run), and the relative error of `ours` against its hidden states (rows from `first` of the
   // whole model's where one process ran it) in *errors (-1: none).
+  double torch_graph_ms = 0;  // (the last decode row's PyTorch in a CUDA graph, where it ran)
+  const char* torch_graph_error = "-";
   auto torch_side = [&](const std::string& args, const std::vector<float>& ours, int64_t first, int64_t all_rows) {
     *errors = -1;
+    torch_graph_ms = 0, torch_graph_error = "-";
     ++port;
     if (python.empty()) return 0.0;
     barrier_all();  // (every rank's torch process starts with the others')
@@ -141,6 +146,11 @@ int run(int argc, char** argv) {
     if (shared) barrier_all();  // (every rank has read it)
     if (!shared || me == 0) std::remove(out.c_str());
     const std::string ms = bench::field(text, "ms");
+    torch_graph_ms = std::atof(bench::field(text, "graph_ms").c_str());
+    const std::string graph_error = bench::field(text, "graph_error");
+    torch_graph_error = graph_error.empty()                      ? "-"
+                        : std::atof(graph_error.c_str()) <= 1e-2 ? "agrees with"
+                                                                 : "DIFFERS from";
     if (!good || ms.empty() || want.empty()) {
       std::printf("[rank %d] (torch failed: %s)\n", me, text.c_str());
       return 0.0;
@@ -206,8 +216,10 @@ int run(int argc, char** argv) {
     // (the prompt's prefill at most 32768 tokens in all: the MLP's GEMM output under 2^31 elements)
     const int P = std::max(1, std::min(prompt, 32768 / B));
     // K steps with each kernel launched as it comes, then K as the model goes by default (a
-    // dense model's: one graph a step, the first of them captured)
-    auto m = std::make_unique<model::Model>(target, c, layers, B, P, seed, 2 * steps);
+    // dense model's: one graph a step, the first of them captured), then a dense model's K as
+    // one persistent kernel a step (mega::MegaKernel, made at the first: K steps, then K timed)
+    const int total = c.moe() ? 2 * steps : 4 * steps;
+    auto m = std::make_unique<model::Model>(target, c, layers, B, P, seed, total);
     const runtime::Stream stream;
     m->prefill(&stream);
     auto median_step = [&] {
@@ -227,11 +239,33 @@ int run(int argc, char** argv) {
     const double eager = median_step();
     m->set_decode_graph(true);
     const double ours = median_step();
+    double mega = 0;
+    if (!c.moe()) {
+      m->set_decode_mega(true);
+      median_step();  // (the first step makes the kernel)
+      mega = median_step();
+    }
     const std::vector<float> out = m->decoded();
     m.reset();
-    const double theirs = torch_side(str_cat("decode --batch ", B, " --seqlen ", P, " --steps ", 2 * steps), out, 0, B);
+    // (PyTorch's steps as many, eagerly, then again each a CUDA graph's replay: the same last step)
+    const double theirs = torch_side(
+        str_cat("decode --batch ", B, " --seqlen ", P, " --steps ", total, c.moe() ? "" : " --graph"), out, 0, B);
     row(P == prompt ? "batch" : str_cat("batch (", P, " tokens)").c_str(), B, B, ours, theirs);
-    if (me == 0 && !c.moe()) std::printf("%15s  (each kernel launched as it comes: %.3f ms)\n", "", eager);
+    if (me == 0 && !c.moe()) {
+      std::printf("%15s  (each kernel launched as it comes: %.3f ms)\n", "", eager);
+      // The weights a step reads (every layer's, this rank's share) at the persistent kernel's pace.
+      const double bytes = double(layers) * 2 *
+                           double(c.hidden * (c.heads + 2 * c.kv_heads) * c.head_dim + c.heads * c.head_dim * c.hidden +
+                                  3 * c.hidden * c.intermediate) /
+                           n;
+      std::printf(
+          "%15s  (one persistent kernel: %.3f ms, %.3fx the graph's, %.3fx PyTorch's graph's; weights read "
+          "at %.0f GB/s)\n",
+          "", mega, ours / mega, torch_graph_ms > 0 ? torch_graph_ms / mega : 0.0, bytes / (mega * 1e-3) / 1e9);
+      if (torch_graph_ms > 0)
+        std::printf("%15s  (PyTorch in a CUDA graph: %.3f ms, its last step %s the eager steps' within %s)\n", "",
+                    torch_graph_ms, torch_graph_error, "1e-2");
+    }
   }
   symm_free(pid0);
   symm_free(errors);
