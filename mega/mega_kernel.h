@@ -41,6 +41,7 @@ struct TaskBodies {
   std::vector<int> first;       ///< Each body's first task, whose kernel, constants and grid it has.
   std::vector<ArgFacts> facts;  ///< Each body's facts.
 };
+/// The bodies of `graph`'s tasks, in the order of their first tasks.
 TaskBodies task_bodies(const TaskGraph& graph);
 
 /// The persistent kernel of `graph`'s tasks for `plan` (graph.plan()) over `programs` programs:
