@@ -54,8 +54,9 @@
 #              sharing the GPU (compared with one PyTorch process), then the model in the stress
 #              harness (tiledist-stress, TILEDIST_STRESS_SUBJECT=model) on 1-2 ranks for 2 minutes
 #   mega       issue 33's mega kernel: its tests on the GPU (mega_test: task graphs as one
-#              persistent kernel against the kernels one by one), then the stress subject `mega`
-#              on 1-2 ranks sharing the GPU for a minute
+#              persistent kernel against the kernels one by one; the model's decode steps as one
+#              at 1 and 2 ranks sharing the GPU), then the stress subject `mega` on 1-2 ranks
+#              sharing the GPU for a minute
 #   megabench  issue 33's timing: model_bench's decode of a Qwen3-8B-shaped model (bench/qwen3-8b.json,
 #              36 layers) at batch 1, 8 and 32: kernel by kernel, a CUDA graph, one persistent kernel,
 #              and PyTorch eager and in a CUDA graph, in one run
@@ -245,6 +246,11 @@ for stage in $stages; do
     mega)
       run mega 200 tests/mega_test
       grep -E "relative|^\[  (PASSED|FAILED)|Failure" "$logs/mega.log" | head -20
+      for n in 1 2; do  # (the model's decode steps as one persistent kernel, against the host's reference)
+        run "mega_model$n" 200 tools/tiledist-run -n $n --timeout 190 tests/cuda_collectives_test \
+          --gtest_filter='GpuKernels.DenseDecodeAsOneKernel'
+        grep -E '^\[0\] \[  (PASSED|FAILED) |relative' "$logs/mega_model$n.log" | head -8
+      done
       TILEDIST_STRESS_SUBJECT=mega run mega-stress 120 tools/tiledist-stress --target cuda --seconds 60 --ranks 1,2
       tail -2 "$logs/mega-stress.log" ;;
     megabench)

@@ -389,6 +389,11 @@ TEST(GpuKernels, DenseDecode) {
   const int n = world_size();
   model::testing_model::check_decode(Target::cuda(), model::testing_model::small_config(n), 2, 2, 32 * n);
 }
+// The same steps as one persistent kernel (mega::MegaKernel), the all-reduces inside it.
+TEST(GpuKernels, DenseDecodeAsOneKernel) {
+  const int n = world_size();
+  model::testing_model::check_decode(Target::cuda(), model::testing_model::small_config(n), 2, 2, 32 * n, true);
+}
 // A MoE layer's prefill and decode steps (model_dist_test's).
 TEST(GpuKernels, MoeModelLayer) {
   const int n = world_size(), batch = n == 3 ? 3 : 4;
