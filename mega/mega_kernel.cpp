@@ -208,6 +208,8 @@ struct MegaKernel::State {
   Kernel kernel;
   std::vector<LaunchArg> args;
   std::vector<ReachedBuffer> reached;  // (the tasks' buffers, for bounds checks)
+  TaskBodies bodies;
+  Schedule schedule = Schedule::queue;
 };
 
 MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int programs, Schedule schedule)
@@ -245,7 +247,9 @@ MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int program
   // arguments.
   std::vector<int32_t> items, deps, task_table, first_word;
   const std::vector<int64_t> arg_words = argument_words(graph, first_word);
-  const TaskBodies bodies = task_bodies(graph);
+  s.bodies = task_bodies(graph);
+  s.schedule = schedule;
+  const TaskBodies& bodies = s.bodies;
   for (const Plan::Item& it : s.plan.items)
     items.insert(items.end(), {it.task, int32_t(it.tile), it.deps_begin, it.deps_end});
   for (const Plan::Dep& d : s.plan.deps) deps.insert(deps.end(), {d.word, d.times});
@@ -307,6 +311,39 @@ std::string MegaKernel::running() const {
     const Tile tile = t.tile(it.tile);
     out += str_cat(out.empty() ? "; in task graph '" + s.graph + "', " : ", ", "program ", p, " was running task '",
                    t.name, "' (", t.def->name(), ") tile (", tile.x, ", ", tile.y, ", ", tile.z, ")");
+  }
+  return out;
+}
+
+std::string MegaKernel::summary() const {
+  const State& s = *s_;
+  const int64_t n_items = int64_t(s.plan.items.size());
+  int64_t whole = 0;
+  for (const Plan::Dep& d : s.plan.deps) whole += d.word >= n_items;
+  return str_cat("task graph '", s.graph, "': ", s.tasks.size(), " tasks in ", s.bodies.first.size(), " bodies, ",
+                 n_items, " tiles, ", s.plan.deps.size(), " dependencies (", whole, " on whole tasks), ", s.programs,
+                 " programs, ", s.schedule == Schedule::queue ? "queue" : "round robin");
+}
+
+std::string MegaKernel::describe() const {
+  const State& s = *s_;
+  const int64_t n_items = int64_t(s.plan.items.size());
+  struct Count {
+    int64_t tiles = 0, on_tiles = 0, on_tasks = 0;
+  };
+  std::vector<Count> counts(s.tasks.size());
+  for (const Plan::Item& it : s.plan.items) {
+    Count& c = counts[size_t(it.task)];
+    ++c.tiles;
+    for (int32_t d = it.deps_begin; d < it.deps_end; ++d)
+      ++(s.plan.deps[size_t(d)].word >= n_items ? c.on_tasks : c.on_tiles);
+  }
+  std::string out;
+  for (int t : s.plan.order) {
+    const Task& task = s.tasks[size_t(t)];
+    const Count& c = counts[size_t(t)];
+    out += str_cat(task.name, " (", task.def->name(), "): ", c.tiles, " tiles, body ", s.bodies.of[size_t(t)],
+                   ", waits on ", c.on_tiles, " tiles and ", c.on_tasks, " whole tasks\n");
   }
   return out;
 }

@@ -80,6 +80,12 @@ class MegaKernel {
   ///@}
   /// The compiled persistent kernel.
   const Kernel& kernel() const;
+  /// One line: its tasks, the bodies they share, tiles, dependencies (those on whole tasks:
+  /// where a tile's reads could not be bounded), programs and schedule.
+  std::string summary() const;
+  /// A line a task, in the plan's order: its name, kernel, tiles, body, and what its tiles wait
+  /// on (tiles of earlier tasks, whole tasks).
+  std::string describe() const;
 
  private:
   std::string running() const;

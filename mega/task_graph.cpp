@@ -230,6 +230,49 @@ std::vector<std::vector<std::vector<Footprint>>> TaskGraph::footprints_of(std::v
   return fps;
 }
 
+namespace {
+
+// What is surely done at some point of a step: tasks done whole, a bit each, and tiles of
+// others, a bit each of the task's (TaskGraph::plan's waits).
+class Done {
+ public:
+  explicit Done(int tasks) : whole_(size_t(tasks + 63) / 64, 0) {}
+  void add_task(int s) {
+    whole_[size_t(s) / 64] |= uint64_t{1} << (s % 64);
+    tiles_.erase(s);
+  }
+  void add_tile(int s, int64_t j, int64_t of) {
+    if (holds(s, -1)) return;
+    std::vector<uint64_t>& bits = tiles_[s];
+    bits.resize(size_t(of + 63) / 64, 0);
+    bits[size_t(j) / 64] |= uint64_t{1} << (j % 64);
+  }
+  void unite(const Done& o) {
+    for (size_t w = 0; w < whole_.size(); ++w) whole_[w] |= o.whole_[w];
+    for (auto it = tiles_.begin(); it != tiles_.end();) it = holds(it->first, -1) ? tiles_.erase(it) : std::next(it);
+    for (const auto& [s, bits] : o.tiles_) {
+      if (holds(s, -1)) continue;
+      std::vector<uint64_t>& mine = tiles_[s];
+      mine.resize(std::max(mine.size(), bits.size()), 0);
+      for (size_t w = 0; w < bits.size(); ++w) mine[w] |= bits[w];
+    }
+  }
+  /// Whether task `s` is done whole (`tile` < 0), or its tile `tile`.
+  bool holds(int s, int64_t tile) const {
+    if (whole_[size_t(s) / 64] >> (s % 64) & 1) return true;
+    if (tile < 0) return false;
+    auto it = tiles_.find(s);
+    return it != tiles_.end() && size_t(tile) / 64 < it->second.size() &&
+           (it->second[size_t(tile) / 64] >> (tile % 64) & 1) != 0;
+  }
+
+ private:
+  std::vector<uint64_t> whole_;
+  std::map<int, std::vector<uint64_t>> tiles_;
+};
+
+}  // namespace
+
 Plan TaskGraph::plan() const {
   const int n = int(tasks_.size());
   if (n == 0) throw Error(str_cat("tiledist: task graph '", name_, "' has no tasks"));
@@ -373,8 +416,15 @@ Plan TaskGraph::plan() const {
       return out;
     });
   };
+  // What is surely done when a tile starts: tasks done whole, and tiles of others (its waits'
+  // own, and what was done before they ended). A wait that another implies is dropped: without,
+  // a model's tiles would wait on every earlier layer's tasks that used the same scratch.
+  const Done none(n);
+  std::vector<Done> done_item(size_t(count), none), done_task(size_t(n), none);
   for (int t : plan.order) {
     const Task& task = tasks[size_t(t)];
+    Done& task_done = done_task[size_t(t)];
+    task_done.add_task(t);
     for (int64_t i = 0; i < task.tiles(); ++i) {
       Plan::Item item;
       item.task = t, item.tile = i, item.deps_begin = int32_t(plan.deps.size());
@@ -409,12 +459,36 @@ Plan TaskGraph::plan() const {
         }
         if (int64_t(set.size()) == others) whole_tasks.insert(c.s);
       }
-      for (int s : whole_tasks) plan.deps.push_back({int32_t(count + s), int32_t(tasks[size_t(s)].tiles())});
+      // (each wait, and what it implies done: a task, or a tile, and what was done before it)
+      struct Wait {
+        int task;
+        int64_t tile;  // (-1: the whole task)
+        Done done;
+      };
+      std::vector<Wait> waits;
+      for (int s : whole_tasks) waits.push_back({s, -1, done_task[size_t(s)]});
       for (auto& [s, set] : tiles)
         if (!whole_tasks.count(s))
-          for (int64_t j : set) plan.deps.push_back({int32_t(first[size_t(s)] + j), 1});
+          for (int64_t j : set) {
+            waits.push_back({s, j, done_item[size_t(first[size_t(s)] + j)]});
+            waits.back().done.add_tile(s, j, tasks[size_t(s)].tiles());
+          }
+      Done& done = done_item[size_t(first[size_t(t)] + i)];
+      for (size_t w = 0; w < waits.size(); ++w) {
+        done.unite(waits[w].done);
+        bool implied = false;
+        for (size_t v = 0; v < waits.size() && !implied; ++v)
+          implied = v != w && waits[v].done.holds(waits[w].task, waits[w].tile);
+        if (implied) continue;
+        const int s = waits[w].task;
+        if (waits[w].tile < 0)
+          plan.deps.push_back({int32_t(count + s), int32_t(tasks[size_t(s)].tiles())});
+        else
+          plan.deps.push_back({int32_t(first[size_t(s)] + waits[w].tile), 1});
+      }
       item.deps_end = int32_t(plan.deps.size());
       plan.items.push_back(item);
+      task_done.unite(done);
     }
   }
   return plan;

@@ -183,6 +183,12 @@ void Model::set_decode_mega(bool on) {
   s.mega.reset();
 }
 
+std::string Model::decode_mega_plan(bool per_task) const {
+  const State& s = *s_;
+  if (!s.mega) return "";
+  return s.mega->summary() + "\n" + (per_task ? s.mega->describe() : "");
+}
+
 void Model::set_decode_graph(bool on) {
   State& s = *s_;
   s.graphs = on;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "jit/target.h"
@@ -54,6 +55,9 @@ class Model {
   /// made at the next step (off by default; a MoE model's steps throw Error with it on). Takes
   /// the place of the graph while on.
   void set_decode_mega(bool on);
+  /// The persistent kernel's summary and, with `per_task`, a line a task (MegaKernel::summary,
+  /// describe), once a step has made it; else empty.
+  std::string decode_mega_plan(bool per_task = false) const;
   /// The last decode step's hidden states [batch, hidden] f32 (every rank's the same).
   std::vector<float> decoded() const;
   int64_t tokens() const;             ///< T: the batch's, every rank's together

@@ -2,7 +2,7 @@
 //
 //   tiledist-run -n N tiledist-model [--config qwen3-32b|FILE] [--weights DIR|FILE] [--layers L]
 //                                    [--batch B] [--seqlen S] [--reps R] [--seed X]
-//                                    [--target host|cuda] [--decode STEPS] [--mega]
+//                                    [--target host|cuda] [--decode STEPS] [--mega [--plan]]
 //
 // Prefill of L layers (dense, or Qwen3-MoE's experts) over B sequences of S tokens,
 // the activations between layers split by tokens. The weights: a Hugging Face checkpoint's
@@ -11,8 +11,8 @@
 // embeddings are made from the seed. Each rep runs the L layers after a barrier; rank 0 prints the median milliseconds
 // per step and tokens per second. With --decode, after the prefill, STEPS decode steps (one new
 // token a sequence each; a dense model's as a CUDA graph on a GPU, or with --mega as one
-// persistent kernel: mega::MegaKernel), and the median milliseconds a step (the first, which
-// compiles, not counted). The default target: the GPU where there is one, else the CPU.
+// persistent kernel: mega::MegaKernel, whose plan --plan prints a line a task), and the median milliseconds a step (the
+// first, which compiles, not counted). The default target: the GPU where there is one, else the CPU.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -34,22 +34,23 @@ namespace {
 using namespace tiledist;
 
 int usage(const char* why) {
-  std::fprintf(stderr,
-               "tiledist-model: %s\nusage: tiledist-model [--config qwen3-32b|FILE] [--weights DIR|FILE] [--layers L] "
-               "[--batch B] [--seqlen S] [--reps R] [--seed X] [--target host|cuda] [--decode STEPS] [--mega]\n",
-               why);
+  std::fprintf(
+      stderr,
+      "tiledist-model: %s\nusage: tiledist-model [--config qwen3-32b|FILE] [--weights DIR|FILE] [--layers L] "
+      "[--batch B] [--seqlen S] [--reps R] [--seed X] [--target host|cuda] [--decode STEPS] [--mega [--plan]]\n",
+      why);
   return 2;
 }
 
 int run(int argc, char** argv) {
   std::string config_name, weights, target_name;
   int layers = 2, batch = 1, seqlen = 4096, reps = 5, decode = 0;
-  bool mega = false;
+  bool mega = false, plan = false;
   uint64_t seed = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--mega") {
-      mega = true;
+    if (a == "--mega" || a == "--plan") {
+      (a == "--mega" ? mega : plan) = true;
       continue;
     }
     if (i + 1 >= argc) return usage(str_cat("option '", a, "' needs a value (or is unknown)").c_str());
@@ -78,6 +79,7 @@ int run(int argc, char** argv) {
   if (layers < 1 || batch < 1 || seqlen < 1 || reps < 1 || decode < 0)
     return usage("--layers, --batch, --seqlen and --reps take positive counts (--decode: not negative)");
   if (mega && decode < 2) return usage("--mega times decode steps: give --decode 2 or more");
+  if (plan && !mega) return usage("--plan describes --mega's persistent kernel: give --mega");
   const Target target =
       target_name.empty() ? (cuda::available() ? Target::cuda() : Target::host()) : Target::parse(target_name);
   std::unique_ptr<model::SafeTensors> checkpoint;
@@ -121,6 +123,7 @@ int run(int argc, char** argv) {
     if (me == 0 && !steps.empty())
       std::printf("tiledist-model: decode %.3f ms a step (batch %d, %s; median of %zu)\n", steps[steps.size() / 2],
                   batch, mega ? "one persistent kernel" : "kernel by kernel", steps.size());
+    if (me == 0 && mega) std::printf("%s", model.decode_mega_plan(plan).c_str());
   }
   return 0;
 }

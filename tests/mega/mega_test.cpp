@@ -287,7 +287,8 @@ TEST(Mega, ALibraryObjectsRunRecordedAsTasks) {
 
 // gemm1's tile (i, j) waits for the norm's rows of its row block, each by its tile's word, and
 // norm2's row r for gemm1's tiles of that row (they write its input and read its output's
-// buffer): never a whole task where a part is all that is read.
+// buffer; norm1's row r, which norm2's row r overwrites, those tiles waited for): never a whole
+// task where a part is all that is read.
 TEST(Mega, DependenciesAreTheTilesThatTouchTheSameElements) {
   Layer l(70, 64);
   mega::TaskGraph g = l.graph();
@@ -307,8 +308,8 @@ TEST(Mega, DependenciesAreTheTilesThatTouchTheSameElements) {
     if (it.task == 1) {  // gemm1 (i, j): norm1's rows 32i .. 32i + 31
       const int64_t i = it.tile % 3;
       for (int64_t r = 32 * i; r < std::min<int64_t>(70, 32 * i + 32); ++r) want.push_back(int32_t(first[0] + r));
-    } else if (it.task == 2) {  // norm2 row r: norm1's row r, gemm1's tiles (r / 32, 0) and (r / 32, 1)
-      want.push_back(int32_t(first[0] + it.tile));
+    } else if (it.task == 2) {  // norm2 row r: gemm1's tiles (r / 32, 0) and (r / 32, 1) (norm1's row r:
+      // implied, as those tiles waited for it)
       for (int64_t j = 0; j < 2; ++j) want.push_back(int32_t(first[1] + it.tile / 32 + 3 * j));
     } else {
       continue;
@@ -549,6 +550,53 @@ TEST(Mega, TheProfilerShowsEachProgramsTiles) {
   std::set<int64_t> tracks;
   for (const auto& [key, sp] : tiles) tracks.insert(sp.track);
   EXPECT_LE(tracks.size(), 2u);  // (the two programs', or on a GPU their SMs')
+}
+
+// Layers that reuse one scratch buffer: each tile waits for the tile of the layer before that
+// read it last, not for every earlier layer's (those waits are implied, and dropped), so a tile's
+// waits do not grow with the layers; the results are each layer's own.
+TEST(Mega, WaitsThatOthersImplyAreDropped) {
+  const Target target = Target::default_target();
+  constexpr int kLayers = 6;
+  const std::vector<float> x0 = ref::random_floats(1024);
+  Scratch<float> x(target, x0), scratch(target, 1024);
+  std::vector<Scratch<float>> y;
+  for (int l = 0; l < kLayers; ++l) y.emplace_back(target, 1024);
+  mega::TaskGraph g("layers");
+  g.input(x.data(), 1024);
+  using mega::in, mega::out, mega::cols;
+  for (int l = 0; l < kLayers; ++l) {
+    g.add(str_cat("write", l), kAdd, {}, Grid(4),
+          {in(x.data(), 1024, cols(256)), in(x.data(), 1024, cols(256)), out(scratch.data(), 1024, cols(256)), 1024});
+    g.add(str_cat("read", l), kAdd, {}, Grid(4),
+          {in(scratch.data(), 1024, cols(256)), in(x.data(), 1024, cols(256)),
+           out(y[size_t(l)].data(), 1024, cols(256)), 1024});
+  }
+  const mega::Plan plan = g.plan();
+  ASSERT_EQ(plan.items.size(), size_t(kLayers * 2 * 4));
+  for (const mega::Plan::Item& it : plan.items) {
+    const int waits = it.deps_end - it.deps_begin;
+    const std::string task = g.tasks()[size_t(it.task)].name;
+    if (task == "write0") {
+      EXPECT_EQ(waits, 0) << task << " tile " << it.tile;
+      continue;
+    }
+    ASSERT_EQ(waits, 1) << task << " tile " << it.tile;
+    // (read l: write l's tile; write l: read l - 1's)
+    const mega::Plan::Dep d = plan.deps[size_t(it.deps_begin)];
+    const mega::Plan::Item& on = plan.items[size_t(d.word)];
+    const bool reads = task.rfind("read", 0) == 0;
+    const int layer = std::stoi(task.substr(reads ? 4 : 5));
+    EXPECT_EQ(g.tasks()[size_t(on.task)].name, reads ? str_cat("write", layer) : str_cat("read", layer - 1)) << task;
+    EXPECT_EQ(on.tile, it.tile) << task;
+  }
+  mega::MegaKernel mk(g, target, 3);
+  mk.run();
+  for (int l = 0; l < kLayers; ++l) {
+    const std::vector<float> got = y[size_t(l)].values();
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], (x0[i] + x0[i]) + x0[i]) << "layer " << l << " element " << i;
+  }
 }
 
 TEST(Mega, ACycleIsRefusedNamingItsTasks) {
