@@ -27,6 +27,9 @@ using tl::Tensor;
 // The queue's word: items taken from it (all steps; each step takes its items and one past the
 // end a program).
 constexpr int64_t kEndedWord = 0, kStepWord = 1, kQueueWord = 2, kExtraWords = 3;
+// An item's row: its task, tile, first and end of its dependencies, its task's body and first
+// argument word (one row read at once).
+constexpr int64_t kItemWords = 6;
 
 std::string kernel_name(const std::string& graph) {
   std::string n = "mega_";
@@ -109,7 +112,7 @@ std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan&
   // Its parameters: the tables. (Never specialized: what is known of the tasks' arguments is
   // each body's, from its tasks' own.)
   std::vector<ParamInfo> params;
-  for (const char* name : {"items", "deps", "tasks"})
+  for (const char* name : {"items", "deps"})
     params.push_back({name, ParamKind::pointer, ir::Type::ptr(ir::DType::i32)});
   for (const char* name : {"words", "args"})
     params.push_back({name, ParamKind::pointer, ir::Type::ptr(ir::DType::i64)});
@@ -120,15 +123,15 @@ std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan&
   const bool queue = schedule == Schedule::queue;
   auto body = [tasks = graph.tasks(), bodies, n_items, n_tasks, P, queue, graph_name = graph.name()](
                   const std::vector<ir::Value*>& vals, const std::vector<const ConstValue*>&) {
-    const Tensor items(vals[0]), deps(vals[1]), task_table(vals[2]), words(vals[3]), arg_words(vals[4]);
+    const Tensor items(vals[0]), deps(vals[1]), words(vals[2]), arg_words(vals[3]);
     const int64_t ended = n_items + n_tasks + kEndedWord, stepw = n_items + n_tasks + kStepWord;
     const Tensor step = tl::load(words + stepw) + 1;  // (this step's number)
     const Tensor taken = words + (n_items + n_tasks + kExtraWords) + tl::program_id(0);
     auto run_item = [&](const Tensor& i) {
       tl::store(taken, (i + 1).to(tl::int64));
-      const Tensor row = items + i * 4;
+      const Tensor row = items + i * kItemWords;
       const Tensor task = tl::load(row), tile = tl::load(row + 1);
-      const Tensor body_of = tl::load(task_table + task * 2), first_word = tl::load(task_table + task * 2 + 1);
+      const Tensor body_of = tl::load(row + 4), first_word = tl::load(row + 5);
       tl::profile("wait", [&] {
         tl::for_range(tl::load(row + 2), tl::load(row + 3), 1, [&](Tensor d) {
           const Tensor word = tl::load(deps + d * 2), times = tl::load(deps + d * 2 + 1);
@@ -202,7 +205,7 @@ struct MegaKernel::State {
   std::vector<Task> tasks;
   Plan plan;
   int programs = 0;
-  Scratch<int32_t> items, deps, task_table;
+  Scratch<int32_t> items, deps;
   Scratch<int64_t> words, arg_words;
   std::unique_ptr<KernelDef> def;
   Kernel kernel;
@@ -242,21 +245,19 @@ MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int program
                           cuda::device().max_shared_per_block_optin, ")"));
   }
 
-  // The tables: items (task, tile, first and end of its dependencies), dependencies (word,
-  // times), tasks (body, first argument word), words (zero: no step has run), the tasks'
-  // arguments.
-  std::vector<int32_t> items, deps, task_table, first_word;
+  // The tables: items (kItemWords each), dependencies (word, times), words (zero: no step has
+  // run), the tasks' arguments.
+  std::vector<int32_t> items, deps, first_word;
   const std::vector<int64_t> arg_words = argument_words(graph, first_word);
   s.bodies = task_bodies(graph);
   s.schedule = schedule;
   const TaskBodies& bodies = s.bodies;
   for (const Plan::Item& it : s.plan.items)
-    items.insert(items.end(), {it.task, int32_t(it.tile), it.deps_begin, it.deps_end});
+    items.insert(items.end(), {it.task, int32_t(it.tile), it.deps_begin, it.deps_end, bodies.of[size_t(it.task)],
+                               first_word[size_t(it.task)]});
   for (const Plan::Dep& d : s.plan.deps) deps.insert(deps.end(), {d.word, d.times});
-  for (size_t t = 0; t < s.tasks.size(); ++t) task_table.insert(task_table.end(), {bodies.of[t], first_word[t]});
   s.items = Scratch<int32_t>(target, items);
   s.deps = Scratch<int32_t>(target, deps.empty() ? std::vector<int32_t>{0} : deps);
-  s.task_table = Scratch<int32_t>(target, task_table);
   s.words = Scratch<int64_t>(target, size_t(s.plan.words() + kExtraWords + s.programs));
   s.arg_words = Scratch<int64_t>(target, arg_words.empty() ? std::vector<int64_t>{0} : arg_words);
   auto table = [&](auto& scratch) {
@@ -264,7 +265,7 @@ MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int program
     a.on_device = gpu;
     s.args.push_back(a);
   };
-  table(s.items), table(s.deps), table(s.task_table), table(s.words), table(s.arg_words);
+  table(s.items), table(s.deps), table(s.words), table(s.arg_words);
   for (const Task& t : s.tasks) {
     const std::vector<ParamInfo> params = t.def->runtime_params();
     for (size_t i = 0; i < t.args.size(); ++i)

@@ -45,9 +45,9 @@ struct TaskBodies {
 TaskBodies task_bodies(const TaskGraph& graph);
 
 /// The persistent kernel of `graph`'s tasks for `plan` (graph.plan()) over `programs` programs:
-/// its parameters are the tables `items`, `deps`, `tasks` (i32), `words` and `args` (i64), the
-/// last the tasks' arguments as words (a pointer's address, an integer, an f32's bits), so that
-/// it takes as few parameters however many tasks it runs. Each body (task_bodies) is traced
+/// its parameters are the tables `items`, `deps` (i32), `words` and `args` (i64), the last the
+/// tasks' arguments as words (a pointer's address, an integer, an f32's bits), so that it takes
+/// four parameters however many tasks it runs. Each body (task_bodies) is traced
 /// once, its arguments read from the words of the task an item names. What MegaKernel compiles
 /// and runs; for tools and tests, its code for a target without its GPU. Throws Error naming a
 /// task whose body does not trace.

@@ -459,7 +459,7 @@ const KernelDef kAxpy("axpy_f32", axpy, {"x", "y", "alpha", "n", "offset", "BLOC
 
 // A thousand tasks of one kernel (a model's layers, many times over) share a body in the
 // persistent kernel, each given its own arguments (pointers, an f32, an i64, an i32) from the
-// table: the kernel takes five parameters however many tasks it runs, and every task's result
+// table: the kernel takes four parameters however many tasks it runs, and every task's result
 // is its own.
 TEST(Mega, TasksOfOneKernelShareOneBody) {
   const Target target = Target::default_target();
@@ -485,7 +485,7 @@ TEST(Mega, TasksOfOneKernelShareOneBody) {
   EXPECT_EQ(bodies.first, (std::vector<int>{0, 1}));
   EXPECT_EQ(bodies.of, want_of);
   mega::MegaKernel mk(g, target, 8);
-  EXPECT_EQ(mk.kernel().ir().body.args.size(), 5u);
+  EXPECT_EQ(mk.kernel().ir().body.args.size(), 4u);
   mk.run();
   const std::vector<float> got = y.values();
   std::vector<double> want(got.size());
