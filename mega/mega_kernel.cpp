@@ -105,6 +105,16 @@ std::vector<int64_t> argument_words(const TaskGraph& graph, std::vector<int32_t>
   return words;
 }
 
+// Marks the loops of `block` (nested ones too) without a stage count of their own to be
+// pipelined with `stages` (the pipelining pass's compile_stages).
+void with_stages(ir::Block& block, int stages) {
+  for (auto& op : block.ops) {
+    if (op->code == ir::OpCode::For && !op->has_attr("num_stages") && !op->has_attr("compile_stages"))
+      op->attrs["compile_stages"] = int64_t{stages};
+    for (auto& region : op->regions) with_stages(*region, stages);
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan& plan, int programs,
@@ -164,7 +174,12 @@ std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan&
           }
           try {
             // (profiled: a span a tile, named after its kernel, the task and tile its arguments)
-            tl::profile(task_b.def->name(), [&] { task_b.def->inline_body(args, task_b.constants, bodies.facts[b]); },
+            tl::profile(task_b.def->name(),
+                        [&] {
+                          task_b.def->inline_body(args, task_b.constants, bodies.facts[b]);
+                          // (its loops pipelined with the stages the task would be compiled with alone)
+                          with_stages(*builder.block(), task_b.options.num_stages);
+                        },
                         {task, tile});
           } catch (const Error& e) {
             throw Error(str_cat("tiledist: task graph '", graph_name, "', task '", task_b.name, "' (",

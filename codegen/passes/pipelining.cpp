@@ -62,7 +62,9 @@ class Pipeliner {
         ahead_(loop),
         ctx_(ctx),
         streaming_(loop.has_attr("num_stages")),
-        stages_(streaming_ ? static_cast<int>(loop.int_attr("num_stages")) : ctx.num_stages) {}
+        stages_(streaming_                        ? static_cast<int>(loop.int_attr("num_stages"))
+                : loop.has_attr("compile_stages") ? static_cast<int>(loop.int_attr("compile_stages"))
+                                                  : ctx.num_stages) {}
 
   bool run() {
     if (stages_ < 2 || !ahead_.constant_positive_step()) return false;
@@ -349,6 +351,8 @@ class Pipeliner {
   const GpuPassContext& ctx_;
   AxisAnalysis axis_;  // (of this loop's IR before it changes)
   bool streaming_;     // the kernel's hint (tl::LoopHints::num_stages): every load, its stages
+  // (else the loop's compile_stages where it has one: a kernel inlined into another, mega/, keeps
+  // the stages it would be compiled with alone; else the compile's)
   int stages_;
   bool tma_ = false;  // the loop's copies are by TMA (else cp.async)
   Value* full_ = nullptr;

@@ -367,6 +367,13 @@ TEST(Mega, ThePersistentKernelCompilesForEveryGpuTarget) {
       try {
         code = ctx.emit(*def, {}, target, CompileOptions{}, jit::Stage::asm_);
       } catch (const Error& e) {
+        // (AMD's code links the ROCm device libraries' math, which `make` installs here; a GPU
+        // machine of NVIDIA's may lack them)
+        if (target.key().rfind("gfx", 0) == 0 &&
+            std::string(e.what()).find("ocml.bc cannot be read") != std::string::npos) {
+          std::printf("  %s not made: no ROCm device libraries here (%s)\n", target.key().c_str(), e.what());
+          continue;
+        }
         ADD_FAILURE() << target.key() << ": " << e.what();
         continue;
       }
