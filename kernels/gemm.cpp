@@ -1,6 +1,7 @@
 // Tiled GEMM through tl::dot: C[M,N] = A[M,K] @ B[K,N], f32 accumulation, masked edges. The
 // grid is (cdiv(M, BM), cdiv(N, BN)); programs take their tiles in groups of GROUP_M rows of
 // tiles, column by column, so that the programs running at once share operand tiles in L2.
+#include <cstdlib>
 #include <thread>
 
 #include "kernels/gemm_tile.h"
@@ -230,7 +231,13 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K, bo
     // (on sm_90a, 8 stages of 24 KiB: the tiles' loads are what it waits for; 4 stages gave
     // 0.82 of cuBLAS at M=128, N=K=8192: bench/RESULTS.md)
     g.bm = 64, g.bn = 128, g.options.num_warps = 4, g.options.num_stages = target.has(Cap::wgmma) ? 8 : 4;
-    g.constants = {{"BM", 64}, {"BN", 128}, {"BK", 64}};
+    // (a decode step's M (at most 64): $TILEDIST_DECODE_BN = 32 or 64 tries narrower tiles, more
+    // of them to spread the weights' reads over the SMs; an experiment, unmeasured as yet)
+    if (const char* bn = std::getenv("TILEDIST_DECODE_BN"); bn && M <= 64) {
+      const int v = std::atoi(bn);
+      if (v == 32 || v == 64) g.bn = v;
+    }
+    g.constants = {{"BM", 64}, {"BN", g.bn}, {"BK", 64}};
     // Hopper: warp specialized (a producer warpgroup beside the one of math: 431 TFLOP/s at
     // M=128 N=K=8192 on an H200, where the since-deleted matched-loop lowering gave 416 and cuBLAS about 420),
     // unless $TILEDIST_WS=0.
