@@ -103,8 +103,13 @@ DecodeLayer::DecodeLayer(const Target& target, const ModelConfig& c, int batch) 
     s.act = Scratch<bf16>(target, size_t(B * s.I));
   }
   s.attention = std::make_unique<kernels::FlashDecode>(target, int(s.hq), int(s.hk), int(D));
-  const int block = int(std::min<uint64_t>(1024, std::bit_ceil(uint64_t(H))));
-  s.norm = compile(kernels::rmsnorm_kernel(ir::DType::f32), {{"RESIDUAL", 1}, {"BLOCK", block}}, target);
+  // (a decode step's norm is a program a row on its critical path: the whole row in one walk
+  // of each pass, not 1024 columns at a time, whose dependent loads took ~10 µs at H = 4096 on
+  // an H100 in the mega kernel's profile, bench/RESULTS.md)
+  const int block = int(std::min<uint64_t>(8192, std::bit_ceil(uint64_t(H))));
+  CompileOptions norm_options = CompileOptions::from_env();
+  if (block >= 4096) norm_options.num_warps = std::max(norm_options.num_warps, 8);
+  s.norm = compile(kernels::rmsnorm_kernel(ir::DType::f32), {{"RESIDUAL", 1}, {"BLOCK", block}}, target, norm_options);
   s.rope = compile(kernels::qk_norm_rope_kernel(ir::DType::f32), {{"D", int(D)}, {"NORM", 1}}, target);
   s.append = compile(kernels::kv_append_kernel(), {{"D", int(D)}}, target);
   s.swiglu = compile(kernels::swiglu_kernel(ir::DType::f32), {{"BR", 16}, {"BI", 128}}, target);
