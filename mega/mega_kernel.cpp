@@ -45,7 +45,7 @@ std::string who(const TaskGraph& g, const Task& t) {
 
 TaskBodies task_bodies(const TaskGraph& graph) {
   TaskBodies b;
-  std::map<std::tuple<uint64_t, std::string, ArgFacts, int, int, int>, int> first;
+  std::map<std::tuple<uint64_t, std::string, ArgFacts, int, int, int, int>, int> first;
   for (size_t t = 0; t < graph.tasks().size(); ++t) {
     const Task& task = graph.tasks()[t];
     std::vector<LaunchArg> args;
@@ -54,9 +54,9 @@ TaskBodies task_bodies(const TaskGraph& graph) {
       args.back().on_device = true;  // (the addresses as they are: alignment is their own)
     }
     ArgFacts facts = arg_facts(task.def->runtime_params(), args);
-    auto [it, added] =
-        first.try_emplace({task.def->id(), constants_str(task.constants), facts, task.grid.x, task.grid.y, task.grid.z},
-                          int(b.first.size()));
+    auto [it, added] = first.try_emplace({task.def->id(), constants_str(task.constants), facts, task.grid.x,
+                                          task.grid.y, task.grid.z, task.options.num_stages},
+                                         int(b.first.size()));
     if (added) b.first.push_back(int(t)), b.facts.push_back(std::move(facts));
     b.of.push_back(it->second);
   }
@@ -69,7 +69,7 @@ namespace {
 // an integer, an f32's bits), task by task; `first_word`: where each task's start. Throws Error
 // naming a task whose argument does not fit its parameter (a recorded launch's are not checked
 // until here).
-std::vector<int64_t> argument_words(const TaskGraph& graph, std::vector<int32_t>& first_word) {
+std::vector<int64_t> argument_words(const TaskGraph& graph, bool gpu, std::vector<int32_t>& first_word) {
   std::vector<int64_t> words;
   for (const Task& t : graph.tasks()) {
     first_word.push_back(int32_t(words.size()));
@@ -86,6 +86,8 @@ std::vector<int64_t> argument_words(const TaskGraph& graph, std::vector<int32_t>
       if ((p.kind == ParamKind::pointer) != (a.kind == LaunchArg::Kind::pointer))
         throw bad(a.kind == LaunchArg::Kind::pointer ? "is given a pointer" : "is given a number");
       if (p.kind == ParamKind::pointer) {
+        if (a.elem != p.type.dtype) throw bad(str_cat("is given a pointer to ", ir::dtype_name(a.elem)));
+        if (a.on_device && !gpu) throw bad("is given GPU memory, for a kernel on the host");
         words.push_back(int64_t(reinterpret_cast<intptr_t>(a.ptr)));
       } else if (p.type.dtype == ir::DType::f32) {
         const float f = a.kind == LaunchArg::Kind::floating ? float(a.f) : float(a.i);
@@ -263,7 +265,7 @@ MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int program
   // The tables: items (kItemWords each), dependencies (word, times), words (zero: no step has
   // run), the tasks' arguments.
   std::vector<int32_t> items, deps, first_word;
-  const std::vector<int64_t> arg_words = argument_words(graph, first_word);
+  const std::vector<int64_t> arg_words = argument_words(graph, gpu, first_word);
   s.bodies = task_bodies(graph);
   s.schedule = schedule;
   const TaskBodies& bodies = s.bodies;

@@ -34,8 +34,9 @@ namespace tiledist::mega {
 enum class Schedule { queue, round_robin };
 
 /// Which tasks of a graph share one body in its persistent kernel: those of one kernel
-/// (KernelDef::id) with equal constants, grids and ArgFacts (what their arguments tell: aligned
-/// pointers, multiples of 16, ones), whose arguments alone differ.
+/// (KernelDef::id) with equal constants, grids, stage counts (CompileOptions::num_stages: its
+/// loops' pipelines) and ArgFacts (what their arguments tell: aligned pointers, multiples of 16,
+/// ones), whose arguments alone differ.
 struct TaskBodies {
   std::vector<int> of;          ///< Each task's body.
   std::vector<int> first;       ///< Each body's first task, whose kernel, constants and grid it has.

@@ -503,18 +503,21 @@ TEST(Mega, TasksOfOneKernelShareOneBody) {
 }
 
 // Tasks of one kernel differ in body where what their arguments tell differs (an aligned
-// pointer and one that is not: the aligned one's accesses may be vectorized) or their grids or
-// constants do.
+// pointer and one that is not: the aligned one's accesses may be vectorized) or their grids,
+// constants or stage counts do.
 TEST(Mega, TasksWhoseArgumentsTellOtherwiseGetTheirOwnBody) {
   std::vector<float> x(256), y(256);
   mega::TaskGraph g("bodies");
   g.input(x.data(), 256), g.input(y.data(), 256);
-  const auto add = [&](int grid, int64_t x_at, Constants c) {
+  const auto add = [&](int grid, int64_t x_at, Constants c, int stages = CompileOptions::from_env().num_stages) {
+    CompileOptions o = CompileOptions::from_env();
+    o.num_stages = stages;
     g.add(str_cat("t", g.tasks().size()), kAxpy, std::move(c), Grid(grid),
-          {mega::in(x.data() + x_at, 64), mega::inout(y.data(), 256), 1.5f, int64_t{64}, 0});
+          {mega::in(x.data() + x_at, 64), mega::inout(y.data(), 256), 1.5f, int64_t{64}, 0}, o);
   };
   add(1, 0, {}), add(1, 16, {}), add(1, 1, {}), add(2, 0, {}), add(1, 0, {{"BLOCK", 32}}), add(1, 32, {});
-  EXPECT_EQ(mega::task_bodies(g).of, (std::vector<int>{0, 0, 1, 2, 3, 0}));
+  add(1, 0, {}, 7);  // (its loops pipelined otherwise)
+  EXPECT_EQ(mega::task_bodies(g).of, (std::vector<int>{0, 0, 1, 2, 3, 0, 4}));
 }
 
 // Profiled, the persistent kernel shows each program's tiles on its timeline: a span a tile,
