@@ -232,7 +232,7 @@ struct MegaKernel::State {
   Schedule schedule = Schedule::queue;
 };
 
-MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int programs, Schedule schedule)
+MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int programs, Schedule schedule, int num_warps)
     : s_(std::make_unique<State>()) {
   State& s = *s_;
   s.target = target, s.graph = graph.name();
@@ -241,6 +241,9 @@ MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int program
   const bool gpu = kernels::detail::on_gpu(target);
   const int64_t n_items = int64_t(s.plan.items.size());
   if (programs < 0) throw Error(str_cat("tiledist: task graph '", graph.name(), "': ", programs, " programs"));
+  if (num_warps < 0 || num_warps > 32 || (num_warps & (num_warps - 1)) != 0)
+    throw Error(str_cat("tiledist: task graph '", graph.name(), "': ", num_warps,
+                        " warps a program (0, or a power of two up to 32)"));
   if (programs == 0) programs = gpu ? (cuda::available() ? cuda::device().sms : 132) : 8;
   s.programs = int(std::min<int64_t>(programs, n_items));
 
@@ -290,6 +293,7 @@ MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int program
         s.reached.push_back({str_cat(t.name, ".", params[i].name), t.args[i].launch_arg()});
   }
   s.def = persistent_kernel(graph, s.plan, s.programs, schedule);
+  if (num_warps > 0) options.num_warps = num_warps;
   s.kernel = compile(*s.def, {}, target, options);
 }
 

@@ -61,9 +61,10 @@ class MegaKernel {
   /// Plans and compiles `graph` for `target`. `programs`: how many (0: one per SM on a GPU,
   /// 8 on the host; never more than the plan's items). Throws Error as TaskGraph::plan does,
   /// names a task whose kernel does not compile, that needs more shared memory than an SM
-  /// has, or whose (recorded) arguments do not fit its kernel's parameters.
+  /// has, or whose (recorded) arguments do not fit its kernel's parameters. `num_warps`: each
+  /// program's (0: the most any task is compiled with; every body runs on them all).
   MegaKernel(const TaskGraph& graph, const Target& target = Target::default_target(), int programs = 0,
-             Schedule schedule = Schedule::queue);
+             Schedule schedule = Schedule::queue, int num_warps = 0);
   ~MegaKernel();
   MegaKernel(const MegaKernel&) = delete;
   MegaKernel& operator=(const MegaKernel&) = delete;

@@ -50,6 +50,7 @@ struct Model::State {
   std::unique_ptr<runtime::Graph> step;
   // or as one persistent kernel (set_decode_mega), made at the first step
   bool use_mega = false;
+  int mega_warps = 0;
   std::unique_ptr<mega::MegaKernel> mega;
   /// The L layers of a decode step, queued on `stream` (null: done when they return).
   void decode_layers(const runtime::Stream* stream) {
@@ -148,7 +149,7 @@ void Model::decode(const runtime::Stream* stream) {
       for (size_t l = 0; l < s.weights.size(); ++l)
         s.decoder->record(g, s.step_delta.data(), l == 0 ? nullptr : s.step_residual.data(), s.weights[l], *s.cache,
                           int(l), s.step_delta.data(), s.step_residual.data());
-      s.mega = std::make_unique<mega::MegaKernel>(g, s.target);
+      s.mega = std::make_unique<mega::MegaKernel>(g, s.target, 0, mega::Schedule::queue, s.mega_warps);
     }
     s.mega->run(stream);
     ++s.done;
@@ -175,9 +176,14 @@ void Model::decode(const runtime::Stream* stream) {
   ++s.done;
 }
 
-void Model::set_decode_mega(bool on) {
+void Model::set_decode_mega(bool on, int num_warps) {
   State& s = *s_;
   s.use_mega = on;
+  if (s.mega_warps != num_warps) {
+    if (s.mega && kernels::detail::on_gpu(s.target)) cuda::synchronize();
+    s.mega.reset();  // (made again at the next step, with its warps)
+    s.mega_warps = num_warps;
+  }
   if (on || !s.mega) return;
   if (kernels::detail::on_gpu(s.target)) cuda::synchronize();  // (its steps done before it goes)
   s.mega.reset();

@@ -54,7 +54,8 @@ class Model {
   /// step's kernels as tasks of one task graph, each tile waiting for the tiles it reads from),
   /// made at the next step (off by default; a MoE model's steps throw Error with it on). Takes
   /// the place of the graph while on.
-  void set_decode_mega(bool on);
+  /// `num_warps`: the persistent kernel's warps a program (MegaKernel; 0: its default).
+  void set_decode_mega(bool on, int num_warps = 0);
   /// The persistent kernel's summary and, with `per_task`, a line a task (MegaKernel::summary,
   /// describe), once a step has made it; else empty.
   std::string decode_mega_plan(bool per_task = false) const;

@@ -2,7 +2,7 @@
 //
 //   tiledist-run -n N tiledist-model [--config qwen3-32b|FILE] [--weights DIR|FILE] [--layers L]
 //                                    [--batch B] [--seqlen S] [--reps R] [--seed X]
-//                                    [--target host|cuda] [--decode STEPS] [--mega [--plan]]
+//                                    [--target host|cuda] [--decode STEPS] [--mega [--plan] [--warps W]]
 //
 // Prefill of L layers (dense, or Qwen3-MoE's experts) over B sequences of S tokens,
 // the activations between layers split by tokens. The weights: a Hugging Face checkpoint's
@@ -11,8 +11,9 @@
 // embeddings are made from the seed. Each rep runs the L layers after a barrier; rank 0 prints the median milliseconds
 // per step and tokens per second. With --decode, after the prefill, STEPS decode steps (one new
 // token a sequence each; a dense model's as a CUDA graph on a GPU, or with --mega as one
-// persistent kernel: mega::MegaKernel, whose plan --plan prints a line a task), and the median milliseconds a step (the
-// first, which compiles, not counted). The default target: the GPU where there is one, else the CPU.
+// persistent kernel: mega::MegaKernel, whose plan --plan prints a line a task, --warps W its warps a program), and the
+// median milliseconds a step (the first, which compiles, not counted). The default target: the GPU where there is one,
+// else the CPU.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -34,17 +35,17 @@ namespace {
 using namespace tiledist;
 
 int usage(const char* why) {
-  std::fprintf(
-      stderr,
-      "tiledist-model: %s\nusage: tiledist-model [--config qwen3-32b|FILE] [--weights DIR|FILE] [--layers L] "
-      "[--batch B] [--seqlen S] [--reps R] [--seed X] [--target host|cuda] [--decode STEPS] [--mega [--plan]]\n",
-      why);
+  std::fprintf(stderr,
+               "tiledist-model: %s\nusage: tiledist-model [--config qwen3-32b|FILE] [--weights DIR|FILE] [--layers L] "
+               "[--batch B] [--seqlen S] [--reps R] [--seed X] [--target host|cuda] [--decode STEPS] [--mega [--plan] "
+               "[--warps W]]\n",
+               why);
   return 2;
 }
 
 int run(int argc, char** argv) {
   std::string config_name, weights, target_name;
-  int layers = 2, batch = 1, seqlen = 4096, reps = 5, decode = 0;
+  int layers = 2, batch = 1, seqlen = 4096, reps = 5, decode = 0, warps = 0;
   bool mega = false, plan = false;
   uint64_t seed = 1;
   for (int i = 1; i < argc; ++i) {
@@ -73,13 +74,15 @@ int run(int argc, char** argv) {
       target_name = v;
     else if (a == "--decode")
       decode = std::atoi(v.c_str());
+    else if (a == "--warps")
+      warps = std::atoi(v.c_str());
     else
       return usage(str_cat("unknown option '", a, "'").c_str());
   }
   if (layers < 1 || batch < 1 || seqlen < 1 || reps < 1 || decode < 0)
     return usage("--layers, --batch, --seqlen and --reps take positive counts (--decode: not negative)");
   if (mega && decode < 2) return usage("--mega times decode steps: give --decode 2 or more");
-  if (plan && !mega) return usage("--plan describes --mega's persistent kernel: give --mega");
+  if ((plan || warps) && !mega) return usage("--plan and --warps are --mega's persistent kernel's: give --mega");
   const Target target =
       target_name.empty() ? (cuda::available() ? Target::cuda() : Target::host()) : Target::parse(target_name);
   std::unique_ptr<model::SafeTensors> checkpoint;
@@ -94,7 +97,7 @@ int run(int argc, char** argv) {
   config.check(n);
   const int64_t T = int64_t(batch) * seqlen;
   model::Model model(target, config, layers, batch, seqlen, seed, decode, checkpoint.get());
-  model.set_decode_mega(mega);
+  model.set_decode_mega(mega, warps);
   std::vector<double> times;
   for (int r = 0; r < reps + 1; ++r) {  // (the first: compiles, warms)
     barrier_all();

@@ -24,6 +24,7 @@
 #include "mega/kernel_access.h"
 #include "mega/mega_kernel.h"
 #include "runtime/profiler.h"
+#include "tests/jit/error_of.h"
 #include "tests/jit/temp_dir.h"
 
 namespace tiledist {
@@ -607,6 +608,16 @@ TEST(Mega, WaitsThatOthersImplyAreDropped) {
     for (size_t i = 0; i < got.size(); ++i)
       ASSERT_EQ(got[i], (x0[i] + x0[i]) + x0[i]) << "layer " << l << " element " << i;
   }
+}
+
+// A program's warps may be chosen (every body runs on them): a power of two up to 32.
+TEST(Mega, ItsWarpsAreChosenOrRefused) {
+  Layer l(8, 16);
+  const mega::TaskGraph g = l.graph();
+  const std::string e = test_util::error_of([&] { mega::MegaKernel(g, Target::host(), 2, mega::Schedule::queue, 3); });
+  EXPECT_NE(e.find("task graph 'layer': 3 warps a program (0, or a power of two up to 32)"), std::string::npos) << e;
+  mega::MegaKernel eight(g, Target::default_target(), 2, mega::Schedule::queue, 8);
+  EXPECT_EQ(eight.kernel().source()->options.num_warps, 8);
 }
 
 TEST(Mega, ACycleIsRefusedNamingItsTasks) {
