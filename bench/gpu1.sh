@@ -60,6 +60,9 @@
 #   megabench  issue 33's timing: model_bench's decode of a Qwen3-8B-shaped model (bench/qwen3-8b.json,
 #              36 layers) at batch 1, 8 and 32: kernel by kernel, a CUDA graph, one persistent kernel,
 #              and PyTorch eager and in a CUDA graph, in one run
+#   megatune   issue 33's open questions, one line each (tiledist-model, the same Qwen3-8B-shaped
+#              model, batch 1): the graph, then one persistent kernel at its default warps (the
+#              most a task asks: 8), at 4 and at 16, and with 64-column decode GEMM tiles
 #   worlds     issue 31 after the rendezvous: cuda_dist_test at 2 ranks sharing the GPU and a
 #              fault, on the CUDA world, then cuda_dist_test and cuda_collectives_test at 2 ranks
 #              on the NVSHMEM world
@@ -253,6 +256,18 @@ for stage in $stages; do
       done
       TILEDIST_STRESS_SUBJECT=mega run mega-stress 120 tools/tiledist-stress --target cuda --seconds 60 --ranks 1,2
       tail -2 "$logs/mega-stress.log" ;;
+    megatune)
+      for v in graph mega mega_w4 mega_w16 mega_bn64; do
+        case $v in
+          graph) a=() ;; mega) a=(--mega) ;; mega_w4) a=(--mega --warps 4) ;; mega_w16) a=(--mega --warps 16) ;;
+          mega_bn64) a=(--mega) ;;
+        esac
+        bn=; [ "$v" = mega_bn64 ] && bn=64
+        TILEDIST_DECODE_BN=$bn TILEDIST_GPU_HEAP_SIZE=24G run "megatune_$v" 110 tools/tiledist-run -n 1 --timeout 105 \
+          tools/tiledist-model --config "$root/bench/qwen3-8b.json" --layers 36 --batch 1 --seqlen 128 --reps 1 \
+          --decode 8 "${a[@]}"
+        grep -E "a step|rror" "$logs/megatune_$v.log" | head -2
+      done ;;
     megabench)
       TILEDIST_GPU_HEAP_SIZE=24G run megabench 560 stdbuf -oL tools/tiledist-run -n 1 --timeout 550 bench/model_bench 1 \
         --config "$root/bench/qwen3-8b.json" --layers 36 --seqlens "" --decode-batches 1,8,32 --steps 8
