@@ -125,7 +125,11 @@ int run(int argc, char** argv) {
     std::sort(steps.begin(), steps.end());
     if (me == 0 && !steps.empty())
       std::printf("tiledist-model: decode %.3f ms a step (batch %d, %s; median of %zu)\n", steps[steps.size() / 2],
-                  batch, mega ? "one persistent kernel" : "kernel by kernel", steps.size());
+                  batch,
+                  mega                               ? "one persistent kernel"
+                  : target.is_gpu() && !config.moe() ? "one CUDA graph"
+                                                     : "kernel by kernel",
+                  steps.size());
     if (me == 0 && mega) std::printf("%s", model.decode_mega_plan(plan).c_str());
   }
   return 0;
