@@ -49,6 +49,43 @@ ArgFacts arg_facts(const std::vector<ParamInfo>& params, const std::vector<Launc
   return facts;
 }
 
+uint64_t pack_arg(const ParamInfo& p, const LaunchArg& a, bool device_memory, const std::string& where) {
+  auto bad = [&](const std::string& what) { return Error(str_cat(where, ": ", what)); };
+  uint64_t slot = 0;
+  if (p.kind == ParamKind::pointer) {
+    if (a.kind != LaunchArg::Kind::pointer)
+      throw bad(str_cat("expected a pointer to ", ir::dtype_name(p.type.dtype), ", got a number"));
+    if (a.on_device && !device_memory) throw bad("a cuda::Buffer was given to a kernel compiled for the host");
+    if (a.elem != p.type.dtype)
+      throw bad(str_cat("expected a pointer to ", ir::dtype_name(p.type.dtype), ", got a pointer to ",
+                        ir::dtype_name(a.elem)));
+    std::memcpy(&slot, &a.ptr, sizeof(void*));
+    return slot;
+  }
+  if (a.kind == LaunchArg::Kind::pointer) throw bad(str_cat("expected a number (", p.type.str(), "), got a pointer"));
+  switch (p.type.dtype) {
+    case ir::DType::i32: {
+      if (a.kind != LaunchArg::Kind::integer) throw bad("expected an integer (i32), got a floating-point number");
+      if (a.i < std::numeric_limits<int32_t>::min() || a.i > std::numeric_limits<int32_t>::max())
+        throw bad(str_cat("value ", a.i, " does not fit in i32 (declare the parameter tl::Int64)"));
+      const int32_t v = static_cast<int32_t>(a.i);
+      std::memcpy(&slot, &v, 4);
+      return slot;
+    }
+    case ir::DType::i64:
+      if (a.kind != LaunchArg::Kind::integer) throw bad("expected an integer (i64), got a floating-point number");
+      std::memcpy(&slot, &a.i, 8);
+      return slot;
+    case ir::DType::f32: {
+      const float v = a.kind == LaunchArg::Kind::floating ? static_cast<float>(a.f) : static_cast<float>(a.i);
+      std::memcpy(&slot, &v, 4);
+      return slot;
+    }
+    default:
+      throw bad(str_cat("unsupported parameter type ", p.type.str()));
+  }
+}
+
 struct Kernel::Variants {
   Variants(const KernelDef& d, const Constants& c, const Target& t, const CompileOptions& o, jit::Context& x)
       : def(d), constants(c), target(t), options(o), ctx(&x) {}
@@ -124,51 +161,15 @@ void Kernel::launch_args(Grid grid, const std::vector<LaunchArg>& given, const r
   for (size_t i = 0; i < args.size(); ++i) {
     const ParamInfo& p = params[i];
     const LaunchArg& a = args[i];
-    auto bad = [&](const std::string& what) {
-      return Error(str_cat("tiledist: argument ", i, " ('", p.name, "') of kernel '", kname, "': ", what));
-    };
-    void* slot = &slots[i];
-    if (p.kind == ParamKind::pointer) {
-      if (a.kind != LaunchArg::Kind::pointer)
-        throw bad(str_cat("expected a pointer to ", ir::dtype_name(p.type.dtype), ", got a number"));
-      if (a.on_device && !backend.takes_device_memory())
-        throw bad("a cuda::Buffer was given to a kernel compiled for the host");
-      if (a.elem != p.type.dtype)
-        throw bad(str_cat("expected a pointer to ", ir::dtype_name(p.type.dtype), ", got a pointer to ",
-                          ir::dtype_name(a.elem)));
-      std::memcpy(slot, &a.ptr, sizeof(void*));
-      if (loaded.options.check_bounds) {
-        if (a.extent_bytes < 0)
-          throw bad(
-              "TILEDIST_CHECK_BOUNDS=1 needs the buffer's extent: pass a std::span or std::vector (host memory) or "
-              "a cuda::DevicePtr{p, count} (device memory), not a raw pointer");
-        const char* lo = static_cast<const char*>(a.ptr);
-        rt.ranges.push_back({lo, lo + a.extent_bytes, p.name, ir::dtype_bytes(p.type.dtype)});
-      }
-      continue;
-    }
-    if (a.kind == LaunchArg::Kind::pointer) throw bad(str_cat("expected a number (", p.type.str(), "), got a pointer"));
-    switch (p.type.dtype) {
-      case ir::DType::i32: {
-        if (a.kind != LaunchArg::Kind::integer) throw bad("expected an integer (i32), got a floating-point number");
-        if (a.i < std::numeric_limits<int32_t>::min() || a.i > std::numeric_limits<int32_t>::max())
-          throw bad(str_cat("value ", a.i, " does not fit in i32 (declare the parameter tl::Int64)"));
-        int32_t v = static_cast<int32_t>(a.i);
-        std::memcpy(slot, &v, 4);
-        break;
-      }
-      case ir::DType::i64: {
-        if (a.kind != LaunchArg::Kind::integer) throw bad("expected an integer (i64), got a floating-point number");
-        std::memcpy(slot, &a.i, 8);
-        break;
-      }
-      case ir::DType::f32: {
-        float v = a.kind == LaunchArg::Kind::floating ? static_cast<float>(a.f) : static_cast<float>(a.i);
-        std::memcpy(slot, &v, 4);
-        break;
-      }
-      default:
-        throw bad(str_cat("unsupported parameter type ", p.type.str()));
+    slots[i] = pack_arg(p, a, backend.takes_device_memory(),
+                        str_cat("tiledist: argument ", i, " ('", p.name, "') of kernel '", kname, "'"));
+    if (p.kind == ParamKind::pointer && loaded.options.check_bounds) {
+      if (a.extent_bytes < 0)
+        throw Error(str_cat("tiledist: argument ", i, " ('", p.name, "') of kernel '", kname,
+                            "': TILEDIST_CHECK_BOUNDS=1 needs the buffer's extent: pass a std::span or std::vector "
+                            "(host memory) or a cuda::DevicePtr{p, count} (device memory), not a raw pointer"));
+      const char* lo = static_cast<const char*>(a.ptr);
+      rt.ranges.push_back({lo, lo + a.extent_bytes, p.name, ir::dtype_bytes(p.type.dtype)});
     }
   }
   if (loaded.options.check_bounds)

@@ -138,6 +138,12 @@ struct ReachedBuffer {
 /// variant of a kernel it selects.
 ArgFacts arg_facts(const std::vector<ParamInfo>& params, const std::vector<LaunchArg>& args);
 
+/// `a` as a kernel's runtime parameter `p` takes it, in a 64-bit slot: a pointer's address, an
+/// integer (an i32 in the low four bytes), an f32's bits. `device_memory`: whether the kernel
+/// takes GPU memory. Throws Error `where`: what is wrong (a pointer for a number, another
+/// element type, an i32 out of range, ...).
+uint64_t pack_arg(const ParamInfo& p, const LaunchArg& a, bool device_memory, const std::string& where);
+
 /// A compiled specialization of a kernel.
 class Kernel {
  public:

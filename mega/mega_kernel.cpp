@@ -5,9 +5,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstring>
-#include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "dsl/dist.h"
@@ -65,10 +64,10 @@ TaskBodies task_bodies(const TaskGraph& graph) {
 
 namespace {
 
-// Every task's arguments as words of the table the kernel reads them from (a pointer's address,
-// an integer, an f32's bits), task by task; `first_word`: where each task's start. Throws Error
-// naming a task whose argument does not fit its parameter (a recorded launch's are not checked
-// until here).
+// Every task's arguments as words of the table the kernel reads them from (as a launch packs
+// them: pack_arg), task by task; `first_word`: where each task's start. Throws Error naming a
+// task whose argument does not fit its parameter (a recorded launch's are not checked until
+// here).
 std::vector<int64_t> argument_words(const TaskGraph& graph, bool gpu, std::vector<int32_t>& first_word) {
   std::vector<int64_t> words;
   for (const Task& t : graph.tasks()) {
@@ -77,32 +76,9 @@ std::vector<int64_t> argument_words(const TaskGraph& graph, bool gpu, std::vecto
     if (params.size() != t.args.size())
       throw Error(
           str_cat(who(graph, t), ": ", t.args.size(), " arguments for its ", params.size(), " runtime parameters"));
-    for (size_t i = 0; i < params.size(); ++i) {
-      const ParamInfo& p = params[i];
-      const LaunchArg& a = t.args[i].launch_arg();
-      auto bad = [&](const std::string& what) {
-        return Error(str_cat(who(graph, t), ": its parameter '", p.name, "' (", p.type.str(), ") ", what));
-      };
-      if ((p.kind == ParamKind::pointer) != (a.kind == LaunchArg::Kind::pointer))
-        throw bad(a.kind == LaunchArg::Kind::pointer ? "is given a pointer" : "is given a number");
-      if (p.kind == ParamKind::pointer) {
-        if (a.elem != p.type.dtype) throw bad(str_cat("is given a pointer to ", ir::dtype_name(a.elem)));
-        if (a.on_device && !gpu) throw bad("is given GPU memory, for a kernel on the host");
-        words.push_back(int64_t(reinterpret_cast<intptr_t>(a.ptr)));
-      } else if (p.type.dtype == ir::DType::f32) {
-        const float f = a.kind == LaunchArg::Kind::floating ? float(a.f) : float(a.i);
-        uint32_t bits = 0;
-        std::memcpy(&bits, &f, 4);
-        words.push_back(int64_t(bits));
-      } else if (a.kind == LaunchArg::Kind::floating) {
-        throw bad("is given a floating-point number");
-      } else if (p.type.dtype == ir::DType::i32 &&
-                 (a.i < std::numeric_limits<int32_t>::min() || a.i > std::numeric_limits<int32_t>::max())) {
-        throw bad(str_cat("is given ", a.i, ", which does not fit in i32"));
-      } else {
-        words.push_back(a.i);
-      }
-    }
+    for (size_t i = 0; i < params.size(); ++i)
+      words.push_back(int64_t(pack_arg(params[i], t.args[i].launch_arg(), gpu,
+                                       str_cat(who(graph, t), ": its parameter '", params[i].name, "'"))));
   }
   return words;
 }
@@ -249,10 +225,13 @@ MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int program
 
   // Each task alone first: a kernel that does not compile, or that needs more shared memory
   // than an SM has, is named here rather than inside the whole.
+  // (once for each kernel, constants and options: a model's layers share them)
   CompileOptions options = s.tasks[0].options;
+  std::set<std::tuple<uint64_t, std::string, std::string>> compiled;
   for (const Task& t : s.tasks) {
     options.num_warps = std::max(options.num_warps, t.options.num_warps);
     options.check_bounds = options.check_bounds || t.options.check_bounds;
+    if (!compiled.insert({t.def->id(), constants_str(t.constants), t.options.key()}).second) continue;
     Kernel alone;
     try {
       alone = compile(*t.def, t.constants, target, t.options);

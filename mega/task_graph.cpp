@@ -459,32 +459,30 @@ Plan TaskGraph::plan() const {
         }
         if (int64_t(set.size()) == others) whole_tasks.insert(c.s);
       }
-      // (each wait, and what it implies done: a task, or a tile, and what was done before it)
+      // (each wait: a task, or a tile of one, and what was surely done before it ended)
       struct Wait {
         int task;
         int64_t tile;  // (-1: the whole task)
-        Done done;
+        const Done* before;
       };
       std::vector<Wait> waits;
-      for (int s : whole_tasks) waits.push_back({s, -1, done_task[size_t(s)]});
+      for (int s : whole_tasks) waits.push_back({s, -1, &done_task[size_t(s)]});
       for (auto& [s, set] : tiles)
         if (!whole_tasks.count(s))
-          for (int64_t j : set) {
-            waits.push_back({s, j, done_item[size_t(first[size_t(s)] + j)]});
-            waits.back().done.add_tile(s, j, tasks[size_t(s)].tiles());
-          }
+          for (int64_t j : set) waits.push_back({s, j, &done_item[size_t(first[size_t(s)] + j)]});
       Done& done = done_item[size_t(first[size_t(t)] + i)];
-      for (size_t w = 0; w < waits.size(); ++w) {
-        done.unite(waits[w].done);
-        bool implied = false;
-        for (size_t v = 0; v < waits.size() && !implied; ++v)
-          implied = v != w && waits[v].done.holds(waits[w].task, waits[w].tile);
-        if (implied) continue;
-        const int s = waits[w].task;
-        if (waits[w].tile < 0)
-          plan.deps.push_back({int32_t(count + s), int32_t(tasks[size_t(s)].tiles())});
+      for (const Wait& w : waits) {
+        done.unite(*w.before);
+        if (w.tile >= 0) done.add_tile(w.task, w.tile, tasks[size_t(w.task)].tiles());
+        // (implied where another wait's task or tile was done only after it: distinct waits
+        // never name the same tile)
+        if (std::any_of(waits.begin(), waits.end(),
+                        [&](const Wait& v) { return &v != &w && v.before->holds(w.task, w.tile); }))
+          continue;
+        if (w.tile < 0)
+          plan.deps.push_back({int32_t(count + w.task), int32_t(tasks[size_t(w.task)].tiles())});
         else
-          plan.deps.push_back({int32_t(first[size_t(s)] + waits[w].tile), 1});
+          plan.deps.push_back({int32_t(first[size_t(w.task)] + w.tile), 1});
       }
       item.deps_end = int32_t(plan.deps.size());
       plan.items.push_back(item);

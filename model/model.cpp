@@ -179,14 +179,12 @@ void Model::decode(const runtime::Stream* stream) {
 void Model::set_decode_mega(bool on, int num_warps) {
   State& s = *s_;
   s.use_mega = on;
-  if (s.mega_warps != num_warps) {
-    if (s.mega && kernels::detail::on_gpu(s.target)) cuda::synchronize();
-    s.mega.reset();  // (made again at the next step, with its warps)
-    s.mega_warps = num_warps;
+  // (the kernel goes where turned off or asked for other warps: made again at the next step)
+  if (s.mega && (!on || s.mega_warps != num_warps)) {
+    if (kernels::detail::on_gpu(s.target)) cuda::synchronize();  // (its steps done before it goes)
+    s.mega.reset();
   }
-  if (on || !s.mega) return;
-  if (kernels::detail::on_gpu(s.target)) cuda::synchronize();  // (its steps done before it goes)
-  s.mega.reset();
+  s.mega_warps = num_warps;
 }
 
 std::string Model::decode_mega_plan(bool per_task) const {
