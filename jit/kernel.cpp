@@ -59,8 +59,7 @@ uint64_t pack_arg(const ParamInfo& p, const LaunchArg& a, bool device_memory, co
     if (a.elem != p.type.dtype)
       throw bad(str_cat("expected a pointer to ", ir::dtype_name(p.type.dtype), ", got a pointer to ",
                         ir::dtype_name(a.elem)));
-    std::memcpy(&slot, &a.ptr, sizeof(void*));
-    return slot;
+    return uint64_t(reinterpret_cast<uintptr_t>(a.ptr));
   }
   if (a.kind == LaunchArg::Kind::pointer) throw bad(str_cat("expected a number (", p.type.str(), "), got a pointer"));
   switch (p.type.dtype) {
