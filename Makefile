@@ -115,7 +115,9 @@ bundle: build
 	    grep -oE '/[^ ]*lib(benchmark|hwloc|zstd|z|udev)\.so[^ ]*' | sort -u); do cp -L $$f $(BUNDLE_DIR)/; done
 	strip --strip-unneeded $$(readlink -f $(BUNDLE_DIR)/libtiledist.so) $(BUNDLE_DIR)/tools/* $(BUNDLE_DIR)/tests/* \
 	  $(BUNDLE_DIR)/bench/* $$(find $(BUNDLE_DIR)/examples -type f -executable)
-	tar -C $(BUILD)/bundle -cJf dist/tiledist-bundle.tar.xz tiledist
+	# (written beside and moved into place: a run that carries dist/ meanwhile takes the old one whole)
+	tar -C $(BUILD)/bundle -cJf dist/.tiledist-bundle.tar.xz.part tiledist
+	mv dist/.tiledist-bundle.tar.xz.part dist/tiledist-bundle.tar.xz
 	@ls -la dist/tiledist-bundle.tar.xz
 
 clean:

@@ -57,6 +57,10 @@
 #              persistent kernel against the kernels one by one; the model's decode steps as one
 #              at 1 and 2 ranks sharing the GPU), then the stress subject `mega` on 1-2 ranks
 #              sharing the GPU for a minute
+#   split      a decode step's GEMMs with K split where their tiles are fewer than the SMs (gemm_config,
+#              M <= 64): GEMM + AllReduce's and the dense decode's tests (one rank), then the Qwen3-8B-shaped
+#              step at batch 1: as a graph, as one persistent kernel fetching its weights into L2 ahead
+#              and not ($TILEDIST_MEGA_PREFETCH=0), and as a graph with whole tiles ($TILEDIST_DECODE_SPLIT=0)
 #   megabench  issue 33's timing: model_bench's decode of a Qwen3-8B-shaped model (bench/qwen3-8b.json,
 #              36 layers) at batch 1, 8 and 32: kernel by kernel, a CUDA graph, one persistent kernel,
 #              and PyTorch eager and in a CUDA graph, in one run
@@ -267,6 +271,20 @@ for stage in $stages; do
           tools/tiledist-model --config "$root/bench/qwen3-8b.json" --layers 36 --batch 1 --seqlen 128 --reps 1 \
           --decode 8 "${a[@]}"
         grep -E "a step|rror" "$logs/megatune_$v.log" | head -2
+      done ;;
+    split)
+      export TILEDIST_WAIT_TIMEOUT=30
+      run split_tests 120 tools/tiledist-run -n 1 --timeout 115 tests/cuda_collectives_test \
+        --gtest_filter='GpuKernels.GemmAll*:GpuKernels.DenseDecode*'
+      grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/split_tests.log" | head -6
+      for v in graph mega_fetch mega graph_whole; do
+        a=(); case $v in mega*) a=(--mega) ;; esac
+        sp=; case $v in *_whole) sp=0 ;; esac
+        pf=; [ "$v" = mega ] && pf=0
+        TILEDIST_DECODE_SPLIT=$sp TILEDIST_MEGA_PREFETCH=$pf TILEDIST_GPU_HEAP_SIZE=24G run "split_$v" 105 \
+          tools/tiledist-run -n 1 --timeout 100 tools/tiledist-model --config "$root/bench/qwen3-8b.json" --layers 36 \
+          --batch 1 --seqlen 128 --reps 1 --decode 8 "${a[@]}"
+        echo "$v: $(grep -E "a step|rror" "$logs/split_$v.log" | head -2)"
       done ;;
     megabench)
       TILEDIST_GPU_HEAP_SIZE=24G run megabench 560 stdbuf -oL tools/tiledist-run -n 1 --timeout 550 bench/model_bench 1 \

@@ -108,6 +108,9 @@ class GpuTarget {
   virtual llvm::Value* load(llvm::Type* t, llvm::Value* p, ir::MemOrder order, ir::MemScope scope) = 0;
   virtual void store(llvm::Value* p, llvm::Value* v, ir::MemOrder order, ir::MemScope scope) = 0;
   virtual void fence(ir::MemOrder order, ir::MemScope scope) = 0;
+  /// The line holding global address `p` fetched into L2, ahead of loads (a hint; none where
+  /// the target has no such instruction).
+  virtual void prefetch_l2(llvm::Value* p) {}
   /// One atomic: a read-modify-write of `kind` (v the operand), or where `kind` is none a
   /// compare-and-swap (v the expected value, `desired` the new one), on a value of dtype `d`;
   /// returns the old value unless `result_used` is false (then it may return undef).

@@ -133,6 +133,9 @@ class NvptxTarget : public GpuTarget {
         str_cat("l,", reg_constraint(t)), {global_ptr(p), v});
   }
   /// fence.acq_rel (or fence.sc for seq_cst) at `scope`; relaxed orders need none.
+  void prefetch_l2(llvm::Value* p) override {  // (generic addressing: the pointer as the kernel holds it)
+    ptx(b_.getVoidTy(), "prefetch.L2 [$0];", "l", {b_.CreatePtrToInt(p, b_.getInt64Ty())});
+  }
   void fence(ir::MemOrder order, ir::MemScope scope) override {
     if (order == ir::MemOrder::relaxed) return;
     ptx(b_.getVoidTy(),

@@ -449,6 +449,16 @@ void store(const Tensor& ptr, const Operand& value, const Tensor& mask, SrcLoc l
   builder("store", loc).store(ptr.value(), v.value(), m.value());
 }
 
+void prefetch(const Tensor& ptr, SrcLoc loc) {
+  check_ptr("prefetch", ptr, loc);
+  builder("prefetch", loc).prefetch(ptr.value());
+}
+void prefetch(const Tensor& ptr, const Tensor& mask, SrcLoc loc) {
+  check_ptr("prefetch", ptr, loc);
+  Tensor m = mask_for("prefetch", mask, ptr.shape(), loc);
+  builder("prefetch", loc).prefetch(ptr.value(), m.value());
+}
+
 Tensor atomic_add(const Tensor& p, const Operand& v, std::optional<Tensor> m, AtomicOpts o, SrcLoc loc) {
   return atomic("atomic_add", "add", p, v, m, o, loc);
 }

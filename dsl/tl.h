@@ -235,6 +235,13 @@ Tensor load(const Tensor& ptr, const Tensor& mask, const Operand& other, SrcLoc 
 void store(const Tensor& ptr, const Operand& value, SrcLoc loc = SrcLoc::current());
 void store(const Tensor& ptr, const Operand& value, const Tensor& mask, SrcLoc loc = SrcLoc::current());
 ///@}
+/// Asks that the memory holding what `ptr` points to (where the boolean `mask`, broadcast to
+/// ptr's shape, is true) be brought into the GPU's L2 cache for loads to come: a hint, which
+/// reads nothing into the program and waits for nothing (nothing on the host).
+///@{
+void prefetch(const Tensor& ptr, SrcLoc loc = SrcLoc::current());
+void prefetch(const Tensor& ptr, const Tensor& mask, SrcLoc loc = SrcLoc::current());
+///@}
 
 /// Memory order and scope of atomics, spelled as Triton spells them.
 struct AtomicOpts {

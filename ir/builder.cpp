@@ -164,6 +164,11 @@ void Builder::store(Value* p, Value* v, Value* mask) {
   if (mask) ops.push_back(mask);
   create(OpCode::Store, ops, {});
 }
+void Builder::prefetch(Value* p, Value* mask) {
+  std::vector<Value*> ops{p};
+  if (mask) ops.push_back(mask);
+  create(OpCode::Prefetch, ops, {});
+}
 Value* Builder::atomic_rmw(const std::string& kind, Value* p, Value* v, Value* mask, const std::string& sem,
                            const std::string& scope) {
   std::vector<Value*> ops{p, v};

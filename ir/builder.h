@@ -82,6 +82,7 @@ class Builder {
   Value* addptr(Value* p, Value* offset);
   Value* load(Value* p, Value* mask = nullptr, Value* other = nullptr);
   void store(Value* p, Value* v, Value* mask = nullptr);
+  void prefetch(Value* p, Value* mask = nullptr);
   Value* atomic_rmw(const std::string& kind, Value* p, Value* v, Value* mask, const std::string& sem,
                     const std::string& scope);
   Value* atomic_cas(Value* p, Value* cmp, Value* v, const std::string& sem, const std::string& scope);

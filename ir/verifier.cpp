@@ -354,6 +354,12 @@ std::string check_rule(const Op& op) {
         return str_cat("other must have type ", out->str(), ", got ", operand(2).str());
       return "";
     }
+    case OpCode::Prefetch:
+      if (in.empty() || in.size() > 2) return "takes (ptr[, mask])";
+      if (!operand(0).is_ptr) return str_cat("needs a pointer, got ", operand(0).str());
+      if (in.size() > 1 && operand(1) != Type::tensor(DType::i1, operand(0).shape))
+        return str_cat("mask must be i1 of the pointer's shape, got ", operand(1).str());
+      return "";
     case OpCode::Store: {
       if (in.size() < 2 || in.size() > 3) return "takes (ptr, value[, mask])";
       if (!operand(0).is_ptr) return str_cat("needs a pointer, got ", operand(0).str());

@@ -1,7 +1,9 @@
 // Tiled GEMM through tl::dot: C[M,N] = A[M,K] @ B[K,N], f32 accumulation, masked edges. The
 // grid is (cdiv(M, BM), cdiv(N, BN)); programs take their tiles in groups of GROUP_M rows of
 // tiles, column by column, so that the programs running at once share operand tiles in L2.
+#include <algorithm>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "kernels/gemm_tile.h"
@@ -242,6 +244,19 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K, bo
     // M=128 N=K=8192 on an H200, where the since-deleted matched-loop lowering gave 416 and cuBLAS about 420),
     // unless $TILEDIST_WS=0.
     if (target.has(Cap::wgmma) && persistent) g.options.warp_specialize = true;
+    // A decode step's M (at most 64): its GEMMs read their weights once, and a tile's columns
+    // read them at what one SM draws from memory. Where the tiles are fewer than the SMs, their
+    // K is cut so that every SM reads: persistent, the last wave split over K (stream-K, up to
+    // 8 runs a tile); for the kernels that take a program per tile (gemm_ar), split_k runs a
+    // tile. ($TILEDIST_DECODE_SPLIT=0: whole tiles, to compare.)
+    const char* split = std::getenv("TILEDIST_DECODE_SPLIT");
+    if (M <= 64 && persistent && !(split && std::string(split) == "0")) {
+      const int64_t sms = sm_count(), tiles = (M + 63) / 64 * ((N + g.bn - 1) / g.bn), steps = (K + 63) / 64;
+      g.constants.insert_or_assign("PERSISTENT", 1);
+      g.programs = int(sms);
+      g.max_parts = 8;
+      g.split_k = int(std::max<int64_t>(1, std::min<int64_t>({sms / std::max<int64_t>(tiles, 1), 8, steps / 4})));
+    }
   } else if (const MatrixInstr* wg = matrix_instr(target.arch, MatrixUnit::wgmma)) {
     // wgmma: two warpgroups of its widest instruction (m64n256: 128x256 tiles), 4 stages of 48 KB
     const int rows = 2 * wg->m, cols = wg->n;

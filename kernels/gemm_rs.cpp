@@ -46,14 +46,19 @@ void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int64_t
     tl::if_then((tl::program_id(0) == 0) & (tl::program_id(1) == 0), [&] { tl::store(epochs + 1, call); });
   };
   if (ALL) {  // GEMM + AllReduce: every tile goes to every rank (all rows are everyone's)
-    auto half = staging + (call & 1).to(tl::int64) * n * M * N;
+    // The grid's z: each tile's K cut into that many runs (a slot each, rank by rank: parts
+    // slots a rank), summed by the reduce with the ranks'.
+    auto parts = tl::num_programs(2), part = tl::program_id(2);
+    auto half = staging + (call & 1).to(tl::int64) * n * parts * M * N;
     auto [grouped_m, pid_n] = detail::grouped_tile(GROUP_M);
     auto col = tl::expand_dims(pid_n * BN + tl::arange(0, BN), 0);
-    auto acc = detail::gemm_acc(a, b, M, N, K, grouped_m, pid_n, BM, BN, BK);
+    auto steps = tl::maximum(tl::cdiv(tl::maximum(K, 0), BK), 1);  // K steps of a tile
+    auto k0 = part * steps / parts * BK, k1 = tl::minimum((part + 1) * steps / parts * BK, K);
+    auto acc = detail::gemm_acc(a, b, M, N, K, grouped_m, pid_n, BM, BN, BK, k0, k1);
     auto row = tl::expand_dims(grouped_m * BM + tl::arange(0, BM), 1);
     tl::for_range(0, n, 1, [&](Tensor k) {
       auto r = (me + 1 + k) % n;
-      auto slot = dist::symm_at(half, r) + me.to(tl::int64) * M * N;
+      auto slot = dist::symm_at(half, r) + (me * parts + part).to(tl::int64) * M * N;
       tl::store(slot + row * N + col, acc, (row < M) & (col < N));
       shmem::signal_op(flags + me, 1, shmem::SIGNAL_ADD, r);
     });
@@ -115,20 +120,21 @@ void gemm_rs(tl::Ptr<T> a, tl::Ptr<T> b, tl::Ptr<float> staging, tl::Ptr<int64_t
   publish();
 }
 
+// `parts`: slots a rank (gemm_ar's runs of a tile's K); `tiles`: the pushes of a rank a call.
 void rs_reduce(tl::Ptr<float> staging, tl::Ptr<int64_t> flags, tl::Ptr<float> out, tl::Int elems,
-               tl::Ptr<int64_t> epochs, tl::Int tiles, tl::Const<int> BLOCK) {
+               tl::Ptr<int64_t> epochs, tl::Int tiles, tl::Int parts, tl::Const<int> BLOCK) {
   auto n = dist::num_ranks();
   auto call = tl::load(epochs + 1);  // (the GEMM's: the header says how the words go)
   auto arrived = call * tiles;       // (every rank's tiles of every call so far)
   tl::if_then(tl::program_id(0) == 0, [&] { tl::store(epochs, call); });
-  auto half = staging + (call & 1).to(tl::int64) * n * elems;
+  auto half = staging + (call & 1).to(tl::int64) * n * parts * elems;
   auto offs = tl::program_id(0) * BLOCK + tl::arange(0, BLOCK);
   auto m = offs < elems;
   auto token = tl::for_range(0, n, 1, tl::scalar(0, tl::int32), [&](Tensor r, Tensor) {
     return shmem::signal_wait_until(flags + r, shmem::Cmp::ge, arrived);
   });
   auto slots = dist::consume_token(half, token);
-  auto sum = tl::for_range(0, n, 1, tl::zeros({BLOCK}, tl::float32), [&](Tensor r, Tensor acc) {
+  auto sum = tl::for_range(0, n * parts, 1, tl::zeros({BLOCK}, tl::float32), [&](Tensor r, Tensor acc) {
     return acc + tl::load(slots + r.to(tl::int64) * elems + offs, m, 0.0f);
   });
   tl::store(out + offs, sum, m);
@@ -152,8 +158,9 @@ const KernelDef& gemm_ar_kernel() {
   return def;
 }
 const KernelDef& rs_reduce_kernel() {
-  static const KernelDef def = KernelDef(
-      "rs_reduce", rs_reduce, {"staging", "flags", "out", "elems", "epochs", "tiles", "BLOCK"}, {{"BLOCK", 1024}});
+  static const KernelDef def =
+      KernelDef("rs_reduce", rs_reduce, {"staging", "flags", "out", "elems", "epochs", "tiles", "parts", "BLOCK"},
+                {{"BLOCK", 1024}});
   return def;
 }
 TILEDIST_REGISTER(gemm_rs_kernel());
@@ -173,6 +180,7 @@ struct GemmRs::State {
   int64_t tiles = 0;                           // tiles of one rank's rows, pushed by each rank per call
   bool copy = false;                           // the copy engine scatters
   bool all = false;                            // GEMM + AllReduce
+  int64_t parts = 1;                           // GEMM + AllReduce: runs a tile's K is cut into (split_k)
   int64_t tile_rows = 0, tile_cols = 0;        // per rank's rows; over N
   float* partial = nullptr;                    // copies: our tiles of the peers' rows (M x N, device memory)
   int32_t* counters = nullptr;                 // copies: tiles finished per row of tiles, over all calls
@@ -193,7 +201,8 @@ struct GemmRs::State {
   }
 };
 
-GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter scatter, bool all)
+GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter scatter, bool all,
+               const GemmConfig* config)
     : s_(std::make_shared<State>()) {
   State& s = *s_;
   s.target = target;
@@ -203,8 +212,17 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter sc
     throw Error(str_cat("tiledist: ", all ? "gemm_ar" : "gemm_rs", ": M, N, K = ", M, ", ", N, ", ", K,
                         ": not negative, and A, B and C under 2^31 elements each"));
   s.M = M, s.N = N, s.K = K, s.rows = all ? M : M / s.ranks, s.all = all;
-  s.config = gemm_config(target, M, N, K, false);
-  if (all) s.config = s.config.per_tile();
+  s.config = config ? *config : gemm_config(target, M, N, K, false);
+  if (s.config.split_k < 1 || s.config.split_k > 64)
+    throw Error(str_cat("tiledist: ", all ? "gemm_ar" : "gemm_rs", ": split_k = ", s.config.split_k, " (1 to 64)"));
+  if (all) {
+    s.config = s.config.per_tile();
+    // (no more runs than the tile has K steps)
+    auto it = s.config.constants.find("BK");
+    const int64_t* bk = it == s.config.constants.end() ? nullptr : std::get_if<int64_t>(&it->second.v);
+    const int64_t step = bk && *bk > 0 ? *bk : 32;
+    s.parts = std::min<int64_t>(s.config.split_k, std::max<int64_t>((K + step - 1) / step, 1));
+  }
   if (!all && (M % s.ranks || s.rows % s.config.bm))
     throw Error(str_cat("tiledist: gemm_rs: M = ", M, " must split into ", s.ranks,
                         " ranks' rows, each a multiple of the ", s.config.bm, "-row tile"));
@@ -218,7 +236,7 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter sc
   // whose GEMM waits for nothing (its reduce kernel waits, after it). The choice is the
   // world's, the same on every rank.
   s.copy = !all && s.gpu() && scatter == Scatter::copy_engine && !detail::gpus_shared(target);
-  s.staging = static_cast<float*>(detail::symm_zeroed(target, 2 * size_t(s.ranks) * s.rows * N * 4));
+  s.staging = static_cast<float*>(detail::symm_zeroed(target, 2 * size_t(s.ranks) * s.parts * s.rows * N * 4));
   s.flags = static_cast<int64_t*>(detail::symm_zeroed(target, size_t(s.ranks) * (s.copy ? s.tile_rows : 1) * 8));
   if (s.copy) {
     s.partial = static_cast<float*>(cuda::malloc(size_t(M) * N * 4));
@@ -276,10 +294,11 @@ void GemmRs::run(const bf16* a, const bf16* b, float* out, const runtime::Stream
     }
   } else {
     // (`partial` and `counters` unused by the pushes: the staging area stands in, no counters)
-    detail::launch(s.gemm, on, s.config.grid(s.M, s.N), a, b, s.staging, s.flags, s.staging,
+    const Grid grid = s.config.grid(s.M, s.N);
+    detail::launch(s.gemm, on, Grid(grid.x, grid.y, int(s.parts)), a, b, s.staging, s.flags, s.staging,
                    static_cast<int32_t*>(nullptr), out, s.M, s.N, s.K, s.epochs.data());
     detail::launch(s.reduce, on, reduce_grid, static_cast<const float*>(s.staging), s.flags, out, elems,
-                   s.epochs.data(), s.tiles);
+                   s.epochs.data(), s.tiles * s.parts, s.parts);
   }
   if (on) s.streams.leave(*on, stream);
 }

@@ -36,6 +36,9 @@ struct GemmConfig {
   /// Gemm's stream-K: the most runs a tile of the last wave is cut into (the constant MAX_PARTS
   /// where the constants have it).
   int max_parts = 4;
+  /// For the kernels that take a program per tile and cut its K (gemm_ar): each tile's K in
+  /// this many runs, a program each (grid z), summed after. 1: whole tiles.
+  int split_k = 1;
   /// The grid to launch over for an M x N C: {min(tiles, programs), 1} (at least 1) where
   /// `programs` > 0, else a program per tile, {cdiv(M, bm), cdiv(N, bn)}.
   Grid grid(int64_t M, int64_t N) const {
@@ -209,7 +212,9 @@ class GemmRs {
 
  protected:
   /// `all`: GemmAr's GEMM + AllReduce (every tile pushed to every rank; any M; `scatter` unused).
-  GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter scatter, bool all);
+  /// `config`: these tiles rather than gemm_config's.
+  GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter scatter, bool all,
+         const GemmConfig* config = nullptr);
 
  private:
   struct State;
@@ -223,6 +228,10 @@ class GemmAr : public GemmRs {
   /// Allocates the staging area (two halves of ranks x M x N f32) and signal words in the
   /// symmetric heap and compiles the kernels, a program per tile.
   GemmAr(const Target& target, int64_t M, int64_t N, int64_t K) : GemmRs(target, M, N, K, Scatter::sm_pushes, true) {}
+  /// The same with `config`'s tiles (its split_k: each tile's K in that many runs, a program
+  /// each, their sums pushed as the ranks' are and added by the reduce).
+  GemmAr(const Target& target, int64_t M, int64_t N, int64_t K, const GemmConfig& config)
+      : GemmRs(target, M, N, K, Scatter::sm_pushes, true, &config) {}
 };
 
 /// The collectives' kernel (kernels/collectives.cpp), registered as all_gather, reduce_scatter

@@ -478,6 +478,8 @@ void Interpreter::op(const ir::Op& o) {
     case OpCode::Load:
       access(o.operands[0], elem_bytes(o.operands[0]), true, false, o.operands.size() > 1 ? o.operands[1] : nullptr);
       return result(top(o.result()->type.is_ptr ? kManyRoots : kNoRoot));
+    case OpCode::Prefetch:  // (a hint: neither read nor written)
+      return;
     case OpCode::Store:
       access(o.operands[0], elem_bytes(o.operands[0]), false, true, o.operands.size() > 2 ? o.operands[2] : nullptr);
       return;

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <map>
 #include <set>
+#include <string>
 #include <tuple>
 
 #include "dsl/dist.h"
@@ -27,8 +29,11 @@ using tl::Tensor;
 // end a program).
 constexpr int64_t kEndedWord = 0, kStepWord = 1, kQueueWord = 2, kExtraWords = 3;
 // An item's row: its task, tile, first and end of its dependencies, its task's body and first
-// argument word (one row read at once).
-constexpr int64_t kItemWords = 6;
+// argument word, first and end of its fetches (one row read at once).
+constexpr int64_t kItemWords = 8;
+// A fetch's words (Plan::Fetch: address, bytes, stride, count), and the lines a program's
+// threads prefetch at once.
+constexpr int64_t kFetchWords = 4, kFetchLanes = 1024;
 
 std::string kernel_name(const std::string& graph) {
   std::string n = "mega_";
@@ -102,7 +107,7 @@ std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan&
   std::vector<ParamInfo> params;
   for (const char* name : {"items", "deps"})
     params.push_back({name, ParamKind::pointer, ir::Type::ptr(ir::DType::i32)});
-  for (const char* name : {"words", "args"})
+  for (const char* name : {"words", "args", "fetches"})
     params.push_back({name, ParamKind::pointer, ir::Type::ptr(ir::DType::i64)});
   for (ParamInfo& p : params) p.specialize = false;
   const TaskBodies bodies = task_bodies(graph);
@@ -111,7 +116,7 @@ std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan&
   const bool queue = schedule == Schedule::queue;
   auto body = [tasks = graph.tasks(), bodies, n_items, n_tasks, P, queue, graph_name = graph.name()](
                   const std::vector<ir::Value*>& vals, const std::vector<const ConstValue*>&) {
-    const Tensor items(vals[0]), deps(vals[1]), words(vals[2]), arg_words(vals[3]);
+    const Tensor items(vals[0]), deps(vals[1]), words(vals[2]), arg_words(vals[3]), fetches(vals[4]);
     const int64_t ended = n_items + n_tasks + kEndedWord, stepw = n_items + n_tasks + kStepWord;
     const Tensor step = tl::load(words + stepw) + 1;  // (this step's number)
     const Tensor taken = words + (n_items + n_tasks + kExtraWords) + tl::program_id(0);
@@ -120,6 +125,18 @@ std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan&
       const Tensor row = items + i * kItemWords;
       const Tensor task = tl::load(row), tile = tl::load(row + 1);
       const Tensor body_of = tl::load(row + 4), first_word = tl::load(row + 5);
+      // What it reads that no task writes (weights), into L2 while it waits: every line of each
+      // run, spread over the threads.
+      tl::for_range(tl::load(row + 6), tl::load(row + 7), 1, [&](Tensor f) {
+        const Tensor at = fetches + f * kFetchWords;
+        const Tensor addr = tl::load(at), lines = tl::load(at + 1) / 128, stride = tl::load(at + 2);
+        const Tensor total = lines * tl::load(at + 3);
+        const Tensor base(dsl::Trace::current("mega").builder().bitcast(addr.value(), ir::Type::ptr(ir::DType::i8)));
+        tl::for_range(int64_t{0}, total, kFetchLanes, [&](Tensor j) {
+          const Tensor e = j + tl::arange(0, int(kFetchLanes)).to(tl::int64);
+          tl::prefetch(base + (e / lines * stride + e % lines * 128), e < total);
+        });
+      });
       tl::profile("wait", [&] {
         tl::for_range(tl::load(row + 2), tl::load(row + 3), 1, [&](Tensor d) {
           const Tensor word = tl::load(deps + d * 2), times = tl::load(deps + d * 2 + 1);
@@ -199,7 +216,7 @@ struct MegaKernel::State {
   Plan plan;
   int programs = 0;
   Scratch<int32_t> items, deps;
-  Scratch<int64_t> words, arg_words;
+  Scratch<int64_t> words, arg_words, fetches;
   std::unique_ptr<KernelDef> def;
   Kernel kernel;
   std::vector<LaunchArg> args;
@@ -247,24 +264,31 @@ MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int program
   // The tables: items (kItemWords each), dependencies (word, times), words (zero: no step has
   // run), the tasks' arguments.
   std::vector<int32_t> items, deps, first_word;
+  // (the fetches ahead: $TILEDIST_MEGA_PREFETCH=0 leaves them out, to compare)
+  const char* prefetch = std::getenv("TILEDIST_MEGA_PREFETCH");
+  const bool fetch = gpu && !(prefetch && std::string(prefetch) == "0");
+  std::vector<int64_t> fetches;
+  if (fetch)
+    for (const Plan::Fetch& f : s.plan.fetches) fetches.insert(fetches.end(), {f.addr, f.bytes, f.stride, f.count});
   const std::vector<int64_t> arg_words = argument_words(graph, gpu, first_word);
   s.bodies = task_bodies(graph);
   s.schedule = schedule;
   const TaskBodies& bodies = s.bodies;
   for (const Plan::Item& it : s.plan.items)
     items.insert(items.end(), {it.task, int32_t(it.tile), it.deps_begin, it.deps_end, bodies.of[size_t(it.task)],
-                               first_word[size_t(it.task)]});
+                               first_word[size_t(it.task)], fetch ? it.fetch_begin : 0, fetch ? it.fetch_end : 0});
   for (const Plan::Dep& d : s.plan.deps) deps.insert(deps.end(), {d.word, d.times});
   s.items = Scratch<int32_t>(target, items);
   s.deps = Scratch<int32_t>(target, deps.empty() ? std::vector<int32_t>{0} : deps);
   s.words = Scratch<int64_t>(target, size_t(s.plan.words() + kExtraWords + s.programs));
   s.arg_words = Scratch<int64_t>(target, arg_words.empty() ? std::vector<int64_t>{0} : arg_words);
+  s.fetches = Scratch<int64_t>(target, fetches.empty() ? std::vector<int64_t>{0} : fetches);
   auto table = [&](auto& scratch) {
     LaunchArg a = tiledist::detail::make_arg(scratch.data(), int64_t(scratch.size()));
     a.on_device = gpu;
     s.args.push_back(a);
   };
-  table(s.items), table(s.deps), table(s.words), table(s.arg_words);
+  table(s.items), table(s.deps), table(s.words), table(s.arg_words), table(s.fetches);
   for (const Task& t : s.tasks) {
     const std::vector<ParamInfo> params = t.def->runtime_params();
     for (size_t i = 0; i < t.args.size(); ++i)

@@ -48,6 +48,31 @@ struct Use {
   Ranges reads, writes;
 };
 
+// `reads` (a tile's of a buffer it fetches ahead) as runs of lines: equal ranges a stride apart,
+// each widened to whole lines of kFetchLine bytes; none where the tile's fetches from `first`
+// on would pass kMaxFetchBytes (a footprint that could only be bounded by its hull, or more
+// than L2 would keep for the tile).
+constexpr int64_t kFetchLine = 128, kMaxFetchBytes = int64_t(8) << 20;
+void add_fetches(std::vector<Plan::Fetch>& fetches, const Ranges& reads, int32_t first) {
+  int64_t bytes = 0;
+  for (size_t f = size_t(first); f < fetches.size(); ++f) bytes += fetches[f].bytes * fetches[f].count;
+  std::vector<Plan::Fetch> runs;
+  for (auto [b, e] : reads) {
+    const int64_t begin = b / kFetchLine * kFetchLine, end = (e + kFetchLine - 1) / kFetchLine * kFetchLine;
+    bytes += end - begin;
+    if (bytes > kMaxFetchBytes) return;
+    Plan::Fetch* last = runs.empty() ? nullptr : &runs.back();
+    if (last && last->bytes == end - begin && last->addr + last->stride * last->count == begin &&
+        (last->count > 1 || begin > last->addr)) {
+      if (last->count == 1) last->stride = begin - last->addr;
+      ++last->count;
+    } else {
+      runs.push_back({begin, end - begin, 0, 1});
+    }
+  }
+  fetches.insert(fetches.end(), runs.begin(), runs.end());
+}
+
 std::string arg_name(const Task& t, size_t i) {
   const std::vector<ParamInfo> params = t.def->runtime_params();
   return i < params.size() ? params[i].name : std::to_string(i);
@@ -387,35 +412,52 @@ Plan TaskGraph::plan() const {
       return out;
     });
   };
+  // (tile i's of task t's argument a)
+  auto use_of = [&](int t, size_t a, int64_t i) {
+    const Task& task = tasks[size_t(t)];
+    const Access& x = task.args[a].access;
+    const int64_t base = int64_t(uintptr_t(x.base()));
+    Use u;
+    const Footprint* fp = !x.part && !fps[size_t(t)].empty() ? &fps[size_t(t)][size_t(i)][a] : nullptr;
+    if (fp && fp->bounded) {
+      auto clipped = [&](const Ranges& r) {
+        Ranges o;
+        for (auto [b, e] : r)
+          if (std::max<int64_t>(b, 0) < std::min(e, x.bytes()))
+            o.emplace_back(base + std::max<int64_t>(b, 0), base + std::min(e, x.bytes()));
+        return o;
+      };
+      if (x.reads()) u.reads = clipped(fp->reads);
+      if (x.writes()) u.writes = clipped(fp->writes);
+      return u;
+    }
+    const Ranges r = x.part ? box_ranges(clip(x.part(task.tile(i)), x), x) : Ranges{{base, base + x.bytes()}};
+    if (x.reads()) u.reads = r;
+    if (x.writes()) u.writes = r;
+    return u;
+  };
   std::map<std::pair<int, size_t>, std::vector<Use>> uses;
   auto uses_of = [&](int t, size_t a) -> const std::vector<Use>& {
     return memo(uses, t, a, [&] {
-      const Task& task = tasks[size_t(t)];
-      const Access& x = task.args[a].access;
-      const int64_t base = int64_t(uintptr_t(x.base()));
-      std::vector<Use> out(size_t(task.tiles()));
-      for (int64_t i = 0; i < task.tiles(); ++i) {
-        Use& u = out[size_t(i)];
-        const Footprint* fp = !x.part && !fps[size_t(t)].empty() ? &fps[size_t(t)][size_t(i)][a] : nullptr;
-        if (fp && fp->bounded) {
-          auto clipped = [&](const Ranges& r) {
-            Ranges o;
-            for (auto [b, e] : r)
-              if (std::max<int64_t>(b, 0) < std::min(e, x.bytes()))
-                o.emplace_back(base + std::max<int64_t>(b, 0), base + std::min(e, x.bytes()));
-            return o;
-          };
-          if (x.reads()) u.reads = clipped(fp->reads);
-          if (x.writes()) u.writes = clipped(fp->writes);
-          continue;
-        }
-        const Ranges r = x.part ? box_ranges(boxes_of(t, a)[size_t(i)], x) : Ranges{{base, base + x.bytes()}};
-        if (x.reads()) u.reads = r;
-        if (x.writes()) u.writes = r;
-      }
+      std::vector<Use> out;
+      for (int64_t i = 0; i < tasks[size_t(t)].tiles(); ++i) out.push_back(use_of(t, a, i));
       return out;
     });
   };
+  // The arguments whose reads are fetched ahead (Plan::Fetch): read, never written, within an
+  // input that no task writes (weights).
+  std::vector<std::vector<bool>> fetched(static_cast<size_t>(n));
+  for (int t = 0; t < n; ++t)
+    for (const Arg& x : tasks[size_t(t)].args) {
+      bool steady = x.is_buffer && !x.access.writes() && !x.access.unknown && x.access.arg.ptr;
+      bool inside = false;
+      for (auto [p, bytes] : inputs_)
+        inside = inside || (p <= x.access.base() && x.access.base() + x.access.bytes() <= p + bytes);
+      for (int s = 0; s < n && steady && inside; ++s)
+        for (const Arg& y : tasks[size_t(s)].args)
+          steady = steady && !(y.is_buffer && y.access.writes() && bytes_overlap(x.access, y.access));
+      fetched[size_t(t)].push_back(steady && inside);
+    }
   // What is surely done when a tile starts: tasks done whole, and tiles of others (its waits'
   // own, and what was done before they ended). A wait that another implies is dropped: without,
   // a model's tiles would wait on every earlier layer's tasks that used the same scratch.
@@ -485,6 +527,10 @@ Plan TaskGraph::plan() const {
           plan.deps.push_back({int32_t(first[size_t(w.task)] + w.tile), 1});
       }
       item.deps_end = int32_t(plan.deps.size());
+      item.fetch_begin = int32_t(plan.fetches.size());
+      for (size_t a = 0; a < task.args.size(); ++a)
+        if (fetched[size_t(t)][a]) add_fetches(plan.fetches, use_of(t, a, i).reads, item.fetch_begin);
+      item.fetch_end = int32_t(plan.fetches.size());
       plan.items.push_back(item);
       task_done.unite(done);
     }

@@ -182,15 +182,26 @@ struct Plan {
     ///@{
     int32_t deps_begin = 0, deps_end = 0;
     ///@}
+    /// Its entries in `fetches`: [fetch_begin, fetch_end).
+    ///@{
+    int32_t fetch_begin = 0, fetch_end = 0;
+    ///@}
+  };
+  /// Memory a tile reads that no task writes (weights), to be fetched into the GPU's L2 while
+  /// the tile waits for its dependencies: `count` runs of `bytes` (whole lines) from `addr`,
+  /// `stride` apart.
+  struct Fetch {
+    int64_t addr = 0, bytes = 0, stride = 0, count = 1;
   };
   /// Wait until word `word` ≥ the step's number × `times` (a tile: 1; a whole task: its tiles).
   struct Dep {
     int32_t word = 0;   ///< An item's word, or a task's counter.
     int32_t times = 1;  ///< 1 for an item, the task's tiles for its counter.
   };
-  std::vector<int> order;   ///< Tasks, in the order their items come.
-  std::vector<Item> items;  ///< Every task's tiles, task by task in `order`.
-  std::vector<Dep> deps;    ///< The items' dependencies.
+  std::vector<int> order;      ///< Tasks, in the order their items come.
+  std::vector<Item> items;     ///< Every task's tiles, task by task in `order`.
+  std::vector<Dep> deps;       ///< The items' dependencies.
+  std::vector<Fetch> fetches;  ///< The items' reads to fetch ahead.
   /// The words the dependencies name: an item's each, a task's each.
   int64_t words() const { return int64_t(items.size()) + int64_t(order.size()); }
 };

@@ -333,6 +333,8 @@ void LayoutLowering::emit(const ir::Op& op) {
       return emit_load(op);
     case OpCode::Store:
       return emit_store(op);
+    case OpCode::Prefetch:
+      return emit_prefetch(op);
     case OpCode::AtomicRMW:
     case OpCode::AtomicCAS:
       return emit_atomic(op);

@@ -166,6 +166,7 @@ class LayoutLowering : public WorldOps {
   // ---- memory.cpp
   void emit_load(const ir::Op& op);
   void emit_store(const ir::Op& op);
+  void emit_prefetch(const ir::Op& op);
   /// A scalar atomic: thread 0 performs it for the program, after
   /// the program's threads meet where it releases, before they go on where it acquires; the
   /// old value (0 where its mask is off) reaches every thread through shared memory.

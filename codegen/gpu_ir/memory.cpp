@@ -146,6 +146,19 @@ void LayoutLowering::emit_store(const ir::Op& op) {
   }
 }
 
+// Every element's line, each thread those of its registers (a replicated tensor's copies too:
+// the hint costs an instruction, not a transfer).
+void LayoutLowering::emit_prefetch(const ir::Op& op) {
+  const ir::Value* mask = op.operands.size() > 1 ? op.operands[1] : nullptr;
+  if (!op.operands[0]->type.is_tensor()) {
+    llvm::Value* on = mask ? val(mask).scalar : b_.getTrue();
+    return when(on, [&] { target_->prefetch_l2(val(op.operands[0]).scalar); });
+  }
+  const LVal& ptrs = val(op.operands[0]);
+  for (size_t j = 0; j < ptrs.regs.size(); ++j)
+    when(mask ? val(mask).regs[j] : b_.getTrue(), [&] { target_->prefetch_l2(ptrs.regs[j]); });
+}
+
 void LayoutLowering::emit_atomic(const ir::Op& op) {
   const ir::Type& rt = op.results[0]->type;
   if (producer_) unsupported(op, "an atomic in a warp-specialized producer");  // (its barriers)

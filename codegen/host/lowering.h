@@ -272,6 +272,8 @@ class HostLowering : public Elements {
         return emit_load(op);
       case OpCode::Store:
         return emit_store(op);
+      case OpCode::Prefetch:  // (the host has no L2 to fill ahead)
+        return;
       case OpCode::AtomicRMW:
       case OpCode::AtomicCAS:
         return emit_atomic(op);

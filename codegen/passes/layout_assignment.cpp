@@ -73,7 +73,8 @@ bool elementwise(OpCode c) {
 
 /// Ops all of whose tensors share one layout: elementwise ones and memory accesses.
 bool one_layout(OpCode c) {
-  return elementwise(c) || c == OpCode::Load || c == OpCode::Store || c == OpCode::AtomicRMW || c == OpCode::AtomicCAS;
+  return elementwise(c) || c == OpCode::Load || c == OpCode::Store || c == OpCode::Prefetch || c == OpCode::AtomicRMW ||
+         c == OpCode::AtomicCAS;
 }
 
 int64_t floor_pow2(int64_t v) {

@@ -61,7 +61,7 @@ bool LoopAhead::ahead(const Value* v, int depth) {
 bool LoopAhead::writes_or_orders_memory(const Block& b, bool stores) {
   for (const auto& op : b.ops) {
     const bool passes =
-        op->code == OpCode::Load ||
+        op->code == OpCode::Load || op->code == OpCode::Prefetch ||
         (!stores && (op->code == OpCode::Store || op->code == OpCode::SymmAt));  // (symm_at: checked, not ordered)
     if ((op->info().flags & ir::MEM) && !passes) return true;
     for (const auto& r : op->regions)

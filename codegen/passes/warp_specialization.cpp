@@ -362,6 +362,7 @@ class WarpSpecializer {
       switch (op.code) {
         case OpCode::SymmAt:  // (an address, checked)
         case OpCode::Load:
+        case OpCode::Prefetch:
         case OpCode::LocalAlloc:
         case OpCode::LocalLoad:
         case OpCode::InitBarrier:

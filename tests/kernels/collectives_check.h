@@ -221,13 +221,23 @@ inline std::vector<float> gemm_rs_want(int64_t M, int64_t N, int64_t K, bool all
 
 /// GEMM + ReduceScatter (or, with Op = GemmAr, + AllReduce) on every rank: out = our rows (or
 /// all rows) of the sum over ranks of A_r @ B_r, against the host's sum of f32 products of the
-/// same bf16 inputs, over a few calls in a row (on `streams` as check_ag_gemm does).
+/// same bf16 inputs, over a few calls in a row (on `streams` as check_ag_gemm does). `split_k`
+/// (GemmAr): each tile's K cut into that many runs (0: as gemm_config says).
 template <template <class> class Memory, class Op = kernels::GemmRs>
 void check_gemm_rs(const Target& target, int64_t M, int64_t N, int64_t K,
-                   std::vector<const runtime::Stream*> streams = {nullptr}) {
-  SCOPED_TRACE(str_cat("M=", M, " N=", N, " K=", K));
-  Op op(target, M, N, K);
-  const bool all = std::is_same_v<Op, kernels::GemmAr>;  // GEMM + AllReduce: every row is ours
+                   std::vector<const runtime::Stream*> streams = {nullptr}, int split_k = 0) {
+  SCOPED_TRACE(str_cat("M=", M, " N=", N, " K=", K, " split_k=", split_k));
+  constexpr bool all = std::is_same_v<Op, kernels::GemmAr>;  // GEMM + AllReduce: every row is ours
+  auto make = [&] {
+    if constexpr (all) {
+      kernels::GemmConfig config = kernels::gemm_config(target, M, N, K, false);
+      if (split_k > 0) config.split_k = split_k;
+      return Op(target, M, N, K, config);
+    } else {
+      return Op(target, M, N, K);
+    }
+  };
+  Op op = make();
   const int me = rank();
   const int64_t rows = all ? M : M / world_size();  // the rows we get
   constexpr int kCalls = 3;

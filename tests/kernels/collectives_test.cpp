@@ -77,6 +77,12 @@ TEST(Library, GemmReduceScatter) {
 TEST(Library, GemmAllReduce) {
   testing_collectives::check_gemm_rs<HostMemory, kernels::GemmAr>(Target::host(), 70, 72, 48);  // ragged tiles
 }
+// A decode step's GEMM + AllReduce with each tile's K cut into runs (GemmConfig::split_k): 3 runs
+// of 40 K steps' 13, 13 and 14; more runs than K steps take one a step.
+TEST(Library, GemmAllReduceSplitOverK) {
+  testing_collectives::check_gemm_rs<HostMemory, kernels::GemmAr>(Target::host(), 1, 72, 40 * 32, {nullptr}, 3);
+  testing_collectives::check_gemm_rs<HostMemory, kernels::GemmAr>(Target::host(), 5, 72, 48, {nullptr}, 8);
+}
 // The overlapped GEMMs' kernels index with 32-bit element numbers: a C of 2^31 elements or more
 // (a model's prefill of 65536 tokens through an MLP of 51200 columns) is refused before
 // anything is allocated, naming the shape.

@@ -282,6 +282,9 @@ TEST(GpuKernels, GemmAllReduce) {
                                                                     512);  // skinny, pipelined
   runtime::Stream stream;
   testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 70, 72, 48, {&stream});  // queued
+  // A decode step's: K split as gemm_config splits it (M <= 64), and into 5 runs
+  testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 1, 512, 4096);
+  testing_collectives::check_gemm_rs<DeviceMemory, kernels::GemmAr>(Target::cuda(), 3, 256, 1000, {nullptr}, 5);
 }
 
 // A GEMM + AllReduce, and a GEMM + ReduceScatter by SM pushes, captured in a graph

@@ -610,6 +610,79 @@ TEST(Mega, WaitsThatOthersImplyAreDropped) {
   }
 }
 
+// What a tile reads that no task writes (weights, the step's inputs) is fetched into L2 while it
+// waits (Plan::Fetch): a GEMM tile's rows of its weight as one run of whole lines, a recorded
+// GEMM's columns of B (found in its code) as runs that cover each of its K rows; nothing that a
+// task writes.
+TEST(Mega, WhatATileReadsThatNothingWritesIsFetchedAhead) {
+  constexpr int64_t kLine = 128;
+  auto down = [](int64_t a) { return a / kLine * kLine; };
+  auto up = [](int64_t a) { return (a + kLine - 1) / kLine * kLine; };
+  auto lines_of = [&](const mega::Plan& plan, const mega::Plan::Item& it) {
+    std::set<int64_t> lines;
+    for (int32_t f = it.fetch_begin; f < it.fetch_end; ++f) {
+      const mega::Plan::Fetch& run = plan.fetches[size_t(f)];
+      EXPECT_EQ(run.addr % kLine, 0);
+      EXPECT_EQ(run.bytes % kLine, 0);
+      for (int64_t r = 0; r < run.count; ++r)
+        for (int64_t b = 0; b < run.bytes; b += kLine) lines.insert(run.addr + r * run.stride + b);
+    }
+    return lines;
+  };
+  auto addr = [](const void* p) { return int64_t(uintptr_t(p)); };
+  {
+    Layer l(40, 96);
+    const mega::TaskGraph g = l.graph();
+    const mega::Plan plan = g.plan();
+    for (const mega::Plan::Item& it : plan.items) {
+      const mega::Task& t = g.tasks()[size_t(it.task)];
+      const std::set<int64_t> lines = lines_of(plan, it);
+      std::set<int64_t> want;  // (the tile's lines of the inputs it reads: x, w1, w2)
+      auto add = [&](int64_t b, int64_t e) {
+        for (int64_t a = down(b); a < up(e); a += kLine) want.insert(a);
+      };
+      const int64_t row = 32 * t.tile(it.tile).y, rows = std::min<int64_t>(32, l.H - row);
+      if (t.name == "gemm1") add(addr(l.w1.data()) + row * l.H * 2, addr(l.w1.data()) + (row + rows) * l.H * 2);
+      if (t.name == "gemm2") add(addr(l.w2.data()) + row * l.H * 2, addr(l.w2.data()) + (row + rows) * l.H * 2);
+      if (t.name == "norm1") add(addr(l.x.data()) + it.tile * l.H * 4, addr(l.x.data()) + (it.tile + 1) * l.H * 4);
+      if (t.name == "residual") {
+        const int64_t first = it.tile * 256, last = std::min<int64_t>(first + 256, l.M * l.H);
+        add(addr(l.x.data()) + first * 4, addr(l.x.data()) + last * 4);
+      }
+      EXPECT_EQ(lines, want) << t.name << " tile " << it.tile;
+      if (t.name == "gemm1" || t.name == "gemm2") {
+        EXPECT_EQ(it.fetch_end - it.fetch_begin, 1) << t.name;
+      }
+    }
+  }
+  {
+    const Target target = Target::default_target();
+    const int64_t M = 3, N = 96, K = 80;  // (a row of B: 192 bytes; a tile's 32 columns: 64)
+    kernels::GemmConfig config;
+    config.constants = {{"BM", 32}, {"BN", 32}, {"BK", 32}};
+    config.bm = config.bn = 32, config.max_parts = 1;
+    kernels::Gemm gemm(target, M, N, K, ir::DType::bf16, config);
+    Scratch<bf16> a(target, random_bf16(size_t(M * K))), b(target, random_bf16(size_t(K * N)));
+    Scratch<float> c(target, size_t(M * N));
+    mega::TaskGraph g("recorded");
+    g.input(a.data(), M * K), g.input(b.data(), K * N);
+    g.record("gemm", [&] { gemm.run(a.data(), b.data(), c.data()); });
+    const mega::Plan plan = g.plan();
+    for (const mega::Plan::Item& it : plan.items) {
+      const std::set<int64_t> lines = lines_of(plan, it);
+      const int64_t col = 32 * g.tasks()[size_t(it.task)].tile(it.tile).y;
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = col; j < col + 32; ++j)
+          ASSERT_TRUE(lines.count(down(addr(b.data()) + (k * N + j) * 2))) << "B[" << k << ", " << j << "]";
+      for (int64_t line : lines) {
+        const bool in_a = line >= down(addr(a.data())) && line < up(addr(a.data()) + M * K * 2);
+        const bool in_b = line >= down(addr(b.data())) && line < up(addr(b.data()) + K * N * 2);
+        EXPECT_TRUE(in_a || in_b) << "a line of neither input: " << line;
+      }
+    }
+  }
+}
+
 // A program's warps may be chosen (every body runs on them): a power of two up to 32.
 TEST(Mega, ItsWarpsAreChosenOrRefused) {
   Layer l(8, 16);
