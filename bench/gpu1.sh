@@ -68,8 +68,9 @@
 #              model, batch 1): the graph, then one persistent kernel at its default warps (the
 #              most a task asks: 8), at 4 and at 16, and with 64-column decode GEMM tiles
 #   worlds     issue 31 after the rendezvous: cuda_dist_test at 2 ranks sharing the GPU and a
-#              fault, on the CUDA world, then cuda_dist_test and cuda_collectives_test at 2 ranks
-#              on the NVSHMEM world
+#              fault, on the CUDA world, then cuda_dist_test at 2 ranks on the NVSHMEM world
+#   nvcoll     cuda_collectives_test at 2 ranks on the NVSHMEM world (its tests take 2-29 s each
+#              there: a call of its own)
 # Prints each stage's summary; the logs keep the rest.
 set -u
 stages=${*:-tests attention grouped gemm gpuir}
@@ -277,7 +278,7 @@ for stage in $stages; do
       run split_tests 120 tools/tiledist-run -n 1 --timeout 115 tests/cuda_collectives_test \
         --gtest_filter='GpuKernels.GemmAll*:GpuKernels.DenseDecode*'
       grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/split_tests.log" | head -6
-      for v in graph mega_fetch mega graph_whole; do
+      for v in mega_fetch graph mega graph_whole; do
         a=(); case $v in mega*) a=(--mega) ;; esac
         sp=; case $v in *_whole) sp=0 ;; esac
         pf=; [ "$v" = mega ] && pf=0
@@ -298,7 +299,10 @@ for stage in $stages; do
       grep -E "^\[0\] \[  (PASSED|FAILED)" "$logs/fault2.log" | head -3
       TILEDIST_WORLD=nvshmem run nvshmem-dist2 120 tools/tiledist-run -n 2 --timeout 115 tests/cuda_dist_test --gtest_filter=-GpuFaults.*
       grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/nvshmem-dist2.log" | head -6
-      TILEDIST_WORLD=nvshmem run nvshmem-collectives2 280 tools/tiledist-run -n 2 --timeout 275 tests/cuda_collectives_test
+      ;;
+    nvcoll)
+      export TILEDIST_WAIT_TIMEOUT=30 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1
+      TILEDIST_WORLD=nvshmem run nvshmem-collectives2 560 tools/tiledist-run -n 2 --timeout 555 tests/cuda_collectives_test
       grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/nvshmem-collectives2.log" | head -10 ;;
     *) echo "unknown stage '$stage'" ;;
   esac

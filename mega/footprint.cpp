@@ -306,7 +306,10 @@ void Interpreter::for_op(const ir::Op& o) {
   }
   Abs iv = top();
   const int id = next_id_++;  // (the iteration: j of the induction variable and of what it carries)
-  if (known) iv = exact(lb.lo), iv.terms.push_back({st.lo, trips, id, -1});
+  if (known) {                // (one trip: the value itself, which comparisons and selects then read exactly)
+    iv = exact(lb.lo);
+    if (trips > 1) iv.terms.push_back({st.lo, trips, id, -1});
+  }
   // A carried value the body yields unchanged stays what it was; one it yields as itself plus
   // (pointer: offset by) an amount that is the same in every iteration takes each multiple of
   // it; anything else is unbounded.
@@ -437,6 +440,21 @@ void Interpreter::op(const ir::Op& o) {
     case OpCode::And:
     case OpCode::Min:
     case OpCode::Max: {
+      if (in(0).exact() && in(1).exact() && !o.result()->type.is_bool()) {  // (two known values: the answer)
+        const int64_t u = in(0).lo, v = in(1).lo;
+        switch (o.code) {
+          case OpCode::Div:
+          case OpCode::Rem:
+            if (v == 0 || (u == INT64_MIN && v == -1)) return result(top());
+            return result(exact(o.code == OpCode::Div ? u / v : u % v));
+          case OpCode::Shr:
+            return result(u >= 0 && v >= 0 && v < 63 ? exact(u >> v) : top());  // (logical or arithmetic alike)
+          case OpCode::And:
+            return result(exact(u & v));
+          default:
+            return result(exact(o.code == OpCode::Min ? std::min(u, v) : std::max(u, v)));
+        }
+      }
       int64_t a0 = 0, a1 = 0, b0 = 0, b1 = 0;
       const bool a_ok = bounds(in(0), a0, a1), b_ok = bounds(in(1), b0, b1);
       const bool k = in(1).exact() && in(1).lo > 0;  // (a positive constant on the right)
@@ -462,6 +480,12 @@ void Interpreter::op(const ir::Op& o) {
       // false wherever j ≥ its limit.
       const std::string& pred = o.str_attr("pred");
       const Abs &x = in(0), &b = in(1);
+      if (x.exact() && b.exact() && !o.result()->type.is_tensor()) {  // (two known scalars: the answer)
+        const int64_t u = x.lo, v = b.lo;
+        const std::map<std::string, bool> known = {{"eq", u == v}, {"ne", u != v}, {"lt", u < v},
+                                                   {"le", u <= v}, {"gt", u > v},  {"ge", u >= v}};
+        if (auto it = known.find(pred); it != known.end()) return result(exact(it->second ? 1 : 0));
+      }
       if ((pred == "lt" || pred == "le" || pred == "slt" || pred == "sle") && !x.top && x.lo == x.hi &&
           x.terms.size() == 1 && x.terms[0].stride > 0 && x.terms[0].axis >= 0 && b.exact()) {
         const Term& t = x.terms[0];
@@ -471,7 +495,8 @@ void Interpreter::op(const ir::Op& o) {
       }
       return result(range(0, 1));
     }
-    case OpCode::Select:
+    case OpCode::Select:  // (a known condition: its side)
+      if (in(0).exact()) return result(in(0).lo ? in(1) : in(2));
       return result(join(in(1), in(2)));
     case OpCode::AddPtr:
       return result(add(in(0), scale(in(1), elem_bytes(o.operands[0]))));

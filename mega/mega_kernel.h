@@ -46,9 +46,11 @@ struct TaskBodies {
 TaskBodies task_bodies(const TaskGraph& graph);
 
 /// The persistent kernel of `graph`'s tasks for `plan` (graph.plan()) over `programs` programs:
-/// its parameters are the tables `items`, `deps` (i32), `words` and `args` (i64), the last the
-/// tasks' arguments as words (a pointer's address, an integer, an f32's bits), so that it takes
-/// four parameters however many tasks it runs. Each body (task_bodies) is traced
+/// its parameters are the tables `items`, `deps` (i32), `words`, `args` and `fetches` (i64),
+/// `args` the tasks' arguments as words (a pointer's address, an integer, an f32's bits), so that
+/// it takes five parameters however many tasks it runs; `fetches` the plan's (Plan::Fetch),
+/// which a program prefetches into L2 before it waits for an item's dependencies (on a GPU,
+/// unless $TILEDIST_MEGA_PREFETCH=0; empty on the host). Each body (task_bodies) is traced
 /// once, its arguments read from the words of the task an item names. What MegaKernel compiles
 /// and runs; for tools and tests, its code for a target without its GPU. Throws Error naming a
 /// task whose body does not trace.

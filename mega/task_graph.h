@@ -191,7 +191,10 @@ struct Plan {
   /// the tile waits for its dependencies: `count` runs of `bytes` (whole lines) from `addr`,
   /// `stride` apart.
   struct Fetch {
-    int64_t addr = 0, bytes = 0, stride = 0, count = 1;
+    int64_t addr = 0;    ///< The first run's first byte (a line's).
+    int64_t bytes = 0;   ///< A run's bytes (whole lines).
+    int64_t stride = 0;  ///< From one run to the next.
+    int64_t count = 1;   ///< Runs.
   };
   /// Wait until word `word` ≥ the step's number × `times` (a tile: 1; a whole task: its tiles).
   struct Dep {

@@ -61,6 +61,8 @@ func @all_ops(%p: ptr<f32>, %q: ptr<i32, symmetric>, %n: i32, %h: bf16, %e: f8e4
   %44 = splat %22 : tensor<16xi1>
   %45 = load %43, %44, %36 : tensor<16xf32>
   store %43, %45, %44
+  prefetch %43, %44
+  prefetch %p
   %46 = atomic_rmw %q, %0 {kind = "add", order = "acq_rel", scope = "sys"} : i32
   %47 = atomic_cas %q, %0, %46 {order = "relaxed", scope = "gpu"} : i32
   %48 = reduce %9 {axis = 1, kind = "argmax"} : tensor<16xi32>

@@ -286,6 +286,44 @@ TEST(Mega, ALibraryObjectsRunRecordedAsTasks) {
   EXPECT_LT(rel(got, std::vector<double>(want.begin(), want.end())), 1e-6) << M << "x" << N << "x" << K;
 }
 
+// A decode step's GEMM as the library makes it on a GPU (persistent, each tile's K split into
+// runs whose last to end sums them: stream-K) recorded as tasks: its programs' partial sums and
+// counts are bounded by their code, so the task after it waits on the programs that may write
+// its elements, not on the whole task; as one kernel, against the object run and the add alone.
+TEST(Mega, AStreamKGemmRecordedAsTasks) {
+  std::mt19937 rng(std::random_device{}());
+  const Target target = Target::default_target();
+  // (32 tiles of C over 64 programs: each tile in 2 runs; a bias tile reads 8 of C's tiles)
+  const int64_t M = 1, N = 1024, K = 32 * (8 + int64_t(rng() % 8));
+  kernels::GemmConfig config;
+  config.constants = {{"BM", 32}, {"BN", 32}, {"BK", 32}, {"PERSISTENT", 1}};
+  config.bm = config.bn = 32, config.programs = 64, config.max_parts = 8;
+  kernels::Gemm gemm(target, M, N, K, ir::DType::bf16, config);
+  ASSERT_TRUE(gemm.stream_k());
+  Scratch<bf16> a(target, random_bf16(size_t(M * K))), b(target, random_bf16(size_t(K * N)));
+  Scratch<float> c(target, size_t(M * N)), bias(target, ref::random_floats(size_t(M * N))), y(target, size_t(M * N));
+  mega::TaskGraph g("stream_k");
+  g.input(bias.data(), M * N);
+  g.input(a.data(), M * K), g.input(b.data(), K * N);
+  g.record("gemm", [&] { gemm.run(a.data(), b.data(), c.data()); });
+  g.add("bias", kAdd, {}, Grid(tl::cdiv(M * N, 256)),
+        {mega::in(c.data(), M * N, mega::cols(256)), mega::in(bias.data(), M * N, mega::cols(256)),
+         mega::out(y.data(), M * N, mega::cols(256)), M * N});
+  mega::MegaKernel step(g, target, 4);
+  EXPECT_NE(step.summary().find("64 dependencies (0 on whole tasks)"), std::string::npos) << step.summary();
+  for (int run = 0; run < 2; ++run) {  // (the counts cleared by the last run of each tile)
+    step.run();
+    const std::vector<float> got = y.values();
+    gemm.run(a.data(), b.data(), c.data());
+    compile(kAdd, {}, target)
+        .launch_args(Grid(tl::cdiv(M * N, 256)),
+                     {tiledist::detail::make_arg(c.data(), M * N), tiledist::detail::make_arg(bias.data(), M * N),
+                      tiledist::detail::make_arg(y.data(), M * N), tiledist::detail::to_arg(M * N)});
+    const std::vector<float> want = y.values();
+    EXPECT_LT(rel(got, std::vector<double>(want.begin(), want.end())), 1e-6) << M << "x" << N << "x" << K;
+  }
+}
+
 // gemm1's tile (i, j) waits for the norm's rows of its row block, each by its tile's word, and
 // norm2's row r for gemm1's tiles of that row (they write its input and read its output's
 // buffer; norm1's row r, which norm2's row r overwrites, those tiles waited for): never a whole
@@ -467,7 +505,7 @@ const KernelDef kAxpy("axpy_f32", axpy, {"x", "y", "alpha", "n", "offset", "BLOC
 
 // A thousand tasks of one kernel (a model's layers, many times over) share a body in the
 // persistent kernel, each given its own arguments (pointers, an f32, an i64, an i32) from the
-// table: the kernel takes four parameters however many tasks it runs, and every task's result
+// table: the kernel takes five parameters however many tasks it runs, and every task's result
 // is its own.
 TEST(Mega, TasksOfOneKernelShareOneBody) {
   const Target target = Target::default_target();
@@ -493,7 +531,7 @@ TEST(Mega, TasksOfOneKernelShareOneBody) {
   EXPECT_EQ(bodies.first, (std::vector<int>{0, 1}));
   EXPECT_EQ(bodies.of, want_of);
   mega::MegaKernel mk(g, target, 8);
-  EXPECT_EQ(mk.kernel().ir().body.args.size(), 4u);
+  EXPECT_EQ(mk.kernel().ir().body.args.size(), 5u);  // (its tables: items, deps, words, args, fetches)
   mk.run();
   const std::vector<float> got = y.values();
   std::vector<double> want(got.size());
