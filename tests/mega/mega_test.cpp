@@ -250,68 +250,32 @@ TEST(Mega, TheLibrarysKernelsAsTasks) {
   }
 }
 
-// A library object's run recorded as tasks (TaskGraph::record): kernels::Gemm's kernel, then a
-// task of ours that reads its output; as one kernel, against the object run and the add
-// launched alone.
-TEST(Mega, ALibraryObjectsRunRecordedAsTasks) {
-  std::mt19937 rng(std::random_device{}());
-  const Target target = Target::default_target();
-  const int64_t M = 1 + int64_t(rng() % 70), N = 16 * (1 + int64_t(rng() % 8)), K = 16 * (1 + int64_t(rng() % 8));
-  // (a program per tile: stream-K's programs wait on each other, not a run to record)
-  kernels::GemmConfig config;
-  config.constants = {{"BM", 32}, {"BN", 32}, {"BK", 32}};
-  config.bm = config.bn = 32, config.max_parts = 1;
-  kernels::Gemm gemm(target, M, N, K, ir::DType::bf16, config);
-  ASSERT_FALSE(gemm.stream_k());
-  Scratch<bf16> a(target, random_bf16(size_t(M * K))), b(target, random_bf16(size_t(K * N)));
-  Scratch<float> c(target, size_t(M * N)), bias(target, ref::random_floats(size_t(M * N))), y(target, size_t(M * N));
-  mega::TaskGraph g("recorded");
-  g.input(bias.data(), M * N);
-  g.input(a.data(), M * K), g.input(b.data(), K * N);
-  const std::vector<int> gemm_tasks = g.record("gemm", [&] { gemm.run(a.data(), b.data(), c.data()); });
-  ASSERT_EQ(gemm_tasks, std::vector<int>{0});
-  EXPECT_EQ(g.tasks()[0].name, "gemm#0");
-  g.add("bias", kAdd, {}, Grid(tl::cdiv(M * N, 256)),
-        {mega::in(c.data(), M * N, mega::cols(256)), mega::in(bias.data(), M * N, mega::cols(256)),
-         mega::out(y.data(), M * N, mega::cols(256)), M * N});
-  mega::MegaKernel step(g, target, 4);
-  step.run();
-  const std::vector<float> got = y.values();
-  gemm.run(a.data(), b.data(), c.data());
-  compile(kAdd, {}, target)
-      .launch_args(Grid(tl::cdiv(M * N, 256)),
-                   {tiledist::detail::make_arg(c.data(), M * N), tiledist::detail::make_arg(bias.data(), M * N),
-                    tiledist::detail::make_arg(y.data(), M * N), tiledist::detail::to_arg(M * N)});
-  const std::vector<float> want = y.values();
-  EXPECT_LT(rel(got, std::vector<double>(want.begin(), want.end())), 1e-6) << M << "x" << N << "x" << K;
-}
-
-// A decode step's GEMM as the library makes it on a GPU (persistent, each tile's K split into
-// runs whose last to end sums them: stream-K) recorded as tasks: its programs' partial sums and
-// counts are bounded by their code, so the task after it waits on the programs that may write
-// its elements, not on the whole task; as one kernel, against the object run and the add alone.
-TEST(Mega, AStreamKGemmRecordedAsTasks) {
-  std::mt19937 rng(std::random_device{}());
-  const Target target = Target::default_target();
-  // (32 tiles of C over 64 programs: each tile in 2 runs; a bias tile reads 8 of C's tiles)
-  const int64_t M = 1, N = 1024, K = 32 * (8 + int64_t(rng() % 8));
-  kernels::GemmConfig config;
-  config.constants = {{"BM", 32}, {"BN", 32}, {"BK", 32}, {"PERSISTENT", 1}};
-  config.bm = config.bn = 32, config.programs = 64, config.max_parts = 8;
-  kernels::Gemm gemm(target, M, N, K, ir::DType::bf16, config);
-  ASSERT_TRUE(gemm.stream_k());
-  Scratch<bf16> a(target, random_bf16(size_t(M * K))), b(target, random_bf16(size_t(K * N)));
-  Scratch<float> c(target, size_t(M * N)), bias(target, ref::random_floats(size_t(M * N))), y(target, size_t(M * N));
-  mega::TaskGraph g("stream_k");
-  g.input(bias.data(), M * N);
-  g.input(a.data(), M * K), g.input(b.data(), K * N);
-  g.record("gemm", [&] { gemm.run(a.data(), b.data(), c.data()); });
-  g.add("bias", kAdd, {}, Grid(tl::cdiv(M * N, 256)),
-        {mega::in(c.data(), M * N, mega::cols(256)), mega::in(bias.data(), M * N, mega::cols(256)),
-         mega::out(y.data(), M * N, mega::cols(256)), M * N});
-  mega::MegaKernel step(g, target, 4);
-  EXPECT_NE(step.summary().find("64 dependencies (0 on whole tasks)"), std::string::npos) << step.summary();
-  for (int run = 0; run < 2; ++run) {  // (the counts cleared by the last run of each tile)
+// kernels::Gemm's run recorded as tasks, then a task of ours that adds a bias to its output:
+// the graph, and the step checked against the object run and the add launched alone.
+struct RecordedGemm {
+  int64_t M, N, K;
+  Target target = Target::default_target();
+  kernels::Gemm gemm;
+  Scratch<bf16> a, b;
+  Scratch<float> c, bias, y;
+  RecordedGemm(int64_t m, int64_t n, int64_t k, const kernels::GemmConfig& config)
+      : M(m), N(n), K(k), gemm(target, m, n, k, ir::DType::bf16, config) {
+    a = Scratch<bf16>(target, random_bf16(size_t(M * K))), b = Scratch<bf16>(target, random_bf16(size_t(K * N)));
+    c = Scratch<float>(target, size_t(M * N)), bias = Scratch<float>(target, ref::random_floats(size_t(M * N)));
+    y = Scratch<float>(target, size_t(M * N));
+  }
+  mega::TaskGraph graph(const std::string& name, std::vector<int>* gemm_tasks = nullptr) {
+    mega::TaskGraph g(name);
+    g.input(bias.data(), M * N);
+    g.input(a.data(), M * K), g.input(b.data(), K * N);
+    const std::vector<int> tasks = g.record("gemm", [&] { gemm.run(a.data(), b.data(), c.data()); });
+    if (gemm_tasks) *gemm_tasks = tasks;
+    g.add("bias", kAdd, {}, Grid(tl::cdiv(M * N, 256)),
+          {mega::in(c.data(), M * N, mega::cols(256)), mega::in(bias.data(), M * N, mega::cols(256)),
+           mega::out(y.data(), M * N, mega::cols(256)), M * N});
+    return g;
+  }
+  void check(mega::MegaKernel& step) {
     step.run();
     const std::vector<float> got = y.values();
     gemm.run(a.data(), b.data(), c.data());
@@ -322,6 +286,42 @@ TEST(Mega, AStreamKGemmRecordedAsTasks) {
     const std::vector<float> want = y.values();
     EXPECT_LT(rel(got, std::vector<double>(want.begin(), want.end())), 1e-6) << M << "x" << N << "x" << K;
   }
+};
+
+// A library object's run recorded as tasks (TaskGraph::record): a program per tile; as one
+// kernel, against the object run and the add launched alone.
+TEST(Mega, ALibraryObjectsRunRecordedAsTasks) {
+  std::mt19937 rng(std::random_device{}());
+  const int64_t M = 1 + int64_t(rng() % 70), N = 16 * (1 + int64_t(rng() % 8)), K = 16 * (1 + int64_t(rng() % 8));
+  kernels::GemmConfig config;
+  config.constants = {{"BM", 32}, {"BN", 32}, {"BK", 32}};
+  config.bm = config.bn = 32, config.max_parts = 1;
+  RecordedGemm r(M, N, K, config);
+  ASSERT_FALSE(r.gemm.stream_k());
+  std::vector<int> gemm_tasks;
+  const mega::TaskGraph g = r.graph("recorded", &gemm_tasks);
+  ASSERT_EQ(gemm_tasks, std::vector<int>{0});
+  EXPECT_EQ(g.tasks()[0].name, "gemm#0");
+  mega::MegaKernel step(g, r.target, 4);
+  r.check(step);
+}
+
+// A decode step's GEMM as the library makes it on a GPU (persistent, each tile's K split into
+// runs whose last to end sums them: stream-K) recorded as tasks: its programs' partial sums and
+// counts are bounded by their code, so the task after it waits on the programs that may write
+// its elements, not on the whole task; as one kernel, twice (the counts cleared by the last run
+// of each tile).
+TEST(Mega, AStreamKGemmRecordedAsTasks) {
+  std::mt19937 rng(std::random_device{}());
+  // (32 tiles of C over 64 programs: each tile in 2 runs; a bias tile reads 8 of C's tiles)
+  kernels::GemmConfig config;
+  config.constants = {{"BM", 32}, {"BN", 32}, {"BK", 32}, {"PERSISTENT", 1}};
+  config.bm = config.bn = 32, config.programs = 64, config.max_parts = 8;
+  RecordedGemm r(1, 1024, 32 * (8 + int64_t(rng() % 8)), config);
+  ASSERT_TRUE(r.gemm.stream_k());
+  mega::MegaKernel step(r.graph("stream_k"), r.target, 4);
+  EXPECT_NE(step.summary().find("64 dependencies (0 on whole tasks)"), std::string::npos) << step.summary();
+  for (int run = 0; run < 2; ++run) r.check(step);
 }
 
 // gemm1's tile (i, j) waits for the norm's rows of its row block, each by its tile's word, and
