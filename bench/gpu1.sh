@@ -61,6 +61,8 @@
 #              M <= 64): GEMM + AllReduce's and the dense decode's tests (one rank), then the Qwen3-8B-shaped
 #              step at batch 1: as a graph, as one persistent kernel fetching its weights into L2 ahead
 #              and not ($TILEDIST_MEGA_PREFETCH=0), and as a graph with whole tiles ($TILEDIST_DECODE_SPLIT=0)
+#   megaprof   issue 33's profile: one persistent step of the Qwen3-8B-shaped model at batch 1 and 8
+#              (TILEDIST_PROFILE), summarized by tiledist-trace (time a tile of each kernel, waits)
 #   megabench  issue 33's timing: model_bench's decode of a Qwen3-8B-shaped model (bench/qwen3-8b.json,
 #              36 layers) at batch 1, 8 and 32: kernel by kernel, a CUDA graph, one persistent kernel,
 #              and PyTorch eager and in a CUDA graph, in one run
@@ -286,6 +288,18 @@ for stage in $stages; do
           tools/tiledist-run -n 1 --timeout 100 tools/tiledist-model --config "$root/bench/qwen3-8b.json" --layers 36 \
           --batch 1 --seqlen 128 --reps 1 --decode 8 "${a[@]}"
         echo "$v: $(grep -E "a step|rror" "$logs/split_$v.log" | head -2)"
+      done ;;
+    megaprof)
+      # (the profile of one persistent step at batch 1 and 8: what each SM spends on each task's
+      # tiles and on waiting)
+      for b in 1 8; do
+        rm -rf "/tmp/megaprof$b"
+        TILEDIST_PROFILE=/tmp/megaprof$b TILEDIST_GPU_HEAP_SIZE=24G run "megaprof_$b" 200 tools/tiledist-run -n 1 \
+          --timeout 195 tools/tiledist-model --config "$root/bench/qwen3-8b.json" --layers 36 --batch "$b" --seqlen 128 \
+          --reps 1 --decode 2 --mega
+        echo "batch $b: $(grep -E "a step|rror" "$logs/megaprof_$b.log" | head -2)"
+        tools/tiledist-trace summary /tmp/megaprof$b/*.json > "$logs/megaprof_summary_$b.txt" 2>&1
+        head -40 "$logs/megaprof_summary_$b.txt"
       done ;;
     megabench)
       TILEDIST_GPU_HEAP_SIZE=24G run megabench 560 stdbuf -oL tools/tiledist-run -n 1 --timeout 550 bench/model_bench 1 \
