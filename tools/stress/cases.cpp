@@ -359,6 +359,12 @@ std::unique_ptr<Subject> make_subject(Job& job, int id) {
     }
     default: {
       const int64_t M = ragged(job, gpu ? 512 : 40), N = ragged(job, gpu ? 2048 : 72), K = ragged(job, gpu ? 1024 : 64);
+      if (job.chance(0.4)) {  // each tile's K in runs (GemmConfig::split_k, as a decode step's GEMMs on a GPU)
+        kernels::GemmConfig config = kernels::gemm_config(job.target(), M, N, K, false);
+        config.split_k = int(job.draw(2, 6));
+        return std::make_unique<GemmReduceSubject<kernels::GemmAr>>(
+            job, id, M, N, K, str_cat("gemm_ar split_k=", config.split_k), true, config);
+      }
       return std::make_unique<GemmReduceSubject<kernels::GemmAr>>(job, id, M, N, K, "gemm_ar", true);
     }
   }
