@@ -417,6 +417,10 @@ TEST(Mega, ThePersistentKernelCompilesForEveryGpuTarget) {
         continue;
       }
       EXPECT_NE(code.find("mega_layer"), std::string::npos) << target.key();
+      // (a waiting tile's weights asked of L2: Plan::Fetch)
+      if (target.key().rfind("sm_", 0) == 0) {
+        EXPECT_NE(code.find("prefetch.L2"), std::string::npos) << target.key();
+      }
       const std::string ptxas = "/usr/local/cuda/bin/ptxas";
       if (target.is_gpu() && target.key().rfind("sm_", 0) == 0 && std::filesystem::exists(ptxas)) {
         const std::string file = (dir.path / (target.key() + ".ptx")).string();
