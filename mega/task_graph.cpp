@@ -49,18 +49,20 @@ struct Use {
 };
 
 // `reads` (a tile's of a buffer it fetches ahead) as runs of lines: equal ranges a stride apart,
-// each widened to whole lines of kFetchLine bytes; none where the tile's fetches from `first`
-// on would pass kMaxFetchBytes (a footprint that could only be bounded by its hull, or more
-// than L2 would keep for the tile).
-constexpr int64_t kFetchLine = 128, kMaxFetchBytes = int64_t(8) << 20;
+// each widened to whole lines of kFetchLine bytes, the lowest addresses first (a K loop's
+// first steps) up to kFetchBytes for the tile's fetches from `first` on: with a tile a program
+// waiting, what a GPU's programs ask of L2 at once stays within it (132 × 256 KiB: 33 MiB of
+// an H100's 50), so that a fetched line is not evicted by the next before it is read.
+constexpr int64_t kFetchLine = 128, kFetchBytes = int64_t(256) << 10;
 void add_fetches(std::vector<Plan::Fetch>& fetches, const Ranges& reads, int32_t first) {
   int64_t bytes = 0;
   for (size_t f = size_t(first); f < fetches.size(); ++f) bytes += fetches[f].bytes * fetches[f].count;
   std::vector<Plan::Fetch> runs;
   for (auto [b, e] : reads) {
-    const int64_t begin = b / kFetchLine * kFetchLine, end = (e + kFetchLine - 1) / kFetchLine * kFetchLine;
+    const int64_t begin = b / kFetchLine * kFetchLine;
+    const int64_t end = std::min((e + kFetchLine - 1) / kFetchLine * kFetchLine, begin + (kFetchBytes - bytes));
+    if (end <= begin) break;
     bytes += end - begin;
-    if (bytes > kMaxFetchBytes) return;
     Plan::Fetch* last = runs.empty() ? nullptr : &runs.back();
     if (last && last->bytes == end - begin && last->addr + last->stride * last->count == begin &&
         (last->count > 1 || begin > last->addr)) {

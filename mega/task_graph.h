@@ -188,8 +188,8 @@ struct Plan {
     ///@}
   };
   /// Memory a tile reads that no task writes (weights), to be fetched into the GPU's L2 while
-  /// the tile waits for its dependencies: `count` runs of `bytes` (whole lines) from `addr`,
-  /// `stride` apart.
+  /// the tile waits for its dependencies (the lowest addresses, up to 256 KiB a tile):
+  /// `count` runs of `bytes` (whole lines) from `addr`, `stride` apart.
   struct Fetch {
     int64_t addr = 0;    ///< The first run's first byte (a line's).
     int64_t bytes = 0;   ///< A run's bytes (whole lines).

@@ -723,6 +723,27 @@ TEST(Mega, WhatATileReadsThatNothingWritesIsFetchedAhead) {
       }
     }
   }
+  {  // A tile that reads more: its first 256 KiB (A's row, then W's first rows), no more.
+    const Target target = Target::default_target();
+    const int64_t N = 32, K = 8192;  // (W [N, K]: the tile's 32 rows, 512 KiB)
+    Scratch<bf16> a(target, size_t(K)), w(target, size_t(N * K));
+    Scratch<float> c(target, size_t(N));
+    mega::TaskGraph g("large");
+    g.input(a.data(), K), g.input(w.data(), N * K);
+    g.add("mm", kMatmul, {}, Grid(1, 1),
+          {mega::in(a.data(), 1, K), mega::in(w.data(), N, K), mega::out(c.data(), 1, N), 1, N, K});
+    const mega::Plan plan = g.plan();
+    ASSERT_EQ(plan.items.size(), 1u);
+    const std::set<int64_t> lines = lines_of(plan, plan.items[0]);
+    EXPECT_EQ(int64_t(lines.size()) * kLine, int64_t(256) << 10);
+    const int64_t w0 = down(addr(w.data()));
+    EXPECT_TRUE(lines.count(w0)) << "W's first line";
+    for (int64_t line : lines) {
+      const bool in_a = line >= down(addr(a.data())) && line < up(addr(a.data()) + K * 2);
+      EXPECT_TRUE(in_a || (line >= w0 && line < w0 + (int64_t(256) << 10)))
+          << "a line past the first 256 KiB: " << line;
+    }
+  }
 }
 
 // A program's warps may be chosen (every body runs on them): a power of two up to 32.
