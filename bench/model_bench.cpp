@@ -256,10 +256,16 @@ int run(int argc, char** argv) {
                            double(c.hidden * (c.heads + 2 * c.kv_heads) * c.head_dim + c.heads * c.head_dim * c.hidden +
                                   3 * c.hidden * c.intermediate) /
                            n;
+      // (and the share of the memory's peak that is: issue 33's measure at batch 1)
+      const double rate = bytes / (mega * 1e-3), peak = cuda::device().memory_bytes_per_s;
+      const std::string share =
+          peak > 0 ? str_cat(", ", int(100 * rate / peak + 0.5), "% of the HBM's ", int(peak / 1e9 + 0.5), " GB/s")
+                   : std::string();
       std::printf(
           "%15s  (one persistent kernel: %.3f ms, %.3fx the graph's, %.3fx PyTorch's graph's; weights read "
-          "at %.0f GB/s)\n",
-          "", mega, ours / mega, torch_graph_ms > 0 ? torch_graph_ms / mega : 0.0, bytes / (mega * 1e-3) / 1e9);
+          "at %.0f GB/s%s; the graph's %.0f GB/s)\n",
+          "", mega, ours / mega, torch_graph_ms > 0 ? torch_graph_ms / mega : 0.0, rate / 1e9, share.c_str(),
+          bytes / (ours * 1e-3) / 1e9);
       if (torch_graph_ms > 0)
         // (its attention is another kernel than the eager steps' (masked, over the whole cache):
         // held to the bound ours are)

@@ -27,6 +27,7 @@ constexpr int kAttrMultiprocessors = 16;
 constexpr int kAttrCcMajor = 75, kAttrCcMinor = 76;
 constexpr int kAttrMaxSharedOptin = 97;
 constexpr int kAttrPciBus = 33, kAttrPciDevice = 34, kAttrPciDomain = 50;
+constexpr int kAttrMemoryClockKhz = 36, kAttrMemoryBusBits = 37;
 constexpr int kFuncAttrMaxDynamicShared = 8;
 // CUmemAllocationProp, CUmemLocation and CUmemAccessDesc, laid out as cuda.h lays them out.
 struct MemLocation {
@@ -262,6 +263,11 @@ const DeviceInfo& device() {
     TD_CU(cuDeviceGetAttribute(&device_id, kAttrPciDevice, dev));
     TD_CU(cuDeviceGetAttribute(&domain, kAttrPciDomain, dev));
     info.pci_location = uint64_t(uint32_t(domain)) << 32 | uint64_t(uint32_t(bus)) << 16 | uint32_t(device_id);
+    // (a peak for benchmarks to say what share of it they reach; 0 where the driver does not say)
+    int clock_khz = 0, bus_bits = 0;
+    if (d.cuDeviceGetAttribute(&clock_khz, kAttrMemoryClockKhz, dev) == 0 &&
+        d.cuDeviceGetAttribute(&bus_bits, kAttrMemoryBusBits, dev) == 0)
+      info.memory_bytes_per_s = 2.0 * double(clock_khz) * 1e3 * double(bus_bits) / 8;
     TD_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
     (void)d;
   });

@@ -34,6 +34,9 @@ struct DeviceInfo {
   int sms = 0;  ///< streaming multiprocessors
   /// The most shared memory a block may have once it opts in (past 48 KiB it must), in bytes.
   size_t max_shared_per_block_optin = 0;
+  /// The memory's peak, in bytes a second: twice its clock times its bus's width (HBM and GDDR
+  /// move data on both edges); 0 where the driver does not say.
+  double memory_bytes_per_s = 0;
   /// The GPU's PCI domain, bus and device numbers in one word: the same on every process that
   /// uses this GPU, whatever ordinal its CUDA_VISIBLE_DEVICES gives it.
   uint64_t pci_location = 0;
