@@ -64,8 +64,8 @@
 #   megaprof   issue 33's profile: one persistent step of the Qwen3-8B-shaped model at batch 1 and 8
 #              (TILEDIST_PROFILE), summarized by tiledist-trace (time a tile of each kernel, waits)
 #   megabench  issue 33's timing: model_bench's decode of a Qwen3-8B-shaped model (bench/qwen3-8b.json,
-#              36 layers) at batch 1, 8 and 32: kernel by kernel, a CUDA graph, one persistent kernel,
-#              and PyTorch eager and in a CUDA graph, in one run
+#              36 layers) at batch 1 and 8 (megabench32: 32): kernel by kernel, a CUDA graph, one
+#              persistent kernel, and PyTorch eager and in a CUDA graph, in one run
 #   megatune   issue 33's open questions, one line each (tiledist-model, the same Qwen3-8B-shaped
 #              model, batch 1): the graph, then one persistent kernel at its default warps (the
 #              most a task asks: 8), at 4 and at 16, and with 64-column decode GEMM tiles
@@ -301,10 +301,12 @@ for stage in $stages; do
         tools/tiledist-trace summary /tmp/megaprof$b/*.json > "$logs/megaprof_summary_$b.txt" 2>&1
         head -40 "$logs/megaprof_summary_$b.txt"
       done ;;
-    megabench)
-      TILEDIST_GPU_HEAP_SIZE=24G run megabench 560 stdbuf -oL tools/tiledist-run -n 1 --timeout 550 bench/model_bench 1 \
-        --config "$root/bench/qwen3-8b.json" --layers 36 --seqlens "" --decode-batches 1,8,32 --steps 8
-      grep -vE '^\s*$' "$logs/megabench.log" | tail -16 ;;
+    megabench|megabench32)
+      # (batch 1 and 8 fill a call's 10 minutes: 32 is a call of its own)
+      batches=1,8; [ "$stage" = megabench32 ] && batches=32
+      TILEDIST_GPU_HEAP_SIZE=24G run "$stage" 560 stdbuf -oL tools/tiledist-run -n 1 --timeout 550 bench/model_bench 1 \
+        --config "$root/bench/qwen3-8b.json" --layers 36 --seqlens "" --decode-batches "$batches" --steps 8
+      grep -vE '^\s*$' "$logs/$stage.log" | tail -16 ;;
     worlds)
       export TILEDIST_WAIT_TIMEOUT=30 NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1
       run dist2 120 tools/tiledist-run -n 2 --timeout 115 tests/cuda_dist_test --gtest_filter=-GpuFaults.*
