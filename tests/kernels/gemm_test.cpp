@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 
@@ -610,6 +611,35 @@ TEST(Gemm, ConfigFillsTheLastWave) {
   EXPECT_EQ(plain.bn, 128);  // 576 tiles: 4.4 waves
   EXPECT_EQ(plain.constants.at("BN"), ConstValue(128));
   EXPECT_EQ(plain.constants.count("TRANSPOSED"), 0u);
+}
+
+// A decode step's GEMMs on sm_90a (M <= 64): persistent over the SMs with stream-K, and split_k
+// runs a tile for the per-tile kernels (gemm_ar), so that 132 SMs read the weights: Qwen3-8B's
+// qkv (48 tiles: 2 runs), O and down (32: 4), gate/up (192: whole, stream-K's last wave);
+// $TILEDIST_DECODE_SPLIT=0 leaves them per tile and whole. Past M = 64, unchanged.
+TEST(Gemm, DecodeGemmsSplitOverKToFillTheSms) {
+  if (cuda::available() && cuda::device().sms != 132) GTEST_SKIP() << "the choices below are for 132 SMs";
+  if (!kernels::detail::library_warp_specialize())
+    GTEST_SKIP() << "TILEDIST_WS=0: the library's GEMM is not persistent";
+  if (std::getenv("TILEDIST_DECODE_SPLIT") || std::getenv("TILEDIST_DECODE_BN"))
+    GTEST_SKIP() << "the environment chooses";
+  const Target hopper = Target::cuda("sm_90a");
+  const kernels::GemmConfig qkv = kernels::gemm_config(hopper, 1, 6144, 4096);
+  EXPECT_EQ(qkv.bn, 128);
+  EXPECT_EQ(qkv.programs, 132);
+  EXPECT_EQ(qkv.constants.at("PERSISTENT"), ConstValue(1));
+  EXPECT_EQ(qkv.split_k, 2);
+  EXPECT_EQ(kernels::gemm_config(hopper, 8, 4096, 4096, false).split_k, 4);
+  EXPECT_EQ(kernels::gemm_config(hopper, 1, 4096, 12288, false).split_k, 4);
+  EXPECT_EQ(kernels::gemm_config(hopper, 1, 24576, 4096).split_k, 1);
+  EXPECT_EQ(kernels::gemm_config(hopper, 1, 4096, 256).split_k, 1);  // (4 K steps: not worth a cut)
+  EXPECT_EQ(kernels::gemm_config(hopper, 128, 8192, 8192).programs, 0);
+  EXPECT_EQ(kernels::gemm_config(hopper, 128, 8192, 8192).split_k, 1);
+  setenv("TILEDIST_DECODE_SPLIT", "0", 1);
+  const kernels::GemmConfig whole = kernels::gemm_config(hopper, 1, 6144, 4096);
+  unsetenv("TILEDIST_DECODE_SPLIT");
+  EXPECT_EQ(whole.programs, 0);
+  EXPECT_EQ(whole.split_k, 1);
 }
 
 // Warp specialized where asked: an epilogue that reduces rows keeps the rows' sums in registers

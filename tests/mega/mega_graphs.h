@@ -31,8 +31,8 @@ inline void row_norm(tl::Ptr<float> x, tl::Ptr<bf16> y, tl::Int cols, tl::Const<
 inline const KernelDef kRowNorm("row_norm", row_norm, {"x", "y", "cols", "BLOCK"}, {{"BLOCK", 128}});
 
 // c = a · wᵀ (a: M × K, w: N × K, c: M × N, f32), a tile of c a program.
-inline void matmul_nt(tl::Ptr<bf16> a, tl::Ptr<bf16> w, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K, tl::Const<int> BM,
-               tl::Const<int> BN, tl::Const<int> BK) {
+inline void matmul_nt(tl::Ptr<bf16> a, tl::Ptr<bf16> w, tl::Ptr<float> c, tl::Int M, tl::Int N, tl::Int K,
+                      tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK) {
   auto rm = tl::expand_dims(tl::program_id(0) * BM + tl::arange(0, BM), 1);
   auto rn = tl::expand_dims(tl::program_id(1) * BN + tl::arange(0, BN), 0);
   auto rk = tl::arange(0, BK);
@@ -45,7 +45,7 @@ inline void matmul_nt(tl::Ptr<bf16> a, tl::Ptr<bf16> w, tl::Ptr<float> c, tl::In
   tl::store(c + rm * N + rn, acc, (rm < M) & (rn < N));
 }
 inline const KernelDef kMatmul("matmul_nt", matmul_nt, {"a", "w", "c", "M", "N", "K", "BM", "BN", "BK"},
-                        {{"BM", 32}, {"BN", 32}, {"BK", 32}});
+                               {{"BM", 32}, {"BN", 32}, {"BK", 32}});
 
 // out = x + y, BLOCK elements a program.
 inline void add(tl::Ptr<float> x, tl::Ptr<float> y, tl::Ptr<float> out, tl::Int n, tl::Const<int> BLOCK) {
@@ -56,8 +56,8 @@ inline const KernelDef kAdd("add_f32", add, {"x", "y", "out", "n", "BLOCK"}, {{"
 
 // c = a · b with the operands' pointers carried through the loop (Triton's tutorial), and the
 // count of programs done kept by an atomic: what pointer_uses must see through.
-inline void carried_matmul(tl::Ptr<bf16> a, tl::Ptr<bf16> b, tl::Ptr<float> c, tl::Ptr<int32_t> done, tl::Int M, tl::Int N,
-                    tl::Int K, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK) {
+inline void carried_matmul(tl::Ptr<bf16> a, tl::Ptr<bf16> b, tl::Ptr<float> c, tl::Ptr<int32_t> done, tl::Int M,
+                           tl::Int N, tl::Int K, tl::Const<int> BM, tl::Const<int> BN, tl::Const<int> BK) {
   auto rm = tl::expand_dims(tl::program_id(0) * BM + tl::arange(0, BM), 1);
   auto rn = tl::expand_dims(tl::program_id(1) * BN + tl::arange(0, BN), 0);
   auto rk = tl::arange(0, BK);
@@ -72,8 +72,9 @@ inline void carried_matmul(tl::Ptr<bf16> a, tl::Ptr<bf16> b, tl::Ptr<float> c, t
   tl::store(c + rm * N + rn, out[0], (rm < M) & (rn < N));
   tl::atomic_add(done, 1);
 }
-inline const KernelDef kCarried("carried_matmul", carried_matmul, {"a", "b", "c", "done", "M", "N", "K", "BM", "BN", "BK"},
-                         {{"BM", 32}, {"BN", 32}, {"BK", 32}});
+inline const KernelDef kCarried("carried_matmul", carried_matmul,
+                                {"a", "b", "c", "done", "M", "N", "K", "BM", "BN", "BK"},
+                                {{"BM", 32}, {"BN", 32}, {"BK", 32}});
 
 inline std::vector<bf16> random_bf16(size_t n) {
   std::vector<float> f = ref::random_floats(n);
@@ -92,7 +93,7 @@ inline std::vector<double> norm_ref(const std::vector<double>& x, int64_t M, int
   return y;
 }
 inline std::vector<double> matmul_ref(const std::vector<double>& a, const std::vector<bf16>& w, int64_t M, int64_t N,
-                               int64_t K) {
+                                      int64_t K) {
   std::vector<double> c(size_t(M) * N);
   for (int64_t i = 0; i < M; ++i)
     for (int64_t j = 0; j < N; ++j) {
