@@ -100,8 +100,8 @@ void with_stages(ir::Block& block, int stages) {
 
 }  // namespace
 
-std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan& plan, int programs,
-                                             Schedule schedule) {
+std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan& plan, int programs, Schedule schedule,
+                                             const TaskBodies* given) {
   // Its parameters: the tables. (Never specialized: what is known of the tasks' arguments is
   // each body's, from its tasks' own.)
   std::vector<ParamInfo> params;
@@ -110,7 +110,7 @@ std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan&
   for (const char* name : {"words", "args", "fetches"})
     params.push_back({name, ParamKind::pointer, ir::Type::ptr(ir::DType::i64)});
   for (ParamInfo& p : params) p.specialize = false;
-  const TaskBodies bodies = task_bodies(graph);
+  const TaskBodies bodies = given ? *given : task_bodies(graph);
   const int64_t n_items = int64_t(plan.items.size()), n_tasks = int64_t(graph.tasks().size());
   const int P = programs;
   const bool queue = schedule == Schedule::queue;
@@ -295,7 +295,7 @@ MegaKernel::MegaKernel(const TaskGraph& graph, const Target& target, int program
       if (t.args[i].is_buffer && t.args[i].launch_arg().ptr)
         s.reached.push_back({str_cat(t.name, ".", params[i].name), t.args[i].launch_arg()});
   }
-  s.def = persistent_kernel(graph, s.plan, s.programs, schedule);
+  s.def = persistent_kernel(graph, s.plan, s.programs, schedule, &s.bodies);
   if (num_warps > 0) options.num_warps = num_warps;
   s.kernel = compile(*s.def, {}, target, options);
 }

@@ -53,9 +53,9 @@ TaskBodies task_bodies(const TaskGraph& graph);
 /// unless $TILEDIST_MEGA_PREFETCH=0; empty on the host). Each body (task_bodies) is traced
 /// once, its arguments read from the words of the task an item names. What MegaKernel compiles
 /// and runs; for tools and tests, its code for a target without its GPU. Throws Error naming a
-/// task whose body does not trace.
+/// task whose body does not trace. `bodies`: task_bodies(graph), where the caller has them.
 std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan& plan, int programs,
-                                             Schedule schedule = Schedule::queue);
+                                             Schedule schedule = Schedule::queue, const TaskBodies* bodies = nullptr);
 
 /// A task graph compiled into one persistent kernel; see the file's comment.
 class MegaKernel {
