@@ -251,7 +251,8 @@ GemmConfig gemm_config(const Target& target, int64_t M, int64_t N, int64_t K, bo
     // tile. ($TILEDIST_DECODE_SPLIT=0: whole tiles, to compare.)
     const char* split = std::getenv("TILEDIST_DECODE_SPLIT");
     if (M <= 64 && persistent && !(split && std::string(split) == "0")) {
-      const int64_t sms = sm_count(), tiles = (M + 63) / 64 * ((N + g.bn - 1) / g.bn), steps = (K + 63) / 64;
+      const int64_t sms = sm_count(), tiles = (M + g.bm - 1) / g.bm * ((N + g.bn - 1) / g.bn);
+      const int64_t steps = (K + g.constant("BK", 64) - 1) / g.constant("BK", 64);
       g.constants.insert_or_assign("PERSISTENT", 1);
       g.programs = int(sms);
       g.max_parts = 8;
@@ -332,13 +333,8 @@ Gemm::Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtyp
     throw Error(str_cat("tiledist: gemm: M, N, K = ", M, ", ", N, ", ", K,
                         ": not negative, and A, B and C under 2^31 elements each"));
   s.target = target, s.M = M, s.N = N, s.K = K, s.dtype = dtype, s.config = config;
-  auto constant = [&](const char* name, int64_t otherwise) {
-    auto it = config.constants.find(name);
-    const int64_t* v = it == config.constants.end() ? nullptr : std::get_if<int64_t>(&it->second.v);
-    return v ? *v : otherwise;
-  };
-  const int64_t bm = constant("BM", 64), bn = constant("BN", 64), bk = constant("BK", 32);
-  const int64_t max_parts = constant("MAX_PARTS", config.max_parts);
+  const int64_t bm = config.constant("BM", 64), bn = config.constant("BN", 64), bk = config.constant("BK", 32);
+  const int64_t max_parts = config.constant("MAX_PARTS", config.max_parts);
   if (bm != config.bm || bn != config.bn || max_parts < 1)
     throw Error(str_cat("tiledist: gemm: a configuration of ", config.bm, "x", config.bn,
                         " tiles whose constants say BM = ", bm, ", BN = ", bn, ", MAX_PARTS = ", max_parts,
@@ -350,8 +346,8 @@ Gemm::Gemm(const Target& target, int64_t M, int64_t N, int64_t K, ir::DType dtyp
   const int64_t rest = programs > 0 ? tiles % programs : 0, steps = std::max<int64_t>((K + bk - 1) / bk, 1);
   const int64_t parts = rest ? std::min({programs / rest, max_parts, steps}) : 1;
   const int64_t slots = parts * rest * bm * bn;
-  s.stream_k =
-      constant("PERSISTENT", 0) && parts > 1 && steps * parts < INT32_MAX && K + bk < INT32_MAX && slots < INT32_MAX;
+  s.stream_k = config.constant("PERSISTENT", 0) && parts > 1 && steps * parts < INT32_MAX && K + bk < INT32_MAX &&
+               slots < INT32_MAX;
   Constants constants = config.constants;
   if (!s.stream_k) {
     constants.erase("MAX_PARTS");

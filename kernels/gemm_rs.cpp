@@ -218,9 +218,7 @@ GemmRs::GemmRs(const Target& target, int64_t M, int64_t N, int64_t K, Scatter sc
   if (all) {
     s.config = s.config.per_tile();
     // (no more runs than the tile has K steps)
-    auto it = s.config.constants.find("BK");
-    const int64_t* bk = it == s.config.constants.end() ? nullptr : std::get_if<int64_t>(&it->second.v);
-    const int64_t step = bk && *bk > 0 ? *bk : 32;
+    const int64_t step = std::max<int64_t>(s.config.constant("BK", 32), 1);
     s.parts = std::min<int64_t>(s.config.split_k, std::max<int64_t>((K + step - 1) / step, 1));
   }
   if (!all && (M % s.ranks || s.rows % s.config.bm))

@@ -47,6 +47,12 @@ struct GemmConfig {
       return {static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(tiles_m * tiles_n, programs))), 1};
     return {static_cast<int>(tiles_m), static_cast<int>(tiles_n)};
   }
+  /// The integer constant `name` (BM, BK, PERSISTENT, ...), or `otherwise` where it has none.
+  int64_t constant(const char* name, int64_t otherwise) const {
+    auto it = constants.find(name);
+    const int64_t* v = it == constants.end() ? nullptr : std::get_if<int64_t>(&it->second.v);
+    return v ? *v : otherwise;
+  }
   /// The same tiles, a program per tile: for kernels that order their tiles themselves
   /// (ag_gemm by SM puts, gemm_rs by pushes, gemm_ar). Compiled as the configuration says
   /// (on Hopper through the GPU passes, warp specialized: as fast as the matched-loop lowering

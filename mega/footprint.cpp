@@ -482,9 +482,14 @@ void Interpreter::op(const ir::Op& o) {
       const Abs &x = in(0), &b = in(1);
       if (x.exact() && b.exact() && !o.result()->type.is_tensor()) {  // (two known scalars: the answer)
         const int64_t u = x.lo, v = b.lo;
-        const std::map<std::string, bool> known = {{"eq", u == v}, {"ne", u != v}, {"lt", u < v},
-                                                   {"le", u <= v}, {"gt", u > v},  {"ge", u >= v}};
-        if (auto it = known.find(pred); it != known.end()) return result(exact(it->second ? 1 : 0));
+        const int known = pred == "eq"   ? u == v
+                          : pred == "ne" ? u != v
+                          : pred == "lt" ? u < v
+                          : pred == "le" ? u <= v
+                          : pred == "gt" ? u > v
+                          : pred == "ge" ? u >= v
+                                         : -1;
+        if (known >= 0) return result(exact(known));
       }
       if ((pred == "lt" || pred == "le" || pred == "slt" || pred == "sle") && !x.top && x.lo == x.hi &&
           x.terms.size() == 1 && x.terms[0].stride > 0 && x.terms[0].axis >= 0 && b.exact()) {

@@ -129,12 +129,12 @@ std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan&
       // run, spread over the threads.
       tl::for_range(tl::load(row + 6), tl::load(row + 7), 1, [&](Tensor f) {
         const Tensor at = fetches + f * kFetchWords;
-        const Tensor addr = tl::load(at), lines = tl::load(at + 1) / 128, stride = tl::load(at + 2);
+        const Tensor addr = tl::load(at), lines = tl::load(at + 1) / Plan::Fetch::kLine, stride = tl::load(at + 2);
         const Tensor total = lines * tl::load(at + 3);
         const Tensor base(dsl::Trace::current("mega").builder().bitcast(addr.value(), ir::Type::ptr(ir::DType::i8)));
         tl::for_range(int64_t{0}, total, kFetchLanes, [&](Tensor j) {
           const Tensor e = j + tl::arange(0, int(kFetchLanes)).to(tl::int64);
-          tl::prefetch(base + (e / lines * stride + e % lines * 128), e < total);
+          tl::prefetch(base + (e / lines * stride + e % lines * Plan::Fetch::kLine), e < total);
         });
       });
       tl::profile("wait", [&] {

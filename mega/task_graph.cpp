@@ -53,7 +53,7 @@ struct Use {
 // first steps) up to kFetchBytes for the tile's fetches from `first` on: with a tile a program
 // waiting, what a GPU's programs ask of L2 at once stays within it (132 × 256 KiB: 33 MiB of
 // an H100's 50), so that a fetched line is not evicted by the next before it is read.
-constexpr int64_t kFetchLine = 128, kFetchBytes = int64_t(256) << 10;
+constexpr int64_t kFetchLine = Plan::Fetch::kLine, kFetchBytes = int64_t(256) << 10;
 void add_fetches(std::vector<Plan::Fetch>& fetches, const Ranges& reads, int32_t first) {
   int64_t bytes = 0;
   for (size_t f = size_t(first); f < fetches.size(); ++f) bytes += fetches[f].bytes * fetches[f].count;

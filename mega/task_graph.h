@@ -191,6 +191,8 @@ struct Plan {
   /// the tile waits for its dependencies (the lowest addresses, up to 256 KiB a tile):
   /// `count` runs of `bytes` (whole lines) from `addr`, `stride` apart.
   struct Fetch {
+    /// The line the runs are made of, in bytes (what a prefetch brings in).
+    static constexpr int64_t kLine = 128;
     int64_t addr = 0;    ///< The first run's first byte (a line's).
     int64_t bytes = 0;   ///< A run's bytes (whole lines).
     int64_t stride = 0;  ///< From one run to the next.
