@@ -67,9 +67,24 @@ void copy(const char* op, const char* granularity, bool nbi, const Tensor& dest,
 
 Tensor wait_op(const char* op, const Tensor& p, const tl::Operand& n, const char* cmp, const char* scope,
                const char* semantic, const tl::Operand& value, const tl::SrcLoc& loc) {
-  signal_ptr(op, p, loc);
   Tensor count = scalar_int(op, n, DType::i32, loc);
-  Tensor v = scalar_int(op, value, p.dtype(), loc);
+  Tensor v;
+  if (p.valid() && p.is_ptr() && p.type().is_tensor()) {
+    // (a block of pointers: each its words, each with its value)
+    if (p.dtype() != DType::i32 && p.dtype() != DType::i64)
+      fail(op, loc, str_cat("signal words are i32 or i64, got ", p.type().str()));
+    const ir::Type& vt = value.tensor.type();
+    if (value.is_literal || !vt.is_tensor()) {
+      v = tl::full(p.type().shape, scalar_int(op, value, p.dtype(), loc), p.dtype(), loc);
+    } else {
+      if (!vt.is_int() || value.tensor.is_ptr() || vt.is_bool())
+        fail(op, loc, str_cat("the values to compare with must be integers, got ", vt.str()));
+      v = tl::broadcast_to(value.tensor.to(p.dtype()), p.type().shape, loc);
+    }
+  } else {
+    signal_ptr(op, p, loc);
+    v = scalar_int(op, value, p.dtype(), loc);
+  }
   return Tensor(
       builder(op, loc)
           .create(OpCode::Wait, {p.value(), count.value(), v.value()}, {Type::scalar(p.dtype())},

@@ -43,7 +43,9 @@ void notify(const Tensor& ptr, const Operand& rank, const Operand& signal = 1, S
             CommScope comm_scope = CommScope::intra_node, SrcLoc loc = SrcLoc::current());
 /// Waits until each of the `n` signal words from `ptrs` equals `expected`; returns a token
 /// for consume_token. `ptrs`: a scalar pointer to the first of `n` consecutive i32 or i64
-/// words.
+/// words, or a block of such pointers (the words from each, compared with `expected` or, a
+/// block of its shape, the element beside it); the program's threads poll them together.
+/// The token's value: the last word's, for a scalar pointer; 0 for a block.
 Tensor wait(const Tensor& ptrs, const Operand& n, Scope scope = Scope::gpu, Semantic semantic = Semantic::acquire,
             const Operand& expected = 1, SrcLoc loc = SrcLoc::current());
 /// `value`, ordered after the wait that produced `token` (loads through it see the data).
@@ -107,7 +109,9 @@ TILEDIST_SHMEM_COPIES(_nbi_thread)
 void signal_op(const Tensor& sig_addr, const Operand& signal, dist::SigOp sig_op, const Operand& pe,
                SrcLoc loc = SrcLoc::current());
 /// Waits until the local signal word compares to `value` as `cmp` says; returns its value
-/// (acquire, system scope).
+/// (acquire, system scope). `sig_addr` may be a block of pointers, `value` a block of its
+/// shape: until every word compares to its value (OpenSHMEM's wait_until_all_vector, the words
+/// anywhere); returns 0.
 Tensor signal_wait_until(const Tensor& sig_addr, Cmp cmp, const Operand& value, SrcLoc loc = SrcLoc::current());
 /// Orders puts to each peer (fence) / completes all outstanding puts (quiet).
 ///@{

@@ -407,11 +407,13 @@ std::string check_rule(const Op& op) {
         return str_cat("the rank must be an integer scalar, got ", operand(1).str());
       return same_as_result(0);
     case OpCode::Wait: {
+      // (a block of pointers: the words from each, each compared with its own value)
       const Type& p = operand(0);
-      if (!p.is_ptr || p.is_tensor() || (p.dtype != DType::i32 && p.dtype != DType::i64))
-        return str_cat("waits on a scalar pointer to i32 or i64 signal words, got ", p.str());
+      if (!p.is_ptr || (p.dtype != DType::i32 && p.dtype != DType::i64))
+        return str_cat("waits on pointers to i32 or i64 signal words, got ", p.str());
       if (operand(1) != Type::scalar(DType::i32)) return str_cat("the word count must be i32, got ", operand(1).str());
-      if (operand(2) != Type::scalar(p.dtype)) return str_cat("the expected value must be ", dtype_name(p.dtype));
+      const Type want = p.is_tensor() ? Type::tensor(p.dtype, p.shape) : Type::scalar(p.dtype);
+      if (operand(2) != want) return str_cat("the expected value must be ", want.str(), ", got ", operand(2).str());
       if (*out != Type::scalar(p.dtype)) return "result must be the signal's type";
       auto e = expect_enum(op, "cmp", {CmpPred::eq, CmpPred::ne, CmpPred::lt, CmpPred::le, CmpPred::gt, CmpPred::ge});
       if (e.empty()) e = expect_enum(op, "scope", {MemScope::gpu, MemScope::sys});

@@ -34,6 +34,17 @@ constexpr int64_t kItemWords = 8;
 // A fetch's words (Plan::Fetch: address, bytes, stride, count), and the lines a program's
 // threads prefetch at once.
 constexpr int64_t kFetchWords = 4, kFetchLanes = 1024;
+// The dependencies of an item polled at once.
+constexpr int64_t kDepLanes = 128;
+
+// Until each word of a block of pointers is at least the value beside it (acquire, GPU scope:
+// the tasks' words are written by this GPU's programs): dist::wait's op, compared with >=.
+void wait_each(const Tensor& ptrs, const Tensor& at_least) {
+  ir::Builder& b = dsl::Trace::current("mega").builder();
+  b.create(ir::OpCode::Wait, {ptrs.value(), tl::scalar(1, tl::int32).value(), at_least.value()},
+           {ir::Type::scalar(ir::DType::i64)},
+           {{"cmp", std::string("ge")}, {"scope", std::string("gpu")}, {"order", std::string("acquire")}});
+}
 
 std::string kernel_name(const std::string& graph) {
   std::string n = "mega_";
@@ -137,10 +148,14 @@ std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan&
           tl::prefetch(base + (e / lines * stride + e % lines * Plan::Fetch::kLine), e < total);
         });
       });
+      // Its dependencies, kDepLanes at a time, polled together: each word done `times` times
+      // this step (a lane past the end waits on word 0 for 0 times: done).
       tl::profile("wait", [&] {
-        tl::for_range(tl::load(row + 2), tl::load(row + 3), 1, [&](Tensor d) {
-          const Tensor word = tl::load(deps + d * 2), times = tl::load(deps + d * 2 + 1);
-          shmem::signal_wait_until(words + word, shmem::Cmp::ge, step * times.to(tl::int64));
+        const Tensor end = tl::load(row + 3);
+        tl::for_range(tl::load(row + 2), end, kDepLanes, [&](Tensor d) {
+          const Tensor at = d + tl::arange(0, int(kDepLanes)), in = at < end;
+          const Tensor word = tl::load(deps + at * 2, in, 0), times = tl::load(deps + at * 2 + 1, in, 0);
+          wait_each(words + word, step * times.to(tl::int64));
         });
       });
       for (size_t b = 0; b < bodies.first.size(); ++b) {

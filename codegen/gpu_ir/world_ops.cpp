@@ -134,6 +134,31 @@ llvm::Value* WorldOps::poll_words(const ir::Op& wait, llvm::Type* t, llvm::Value
   return b_.CreateLoad(t, seen);
 }
 
+void WorldOps::poll_each(const ir::Op& wait, llvm::Type* t, const std::vector<llvm::Value*>& ptrs,
+                         const std::vector<llvm::Value*>& wants) {
+  if (ptrs.empty()) return;
+  const Scope scope = ir::enum_attr<Scope>(wait, "scope");
+  const llvm::CmpInst::Predicate pred = int_predicate(ir::enum_attr<ir::CmpPred>(wait, "cmp"), false);
+  std::vector<llvm::Value*> seen(ptrs.size()), ok(ptrs.size());
+  spin_until(
+      [&] {
+        for (size_t j = 0; j < ptrs.size(); ++j) seen[j] = target_->load(t, ptrs[j], Order::relaxed, scope);
+        llvm::Value* all = b_.getTrue();
+        for (size_t j = 0; j < ptrs.size(); ++j)
+          all = b_.CreateAnd(all, ok[j] = b_.CreateICmp(pred, seen[j], wants[j]));
+        return all;
+      },
+      runtime::DeviceFailure::wait_timeout,
+      [&] {  // (the first that did not compare)
+        std::array<llvm::Value*, 3> r{ptrs.back(), wants.back(), seen.back()};
+        for (size_t j = ptrs.size() - 1; j-- > 0;)
+          for (int k = 0; k < 3; ++k)
+            r[size_t(k)] = b_.CreateSelect(ok[j], r[size_t(k)], std::array{ptrs[j], wants[j], seen[j]}[size_t(k)]);
+        return r;
+      });
+  if (ir::enum_attr<Order>(wait, "order") == Order::acquire) fence(Order::acquire, scope);
+}
+
 void WorldOps::device_barrier_by_thread0() {
   llvm::Type* i32 = b_.getInt32Ty();
   llvm::Type* i64 = b_.getInt64Ty();

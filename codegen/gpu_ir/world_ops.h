@@ -77,6 +77,12 @@ class WorldOps : public Elements {
   /// (first its thread, step the threads).
   llvm::Value* poll_words(const ir::Op& wait, llvm::Type* t, llvm::Value* p, llvm::Value* n, llvm::Value* want,
                           llvm::Value* first = nullptr, int64_t step = 1);
+  /// A wait on a block of pointers, a thread's share: reads the word at each of `ptrs` (ld.relaxed
+  /// at the op's scope, all issued before any is compared) until every one compares to the
+  /// value beside it in `wants`, then, where the op acquires, fences (acquire) once. Fails as
+  /// poll_words does, reporting the first word that did not compare.
+  void poll_each(const ir::Op& wait, llvm::Type* t, const std::vector<llvm::Value*>& ptrs,
+                 const std::vector<llvm::Value*>& wants);
   /// The barrier of every program on every rank (barrier_all, sync_all), as thread 0 of each
   /// program runs it between two of its program's barriers: a central counter on rank 0 and a
   /// generation word on every rank (the heaps' reserved words). It reads its rank's generation,

@@ -306,10 +306,17 @@ class HostLowering : public Elements {
         auto f = helper("tiledist_wait", b_.getInt64Ty(),
                         {b_.getPtrTy(), b_.getPtrTy(), b_.getInt32Ty(), b_.getInt32Ty(), b_.getInt32Ty(),
                          b_.getInt64Ty(), b_.getInt32Ty()});
-        llvm::Value* got = b_.CreateCall(
-            f, {rt_, val(op.operands[0]).scalar, b_.getInt32(ir::dtype_bytes(pt.dtype)), val(op.operands[1]).scalar,
-                b_.getInt32(cmp), b_.CreateSExt(val(op.operands[2]).scalar, b_.getInt64Ty()),
-                b_.getInt32(ir::enum_attr<ir::MemOrder>(op, "order") == ir::MemOrder::acquire)});
+        auto wait = [&](llvm::Value* p, llvm::Value* want) {
+          return b_.CreateCall(f, {rt_, p, b_.getInt32(ir::dtype_bytes(pt.dtype)), val(op.operands[1]).scalar,
+                                   b_.getInt32(cmp), b_.CreateSExt(want, b_.getInt64Ty()),
+                                   b_.getInt32(ir::enum_attr<ir::MemOrder>(op, "order") == ir::MemOrder::acquire)});
+        };
+        if (pt.is_tensor()) {  // (a block of pointers: each in turn; the token 0)
+          loop(pt.numel(), [&](llvm::Value* i) { wait(element(op.operands[0], i), element(op.operands[2], i)); });
+          vals_[op.results[0].get()] = CVal{llvm::Constant::getNullValue(reg_type(*rt)), nullptr};
+          return;
+        }
+        llvm::Value* got = wait(val(op.operands[0]).scalar, val(op.operands[2]).scalar);
         vals_[op.results[0].get()] = CVal{b_.CreateTrunc(got, reg_type(*rt)), nullptr};
         return;
       }

@@ -434,6 +434,8 @@ class LayoutAssignment {
         return of(r);
       case OpCode::Store:
         return store_layout(op);
+      case OpCode::Wait:  // (a block of pointers: its values in their layout)
+        return own(op.operands[0]);
       case OpCode::Dot: {
         LayoutRef acc = of(r);
         if (i == 2 || acc->kind != Layout::Kind::mma) return i == 2 ? acc : own(o);

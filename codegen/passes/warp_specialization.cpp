@@ -237,7 +237,7 @@ class WarpSpecializer {
   static bool wait_op(const Op& op, std::vector<const Value*>& reads) {
     if (op.code == OpCode::Wait) {
       reads.insert(reads.end(), op.operands.begin(), op.operands.end());
-      return !op.results[0]->type.is_tensor();
+      return !op.operands[0]->type.is_tensor();  // (a block's: every thread polls its share)
     }
     if (op.code != OpCode::For) return false;
     const Block& b = *op.regions[0];

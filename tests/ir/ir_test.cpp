@@ -208,6 +208,17 @@ TEST(Verifier, RejectsBadShapesAndTypes) {
   expect_rejected("func @f(%a: f32) {\n %0 = bitcast %a : i64\n return\n}", "bit width");
   expect_rejected("func @f(%a: i32) {\n %0 = bitcast %a : ptr<f32>\n return\n}", "must be i64");
   expect_rejected("func @f(%p: ptr<f32>) {\n %0 = bitcast %p : i64\n return\n}", "cannot turn a pointer");
+  // (a wait on a block of pointers compares each with the value beside it: a block of its shape)
+  const std::string block_wait =
+      "func @f(%p: ptr<i64>, %v: i64) {\n %0 = splat %p : tensor<4xptr<i64>>\n %1 = constant {value = 1} : i32\n"
+      " %2 = splat %v : tensor<4xi64>\n %3 = splat %v : tensor<8xi64>\n";
+  auto wait = [](const char* value) {
+    return str_cat(" %4 = wait %0, %1, ", value,
+                   " {cmp = \"ge\", order = \"acquire\", scope = \"gpu\"} : i64\n return\n}");
+  };
+  expect_rejected(block_wait + wait("%v"), "the expected value must be tensor<4xi64>, got i64");
+  expect_rejected(block_wait + wait("%3"), "the expected value must be tensor<4xi64>, got tensor<8xi64>");
+  EXPECT_NO_THROW(parse_function(block_wait + wait("%2"), "good.tir"));
 }
 
 TEST(Verifier, RejectsStructuralErrors) {

@@ -43,6 +43,30 @@ inline void ring_all_gather(tl::Ptr<float> out, tl::Ptr<int32_t> flags, tl::Int 
   tl::if_then(n > 1, [&] { dist::wait(flags + last, 1); });
 }
 
+/// A wait on a block of scattered signal words, each for its own value: program 0 waits on
+/// words perm(0..W) here (perm: i * 5 mod W), word k for 100 + k. The host set every word but
+/// those at places 1 and W - 1 of the block (scattered_wait_late); programs 1 and 2 of the
+/// rank before count on our counter, then set those two. Program 0 then stores the count it
+/// sees in `seen`: 2, where it waited for every word (and waits again on the same words with
+/// dist::wait's ==, done at once).
+inline void scattered_wait(tl::Ptr<int64_t> flags, tl::Ptr<int64_t> count, tl::Ptr<int64_t> seen, tl::Const<int> W) {
+  auto next = (dist::rank() + 1) % dist::num_ranks();
+  auto pid = tl::program_id(0);
+  tl::if_then(pid == 0, [&] {
+    auto perm = tl::arange(0, W) * 5 % W;
+    shmem::signal_wait_until(flags + perm, shmem::Cmp::ge, 100 + perm);
+    auto token = dist::wait(flags + perm, 1, dist::Scope::sys, dist::Semantic::acquire, 100 + perm);
+    tl::store(seen, tl::load(dist::consume_token(count, token)));
+  });
+  tl::if_then(pid > 0, [&] {
+    auto word = (1 + (pid - 1) * (W - 2)) * 5 % W;
+    shmem::atomic_add(count, 1, next);
+    dist::notify(flags + word, next, 100 + word);
+  });
+}
+/// The words scattered_wait's programs 1 and 2 set (the others the host sets before).
+inline bool scattered_wait_late(int k, int W) { return k == 5 % W || k == (W - 1) * 5 % W; }
+
 /// Host memory for the checks' Memory parameter (below): the CPU backend's buffers.
 template <class T>
 struct HostMemory {

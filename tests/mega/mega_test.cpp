@@ -233,8 +233,13 @@ TEST(Mega, ThePersistentKernelCompilesForEveryGpuTarget) {
       }
       EXPECT_NE(code.find("mega_layer"), std::string::npos) << target.key();
       // (a waiting tile's weights asked of L2: Plan::Fetch)
+      // and an item's dependencies polled together, relaxed, with one acquire fence at GPU
+      // scope after them)
       if (target.key().rfind("sm_", 0) == 0) {
         EXPECT_NE(code.find("prefetch.L2"), std::string::npos) << target.key();
+        EXPECT_NE(code.find("ld.relaxed.gpu.global.b64"), std::string::npos) << target.key();
+        EXPECT_NE(code.find("fence.acq_rel.gpu;"), std::string::npos) << target.key();
+        EXPECT_EQ(code.find("ld.acquire.sys"), std::string::npos) << target.key();
       }
       const std::string ptxas = "/usr/local/cuda/bin/ptxas";
       if (target.is_gpu() && target.key().rfind("sm_", 0) == 0 && std::filesystem::exists(ptxas)) {

@@ -131,6 +131,26 @@ TEST(GpuKernels, DeviceBarrierOfEveryProgramOnEveryRank) {
   barrier_all();
 }
 
+// A wait on a block of scattered words (4 a thread), each for its own value, two of them set
+// by the rank before's programs.
+TEST(GpuKernels, AWaitOnABlockOfScatteredWordsEachForItsValue) {
+  const int W = 512;
+  cuda::SymmBuffer<int64_t> flags(W), count(1);
+  cuda::Buffer<int64_t> seen(1);
+  std::vector<int64_t> words(W);
+  for (int k = 0; k < W; ++k) words[k] = testing_collectives::scattered_wait_late(k, W) ? 0 : 100 + k;
+  flags.upload(words);
+  cuda::memset(count.data(), 0, 8);
+  barrier_all();
+  gpu_compile(KernelDef("scattered_wait", testing_collectives::scattered_wait, {"flags", "count", "seen", "W"}),
+              {{"W", W}})
+      .launch({3}, flags, count, seen);
+  EXPECT_EQ(seen.download()[0], 2) << "the wait returned before every word was set";
+  std::vector<int64_t> got = flags.download();
+  for (int k = 0; k < W; ++k) ASSERT_EQ(got[k], 100 + k) << "word " << k;
+  barrier_all();
+}
+
 // Run alone (its trap ends the CUDA context): rank 0 waits for a signal nobody sends.
 void wait_forever(tl::Ptr<int32_t> sig) { dist::wait(sig + 3, 1); }
 TEST(GpuFaults, AWaitThatNeverCompletesNamesKernelRankAndSignal) {

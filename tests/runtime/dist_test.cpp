@@ -83,6 +83,23 @@ TEST(Waits, ALoopOfWaitsOverConsecutiveWords) {
   symm_free(flags.data());
 }
 
+TEST(Waits, ABlockOfScatteredWordsEachForItsValue) {
+  const int W = 64;
+  auto flags = symm_alloc<int64_t>(W), count = symm_alloc<int64_t>(1);
+  for (int k = 0; k < W; ++k) flags[k] = testing_collectives::scattered_wait_late(k, W) ? 0 : 100 + k;
+  count[0] = 0;
+  barrier_all();
+  std::vector<int64_t> seen(1, -1);
+  host_compile(KernelDef("scattered_wait", testing_collectives::scattered_wait, {"flags", "count", "seen", "W"}),
+               {{"W", W}})
+      .launch({3}, flags.data(), count.data(), seen);
+  EXPECT_EQ(seen[0], 2) << "the wait returned before every word was set";
+  for (int k = 0; k < W; ++k) EXPECT_EQ(flags[k], 100 + k) << "word " << k;
+  barrier_all();
+  symm_free(count.data());
+  symm_free(flags.data());
+}
+
 // ---- program i waits for program i+1: needs programs that yield while they wait
 void chain(tl::Ptr<int32_t> flags, tl::Ptr<int32_t> order, tl::Ptr<int32_t> counter, tl::Int n) {
   auto pid = tl::program_id(0);
