@@ -90,6 +90,14 @@ export TILEDIST_CUBLASLT=${TILEDIST_CUBLASLT:-$(find / -name 'libcublasLt.so.1[2
 # Everything printed also goes to $logs/summary.txt, which survives a run cut off by its time limit.
 exec > >(tee -a "$logs/summary.txt") 2>&1
 nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv,noheader
+ptxinfo() {  # ptxinfo DIR NAME: ptxas -v of the cached PTX (jit/cache.cpp: after the header's blank line) of kernels NAME*
+  local px; px=$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)
+  for f in $(grep -l -a "^kernel $2" "$1"/* 2>/dev/null | head -2); do
+    awk 'f{print} /^$/{f=1}' "$f" > /tmp/ptxinfo.ptx
+    echo "   $(grep -a -m1 '^kernel ' "$f"): $("$px" -v -arch=sm_90a /tmp/ptxinfo.ptx -o /tmp/ptxinfo.cubin 2>&1 |
+      grep -oE '(Used [0-9]+ registers|[0-9]+ bytes (spill stores|spill loads|smem|stack frame))' | tr '\n' ' ')"
+  done
+}
 run() {  # run NAME SECONDS CMD...: the command under a limit, its rc and its last lines
   local name=$1 limit=$2
   shift 2
@@ -280,14 +288,19 @@ for stage in $stages; do
       run split_tests 120 tools/tiledist-run -n 1 --timeout 115 tests/cuda_collectives_test \
         --gtest_filter='GpuKernels.GemmAll*:GpuKernels.DenseDecode*'
       grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/split_tests.log" | head -6
+      run block_wait 60 tools/tiledist-run -n 2 --timeout 55 tests/cuda_dist_test \
+        --gtest_filter='GpuKernels.AWaitOnABlock*'
+      grep -E "^\[.\] \[  (PASSED|FAILED)|Failure" "$logs/block_wait.log" | head -4
       for v in mega_fetch graph mega graph_whole; do
         a=(); case $v in mega*) a=(--mega) ;; esac
         sp=; case $v in *_whole) sp=0 ;; esac
         pf=; [ "$v" = mega ] && pf=0
-        TILEDIST_DECODE_SPLIT=$sp TILEDIST_MEGA_PREFETCH=$pf TILEDIST_GPU_HEAP_SIZE=24G run "split_$v" 105 \
+        TILEDIST_CACHE_DIR=/tmp/splitcache TILEDIST_DECODE_SPLIT=$sp TILEDIST_MEGA_PREFETCH=$pf \
+          TILEDIST_GPU_HEAP_SIZE=24G run "split_$v" 105 \
           tools/tiledist-run -n 1 --timeout 100 tools/tiledist-model --config "$root/bench/qwen3-8b.json" --layers 36 \
           --batch 1 --seqlen 128 --reps 1 --decode 8 "${a[@]}"
         echo "$v: $(grep -E "a step|rror" "$logs/split_$v.log" | head -2)"
+        [ "$v" = mega_fetch ] && ptxinfo /tmp/splitcache mega_
       done ;;
     megaprof)
       # (the profile of one persistent step at batch 1 and 8: what each SM spends on each task's
