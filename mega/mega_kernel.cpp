@@ -84,6 +84,16 @@ namespace {
 // them: pack_arg), task by task; `first_word`: where each task's start. Throws Error naming a
 // task whose argument does not fit its parameter (a recorded launch's are not checked until
 // here).
+// The most runtime parameters a task has: the words an item reads from its task's first.
+size_t most_params(const TaskGraph& graph) {
+  size_t most = 0;
+  for (const Task& t : graph.tasks()) most = std::max(most, t.def->runtime_params().size());
+  return most;
+}
+
+// The tasks' arguments, a word each, the first of each task's in `first_word`; then
+// most_params zeros (an item reads that many words from its task's first, whatever its body
+// takes).
 std::vector<int64_t> argument_words(const TaskGraph& graph, bool gpu, std::vector<int32_t>& first_word) {
   std::vector<int64_t> words;
   for (const Task& t : graph.tasks()) {
@@ -96,6 +106,7 @@ std::vector<int64_t> argument_words(const TaskGraph& graph, bool gpu, std::vecto
       words.push_back(int64_t(pack_arg(params[i], t.args[i].launch_arg(), gpu,
                                        str_cat(who(graph, t), ": its parameter '", params[i].name, "'"))));
   }
+  words.resize(words.size() + most_params(graph), 0);
   return words;
 }
 
@@ -125,7 +136,8 @@ std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan&
   const int64_t n_items = int64_t(plan.items.size()), n_tasks = int64_t(graph.tasks().size());
   const int P = programs;
   const bool queue = schedule == Schedule::queue;
-  auto body = [tasks = graph.tasks(), bodies, n_items, n_tasks, P, queue, graph_name = graph.name()](
+  const size_t n_params = most_params(graph);
+  auto body = [tasks = graph.tasks(), bodies, n_items, n_tasks, P, queue, n_params, graph_name = graph.name()](
                   const std::vector<ir::Value*>& vals, const std::vector<const ConstValue*>&) {
     const Tensor items(vals[0]), deps(vals[1]), words(vals[2]), arg_words(vals[3]), fetches(vals[4]);
     const int64_t ended = n_items + n_tasks + kEndedWord, stepw = n_items + n_tasks + kStepWord;
@@ -136,6 +148,10 @@ std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan&
       const Tensor row = items + i * kItemWords;
       const Tensor task = tl::load(row), tile = tl::load(row + 1);
       const Tensor body_of = tl::load(row + 4), first_word = tl::load(row + 5);
+      // Its task's arguments, read before it waits (loads in flight while it does): as many
+      // words as the most a task takes, the body below converting those it has.
+      std::vector<Tensor> arg_word;
+      for (size_t k = 0; k < n_params; ++k) arg_word.push_back(tl::load(arg_words + (first_word + int64_t(k))));
       // What it reads that no task writes (weights), into L2 while it waits: every line of each
       // run, spread over the threads.
       tl::for_range(tl::load(row + 6), tl::load(row + 7), 1, [&](Tensor f) {
@@ -172,7 +188,7 @@ std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan&
           const std::vector<ParamInfo> params = task_b.def->runtime_params();
           for (size_t k = 0; k < params.size(); ++k) {
             const ParamInfo& p = params[k];
-            const Tensor w = tl::load(arg_words + (first_word + int64_t(k)));
+            const Tensor& w = arg_word[k];
             if (p.kind == ParamKind::pointer)
               args.push_back(builder.bitcast(w.value(), p.type));
             else if (p.type.dtype == ir::DType::i64)
