@@ -61,6 +61,10 @@
 #              M <= 64): GEMM + AllReduce's and the dense decode's tests (one rank), then the Qwen3-8B-shaped
 #              step at batch 1: as a graph, as one persistent kernel fetching its weights into L2 ahead
 #              and not ($TILEDIST_MEGA_PREFETCH=0), and as a graph with whole tiles ($TILEDIST_DECODE_SPLIT=0)
+#   quick      issue 33 in one call, for a session that may get only one: the block wait's and the
+#              split GEMMs' GPU tests, the Qwen3-8B-shaped step at batch 1 as one persistent kernel
+#              (ptxas -v of it), its profile (tiledist-trace summary), then model_bench at batch 1
+#              (kernel by kernel, graph, persistent, PyTorch)
 #   megaprof   issue 33's profile: one persistent step of the Qwen3-8B-shaped model at batch 1 and 8
 #              (TILEDIST_PROFILE), summarized by tiledist-trace (time a tile of each kernel, waits)
 #   megabench  issue 33's timing: model_bench's decode of a Qwen3-8B-shaped model (bench/qwen3-8b.json,
@@ -302,6 +306,24 @@ for stage in $stages; do
         echo "$v: $(grep -E "a step|rror" "$logs/split_$v.log" | head -2)"
         [ "$v" = mega_fetch ] && ptxinfo /tmp/splitcache mega_
       done ;;
+    quick)
+      export TILEDIST_WAIT_TIMEOUT=30
+      run quick_tests 100 tools/tiledist-run -n 1 --timeout 95 tests/cuda_collectives_test \
+        --gtest_filter='GpuKernels.GemmAll*:GpuKernels.DenseDecode*'
+      grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/quick_tests.log" | head -6
+      run quick_wait 45 tools/tiledist-run -n 2 --timeout 40 tests/cuda_dist_test --gtest_filter='GpuKernels.AWaitOnABlock*'
+      grep -E "^\[.\] \[  (PASSED|FAILED)|Failure" "$logs/quick_wait.log" | head -4
+      rm -rf /tmp/quickprof
+      TILEDIST_CACHE_DIR=/tmp/quickcache TILEDIST_PROFILE=/tmp/quickprof TILEDIST_GPU_HEAP_SIZE=24G run quick_prof 120 \
+        tools/tiledist-run -n 1 --timeout 115 tools/tiledist-model --config "$root/bench/qwen3-8b.json" --layers 36 \
+        --batch 1 --seqlen 128 --reps 1 --decode 2 --mega
+      echo "profiled: $(grep -E "a step|rror" "$logs/quick_prof.log" | head -2)"
+      tools/tiledist-trace summary /tmp/quickprof/*.json > "$logs/quick_summary.txt" 2>&1
+      head -30 "$logs/quick_summary.txt"
+      ptxinfo /tmp/quickcache mega_
+      TILEDIST_GPU_HEAP_SIZE=24G run quick_bench 300 stdbuf -oL tools/tiledist-run -n 1 --timeout 295 bench/model_bench 1 \
+        --config "$root/bench/qwen3-8b.json" --layers 36 --seqlens "" --decode-batches 1 --steps 8
+      grep -vE '^\s*$' "$logs/quick_bench.log" | tail -12 ;;
     megaprof)
       # (the profile of one persistent step at batch 1 and 8: what each SM spends on each task's
       # tiles and on waiting)
