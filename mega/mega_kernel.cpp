@@ -165,18 +165,22 @@ std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan&
         });
       });
       // Its dependencies, kDepLanes at a time, polled together: each word done `times` times
-      // this step (a lane past the end waits on word 0 for 0 times: done).
-      tl::profile("wait", [&] {
-        const Tensor end = tl::load(row + 3);
-        tl::for_range(tl::load(row + 2), end, kDepLanes, [&](Tensor d) {
-          const Tensor at = d + tl::arange(0, int(kDepLanes)), in = at < end;
-          const Tensor word = tl::load(deps + at * 2, in, 0), times = tl::load(deps + at * 2 + 1, in, 0);
-          wait_each(words + word, step * times.to(tl::int64));
+      // this step (a lane past the end waits on word 0 for 0 times: done). Profiled as "wait
+      // KERNEL", so a profile tells which kernels' tiles wait.
+      const Tensor deps_begin = tl::load(row + 2), deps_end = tl::load(row + 3);
+      auto wait_deps = [&](const std::string& kernel) {
+        tl::profile("wait " + kernel, [&] {
+          tl::for_range(deps_begin, deps_end, kDepLanes, [&](Tensor d) {
+            const Tensor at = d + tl::arange(0, int(kDepLanes)), in = at < deps_end;
+            const Tensor word = tl::load(deps + at * 2, in, 0), times = tl::load(deps + at * 2 + 1, in, 0);
+            wait_each(words + word, step * times.to(tl::int64));
+          });
         });
-      });
+      };
       for (size_t b = 0; b < bodies.first.size(); ++b) {
         const Task& task_b = tasks[size_t(bodies.first[b])];
         tl::if_then(body_of == int64_t(b), [&] {
+          wait_deps(task_b.def->name());
           const Grid g = task_b.grid;
           const Tensor x = tile % g.x, y = tile / g.x % g.y, z = tile / (int64_t(g.x) * g.y);
           dsl::ProgramScope scope({x.value(), y.value(), z.value()},

@@ -384,7 +384,8 @@ TEST(Mega, TasksWhoseArgumentsTellOtherwiseGetTheirOwnBody) {
 }
 
 // Profiled, the persistent kernel shows each program's tiles on its timeline: a span a tile,
-// named after its kernel, with its task and tile, after the spans of the tiles it waits for.
+// named after its kernel, with its task and tile, after the spans of the tiles it waits for;
+// before each, its wait ("wait KERNEL").
 TEST(Mega, TheProfilerShowsEachProgramsTiles) {
   const Target target = Target::default_target();
   test_util::TempDir dir;
@@ -408,7 +409,7 @@ TEST(Mega, TheProfilerShowsEachProgramsTiles) {
   std::map<std::pair<int64_t, int64_t>, trace::Span> tiles;  // (task, tile)
   int waits = 0;
   for (const trace::Span& sp : t.spans) {
-    if (sp.name == "wait") ++waits;
+    if (sp.name == "wait add_f32") ++waits;
     if (sp.name != "add_f32") continue;
     ASSERT_EQ(sp.coords.size(), 2u);
     EXPECT_TRUE(tiles.emplace(std::make_pair(sp.coords[0], sp.coords[1]), sp).second)
