@@ -13,6 +13,8 @@ namespace {
 constexpr int kNoRoot = -1;     // not a pointer
 constexpr int kManyRoots = -2;  // a pointer from more than one parameter, or from memory
 constexpr size_t kMaxTerms = 8;
+// A loop of at most this many trips, their number known, is walked trip by trip.
+constexpr int64_t kWalkTrips = 8;
 constexpr int64_t kMaxRanges = 4096;  // ranges an access may enumerate before taking their hull
 
 // stride · [0, count): the multiples of an index j that `id` names (an arange's, a loop's
@@ -304,6 +306,21 @@ void Interpreter::for_op(const ir::Op& o) {
     for (size_t i = 0; i < carried; ++i) set(o.result(int(i)), inits[i]);
     return;
   }
+  if (known && trips > 1 && trips <= kWalkTrips) {
+    // Few trips: each walked with its induction variable exact (a persistent kernel's loop
+    // over its program's tiles, where a tile's coordinates and K range are divisions and
+    // selects of it that a strided term cannot follow), each trip's accesses its own.
+    std::vector<Abs> now = inits;
+    const ir::Op* yield = body.terminator();
+    for (int64_t t = 0; t < trips; ++t) {
+      set(body.args[0].get(), exact(lb.lo + t * st.lo));
+      for (size_t i = 0; i < carried; ++i) set(body.args[1 + i].get(), now[i]);
+      block(body);
+      for (size_t i = 0; i < carried; ++i) now[i] = yield ? get(yield->operands.at(i)) : top(inits[i].root);
+    }
+    for (size_t i = 0; i < carried; ++i) set(o.result(int(i)), now[i]);
+    return;
+  }
   Abs iv = top();
   const int id = next_id_++;  // (the iteration: j of the induction variable and of what it carries)
   if (known) {                // (one trip: the value itself, which comparisons and selects then read exactly)
@@ -434,13 +451,26 @@ void Interpreter::op(const ir::Op& o) {
       return result(mul(in(0), in(1)));
     case OpCode::Shl:
       return result(in(1).exact() && in(1).lo >= 0 && in(1).lo < 62 ? scale(in(0), int64_t{1} << in(1).lo) : top());
+    case OpCode::Not:
+    case OpCode::Or:
+    case OpCode::Xor: {  // (known scalars: the answer; a boolean otherwise 0 or 1)
+      const bool is_bool = o.result()->type.is_bool(), scalar = !o.result()->type.is_tensor();
+      if (scalar &&
+          std::all_of(o.operands.begin(), o.operands.end(), [&](const ir::Value* v) { return get(v).exact(); })) {
+        const int64_t u = in(0).lo;
+        if (o.code == OpCode::Not) return result(exact(is_bool ? int64_t(u == 0) : ~u));
+        return result(exact(o.code == OpCode::Or ? (u | in(1).lo) : (u ^ in(1).lo)));
+      }
+      return result(is_bool ? range(0, 1) : top());
+    }
     case OpCode::Div:
     case OpCode::Shr:
     case OpCode::Rem:
     case OpCode::And:
     case OpCode::Min:
     case OpCode::Max: {
-      if (in(0).exact() && in(1).exact() && !o.result()->type.is_bool()) {  // (two known values: the answer)
+      // (two known values: the answer; booleans too, where scalar: a tensor's keep their clips)
+      if (in(0).exact() && in(1).exact() && (!o.result()->type.is_bool() || !o.result()->type.is_tensor())) {
         const int64_t u = in(0).lo, v = in(1).lo;
         switch (o.code) {
           case OpCode::Div:
@@ -532,6 +562,13 @@ void Interpreter::op(const ir::Op& o) {
     case OpCode::For:
       return for_op(o);
     case OpCode::If: {
+      if (in(0).exact() && !o.operands[0]->type.is_tensor()) {  // (a known condition: its side alone)
+        const ir::Block& taken = *o.regions[in(0).lo ? 0 : 1];
+        block(taken);
+        const std::vector<Abs> a = yielded(taken);
+        for (size_t i = 0; i < o.results.size(); ++i) set(o.result(int(i)), i < a.size() ? a[i] : top());
+        return;
+      }
       block(*o.regions[0]);
       const std::vector<Abs> a = yielded(*o.regions[0]);
       block(*o.regions[1]);

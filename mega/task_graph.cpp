@@ -53,26 +53,47 @@ struct Use {
 // first steps) up to kFetchBytes for the tile's fetches from `first` on: with a tile a program
 // waiting, what a GPU's programs ask of L2 at once stays within it (132 × 256 KiB: 33 MiB of
 // an H100's 50), so that a fetched line is not evicted by the next before it is read.
+// At most kFetchRuns runs a tile (the kernel reads each run's words before it asks for its
+// lines: one round trip a run), the first ones. A range continues a run it is the next of; else
+// it pairs with a run of one before it (its second sets the stride). A run of two that it would
+// continue from the first is paired again, its second a run of its own: the rows of two tiles
+// side by side (x0, y0, x1, y1, ...) make two runs, not one a row.
 constexpr int64_t kFetchLine = Plan::Fetch::kLine, kFetchBytes = int64_t(256) << 10;
+constexpr int32_t kFetchRuns = 8;
 void add_fetches(std::vector<Plan::Fetch>& fetches, const Ranges& reads, int32_t first) {
   int64_t bytes = 0;
   for (size_t f = size_t(first); f < fetches.size(); ++f) bytes += fetches[f].bytes * fetches[f].count;
-  std::vector<Plan::Fetch> runs;
+  auto ours = [&] { return int32_t(fetches.size()) - first; };
   for (auto [b, e] : reads) {
     const int64_t begin = b / kFetchLine * kFetchLine;
     const int64_t end = std::min((e + kFetchLine - 1) / kFetchLine * kFetchLine, begin + (kFetchBytes - bytes));
     if (end <= begin) break;
-    bytes += end - begin;
-    Plan::Fetch* last = runs.empty() ? nullptr : &runs.back();
-    if (last && last->bytes == end - begin && last->addr + last->stride * last->count == begin &&
-        (last->count > 1 || begin > last->addr)) {
-      if (last->count == 1) last->stride = begin - last->addr;
-      ++last->count;
+    const int64_t n = end - begin;
+    auto find = [&](auto fits) -> Plan::Fetch* {
+      for (size_t f = fetches.size(); f-- > size_t(first);)
+        if (fetches[f].bytes == n && fits(fetches[f])) return &fetches[f];
+      return nullptr;
+    };
+    if (Plan::Fetch* run =
+            find([&](const Plan::Fetch& r) { return r.count >= 2 && r.addr + r.stride * r.count == begin; })) {
+      ++run->count;
+    } else if (Plan::Fetch* single =
+                   find([&](const Plan::Fetch& r) { return r.count == 1 && begin >= r.addr + r.bytes; })) {
+      single->stride = begin - single->addr, single->count = 2;
+    } else if (Plan::Fetch* pair = ours() < kFetchRuns ? find([&](const Plan::Fetch& r) {
+                 return r.count == 2 && begin - r.addr > r.stride;
+               })
+                                                       : nullptr) {
+      const Plan::Fetch second{pair->addr + pair->stride, n, 0, 1};
+      pair->stride = begin - pair->addr;  // (its first, then this one)
+      fetches.push_back(second);
+    } else if (ours() < kFetchRuns) {
+      fetches.push_back({begin, n, 0, 1});
     } else {
-      runs.push_back({begin, end - begin, 0, 1});
+      break;
     }
+    bytes += n;
   }
-  fetches.insert(fetches.end(), runs.begin(), runs.end());
 }
 
 std::string arg_name(const Task& t, size_t i) {

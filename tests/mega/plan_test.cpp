@@ -194,6 +194,52 @@ TEST(Mega, WhatATileReadsThatNothingWritesIsFetchedAhead) {
   }
 }
 
+// A persistent stream-K GEMM's programs (kernels::Gemm, recorded) walk two tiles each: a whole
+// one, then a run of K of the last wave's. Each fetches ahead the columns of B those two tiles
+// read (exact footprints: the tile loop walked trip by trip), in a run of lines a tile, not one
+// a row of B.
+TEST(Mega, AStreamKProgramFetchesTheTilesItWalks) {
+  constexpr int64_t kLine = 128;
+  const Target target = Target::default_target();
+  const int64_t M = 1, tiles = 16, N = 32 * tiles, K = 256;  // (a row of B: 1 KiB; a tile's 32 columns: 64 B)
+  kernels::GemmConfig config;
+  config.constants = {{"BM", 32}, {"BN", 32}, {"BK", 32}, {"PERSISTENT", 1}};
+  config.bm = config.bn = 32, config.programs = 12, config.max_parts = 8;
+  kernels::Gemm gemm(target, M, N, K, ir::DType::bf16, config);
+  ASSERT_TRUE(gemm.stream_k());
+  Scratch<bf16> a(target, size_t(M * K)), b(target, size_t(K * N));
+  Scratch<float> c(target, size_t(M * N));
+  mega::TaskGraph g("stream_k");
+  g.input(a.data(), M * K), g.input(b.data(), K * N);
+  g.record("gemm", [&] { gemm.run(a.data(), b.data(), c.data()); });
+  const mega::Plan plan = g.plan();
+  const int64_t b0 = int64_t(uintptr_t(b.data()));
+  int64_t programs = 0;
+  for (const mega::Plan::Item& it : plan.items) {
+    if (g.tasks()[size_t(it.task)].name != "gemm#0") continue;
+    ++programs;
+    const int64_t p = it.tile;
+    // (12 whole tiles, then the last wave's 4 each in 3 runs of K: program p walks tile p, then tile 12 + p % 4)
+    const std::set<int64_t> walked = {p, 12 + p % 4};
+    EXPECT_LE(it.fetch_end - it.fetch_begin, 3) << "program " << p << ": A's row and a run a tile";
+    int64_t lines_of_b = 0;
+    for (int32_t f = it.fetch_begin; f < it.fetch_end; ++f) {
+      const mega::Plan::Fetch& run = plan.fetches[size_t(f)];
+      for (int64_t r = 0; r < run.count; ++r)
+        for (int64_t at = run.addr + r * run.stride; at < run.addr + r * run.stride + run.bytes; at += kLine) {
+          if (at + kLine <= b0 || at >= b0 + K * N * 2) continue;  // (A's)
+          ++lines_of_b;
+          bool ours = false;  // (the line meets a walked tile's columns in its row)
+          for (int64_t x = std::max(at, b0); x < std::min(at + kLine, b0 + K * N * 2); x += 2)
+            ours = ours || walked.count((x - b0) / 2 % N / 32);
+          EXPECT_TRUE(ours) << "program " << p << " fetches a line of B beyond its tiles: byte " << at - b0;
+        }
+    }
+    EXPECT_GE(lines_of_b, K) << "program " << p << ": its whole tile's rows at least";
+  }
+  EXPECT_EQ(programs, 12);
+}
+
 TEST(Mega, ACycleIsRefusedNamingItsTasks) {
   Layer l(8, 16);
   mega::TaskGraph g = l.graph();
