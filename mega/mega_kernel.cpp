@@ -151,6 +151,7 @@ std::unique_ptr<KernelDef> persistent_kernel(const TaskGraph& graph, const Plan&
       // Its task's arguments, read before it waits (loads in flight while it does): as many
       // words as the most a task takes, the body below converting those it has.
       std::vector<Tensor> arg_word;
+      arg_word.reserve(n_params);
       for (size_t k = 0; k < n_params; ++k) arg_word.push_back(tl::load(arg_words + (first_word + int64_t(k))));
       // What it reads that no task writes (weights), into L2 while it waits: every line of each
       // run, spread over the threads.
