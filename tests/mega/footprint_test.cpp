@@ -93,11 +93,11 @@ TEST(Footprint, ATilesFootprintIsTheElementsItsAddressesReach) {
     const std::vector<mega::Footprint> fp =
         mega::footprints(*f, launch_args({p, p, q}, {M, N, K}), {pm, pn, 0}, {gm, gn, 1});
     ASSERT_EQ(fp.size(), 6u);
-    // What the addresses reach: a's rows of the tile over every k the loop takes, b's columns
-    // (their masks, on k against what is left of K, not bounding an index by a constant, but
-    // where the loop takes one step: k is then arange's alone, which the mask bounds by K), c's
+    // What the addresses reach: a's rows of the tile over every k below K, b's columns (the
+    // loop, of at most 7 trips here, is walked trip by trip: each trip's k is known, and its
+    // mask bounds k + arange by K; a loop of more trips would reach every k it takes), c's
     // block within M × N (its mask does).
-    const int64_t k_end = K <= BK ? K : (K + BK - 1) / BK * BK;
+    const int64_t k_end = K;
     std::vector<int64_t> a, b, c;
     for (int64_t r = int64_t(pm) * BM; r < int64_t(pm) * BM + BM; ++r)
       for (int64_t k = 0; k < k_end; ++k) a.push_back(r * K + k);
