@@ -102,6 +102,14 @@ ptxinfo() {  # ptxinfo DIR NAME: ptxas -v of the cached PTX (jit/cache.cpp: afte
       grep -oE '(Used [0-9]+ registers|[0-9]+ bytes (spill stores|spill loads|smem|stack frame))' | tr '\n' ' ')"
   done
 }
+issue33_tests() {  # issue33_tests PREFIX S1 S2: the split GEMMs' GPU tests (S1 s), the block wait's at 2 ranks (S2 s)
+  run "$1_tests" $(($2 + 5)) tools/tiledist-run -n 1 --timeout "$2" tests/cuda_collectives_test \
+    --gtest_filter='GpuKernels.GemmAll*:GpuKernels.DenseDecode*'
+  grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/$1_tests.log" | head -6
+  run "$1_wait" $(($3 + 5)) tools/tiledist-run -n 2 --timeout "$3" tests/cuda_dist_test \
+    --gtest_filter='GpuKernels.AWaitOnABlock*'
+  grep -E "^\[.\] \[  (PASSED|FAILED)|Failure" "$logs/$1_wait.log" | head -4
+}
 run() {  # run NAME SECONDS CMD...: the command under a limit, its rc and its last lines
   local name=$1 limit=$2
   shift 2
@@ -289,12 +297,7 @@ for stage in $stages; do
       done ;;
     split)
       export TILEDIST_WAIT_TIMEOUT=30
-      run split_tests 120 tools/tiledist-run -n 1 --timeout 115 tests/cuda_collectives_test \
-        --gtest_filter='GpuKernels.GemmAll*:GpuKernels.DenseDecode*'
-      grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/split_tests.log" | head -6
-      run block_wait 60 tools/tiledist-run -n 2 --timeout 55 tests/cuda_dist_test \
-        --gtest_filter='GpuKernels.AWaitOnABlock*'
-      grep -E "^\[.\] \[  (PASSED|FAILED)|Failure" "$logs/block_wait.log" | head -4
+      issue33_tests split 115 55
       for v in mega_fetch graph mega graph_whole; do
         a=(); case $v in mega*) a=(--mega) ;; esac
         sp=; case $v in *_whole) sp=0 ;; esac
@@ -308,11 +311,7 @@ for stage in $stages; do
       done ;;
     quick)
       export TILEDIST_WAIT_TIMEOUT=30
-      run quick_tests 100 tools/tiledist-run -n 1 --timeout 95 tests/cuda_collectives_test \
-        --gtest_filter='GpuKernels.GemmAll*:GpuKernels.DenseDecode*'
-      grep -E "^\[0\] \[  (PASSED|FAILED)|Failure" "$logs/quick_tests.log" | head -6
-      run quick_wait 45 tools/tiledist-run -n 2 --timeout 40 tests/cuda_dist_test --gtest_filter='GpuKernels.AWaitOnABlock*'
-      grep -E "^\[.\] \[  (PASSED|FAILED)|Failure" "$logs/quick_wait.log" | head -4
+      issue33_tests quick 95 40
       rm -rf /tmp/quickprof
       TILEDIST_CACHE_DIR=/tmp/quickcache TILEDIST_PROFILE=/tmp/quickprof TILEDIST_GPU_HEAP_SIZE=24G run quick_prof 120 \
         tools/tiledist-run -n 1 --timeout 115 tools/tiledist-model --config "$root/bench/qwen3-8b.json" --layers 36 \

@@ -80,10 +80,6 @@ TaskBodies task_bodies(const TaskGraph& graph) {
 
 namespace {
 
-// Every task's arguments as words of the table the kernel reads them from (as a launch packs
-// them: pack_arg), task by task; `first_word`: where each task's start. Throws Error naming a
-// task whose argument does not fit its parameter (a recorded launch's are not checked until
-// here).
 // The most runtime parameters a task has: the words an item reads from its task's first.
 size_t most_params(const TaskGraph& graph) {
   size_t most = 0;
@@ -91,9 +87,11 @@ size_t most_params(const TaskGraph& graph) {
   return most;
 }
 
-// The tasks' arguments, a word each, the first of each task's in `first_word`; then
-// most_params zeros (an item reads that many words from its task's first, whatever its body
-// takes).
+// Every task's arguments as words of the table the kernel reads them from (as a launch packs
+// them: pack_arg), task by task, then most_params zeros (an item reads that many words from
+// its task's first, whatever its body takes); `first_word`: where each task's start. Throws
+// Error naming a task whose argument does not fit its parameter (a recorded launch's are not
+// checked until here).
 std::vector<int64_t> argument_words(const TaskGraph& graph, bool gpu, std::vector<int32_t>& first_word) {
   std::vector<int64_t> words;
   for (const Task& t : graph.tasks()) {

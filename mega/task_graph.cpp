@@ -63,8 +63,8 @@ constexpr int32_t kFetchRuns = 8;
 void add_fetches(std::vector<Plan::Fetch>& fetches, const Ranges& reads, int32_t first) {
   int64_t bytes = 0;
   for (size_t f = size_t(first); f < fetches.size(); ++f) bytes += fetches[f].bytes * fetches[f].count;
-  auto ours = [&] { return int32_t(fetches.size()) - first; };
   for (auto [b, e] : reads) {
+    const bool room = int32_t(fetches.size()) - first < kFetchRuns;  // (for a run more)
     const int64_t begin = b / kFetchLine * kFetchLine;
     const int64_t end = std::min((e + kFetchLine - 1) / kFetchLine * kFetchLine, begin + (kFetchBytes - bytes));
     if (end <= begin) break;
@@ -80,14 +80,13 @@ void add_fetches(std::vector<Plan::Fetch>& fetches, const Ranges& reads, int32_t
     } else if (Plan::Fetch* single =
                    find([&](const Plan::Fetch& r) { return r.count == 1 && begin >= r.addr + r.bytes; })) {
       single->stride = begin - single->addr, single->count = 2;
-    } else if (Plan::Fetch* pair = ours() < kFetchRuns ? find([&](const Plan::Fetch& r) {
-                 return r.count == 2 && begin - r.addr > r.stride;
-               })
-                                                       : nullptr) {
+    } else if (Plan::Fetch* pair =
+                   room ? find([&](const Plan::Fetch& r) { return r.count == 2 && begin - r.addr > r.stride; })
+                        : nullptr) {
       const Plan::Fetch second{pair->addr + pair->stride, n, 0, 1};
       pair->stride = begin - pair->addr;  // (its first, then this one)
       fetches.push_back(second);
-    } else if (ours() < kFetchRuns) {
+    } else if (room) {
       fetches.push_back({begin, n, 0, 1});
     } else {
       break;

@@ -79,30 +79,28 @@ bool LayoutLowering::emit_nvshmem_memcpy(const ir::Op& op) {
 
 void LayoutLowering::emit_wait(const ir::Op& op) {
   llvm::Type* t = reg_type(op.results[0]->type);
-  if (op.operands[0]->type.is_tensor()) {
-    // A block of pointers: each thread polls the words of the elements it holds, all at once
-    // (one round trip, not one a word), and the program meets. Its token: 0.
-    if (producer_) unsupported(op, "a wait on a block of pointers in a warp-specialized producer");
-    const LVal& ptrs = val(op.operands[0]);
-    const LVal& want = val(op.operands[2]);
-    auto* one = llvm::dyn_cast<llvm::ConstantInt>(val(op.operands[1]).scalar);
-    if (one && one->isOne()) {
-      poll_each(op, t, ptrs.regs, want.regs);  // (a word each: all the thread's at once)
-    } else {
-      for (size_t j = 0; j < ptrs.regs.size(); ++j)
-        poll_words(op, t, ptrs.regs[j], val(op.operands[1]).scalar, want.regs.at(j));
-    }
-    barrier();
-    if (!tma_recipes_.empty() && !consumers_) ptx(b_.getVoidTy(), "fence.proxy.async.global;", "", {});
-    return define(op, LVal::of(llvm::Constant::getNullValue(t)));
-  }
   auto poll = [&] {
     return poll_words(op, t, val(op.operands[0]).scalar, val(op.operands[1]).scalar, val(op.operands[2]).scalar);
   };
   const bool used = uses_[op.results[0].get()] > 0;
   llvm::Value* last = llvm::UndefValue::get(t);
   auto* one = llvm::dyn_cast<llvm::ConstantInt>(val(op.operands[1]).scalar);
-  if (!producer_ && !(one && one->isOne())) {
+  const bool one_word = one && one->isOne();
+  if (op.operands[0]->type.is_tensor()) {
+    // A block of pointers: each thread polls the words of the elements it holds, a word each
+    // all at once (one round trip, not one a word), and the program meets. Its token: 0.
+    if (producer_) unsupported(op, "a wait on a block of pointers in a warp-specialized producer");
+    const LVal& ptrs = val(op.operands[0]);
+    const LVal& want = val(op.operands[2]);
+    if (one_word) {
+      poll_each(op, t, ptrs.regs, want.regs);
+    } else {
+      for (size_t j = 0; j < ptrs.regs.size(); ++j)
+        poll_words(op, t, ptrs.regs[j], val(op.operands[1]).scalar, want.regs.at(j));
+    }
+    barrier();
+    last = llvm::Constant::getNullValue(t);
+  } else if (!producer_ && !one_word) {
     // Many words (or a count known only at run time): each thread polls its share, the
     // program meets, and the last word is read again where the token's value is used (one
     // thread polling n words one after the other took ~1 us a word at sys scope).
